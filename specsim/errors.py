@@ -1,0 +1,46 @@
+"""The one input-error type of specsim.
+
+Every problem with something a user supplied (a trace line, a scenario value, a profile file, a policy
+name) is raised as :class:`SpecsimInputError`. The CLI prints it on one line and exits with status 2;
+library callers can catch it and read its fields. Internal invariants raise ``RuntimeError`` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class SpecsimInputError(ValueError):
+    """Bad user input, located as precisely as possible.
+
+    Args:
+        file: the file (or source such as ``--set``) the bad value came from, or None.
+        line: 1-based line number in ``file``, or None when not line-oriented.
+        field: the field, column or key name, or None.
+        expected: what was expected, in words (``"int >= 1"``).
+        got: what was found, already formatted for display, or None.
+    """
+
+    file: str | None
+    line: int | None
+    field: str | None
+    expected: str
+    got: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file))
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.field is not None:
+            where.append(f"field '{self.field}'")
+        head = ", ".join(where) if where else "input"
+        msg = f"{head}: expected {self.expected}"
+        if self.got is not None:
+            msg += f", got {self.got}"
+        return msg

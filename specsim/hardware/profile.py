@@ -1,0 +1,227 @@
+"""Step-time profiles: the verify step's cost as a function of the verification batch size B.
+
+A profile is a measured table of ``(batch_tokens, step_time_s)`` for one target model on one engine
+and GPU setup, plus an optional KV-read term (seconds per KV-cache token read in a step), plus metadata
+naming its source. ``SPS(B) = 1 / step_time_s(B)`` is the quantity the DSpark scheduler maximises
+against (PAPER.md section 5.1).
+
+File format (JSON)::
+
+    {
+      "metadata": {"gpu": "H100", "model": "Llama-2-7B", "dtype": "fp16", "tp": 1,
+                   "engine": "...", "source": "...", "date": "YYYY-MM-DD", "kind": "measured"},
+      "lookup": "linear" | "padded",
+      "kv_read_s_per_token": 0.0,             # optional, seconds per KV token read per step
+      "batch_tokens": [1, 2, 4, 8, 16, ...],  # strictly increasing ints >= 1
+      "step_time_s":  [...]                   # same length, finite, > 0
+    }
+
+Lookup rules (explicit, tested):
+
+* ``linear``: exact at measured points, linear interpolation between neighbours.
+* ``padded``: the step time of the smallest measured batch size >= B, as engines with CUDA-graph
+  buckets behave (a batch of B runs in the next captured graph).
+* B below the first point: the first point's time (a batch can always be padded up). B above the last
+  point is an error (:class:`SpecsimInputError`) unless ``extrapolate="linear"`` was chosen, which
+  continues the last segment's slope; never a silent clamp.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specsim.errors import SpecsimInputError
+
+LOOKUPS = ("linear", "padded")
+EXTRAPOLATIONS = ("error", "linear")
+
+
+@dataclass(frozen=True, eq=False)
+class StepTimeProfile:
+    """A target step-time table with a stated lookup rule.
+
+    Args:
+        batch_tokens: (n,) strictly increasing verification batch sizes in tokens, >= 1.
+        step_time_s: (n,) measured step time in seconds at each size, finite and > 0.
+        lookup: ``"linear"`` or ``"padded"`` (see module docstring).
+        kv_read_s_per_token: seconds added per KV-cache token read in a step (0 disables the term).
+        extrapolate: ``"error"`` (default) or ``"linear"`` beyond the last measured size.
+        metadata: free-form provenance (gpu, model, dtype, tp, engine, source, date, kind).
+        source: the file it was read from, for error messages.
+
+    Raises:
+        SpecsimInputError: NaN or non-positive times, unsorted or duplicate sizes, length mismatch,
+            an unknown lookup rule.
+    """
+
+    batch_tokens: np.ndarray
+    step_time_s: np.ndarray
+    lookup: str = "linear"
+    kv_read_s_per_token: float = 0.0
+    extrapolate: str = "error"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        b = np.asarray(self.batch_tokens, dtype=np.int64)
+        t = np.asarray(self.step_time_s, dtype=np.float64)
+        src = self.source
+        if b.ndim != 1 or t.ndim != 1 or b.size != t.size or b.size == 0:
+            raise SpecsimInputError(src, None, "batch_tokens/step_time_s",
+                                    "two non-empty lists of equal length", f"{b.size} and {t.size}")
+        if self.lookup not in LOOKUPS:
+            raise SpecsimInputError(src, None, "lookup", f"one of {LOOKUPS}", repr(self.lookup))
+        if self.extrapolate not in EXTRAPOLATIONS:
+            raise SpecsimInputError(src, None, "extrapolate", f"one of {EXTRAPOLATIONS}",
+                                    repr(self.extrapolate))
+        bad = np.flatnonzero(~np.isfinite(t) | (t <= 0))
+        if bad.size:
+            raise SpecsimInputError(src, None, f"step_time_s[{bad[0]}]", "a finite time > 0 s",
+                                    repr(float(t[bad[0]])))
+        if b[0] < 1:
+            raise SpecsimInputError(src, None, "batch_tokens[0]", "an int >= 1", str(int(b[0])))
+        nonincr = np.flatnonzero(np.diff(b) <= 0)
+        if nonincr.size:
+            i = int(nonincr[0]) + 1
+            raise SpecsimInputError(src, None, f"batch_tokens[{i}]",
+                                    "strictly increasing sizes (no duplicates)",
+                                    f"{int(b[i])} after {int(b[i - 1])}")
+        if not np.isfinite(self.kv_read_s_per_token) or self.kv_read_s_per_token < 0:
+            raise SpecsimInputError(src, None, "kv_read_s_per_token", "a finite value >= 0",
+                                    repr(self.kv_read_s_per_token))
+        b.setflags(write=False)
+        t.setflags(write=False)
+        object.__setattr__(self, "batch_tokens", b)
+        object.__setattr__(self, "step_time_s", t)
+        # Dense lookup table over 1..max_batch_tokens: one fancy-index per query in the hot path.
+        grid = np.arange(1, int(b[-1]) + 1)
+        if self.lookup == "linear":
+            dense = np.interp(grid, b, t)
+        else:
+            dense = t[np.searchsorted(b, grid, side="left")]
+        dense = np.concatenate([[dense[0]], dense])  # index 0 unused (B >= 1); keeps B as the index
+        dense.setflags(write=False)
+        object.__setattr__(self, "_dense", dense)
+
+    @property
+    def max_batch_tokens(self) -> int:
+        """The largest measured batch size in tokens."""
+        return int(self.batch_tokens[-1])
+
+    def step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0) -> float | np.ndarray:
+        """Target step time in seconds at verification batch size ``batch_tokens`` (scalar or array).
+
+        Args:
+            batch_tokens: B, tokens in the step (int or int array), >= 1.
+            kv_tokens: total KV-cache tokens read by the step (adds ``kv_read_s_per_token * kv_tokens``).
+
+        Raises:
+            SpecsimInputError: B < 1, or B beyond the table with ``extrapolate="error"``.
+        """
+        b = np.asarray(batch_tokens, dtype=np.int64)
+        bmax = self.max_batch_tokens
+        if b.size and (b.min() < 1 or (b.max() > bmax and self.extrapolate == "error")):
+            worst = int(b.min()) if b.min() < 1 else int(b.max())
+            raise SpecsimInputError(self.source, None, "batch_tokens",
+                                    f"a batch size in [1, {bmax}] (the profile's measured range; "
+                                    "set extrapolate='linear' to go beyond)", str(worst))
+        if b.size and b.max() > bmax:
+            slope = (self.step_time_s[-1] - self.step_time_s[-2]) / max(
+                1, self.batch_tokens[-1] - self.batch_tokens[-2]) if self.batch_tokens.size > 1 else 0.0
+            inside = self._dense[np.minimum(b, bmax)]
+            t = np.where(b > bmax, self.step_time_s[-1] + slope * (b - bmax), inside)
+        else:
+            t = self._dense[b]
+        t = t + self.kv_read_s_per_token * kv_tokens
+        return float(t) if t.ndim == 0 else t
+
+    def sps(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0) -> float | np.ndarray:
+        """Steps per second, ``1 / step_time(B)``, scalar or array like ``batch_tokens``."""
+        return 1.0 / self.step_time(batch_tokens, kv_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-serialisable form written by :func:`save_profile`."""
+        return {
+            "metadata": dict(self.metadata),
+            "lookup": self.lookup,
+            "extrapolate": self.extrapolate,
+            "kv_read_s_per_token": self.kv_read_s_per_token,
+            "batch_tokens": [int(x) for x in self.batch_tokens],
+            "step_time_s": [float(x) for x in self.step_time_s],
+        }
+
+    @classmethod
+    def flat(cls, step_time_s: float, max_batch_tokens: int = 65536) -> "StepTimeProfile":
+        """A constant step time at every B in [1, max_batch_tokens] (for closed-form checks)."""
+        return cls(np.array([1, max_batch_tokens]), np.array([step_time_s, step_time_s]),
+                   metadata={"kind": "synthetic", "source": "flat profile"}, source="<flat>")
+
+
+def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile:
+    """Read a profile JSON file (format in the module docstring).
+
+    Args:
+        path: the JSON file.
+        lookup: overrides the file's lookup rule when given.
+
+    Raises:
+        SpecsimInputError: unreadable file, malformed JSON, missing or bad fields.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise SpecsimInputError(str(p), None, None, "an existing profile file", "no such file") from None
+    except json.JSONDecodeError as e:
+        raise SpecsimInputError(str(p), e.lineno, None, "valid JSON", e.msg) from None
+    if not isinstance(doc, dict):
+        raise SpecsimInputError(str(p), None, None, "a JSON object", type(doc).__name__)
+    for key in ("batch_tokens", "step_time_s"):
+        if not isinstance(doc.get(key), list):
+            raise SpecsimInputError(str(p), None, key, "a list of numbers", repr(doc.get(key))[:40])
+    try:
+        b = np.array(doc["batch_tokens"], dtype=np.float64)
+        t = np.array([np.nan if v is None else v for v in doc["step_time_s"]], dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise SpecsimInputError(str(p), None, "batch_tokens/step_time_s", "numbers", str(e)) from None
+    if np.any(b != np.round(b)):
+        raise SpecsimInputError(str(p), None, "batch_tokens", "integers", "a fractional size")
+    return StepTimeProfile(
+        batch_tokens=b.astype(np.int64), step_time_s=t,
+        lookup=lookup or doc.get("lookup", "linear"),
+        kv_read_s_per_token=float(doc.get("kv_read_s_per_token", 0.0)),
+        extrapolate=doc.get("extrapolate", "error"),
+        metadata=dict(doc.get("metadata", {})), source=str(p),
+    )
+
+
+def save_profile(profile: StepTimeProfile, path: str | Path) -> None:
+    """Write ``profile`` as JSON (format in the module docstring)."""
+    Path(path).write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+
+
+def bundled_profiles_dir() -> Path:
+    """The folder of profiles shipped inside the package (``specsim/data/profiles``)."""
+    return Path(__file__).resolve().parent.parent / "data" / "profiles"
+
+
+def resolve_profile(name_or_path: str, lookup: str | None = None) -> StepTimeProfile:
+    """Load a bundled profile by name (file stem in ``specsim/data/profiles``) or a profile file by path.
+
+    Raises:
+        SpecsimInputError: neither a bundled name nor an existing file; lists the bundled names.
+    """
+    p = Path(name_or_path)
+    if p.suffix == ".json" and p.exists():
+        return load_profile(p, lookup)
+    bundled = bundled_profiles_dir() / f"{name_or_path}.json"
+    if bundled.exists():
+        return load_profile(bundled, lookup)
+    names = sorted(x.stem for x in bundled_profiles_dir().glob("*.json"))
+    raise SpecsimInputError(None, None, "profile", f"a profile file or one of the bundled names {names}",
+                            repr(name_or_path))
