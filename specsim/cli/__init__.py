@@ -13,14 +13,14 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 
 
 def _register() -> None:
-    # Each command module adds its commands to `app` (or a sub-app) when imported.
-    from specsim.cli import run_cmd  # noqa: F401
-    for optional in ("trace_cmd", "profile_cmd"):
-        try:
-            __import__(f"specsim.cli.{optional}")
-        except ModuleNotFoundError as e:
-            if e.name != f"specsim.cli.{optional}":
-                raise
+    """Import every ``specsim/cli/*_cmd.py``: each adds its commands to ``app`` when imported."""
+    import importlib
+    import pkgutil
+
+    import specsim.cli as pkg
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+        if mod.endswith("_cmd"):
+            importlib.import_module(f"specsim.cli.{mod}")
 
 
 def main() -> None:
