@@ -1,0 +1,98 @@
+"""The step-log format: what happened at every (step, request) of a speculative-decoding run.
+
+Written by the simulator (``specsim run --out``), by the torch backend for real runs, and by any other
+engine that wants to use ``specsim calibrate`` / ``specsim fit``. One Parquet file, one row per
+(step, running request), columns:
+
+=================  ==============  ============================================================
+column             type            meaning
+=================  ==============  ============================================================
+step               int64           engine step index of the replica (0-based)
+replica            int64           replica index (0 for a single engine)
+time_s             float64         step start time, seconds (simulated or wall clock)
+step_time_s        float64         duration of the step, seconds
+request_id         string          the request's id
+domain             string          the request's domain (chat, code, math, ...)
+gamma              int64           drafts proposed for this request this step
+verify_len         int64           drafts sent to verification, 0..gamma (l_r)
+num_accepted       int64           verified drafts accepted (0..verify_len); emitted = num_accepted + 1
+conf_raw           list<float64>   raw drafter confidences c_1..c_gamma
+conf               list<float64>   calibrated confidences (may equal conf_raw)
+=================  ==============  ============================================================
+
+Outcome labels: the prefix-accepted label of draft position k (1-based) is known when k <= verify_len
+(label = k <= num_accepted) or when a rejection happened before it (num_accepted < verify_len, then the
+label is 0 for every k > num_accepted); otherwise it is unknown. Runs that verify every drafted position
+(static full-gamma) label every position; adaptive runs label only a biased subset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import SpecsimInputError
+
+COLUMNS = {
+    "step": "int64", "replica": "int64", "time_s": "float64", "step_time_s": "float64",
+    "request_id": "string", "domain": "string", "gamma": "int64", "verify_len": "int64",
+    "num_accepted": "int64", "conf_raw": "list", "conf": "list",
+}
+
+
+def write_step_log(df: pd.DataFrame, path: str | Path) -> None:
+    """Write a step log (columns as in the module docstring) to Parquet.
+
+    Raises:
+        SpecsimInputError: a required column is missing.
+    """
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise SpecsimInputError(str(path), None, missing[0], "all step-log columns " + ", ".join(COLUMNS))
+    df.to_parquet(path, index=False)
+
+
+def read_step_log(path: str | Path) -> pd.DataFrame:
+    """Read and validate a step log.
+
+    Raises:
+        SpecsimInputError: unreadable file, missing columns, verify_len outside [0, gamma] or
+            num_accepted outside [0, verify_len] (naming the first bad row).
+    """
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError) as e:
+        raise SpecsimInputError(str(path), None, None, "a Parquet step log", str(e)[:80]) from None
+    for col in COLUMNS:
+        if col not in df.columns:
+            raise SpecsimInputError(str(path), None, col, "a step-log column (see specsim.steplog)")
+    v, a, g = (df[c].to_numpy() for c in ("verify_len", "num_accepted", "gamma"))
+    bad = np.flatnonzero((v < 0) | (v > g) | (a < 0) | (a > v))
+    if bad.size:
+        i = int(bad[0])
+        raise SpecsimInputError(str(path), i + 1, "verify_len/num_accepted",
+                                "0 <= num_accepted <= verify_len <= gamma",
+                                f"{int(a[i])}, {int(v[i])}, {int(g[i])}")
+    return df
+
+
+def prefix_labels(verify_len: np.ndarray, num_accepted: np.ndarray, gamma: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prefix-accepted labels and their known-mask per draft position.
+
+    Args:
+        verify_len: (N,) drafts verified per row.
+        num_accepted: (N,) drafts accepted per row.
+        gamma: number of draft positions.
+
+    Returns:
+        (label, known): two (N, gamma) bool arrays; ``label[i, k-1]`` is True iff drafts 1..k were all
+        accepted, meaningful only where ``known`` is True (see the module docstring).
+    """
+    k = np.arange(1, gamma + 1)[None, :]                     # (1, gamma)
+    v = np.asarray(verify_len)[:, None]
+    a = np.asarray(num_accepted)[:, None]
+    label = k <= a
+    known = (k <= v) | (a < v)
+    return label, known
