@@ -144,6 +144,19 @@ class StepTimeProfile:
         """Steps per second, ``1 / step_time(B)``, scalar or array like ``batch_tokens``."""
         return 1.0 / self.step_time(batch_tokens, kv_tokens)
 
+    def prefill_attention_s(self, chunk_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
+        """Extra seconds of attention for prefill chunks in a mixed (colocated) step.
+
+        Args:
+            chunk_tokens: (n,) prompt tokens each prefill chunk processes this step.
+            context_tokens: (n,) prompt tokens of the same requests already in the KV cache.
+
+        This base table carries no prefill-attention measurement, so the term is 0 here (the linear
+        layers' cost of the chunk tokens is already in ``step_time(B)``); profiles with an attention
+        model override it.
+        """
+        return 0.0
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON-serialisable form written by :func:`save_profile`."""
         return {
