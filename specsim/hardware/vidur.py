@@ -1,0 +1,296 @@
+"""Whole-model step-time curves from Vidur's per-operator profiles (``specsim profile import-vidur``).
+
+Inputs (SOURCES.md 2a/2b; anchors/vidur_run/README.md):
+
+* ``mlp.csv``: per-shard median time in ms of each non-attention operator of ONE transformer layer, and
+  of the embedding, against ``num_tokens`` (1, 2, 4, 8, every 8 to 1,024, coarser to 4,096 or 32,768)
+  for TP 1/2/4/8.
+* ``all_reduce.csv``: median all-reduce time in ms against message size in bytes per ``num_workers``.
+* an ``attention.csv`` (FlashAttention decode and prefill kernels, against batch size, KV length and
+  prefill chunk size): only one exists here (A100, 64 query / 8 KV heads, TP 2), used by
+  :mod:`specsim.hardware.attention` to calibrate the attention term.
+
+Composition (Vidur's own split of a step, Agrawal et al., MLSys 2024, section 4; SOURCES.md 2a)::
+
+    step_s(B) = L * (sum_op median_op(B) + 2 * all_reduce(B * n_embd * 2 bytes) + attn_fixed_per_layer)
+                + emb(B)                                  [table, B = tokens in the step]
+              + kv_read_s_per_token * kv_tokens            [KV-read term, kv_tokens = KV tokens read]
+
+``L`` is the number of layers (not in the CSV: :data:`MODEL_LAYERS`, from each model's config.json).
+Duplicate ``(num_tokens, TP)`` rows are reduced to their per-operator median (two rows: their mean).
+The table keeps the measured grid, so the GEMM tile/wave sawtooth survives (SOURCES.md 2a table).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.gpus import gpu_spec
+from specsim.hardware.profile import StepTimeProfile
+
+#: Per-layer operators summed into the layer time (everything in mlp.csv except ``emb``).
+OPERATORS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+             "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+SHAPE_COLUMNS = ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size")
+
+#: Number of transformer layers (``num_hidden_layers`` of each model's Hugging Face config.json).
+MODEL_LAYERS = {"Llama-2-7b-hf": 32, "Llama-2-70b-hf": 80, "Meta-Llama-3-8B": 32,
+                "CodeLlama-34b-Instruct-hf": 48}
+
+ACT_BYTES = 2  # fp16 activations and KV cache, as profiled by Vidur
+
+
+def _median_col(op: str) -> str:
+    return f"time_stats.{op}.median"
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    """Per-shard operator times of one model at one TP degree, on the measured token grid.
+
+    Args:
+        num_tokens: (n,) strictly increasing token counts.
+        layer_ms: (n,) sum of the per-layer operator medians (ms, one layer, one shard).
+        emb_ms: (n,) embedding median (ms, once per step).
+        shape: model shape from the CSV (``n_head``, ``n_kv_head``, ``n_embd``, ...).
+        num_duplicates: how many (num_tokens) keys had more than one row (reduced by median).
+    """
+
+    num_tokens: np.ndarray
+    layer_ms: np.ndarray
+    emb_ms: np.ndarray
+    shape: dict[str, int]
+    num_duplicates: int
+
+
+def read_operator_csv(path: str | Path) -> pd.DataFrame:
+    """Read a Vidur ``mlp.csv`` and check the columns specsim needs.
+
+    Raises:
+        SpecsimInputError: missing file or column; a NaN or non-positive median (names the CSV line).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SpecsimInputError(str(p), None, None, "an existing Vidur mlp.csv", "no such file")
+    df = pd.read_csv(p)
+    need = [_median_col(o) for o in ("emb",) + OPERATORS] + list(SHAPE_COLUMNS) + [
+        "num_tokens", "num_tensor_parallel_workers"]
+    for col in need:
+        if col not in df.columns:
+            raise SpecsimInputError(str(p), 1, col, "this column in the header", "absent")
+    vals = df[need].to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(vals)
+    bad[:, : len(OPERATORS) + 1] |= vals[:, : len(OPERATORS) + 1] < 0
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise SpecsimInputError(str(p), int(r) + 2, need[c], "a finite number >= 0", repr(vals[r, c]))
+    return df
+
+
+def layer_table(df: pd.DataFrame, tp: int, source: str = "<mlp.csv>") -> LayerTable:
+    """Per-layer and embedding times at tensor-parallel degree ``tp`` (duplicates -> median).
+
+    Raises:
+        SpecsimInputError: ``tp`` not in the file (lists the available degrees).
+    """
+    avail = sorted(int(x) for x in df["num_tensor_parallel_workers"].unique())
+    if tp not in avail:
+        raise SpecsimInputError(source, None, "num_tensor_parallel_workers",
+                                f"one of the TP degrees in the file {avail}", str(tp))
+    sub = df[df["num_tensor_parallel_workers"] == tp]
+    cols = [_median_col(o) for o in OPERATORS]
+    grouped = sub.groupby("num_tokens", sort=True)
+    med = grouped[cols + [_median_col("emb")]].median()
+    shape = {c: int(sub[c].iloc[0]) for c in SHAPE_COLUMNS}
+    return LayerTable(
+        num_tokens=med.index.to_numpy(dtype=np.int64),
+        layer_ms=med[cols].sum(axis=1).to_numpy(dtype=np.float64),
+        emb_ms=med[_median_col("emb")].to_numpy(dtype=np.float64),
+        shape=shape,
+        num_duplicates=int((grouped.size() > 1).sum()),
+    )
+
+
+def read_allreduce_csv(path: str | Path) -> pd.DataFrame:
+    """Read a Vidur ``all_reduce.csv`` (columns ``time_stats.all_reduce.median``, ``num_workers``, ``size``).
+
+    Raises:
+        SpecsimInputError: missing file or column, NaN or non-positive times (names the CSV line).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SpecsimInputError(str(p), None, None, "an existing Vidur all_reduce.csv", "no such file")
+    df = pd.read_csv(p)
+    need = ["time_stats.all_reduce.median", "num_workers", "size", "devices_per_node"]
+    for col in need:
+        if col not in df.columns:
+            raise SpecsimInputError(str(p), 1, col, "this column in the header", "absent")
+    t = df["time_stats.all_reduce.median"].to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(t) | (t <= 0))
+    if bad.size:
+        raise SpecsimInputError(str(p), int(bad[0]) + 2, "time_stats.all_reduce.median",
+                                "a finite time > 0 ms", repr(t[bad[0]]))
+    df.attrs["source"] = str(p)
+    return df
+
+
+def allreduce_ms(df: pd.DataFrame, num_workers: int, size_bytes: np.ndarray) -> np.ndarray:
+    """All-reduce time in ms for messages of ``size_bytes`` (array) among ``num_workers`` GPUs.
+
+    Uses the rows with all workers on one node (``devices_per_node == num_workers``) when present,
+    the median over repeated rows per size, and linear interpolation in size between measured sizes.
+
+    Raises:
+        SpecsimInputError: ``num_workers`` not profiled (lists those that are), or a size outside
+            the measured range.
+    """
+    src = df.attrs.get("source", "<all_reduce.csv>")
+    avail = sorted(int(x) for x in df["num_workers"].unique())
+    if num_workers not in avail:
+        raise SpecsimInputError(src, None, "num_workers", f"one of the profiled sizes {avail}",
+                                str(num_workers))
+    sub = df[df["num_workers"] == num_workers]
+    if (sub["devices_per_node"] == num_workers).any():
+        sub = sub[sub["devices_per_node"] == num_workers]
+    med = sub.groupby("size", sort=True)["time_stats.all_reduce.median"].median()
+    sizes = med.index.to_numpy(dtype=np.float64)
+    size_bytes = np.asarray(size_bytes, dtype=np.float64)
+    if size_bytes.min() < sizes[0] or size_bytes.max() > sizes[-1]:
+        raise SpecsimInputError(src, None, "size",
+                                f"message sizes within the profiled {int(sizes[0])}..{int(sizes[-1])} bytes",
+                                f"{int(size_bytes.min())}..{int(size_bytes.max())}")
+    return np.interp(size_bytes, sizes, med.to_numpy(dtype=np.float64))
+
+
+def kv_bytes_per_token(num_layers: int, n_kv_head: int, head_dim: int, tp: int = 1,
+                       dtype_bytes: int = ACT_BYTES) -> float:
+    """Bytes of K and V cache one token occupies on one TP shard: ``2 * L * n_kv_head * head_dim * bytes / tp``.
+
+    Llama-2-7B fp16: 2 x 32 x 32 x 128 x 2 = 524,288 bytes (0.5 MiB) per token.
+    """
+    return 2.0 * num_layers * n_kv_head * head_dim * dtype_bytes / tp
+
+
+def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | None = None,
+                        num_layers: int | None = None, allreduce_csv: str | Path | None = None,
+                        kv_efficiency: float = 1.0, attn_fixed_ms_per_layer: float = 0.0,
+                        attn_ms_per_token_per_layer: float = 0.0, attention_note: str = "",
+                        mlp_source: str | None = None, allreduce_source: str | None = None,
+                        date: str | None = None) -> StepTimeProfile:
+    """Build a whole-model :class:`StepTimeProfile` from a Vidur ``mlp.csv`` (composition in the module doc).
+
+    Args:
+        mlp_csv: the per-operator CSV.
+        tp: tensor-parallel degree to read (times are per shard, all shards run in parallel).
+        gpu: GPU name for the KV-read bandwidth (:mod:`specsim.hardware.gpus`).
+        model: model folder name (default: the CSV's parent folder), used for :data:`MODEL_LAYERS`.
+        num_layers: overrides :data:`MODEL_LAYERS`.
+        allreduce_csv: the network profile; required when ``tp > 1`` (two all-reduces per layer of
+            ``B * n_embd * 2`` bytes, as in Vidur).
+        kv_efficiency: achieved fraction of the datasheet HBM bandwidth when reading the KV cache.
+            ``kv_read_s_per_token = kv_bytes_per_token / (hbm_bytes_per_s * kv_efficiency)``.
+        attn_fixed_ms_per_layer: attention-kernel time per layer independent of B and KV (launch).
+        attn_ms_per_token_per_layer: attention-kernel time per query token per layer.
+        attention_note: how the attention constants were obtained (goes into the metadata).
+        mlp_source, allreduce_source: provenance strings for the metadata (default: the file names).
+        date: ISO date for the metadata (default: today).
+
+    Returns:
+        A ``linear``-lookup profile on the measured token grid, ``extrapolate="error"``.
+
+    Raises:
+        SpecsimInputError: bad CSVs, missing TP, unknown model depth, or a missing all-reduce
+            profile for ``tp > 1``.
+    """
+    mlp_csv = Path(mlp_csv)
+    model = model or mlp_csv.parent.name
+    if num_layers is None:
+        if model not in MODEL_LAYERS:
+            raise SpecsimInputError(str(mlp_csv), None, "model",
+                                    f"a model with a known depth {sorted(MODEL_LAYERS)} or --num-layers",
+                                    repr(model))
+        num_layers = MODEL_LAYERS[model]
+    table = layer_table(read_operator_csv(mlp_csv), tp, str(mlp_csv))
+    shape = table.shape
+    ar_ms = np.zeros_like(table.layer_ms)
+    if tp > 1:
+        if allreduce_csv is None:
+            raise SpecsimInputError(str(mlp_csv), None, "allreduce_csv",
+                                    "a Vidur all_reduce.csv for TP > 1", "none")
+        ar = read_allreduce_csv(allreduce_csv)
+        ar_ms = 2.0 * allreduce_ms(ar, tp, table.num_tokens * shape["n_embd"] * ACT_BYTES)
+    per_layer_ms = (table.layer_ms + ar_ms + attn_fixed_ms_per_layer
+                    + attn_ms_per_token_per_layer * table.num_tokens)
+    step_ms = num_layers * per_layer_ms + table.emb_ms
+    spec = gpu_spec(gpu)
+    head_dim = shape["n_embd"] // shape["n_head"]
+    kv_bytes = kv_bytes_per_token(num_layers, shape["n_kv_head"], head_dim, tp)
+    kv_s = kv_bytes / (spec.hbm_bytes_per_s * kv_efficiency)
+    meta = {
+        "kind": "measured-derived",
+        "gpu": spec.name, "model": model, "dtype": "fp16", "tp": tp, "num_layers": num_layers,
+        **{k: v for k, v in shape.items()},
+        "engine": "Vidur per-operator profiling: eager PyTorch, cuBLAS GEMMs, no CUDA graphs",
+        "source": mlp_source or mlp_csv.name,
+        "allreduce_source": (allreduce_source or (Path(allreduce_csv).name if allreduce_csv else None))
+        if tp > 1 else None,
+        "composition": "step_s(B) = L*(sum of per-layer operator medians + 2*all_reduce(B*n_embd*2 B)"
+                       " + attn_fixed + attn_per_token*B) + emb(B); + kv_read_s_per_token*kv_tokens",
+        "duplicate_rows": f"{table.num_duplicates} token counts had repeated rows: per-operator median",
+        "kv_read": (f"kv_bytes_per_token = 2*L*n_kv_head*head_dim*2 B/tp = {kv_bytes:.0f} B; "
+                    f"bandwidth {spec.hbm_bytes_per_s / 1e12:.3f} TB/s ({spec.source}) x efficiency "
+                    f"{kv_efficiency:.3f}"),
+        "kv_efficiency": kv_efficiency,
+        "attn_fixed_ms_per_layer": attn_fixed_ms_per_layer,
+        "attn_ms_per_token_per_layer": attn_ms_per_token_per_layer,
+        "attention_note": attention_note or "no attention-kernel term in the table",
+        "date": date or _dt.date.today().isoformat(),
+    }
+    return StepTimeProfile(batch_tokens=table.num_tokens, step_time_s=step_ms * 1e-3, lookup="linear",
+                           kv_read_s_per_token=kv_s, extrapolate="error", metadata=meta,
+                           source=str(mlp_csv))
+
+
+def import_vidur(mlp_csv: str | Path, tp: int, gpu: str, *, attention_csv: str | Path | None = None,
+                 allreduce_csv: str | Path | None = None, model: str | None = None,
+                 num_layers: int | None = None, shared_root: str | Path | None = None,
+                 date: str | None = None) -> StepTimeProfile:
+    """``specsim profile import-vidur``: a whole-model profile with the attention term calibrated.
+
+    The decode-attention fit of :func:`specsim.hardware.attention.fit_decode_attention` on
+    ``attention_csv`` (an A100 profile) supplies the KV-read efficiency and the fixed and per-token
+    attention costs (its docstring states the transfer assumption). Without ``attention_csv`` the KV term
+    uses the datasheet bandwidth at efficiency 1 and no attention-kernel constants.
+
+    Args:
+        shared_root: when given, source paths in the metadata are written relative to it (no absolute
+            machine paths in committed files).
+        other args: as :func:`build_vidur_profile`.
+    """
+    from specsim.hardware.attention import fit_decode_attention, read_attention_csv
+
+    def rel(p: str | Path | None) -> str | None:
+        if p is None:
+            return None
+        p = Path(p).resolve()
+        if shared_root is not None:
+            try:
+                return "shared/" + p.relative_to(Path(shared_root).resolve()).as_posix()
+            except ValueError:
+                pass
+        return p.name
+
+    kw: dict = {}
+    if attention_csv is not None:
+        fit = fit_decode_attention(read_attention_csv(attention_csv), gpu="a100")
+        kw = dict(kv_efficiency=fit.efficiency, attn_fixed_ms_per_layer=fit.fixed_ms,
+                  attn_ms_per_token_per_layer=fit.per_request_ms, attention_note=fit.note(rel(attention_csv)))
+    return build_vidur_profile(mlp_csv, tp, gpu, model=model, num_layers=num_layers,
+                               allreduce_csv=allreduce_csv, mlp_source=rel(mlp_csv),
+                               allreduce_source=rel(allreduce_csv), date=date, **kw)
