@@ -1,0 +1,99 @@
+"""DSpark's hardware-aware prefix schedulers (PAPER.md sections 5.1 and 5.2; DESIGN.md formulas).
+
+Every candidate (r, j) -- draft j of request r -- is scored by its survival a_{r,j} = prod_{i<=j} c_{r,i}
+(calibrated confidences). Admitting the top-n candidates gives B = R + n verified tokens and an expected
+tau = R + (sum of the n largest survivals) emitted tokens; the objective is Theta = tau * SPS(B).
+Survival falls along a request's prefix, so any top-n set (ties broken by position) is prefix-closed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specsim.policies.base import SchedulingView
+
+
+def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rank all candidates by survival, highest first; ties keep position order, then request order.
+
+    Args:
+        survival: (R, gamma) survival a_{r,j}.
+
+    Returns:
+        (a_sorted, r_sorted): (R*gamma,) survivals in admission order and their request indices.
+    """
+    R, g = survival.shape
+    flat = survival.ravel()                                            # (R*g,) row-major: r major, j minor
+    j = np.tile(np.arange(g), R)
+    order = np.lexsort((np.repeat(np.arange(R), g), j, -flat))         # primary -a, then j, then r
+    return flat[order], order // max(g, 1)
+
+
+def theta_curve(num_requests: int, a_sorted: np.ndarray, sps_fn, max_batch_tokens: int) -> np.ndarray:
+    """Theta_n = (R + sum of the n best survivals) * SPS(R + n), for n = 0..N. Shape (N+1,).
+
+    N is the number of candidates, capped so that R + N stays within the profile's measured range.
+    """
+    n_max = max(0, min(a_sorted.size, max_batch_tokens - num_requests))
+    tau = num_requests + np.concatenate([[0.0], np.cumsum(a_sorted[:n_max])])
+    return tau * sps_fn(num_requests + np.arange(n_max + 1))
+
+
+def lengths_from_top(n: int, r_sorted: np.ndarray, num_requests: int) -> np.ndarray:
+    """Verify lengths (R,) when the first ``n`` ranked candidates are admitted."""
+    return np.bincount(r_sorted[:n], minlength=num_requests).astype(np.int64)
+
+
+class DSpark:
+    """``dspark``: the paper's Algorithm 1 (synchronous, greedy with early stop).
+
+    Start from B = R and tau = R (each request's own token), admit candidates in survival order adding
+    a_{r,j} to tau, and stop at the first admission that does not raise Theta = tau * SPS(B).
+    Early stop keeps the decision for a request's draft j independent of draft j+1's confidence, which
+    keeps speculative decoding lossless (PAPER.md Appendix A, section 5.1).
+    """
+
+    name = "dspark"
+    fits_zos = False  # sizes the batch from this step's confidences
+
+    def __call__(self, view: SchedulingView) -> np.ndarray:
+        R = view.num_requests
+        if R == 0 or view.gamma == 0:
+            return np.zeros(R, dtype=np.int64)
+        a_sorted, r_sorted = ranked_candidates(view.survival())
+        theta = theta_curve(R, a_sorted, view.sps, view.profile.max_batch_tokens)   # (N+1,)
+        no_gain = np.flatnonzero(np.diff(theta) <= 0)                      # admission n+1 does not raise
+        n = int(no_gain[0]) if no_gain.size else theta.size - 1
+        return lengths_from_top(n, r_sorted, R)
+
+
+class DSparkAsync:
+    """``dspark-async``: the zero-overhead-scheduling variant (PAPER.md section 5.2).
+
+    Phase 1, ``capacity``: from the view of two steps earlier, pick K (drafts admitted beyond the R_t
+    anchor slots) by a global search without early stop, maximising
+    (R_t + sum of the K largest step-(t-2) survivals of requests still running) * SPS(R_t + K).
+    K = 0 while no view two steps old exists.
+    Phase 2, ``__call__``: admit the K highest current survivals (K capped at the current candidates).
+    Because K is fixed from old data, the batch size is known before this step's confidences exist.
+    """
+
+    name = "dspark-async"
+    fits_zos = True
+
+    def capacity(self, old_view: SchedulingView | None, running_ids: np.ndarray, num_running: int) -> int:
+        if old_view is None or old_view.gamma == 0 or old_view.num_requests == 0:
+            return 0
+        still = np.isin(old_view.request_ids, running_ids)
+        a_sorted, _ = ranked_candidates(old_view.survival()[still])
+        # Scored with the old view's SPS (same replica; its KV read is the best causal estimate).
+        theta = theta_curve(num_running, a_sorted, old_view.sps, old_view.profile.max_batch_tokens)
+        return int(np.argmax(theta))                                       # global search, first max
+
+    def __call__(self, view: SchedulingView) -> np.ndarray:
+        R = view.num_requests
+        if R == 0 or view.gamma == 0:
+            return np.zeros(R, dtype=np.int64)
+        k = min(int(view.capacity or 0), R * view.gamma)
+        _, r_sorted = ranked_candidates(view.survival())
+        return lengths_from_top(k, r_sorted, R)
