@@ -1,0 +1,660 @@
+"""Request traces: the canonical JSONL format, converters from public traces, a synthetic generator.
+
+A trace is the list of requests a simulation replays: arrival time, prompt and output lengths, a
+domain (which keys the acceptance model) and a unique id. :class:`Trace` holds them as column arrays.
+
+Canonical JSONL, one request per line (blank lines are skipped)::
+
+    {"arrival_s": 0.25, "prompt_tokens": 812, "output_tokens": 95, "domain": "code", "request_id": "a7"}
+
+* ``arrival_s``: number (int or float, not bool), finite, >= 0, seconds from trace start; arrivals
+  never decrease from one request to the next (equal arrivals are a burst and are valid).
+* ``prompt_tokens``, ``output_tokens``: int >= 1 (a JSON bool or a float such as ``5.0`` is rejected).
+* ``domain``: optional non-empty string, default ``"chat"``.
+* ``request_id``: optional, a non-empty string or an int (stored as its decimal string), unique in
+  the file. When absent the field ``id`` is used (Vidur's workload files name it so); when both are
+  absent, the 0-based index of the request among the file's requests (the line index when the file
+  has no blank lines).
+* Other fields are ignored.
+
+Every problem raises :class:`~specsim.errors.SpecsimInputError` naming the file, the 1-based line,
+the field, what was expected and what was found.
+
+Converters read the public traces described in ``../shared/data/SOURCES.md``: the Azure LLM
+inference 2023 CSVs (section 1a, :func:`convert_azure`) and the Mooncake FAST'25 conversation JSONL
+(section 1b, :func:`convert_mooncake`). :func:`synth_trace` draws Poisson or Gamma-renewal arrivals
+and lognormal lengths fitted to the public traces (:data:`LENGTH_MODELS`, refit by
+:func:`fit_length_models`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.special import ndtr, ndtri
+
+from specsim.errors import SpecsimInputError
+
+DEFAULT_DOMAIN = "chat"
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A request trace as column arrays (N requests, in arrival order).
+
+    Args:
+        request_id: (N,) object array of str, unique.
+        arrival_s: (N,) float64 seconds from trace start, >= 0, non-decreasing.
+        prompt_tokens: (N,) int64 prompt lengths in tokens, >= 1.
+        output_tokens: (N,) int64 output lengths in tokens, >= 1.
+        domain: (N,) object array of str (e.g. ``chat``, ``code``, ``math``).
+        source: the file path or a description, used in messages and provenance.
+
+    The arrays are copied and made read-only. Raises:
+        SpecsimInputError: arrays of different lengths, an empty trace, or any value outside the
+            ranges above (naming ``source`` and the 1-based request position as the line).
+    """
+
+    request_id: np.ndarray
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    domain: np.ndarray
+    source: str = "<memory>"
+
+    def __post_init__(self) -> None:
+        cols = {
+            "request_id": np.array([str(x) for x in self.request_id], dtype=object),
+            "arrival_s": np.array(self.arrival_s, dtype=np.float64) + 0.0,  # + 0.0 turns -0.0 into 0.0
+            "prompt_tokens": np.array(self.prompt_tokens, dtype=np.int64),
+            "output_tokens": np.array(self.output_tokens, dtype=np.int64),
+            "domain": np.array([str(x) for x in self.domain], dtype=object),
+        }
+        n = cols["arrival_s"].shape[0]
+        for name, a in cols.items():
+            if a.ndim != 1 or a.shape[0] != n:
+                raise SpecsimInputError(self.source, None, name, f"a 1-D array of length {n}",
+                                        f"shape {a.shape}")
+        if n == 0:
+            raise SpecsimInputError(self.source, None, None, "at least one request", "an empty trace")
+        _check_columns(cols, self.source)
+        for name, a in cols.items():
+            a.flags.writeable = False
+            object.__setattr__(self, name, a)
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.shape[0])
+
+    def content_hash(self) -> str:
+        """SHA-256 hex digest of the trace content (not ``source``), stable across runs and machines.
+
+        Canonical bytes: a version tag, N, ``arrival_s`` as little-endian float64, the token counts
+        as little-endian int64, then the ids and domains as compact JSON lists.
+        """
+        h = hashlib.sha256(b"specsim-trace-v1\n")
+        h.update(str(len(self)).encode())
+        h.update(self.arrival_s.astype("<f8").tobytes())
+        h.update(self.prompt_tokens.astype("<i8").tobytes())
+        h.update(self.output_tokens.astype("<i8").tobytes())
+        h.update(json.dumps(self.request_id.tolist(), separators=(",", ":")).encode())
+        h.update(json.dumps(self.domain.tolist(), separators=(",", ":")).encode())
+        return h.hexdigest()
+
+    def head(self, n: int) -> Trace:
+        """The first ``n`` requests (1 <= n; more than N gives the whole trace)."""
+        if n < 1:
+            raise SpecsimInputError(self.source, None, "n", "an int >= 1", str(n))
+        return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
+                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]")
+
+    def to_frame(self) -> pd.DataFrame:
+        """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain."""
+        return pd.DataFrame({"request_id": self.request_id, "arrival_s": self.arrival_s,
+                             "prompt_tokens": self.prompt_tokens,
+                             "output_tokens": self.output_tokens, "domain": self.domain})
+
+
+def _check_columns(cols: Mapping[str, np.ndarray], source: str) -> None:
+    """Vectorised range checks for a Trace; the first bad request is reported (1-based position)."""
+    a = cols["arrival_s"]
+    checks = [
+        ("arrival_s", ~np.isfinite(a) | (a < 0), "a finite number >= 0"),
+        ("arrival_s", np.r_[False, np.diff(a) < 0], "arrivals that never decrease"),
+        ("prompt_tokens", cols["prompt_tokens"] < 1, "an int >= 1"),
+        ("output_tokens", cols["output_tokens"] < 1, "an int >= 1"),
+        ("domain", np.array([d == "" for d in cols["domain"]], dtype=bool), "a non-empty string"),
+    ]
+    for name, bad, expected in checks:
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise SpecsimInputError(source, i + 1, name, expected, repr(cols[name][i]))
+    ids = cols["request_id"]
+    if len(set(ids.tolist())) != ids.shape[0]:
+        _, first = np.unique(ids, return_index=True)
+        dup = np.setdiff1d(np.arange(ids.shape[0]), first)[0]
+        raise SpecsimInputError(source, int(dup) + 1, "request_id", "unique ids", repr(ids[dup]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical JSONL
+
+
+class _JsonConstant:
+    """Marks NaN / Infinity / -Infinity tokens, which Python's json accepts but JSON does not."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+def _describe(v: object) -> str:
+    """A short display form of a parsed JSON value with its JSON type, for error messages."""
+    if isinstance(v, _JsonConstant):
+        return v.token
+    if isinstance(v, bool):
+        return f"{str(v).lower()} (a boolean)"
+    if v is None:
+        return "null"
+    text = json.dumps(v) if isinstance(v, (int, float, str)) else type(v).__name__
+    text = text if len(text) <= 40 else text[:37] + "..."
+    kind = {str: "a string", float: "a float", int: "an int"}.get(type(v), "")
+    return f"{text} ({kind})" if kind else text
+
+
+def _iter_json_lines(path: Path):
+    """Yield (1-based line number, parsed JSON object) for each non-blank line of ``path``.
+
+    Raises SpecsimInputError for an unreadable file, bad UTF-8, malformed JSON, a non-object line,
+    or a file without any non-blank line.
+    """
+    src = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SpecsimInputError(src, None, None, "a readable file", e.strerror or str(e)) from None
+    lines = data.split(b"\n")
+    seen = 0
+    for i, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw, parse_constant=_JsonConstant)
+        except UnicodeDecodeError:
+            raise SpecsimInputError(src, i, None, "UTF-8 text", "undecodable bytes") from None
+        except json.JSONDecodeError as e:
+            raise SpecsimInputError(src, i, None, "one JSON object per line",
+                                    f"malformed JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise SpecsimInputError(src, i, None, "a JSON object", _describe(obj))
+        seen += 1
+        yield i, obj
+    if seen == 0:
+        got = "an empty file" if not data.strip(b"\n") else "only blank lines"
+        raise SpecsimInputError(src, max(1, len(lines) - (lines[-1] == b"")), None,
+                                "at least one request line", got)
+
+
+def _get(obj: dict, key: str, kind: str, src: str, line: int):
+    """Read a required field: kind ``number`` (finite int/float >= 0) or ``count`` (int >= 1)."""
+    if key not in obj:
+        raise SpecsimInputError(src, line, key, "a required field", "nothing (field missing)")
+    v = obj[key]
+    t = type(v)
+    if kind == "count":
+        if t is not int:
+            raise SpecsimInputError(src, line, key, "an int >= 1", _describe(v))
+        if v < 1:
+            raise SpecsimInputError(src, line, key, "an int >= 1", str(v))
+    else:
+        if t is not int and t is not float:
+            raise SpecsimInputError(src, line, key, "a finite number >= 0", _describe(v))
+        if not math.isfinite(v) or v < 0:
+            raise SpecsimInputError(src, line, key, "a finite number >= 0", repr(v))
+    return v
+
+
+def _get_id(obj: dict, default: str, src: str, line: int) -> str:
+    """The request id: ``request_id``, else ``id``, else ``default``; a non-empty str or an int."""
+    key = "request_id" if "request_id" in obj else "id" if "id" in obj else None
+    if key is None:
+        return default
+    v = obj[key]
+    if type(v) is int:
+        return str(v)
+    if type(v) is not str or v == "":
+        raise SpecsimInputError(src, line, key, "a non-empty string or an int", _describe(v))
+    return v
+
+
+def load_trace(path) -> Trace:
+    """Read a canonical JSONL trace (format in the module docstring).
+
+    Args:
+        path: a JSONL file.
+
+    Returns:
+        The :class:`Trace`, ``source`` = ``str(path)``.
+
+    Raises:
+        SpecsimInputError: naming file, 1-based line, field, expected and found, for malformed JSON,
+            a missing field, a wrong type (bool is not an int, a string is not a number), NaN or
+            Infinity, tokens <= 0, a decreasing arrival, a duplicate id, an empty or blank-only file.
+    """
+    path = Path(path)
+    src = str(path)
+    ids, arr, pro, out, dom = [], [], [], [], []
+    id_line: dict[str, int] = {}
+    prev_arrival, prev_line = 0.0, 0
+    for line, obj in _iter_json_lines(path):
+        a = _get(obj, "arrival_s", "number", src, line)
+        if a < prev_arrival:
+            raise SpecsimInputError(src, line, "arrival_s",
+                                    f"a value >= {prev_arrival!r} (the arrival on line {prev_line})",
+                                    repr(a))
+        rid = _get_id(obj, str(len(ids)), src, line)
+        if rid in id_line:
+            raise SpecsimInputError(src, line, "request_id", "a unique id",
+                                    f"{rid!r}, already used on line {id_line[rid]}")
+        d = obj.get("domain", DEFAULT_DOMAIN)
+        if type(d) is not str or d == "":
+            raise SpecsimInputError(src, line, "domain", "a non-empty string", _describe(d))
+        id_line[rid] = line
+        prev_arrival, prev_line = a, line
+        ids.append(rid)
+        arr.append(a)
+        pro.append(_get(obj, "prompt_tokens", "count", src, line))
+        out.append(_get(obj, "output_tokens", "count", src, line))
+        dom.append(d)
+    return Trace(np.array(ids, dtype=object), np.array(arr, dtype=np.float64),
+                 np.array(pro, dtype=np.int64), np.array(out, dtype=np.int64),
+                 np.array(dom, dtype=object), source=src)
+
+
+def save_trace(trace: Trace, path) -> None:
+    """Write ``trace`` as canonical JSONL (compact separators, one request per line).
+
+    ``arrival_s`` is written with Python's shortest round-trip float repr, so :func:`load_trace`
+    gives back the same :meth:`Trace.content_hash`. ``request_id`` is omitted on every line when all
+    ids equal their default (the 0-based request index), which keeps bundled files small.
+    """
+    ids = trace.request_id.tolist()
+    default_ids = ids == [str(i) for i in range(len(ids))]
+    rows = []
+    for rid, a, p, o, d in zip(ids, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
+                               trace.output_tokens.tolist(), trace.domain.tolist()):
+        head = "{" if default_ids else '{"request_id":' + json.dumps(rid) + ","
+        rows.append(f'{head}"arrival_s":{a!r},"prompt_tokens":{p},"output_tokens":{o},'
+                    f'"domain":{json.dumps(d)}}}\n')
+    Path(path).write_text("".join(rows), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Converters (SOURCES.md sections 1a and 1b)
+
+
+def _first_bad(mask: np.ndarray) -> int | None:
+    """Index of the first True in ``mask``, or None."""
+    return int(np.argmax(mask)) if mask.any() else None
+
+
+def convert_azure(path, domain: str | None = None) -> Trace:
+    """Convert an Azure LLM inference 2023 CSV (SOURCES.md section 1a) to a :class:`Trace`.
+
+    ``TIMESTAMP`` (wall clock ``YYYY-MM-DD HH:MM:SS.fffffff``, 100 ns resolution) becomes seconds
+    from the first row, computed exactly in integer nanoseconds before one division by 1e9;
+    ``ContextTokens`` -> prompt_tokens, ``GeneratedTokens`` -> output_tokens; request ids are the
+    0-based row indices.
+
+    Args:
+        path: the CSV file (header ``TIMESTAMP,ContextTokens,GeneratedTokens``).
+        domain: the domain of every request; default ``"code"`` when the file name contains "code",
+            else ``"chat"``.
+
+    Raises:
+        SpecsimInputError: a missing column, an unparsable timestamp, a non-integer or < 1 token
+            count, or a timestamp earlier than the row before, naming the 1-based file line.
+    """
+    path = Path(path)
+    src = str(path)
+    if domain is None:
+        domain = "code" if "code" in path.name.lower() else "chat"
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except FileNotFoundError:
+        raise SpecsimInputError(src, None, None, "a readable file", "no such file") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV", str(e).strip()) from None
+    for col in ("TIMESTAMP", "ContextTokens", "GeneratedTokens"):
+        if col not in df.columns:
+            raise SpecsimInputError(src, 1, col, "a header column", f"columns {list(df.columns)}")
+    if len(df) == 0:
+        raise SpecsimInputError(src, 2, None, "at least one data row", "only a header")
+    line = np.arange(len(df)) + 2  # header is line 1
+    ts = pd.to_datetime(df["TIMESTAMP"].str.strip(), format="%Y-%m-%d %H:%M:%S.%f", errors="coerce")
+    i = _first_bad(ts.isna().to_numpy())
+    if i is not None:
+        raise SpecsimInputError(src, int(line[i]), "TIMESTAMP", "a time 'YYYY-MM-DD HH:MM:SS.fffffff'",
+                                repr(df["TIMESTAMP"].iloc[i]))
+    ns = ts.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    i = _first_bad(np.r_[False, np.diff(ns) < 0])
+    if i is not None:
+        raise SpecsimInputError(src, int(line[i]), "TIMESTAMP", "times that never decrease",
+                                f"{df['TIMESTAMP'].iloc[i]!r} after {df['TIMESTAMP'].iloc[i - 1]!r}")
+    counts = []
+    for col in ("ContextTokens", "GeneratedTokens"):
+        s = df[col].str.strip()
+        ok = s.str.fullmatch(r"\d{1,15}").to_numpy()
+        v = np.where(ok, pd.to_numeric(s.where(ok, "0")).to_numpy(), 0).astype(np.int64)
+        i = _first_bad(v < 1)
+        if i is not None:
+            raise SpecsimInputError(src, int(line[i]), col, "an int >= 1", repr(df[col].iloc[i]))
+        counts.append(v)
+    arrival = (ns - ns[0]) / 1e9
+    n = len(df)
+    return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival, counts[0], counts[1],
+                 np.full(n, domain, dtype=object), source=src)
+
+
+SLOTS = ("burst", "spread")
+
+
+def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
+    """Convert a Mooncake FAST'25 trace JSONL (SOURCES.md section 1b) to a :class:`Trace`.
+
+    Fields: ``timestamp`` (int ms), ``input_length`` -> prompt_tokens, ``output_length`` ->
+    output_tokens; arrivals are seconds from the first timestamp; ids are the 0-based request
+    indices. ``hash_ids`` (shared 512-token prefix blocks) are NOT modelled: specsim has no prefix
+    cache, so every prompt is prefilled in full.
+
+    The timestamps are quantised to about 3 s slots (about 10 requests share each). ``slots``:
+
+    * ``"burst"``: keep each slot's requests simultaneous at the slot's timestamp.
+    * ``"spread"``: the k-th of the n requests of a slot starting at t arrives at t + w * k / n,
+      where w (the slot width) is the gap to the next distinct timestamp, or the median of those
+      gaps for the last slot (0 when the trace has one timestamp). Deterministic, order kept.
+
+    Raises:
+        SpecsimInputError: an unknown ``slots``, or any line with malformed JSON, a missing or
+            wrongly typed field, a negative or decreasing timestamp, a length < 1 (naming the line).
+    """
+    if slots not in SLOTS:
+        raise SpecsimInputError(None, None, "slots", f"one of {SLOTS}", repr(slots))
+    path = Path(path)
+    src = str(path)
+    ts, pro, out = [], [], []
+    prev, prev_line = 0, 0
+    for line, obj in _iter_json_lines(path):
+        t = obj.get("timestamp")
+        if type(t) is not int or t < 0:
+            got = "nothing (field missing)" if "timestamp" not in obj else _describe(t)
+            raise SpecsimInputError(src, line, "timestamp", "an int >= 0 (ms)", got)
+        if t < prev:
+            raise SpecsimInputError(src, line, "timestamp",
+                                    f"a value >= {prev} (the timestamp on line {prev_line})", str(t))
+        prev, prev_line = t, line
+        ts.append(t)
+        pro.append(_get(obj, "input_length", "count", src, line))
+        out.append(_get(obj, "output_length", "count", src, line))
+    t_ms = np.array(ts, dtype=np.int64)
+    if slots == "burst":
+        arrival_ms = (t_ms - t_ms[0]).astype(np.float64)
+    else:
+        starts, first, counts = np.unique(t_ms, return_index=True, return_counts=True)
+        gaps = np.diff(starts)
+        width = np.r_[gaps, np.median(gaps) if gaps.size else 0.0].astype(np.float64)
+        rank = np.arange(t_ms.size) - np.repeat(first, counts)  # position of a request in its slot
+        arrival_ms = (np.repeat(starts - starts[0], counts)
+                      + np.repeat(width / counts, counts) * rank)
+    n = t_ms.size
+    return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival_ms / 1000.0,
+                 np.array(pro, dtype=np.int64), np.array(out, dtype=np.int64),
+                 np.full(n, domain, dtype=object), source=src)
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic traces
+
+
+@dataclass(frozen=True)
+class LengthModel:
+    """Prompt/output lengths of one domain: a bivariate lognormal, truncated to the maxima.
+
+    ``log(prompt) ~ N(prompt_mu, prompt_sigma^2)``, ``log(output) ~ N(output_mu, output_sigma^2)``,
+    the two joined by a Gaussian copula with correlation ``rho``. :func:`synth_trace` draws each
+    length from its lognormal truncated to [0.5, max + 0.5) by inverse CDF and rounds it, so every
+    value lies in [1, max] without a spike at the cap.
+
+    Fit (:func:`fit_length_models`): ``mu`` = median of log(length) and ``sigma`` = (p90 - p50 of
+    log(length)) / z_0.9 (z_0.9 = 1.2816), i.e. the lognormal through the data's median and 90th
+    percentile; ``rho`` = Pearson correlation of the logs. Quantiles, not maximum likelihood,
+    because the public files are bounded by context limits (Azure code prompts end at 7,437,
+    ShareGPT is filtered to 8k) and have a long left tail of tiny prompts: the likelihood fit puts
+    11% of ShareGPT prompts above 8,192 tokens where the data has none, while the quantile fit
+    reproduces p25..p99 within about 20% (table in traces/README.md).
+    """
+
+    prompt_mu: float
+    prompt_sigma: float
+    output_mu: float
+    output_sigma: float
+    rho: float
+    source: str
+
+
+# Refit with fit_length_models(<shared>/data); rounded to 4 decimals (tests/test_trace.py checks them).
+# - chat: Azure LLM 2023 conv (SOURCES.md 1a), 19,366 rows: prompt and output jointly.
+# - code: prompt from Azure LLM 2023 code (1a, 8,819 rows); output from the ShareGPT lengths (1c).
+#   The Azure code outputs (median 13 tokens) are completions of a coding assistant, far shorter
+#   than the code answers speculative decoding is benchmarked on (PAPER.md section 6: responses
+#   regenerated by the target, up to 4,096 tokens), so outputs take ShareGPT's; rho = 0 because
+#   the two margins come from different files.
+# - math: no public trace has math lengths; ShareGPT lengths (1c, 30,731 rows) stand in for both.
+LENGTH_MODELS: dict[str, LengthModel] = {
+    "chat": LengthModel(6.9276, 0.7695, 4.8598, 0.9285, 0.0875,
+                        "Azure LLM 2023 conv (SOURCES.md 1a)"),
+    "code": LengthModel(7.2923, 0.9845, 6.0283, 0.5446, 0.0000,
+                        "prompt: Azure LLM 2023 code (SOURCES.md 1a); output: ShareGPT (1c)"),
+    "math": LengthModel(7.4559, 0.9298, 6.0283, 0.5446, 0.0624,
+                        "ShareGPT lengths, Llama-2 tokenizer (SOURCES.md 1c)"),
+}
+
+AZURE_CODE = "traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+AZURE_CONV = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
+SHAREGPT = "traces/lengths/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
+Z_90 = float(ndtri(0.9))  # standard normal 90th percentile, 1.2816
+
+
+def _log_fit(x: np.ndarray) -> tuple[float, float]:
+    """Lognormal through the median and 90th percentile of ``x``: (mu, sigma) of log(x)."""
+    p50, p90 = np.percentile(np.log(x.astype(np.float64)), [50, 90])
+    return float(p50), float((p90 - p50) / Z_90)
+
+
+def fit_length_models(data_dir) -> dict[str, LengthModel]:
+    """Refit :data:`LENGTH_MODELS` from the shared public data (the ``data/`` folder of SOURCES.md).
+
+    Returns unrounded parameters; the recipe per domain is the comment above LENGTH_MODELS and the
+    fit is described in :class:`LengthModel`.
+    """
+    d = Path(data_dir)
+    conv = pd.read_csv(d / AZURE_CONV)
+    code = pd.read_csv(d / AZURE_CODE)
+    sg = pd.read_csv(d / SHAREGPT)
+
+    def corr(a, b):
+        return float(np.corrcoef(np.log(a.to_numpy(float)), np.log(b.to_numpy(float)))[0, 1])
+
+    sg_out = _log_fit(sg["num_decode_tokens"].to_numpy())
+    return {
+        "chat": LengthModel(*_log_fit(conv["ContextTokens"].to_numpy()),
+                            *_log_fit(conv["GeneratedTokens"].to_numpy()),
+                            corr(conv["ContextTokens"], conv["GeneratedTokens"]),
+                            LENGTH_MODELS["chat"].source),
+        "code": LengthModel(*_log_fit(code["ContextTokens"].to_numpy()), *sg_out, 0.0,
+                            LENGTH_MODELS["code"].source),
+        "math": LengthModel(*_log_fit(sg["num_prefill_tokens"].to_numpy()), *sg_out,
+                            corr(sg["num_prefill_tokens"], sg["num_decode_tokens"]),
+                            LENGTH_MODELS["math"].source),
+    }
+
+
+def truncated_lognormal_mean(mu: float, sigma: float, max_tokens: int) -> float:
+    """Mean of exp(N(mu, sigma^2)) truncated to [0.5, max_tokens + 0.5) (before rounding).
+
+    Closed form: exp(mu + sigma^2/2) (Phi(b - sigma) - Phi(a - sigma)) / (Phi(b) - Phi(a)) with
+    a, b the standardised log bounds.
+    """
+    a = (math.log(0.5) - mu) / sigma
+    b = (math.log(max_tokens + 0.5) - mu) / sigma
+    return float(math.exp(mu + sigma**2 / 2) * (ndtr(b - sigma) - ndtr(a - sigma))
+                 / (ndtr(b) - ndtr(a)))
+
+
+def _draw_lengths(mu: np.ndarray, sigma: np.ndarray, z: np.ndarray, max_tokens: int) -> np.ndarray:
+    """(N,) int64 lengths: standard normals ``z`` mapped into the truncated lognormals, rounded."""
+    lo = ndtr((np.log(0.5) - mu) / sigma)                  # (N,) CDF at the lower bound
+    hi = ndtr((np.log(max_tokens + 0.5) - mu) / sigma)     # (N,) CDF at the upper bound
+    u = lo + (hi - lo) * ndtr(z)                           # (N,) uniform within the bounds
+    x = np.exp(mu + sigma * ndtri(u))
+    return np.clip(np.rint(x), 1, max_tokens).astype(np.int64)
+
+
+def parse_mix(mix: str | Mapping[str, float], known=LENGTH_MODELS) -> dict[str, float]:
+    """Parse a domain mix such as ``"chat=0.2,code=0.4,math=0.4"`` into normalised weights.
+
+    Raises:
+        SpecsimInputError (field ``mix``): bad syntax, an unknown domain, a negative or non-finite
+            weight, a repeated domain, or weights summing to 0.
+    """
+    if isinstance(mix, str):
+        items = []
+        for part in mix.split(","):
+            name, _, val = part.partition("=")
+            try:
+                items.append((name.strip(), float(val)))
+            except ValueError:
+                raise SpecsimInputError(None, None, "mix", "name=weight pairs separated by commas",
+                                        repr(mix)) from None
+    else:
+        items = [(str(k), float(v)) for k, v in mix.items()]
+    names = [k for k, _ in items]
+    for name, w in items:
+        if name not in known:
+            raise SpecsimInputError(None, None, "mix", f"domains from {sorted(known)}", repr(name))
+        if not math.isfinite(w) or w < 0:
+            raise SpecsimInputError(None, None, "mix", "finite weights >= 0", f"{name}={w}")
+    if len(set(names)) != len(names) or sum(w for _, w in items) <= 0:
+        raise SpecsimInputError(None, None, "mix", "distinct domains with weights summing to > 0",
+                                repr(mix))
+    total = sum(w for _, w in items)
+    return {k: w / total for k, w in items}
+
+
+ARRIVALS = ("poisson", "gamma")
+
+
+def synth_trace(num_requests: int, rate: float, *, arrival: str = "poisson", cv: float = 1.0,
+                mix: str | Mapping[str, float] = "chat=1", seed: int = 0,
+                max_prompt_tokens: int = 8192, max_output_tokens: int = 2048,
+                length_models: Mapping[str, LengthModel] = LENGTH_MODELS) -> Trace:
+    """Draw a synthetic trace: renewal arrivals, a domain mix, fitted lognormal lengths.
+
+    Arrivals: the first request arrives at 0 s; inter-arrival gaps are i.i.d. with mean 1/rate:
+    exponential for ``poisson`` (CV 1), Gamma with shape 1/cv^2 and scale cv^2/rate for ``gamma``
+    (CV = ``cv``; cv > 1 is bursty). Arrivals are rounded to microseconds so files round-trip.
+    Domains: exact counts from the mix by largest remainder, then randomly permuted. Lengths: each
+    request's domain model (:class:`LengthModel`), truncated to [1, max_*_tokens]. Ids: "0".."N-1".
+    Random streams: ``SeedSequence(seed).spawn(3)`` for arrivals, domain order and lengths.
+
+    Args:
+        num_requests: N >= 1.
+        rate: mean arrival rate in requests per second, > 0.
+        arrival: ``"poisson"`` or ``"gamma"``.
+        cv: inter-arrival coefficient of variation, > 0 (must be 1 for ``poisson``).
+        mix: domain weights, a ``"chat=0.2,code=0.4,math=0.4"`` string or a mapping.
+        seed: the one seed, an int >= 0.
+        max_prompt_tokens, max_output_tokens: clipping maxima in tokens, >= 1.
+        length_models: per-domain length models (default: :data:`LENGTH_MODELS`).
+
+    Raises:
+        SpecsimInputError: any argument outside the ranges above, naming it as the field.
+    """
+    for name, v, ok, expected in [
+        ("num_requests", num_requests, num_requests >= 1, "an int >= 1"),
+        ("rate", rate, math.isfinite(rate) and rate > 0, "a finite rate > 0 req/s"),
+        ("arrival", arrival, arrival in ARRIVALS, f"one of {ARRIVALS}"),
+        ("cv", cv, math.isfinite(cv) and cv > 0 and (arrival != "poisson" or cv == 1.0),
+         "a finite cv > 0 (exactly 1 for poisson arrivals)"),
+        ("seed", seed, seed >= 0, "an int >= 0"),
+        ("max_prompt_tokens", max_prompt_tokens, max_prompt_tokens >= 1, "an int >= 1"),
+        ("max_output_tokens", max_output_tokens, max_output_tokens >= 1, "an int >= 1"),
+    ]:
+        if not ok:
+            raise SpecsimInputError(None, None, name, expected, repr(v))
+    weights = parse_mix(mix, length_models)
+    n = int(num_requests)
+    arr_rng, dom_rng, len_rng = (np.random.default_rng(s)
+                                 for s in np.random.SeedSequence(seed).spawn(3))
+
+    if arrival == "poisson":
+        gaps = arr_rng.exponential(1.0 / rate, n - 1)
+    else:
+        gaps = arr_rng.gamma(1.0 / cv**2, cv**2 / rate, n - 1)
+    arrival_s = np.round(np.r_[0.0, np.cumsum(gaps)], 6)  # rounding is monotone: order kept
+
+    names = list(weights)
+    quota = np.array([weights[k] for k in names]) * n
+    counts = np.floor(quota).astype(np.int64)
+    extra = np.argsort(-(quota - counts), kind="stable")[: n - counts.sum()]
+    counts[extra] += 1
+    dom_idx = dom_rng.permutation(np.repeat(np.arange(len(names)), counts))  # (N,)
+
+    params = np.array([[getattr(length_models[k], f) for f in
+                        ("prompt_mu", "prompt_sigma", "output_mu", "output_sigma", "rho")]
+                       for k in names])[dom_idx]  # (N, 5)
+    z = len_rng.standard_normal((n, 2))
+    z_out = params[:, 4] * z[:, 0] + np.sqrt(1.0 - params[:, 4] ** 2) * z[:, 1]  # (N,) copula
+    prompt = _draw_lengths(params[:, 0], params[:, 1], z[:, 0], max_prompt_tokens)
+    output = _draw_lengths(params[:, 2], params[:, 3], z_out, max_output_tokens)
+    desc = (f"synth(n={n}, rate={rate}, arrival={arrival}, cv={cv}, mix={weights}, seed={seed})")
+    return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival_s,
+                 prompt, output, np.array(names, dtype=object)[dom_idx], source=desc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
+
+
+def trace_stats(trace: Trace) -> dict:
+    """Summary statistics of a trace (the conventions of SOURCES.md).
+
+    Returns a dict: ``num_requests``, ``span_s`` (last - first arrival), ``rate_req_per_s``
+    ((N - 1) / span, None when the span is 0), ``interarrival_cv`` (population std / mean of the
+    gaps, None when undefined), and ``domains``: for ``"all"`` and each domain, ``num_requests``
+    and prompt/output token ``mean``, ``p50``, ``p99`` (numpy's linear percentiles).
+    """
+    a = trace.arrival_s
+    span = float(a[-1] - a[0])
+    gaps = np.diff(a)
+    cv = float(gaps.std() / gaps.mean()) if gaps.size and gaps.mean() > 0 else None
+
+    def lengths(mask: np.ndarray) -> dict:
+        row = {"num_requests": int(mask.sum())}
+        for name, col in (("prompt", trace.prompt_tokens), ("output", trace.output_tokens)):
+            x = col[mask]
+            row[f"{name}_mean"] = float(x.mean())
+            row[f"{name}_p50"], row[f"{name}_p99"] = (float(v) for v in np.percentile(x, [50, 99]))
+        return row
+
+    domains = {"all": lengths(np.ones(len(trace), dtype=bool))}
+    for d in sorted(set(trace.domain.tolist())):
+        domains[d] = lengths(trace.domain == d)
+    return {"num_requests": len(trace), "span_s": span,
+            "rate_req_per_s": (len(trace) - 1) / span if span > 0 else None,
+            "interarrival_cv": cv, "domains": domains}
