@@ -134,6 +134,25 @@ def fit_decode_attention(df: pd.DataFrame, gpu: str = "a100") -> DecodeAttention
         num_rows=int(len(dec)))
 
 
+def _fill_beyond_max_len(kv: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """Fill unmeasured prefill cells (chunk + context beyond the profile's ``max_model_len``) by a
+    least-squares line in context through that chunk's measured cells (attention is linear in the
+    context read); a row with fewer than 4 measured cells keeps its own level but borrows the slope of
+    the last row that had 4 or more."""
+    out = vals.copy()
+    slope = 0.0
+    for i, row in enumerate(vals):
+        ok = ~np.isnan(row)
+        if ok.sum() >= 4:
+            slope, icpt = np.polyfit(kv[ok], row[ok], 1)
+        elif ok.sum() >= 1:
+            icpt = float(np.mean(row[ok] - slope * kv[ok]))
+        else:
+            continue
+        out[i, ~ok] = icpt + slope * kv[~ok]
+    return out
+
+
 @dataclass(frozen=True)
 class AttentionTable:
     """Measured attention-kernel times per layer and shard, interpolated bilinearly (ms).
@@ -142,7 +161,8 @@ class AttentionTable:
         decode_batch: (nb,) measured decode batch sizes; decode_kv: (nk,) KV lengths;
         decode_ms: (nb, nk) decode kernel + reshapes.
         prefill_chunk: (nc,) chunk sizes; prefill_kv: (nq,) KV already cached;
-        prefill_ms: (nc, nq) prefill kernel + reshapes.
+        prefill_ms: (nc, nq) prefill kernel + reshapes; cells with chunk + context beyond the
+        profile's ``max_model_len`` were not measured and are extrapolated linearly in context.
     """
 
     decode_batch: np.ndarray
@@ -166,11 +186,14 @@ class AttentionTable:
             rows = df[df["is_prefill"] == (kind == "prefill")]
             grid = rows.assign(t=tot).pivot_table(index=key, columns="kv_cache_size", values="t",
                                                   aggfunc="median")
-            if grid.isna().any().any():
+            kv = grid.columns.to_numpy(np.float64)
+            vals = grid.to_numpy(np.float64)  # (n_size, n_kv)
+            if kind == "prefill":
+                vals = _fill_beyond_max_len(kv, vals)
+            if np.isnan(vals).any():
                 raise SpecsimInputError(src, None, kind, f"a complete {key} x kv_cache_size grid",
-                                        f"{int(grid.isna().sum().sum())} missing cells")
-            out[kind] = (grid.index.to_numpy(np.float64), grid.columns.to_numpy(np.float64),
-                         grid.to_numpy(np.float64))
+                                        f"{int(np.isnan(vals).sum())} missing cells")
+            out[kind] = (grid.index.to_numpy(np.float64), kv, vals)
         return cls(*out["decode"], *out["prefill"])
 
     def decode(self, batch: np.ndarray, kv_len: np.ndarray) -> np.ndarray:

@@ -175,6 +175,86 @@ class StepTimeProfile:
                    metadata={"kind": "synthetic", "source": "flat profile"}, source="<flat>")
 
 
+@dataclass(frozen=True, eq=False)
+class PrefillAttentionProfile(StepTimeProfile):
+    """A :class:`StepTimeProfile` with a measured prefill-attention model for mixed (colocated) steps.
+
+    ``step_time(B, kv_tokens)`` is unchanged (linear layers, all-reduce, decode attention via the KV
+    term). :meth:`prefill_attention_s` adds, for each prefill chunk in the step, the measured attention
+    kernel time of a chunk of ``c`` tokens over ``k`` cached tokens, bilinear in ``(c, k)`` on the
+    measured grid (points outside are clipped to its edge), times ``num_layers``, minus the per-token
+    attention cost the table already charges to those ``c`` tokens (so a chunk's attention is counted
+    once).
+
+    Extra args (JSON key ``prefill_attention``: ``num_layers``, ``chunk_tokens``, ``context_tokens``,
+    ``ms_per_layer``, ``charged_ms_per_token_per_layer``):
+        num_layers: layers of the model (>= 1).
+        prefill_chunk_tokens: (nc,) increasing measured chunk sizes (tokens).
+        prefill_context_tokens: (nk,) increasing measured cached lengths (tokens).
+        prefill_ms_per_layer: (nc, nk) attention kernel ms per layer per shard.
+        charged_ms_per_token_per_layer: attention ms per token per layer already in ``step_time_s``.
+
+    Raises:
+        SpecsimInputError: shapes that do not match, unsorted axes, NaN or non-positive times.
+    """
+
+    num_layers: int = 1
+    prefill_chunk_tokens: np.ndarray = field(default_factory=lambda: np.array([1.0]))
+    prefill_context_tokens: np.ndarray = field(default_factory=lambda: np.array([0.0]))
+    prefill_ms_per_layer: np.ndarray = field(default_factory=lambda: np.zeros((1, 1)))
+    charged_ms_per_token_per_layer: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        c = np.asarray(self.prefill_chunk_tokens, dtype=np.float64)
+        k = np.asarray(self.prefill_context_tokens, dtype=np.float64)
+        m = np.asarray(self.prefill_ms_per_layer, dtype=np.float64)
+        src = self.source
+        if m.shape != (c.size, k.size) or c.size < 2 or k.size < 2:
+            raise SpecsimInputError(src, None, "prefill_attention.ms_per_layer",
+                                    f"a {c.size} x {k.size} grid (>= 2 x 2)", str(m.shape))
+        for name, ax in (("chunk_tokens", c), ("context_tokens", k)):
+            if np.any(np.diff(ax) <= 0):
+                raise SpecsimInputError(src, None, f"prefill_attention.{name}", "strictly increasing",
+                                        "unsorted or duplicate values")
+        if not np.all(np.isfinite(m) & (m > 0)) or self.num_layers < 1:
+            raise SpecsimInputError(src, None, "prefill_attention", "finite times > 0 and num_layers >= 1",
+                                    "a NaN/non-positive time or bad num_layers")
+        from scipy.interpolate import RegularGridInterpolator
+        object.__setattr__(self, "prefill_chunk_tokens", c)
+        object.__setattr__(self, "prefill_context_tokens", k)
+        object.__setattr__(self, "prefill_ms_per_layer", m)
+        object.__setattr__(self, "_prefill_interp", RegularGridInterpolator((c, k), m))
+
+    def prefill_attention_s(self, chunk_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
+        """Seconds of prefill attention for the chunks of a mixed step (see the class docstring).
+
+        Args:
+            chunk_tokens: (n,) prompt tokens each prefill chunk processes this step.
+            context_tokens: (n,) prompt tokens of the same requests already in the KV cache.
+        """
+        c = np.atleast_1d(np.asarray(chunk_tokens, dtype=np.float64))
+        if c.size == 0:
+            return 0.0
+        k = np.broadcast_to(np.asarray(context_tokens, dtype=np.float64), c.shape)
+        pts = np.stack([np.clip(c, self.prefill_chunk_tokens[0], self.prefill_chunk_tokens[-1]),
+                        np.clip(k, self.prefill_context_tokens[0], self.prefill_context_tokens[-1])], -1)
+        per_layer_ms = self._prefill_interp(pts) - self.charged_ms_per_token_per_layer * c  # (n,)
+        return float(self.num_layers * np.maximum(per_layer_ms, 0.0).sum() * 1e-3)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the base fields plus the ``prefill_attention`` section."""
+        d = super().to_dict()
+        d["prefill_attention"] = {
+            "num_layers": int(self.num_layers),
+            "chunk_tokens": [float(x) for x in self.prefill_chunk_tokens],
+            "context_tokens": [float(x) for x in self.prefill_context_tokens],
+            "ms_per_layer": [[round(float(x), 6) for x in row] for row in self.prefill_ms_per_layer],
+            "charged_ms_per_token_per_layer": self.charged_ms_per_token_per_layer,
+        }
+        return d
+
+
 def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile:
     """Read a profile JSON file (format in the module docstring).
 
@@ -204,13 +284,28 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
         raise SpecsimInputError(str(p), None, "batch_tokens/step_time_s", "numbers", str(e)) from None
     if np.any(b != np.round(b)):
         raise SpecsimInputError(str(p), None, "batch_tokens", "integers", "a fractional size")
-    return StepTimeProfile(
+    common = dict(
         batch_tokens=b.astype(np.int64), step_time_s=t,
         lookup=lookup or doc.get("lookup", "linear"),
         kv_read_s_per_token=float(doc.get("kv_read_s_per_token", 0.0)),
         extrapolate=doc.get("extrapolate", "error"),
         metadata=dict(doc.get("metadata", {})), source=str(p),
     )
+    pa = doc.get("prefill_attention")
+    if pa is None:
+        return StepTimeProfile(**common)
+    if not isinstance(pa, dict):
+        raise SpecsimInputError(str(p), None, "prefill_attention", "an object", type(pa).__name__)
+    try:
+        return PrefillAttentionProfile(
+            **common, num_layers=int(pa["num_layers"]),
+            prefill_chunk_tokens=np.array(pa["chunk_tokens"], dtype=np.float64),
+            prefill_context_tokens=np.array(pa["context_tokens"], dtype=np.float64),
+            prefill_ms_per_layer=np.array(pa["ms_per_layer"], dtype=np.float64),
+            charged_ms_per_token_per_layer=float(pa.get("charged_ms_per_token_per_layer", 0.0)))
+    except (KeyError, TypeError, ValueError) as e:
+        raise SpecsimInputError(str(p), None, "prefill_attention",
+                                "num_layers, chunk_tokens, context_tokens, ms_per_layer", repr(e)) from None
 
 
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:

@@ -32,7 +32,8 @@ import pandas as pd
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.gpus import gpu_spec
-from specsim.hardware.profile import StepTimeProfile
+from specsim.hardware.attention import AttentionTable, fit_decode_attention, read_attention_csv
+from specsim.hardware.profile import PrefillAttentionProfile, StepTimeProfile
 
 #: Per-layer operators summed into the layer time (everything in mlp.csv except ``emb``).
 OPERATORS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
@@ -182,6 +183,7 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
                         kv_efficiency: float = 1.0, attn_fixed_ms_per_layer: float = 0.0,
                         attn_ms_per_token_per_layer: float = 0.0, attention_note: str = "",
                         mlp_source: str | None = None, allreduce_source: str | None = None,
+                        nccl_launch_ms: float = 0.0, round_tokens_to: int = 1,
                         date: str | None = None) -> StepTimeProfile:
     """Build a whole-model :class:`StepTimeProfile` from a Vidur ``mlp.csv`` (composition in the module doc).
 
@@ -199,6 +201,11 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
         attn_ms_per_token_per_layer: attention-kernel time per query token per layer.
         attention_note: how the attention constants were obtained (goes into the metadata).
         mlp_source, allreduce_source: provenance strings for the metadata (default: the file names).
+        nccl_launch_ms: CPU launch cost added to each all-reduce (ms; Vidur's default
+            ``nccl_cpu_launch_overhead_ms`` is 0.02, its config.py).
+        round_tokens_to: 1 keeps the measured grid with linear lookup; 8 reproduces Vidur's engine model
+            (token count rounded up to a multiple of 8 before the operator lookup): the table is then
+            every multiple of 8 (linear between measured points) with ``padded`` lookup.
         date: ISO date for the metadata (default: today).
 
     Returns:
@@ -224,10 +231,14 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
             raise SpecsimInputError(str(mlp_csv), None, "allreduce_csv",
                                     "a Vidur all_reduce.csv for TP > 1", "none")
         ar = read_allreduce_csv(allreduce_csv)
-        ar_ms = 2.0 * allreduce_ms(ar, tp, table.num_tokens * shape["n_embd"] * ACT_BYTES)
+        ar_ms = 2.0 * (allreduce_ms(ar, tp, table.num_tokens * shape["n_embd"] * ACT_BYTES) + nccl_launch_ms)
     per_layer_ms = (table.layer_ms + ar_ms + attn_fixed_ms_per_layer
                     + attn_ms_per_token_per_layer * table.num_tokens)
     step_ms = num_layers * per_layer_ms + table.emb_ms
+    grid, lookup = table.num_tokens, "linear"
+    if round_tokens_to > 1:
+        grid = np.arange(round_tokens_to, int(grid[-1]) + 1, round_tokens_to)
+        step_ms, lookup = np.interp(grid, table.num_tokens, step_ms), "padded"
     spec = gpu_spec(gpu)
     head_dim = shape["n_embd"] // shape["n_head"]
     kv_bytes = kv_bytes_per_token(num_layers, shape["n_kv_head"], head_dim, tp)
@@ -250,9 +261,11 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
         "attn_fixed_ms_per_layer": attn_fixed_ms_per_layer,
         "attn_ms_per_token_per_layer": attn_ms_per_token_per_layer,
         "attention_note": attention_note or "no attention-kernel term in the table",
+        "nccl_launch_ms_per_all_reduce": nccl_launch_ms if tp > 1 else 0.0,
+        "round_tokens_to": round_tokens_to,
         "date": date or _dt.date.today().isoformat(),
     }
-    return StepTimeProfile(batch_tokens=table.num_tokens, step_time_s=step_ms * 1e-3, lookup="linear",
+    return StepTimeProfile(batch_tokens=grid, step_time_s=step_ms * 1e-3, lookup=lookup,
                            kv_read_s_per_token=kv_s, extrapolate="error", metadata=meta,
                            source=str(mlp_csv))
 
@@ -260,7 +273,7 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
 def import_vidur(mlp_csv: str | Path, tp: int, gpu: str, *, attention_csv: str | Path | None = None,
                  allreduce_csv: str | Path | None = None, model: str | None = None,
                  num_layers: int | None = None, shared_root: str | Path | None = None,
-                 date: str | None = None) -> StepTimeProfile:
+                 vidur_engine: bool = False, date: str | None = None) -> StepTimeProfile:
     """``specsim profile import-vidur``: a whole-model profile with the attention term calibrated.
 
     The decode-attention fit of :func:`specsim.hardware.attention.fit_decode_attention` on
@@ -269,11 +282,14 @@ def import_vidur(mlp_csv: str | Path, tp: int, gpu: str, *, attention_csv: str |
     uses the datasheet bandwidth at efficiency 1 and no attention-kernel constants.
 
     Args:
+        vidur_engine: also apply Vidur's engine-model defaults (its config.py, not fitted to anything):
+            tokens rounded up to a multiple of 8, 0.02 ms NCCL launch per all-reduce, and for GQA models
+            decode and prefill attention x 1.1 (``attention_*_batching_overhead_fraction``; applied to
+            every batch, Vidur skips it for a lone request). Use it for side-by-sides with Vidur.
         shared_root: when given, source paths in the metadata are written relative to it (no absolute
             machine paths in committed files).
         other args: as :func:`build_vidur_profile`.
     """
-    from specsim.hardware.attention import fit_decode_attention, read_attention_csv
 
     def rel(p: str | Path | None) -> str | None:
         if p is None:
@@ -287,10 +303,47 @@ def import_vidur(mlp_csv: str | Path, tp: int, gpu: str, *, attention_csv: str |
         return p.name
 
     kw: dict = {}
+    att = None
     if attention_csv is not None:
-        fit = fit_decode_attention(read_attention_csv(attention_csv), gpu="a100")
-        kw = dict(kv_efficiency=fit.efficiency, attn_fixed_ms_per_layer=fit.fixed_ms,
-                  attn_ms_per_token_per_layer=fit.per_request_ms, attention_note=fit.note(rel(attention_csv)))
-    return build_vidur_profile(mlp_csv, tp, gpu, model=model, num_layers=num_layers,
+        att = read_attention_csv(attention_csv)
+        fit = fit_decode_attention(att, gpu=ATTENTION_PROFILE_GPU)
+        gqa = 1.1 if vidur_engine and int(att.iloc[0]["n_q_head"]) > int(att.iloc[0]["n_kv_head"]) else 1.0
+        kw = dict(kv_efficiency=fit.efficiency / gqa, attn_fixed_ms_per_layer=fit.fixed_ms * gqa,
+                  attn_ms_per_token_per_layer=fit.per_request_ms * gqa,
+                  attention_note=fit.note(rel(attention_csv))
+                  + (f"; x{gqa} GQA batching overhead (Vidur engine model)" if gqa != 1.0 else ""))
+    if vidur_engine:
+        kw.update(nccl_launch_ms=0.02, round_tokens_to=8)
+    base = build_vidur_profile(mlp_csv, tp, gpu, model=model, num_layers=num_layers,
                                allreduce_csv=allreduce_csv, mlp_source=rel(mlp_csv),
                                allreduce_source=rel(allreduce_csv), date=date, **kw)
+    base.metadata["engine_model"] = "vidur (see import_vidur)" if vidur_engine else "plain"
+    if att is None or not attention_matches(att, base.metadata, gpu):
+        return base
+    # Same GPU and attention shape as the attention profile: its decode fit applies without transfer,
+    # and its measured prefill kernel times give the prefill-attention model of mixed steps.
+    table = AttentionTable.from_frame(att)
+    meta = dict(base.metadata)
+    meta["attention_note"] += ("; exact match of GPU, heads, hidden size and TP with the attention "
+                               "profile: no transfer assumption; prefill attention = its measured "
+                               "chunk x context grid (bilinear)")
+    return PrefillAttentionProfile(
+        batch_tokens=base.batch_tokens, step_time_s=base.step_time_s, lookup=base.lookup,
+        kv_read_s_per_token=base.kv_read_s_per_token, extrapolate=base.extrapolate, metadata=meta,
+        source=base.source, num_layers=int(meta["num_layers"]), prefill_chunk_tokens=table.prefill_chunk,
+        prefill_context_tokens=table.prefill_kv,
+        prefill_ms_per_layer=table.prefill_ms * (1.1 if vidur_engine else 1.0),
+        charged_ms_per_token_per_layer=kw["attn_ms_per_token_per_layer"])
+
+
+#: The GPU the one attention profile (anchors/vidur_run) was measured on.
+ATTENTION_PROFILE_GPU = "a100"
+
+
+def attention_matches(att: pd.DataFrame, meta: dict, gpu: str) -> bool:
+    """Whether an attention profile was measured for exactly this GPU, head counts, hidden size and TP."""
+    row = att.iloc[0]
+    return (gpu_spec(gpu).name == ATTENTION_PROFILE_GPU
+            and int(row["n_q_head"]) == meta["n_head"] and int(row["n_kv_head"]) == meta["n_kv_head"]
+            and int(row["n_embd"]) == meta["n_embd"]
+            and int(row["num_tensor_parallel_workers"]) == meta["tp"])
