@@ -1,0 +1,409 @@
+"""Traces: canonical JSONL loading and its errors, public-trace converters, the synthetic generator."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.trace import (LENGTH_MODELS, Trace, convert_azure, convert_mooncake, fit_length_models,
+                           load_trace, save_trace, synth_trace, trace_stats,
+                           truncated_lognormal_mean)
+
+REPO = Path(__file__).resolve().parent.parent
+PROD_ARGS = dict(num_requests=3000, rate=4.0, arrival="gamma", cv=1.5,
+                 mix="chat=0.217,code=0.389,math=0.394", seed=2026,
+                 max_prompt_tokens=8192, max_output_tokens=2048)  # = traces/README.md command
+
+GOOD = '{"arrival_s": 0.5, "prompt_tokens": 10, "output_tokens": 3}'
+
+
+def write(tmp_path: Path, text: str, name: str = "t.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def line(**kw) -> str:
+    rec = {"arrival_s": 1.0, "prompt_tokens": 10, "output_tokens": 3}
+    rec.update(kw)
+    return json.dumps({k: v for k, v in rec.items() if v is not ...})
+
+
+# ----------------------------------------------------------------------------------- loading
+
+
+def test_load_defaults_bursts_and_blank_lines(tmp_path):
+    text = "\n".join([line(arrival_s=0), "", line(arrival_s=1.5, domain="math"),
+                      line(arrival_s=1.5, request_id="x"), "   "]) + "\n"
+    t = load_trace(write(tmp_path, text))
+    assert len(t) == 3
+    assert t.arrival_s.tolist() == [0.0, 1.5, 1.5]  # equal arrivals are a valid burst
+    assert t.request_id.tolist() == ["0", "1", "x"]  # default = request index
+    assert t.domain.tolist() == ["chat", "math", "chat"]
+    assert t.arrival_s.dtype == np.float64 and t.prompt_tokens.dtype == np.int64
+    assert not t.arrival_s.flags.writeable
+    assert t.source == str(tmp_path / "t.jsonl")
+
+
+def test_id_field_used_when_request_id_absent(tmp_path):
+    t = load_trace(write(tmp_path, line(id=7) + "\n" + line(id="b", request_id="c") + "\n"))
+    assert t.request_id.tolist() == ["7", "c"]
+
+
+BAD_CASES = [
+    # (lines, bad line (1-based), field, fragment of the message)
+    ([GOOD, GOOD, '{"arrival_s": 1, "prompt_tokens": 5,'], 3, None, "malformed JSON"),
+    ([GOOD, "[1, 2]"], 2, None, "expected a JSON object"),
+    ([line(arrival_s=2.0), line(arrival_s=2.0), line(arrival_s=1.999)], 3, "arrival_s",
+     "the arrival on line 2"),
+    ([line(request_id="a"), line(), line(request_id="a")], 3, "request_id", "already used on line 1"),
+    ([line(), line(request_id="0")], 2, "request_id", "'0', already used on line 1"),  # default id
+    ([line(), line(request_id=True)], 2, "request_id", "true (a boolean)"),
+    ([line(), line(request_id="")], 2, "request_id", "non-empty"),
+    ([line(), '{"arrival_s": NaN, "prompt_tokens": 1, "output_tokens": 1}'], 2, "arrival_s", "NaN"),
+    (['{"arrival_s": Infinity, "prompt_tokens": 1, "output_tokens": 1}'], 1, "arrival_s",
+     "Infinity"),
+    ([line(), line(), '{"arrival_s": 1e999, "prompt_tokens": 1, "output_tokens": 1}'], 3,
+     "arrival_s", "inf"),
+    ([line(), line(prompt_tokens=...)], 2, "prompt_tokens", "field missing"),
+    ([line(arrival_s=...)], 1, "arrival_s", "field missing"),
+    ([line(), line(output_tokens=True)], 2, "output_tokens", "true (a boolean)"),
+    ([line(), line(), line(), line(arrival_s="1.0")], 4, "arrival_s", '"1.0" (a string)'),
+    ([line(arrival_s=False)], 1, "arrival_s", "(a boolean)"),
+    ([line(), line(prompt_tokens=5.0)], 2, "prompt_tokens", "5.0 (a float)"),
+    ([line(), line(prompt_tokens="5")], 2, "prompt_tokens", "(a string)"),
+    ([line(), line(output_tokens=0)], 2, "output_tokens", "got 0"),
+    ([line(prompt_tokens=-3)], 1, "prompt_tokens", "got -3"),
+    ([line(arrival_s=-0.5)], 1, "arrival_s", "-0.5"),
+    ([line(), line(domain=3)], 2, "domain", "3 (an int)"),
+    ([line(), line(prompt_tokens=None)], 2, "prompt_tokens", "null"),
+]
+
+
+@pytest.mark.parametrize("lines,bad_line,field,fragment", BAD_CASES)
+def test_bad_input_names_file_line_field(tmp_path, lines, bad_line, field, fragment):
+    p = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(p)
+    e = ei.value
+    assert (e.file, e.line, e.field) == (str(p), bad_line, field)
+    assert fragment in str(e)
+    assert e.expected
+
+
+def test_bad_line_number_counts_blank_lines(tmp_path):
+    p = write(tmp_path, "\n".join([line(), "", "", line(), line(output_tokens=-1)]))
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(p)
+    assert (ei.value.line, ei.value.field) == (5, "output_tokens")
+
+
+@pytest.mark.parametrize("text,got", [("", "an empty file"), ("\n  \n\n", "only blank lines")])
+def test_empty_trace(tmp_path, text, got):
+    p = write(tmp_path, text)
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(p)
+    assert ei.value.file == str(p) and ei.value.line >= 1 and ei.value.got == got
+
+
+def test_missing_file_and_bad_utf8(tmp_path):
+    with pytest.raises(SpecsimInputError, match="readable file"):
+        load_trace(tmp_path / "absent.jsonl")
+    p = tmp_path / "b.jsonl"
+    p.write_bytes(GOOD.encode() + b'\n{"arrival_s": 1, "domain": "\xff"}\n')
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(p)
+    assert ei.value.line == 2
+
+
+def test_vidur_workload_loads(shared):
+    t = load_trace(shared / "anchors" / "vidur_run" / "workload.jsonl")
+    assert len(t) == 300
+    assert t.request_id[:3].tolist() == ["0", "1", "2"]
+    assert t.arrival_s[0] == 0.51003 and t.prompt_tokens[0] == 395 and t.output_tokens[0] == 112
+
+
+# ---------------------------------------------------------------------- Trace, save, round trip
+
+
+def make_trace(ids=("a\"b", "é", "3")) -> Trace:
+    return Trace(np.array(ids, dtype=object), [0.0, 0.1 + 0.2, 0.30000000000000004 * 3],
+                 [1, 20, 300], [5, 6, 7], ["chat", "code", "math"], source="mem")
+
+
+def test_round_trip_exact(tmp_path):
+    t = make_trace()
+    save_trace(t, tmp_path / "r.jsonl")
+    u = load_trace(tmp_path / "r.jsonl")
+    assert u.content_hash() == t.content_hash()
+    assert u.arrival_s.tolist() == t.arrival_s.tolist()  # bit-exact floats
+    assert u.request_id.tolist() == ['a"b', "é", "3"]
+
+
+def test_save_omits_default_ids(tmp_path):
+    t = make_trace(ids=("0", "1", "2"))
+    save_trace(t, tmp_path / "d.jsonl")
+    first = json.loads((tmp_path / "d.jsonl").read_text().splitlines()[0])
+    assert "request_id" not in first
+    assert load_trace(tmp_path / "d.jsonl").content_hash() == t.content_hash()
+
+
+def test_content_hash_depends_on_content_only():
+    t = make_trace()
+    assert len(t.content_hash()) == 64
+    same = Trace(t.request_id, t.arrival_s, t.prompt_tokens, t.output_tokens, t.domain, source="x")
+    assert same.content_hash() == t.content_hash()
+    other = Trace(t.request_id, t.arrival_s, [1, 20, 301], t.output_tokens, t.domain)
+    assert other.content_hash() != t.content_hash()
+
+
+def test_head_and_frame():
+    t = make_trace()
+    h = t.head(2)
+    assert len(h) == 2 and h.prompt_tokens.tolist() == [1, 20]
+    df = t.to_frame()
+    assert list(df.columns) == ["request_id", "arrival_s", "prompt_tokens", "output_tokens",
+                                "domain"]
+    assert df["output_tokens"].sum() == 18
+    with pytest.raises(SpecsimInputError):
+        t.head(0)
+
+
+def test_trace_constructor_validates():
+    with pytest.raises(SpecsimInputError) as ei:
+        Trace(["a", "b"], [1.0, 0.5], [1, 1], [1, 1], ["chat", "chat"], source="mem")
+    assert (ei.value.line, ei.value.field) == (2, "arrival_s")
+    with pytest.raises(SpecsimInputError, match="request_id"):
+        Trace(["a", "a"], [0.0, 0.5], [1, 1], [1, 1], ["chat", "chat"])
+    with pytest.raises(SpecsimInputError, match="length 2"):
+        Trace(["a", "b"], [0.0, 0.5], [1], [1, 1], ["chat", "chat"])
+
+
+# ------------------------------------------------------------------------------- converters
+
+
+def _wall_ns(stamp: str) -> int:
+    """'YYYY-MM-DD HH:MM:SS.fffffff' -> ns since that day's midnight (same-day traces)."""
+    hms, frac = stamp.split(" ")[1].split(".")
+    h, m, s = (int(v) for v in hms.split(":"))
+    return ((h * 60 + m) * 60 + s) * 10**9 + int(frac) * 100
+
+
+@pytest.mark.parametrize("name,rows,domain,cv", [("code", 8819, "code", 13.15),
+                                                 ("conv", 19366, "chat", 1.094)])
+def test_azure_real(shared, name, rows, domain, cv):
+    path = shared / "data/traces/azure_llm_2023" / f"AzureLLMInferenceTrace_{name}.csv"
+    t = convert_azure(path)
+    lines = path.read_text().splitlines()
+    first, last = lines[1].split(",")[0], lines[-1].split(",")[0]
+    assert len(t) == rows == len(lines) - 1
+    assert t.arrival_s[0] == 0.0
+    assert t.arrival_s[-1] == (_wall_ns(last) - _wall_ns(first)) / 1e9  # exact, 100 ns ticks
+    assert round(t.arrival_s[-1]) == {"code": 3436, "conv": 3502}[name]  # SOURCES.md 1a
+    st = trace_stats(t)
+    assert st["domains"]["all"]["prompt_mean"] == pytest.approx(
+        {"code": 2048, "conv": 1155}[name], abs=1)
+    assert st["interarrival_cv"] == pytest.approx(cv, abs=0.01)
+    assert set(t.domain) == {domain}
+    assert set(convert_azure(path, domain="math").domain) == {"math"}
+
+
+AZ_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+AZ_OK = "2023-11-16 18:17:03.9799600,10,2\n"
+
+
+@pytest.mark.parametrize("body,bad_line,field", [
+    (AZ_OK + "2023-11-16 18:17:04,10,2\n", 3, "TIMESTAMP"),
+    (AZ_OK + AZ_OK + "2023-11-16 18:17:03.9799599,10,2\n", 4, "TIMESTAMP"),
+    (AZ_OK + "2023-11-16 18:17:04.0000000,abc,2\n", 3, "ContextTokens"),
+    (AZ_OK + "2023-11-16 18:17:04.0000000,12.5,2\n", 3, "ContextTokens"),
+    (AZ_OK + AZ_OK + "2023-11-16 18:17:04.0000000,10,0\n", 4, "GeneratedTokens"),
+    (AZ_OK + "2023-11-16 18:17:04.0000000,10,\n", 3, "GeneratedTokens"),
+])
+def test_azure_bad_rows(tmp_path, body, bad_line, field):
+    p = write(tmp_path, AZ_HEAD + body, "x_code.csv")
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_azure(p)
+    assert (ei.value.file, ei.value.line, ei.value.field) == (str(p), bad_line, field)
+
+
+def test_azure_small_exact(tmp_path):
+    p = write(tmp_path, AZ_HEAD + AZ_OK + "2023-11-16 18:17:05.0000001,7,3\n", "mycode.csv")
+    t = convert_azure(p)
+    assert t.arrival_s.tolist() == [0.0, 1.0200401]
+    assert t.domain.tolist() == ["code", "code"]
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_azure(write(tmp_path, "TIMESTAMP,Context\n" + AZ_OK, "c.csv"))
+    assert (ei.value.line, ei.value.field) == (1, "ContextTokens")
+
+
+def mooncake_file(tmp_path, stamps) -> Path:
+    rows = [json.dumps({"timestamp": s, "input_length": 100 + i, "output_length": 10,
+                        "hash_ids": [i]}) for i, s in enumerate(stamps)]
+    return write(tmp_path, "\n".join(rows) + "\n", "mc.jsonl")
+
+
+def test_mooncake_burst_and_spread(tmp_path):
+    # slots at 500, 1500, 4500 ms: gaps 1000 and 3000, median 2000 for the last slot
+    p = mooncake_file(tmp_path, [500, 500, 500, 1500, 1500, 4500, 4500])
+    burst = convert_mooncake(p, slots="burst")
+    assert burst.arrival_s.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0, 4.0, 4.0]
+    spread = convert_mooncake(p, slots="spread")
+    assert spread.arrival_s.tolist() == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0, 2.5, 4.0, 5.0],
+                                                      abs=1e-12)
+    assert spread.prompt_tokens.tolist() == list(range(100, 107))  # order kept
+    assert convert_mooncake(p, slots="spread").content_hash() == spread.content_hash()
+    one = convert_mooncake(mooncake_file(tmp_path, [7, 7, 7]), slots="spread")
+    assert one.arrival_s.tolist() == [0.0, 0.0, 0.0]  # a single slot has no width
+    with pytest.raises(SpecsimInputError, match="slots"):
+        convert_mooncake(p, slots="uniform")
+
+
+@pytest.mark.parametrize("rows,bad_line,field", [
+    (['{"timestamp": 0, "input_length": 5, "output_length": 1}',
+      '{"timestamp": 3000, "input_length": 5}'], 2, "output_length"),
+    (['{"timestamp": 3000, "input_length": 5, "output_length": 1}',
+      '{"timestamp": 0, "input_length": 5, "output_length": 1}'], 2, "timestamp"),
+    (['{"timestamp": 1.5, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
+    (['{"timestamp": 0, "input_length": 0, "output_length": 1}'], 1, "input_length"),
+    (['{"timestamp": 0, "input_length": 5, "output_length": 1}', '{"timestamp": 0,'], 2, None),
+])
+def test_mooncake_bad_rows(tmp_path, rows, bad_line, field):
+    p = write(tmp_path, "\n".join(rows) + "\n")
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_mooncake(p)
+    assert (ei.value.file, ei.value.line, ei.value.field) == (str(p), bad_line, field)
+
+
+def test_mooncake_real(shared):
+    path = shared / "data/traces/mooncake_fast25/conversation_trace.jsonl"
+    burst = convert_mooncake(path, slots="burst")
+    spread = convert_mooncake(path, slots="spread")
+    assert len(burst) == len(spread) == 12031  # SOURCES.md 1b
+    assert burst.arrival_s[-1] == 3536.999  # 0 to 3,536,999 ms
+    assert len(np.unique(burst.arrival_s)) == 1180
+    assert len(np.unique(spread.arrival_s)) > 11000
+    # every spread arrival stays inside its slot: [slot start, slot start + width)
+    assert np.all(spread.arrival_s >= burst.arrival_s)
+    starts = np.unique(burst.arrival_s)  # (1180,) slot starts
+    slot = np.searchsorted(starts, burst.arrival_s)
+    inner = slot < starts.size - 1
+    assert np.all(spread.arrival_s[inner] < starts[slot[inner] + 1])
+    assert 3536.999 < spread.arrival_s[-1] < 3540.0
+    assert trace_stats(burst)["rate_req_per_s"] == pytest.approx(3.40, abs=0.005)
+    assert set(burst.domain) == {"chat"}
+
+
+# ------------------------------------------------------------------------------- synthetic
+
+
+def test_synth_reproducible():
+    a = synth_trace(500, 2.0, arrival="gamma", cv=2.0, mix="chat=1,math=1", seed=7)
+    b = synth_trace(500, 2.0, arrival="gamma", cv=2.0, mix="chat=1,math=1", seed=7)
+    c = synth_trace(500, 2.0, arrival="gamma", cv=2.0, mix="chat=1,math=1", seed=8)
+    assert a.content_hash() == b.content_hash() != c.content_hash()
+    assert a.arrival_s[0] == 0.0
+    assert np.all(a.arrival_s == np.round(a.arrival_s, 6))
+
+
+@pytest.mark.parametrize("arrival,cv", [("poisson", 1.0), ("gamma", 1.5), ("gamma", 0.5)])
+def test_synth_rate_cv(arrival, cv):
+    t = synth_trace(100_000, 4.0, arrival=arrival, cv=cv, seed=3)
+    st = trace_stats(t)
+    assert st["rate_req_per_s"] == pytest.approx(4.0, rel=0.02)
+    assert st["interarrival_cv"] == pytest.approx(cv, rel=0.03)
+
+
+def test_synth_lengths_match_models():
+    t = synth_trace(150_000, 10.0, mix="chat=1,code=1,math=1", seed=11,
+                    max_prompt_tokens=8192, max_output_tokens=2048)
+    assert t.prompt_tokens.min() >= 1 and t.prompt_tokens.max() <= 8192
+    assert t.output_tokens.min() >= 1 and t.output_tokens.max() <= 2048
+    for d, m in LENGTH_MODELS.items():
+        k = t.domain == d
+        assert k.sum() == 50_000  # exact largest-remainder counts
+        p, o = t.prompt_tokens[k], t.output_tokens[k]
+        assert p.mean() == pytest.approx(truncated_lognormal_mean(m.prompt_mu, m.prompt_sigma, 8192),
+                                         rel=0.02)
+        assert o.mean() == pytest.approx(truncated_lognormal_mean(m.output_mu, m.output_sigma, 2048),
+                                         rel=0.02)
+        assert np.median(np.log(o)) == pytest.approx(m.output_mu, abs=0.02)
+        assert (p == 8192).mean() < 0.005  # truncated, not clipped: no spike at the cap
+
+
+def test_synth_mix_counts_and_bad_args():
+    t = synth_trace(3000, 4.0, mix={"chat": 0.217, "code": 0.389, "math": 0.394}, seed=1)
+    assert {d: int((t.domain == d).sum()) for d in ("chat", "code", "math")} == \
+        {"chat": 651, "code": 1167, "math": 1182}
+    for kw, field in [(dict(cv=1.5), "cv"), (dict(mix="chat=1,poetry=1"), "mix"),
+                      (dict(mix="chat"), "mix"), (dict(mix="chat=-1,code=2"), "mix"),
+                      (dict(arrival="weibull"), "arrival"), (dict(seed=-1), "seed")]:
+        with pytest.raises(SpecsimInputError) as ei:
+            synth_trace(10, 1.0, **kw)
+        assert ei.value.field == field
+    with pytest.raises(SpecsimInputError) as ei:
+        synth_trace(10, 0.0)
+    assert ei.value.field == "rate"
+
+
+def test_length_constants_match_refit(shared):
+    refit = fit_length_models(shared / "data")
+    for d, m in LENGTH_MODELS.items():
+        for f in ("prompt_mu", "prompt_sigma", "output_mu", "output_sigma", "rho"):
+            assert getattr(m, f) == pytest.approx(getattr(refit[d], f), abs=5.1e-5), (d, f)
+
+
+def test_bundled_prod_trace_regenerates(tmp_path):
+    path = REPO / "traces" / "prod.jsonl"
+    assert path.stat().st_size < 300_000
+    bundled = load_trace(path)
+    regen = synth_trace(**PROD_ARGS)
+    assert regen.content_hash() == bundled.content_hash()
+    save_trace(regen, tmp_path / "prod.jsonl")
+    assert (tmp_path / "prod.jsonl").read_bytes() == path.read_bytes()  # bit-identical
+    st = trace_stats(bundled)
+    assert st["rate_req_per_s"] == pytest.approx(4.0, rel=0.05)
+    assert st["interarrival_cv"] == pytest.approx(1.5, rel=0.05)
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    from specsim.cli import main
+    monkeypatch.setattr(sys, "argv", ["specsim", *args])
+    with pytest.raises(SystemExit) as ei:
+        main()
+        sys.exit(0)
+    out = capsys.readouterr()
+    return ei.value.code, out.out, out.err
+
+
+def test_cli_synth_convert_stats(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "s.jsonl"
+    rc, o, _ = run_cli(monkeypatch, capsys, "trace", "synth", "--num-requests", "50", "--rate", "2",
+                       "--arrival", "gamma", "--cv", "2", "--mix", "code=1", "--seed", "5",
+                       "--out", str(out))
+    assert rc == 0 and "wrote 50 requests" in o
+    assert load_trace(out).content_hash() == synth_trace(
+        50, 2.0, arrival="gamma", cv=2.0, mix="code=1", seed=5).content_hash()
+    mc = mooncake_file(tmp_path, [0, 0, 3000])
+    rc, o, _ = run_cli(monkeypatch, capsys, "trace", "convert", "--from", "mooncake", "--slots",
+                       "spread", str(mc), str(tmp_path / "m.jsonl"))
+    assert rc == 0 and load_trace(tmp_path / "m.jsonl").arrival_s.tolist() == [0.0, 1.5, 3.0]
+    rc, o, _ = run_cli(monkeypatch, capsys, "trace", "stats", "--json", str(out))
+    assert rc == 0 and json.loads(o)["num_requests"] == 50
+    rc, o, _ = run_cli(monkeypatch, capsys, "trace", "stats", str(out))
+    assert rc == 0 and "code" in o and "50 requests" in o
+
+
+def test_cli_bad_input_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    p = write(tmp_path, line() + "\n" + line(arrival_s=0.5) + "\n")
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p))
+    assert rc == 2
+    assert err.strip().count("\n") == 0 and "line 2" in err and "arrival_s" in err
