@@ -1,0 +1,315 @@
+"""One decode replica as a SimPy process: admit, draft, schedule, verify, accept (DESIGN.md, STYLE.md 2).
+
+The replica owns its running requests' state as numpy arrays in slot order (no per-token Python
+objects) and an arena holding each running request's pre-drawn acceptance outcomes and confidences,
+rows indexed by anchor position. A step:
+
+1. draft: the drafter proposes gamma tokens for every decode-ready request; the full gamma is paid
+   (``specsim.hardware.drafter``);
+2. schedule: the policy sees a read-only :class:`SchedulingView` (no outcomes) and returns verify lengths
+   in [0, gamma]; the engine clips them to the request's remaining output - 1 and counts the clips;
+3. verify: the step costs ``step_time(B) `` at B = sum_r (1 + l_r) (+ prefill chunk tokens when colocated)
+   plus the host overhead unless the policy ``fits_zos``;
+4. accept: each request emits its accepted prefix + 1 tokens.
+
+KV accounting: a running request reserves prompt + output + gamma + 1 tokens at admission (the final
+value of prompt + generated + (gamma + 1) lookahead; the trace's output length plays the client's
+max_tokens), so a running request never outgrows its reservation and no preemption is needed. There is no
+preemption in this model.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+
+from specsim.errors import SpecsimInputError
+from specsim.policies.base import SchedulingView
+
+if TYPE_CHECKING:
+    from specsim.cluster import Cluster
+
+
+class Arena:
+    """Row storage for running requests' pre-drawn outcomes: (capacity, gamma) arrays, compacted on demand."""
+
+    def __init__(self, gamma: int, capacity: int = 1 << 14) -> None:
+        self.gamma = gamma
+        self.accept = np.zeros((capacity, gamma), dtype=bool)
+        self.conf_raw = np.zeros((capacity, gamma), dtype=np.float32)
+        self.conf = np.zeros((capacity, gamma), dtype=np.float32)
+        self.tail = 0
+
+    def alloc(self, n: int, live_off: np.ndarray, live_len: np.ndarray) -> tuple[int, np.ndarray]:
+        """Reserve ``n`` rows; may compact live blocks (returns their new offsets). Returns (offset, new_live_off)."""
+        if self.tail + n > self.accept.shape[0]:
+            live_off = self._compact(live_off, live_len, n)
+        off = self.tail
+        self.tail += n
+        return off, live_off
+
+    def _compact(self, live_off: np.ndarray, live_len: np.ndarray, need: int) -> np.ndarray:
+        used = int(live_len.sum())
+        cap = self.accept.shape[0]
+        while used + need > cap // 2 and used + need > cap - cap // 4:
+            cap *= 2
+        if live_len.size:
+            src = np.concatenate([np.arange(o, o + n) for o, n in zip(live_off, live_len)])
+        else:
+            src = np.zeros(0, dtype=np.int64)
+        new_off = np.concatenate([[0], np.cumsum(live_len)[:-1]]).astype(np.int64) if live_len.size else live_off
+        for name in ("accept", "conf_raw", "conf"):
+            old = getattr(self, name)
+            fresh = np.zeros((cap, self.gamma), dtype=old.dtype)
+            fresh[: src.size] = old[src]
+            setattr(self, name, fresh)
+        self.tail = used
+        return new_off
+
+
+@dataclass
+class StepPlan:
+    """What a step will do, fixed before its duration elapses."""
+
+    decode: np.ndarray       # (R,) slot indices of decode-ready requests
+    verify_len: np.ndarray   # (R,) clipped verify lengths
+    rows: np.ndarray         # (R,) arena rows of each request's anchor
+    prefill: np.ndarray      # (n,) slot indices getting prefill chunks (colocated)
+    chunk: np.ndarray        # (n,) tokens of each chunk
+    duration_s: float
+    capacity: int
+
+
+class Replica:
+    """A decode serving instance running continuous batching with FCFS admission (one SimPy process).
+
+    Args:
+        cluster: the owning cluster (records, acceptance model, seeds, completion callback).
+        index: replica index.
+        policy: the verification policy.
+        gamma: drafts per request per step (0 when the drafter is ``none``).
+        colocated: prefill in chunks sharing the replica's steps (else requests arrive prefilled).
+    """
+
+    def __init__(self, cluster: "Cluster", index: int, policy, gamma: int, colocated: bool) -> None:
+        self.c = cluster
+        self.env: simpy.Environment = cluster.env
+        self.index = index
+        self.policy = policy
+        self.gamma = gamma
+        self.colocated = colocated
+        self.uses_capacity = callable(getattr(policy, "capacity", None))
+        self.host_s = 0.0 if policy.fits_zos else cluster.scenario.engine.host_overhead_s
+        sc = cluster.scenario
+        self.max_num_seqs = sc.cluster.max_num_seqs
+        self.kv_capacity = sc.cluster.kv_capacity_tokens
+        self.chunk_tokens = sc.prefill.chunk_tokens
+        self.queue: deque[int] = deque()
+        self.kv_reserved = 0
+        self.arena = Arena(gamma)
+        self._views: deque[SchedulingView | None] = deque(maxlen=2)
+        self._idle: simpy.Event | None = None
+        self.step_index = 0
+        # running-request state, slot order
+        self.ids = np.zeros(0, np.int64)
+        self.gen = np.zeros(0, np.int64)
+        self.out = np.zeros(0, np.int64)
+        self.prompt = np.zeros(0, np.int64)
+        self.off = np.zeros(0, np.int64)
+        self.reserve = np.zeros(0, np.int64)
+        self.prefill_left = np.zeros(0, np.int64)
+        self.hist_v = np.zeros(0, np.int64)
+        self.hist_a = np.zeros(0, np.int64)
+        self.last_v = np.zeros(0, np.int64)
+        self.last_a = np.zeros(0, np.int64)
+        self.last_emit = np.zeros(0, np.float64)
+        self.process = self.env.process(self.run())
+
+    # ----------------------------------------------------------------- arrivals and admission
+    def enqueue(self, idx: int) -> None:
+        """A request joins this replica's FCFS queue (prefilled unless colocated)."""
+        self.queue.append(idx)
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
+    @property
+    def num_outstanding(self) -> int:
+        """Queued plus running requests (for the least-outstanding router)."""
+        return len(self.queue) + self.ids.size
+
+    def _admit(self) -> None:
+        c = self.c
+        new = []
+        while self.queue and self.ids.size + len(new) < self.max_num_seqs:
+            idx = self.queue[0]
+            need = int(c.prompt[idx] + c.output[idx] + self.gamma + 1)
+            if self.kv_reserved + need > self.kv_capacity:
+                break  # FCFS: the head waits for memory (it fits an empty replica: checked at arrival)
+            self.queue.popleft()
+            self.kv_reserved += need
+            new.append((idx, need))
+        if not new:
+            return
+        idxs = np.array([i for i, _ in new], dtype=np.int64)
+        for idx, _ in new:
+            num_rows = int(c.output[idx])                                   # one row per anchor position
+            off, self.off = self.arena.alloc(num_rows, self.off, self.out)
+            if self.gamma > 0:
+                draws = c.draw_request(idx)
+                self.arena.accept[off: off + num_rows] = draws.accept
+                self.arena.conf_raw[off: off + num_rows] = draws.conf_raw
+                self.arena.conf[off: off + num_rows] = draws.conf
+            # append one slot at a time so that a compaction sees every live block
+            self.ids = np.append(self.ids, idx)
+            self.out = np.append(self.out, c.output[idx])
+            self.off = np.append(self.off, off)
+        k = idxs.size
+        self.prompt = np.append(self.prompt, c.prompt[idxs])
+        self.reserve = np.append(self.reserve, [need for _, need in new])
+        self.gen = np.append(self.gen, np.zeros(k, np.int64) if self.colocated else np.ones(k, np.int64))
+        self.prefill_left = np.append(self.prefill_left, c.prompt[idxs] if self.colocated else np.zeros(k, np.int64))
+        self.hist_v = np.append(self.hist_v, np.zeros(k, np.int64))
+        self.hist_a = np.append(self.hist_a, np.zeros(k, np.int64))
+        self.last_v = np.append(self.last_v, np.full(k, -1, np.int64))
+        self.last_a = np.append(self.last_a, np.full(k, -1, np.int64))
+        self.last_emit = np.append(self.last_emit, c.first_token_s[idxs] if not self.colocated else np.full(k, np.nan))
+        c.admitted_s[idxs] = self.env.now
+        c.replica_of[idxs] = self.index
+
+    # ----------------------------------------------------------------- the step
+    def run(self):
+        """The replica's SimPy process: serve forever, sleeping while there is no work."""
+        while True:
+            self._admit()
+            if self.ids.size == 0:
+                self._idle = self.env.event()
+                yield self._idle
+                self._idle = None
+                continue
+            plan = self._plan()
+            start = self.env.now
+            yield self.env.timeout(plan.duration_s)
+            self._finish(plan, start)
+
+    def _plan(self) -> StepPlan:
+        c = self.c
+        profile = c.profile
+        decode = np.flatnonzero(self.prefill_left == 0) if self.colocated else np.arange(self.ids.size)
+        R = decode.size
+        gamma = self.gamma
+        rows = self.off[decode] + self.gen[decode]                       # (R,) anchor rows p = tokens so far
+        kv_tokens = float((self.prompt[decode] + self.gen[decode]).sum())
+        capacity = -1
+        if R:
+            if self.uses_capacity:
+                old = self._views[0] if len(self._views) == 2 else None
+                cap = self.policy.capacity(old, self.ids[decode], R)
+                capacity = int(cap)
+            view = self._view(decode, rows, kv_tokens, None if capacity < 0 else capacity)
+            verify_len = self._check(self.policy(view), R)
+            self._views.append(view)
+            lmax = self.out[decode] - self.gen[decode] - 1               # never verify past the output
+            clipped = verify_len > lmax
+            if clipped.any():
+                c.num_clips += int(clipped.sum())
+                verify_len = np.minimum(verify_len, lmax)
+        else:
+            verify_len = np.zeros(0, np.int64)
+            self._views.append(None)
+        # colocated prefill: FCFS chunks within the step's token budget
+        prefill = np.zeros(0, np.int64)
+        chunk = np.zeros(0, np.int64)
+        B = int(R + verify_len.sum())
+        if self.colocated:
+            waiting = np.flatnonzero(self.prefill_left > 0)
+            budget = max(0, self.chunk_tokens - B)
+            if waiting.size and budget > 0:
+                left = self.prefill_left[waiting]
+                take = np.minimum(left, np.maximum(0, budget - np.concatenate([[0], np.cumsum(left)[:-1]])))
+                keep = take > 0
+                prefill, chunk = waiting[keep], take[keep]
+        total = B + int(chunk.sum())
+        duration = profile.step_time(total, kv_tokens) + self.host_s if total else 0.0
+        if R and gamma:
+            duration += c.drafter_cost.draft_time_s(R, gamma, profile, kv_tokens)
+        if chunk.size:
+            ctx = self.prompt[prefill] - self.prefill_left[prefill]
+            duration += profile.prefill_attention_s(chunk, ctx)
+        return StepPlan(decode, verify_len, rows, prefill, chunk, float(duration), capacity)
+
+    def _view(self, decode: np.ndarray, rows: np.ndarray, kv_tokens: float, capacity: int | None) -> SchedulingView:
+        c = self.c
+        ids = self.ids[decode]
+        return SchedulingView(
+            step=self.step_index, now_s=self.env.now, gamma=self.gamma, request_ids=ids,
+            domains=c.domain[ids], conf_raw=self.arena.conf_raw[rows].astype(np.float64),
+            conf=self.arena.conf[rows].astype(np.float64), num_generated=self.gen[decode].copy(),
+            prompt_tokens=self.prompt[decode].copy(), kv_tokens=kv_tokens,
+            hist_drafts_verified=self.hist_v[decode].copy(), hist_drafts_accepted=self.hist_a[decode].copy(),
+            last_verify_len=self.last_v[decode].copy(), last_accepted=self.last_a[decode].copy(),
+            profile=c.profile, capacity=capacity)
+
+    def _check(self, result, R: int) -> np.ndarray:
+        name = getattr(self.policy, "name", repr(self.policy))
+        arr = np.asarray(result)
+        if arr.shape != (R,) or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+            raise SpecsimInputError(None, None, f"policy '{name}'",
+                                    f"verify lengths as an integer array of shape ({R},)",
+                                    f"{arr.dtype} array of shape {arr.shape}")
+        if R and (arr.min() < 0 or arr.max() > self.gamma):
+            raise SpecsimInputError(None, None, f"policy '{name}'", f"verify lengths in [0, {self.gamma}]",
+                                    f"values in [{arr.min()}, {arr.max()}]")
+        return arr.astype(np.int64)
+
+    def _finish(self, plan: StepPlan, start: float) -> None:
+        c = self.c
+        now = self.env.now
+        d, l = plan.decode, plan.verify_len
+        R = d.size
+        if R:
+            if self.gamma:
+                acc = self.arena.accept[plan.rows]                                   # (R, gamma) hidden until now
+                verified = np.arange(self.gamma)[None, :] < l[:, None]              # (R, gamma)
+                accepted = np.cumprod(acc & verified, axis=1).sum(axis=1)           # leading accepted prefix
+            else:
+                accepted = np.zeros(R, np.int64)
+            emitted = accepted + 1
+            gaps = now - self.last_emit[d]
+            self.gen[d] += emitted
+            self.hist_v[d] += l
+            self.hist_a[d] += accepted
+            self.last_v[d] = l
+            self.last_a[d] = accepted
+            self.last_emit[d] = now
+            c.record_step_requests(self, plan, start, now, accepted, gaps)
+        else:
+            accepted = np.zeros(0, np.int64)
+        c.record_step(self, plan, start, now, int(accepted.sum()))
+        self.step_index += 1
+        if plan.prefill.size:
+            self.prefill_left[plan.prefill] -= plan.chunk
+            done_prefill = plan.prefill[self.prefill_left[plan.prefill] == 0]
+            if done_prefill.size:
+                ids = self.ids[done_prefill]
+                self.gen[done_prefill] = 1                                          # prefill emits token 1
+                self.last_emit[done_prefill] = now
+                c.on_first_token(ids, now)
+        finished = np.flatnonzero(self.gen >= self.out)
+        if finished.size:
+            self._release(finished, now)
+
+    def _release(self, slots: np.ndarray, now: float) -> None:
+        ids = self.ids[slots]
+        self.kv_reserved -= int(self.reserve[slots].sum())
+        keep = np.ones(self.ids.size, bool)
+        keep[slots] = False
+        for name in ("ids", "gen", "out", "prompt", "off", "reserve", "prefill_left", "hist_v", "hist_a",
+                     "last_v", "last_a", "last_emit"):
+            setattr(self, name, getattr(self, name)[keep])
+        if self.ids.size == 0:
+            self.arena.tail = 0
+        self.c.on_complete(ids, now)
