@@ -28,7 +28,7 @@ import numpy as np
 import simpy
 
 from specsim.errors import SpecsimInputError
-from specsim.policies.base import SchedulingView
+from specsim.policies.base import VIEW_KINDS, OracleView, SchedulingView
 
 if TYPE_CHECKING:
     from specsim.cluster import Cluster
@@ -103,6 +103,11 @@ class Replica:
         self.gamma = gamma
         self.colocated = colocated
         self.uses_capacity = callable(getattr(policy, "capacity", None))
+        kind = getattr(policy, "view_kind", "causal")
+        if kind not in VIEW_KINDS:
+            raise SpecsimInputError(None, None, f"policy '{policy.name}'.view_kind",
+                                    f"one of {sorted(VIEW_KINDS)}", repr(kind))
+        self.view_cls = VIEW_KINDS[kind]
         self.host_s = 0.0 if policy.fits_zos else cluster.scenario.engine.host_overhead_s
         sc = cluster.scenario
         self.max_num_seqs = sc.cluster.max_num_seqs
@@ -244,14 +249,15 @@ class Replica:
     def _view(self, decode: np.ndarray, rows: np.ndarray, kv_tokens: float, capacity: int | None) -> SchedulingView:
         c = self.c
         ids = self.ids[decode]
-        return SchedulingView(
+        extra = {"accept": self.arena.accept[rows].copy()} if self.view_cls is OracleView else {}
+        return self.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=self.gamma, request_ids=ids,
             domains=c.domain[ids], conf_raw=self.arena.conf_raw[rows].astype(np.float64),
             conf=self.arena.conf[rows].astype(np.float64), num_generated=self.gen[decode].copy(),
             prompt_tokens=self.prompt[decode].copy(), kv_tokens=kv_tokens,
             hist_drafts_verified=self.hist_v[decode].copy(), hist_drafts_accepted=self.hist_a[decode].copy(),
             last_verify_len=self.last_v[decode].copy(), last_accepted=self.last_a[decode].copy(),
-            profile=c.profile, capacity=capacity)
+            profile=c.profile, capacity=capacity, **extra)
 
     def _check(self, result, R: int) -> np.ndarray:
         name = getattr(self.policy, "name", repr(self.policy))

@@ -124,3 +124,35 @@ def as_policy(obj: Any) -> Policy:
     if callable(obj):
         return FunctionPolicy(obj)
     raise TypeError(f"{obj!r} is not a policy: expected a callable view -> verify lengths")
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceView(SchedulingView):
+    """The view handed to non-causal *reference* policies (``view_kind = "reference"``).
+
+    Same content as :class:`SchedulingView`; its own type marks that the policy using it is a yardstick
+    (e.g. ``dspark-global``: a synchronous global search without early stop, which is not lossless,
+    PAPER.md Appendix A), never a default.
+    """
+
+
+@dataclass(frozen=True, eq=False)
+class OracleView(SchedulingView):
+    """The view of clairvoyant policies (``view_kind = "oracle"``): it includes this step's outcomes.
+
+    Attributes:
+        accept: (R, gamma) bool, True where draft k of request r would be accepted given its prefix
+            (the hidden realisations). Only oracle policies ever see it; they give an upper bound.
+    """
+
+    accept: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.accept is not None and self.accept.flags.writeable:
+            arr = self.accept.view()
+            arr.setflags(write=False)
+            object.__setattr__(self, "accept", arr)
+
+
+VIEW_KINDS = {"causal": SchedulingView, "reference": ReferenceView, "oracle": OracleView}
