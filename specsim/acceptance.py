@@ -215,16 +215,30 @@ def _solve_beta(alpha: np.ndarray, latent: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=32)
-def _cached_model(drafter: str, gamma: int, params: tuple) -> AcceptanceModel:
-    return AcceptanceModel(drafter=drafter, alpha=FIG2_ALPHA[drafter], gamma=gamma, **dict(params))
+def _cached_model(drafter: str, gamma: int, table: tuple, params: tuple, source: str) -> AcceptanceModel:
+    return AcceptanceModel(drafter=drafter, alpha=dict(table), gamma=gamma, source=source, **dict(params))
 
 
-def build_acceptance_model(drafter: str, gamma: int, **params: float) -> AcceptanceModel:
-    """The default (Fig. 2) acceptance model of a named drafter at block length ``gamma`` (cached).
+def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float = 0.0,
+                           domains: tuple[str, ...] = (), **params: float) -> AcceptanceModel:
+    """The acceptance model of a named drafter at block length ``gamma`` (cached).
+
+    Args:
+        drafter: a key of :data:`FIG2_ALPHA` (dspark, dflash, eagle3, mtp).
+        gamma: block length.
+        constant_alpha: when > 0, every domain in ``domains`` (plus chat, code, math) gets this conditional
+            rate at every position instead of the Fig. 2 table (closed-form checks).
+        params: latent and confidence parameters (see :class:`AcceptanceModel`).
 
     Raises:
         SpecsimInputError: unknown drafter, or gamma beyond its table.
     """
+    if constant_alpha > 0:
+        doms = sorted(set(domains) | {"chat", "code", "math"})
+        table = tuple((d, (float(constant_alpha),) * max(gamma, 1)) for d in doms)
+        return _cached_model(drafter, gamma, table, tuple(sorted(params.items())),
+                             f"constant alpha {constant_alpha}")
     if drafter not in FIG2_ALPHA:
         raise SpecsimInputError(None, None, "drafter", f"one of {sorted(FIG2_ALPHA)}", repr(drafter))
-    return _cached_model(drafter, gamma, tuple(sorted(params.items())))
+    table = tuple(sorted(FIG2_ALPHA[drafter].items()))
+    return _cached_model(drafter, gamma, table, tuple(sorted(params.items())), "PAPER.md 8.2 (Fig. 2)")

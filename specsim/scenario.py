@@ -132,12 +132,15 @@ class AcceptanceConfig:
     sigma_conf: float = 0.6
     conf_scale: float = 1.25
     conf_shift: float = 0.45
+    constant_alpha: float = 0.0   # > 0: this conditional rate at every position and domain (closed forms)
 
     def validate(self, src: str) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             _check(v >= 0 if f.name != "conf_shift" else True, src, f"acceptance.{f.name}", "a float >= 0", v)
         _check(self.conf_scale > 0, src, "acceptance.conf_scale", "a float > 0", self.conf_scale)
+        _check(self.constant_alpha < 1, src, "acceptance.constant_alpha", "a float in [0, 1)",
+               self.constant_alpha)
 
 
 @dataclass(frozen=True)

@@ -128,8 +128,9 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     cost = drafter_cost(dname)
     model = None
     if g > 0:
-        model = build_acceptance_model(dname, g, **scenario.to_dict()["acceptance"])
         domains = np.asarray(trace.domain, dtype=object)
+        model = build_acceptance_model(dname, g, domains=tuple(np.unique(domains)),
+                                       **scenario.to_dict()["acceptance"])
         for dom in np.unique(domains):
             if dom not in model.alpha:
                 line = int(np.flatnonzero(domains == dom)[0]) + 1
