@@ -21,6 +21,7 @@ positions whose label is observed (see :func:`specsim.steplog.prefix_labels`).
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -474,3 +475,24 @@ def plot_survival_hist(conf_raw: np.ndarray, conf_cal: np.ndarray, known: np.nda
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def load_temperatures(path: str | Path) -> np.ndarray:
+    """Read the ``temperatures`` list of a ``specsim calibrate`` temperatures.json (for scenarios).
+
+    Returns:
+        (gamma,) positive temperatures.
+
+    Raises:
+        SpecsimInputError: unreadable JSON, missing key, or a value that is not a positive number.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+        temps = np.asarray(data["temperatures"], dtype=float).ravel()
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SpecsimInputError(str(path), None, "temperatures", "a temperatures.json written by "
+                                "specsim calibrate", f"{type(e).__name__}: {str(e)[:60]}") from None
+    if temps.size == 0 or not np.all(np.isfinite(temps) & (temps > 0)):
+        raise SpecsimInputError(str(path), None, "temperatures", "a non-empty list of positive numbers",
+                                str(temps.tolist()))
+    return temps

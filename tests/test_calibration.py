@@ -201,3 +201,16 @@ def test_calibrate_cli_writes_outputs(tmp_path):
     for png in ("reliability.png", "survival_hist.png"):
         assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "ECE" in res.output
+
+
+def test_load_temperatures(tmp_path):
+    from specsim.errors import SpecsimInputError
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"temperatures": [1.4, 1.2], "source": ["a"]}))
+    assert np.array_equal(cal.load_temperatures(p), [1.4, 1.2])
+    p.write_text(json.dumps({"temperatures": [1.4, -1]}))
+    with pytest.raises(SpecsimInputError, match="positive"):
+        cal.load_temperatures(p)
+    p.write_text("{}")
+    with pytest.raises(SpecsimInputError, match="temperatures"):
+        cal.load_temperatures(p)
