@@ -125,7 +125,8 @@ def from_counts(num_drafts: int, accepted_per_pos, *, num_draft_tokens: int | No
                                 "0 <= accepted <= num_drafts, num_drafts >= 1",
                                 f"num_drafts={num_drafts}, accepted={acc.astype(int).tolist()}")
     expected_tokens = int(num_drafts) * k
-    if num_draft_tokens is not None and abs(int(num_draft_tokens) - expected_tokens) > rel_tol * expected_tokens:
+    off = None if num_draft_tokens is None else abs(int(num_draft_tokens) - expected_tokens)
+    if off is not None and off > rel_tol * expected_tokens:
         raise SpecsimInputError(
             source, line, "num_draft_tokens",
             f"num_drafts * num_spec_tokens = {expected_tokens} (every step drafting all {k} positions); "

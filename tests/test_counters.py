@@ -10,7 +10,8 @@ from specsim.errors import SpecsimInputError
 
 
 def test_vllm_published_counters(shared):
-    rows = read_counters_csv(shared / "data" / "spec_acceptance" / "vllm_eagle3_mtbench_acceptance_per_pos.csv")
+    csv = shared / "data" / "spec_acceptance" / "vllm_eagle3_mtbench_acceptance_per_pos.csv"
+    rows = read_counters_csv(csv)
     assert len(rows) == 5
     llama = rows[0]
     assert llama.name == "llama3-8b-eagle3" and llama.num_spec_tokens == 3
