@@ -58,21 +58,25 @@ FIG2_ALPHA: dict[str, dict[str, tuple[float, ...]]] = {
 # A fixed seed for building a model (the beta solve and the calibration map): the model is part of the
 # scenario, not of the run, so it must not change with the run seed.
 _MODEL_SEED = 20260412
+_CALIB_BINS = 4096  # resolution of the tabulated calibration map over raw confidence in [0, 1]
 
 
 @dataclass(frozen=True)
 class RequestDraws:
     """Everything drawn for one request at admission; rows are anchors p = 0..P-1, columns depths k.
 
+    Acceptance and confidences are deterministic functions of these draws (see
+    :meth:`AcceptanceModel.outcomes`), evaluated only for the rows a step touches.
+
     Attributes:
-        accept: (P, gamma) bool, True where draft k anchored at p would be accepted given its prefix.
-        conf_raw: (P, gamma) float32 raw confidences.
-        conf: (P, gamma) float32 calibrated confidences.
+        logit_q: (P, gamma) float32 latent logit of the acceptance probability, beta_k + z_r + e_p + eps_{p,k}.
+        u: (P, gamma) float32 uniforms; draft k anchored at p is accepted iff u < sigmoid(logit_q).
+        noise: (P, gamma) float32 confidence noise n (logit scale).
     """
 
-    accept: np.ndarray
-    conf_raw: np.ndarray
-    conf: np.ndarray
+    logit_q: np.ndarray
+    u: np.ndarray
+    noise: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +108,7 @@ class AcceptanceModel:
     _beta: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _calib_x: list = field(default_factory=list, repr=False)
     _calib_y: list = field(default_factory=list, repr=False)
+    _calib_table: list = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         for dom, rates in self.alpha.items():
@@ -116,9 +121,9 @@ class AcceptanceModel:
                 raise SpecsimInputError(None, None, f"acceptance.{self.drafter}.{dom}",
                                         "rates strictly between 0 and 1", str(rates))
         if self.gamma > 0:
-            sample = self._latent_sample()
+            common = float(np.hypot(self.sigma_request, self.sigma_step))
             for dom, rates in self.alpha.items():
-                self._beta[dom] = _solve_beta(np.asarray(rates[: self.gamma], float), sample)
+                self._beta[dom] = _solve_beta(np.asarray(rates[: self.gamma], float), common, self.sigma_token)
             self._fit_calibration()
 
     @property
@@ -160,25 +165,25 @@ class AcceptanceModel:
                 xs[k].append(c[alive, k])
                 ys[k].append(acc[alive, k])
                 alive &= acc[:, k]
+        grid = (np.arange(_CALIB_BINS) + 0.5) / _CALIB_BINS
         for k in range(self.gamma):
             x = np.concatenate(xs[k])
             y = np.concatenate(ys[k]).astype(float)
             order = np.argsort(x, kind="stable")
             fitted = isotonic_regression(y[order]).x
-            # Collapse to a compact table of ~200 knots for fast np.interp.
-            knots = np.unique(np.linspace(0, x.size - 1, 200).astype(int))
-            self._calib_x.append(x[order][knots])
-            self._calib_y.append(np.clip(fitted[knots], 1e-4, 1 - 1e-4))
+            # Tabulate the monotone map on a fine uniform grid of raw confidence: one lookup per query.
+            self._calib_x.append(grid)
+            self._calib_y.append(np.clip(np.interp(grid, x[order], fitted), 1e-4, 1 - 1e-4))
+        self._calib_table.append(np.stack(self._calib_y, axis=1))      # (bins, gamma)
 
     def calibrate(self, conf_raw: np.ndarray) -> np.ndarray:
-        """Apply the per-position calibration map to (..., gamma) raw confidences."""
-        out = np.empty_like(conf_raw)
-        for k in range(self.gamma):
-            out[..., k] = np.interp(conf_raw[..., k], self._calib_x[k], self._calib_y[k])
-        return out
+        """Apply the per-position calibration map to (..., gamma) raw confidences (table lookup)."""
+        table = self._calib_table[0]
+        idx = np.minimum((conf_raw * _CALIB_BINS).astype(np.intp), _CALIB_BINS - 1)   # (..., gamma)
+        return table[idx, np.arange(self.gamma)]
 
     def draw_request(self, rng: np.random.Generator, domain: str, num_positions: int) -> RequestDraws:
-        """Draw a request's latent difficulty, acceptance uniforms and confidence noise.
+        """Draw a request's latent difficulty, acceptance uniforms and confidence noise (all it will need).
 
         Args:
             rng: the request's own generator (``SeedSequence([seed, request_index])``).
@@ -186,31 +191,63 @@ class AcceptanceModel:
             num_positions: P, anchors needed (the request's output tokens).
 
         Returns:
-            RequestDraws with (P, gamma) arrays.
+            RequestDraws with (P, gamma) float32 arrays.
         """
         g = self.gamma
-        z = rng.normal(0.0, self.sigma_request)
-        e = rng.normal(0.0, self.sigma_step, (num_positions, 1))
-        eps = rng.normal(0.0, self.sigma_token, (num_positions, g))
-        u = rng.random((num_positions, g))
-        noise = rng.normal(0.0, self.sigma_conf, (num_positions, g))
-        q = self._q(domain, z + e + eps)
-        conf_raw = self._raw_conf(q, noise).astype(np.float32)
-        return RequestDraws(accept=u < q, conf_raw=conf_raw, conf=self.calibrate(conf_raw))
+        shape = (num_positions, g)
+        z = rng.standard_normal(dtype=np.float32) * self.sigma_request
+        e = rng.standard_normal((num_positions, 1), dtype=np.float32) * np.float32(self.sigma_step)
+        logit_q = rng.standard_normal(shape, dtype=np.float32)
+        logit_q *= np.float32(self.sigma_token)
+        logit_q += e
+        logit_q += (self._beta[domain] + z).astype(np.float32)[None, :]
+        u = rng.random(shape, dtype=np.float32)
+        noise = rng.standard_normal(shape, dtype=np.float32)
+        noise *= np.float32(self.sigma_conf)
+        return RequestDraws(logit_q=logit_q, u=u, noise=noise)
+
+    def confidences(self, logit_q: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Raw and calibrated confidences (float64, same shape) from the drawn latent and noise."""
+        raw = expit(self.conf_scale * (logit_q.astype(np.float64) + noise) + self.conf_shift)
+        return raw, self.calibrate(raw)
+
+    @staticmethod
+    def accepted(logit_q: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Bool acceptance outcomes: u < sigmoid(logit_q) (the draft would pass verification)."""
+        return u < expit(logit_q)
+
+    def outcomes(self, draws: RequestDraws) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Full (P, gamma) arrays (accept, conf_raw, conf) of one request's draws (for tests and tools)."""
+        raw, cal = self.confidences(draws.logit_q, draws.noise)
+        return self.accepted(draws.logit_q, draws.u), raw, cal
 
     def implied_tau(self, domain: str) -> float:
         """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block of gamma (PAPER.md 8.2)."""
         return float(1.0 + np.cumprod(self.alpha[domain][: self.gamma]).sum())
 
 
-def _solve_beta(alpha: np.ndarray, latent: np.ndarray) -> np.ndarray:
-    """Solve logit offsets beta_k left to right so pooled conditional rates equal ``alpha`` (gamma,)."""
-    surv = np.ones(latent.shape[0])
+def _solve_beta(alpha: np.ndarray, sigma_common: float, sigma_token: float) -> np.ndarray:
+    """Solve logit offsets beta_k left to right so pooled conditional rates equal ``alpha`` (gamma,).
+
+    The latent is c + eps_k with c = z_r + e_p ~ N(0, sigma_common^2) shared by a block and eps_k ~
+    N(0, sigma_token^2) per position, so E[prod_{i<=k} q_i] = E_c[prod_i g_i(c)] with
+    g_i(c) = E_eps[sigmoid(beta_i + c + eps)]: two nested Gauss-Hermite quadratures, exact to ~1e-9.
+    """
+    xc, wc = np.polynomial.hermite_e.hermegauss(96)
+    xe, we = np.polynomial.hermite_e.hermegauss(48)
+    c = xc * sigma_common                                        # (Nc,) common latent nodes
+    e = xe * sigma_token                                         # (Ne,) per-position latent nodes
+    we = we / we.sum()
+
+    def g(b: float) -> np.ndarray:                               # (Nc,) E_eps sigmoid(b + c + eps)
+        return expit(b + c[:, None] + e[None, :]) @ we
+
+    surv = wc / wc.sum()                                         # weight x P(prefix survived | c)
     beta = np.empty(alpha.size)
     for k, a in enumerate(alpha):
         w = surv / surv.sum()
-        beta[k] = brentq(lambda b: float(w @ expit(b + latent[:, k])) - a, -30.0, 30.0, xtol=1e-10)
-        surv = surv * expit(beta[k] + latent[:, k])
+        beta[k] = brentq(lambda b: float(w @ g(b)) - a, -30.0, 30.0, xtol=1e-12)
+        surv = surv * g(beta[k])
     return beta
 
 

@@ -137,8 +137,7 @@ class Cluster:
         if self.record_step_log:
             g = rep.gamma
             self._log.append((rep.step_index, rep.index, start, end - start, ids, g, plan.verify_len, accepted,
-                              rep.arena.conf_raw[plan.rows].astype(np.float64),
-                              rep.arena.conf[plan.rows].astype(np.float64)))
+                              plan.conf_raw, plan.conf))
 
     # ----------------------------------------------------------------- request lifecycle
     def arrive(self, idx: int) -> simpy.Event:

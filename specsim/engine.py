@@ -37,16 +37,18 @@ if TYPE_CHECKING:
 class Arena:
     """Row storage for running requests' pre-drawn outcomes: (capacity, gamma) arrays, compacted on demand."""
 
+    FIELDS = ("logit_q", "u", "noise")
+
     def __init__(self, gamma: int, capacity: int = 1 << 14) -> None:
         self.gamma = gamma
-        self.accept = np.zeros((capacity, gamma), dtype=bool)
-        self.conf_raw = np.zeros((capacity, gamma), dtype=np.float32)
-        self.conf = np.zeros((capacity, gamma), dtype=np.float32)
+        self.logit_q = np.zeros((capacity, gamma), dtype=np.float32)
+        self.u = np.zeros((capacity, gamma), dtype=np.float32)
+        self.noise = np.zeros((capacity, gamma), dtype=np.float32)
         self.tail = 0
 
     def alloc(self, n: int, live_off: np.ndarray, live_len: np.ndarray) -> tuple[int, np.ndarray]:
         """Reserve ``n`` rows; may compact live blocks (returns their new offsets). Returns (offset, new_live_off)."""
-        if self.tail + n > self.accept.shape[0]:
+        if self.tail + n > self.u.shape[0]:
             live_off = self._compact(live_off, live_len, n)
         off = self.tail
         self.tail += n
@@ -54,7 +56,7 @@ class Arena:
 
     def _compact(self, live_off: np.ndarray, live_len: np.ndarray, need: int) -> np.ndarray:
         used = int(live_len.sum())
-        cap = self.accept.shape[0]
+        cap = self.u.shape[0]
         while used + need > cap // 2 and used + need > cap - cap // 4:
             cap *= 2
         if live_len.size:
@@ -62,7 +64,7 @@ class Arena:
         else:
             src = np.zeros(0, dtype=np.int64)
         new_off = np.concatenate([[0], np.cumsum(live_len)[:-1]]).astype(np.int64) if live_len.size else live_off
-        for name in ("accept", "conf_raw", "conf"):
+        for name in self.FIELDS:
             old = getattr(self, name)
             fresh = np.zeros((cap, self.gamma), dtype=old.dtype)
             fresh[: src.size] = old[src]
@@ -78,6 +80,8 @@ class StepPlan:
     decode: np.ndarray       # (R,) slot indices of decode-ready requests
     verify_len: np.ndarray   # (R,) clipped verify lengths
     rows: np.ndarray         # (R,) arena rows of each request's anchor
+    conf_raw: np.ndarray     # (R, gamma) this step's raw confidences
+    conf: np.ndarray         # (R, gamma) calibrated
     prefill: np.ndarray      # (n,) slot indices getting prefill chunks (colocated)
     chunk: np.ndarray        # (n,) tokens of each chunk
     duration_s: float
@@ -165,9 +169,9 @@ class Replica:
             off, self.off = self.arena.alloc(num_rows, self.off, self.out)
             if self.gamma > 0:
                 draws = c.draw_request(idx)
-                self.arena.accept[off: off + num_rows] = draws.accept
-                self.arena.conf_raw[off: off + num_rows] = draws.conf_raw
-                self.arena.conf[off: off + num_rows] = draws.conf
+                self.arena.logit_q[off: off + num_rows] = draws.logit_q
+                self.arena.u[off: off + num_rows] = draws.u
+                self.arena.noise[off: off + num_rows] = draws.noise
             # append one slot at a time so that a compaction sees every live block
             self.ids = np.append(self.ids, idx)
             self.out = np.append(self.out, c.output[idx])
@@ -209,12 +213,16 @@ class Replica:
         rows = self.off[decode] + self.gen[decode]                       # (R,) anchor rows p = tokens so far
         kv_tokens = float((self.prompt[decode] + self.gen[decode]).sum())
         capacity = -1
+        if R and gamma:
+            conf_raw, conf = c.acceptance.confidences(self.arena.logit_q[rows], self.arena.noise[rows])
+        else:
+            conf_raw = conf = np.zeros((R, gamma))
         if R:
             if self.uses_capacity:
                 old = self._views[0] if len(self._views) == 2 else None
                 cap = self.policy.capacity(old, self.ids[decode], R)
                 capacity = int(cap)
-            view = self._view(decode, rows, kv_tokens, None if capacity < 0 else capacity)
+            view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity)
             verify_len = self._check(self.policy(view), R)
             self._views.append(view)
             lmax = self.out[decode] - self.gen[decode] - 1               # never verify past the output
@@ -244,16 +252,20 @@ class Replica:
         if chunk.size:
             ctx = self.prompt[prefill] - self.prefill_left[prefill]
             duration += profile.prefill_attention_s(chunk, ctx)
-        return StepPlan(decode, verify_len, rows, prefill, chunk, float(duration), capacity)
+        return StepPlan(decode, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity)
 
-    def _view(self, decode: np.ndarray, rows: np.ndarray, kv_tokens: float, capacity: int | None) -> SchedulingView:
+    def _accept(self, rows: np.ndarray) -> np.ndarray:
+        """(R, gamma) hidden outcomes of the drafts anchored at ``rows``."""
+        return self.c.acceptance.accepted(self.arena.logit_q[rows], self.arena.u[rows])
+
+    def _view(self, decode: np.ndarray, rows: np.ndarray, conf_raw: np.ndarray, conf: np.ndarray,
+              kv_tokens: float, capacity: int | None) -> SchedulingView:
         c = self.c
         ids = self.ids[decode]
-        extra = {"accept": self.arena.accept[rows].copy()} if self.view_cls is OracleView else {}
+        extra = {"accept": self._accept(rows)} if self.view_cls is OracleView else {}
         return self.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=self.gamma, request_ids=ids,
-            domains=c.domain[ids], conf_raw=self.arena.conf_raw[rows].astype(np.float64),
-            conf=self.arena.conf[rows].astype(np.float64), num_generated=self.gen[decode].copy(),
+            domains=c.domain[ids], conf_raw=conf_raw, conf=conf, num_generated=self.gen[decode].copy(),
             prompt_tokens=self.prompt[decode].copy(), kv_tokens=kv_tokens,
             hist_drafts_verified=self.hist_v[decode].copy(), hist_drafts_accepted=self.hist_a[decode].copy(),
             last_verify_len=self.last_v[decode].copy(), last_accepted=self.last_a[decode].copy(),
@@ -278,7 +290,7 @@ class Replica:
         R = d.size
         if R:
             if self.gamma:
-                acc = self.arena.accept[plan.rows]                                   # (R, gamma) hidden until now
+                acc = self._accept(plan.rows)                                       # (R, gamma) hidden until now
                 verified = np.arange(self.gamma)[None, :] < l[:, None]              # (R, gamma)
                 accepted = np.cumprod(acc & verified, axis=1).sum(axis=1)           # leading accepted prefix
             else:

@@ -22,11 +22,10 @@ def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Returns:
         (a_sorted, r_sorted): (R*gamma,) survivals in admission order and their request indices.
     """
-    R, g = survival.shape
-    flat = survival.ravel()                                            # (R*g,) row-major: r major, j minor
-    j = np.tile(np.arange(g), R)
-    order = np.lexsort((np.repeat(np.arange(R), g), j, -flat))         # primary -a, then j, then r
-    return flat[order], order // max(g, 1)
+    R = survival.shape[0]
+    flat = survival.T.ravel()                                          # (g*R,) position-major: j, then r
+    order = np.argsort(-flat, kind="stable")                           # ties keep (j, r) order
+    return flat[order], order % max(R, 1)
 
 
 def theta_curve(num_requests: int, a_sorted: np.ndarray, sps_fn, max_batch_tokens: int) -> np.ndarray:

@@ -1,0 +1,42 @@
+"""Engine speed: steps per wall-second and simulated output tokens per wall-second.
+
+Closed-loop load on the bundled trace with ``dspark`` (gamma 7) and ``none``, at about 32 and about 256
+running requests per replica. The KV capacity is raised so that 256 requests fit (the point is engine
+speed, not memory). Floors from the `specsim run` issue: 5,000 steps/s at R = 32 and 2,000 at R = 256,
+one core. Only the event loop is timed (model building and imports excluded).
+
+Run: ``python benchmarks/bench_engine.py`` (add ``--quick`` for fewer requests).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+from specsim.trace import load_trace
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer requests per point")
+    args = ap.parse_args()
+    trace = load_trace(REPO / "traces" / "prod.jsonl")
+    scen = load_scenario(overrides=["cluster.kv_capacity_tokens=4000000", "cluster.max_num_seqs=256"])
+    print(f"{'policy':<8} {'users':>5} {'mean R':>7} {'steps':>7} {'loop s':>7} {'steps/s':>8} {'tok/s':>9}")
+    for policy in ("dspark", "none"):
+        for users in (32, 256):
+            n = users * (6 if args.quick else 12)
+            res = simulate(trace.head(min(n, len(trace))), policy, scen, concurrency=users, seed=0)
+            s = res.summary
+            loop = s["event_loop_wall_s"]
+            tokens = int(res.requests.output_tokens.sum())
+            print(f"{policy:<8} {users:>5} {res.steps.num_decode.mean():>7.1f} {s['steps']:>7} {loop:>7.2f} "
+                  f"{s['steps'] / loop:>8.0f} {tokens / loop:>9.0f}")
+
+
+if __name__ == "__main__":
+    main()
