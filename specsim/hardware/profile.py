@@ -123,6 +123,8 @@ class StepTimeProfile:
         Raises:
             SpecsimInputError: B < 1, or B beyond the table with ``extrapolate="error"``.
         """
+        if type(batch_tokens) is int and 1 <= batch_tokens < self._dense.size:   # scalar fast path
+            return float(self._dense[batch_tokens] + self.kv_read_s_per_token * kv_tokens)
         b = np.asarray(batch_tokens, dtype=np.int64)
         bmax = self.max_batch_tokens
         if b.size and (b.min() < 1 or (b.max() > bmax and self.extrapolate == "error")):
@@ -311,6 +313,18 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:
     """Write ``profile`` as JSON (format in the module docstring)."""
     Path(path).write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+
+
+def sps_rise_points(profile: StepTimeProfile, min_rel: float = 0.0) -> np.ndarray:
+    """Measured batch sizes where SPS rises again as B grows (the step time drops below the previous
+    measured point's by more than ``min_rel``): the non-monotone points of the sawtooth.
+
+    Returns:
+        (k,) int array of batch sizes (the larger B of each falling pair).
+    """
+    t = profile.step_time_s
+    drop = t[1:] < t[:-1] * (1.0 - min_rel)
+    return profile.batch_tokens[1:][drop]
 
 
 def bundled_profiles_dir() -> Path:

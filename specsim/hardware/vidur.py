@@ -141,11 +141,14 @@ def read_allreduce_csv(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def allreduce_ms(df: pd.DataFrame, num_workers: int, size_bytes: np.ndarray) -> np.ndarray:
+def allreduce_ms(df: pd.DataFrame, num_workers: int, size_bytes: np.ndarray,
+                 extrapolate: bool = False) -> np.ndarray:
     """All-reduce time in ms for messages of ``size_bytes`` (array) among ``num_workers`` GPUs.
 
     Uses the rows with all workers on one node (``devices_per_node == num_workers``) when present,
     the median over repeated rows per size, and linear interpolation in size between measured sizes.
+    With ``extrapolate``, sizes above the largest measured one continue the line through the last two
+    sizes (large all-reduces are bandwidth-bound, so time is linear in size there).
 
     Raises:
         SpecsimInputError: ``num_workers`` not profiled (lists those that are), or a size outside
@@ -162,11 +165,17 @@ def allreduce_ms(df: pd.DataFrame, num_workers: int, size_bytes: np.ndarray) -> 
     med = sub.groupby("size", sort=True)["time_stats.all_reduce.median"].median()
     sizes = med.index.to_numpy(dtype=np.float64)
     size_bytes = np.asarray(size_bytes, dtype=np.float64)
+    times = med.to_numpy(dtype=np.float64)
+    if extrapolate and size_bytes.max() > sizes[-1]:
+        slope = (times[-1] - times[-2]) / (sizes[-1] - sizes[-2])
+        inside = np.interp(np.minimum(size_bytes, sizes[-1]), sizes, times)
+        if size_bytes.min() >= sizes[0]:
+            return np.where(size_bytes > sizes[-1], times[-1] + slope * (size_bytes - sizes[-1]), inside)
     if size_bytes.min() < sizes[0] or size_bytes.max() > sizes[-1]:
         raise SpecsimInputError(src, None, "size",
                                 f"message sizes within the profiled {int(sizes[0])}..{int(sizes[-1])} bytes",
                                 f"{int(size_bytes.min())}..{int(size_bytes.max())}")
-    return np.interp(size_bytes, sizes, med.to_numpy(dtype=np.float64))
+    return np.interp(size_bytes, sizes, times)
 
 
 def kv_bytes_per_token(num_layers: int, n_kv_head: int, head_dim: int, tp: int = 1,
@@ -226,12 +235,17 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
     table = layer_table(read_operator_csv(mlp_csv), tp, str(mlp_csv))
     shape = table.shape
     ar_ms = np.zeros_like(table.layer_ms)
+    ar_note = ""
     if tp > 1:
         if allreduce_csv is None:
             raise SpecsimInputError(str(mlp_csv), None, "allreduce_csv",
                                     "a Vidur all_reduce.csv for TP > 1", "none")
         ar = read_allreduce_csv(allreduce_csv)
-        ar_ms = 2.0 * (allreduce_ms(ar, tp, table.num_tokens * shape["n_embd"] * ACT_BYTES) + nccl_launch_ms)
+        sizes = table.num_tokens * shape["n_embd"] * ACT_BYTES
+        ar_ms = 2.0 * (allreduce_ms(ar, tp, sizes, extrapolate=True) + nccl_launch_ms)
+        ar_max = float(ar["size"].max())
+        ar_note = (f"{int((sizes > ar_max).sum())} grid points beyond the largest profiled all-reduce "
+                   f"({int(ar_max)} B): extrapolated linearly in size" if (sizes > ar_max).any() else "")
     per_layer_ms = (table.layer_ms + ar_ms + attn_fixed_ms_per_layer
                     + attn_ms_per_token_per_layer * table.num_tokens)
     step_ms = num_layers * per_layer_ms + table.emb_ms
@@ -262,6 +276,7 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
         "attn_ms_per_token_per_layer": attn_ms_per_token_per_layer,
         "attention_note": attention_note or "no attention-kernel term in the table",
         "nccl_launch_ms_per_all_reduce": nccl_launch_ms if tp > 1 else 0.0,
+        "allreduce_note": ar_note,
         "round_tokens_to": round_tokens_to,
         "date": date or _dt.date.today().isoformat(),
     }

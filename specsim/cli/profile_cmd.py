@@ -1,0 +1,197 @@
+"""``specsim profile ...``: show, import (Vidur, splitwise-sim), generate (analytic) and measure (torch)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from specsim.cli import app
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile import load_profile, save_profile, sps_rise_points
+
+profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, measure.")
+app.add_typer(profile_app, name="profile")
+
+#: Vidur model folder -> short slug used in bundled profile names.
+SLUGS = {"Llama-2-7b-hf": "llama2-7b", "Llama-2-70b-hf": "llama2-70b", "Meta-Llama-3-8B": "llama3-8b",
+         "CodeLlama-34b-Instruct-hf": "codellama34b"}
+ATTENTION_ANCHOR = "anchors/vidur_run/vidur_attention_a100_n8192_q64_kv8_tp2.csv"
+
+
+def shared_root() -> Path:
+    """The shared data folder: ``$SPECSIM_SHARED`` or ``../shared`` next to the repository."""
+    default = Path(__file__).resolve().parents[3] / "shared"
+    return Path(os.environ.get("SPECSIM_SHARED", default)).resolve()
+
+
+@profile_app.command("show")
+def show(path: str = typer.Argument(..., help="profile JSON file or bundled name"),
+         png: Path = typer.Option(None, help="PNG to write (default: FILE with .png)"),
+         min_rel: float = typer.Option(0.01, help="smallest step-time drop counted as an SPS rise")) -> None:
+    """Print a profile and write a PNG of step time and SPS(B), marking where SPS rises again."""
+    from specsim.hardware.profile import resolve_profile
+
+    prof = resolve_profile(path)
+    for k, v in prof.metadata.items():
+        typer.echo(f"{k}: {v}")
+    typer.echo(f"lookup: {prof.lookup}, extrapolate: {prof.extrapolate}, "
+               f"kv_read_s_per_token: {prof.kv_read_s_per_token:.4g}")
+    rises = sps_rise_points(prof, min_rel)
+    typer.echo(f"{'B':>6} {'step_ms':>9} {'SPS':>8}")
+    for b, t in zip(prof.batch_tokens, prof.step_time_s):
+        mark = "  <- SPS rises" if b in rises else ""
+        typer.echo(f"{b:>6} {t * 1e3:>9.3f} {1 / t:>8.1f}{mark}")
+    typer.echo(f"{len(rises)} points where SPS rises again (drop > {100 * min_rel:.0f}%): {rises.tolist()}")
+    out = png or Path(prof.source).with_suffix(".png") if prof.source.endswith(".json") else png
+    out = Path(out or "profile.png")
+    if out.parent.resolve() == Path(__file__).resolve().parents[1] / "data" / "profiles":
+        out = Path.cwd() / out.name  # never write into the installed package
+    _plot(prof, rises, out)
+    typer.echo(f"wrote {out}")
+
+
+def _plot(prof, rises: np.ndarray, out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    b, t = prof.batch_tokens, prof.step_time_s
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    a1.plot(b, t * 1e3, ".-", ms=3)
+    a1.set_ylabel("step time (ms)")
+    a2.plot(b, 1 / t, ".-", ms=3)
+    idx = np.searchsorted(b, rises)
+    a2.plot(rises, 1 / t[idx], "rv", label="SPS rises again")
+    a2.set_ylabel("SPS (steps/s)")
+    a2.set_xlabel("B (tokens in the step)")
+    a2.set_xscale("log", base=2)
+    a2.legend()
+    md = prof.metadata
+    fig.suptitle(f"{md.get('model', '?')} on {md.get('gpu', '?')} TP{md.get('tp', '?')} "
+                 f"({md.get('kind', '?')}; {md.get('source', '')})"[:110], fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+@profile_app.command("import-vidur")
+def import_vidur_cmd(
+    mlp: Path = typer.Option(None, help="a Vidur mlp.csv (default with --all: every one in the shared data)"),
+    tp: int = typer.Option(None, help="TP degree (default: every degree in the file)"),
+    gpu: str = typer.Option(None, help="GPU (default: the compute/<gpu>/ folder name)"),
+    allreduce: Path = typer.Option(None, help="Vidur all_reduce.csv (default: network/<gpu>_dgx)"),
+    attention: Path = typer.Option(None, help="attention.csv for the attention term (default: the anchor)"),
+    vidur_engine: bool = typer.Option(False, help="apply Vidur's engine-model defaults (side-by-sides)"),
+    all_: bool = typer.Option(False, "--all", help="import every model, GPU and TP in the shared data"),
+    out: Path = typer.Option(Path("."), help="output folder"),
+) -> None:
+    """Build whole-model step-time curves from Vidur per-operator CSVs (see specsim.hardware.vidur)."""
+    from specsim.hardware.vidur import import_vidur, read_operator_csv
+
+    root = shared_root()
+    if all_:
+        files = sorted((root / "data/profiles/vidur/compute").glob("*/*/*/mlp.csv"))
+    elif mlp is not None:
+        files = [mlp]
+    else:
+        raise SpecsimInputError(None, None, "--mlp", "an mlp.csv path or --all", "neither")
+    att = attention or (root / ATTENTION_ANCHOR)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        g = gpu or f.parents[2].name
+        ar = allreduce or (root / f"data/profiles/vidur/network/{g}_dgx/all_reduce.csv")
+        tps = [tp] if tp else sorted(int(x) for x in read_operator_csv(f)["num_tensor_parallel_workers"].unique())
+        for t in tps:
+            prof = import_vidur(f, t, g, attention_csv=att if att.is_file() else None,
+                                allreduce_csv=ar if t > 1 else None, shared_root=root, vidur_engine=vidur_engine)
+            name = f"{g}-{SLUGS.get(f.parent.name, f.parent.name.lower())}-tp{t}"
+            dest = out / f"{name}{'-vidur' if vidur_engine else ''}.json"
+            save_profile(prof, dest)
+            typer.echo(f"{dest}: B 1..{prof.max_batch_tokens}, step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
+                       f"{prof.step_time(prof.max_batch_tokens) * 1e3:.1f} ms at B={prof.max_batch_tokens}")
+
+
+@profile_app.command("import-splitwise")
+def import_splitwise_cmd(
+    csv: Path = typer.Option(None, help="splitwise-sim perf_model.csv (default: the shared copy)"),
+    model: str = typer.Option("llama2-70b"), hardware: str = typer.Option("h100-80gb"),
+    tp: int = typer.Option(2), out: Path = typer.Option(Path("."), help="output folder"),
+) -> None:
+    """Decode step-time curve from splitwise-sim's measurements (B = sequences, one token each)."""
+    from specsim.hardware.splitwise import import_splitwise
+
+    root = shared_root()
+    path = csv or root / "data/profiles/splitwise_sim/perf_model.csv"
+    prof = import_splitwise(path, model, hardware, tp, source="shared/data/profiles/splitwise_sim/perf_model.csv"
+                            if csv is None else Path(csv).name)
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / f"{hardware.split('-')[0]}-{model.replace('-', '')}-tp{tp}-splitwise.json"
+    save_profile(prof, dest)
+    typer.echo(f"{dest}: kv_read_s_per_token {prof.kv_read_s_per_token:.3g}; "
+               + ", ".join(f"B={b}: {t * 1e3:.1f} ms" for b, t in zip(prof.batch_tokens, prof.step_time_s)))
+
+
+@profile_app.command("analytic")
+def analytic_cmd(
+    model: str = typer.Option("llama2-7b", help="preset: llama2-7b, llama2-70b, qwen3-8b, deepseek-v3"),
+    gpu: str = typer.Option("h100", help="a100, h100, h200, b200"), tp: int = typer.Option(1),
+    max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
+    calibrate_: bool = typer.Option(False, "--calibrate", help="refit the constants on H100 Vidur curves"),
+) -> None:
+    """Analytic roofline profile for unmeasured hardware (labelled kind: analytic)."""
+    from specsim.hardware import analytic as an
+
+    eff = None
+    if calibrate_:
+        res = calibrate_on_vidur(shared_root())
+        eff = res.efficiency
+        typer.echo(f"calibrated: bw_eff {eff.bw_eff:.4f}, flops_eff {eff.flops_eff:.4f}, "
+                   f"kernel_s {eff.kernel_s:.4g}")
+        for name, (med, mx) in res.errors.items():
+            typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
+    prof = an.analytic_profile(model, gpu, tp, max_batch_tokens, eff)
+    dest = out or Path(f"{gpu}-{model}-tp{tp}-analytic.json")
+    save_profile(prof, dest)
+    typer.echo(f"{dest}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
+               f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens}")
+
+
+def calibrate_on_vidur(root: Path):
+    """Calibrate the analytic constants on the H100 Vidur Llama-2-7B and 70B curves (TP 1)."""
+    from specsim.hardware import analytic as an
+    from specsim.hardware.vidur import MODEL_LAYERS, layer_table, read_operator_csv
+
+    curves = {}
+    for slug, folder in (("llama2-7b", "Llama-2-7b-hf"), ("llama2-70b", "Llama-2-70b-hf")):
+        t = layer_table(read_operator_csv(root / f"data/profiles/vidur/compute/h100/meta-llama/{folder}/mlp.csv"), 1)
+        curves[slug] = (an.MODELS[slug], t.num_tokens, (MODEL_LAYERS[folder] * t.layer_ms + t.emb_ms) * 1e-3)
+    return an.calibrate(curves, "h100", "H100 Vidur Llama-2-7B/70B TP 1")
+
+
+@profile_app.command("measure")
+def measure_cmd(
+    model: str = typer.Option("specsim-tiny", help="specsim-tiny or an analytic preset (dense)"),
+    device: str = typer.Option("cpu"), batch: str = typer.Option("1,2,4,8,16,32,64", help="B values, or A:B:STEP"),
+    context: int = typer.Option(0, help="cached tokens per sequence"),
+    warmup: int = typer.Option(3), repeats: int = typer.Option(10),
+    threads: int = typer.Option(None, help="CPU threads"), cuda_graphs: bool = typer.Option(True),
+    out: Path = typer.Option(None, help="output JSON"),
+) -> None:
+    """Time real forward passes with torch (random weights) over a grid of B."""
+    from specsim.hardware.measure import measure_profile
+
+    if ":" in batch:
+        lo, hi, step = (int(x) for x in batch.split(":"))
+        bs = sorted({lo, *range(step, hi + 1, step)})
+    else:
+        bs = [int(x) for x in batch.split(",")]
+    prof = measure_profile(model, bs, device, context, warmup, repeats, cuda_graphs, num_threads=threads)
+    dest = out or Path(f"{device.split(':')[0]}-{model}.json")
+    save_profile(prof, dest)
+    typer.echo(f"{dest}: " + ", ".join(f"B={b}: {t * 1e3:.2f} ms" for b, t in
+                                        zip(prof.batch_tokens, prof.step_time_s)))
+
+

@@ -1,0 +1,50 @@
+"""Analytic generator: closed forms of the roofline and the calibration against measured H100 curves."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specsim.hardware.analytic import (MODELS, Efficiency, TILE_M, _gemm_s, analytic_profile,
+                                       default_efficiency, linear_step_s)
+from specsim.hardware.gpus import gpu_spec
+
+H100 = gpu_spec("h100")
+
+
+def test_gemm_memory_bound_at_small_m_and_tile_step():
+    eff = Efficiency(1.0, 1.0, 0.0)
+    n, k = 4096, 4096
+    assert _gemm_s(np.array([1.0]), n, k, H100, eff)[0] == pytest.approx((n * k + k + n) * 2 / 3.35e12)
+    # compute bound at large M: with N = 128 x 132 one row of tiles is exactly one wave, so one token past
+    # a multiple of TILE_M adds a wave: 33 / 32 at M = 2048 + 1
+    t = _gemm_s(np.array([2048.0, 2048.0 + 1]), 128 * H100.num_sms, k, H100, eff)
+    assert 2048 % TILE_M == 0 and t[1] / t[0] == pytest.approx(33 / 32)
+
+
+def test_profiles_label_and_order():
+    p = {g: analytic_profile("qwen3-8b", g) for g in ("h100", "h200", "b200")}
+    assert all(x.metadata["kind"] == "analytic" for x in p.values())
+    assert p["b200"].step_time(1) < p["h200"].step_time(1) < p["h100"].step_time(1)   # bandwidth order
+    assert p["h100"].lookup == "padded" and p["h100"].step_time(9) == p["h100"].step_time(16)
+    moe = analytic_profile("deepseek-v3", "h200")
+    assert moe.step_time(256) > moe.step_time(1)
+    # MLA: 61 layers x (512 + 64) x 2 bytes per token
+    assert moe.kv_read_s_per_token * 4.8e12 * default_efficiency().bw_eff == pytest.approx(61 * 576 * 2)
+
+
+def test_moe_expected_active_experts():
+    m = MODELS["deepseek-v3"]
+    e, k = m.num_experts, m.top_k
+    assert e * (1 - (1 - k / e) ** 1) == pytest.approx(8)
+    assert e * (1 - (1 - k / e) ** 4096) == pytest.approx(256, rel=1e-6)
+
+
+def test_calibration_error_per_model(shared):
+    from specsim.cli.profile_cmd import calibrate_on_vidur
+    res = calibrate_on_vidur(shared)
+    assert res.errors["llama2-7b"][0] < 0.06 and res.errors["llama2-70b"][0] < 0.04
+    d = default_efficiency()
+    assert res.efficiency.bw_eff == pytest.approx(d.bw_eff, rel=0.01)
+    assert res.efficiency.flops_eff == pytest.approx(d.flops_eff, rel=0.01)
+    assert linear_step_s(MODELS["llama2-7b"], np.array([1]), H100, d)[0] == pytest.approx(6.46e-3, rel=0.02)
