@@ -97,3 +97,10 @@ def load_plugin(spec: str, **knobs: Any) -> Policy:
 __all__ = ["DSpark", "DSparkAsync", "FunctionPolicy", "MTP1", "NoSpeculation", "Policy", "SchedulingView",
            "SpecDecPP", "StaticK", "as_policy", "available_policies", "load_plugin", "make_policy",
            "register_policy"]
+
+from specsim.policies.reference import DSparkGlobal, Oracle  # noqa: E402  (reference policies, issue 5)
+
+register_policy("dspark-global", lambda **kw: DSparkGlobal(),
+                "reference: synchronous DSpark, global search without early stop (not lossless)")
+register_policy("oracle", lambda **kw: Oracle(),
+                "reference: clairvoyant, verifies only accepted drafts (upper bound)")
