@@ -1,0 +1,169 @@
+"""``specsim sweep``, ``specsim compare``, ``specsim plot``: load sweeps, SLA-tier tables, figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specsim.cli import app
+from specsim.errors import SpecsimInputError
+
+
+def _fmt(v, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+@app.command()
+def sweep(
+    trace: Path = typer.Option(..., "--trace", help="Request trace (canonical JSONL)."),
+    out: Path = typer.Option(..., "--out", help="Results directory (sweep.json + points/*.json)."),
+    policies: str = typer.Option("mtp1,static,specdecpp,dspark,dspark-async", "--policies",
+                                 help="Comma-separated policy names or path/file.py:Name."),
+    concurrency: Optional[str] = typer.Option(None, "--concurrency",
+                                              help="Closed-loop users, e.g. 1,2,4,...,256."),
+    rate_scales: Optional[str] = typer.Option(None, "--rate-scales", help="Open-loop rate scales, e.g. 0.5,1,2."),
+    seeds: int = typer.Option(1, "--seeds", help="Number of seeds per point (base-seed .. base-seed+N-1)."),
+    base_seed: int = typer.Option(0, "--base-seed", help="First seed."),
+    gamma: Optional[str] = typer.Option(None, "--gamma", help="Gamma values to sweep, e.g. 3,5,7."),
+    threshold: Optional[str] = typer.Option(None, "--threshold", help="specdecpp thresholds to sweep."),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
+    set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
+    drafter: Optional[str] = typer.Option(None, "--drafter", help="Override the scenario's drafter."),
+    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
+    requests_per_user: Optional[int] = typer.Option(
+        None, "--requests-per-user", help="Closed loop: at least K requests per user (so a window exists)."),
+    max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop each run at this simulated time."),
+    executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel workers (default: CPU count)."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray/dask scheduler address."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Recompute points that failed before."),
+    force: bool = typer.Option(False, "--force", help="Recompute every point."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar or table."),
+) -> None:
+    """Run every (policy, knobs, load, seed) point; finished points are kept and skipped on re-runs."""
+    from specsim.scenario import load_scenario
+    from specsim.sweep import SweepSpec, parse_list, results_frame, run_sweep, seed_spread, load_records
+    from specsim.trace import load_trace
+
+    spec = SweepSpec(
+        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
+        concurrency=tuple(parse_list(concurrency, int, "concurrency")) if concurrency else (),
+        rate_scales=tuple(parse_list(rate_scales, float, "rate-scales")) if rate_scales else (),
+        seeds=tuple(range(base_seed, base_seed + seeds)) if seeds >= 1 else (),
+        gammas=tuple(parse_list(gamma, int, "gamma")) if gamma else (None,),
+        thresholds=tuple(parse_list(threshold, float, "threshold")) if threshold else (None,),
+        num_requests=num_requests, requests_per_user=requests_per_user, max_sim_s=max_sim_s, drafter=drafter)
+    scen = load_scenario(scenario, set_)
+    tr = load_trace(trace)
+    res = run_sweep(spec, scen, tr, out, executor=executor, jobs=jobs, address=address,
+                    retry_failed=retry_failed, force=force, progress=not quiet)
+    console = Console()
+    console.print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
+                  + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
+                  + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
+    if quiet:
+        return
+    recs = load_records(out, [p.id for p in res.points])
+    df = results_frame(recs)
+    if (df.status == "ok").any():
+        sp = seed_spread(df)
+        t = Table(title="seed spread per load point (mean +- std over seeds)")
+        for c in ["curve", "load", "seeds", "TPS/user", "tok/s/GPU", "verify tok/req"]:
+            t.add_column(c, justify="left" if c == "curve" else "right")
+        for _, r in sp.iterrows():
+            t.add_row(r.curve, f"{r.load:g}", str(r.num_seeds),
+                      f"{r.mean_tps_per_user_mean:.1f} +- {r.mean_tps_per_user_std:.1f}",
+                      f"{r.output_throughput_per_gpu_mean:,.0f} +- {r.output_throughput_per_gpu_std:,.0f}",
+                      f"{r.mean_verify_tokens_per_request_mean:.2f}")
+        console.print(t)
+    bad = df[df.status != "ok"]
+    if len(bad):
+        t = Table(title="failed points (recorded; --retry-failed recomputes them)")
+        t.add_column("curve", no_wrap=True)
+        t.add_column("load", justify="right", no_wrap=True)
+        t.add_column("seeds", justify="right", no_wrap=True)
+        t.add_column("error", no_wrap=True, overflow="ellipsis", max_width=70)
+        for (curve, load, err), sub in bad.groupby(["curve", "load", "error"], sort=True):
+            t.add_row(curve, f"{load:g}", ",".join(str(s) for s in sub.seed), str(err))
+        console.print(t)
+
+
+def _records(d: Path):
+    from specsim.sweep import load_records
+    if not (d / "points").is_dir():
+        raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
+                                "no points/ folder")
+    return load_records(d)
+
+
+@app.command()
+def compare(
+    sweep_dir: Path = typer.Argument(..., help="A directory written by specsim sweep --out."),
+    tiers: str = typer.Option("40,60,80", "--tiers", help="SLA tiers, TPS/user (tok/s)."),
+    baseline: Optional[str] = typer.Option("mtp1", "--baseline", help="Curve the gains are measured against."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
+    from specsim.frontier import compare as compare_table, comparison_json
+    from specsim.sweep import parse_list
+
+    recs = _records(sweep_dir)
+    tier_list = parse_list(tiers, float, "tiers")
+    if as_json:
+        print(json.dumps(comparison_json(recs, tier_list, baseline or None)))
+        return
+    tab = compare_table(recs, tier_list, baseline or None)
+    has_oracle = tab.oracle_fraction.notna().any()
+    t = Table(title=f"{sweep_dir}: throughput per GPU at SLA tiers (baseline {tab.attrs['baseline']})")
+    cols = ["tier", "curve", "tok/s/GPU", "+-seeds", "gain", "TPS@match", "gain@match"]
+    cols += ["of oracle"] if has_oracle else []
+    cols += ["goodput*", "load*", "attain*"]
+    for c in cols:
+        t.add_column(c, justify="left" if c == "curve" else "right", no_wrap=c != "curve")
+    for _, r in tab.iterrows():
+        thr = _fmt(r.throughput_per_gpu, 0) if r.status == "ok" else r.status
+        gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
+        mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
+        row = [f"{r.tier:g}", r.curve, thr, _fmt(r.throughput_std, 0), gain, _fmt(r.tps_at_matched_throughput), mg]
+        if has_oracle:
+            row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
+        row += [_fmt(r.best_goodput_per_gpu, 0), _fmt(r.best_goodput_load, 0),
+                f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-"]
+        t.add_row(*row)
+    console = Console()
+    console.print(t)
+    console.print("TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
+                  "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA "
+                  "attainment attain*.")
+    console.print("infeasible: the frontier never reaches the tier; uncovered: the tier lies below the sweep's "
+                  "heaviest load (add load points). Interpolation: linear in TPS/user between frontier points.")
+
+
+@app.command()
+def plot(
+    sweep_dirs: list[Path] = typer.Argument(..., help="One or more sweep directories (one frontier panel each)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: <first dir>/plots)."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers drawn as dotted lines."),
+) -> None:
+    """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8) and throughput.png per sweep directory."""
+    from specsim.plots import plot_budget, plot_frontiers, plot_throughput_vs_load
+    from specsim.sweep import parse_list
+
+    recs = [(d.name, _records(d)) for d in sweep_dirs]
+    dest = out or sweep_dirs[0] / "plots"
+    tier_list = parse_list(tiers, float, "tiers") if tiers else []
+    written = [plot_frontiers(recs, dest / "frontiers.png", tier_list)]
+    for name, r in recs:
+        suffix = f"-{name}" if len(recs) > 1 else ""
+        written.append(plot_budget(r, dest / f"budget{suffix}.png", title=f"{name}: verification budget"))
+        written.append(plot_throughput_vs_load(r, dest / f"throughput{suffix}.png", title=f"{name}: throughput"))
+    for p in written:
+        print(p)

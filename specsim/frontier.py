@@ -1,0 +1,265 @@
+"""Pareto frontiers of (TPS/user, throughput per GPU) and policy comparison at SLA tiers.
+
+Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way):
+
+* Frontier of a curve (a policy with its knobs): over its load points (seed means of
+  ``mean_tps_per_user`` x and ``output_throughput_per_gpu`` y), the non-dominated set: a point is
+  dropped when another has x' >= x and y' >= y with one strict. Sorted by x ascending, the kept points
+  have y strictly decreasing.
+* Interpolation rule: linear in TPS/user between adjacent frontier points, which keeps the curve
+  monotone (decreasing). No extrapolation: a tier above the frontier's largest TPS/user is
+  ``infeasible`` (even the lightest load does not reach it); a tier below its smallest TPS/user is
+  ``uncovered`` (the sweep's heaviest load still beats the tier: add load points). Both read as NaN.
+* Throughput at an SLA tier t: y(t). Gain of A over B at t: y_A(t) / y_B(t) - 1.
+* TPS/user at matched throughput: at B's throughput y_B(t), A's TPS/user x_A(y_B(t)) by the inverse
+  of the same piecewise-linear curve; its gain is x_A / t - 1 (the paper's "+60-85% TPS/user").
+  Beyond the frontier's throughput range: ``infeasible`` above its largest throughput, ``uncovered``
+  below its smallest.
+* SLA attainment of a point at tier t: the share of its measured multi-token requests whose TPS/user
+  >= t. Goodput: output tokens per second per GPU from those requests, i.e. the point's
+  ``output_throughput_per_gpu`` times the share of the measured output tokens that belong to them.
+  Per curve and tier we report the load with the largest goodput (seed means).
+* Fraction of the oracle: y_A(t) / y_oracle(t) when a curve named ``oracle`` is in the sweep.
+* Spread over seeds: the frontier is also built per seed; ``throughput_std`` is the standard deviation
+  (ddof 1) of y(t) over the seeds where it is defined (NaN with fewer than two).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import SpecsimInputError
+from specsim.sweep import results_frame, seed_spread
+
+X = "mean_tps_per_user"
+Y = "output_throughput_per_gpu"
+
+
+def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(n,) bool: True where (x_i, y_i) is not dominated (another point >= in both, > in one).
+
+    Exact duplicates keep only their first occurrence. NaN points are never on the frontier.
+    """
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    ge = (x[None, :] >= x[:, None]) & (y[None, :] >= y[:, None]) & ok[None, :]       # (n, n): j >= i in both
+    gt = (x[None, :] > x[:, None]) | (y[None, :] > y[:, None])
+    dominated = (ge & gt).any(axis=1)
+    same = (x[None, :] == x[:, None]) & (y[None, :] == y[:, None]) & ok[None, :]
+    earlier_dup = np.tril(same, k=-1).any(axis=1)
+    return ok & ~dominated & ~earlier_dup
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """One curve's Pareto frontier (module docstring rules).
+
+    Attributes:
+        curve: curve label.
+        tps_per_user: (m,) frontier TPS/user, tok/s, ascending.
+        throughput_per_gpu: (m,) frontier output throughput per GPU, tok/s, strictly decreasing.
+        loads: (m,) the load (concurrency or rate scale) of each frontier point.
+    """
+
+    curve: str
+    tps_per_user: np.ndarray
+    throughput_per_gpu: np.ndarray
+    loads: np.ndarray
+
+    @classmethod
+    def from_points(cls, curve: str, x: np.ndarray, y: np.ndarray, loads: np.ndarray) -> "Frontier":
+        """The frontier of points (x TPS/user, y throughput per GPU) at ``loads``."""
+        keep = pareto_mask(x, y)
+        order = np.argsort(np.asarray(x, float)[keep], kind="stable")
+        return cls(curve, np.asarray(x, float)[keep][order], np.asarray(y, float)[keep][order],
+                   np.asarray(loads, float)[keep][order])
+
+    def status_at(self, tier: float) -> str:
+        """``ok``, ``infeasible`` (tier above the largest TPS/user) or ``uncovered`` (below the smallest)."""
+        if self.tps_per_user.size == 0 or tier > self.tps_per_user[-1]:
+            return "infeasible"
+        if tier < self.tps_per_user[0]:
+            return "uncovered"
+        return "ok"
+
+    def throughput_at(self, tier: float) -> float:
+        """Throughput per GPU (tok/s) at TPS/user ``tier``, linear between frontier points; NaN outside."""
+        if self.status_at(tier) != "ok":
+            return float("nan")
+        return float(np.interp(tier, self.tps_per_user, self.throughput_per_gpu))
+
+    def throughput_status(self, throughput: float) -> str:
+        """``ok``, ``infeasible`` (above the largest throughput) or ``uncovered`` (below the smallest)."""
+        if self.throughput_per_gpu.size == 0 or throughput > self.throughput_per_gpu[0]:
+            return "infeasible"
+        if throughput < self.throughput_per_gpu[-1]:
+            return "uncovered"
+        return "ok"
+
+    def tps_at_throughput(self, throughput: float) -> float:
+        """TPS/user (tok/s) at which the frontier delivers ``throughput`` per GPU; NaN outside its range."""
+        if not np.isfinite(throughput) or self.throughput_status(throughput) != "ok":
+            return float("nan")
+        # y strictly decreasing in x: interpolate x over the reversed (increasing) y
+        return float(np.interp(throughput, self.throughput_per_gpu[::-1], self.tps_per_user[::-1]))
+
+
+def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
+    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.sweep.seed_spread` frame)."""
+    out = {}
+    for curve, sub in spread.groupby("curve", sort=True):
+        out[str(curve)] = Frontier.from_points(str(curve), sub[f"{X}_mean"].to_numpy(),
+                                               sub[f"{Y}_mean"].to_numpy(), sub["load"].to_numpy())
+    return out
+
+
+def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
+    ok = df[df.status == "ok"]
+    return {(str(c), int(s)): Frontier.from_points(str(c), sub[X].to_numpy(), sub[Y].to_numpy(),
+                                                   sub["load"].to_numpy())
+            for (c, s), sub in ok.groupby(["curve", "seed"], sort=True)}
+
+
+def _goodput(rec: dict[str, Any], tier: float) -> tuple[float, float]:
+    """(attainment, goodput tok/s/GPU) of one record at ``tier`` (module docstring)."""
+    tps = np.asarray(rec["requests"]["tps_per_user"], float)
+    out = np.asarray(rec["requests"]["output_tokens"], float)
+    if tps.size == 0 or out.sum() == 0:
+        return float("nan"), float("nan")
+    meet = tps >= tier
+    thr = rec["summary"]["output_throughput_per_gpu"]
+    return float(meet.mean()), float(thr * out[meet].sum() / out.sum()) if thr is not None else float("nan")
+
+
+def sla_table(records: list[dict[str, Any]], tiers: Iterable[float]) -> pd.DataFrame:
+    """SLA attainment and goodput per (curve, mode, load, tier), seed means of the ``ok`` points.
+
+    Returns:
+        Columns ``curve, mode, load, tier, attainment, goodput_per_gpu`` (share in [0, 1]; tok/s/GPU).
+    """
+    df = results_frame(records)
+    by_id = {r["id"]: r for r in records}
+    rows = []
+    for _, row in df[df.status == "ok"].iterrows():
+        for t in tiers:
+            att, gp = _goodput(by_id[row.id], float(t))
+            rows.append({"curve": row.curve, "mode": row["mode"], "load": row.load, "seed": row.seed,
+                         "tier": float(t), "attainment": att, "goodput_per_gpu": gp})
+    if not rows:
+        return pd.DataFrame(columns=["curve", "mode", "load", "tier", "attainment", "goodput_per_gpu"])
+    g = pd.DataFrame(rows).groupby(["curve", "mode", "load", "tier"], sort=True)
+    return g[["attainment", "goodput_per_gpu"]].mean().reset_index()
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if np.isfinite(a) and np.isfinite(b) and b > 0 else float("nan")
+
+
+def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str | None = None) -> pd.DataFrame:
+    """The comparison table: one row per (tier, curve).
+
+    Args:
+        records: sweep records (:func:`specsim.sweep.load_records`).
+        tiers: SLA tiers, TPS/user in tok/s.
+        baseline: the curve (or policy name) gains are measured against; None for no gains.
+
+    Returns:
+        Columns: ``tier, curve, status, throughput_per_gpu, throughput_std, num_seeds, gain_vs_baseline,
+        tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
+        best_goodput_load, attainment_at_best`` (NaN where not defined; see the module docstring).
+
+    Raises:
+        SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
+            from several scenarios or traces.
+    """
+    tiers = [float(t) for t in tiers]
+    df = results_frame(records)
+    if df.empty or not (df.status == "ok").any():
+        raise SpecsimInputError(None, None, "points", "at least one successful sweep point", "none")
+    mixed = df.groupby("curve")[["scenario_sha"]].nunique().max().iloc[0]
+    if df.scenario_sha.nunique() > 1 or mixed > 1:
+        raise SpecsimInputError(None, None, "points", "points of one scenario (use one --out per scenario)",
+                                f"{df.scenario_sha.nunique()} scenarios")
+    spread = seed_spread(df)
+    fr = frontiers(spread)
+    base = _match_curve(baseline, fr) if baseline else None
+    per_seed = _per_seed_frontiers(df)
+    sla = sla_table(records, tiers)
+    rows = []
+    for t in tiers:
+        yb = fr[base].throughput_at(t) if base else float("nan")
+        yo = fr["oracle"].throughput_at(t) if "oracle" in fr else float("nan")
+        for curve, f in fr.items():
+            ys = np.array([pf.throughput_at(t) for (c, _), pf in per_seed.items() if c == curve])
+            ys = ys[np.isfinite(ys)]
+            x_m = f.tps_at_throughput(yb)
+            s = sla[(sla.curve == curve) & (sla.tier == t)]
+            best = s.loc[s.goodput_per_gpu.idxmax()] if s.goodput_per_gpu.notna().any() else None
+            rows.append({
+                "tier": t, "curve": curve, "status": f.status_at(t), "throughput_per_gpu": f.throughput_at(t),
+                "throughput_std": float(np.std(ys, ddof=1)) if ys.size > 1 else float("nan"),
+                "num_seeds": int(ys.size),
+                "gain_vs_baseline": _ratio(f.throughput_at(t), yb) - 1,
+                "tps_at_matched_throughput": x_m,
+                "tps_gain_at_matched": x_m / t - 1 if np.isfinite(x_m) else float("nan"),
+                "oracle_fraction": _ratio(f.throughput_at(t), yo),
+                "best_goodput_per_gpu": float(best.goodput_per_gpu) if best is not None else float("nan"),
+                "best_goodput_load": float(best.load) if best is not None else float("nan"),
+                "attainment_at_best": float(best.attainment) if best is not None else float("nan"),
+            })
+    out = pd.DataFrame(rows)
+    out.attrs["baseline"] = base
+    return out
+
+
+def _match_curve(name: str, fr: dict[str, Frontier]) -> str:
+    """The curve called ``name``, or the only curve of policy ``name``."""
+    if name in fr:
+        return name
+    hits = [c for c in fr if c.split(" ", 1)[0] == name]
+    if len(hits) == 1:
+        return hits[0]
+    raise SpecsimInputError("--baseline", None, "baseline", f"one of the sweep's curves {sorted(fr)}", repr(name))
+
+
+def budget_curve(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """Mean verify tokens per request vs load per curve (the paper's Fig. 8), seed means with std.
+
+    Returns:
+        Columns ``curve, mode, load, mean_verify_tokens_per_request_mean, ..._std, num_seeds``.
+    """
+    sp = seed_spread(results_frame(records), ["mean_verify_tokens_per_request"])
+    return sp[["curve", "mode", "load", "num_seeds", "mean_verify_tokens_per_request_mean",
+               "mean_verify_tokens_per_request_std"]]
+
+
+def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str | None) -> dict[str, Any]:
+    """Everything ``specsim compare --json`` prints: frontiers, the tier table, the budget curve.
+
+    NaN becomes None; each tier row keeps its ``status`` so an infeasible tier reads as such.
+    """
+    table = compare(records, tiers, baseline)
+    spread = seed_spread(results_frame(records))
+    fr = frontiers(spread)
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, (float, np.floating)):
+            return float(v) if np.isfinite(v) else None
+        if isinstance(v, np.integer):
+            return int(v)
+        return v
+
+    return {
+        "baseline": table.attrs["baseline"],
+        "tiers": [float(t) for t in tiers],
+        "frontiers": {c: {"tps_per_user": f.tps_per_user.tolist(), "throughput_per_gpu": f.throughput_per_gpu.tolist(),
+                          "loads": f.loads.tolist()} for c, f in fr.items()},
+        "table": [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")],
+        "budget_curve": [{k: clean(v) for k, v in row.items()}
+                         for row in budget_curve(records).to_dict(orient="records")],
+    }
