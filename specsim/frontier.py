@@ -181,8 +181,7 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     df = results_frame(records)
     if df.empty or not (df.status == "ok").any():
         raise SpecsimInputError(None, None, "points", "at least one successful sweep point", "none")
-    mixed = df.groupby("curve")[["scenario_sha"]].nunique().max().iloc[0]
-    if df.scenario_sha.nunique() > 1 or mixed > 1:
+    if df.scenario_sha.nunique() > 1:
         raise SpecsimInputError(None, None, "points", "points of one scenario (use one --out per scenario)",
                                 f"{df.scenario_sha.nunique()} scenarios")
     spread = seed_spread(df)

@@ -405,8 +405,11 @@ def _iter_process(tasks: list[PointTask], jobs: int, address: str | None, on_sta
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     import multiprocessing as mp
 
-    # spawn, not fork: the driver may hold threads (rich's refresh thread) that fork would copy mid-lock.
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"))
+    # fork where the platform has it: workers start warm (the parent's cached acceptance models) and
+    # scripts need no ``if __name__ == "__main__"`` guard. The progress bar runs without a refresh
+    # thread, so the driver holds no locks a child could inherit. Elsewhere spawn (then the guard applies).
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
     pending = {}
     queue = list(tasks)
     try:
@@ -572,7 +575,7 @@ class _progress:
                                        TimeRemainingColumn)
             self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                 TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
-                                console=Console(stderr=True), transient=False)
+                                console=Console(stderr=True), transient=False, auto_refresh=False)
             self.bar.__enter__()
             self.task = self.bar.add_task("", total=self.total, completed=self.done)
         return self
@@ -581,10 +584,12 @@ class _progress:
         if self.enabled:
             more = f" (+{len(running) - 1})" if len(running) > 1 else ""
             self.bar.update(self.task, description=(running[0].label() + more) if running else "")
+            self.bar.refresh()
 
     def advance(self) -> None:
         if self.enabled:
             self.bar.advance(self.task)
+            self.bar.refresh()
 
     def __exit__(self, *exc) -> None:
         if self.enabled:
@@ -659,40 +664,64 @@ def seed_spread(df: pd.DataFrame, metrics: Iterable[str] = SPREAD_METRICS) -> pd
 
 
 def parse_list(text: str, kind: type = float, flag: str = "list") -> list:
-    """Parse ``"1,2,4,...,256"``: comma-separated values; ``...`` continues the progression.
+    """Parse ``"1,2,4,...,256"``: comma-separated values; ``...`` continues the progression up to the value after it.
 
-    The progression is geometric when the two values before ``...`` have an integer ratio > 1
-    (1,2,4,...,256 -> powers of two) and arithmetic otherwise (10,20,...,50), up to and including the
-    value after ``...``.
+    Rule: with three or more values before ``...`` the last three say which progression it is (equal
+    ratios: geometric, equal differences: arithmetic). With two values a, b the progression must reach the
+    end exactly: geometric (ratio b/a) when it does, else arithmetic (step b - a) when it does; when
+    both do (1,2,...,8) geometric wins, since sweeps double load points. 1,2,4,...,256 gives the powers
+    of two; 10,20,...,50 gives 10,20,30,40,50.
 
     Raises:
-        SpecsimInputError: a value that does not parse, or ``...`` without two values before it and one after.
+        SpecsimInputError: a value that does not parse, ``...`` without two values before it and one
+            after, or a progression that does not reach the end value exactly.
     """
+    def bad() -> SpecsimInputError:
+        return SpecsimInputError(f"--{flag}", None, flag,
+                                 f"comma-separated {kind.__name__} values (a,b,...,z continues a progression "
+                                 "that reaches z exactly)", repr(text))
+
     parts = [p.strip() for p in text.split(",") if p.strip()]
     out: list = []
     i = 0
-    try:
-        while i < len(parts):
-            if parts[i] == "...":
-                if len(out) < 2 or i + 1 >= len(parts):
-                    raise ValueError
-                a, b, end = out[-2], out[-1], kind(parts[i + 1])
-                ratio = b / a if a else 0
-                geometric = a > 0 and ratio > 1 and float(ratio).is_integer()
-                x = b
-                while True:
-                    x = x * ratio if geometric else x + (b - a)
-                    if (b > a and x > end + 1e-12) or (b <= a) or len(out) > 10000:
-                        break
-                    out.append(kind(x))
-                if out[-1] != end:
-                    out.append(end)
-                i += 2
-                continue
-            out.append(kind(parts[i]))
+    while i < len(parts):
+        if parts[i] != "...":
+            try:
+                out.append(kind(parts[i]))
+            except ValueError:
+                raise bad() from None
             i += 1
-    except ValueError:
-        raise SpecsimInputError(f"--{flag}", None, flag,
-                                f"comma-separated {kind.__name__} values (a,b,...,z continues a progression)",
-                                repr(text)) from None
+            continue
+        if len(out) < 2 or i + 1 >= len(parts):
+            raise bad()
+        try:
+            end = kind(parts[i + 1])
+        except ValueError:
+            raise bad() from None
+        a, b = out[-2], out[-1]
+        geo = _progression(b, end, lambda x: x * (b / a)) if a > 0 and b > a else None
+        ari = _progression(b, end, lambda x: x + (b - a)) if b > a else None
+        if len(out) >= 3:
+            z = out[-3]
+            is_geo = z > 0 and a * a == z * b
+            seq = geo if is_geo else (ari if a - z == b - a else None)
+        else:
+            seq = geo if geo is not None else ari
+        if seq is None:
+            raise bad()
+        out.extend(kind(x) for x in seq)
+        i += 2
     return out
+
+
+def _progression(start: float, end: float, step) -> list[float] | None:
+    """Values after ``start`` up to ``end`` by ``step``; None unless ``end`` is hit (within 1e-9 relative)."""
+    seq, x = [], start
+    while len(seq) < 100000:
+        x = step(x)
+        if x > end * (1 + 1e-9):
+            return None
+        seq.append(end if abs(x - end) <= 1e-9 * abs(end) else x)
+        if seq[-1] == end:
+            return seq
+    return None

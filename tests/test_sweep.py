@@ -1,0 +1,266 @@
+"""Sweeps: point identity, knob resolution, atomic resumable records, executors giving identical numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.scenario import load_scenario
+from specsim.sweep import (SweepSpec, expand_points, load_records, parse_list, points_dir, read_record,
+                           results_frame, run_sweep, seed_spread, write_record)
+from specsim.trace import Trace, save_trace
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def small_trace(n: int = 24, seed: int = 7) -> Trace:
+    """A short mixed-domain trace (outputs 40-160 tokens) that simulates in well under a second."""
+    rng = np.random.default_rng(seed)
+    return Trace(request_id=[f"r{i}" for i in range(n)], arrival_s=np.arange(n) * 0.05,
+                 prompt_tokens=rng.integers(32, 256, n), output_tokens=rng.integers(40, 160, n),
+                 domain=np.array(["chat", "code", "math"])[np.arange(n) % 3], source="small")
+
+
+def strip(rec: dict, keep_source: bool = True) -> dict:
+    """A record without its wall time (the one field that may differ between executors), and without the
+    trace's file name when ``keep_source`` is False (the same content read from another file)."""
+    out = {k: v for k, v in rec.items() if k not in ("wall_time_s", "checksum")}
+    if not keep_source:
+        out["provenance"] = {k: v for k, v in out["provenance"].items() if k != "trace"}
+    return out
+
+
+SPEC = SweepSpec(policies=("mtp1", "dspark"), concurrency=(1, 4), seeds=(0, 1), num_requests=16)
+
+
+@pytest.fixture(scope="module")
+def serial_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial")
+    res = run_sweep(SPEC, load_scenario(), small_trace(), out, executor="serial", progress=False)
+    assert res.computed == 8 and res.skipped == 0 and res.failed == []
+    return out
+
+
+# --------------------------------------------------------------------------------------------- axes
+def test_parse_list_progressions_and_errors():
+    assert parse_list("1,2,4,...,256", int) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert parse_list("10,20,...,50", int) == [10, 20, 30, 40, 50]
+    assert parse_list("1,2,...,8", int) == [1, 2, 4, 8]           # both fit: geometric
+    assert parse_list("1,2,3,...,6", int) == [1, 2, 3, 4, 5, 6]   # three values decide
+    assert parse_list("0.5,1,...,4", float) == [0.5, 1.0, 2.0, 4.0]
+    assert parse_list("0.5, 1, 2", float) == [0.5, 1.0, 2.0]
+    for bad in ("1,x", "...,4", "1,...,4", "1,3,...,8", "4,2,...,1"):
+        with pytest.raises(SpecsimInputError):
+            parse_list(bad, int, "concurrency")
+
+
+def test_spec_rejects_empty_or_bad_axes():
+    with pytest.raises(SpecsimInputError, match="concurrency"):
+        SweepSpec(policies=("mtp1",))
+    with pytest.raises(SpecsimInputError, match="concurrency"):
+        SweepSpec(policies=("mtp1",), concurrency=(0,))
+    with pytest.raises(SpecsimInputError, match="threshold"):
+        SweepSpec(policies=("specdecpp",), concurrency=(1,), thresholds=(1.5,))
+
+
+def test_knobs_are_resolved_and_ignored_knobs_never_duplicate_points():
+    spec = SweepSpec(policies=("mtp1", "none", "static", "specdecpp"), concurrency=(2,),
+                     gammas=(3, 5), thresholds=(0.2, 0.4))
+    pts = expand_points(spec, load_scenario(), small_trace())
+    by_policy: dict[str, list] = {}
+    for p in pts:
+        by_policy.setdefault(p.policy, []).append(p.knobs)
+    # mtp1 forces gamma 1 and the MTP drafter, none forces gamma 0: one point each whatever the axes
+    assert by_policy["mtp1"] == [{"gamma": 1, "drafter": "mtp"}]
+    assert by_policy["none"] == [{"gamma": 0, "drafter": "none"}]
+    # static uses gamma but not the threshold; specdecpp uses both
+    assert by_policy["static"] == [{"gamma": 3, "drafter": "dspark"}, {"gamma": 5, "drafter": "dspark"}]
+    assert len(by_policy["specdecpp"]) == 4
+    assert {k["threshold"] for k in by_policy["specdecpp"]} == {0.2, 0.4}
+    assert len({p.id for p in pts}) == len(pts) == 8
+
+
+def test_point_id_covers_scenario_seed_load_and_trace_content():
+    tr, sc = small_trace(), load_scenario()
+    spec = SweepSpec(policies=("dspark",), concurrency=(2,), num_requests=16)
+    (a,) = expand_points(spec, sc, tr)
+    assert [p.id for p in expand_points(spec, sc, tr)] == [a.id]                  # stable
+    (b,) = expand_points(spec, load_scenario(overrides=["engine.host_overhead_s=0.001"]), tr)
+    (c,) = expand_points(SweepSpec(policies=("dspark",), concurrency=(2,), seeds=(1,), num_requests=16), sc, tr)
+    (d,) = expand_points(SweepSpec(policies=("dspark",), concurrency=(3,), num_requests=16), sc, tr)
+    other = small_trace(seed=8)
+    (e,) = expand_points(spec, sc, other)
+    (f,) = expand_points(SweepSpec(policies=("dspark",), concurrency=(2,), num_requests=17), sc, tr)
+    assert len({a.id, b.id, c.id, d.id, e.id, f.id}) == 6
+    # the trace's source name is not content: a renamed copy keeps the id
+    renamed = Trace(tr.request_id, tr.arrival_s, tr.prompt_tokens, tr.output_tokens, tr.domain, source="x")
+    assert expand_points(spec, sc, renamed)[0].id == a.id
+
+
+def test_requests_per_user_scales_the_trace_head_with_concurrency():
+    spec = SweepSpec(policies=("mtp1",), concurrency=(1, 2, 4, 8), num_requests=5, requests_per_user=3)
+    pts = expand_points(spec, load_scenario(), small_trace(24))
+    assert [p.num_requests for p in pts] == [5, 6, 12, 24]
+
+
+# --------------------------------------------------------------------------------------------- records
+def test_record_holds_summary_and_measured_requests(serial_dir):
+    recs = load_records(serial_dir)
+    assert len(recs) == 8
+    for r in recs:
+        assert r["status"] == "ok"
+        s = r["summary"]
+        tps = np.array(r["requests"]["tps_per_user"])
+        # the per-request data are exactly the measured multi-token requests behind the summary
+        assert tps.size == s["measured_requests"] - s["num_single_token"]
+        assert np.mean(tps) == pytest.approx(s["mean_tps_per_user"], rel=1e-5)
+        assert s["load"]["mode"] == "closed" and s["load"]["concurrency"] == r["config"]["load"]["value"]
+
+
+def test_results_frame_and_seed_spread(serial_dir):
+    df = results_frame(serial_dir)
+    assert len(df) == 8 and set(df.curve) == {"mtp1", "dspark"}
+    sp = seed_spread(df)
+    assert len(sp) == 4 and (sp.num_seeds == 2).all()
+    for _, row in sp.iterrows():
+        v = df[(df.curve == row.curve) & (df.load == row.load)].output_throughput_per_gpu.to_numpy()
+        assert row.output_throughput_per_gpu_mean == pytest.approx(v.mean())
+        assert row.output_throughput_per_gpu_std == pytest.approx(np.std(v, ddof=1))
+        assert row.output_throughput_per_gpu_min == v.min() and row.output_throughput_per_gpu_max == v.max()
+
+
+def test_rerun_skips_finished_points_and_recomputes_missing_or_cut_off(serial_dir, tmp_path):
+    out = tmp_path / "resume"
+    import shutil
+    shutil.copytree(serial_dir, out)
+    before = {r["id"]: strip(r) for r in load_records(out)}
+    res = run_sweep(SPEC, load_scenario(), small_trace(), out, executor="serial", progress=False)
+    assert (res.computed, res.skipped) == (0, 8)
+    files = sorted(points_dir(out).glob("*.json"))
+    files[0].unlink()                                                   # lost
+    text = files[1].read_text()
+    files[1].write_text(text[: len(text) // 2])                        # cut off
+    files[2].write_text(text.replace('"status":"ok"', '"status":"OK"'))  # checksum mismatch (and wrong id)
+    (points_dir(out) / ".deadbeef.json.tmp-123").write_text("{")       # leftover temporary file
+    assert read_record(files[1]) is None and read_record(files[2]) is None
+    res = run_sweep(SPEC, load_scenario(), small_trace(), out, executor="serial", progress=False)
+    assert (res.computed, res.skipped, res.recomputed_bad) == (3, 5, 2)
+    assert not list(points_dir(out).glob(".*tmp*"))
+    assert {r["id"]: strip(r) for r in load_records(out)} == before    # recomputed bit for bit
+
+
+def test_write_record_is_atomic_and_checksummed(tmp_path):
+    rec = {"record_version": 1, "id": "abc", "status": "ok", "summary": {"x": 1.5}, "wall_time_s": 0.1}
+    path = write_record(tmp_path, rec)
+    assert path.name == "abc.json" and read_record(path)["summary"] == {"x": 1.5}
+    assert not [p for p in path.parent.iterdir() if p.name != "abc.json"]
+
+
+def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
+    # 6 requests cannot give 4 users a closed-loop window: that point fails, the others run
+    spec = SweepSpec(policies=("mtp1",), concurrency=(1, 4), num_requests=6)
+    res = run_sweep(spec, load_scenario(), small_trace(), tmp_path, executor="serial", progress=False)
+    assert len(res.failed) == 1
+    df = results_frame(tmp_path)
+    bad = df[df.status == "error"]
+    assert list(bad.load) == [4.0] and "closed-loop window" in bad.error.iloc[0]
+    assert (df[df.load == 1.0].status == "ok").all()
+    # failed points are skipped on a re-run unless asked to retry
+    assert run_sweep(spec, load_scenario(), small_trace(), tmp_path, executor="serial", progress=False).computed == 0
+    again = run_sweep(spec, load_scenario(), small_trace(), tmp_path, executor="serial", progress=False,
+                      retry_failed=True)
+    assert again.computed == 1 and len(again.failed) == 1
+
+
+# --------------------------------------------------------------------------------------------- executors
+def test_process_pool_gives_identical_records(serial_dir, tmp_path):
+    res = run_sweep(SPEC, load_scenario(), small_trace(), tmp_path, executor="process", jobs=2, progress=False)
+    assert res.computed == 8
+    assert [strip(r) for r in load_records(tmp_path)] == [strip(r) for r in load_records(serial_dir)]
+
+
+def _need(module: str):
+    try:
+        __import__(module)
+    except ImportError:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {module} is not installed")
+        pytest.skip(f"{module} not installed")
+
+
+def test_dask_local_cluster_gives_identical_records(serial_dir, tmp_path):
+    _need("distributed")
+    res = run_sweep(SPEC, load_scenario(), small_trace(), tmp_path, executor="dask", jobs=2, progress=False)
+    assert res.computed == 8
+    assert [strip(r) for r in load_records(tmp_path)] == [strip(r) for r in load_records(serial_dir)]
+
+
+def test_ray_local_cluster_gives_identical_records(serial_dir, tmp_path):
+    _need("ray")
+    import ray
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        res = run_sweep(SPEC, load_scenario(), small_trace(), tmp_path, executor="ray", jobs=2, progress=False)
+    finally:
+        ray.shutdown()
+    assert res.computed == 8
+    assert [strip(r) for r in load_records(tmp_path)] == [strip(r) for r in load_records(serial_dir)]
+
+
+def test_unknown_executor_is_an_input_error(tmp_path):
+    with pytest.raises(SpecsimInputError, match="executor"):
+        run_sweep(SPEC, load_scenario(), small_trace(), tmp_path, executor="mpi", progress=False)
+
+
+# --------------------------------------------------------------------------------------------- SIGKILL
+def test_sigkill_loses_nothing_finished(serial_dir, tmp_path):
+    """Kill a CLI sweep with SIGKILL once some records exist; the re-run completes the same records."""
+    trace_file = tmp_path / "small.jsonl"
+    save_trace(small_trace(), trace_file)
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-c", "from specsim.cli import main; main()", "sweep", "--trace", str(trace_file), "--out", str(out),
+           "--policies", "mtp1,dspark", "--concurrency", "1,4", "--seeds", "2", "--num-requests", "16",
+           "--executor", "serial", "--quiet"]
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if len(list(points_dir(out).glob("*.json"))) >= 2 if points_dir(out).is_dir() else False:
+            break
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.fail(f"sweep ended before it could be killed: {proc.stderr.read().decode()[-500:]}")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    survivors = {p.name: p.read_bytes() for p in points_dir(out).glob("*.json")}
+    assert 2 <= len(survivors) < 8
+    assert all(read_record(points_dir(out) / n) is not None for n in survivors)
+    res = run_sweep(SPEC, load_scenario(), small_trace(), out, executor="serial", progress=False)
+    assert res.skipped == len(survivors) and res.computed == 8 - len(survivors)
+    assert all((points_dir(out) / n).read_bytes() == b for n, b in survivors.items())   # untouched
+    assert [strip(r, False) for r in load_records(out)] == [strip(r, False) for r in load_records(serial_dir)]
+
+
+def test_cli_sweep_prints_the_spread_and_writes_the_manifest(tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    trace_file = tmp_path / "small.jsonl"
+    save_trace(small_trace(), trace_file)
+    out = tmp_path / "cli"
+    r = CliRunner().invoke(app, ["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "mtp1",
+                                 "--concurrency", "1,2", "--num-requests", "12", "--executor", "serial"])
+    assert r.exit_code == 0, r.output
+    assert "2 points: 2 computed" in r.output and "seed spread" in r.output
+    man = json.loads((out / "sweep.json").read_text())
+    assert man["trace_sha"] == small_trace().content_hash() and len(man["point_ids"]) == 2
