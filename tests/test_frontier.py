@@ -1,0 +1,264 @@
+"""Frontiers: Pareto sets, the interpolation rule, SLA-tier comparison, a hand-computed point, golden metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.frontier import Frontier, budget_curve, compare, comparison_json, pareto_mask, sla_table
+from specsim.hardware.drafter import drafter_cost
+from specsim.hardware.profile import StepTimeProfile, save_profile
+from specsim.scenario import load_scenario
+from specsim.sweep import SweepSpec, load_records, results_frame, run_sweep
+from specsim.trace import Trace, load_trace
+
+TESTS = Path(__file__).resolve().parent
+GOLDEN = TESTS / "golden" / "regression_frontier.json"
+
+
+# --------------------------------------------------------------------------------------------- rules
+def test_pareto_mask_hand_case():
+    x = np.array([50, 100, 150, 80, 100, 40, np.nan])
+    y = np.array([1000, 600, 200, 500, 600, 900, 5000])
+    # (80, 500) is dominated by (100, 600); (40, 900) by (50, 1000); the second (100, 600) is a duplicate
+    assert pareto_mask(x, y).tolist() == [True, True, True, False, False, False, False]
+
+
+def test_frontier_interpolation_rule():
+    f = Frontier.from_points("a", np.array([150.0, 50.0, 80.0, 100.0]), np.array([200.0, 1000.0, 500.0, 600.0]),
+                             np.array([1.0, 64.0, 32.0, 16.0]))
+    assert f.tps_per_user.tolist() == [50, 100, 150] and f.loads.tolist() == [64, 16, 1]
+    assert f.throughput_at(75) == pytest.approx(800.0)             # linear in TPS/user between neighbours
+    assert f.throughput_at(150) == pytest.approx(200.0) and f.throughput_at(50) == pytest.approx(1000.0)
+    assert f.status_at(160) == "infeasible" and math.isnan(f.throughput_at(160))
+    assert f.status_at(40) == "uncovered" and math.isnan(f.throughput_at(40))
+    assert f.tps_at_throughput(800) == pytest.approx(75.0)          # the inverse of the same segments
+    assert f.tps_at_throughput(400) == pytest.approx(125.0)
+    assert f.throughput_status(1100) == "infeasible" and math.isnan(f.tps_at_throughput(1100))
+    assert f.throughput_status(100) == "uncovered" and math.isnan(f.tps_at_throughput(100))
+
+
+SCEN = load_scenario().to_dict()
+
+
+def fake_record(policy: str, load: float, seed: int, tps: float, thr: float, req_tps, req_out,
+                verify: float = 2.0) -> dict:
+    """A sweep record with a given summary point and per-request data (the fields frontier reads)."""
+    return {
+        "record_version": 1, "id": f"{policy}-{load:g}-{seed}", "status": "ok", "error": None,
+        "config": {"scenario": SCEN, "policy": policy, "knobs": {"gamma": 1, "drafter": "mtp"},
+                   "load": {"mode": "closed", "value": float(load)}, "seed": seed, "num_requests": 10,
+                   "trace_sha": "0" * 64},
+        "summary": {"mean_tps_per_user": tps, "output_throughput_per_gpu": thr,
+                    "mean_verify_tokens_per_request": verify, "load": {"mode": "closed"}},
+        "requests": {"tps_per_user": list(req_tps), "output_tokens": list(req_out)},
+    }
+
+
+def synthetic_records() -> list[dict]:
+    recs = []
+    # baseline B: (60, 900) (100, 500) (140, 100); policy A: (80, 1500) (120, 1100) (200, 300); oracle: 2x A
+    for load, (xb, yb), (xa, ya) in zip([16, 4, 1], [(60, 900), (100, 500), (140, 100)],
+                                        [(80, 1500), (120, 1100), (200, 300)]):
+        for seed, d in ((0, -1.0), (1, 1.0)):   # seeds symmetric around the mean: the means are the values above
+            recs.append(fake_record("B", load, seed, xb + d, yb + 10 * d, [50, 90, 130], [100, 100, 200]))
+            recs.append(fake_record("A", load, seed, xa + d, ya + 10 * d, [70, 110, 150], [100, 300, 100]))
+            recs.append(fake_record("oracle", load, seed, xa + d, 2 * ya + 10 * d, [70, 110, 150], [1, 1, 1]))
+    return recs
+
+
+def test_compare_gains_matched_throughput_oracle_fraction_and_goodput():
+    tab = compare(synthetic_records(), [80, 100, 150], baseline="B").set_index(["tier", "curve"])
+    # at 80: B interpolates between (60, 900) and (100, 500) -> 700; A sits on its point (80, 1500)
+    assert tab.loc[(80, "B"), "throughput_per_gpu"] == pytest.approx(700)
+    assert tab.loc[(80, "A"), "throughput_per_gpu"] == pytest.approx(1500)
+    assert tab.loc[(80, "A"), "gain_vs_baseline"] == pytest.approx(1500 / 700 - 1)
+    # TPS/user of A at B's throughput 700: A between (120, 1100) and (200, 300): 120 + 80 * 400/800 = 160
+    assert tab.loc[(80, "A"), "tps_at_matched_throughput"] == pytest.approx(160)
+    assert tab.loc[(80, "A"), "tps_gain_at_matched"] == pytest.approx(160 / 80 - 1)
+    assert tab.loc[(80, "A"), "oracle_fraction"] == pytest.approx(0.5)
+    # per-seed frontiers: seed 0 of A has (79, 1490), (119, 1090) -> 1480 at 80; seed 1 starts at 81 > 80,
+    # so the tier is uncovered there: one seed, no std
+    assert tab.loc[(80, "A"), "num_seeds"] == 1 and math.isnan(tab.loc[(80, "A"), "throughput_std"])
+    # B at 100: seed 0 (59, 890), (99, 490), (139, 90) -> 480; seed 1 (61, 910), (101, 510) -> 520
+    assert tab.loc[(100, "B"), "num_seeds"] == 2
+    assert tab.loc[(100, "B"), "throughput_std"] == pytest.approx(np.std([480.0, 520.0], ddof=1))
+    # 150 is past B's last point (140): infeasible, and no gain
+    assert tab.loc[(150, "B"), "status"] == "infeasible" and math.isnan(tab.loc[(150, "A"), "gain_vs_baseline"])
+    assert tab.loc[(150, "A"), "throughput_per_gpu"] == pytest.approx(1100 - 30 * 800 / 80)
+    # goodput at 100 for A: requests at 110 and 150 meet it, carrying 400 of 500 tokens; best at load 16
+    assert tab.loc[(100, "A"), "best_goodput_per_gpu"] == pytest.approx(1500 * 400 / 500)
+    assert tab.loc[(100, "A"), "best_goodput_load"] == 16
+    assert tab.loc[(100, "A"), "attainment_at_best"] == pytest.approx(2 / 3)
+
+
+def test_sla_table_attainment_and_budget_curve():
+    sla = sla_table(synthetic_records(), [100]).set_index(["curve", "load"])
+    assert sla.loc[("B", 4.0), "attainment"] == pytest.approx(1 / 3)           # only 130 >= 100
+    assert sla.loc[("B", 4.0), "goodput_per_gpu"] == pytest.approx(500 * 200 / 400)
+    bc = budget_curve(synthetic_records())
+    assert set(bc.curve) == {"A", "B", "oracle"} and (bc.mean_verify_tokens_per_request_mean == 2.0).all()
+
+
+def test_compare_rejects_unknown_baseline_and_mixed_scenarios():
+    recs = synthetic_records()
+    with pytest.raises(SpecsimInputError, match="baseline"):
+        compare(recs, [80], baseline="nope")
+    odd = fake_record("C", 1, 0, 10, 10, [10], [5])
+    odd["config"]["scenario"] = dict(SCEN, engine={"gamma": 3, "host_overhead_s": 0.0})
+    with pytest.raises(SpecsimInputError, match="scenario"):
+        compare(recs + [odd], [80], baseline="B")
+
+
+# --------------------------------------------------------------------------------------------- by hand
+def test_frontier_point_by_hand(tmp_path):
+    """Flat profile, no prefill time or host overhead, constant alpha, static k, long outputs, N users.
+
+    Each step of the one replica verifies k drafts per request and emits E = (1 - a^(k+1)) / (1 - a)
+    tokens per request on average; it lasts the target step T plus the DSpark drafter's draft time
+    T (base + per_draft k) (specsim.hardware.drafter, flat profile). So throughput per GPU is
+    N E / step / GPUs and every request decodes at E / step tokens per second.
+    """
+    T, alpha, k, gpus = 0.02, 0.8, 3, 2
+    prof = tmp_path / "flat.json"
+    save_profile(StepTimeProfile.flat(T, 4096), prof)
+    scen = load_scenario(None, [f"profile.name={json.dumps(str(prof))}", "prefill.time_per_token_s=1e-9",
+                                "engine.host_overhead_s=0", "acceptance.sigma_request=0",
+                                "acceptance.sigma_step=0", "acceptance.sigma_token=0",
+                                f"acceptance.constant_alpha={alpha}", f"cluster.gpus_per_replica={gpus}",
+                                f"engine.gamma={k}", "drafter.name=dspark"])
+    n = 40
+    trace = Trace([f"r{i}" for i in range(n)], np.zeros(n), np.full(n, 64), np.full(n, 1000), ["code"] * n)
+    spec = SweepSpec(policies=("static",), concurrency=(2, 8), num_requests=n, requests_per_user=4)
+    run_sweep(spec, scen, trace, tmp_path / "sweep", executor="serial", progress=False)
+    recs = load_records(tmp_path / "sweep")
+    cost = drafter_cost("dspark")
+    step_s = T * (1 + cost.base_fraction + cost.per_draft_fraction * k)
+    E = (1 - alpha ** (k + 1)) / (1 - alpha)
+    df = results_frame(recs)
+    assert (df.status == "ok").all() and (df.gamma == k).all()
+    for _, r in df.iterrows():
+        assert r.output_throughput_per_gpu == pytest.approx(r.load * E / step_s / gpus, rel=0.02)
+        assert r.mean_tps_per_user == pytest.approx(E / step_s, rel=0.02)
+    # the frontier point at N = 8 carries the hand value; at its own TPS/user the frontier returns it
+    table = compare(recs, [float(df[df.load == 8].mean_tps_per_user.iloc[0])])
+    row = table[table.curve == "static"].iloc[0]
+    assert row.status == "ok"
+    assert row.throughput_per_gpu == pytest.approx(8 * E / step_s / gpus, rel=0.02)
+
+
+# --------------------------------------------------------------------------------------------- golden
+REGRESSION_SPEC = SweepSpec(policies=("mtp1", "static", "specdecpp", "dspark", "dspark-async"),
+                            concurrency=(1, 4, 16, 64), seeds=(0,), num_requests=16, requests_per_user=8)
+REGRESSION_TIERS = (100.0, 150.0, 200.0)
+RTOL = 1e-3
+
+
+@pytest.fixture(scope="module")
+def regression_dir(tmp_path_factory):
+    """The regression sweep (tests/data/regression.toml on tests/data/regression.jsonl), 20 points."""
+    out = tmp_path_factory.mktemp("regression")
+    res = run_sweep(REGRESSION_SPEC, load_scenario(TESTS / "data" / "regression.toml"),
+                    load_trace(TESTS / "data" / "regression.jsonl"), out, executor="process", jobs=2,
+                    progress=False)
+    assert res.failed == [], res.failed
+    return out
+
+
+def golden_metrics(records: list[dict]) -> dict:
+    """The metrics the golden file pins: throughput at the tiers, gains, matched TPS/user, budget curve."""
+    cj = comparison_json(records, REGRESSION_TIERS, "mtp1")
+    out: dict = {"tiers": list(REGRESSION_TIERS), "baseline": "mtp1", "throughput_at_tier": {}, "gain": {},
+                 "tps_gain_at_matched": {}, "frontier_points": {}, "budget_curve": {}}
+    for row in cj["table"]:
+        c, t = row["curve"], f"{row['tier']:g}"
+        out["throughput_at_tier"].setdefault(c, {})[t] = row["throughput_per_gpu"]
+        out["gain"].setdefault(c, {})[t] = row["gain_vs_baseline"]
+        out["tps_gain_at_matched"].setdefault(c, {})[t] = row["tps_gain_at_matched"]
+    for c, f in cj["frontiers"].items():
+        out["frontier_points"][c] = [[x, y] for x, y in zip(f["tps_per_user"], f["throughput_per_gpu"])]
+    for row in cj["budget_curve"]:
+        out["budget_curve"].setdefault(row["curve"], {})[f"{row['load']:g}"] = \
+            row["mean_verify_tokens_per_request_mean"]
+    return out
+
+
+def _assert_close(got, want, path="golden"):
+    if isinstance(want, dict):
+        assert set(got) == set(want), f"{path}: keys {sorted(got)} != {sorted(want)}"
+        for k in want:
+            _assert_close(got[k], want[k], f"{path}.{k}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), f"{path}: {len(got)} entries, golden has {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            _assert_close(g, w, f"{path}[{i}]")
+    elif want is None or got is None:
+        assert got is want, f"{path}: got {got}, golden {want}"
+    elif isinstance(want, float):
+        assert got == pytest.approx(want, rel=RTOL, abs=1e-9), f"{path}: got {got}, golden {want}"
+    else:
+        assert got == want, f"{path}: got {got}, golden {want}"
+
+
+def test_golden_frontier_metrics(regression_dir):
+    """The regression sweep's frontier metrics match tests/golden/regression_frontier.json (rel 1e-3).
+
+    The simulation is deterministic, so any change of the engine, policies, acceptance model, profile
+    or metrics that moves a number shows here. Regenerate on purpose with
+    ``SPECSIM_UPDATE_GOLDEN=1 pytest tests/test_frontier.py -k golden`` (docs/sweeps.md).
+    """
+    got = golden_metrics(load_records(regression_dir))
+    if os.environ.get("SPECSIM_UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(json.dumps(dict(got, regenerate="SPECSIM_UPDATE_GOLDEN=1 pytest tests/test_frontier.py "
+                                               "-k golden"), indent=1) + "\n")
+        pytest.skip(f"golden metrics regenerated into {GOLDEN.name}")
+    want = json.loads(GOLDEN.read_text())
+    want.pop("regenerate", None)
+    _assert_close(got, want)
+
+
+def test_regression_sweep_sanity(regression_dir):
+    """Invariants of the regression frontiers that hold whatever the golden numbers are."""
+    recs = load_records(regression_dir)
+    bc = budget_curve(recs).set_index(["curve", "load"])
+    # MTP-1 verifies exactly one draft per request-step (budget 2, flat); static always gamma + 1 = 6
+    assert np.allclose(bc.xs("mtp1").mean_verify_tokens_per_request_mean, 2.0, atol=0.01)
+    assert (bc.xs("static").mean_verify_tokens_per_request_mean > 5.8).all()
+    # DSpark's budget shrinks as load grows (the paper's Fig. 8 trend)
+    dsp = bc.xs("dspark").mean_verify_tokens_per_request_mean.sort_index()
+    assert dsp.iloc[0] > dsp.iloc[-1]
+    # throughput per GPU grows with load and TPS/user falls, for every curve
+    df = results_frame(recs)
+    for _, sub in df.groupby("curve"):
+        sub = sub.sort_values("load")
+        assert (np.diff(sub.output_throughput_per_gpu) > 0).all()
+        assert (np.diff(sub.mean_tps_per_user) < 0).all()
+
+
+def test_cli_compare_and_plot(regression_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(regression_dir), "--tiers", "100,150,200", "--baseline", "mtp1",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["baseline"] == "mtp1" and len(data["table"]) == 15
+    base = [row for row in data["table"] if row["curve"] == "mtp1"]
+    assert all(row["gain_vs_baseline"] == pytest.approx(0.0) for row in base if row["status"] == "ok")
+    r = runner.invoke(app, ["compare", str(regression_dir), "--tiers", "100,150"], env={"COLUMNS": "160"})
+    assert r.exit_code == 0 and "dspark-async" in r.output
+    r = runner.invoke(app, ["plot", str(regression_dir), "--out", str(tmp_path), "--tiers", "100,150"])
+    assert r.exit_code == 0, r.output
+    for name in ("frontiers.png", "budget.png", "throughput.png"):
+        png = (tmp_path / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
