@@ -29,7 +29,9 @@ class SpecsimInputError(ValueError):
     got: str | None = None
 
     def __post_init__(self) -> None:
-        super().__init__(str(self))
+        # args hold the fields so that copies (SimPy re-raises with type(e)(*e.args)) and pickles
+        # (process pools) rebuild the same error.
+        super().__init__(self.file, self.line, self.field, self.expected, self.got)
 
     def __str__(self) -> str:
         where = []
