@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -124,23 +125,44 @@ class DrafterConfig:
 
 @dataclass(frozen=True)
 class AcceptanceConfig:
-    """Latent-difficulty and confidence parameters of the acceptance model (specsim.acceptance)."""
+    """Acceptance model: rate table, latent difficulty, confidence distortion, calibration (specsim.acceptance).
 
-    sigma_request: float = 0.5
-    sigma_step: float = 0.8
-    sigma_token: float = 0.8
-    sigma_conf: float = 0.6
-    conf_scale: float = 1.25
+    Defaults of the latent and confidence parameters are tuned to PAPER.md section 4 and 8.4 (values and
+    measurements in docs/acceptance.md).
+    """
+
+    sigma_request: float = 0.5    # latent logit spread between requests
+    sigma_step: float = 0.8       # between steps (anchors) of a request, shared by a block's positions
+    sigma_token: float = 0.8      # between positions of a block
+    sigma_conf: float = 0.6       # confidence noise (logit scale): how imperfectly the head sees the latent
+    conf_scale: float = 1.25      # position 1: logit(c_raw) = conf_scale * (latent + noise) + conf_shift
     conf_shift: float = 0.45
+    conf_scale_later: float = 1.25  # the same distortion at positions >= 2
+    conf_shift_later: float = 0.45
+    conf_low_ratio: float = 1.0   # slope multiplier where latent + noise < 0 (compresses the head's low end)
     constant_alpha: float = 0.0   # > 0: this conditional rate at every position and domain (closed forms)
+    table: str = ""               # "" = fig2; fig2, fig4, dspark5, mtp, or a JSON rate table {"alpha": {...}}
+    rates: dict = field(default_factory=dict)  # inline {domain = [a_1, ...]}, added over the table's rows
+    model: str = ""               # "" latent model; "fitted:DIR" or "empirical:DIR" from `specsim fit`
+    temperatures: str = ""        # "" = STS fitted at build time; or a `specsim calibrate` temperatures.json
+    calibration: str = "sts"      # "sts" or "none" (policies then see raw confidences)
 
     def validate(self, src: str) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            _check(v >= 0 if f.name != "conf_shift" else True, src, f"acceptance.{f.name}", "a float >= 0", v)
-        _check(self.conf_scale > 0, src, "acceptance.conf_scale", "a float > 0", self.conf_scale)
+        for name in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "constant_alpha"):
+            v = getattr(self, name)
+            _check(v >= 0, src, f"acceptance.{name}", "a float >= 0", v)
+        for name in ("conf_scale", "conf_scale_later", "conf_low_ratio"):
+            _check(getattr(self, name) > 0, src, f"acceptance.{name}", "a float > 0", getattr(self, name))
         _check(self.constant_alpha < 1, src, "acceptance.constant_alpha", "a float in [0, 1)",
                self.constant_alpha)
+        _check(isinstance(self.rates, dict) and all(
+            isinstance(r, list) and r and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                              and 0 < x < 1 for x in r) for r in self.rates.values()),
+               src, "acceptance.rates", "a table {domain = [rates strictly in (0, 1)]}", self.rates)
+        _check(self.model == "" or self.model.split(":", 1)[0] in ("fitted", "empirical") and ":" in self.model,
+               src, "acceptance.model", "'', 'fitted:DIR' or 'empirical:DIR'", self.model)
+        _check(self.calibration in ("sts", "none"), src, "acceptance.calibration", "'sts' or 'none'",
+               self.calibration)
 
 
 @dataclass(frozen=True)
@@ -268,7 +290,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise SpecsimInputError(str(path), None, None, "an existing scenario file", "no such file") from None
     except tomllib.TOMLDecodeError as e:
-        line = getattr(e, "lineno", None)
+        m = re.search(r"at line (\d+)", str(e))
+        line = getattr(e, "lineno", None) or (int(m.group(1)) if m else None)
         raise SpecsimInputError(str(path), line, None, "valid TOML", str(e).split(" (at")[0]) from None
 
 
