@@ -19,7 +19,8 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   >= t. Goodput: output tokens per second per GPU from those requests, i.e. the point's
   ``output_throughput_per_gpu`` times the share of the measured output tokens that belong to them.
   Per curve and tier we report the load with the largest goodput (seed means).
-* Fraction of the oracle: y_A(t) / y_oracle(t) when a curve named ``oracle`` is in the sweep.
+* Fraction of the oracle: y_A(t) / y_oracle(t) when the ``oracle`` policy is in the sweep (the oracle
+  curve with the same knobs when it was swept over knobs too, else its only curve).
 * Spread over seeds: the frontier is also built per seed; ``throughput_std`` is the standard deviation
   (ddof 1) of y(t) over the seeds where it is defined (NaN with fewer than two).
 """
@@ -190,10 +191,11 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     per_seed = _per_seed_frontiers(df)
     sla = sla_table(records, tiers)
     rows = []
+    oracle_of = {c: _oracle_curve(c, fr) for c in fr}
     for t in tiers:
         yb = fr[base].throughput_at(t) if base else float("nan")
-        yo = fr["oracle"].throughput_at(t) if "oracle" in fr else float("nan")
         for curve, f in fr.items():
+            yo = fr[oracle_of[curve]].throughput_at(t) if oracle_of[curve] else float("nan")
             ys = np.array([pf.throughput_at(t) for (c, _), pf in per_seed.items() if c == curve])
             ys = ys[np.isfinite(ys)]
             x_m = f.tps_at_throughput(yb)
@@ -214,6 +216,16 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     out = pd.DataFrame(rows)
     out.attrs["baseline"] = base
     return out
+
+
+def _oracle_curve(curve: str, fr: dict[str, Frontier]) -> str | None:
+    """The oracle curve a curve is measured against: ``oracle`` with the same knob suffix, else the only one."""
+    suffix = curve.split(" ", 1)[1] if " " in curve else ""
+    same = f"oracle {suffix}".strip()
+    if same in fr:
+        return same
+    oracles = [c for c in fr if c.split(" ", 1)[0] == "oracle"]
+    return oracles[0] if len(oracles) == 1 else None
 
 
 def _match_curve(name: str, fr: dict[str, Frontier]) -> str:

@@ -461,6 +461,7 @@ def _iter_dask(tasks: list[PointTask], jobs: int, address: str | None, on_start)
         client = Client(cluster)
     try:
         futs = {client.submit(run_point, t, key=f"specsim-point-{t.point.id}", pure=False): t for t in tasks}
+        on_start([x.point for x in futs.values()][:jobs])
         for fut in as_completed(list(futs)):
             t = futs.pop(fut)
             on_start([x.point for x in futs.values()][:jobs])

@@ -108,7 +108,8 @@ def _records(d: Path):
 def compare(
     sweep_dir: Path = typer.Argument(..., help="A directory written by specsim sweep --out."),
     tiers: str = typer.Option("40,60,80", "--tiers", help="SLA tiers, TPS/user (tok/s)."),
-    baseline: Optional[str] = typer.Option("mtp1", "--baseline", help="Curve the gains are measured against."),
+    baseline: Optional[str] = typer.Option(None, "--baseline",
+                                           help="Curve the gains are measured against (default: mtp1 when swept)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
@@ -117,6 +118,8 @@ def compare(
 
     recs = _records(sweep_dir)
     tier_list = parse_list(tiers, float, "tiers")
+    if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
+        baseline = "mtp1"
     if as_json:
         print(json.dumps(comparison_json(recs, tier_list, baseline or None)))
         return

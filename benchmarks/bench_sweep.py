@@ -1,0 +1,65 @@
+"""Wall time of a 5-policy x 9-load sweep on the bundled trace: serial vs the local process pool.
+
+Usage::
+
+    python benchmarks/bench_sweep.py [--num-requests 32] [--requests-per-user 6] [--jobs N]
+
+Runs ``mtp1, static, specdecpp, dspark, dspark-async`` at closed-loop concurrency 1, 2, 4, ..., 256 on
+``traces/prod.jsonl`` (the first ``max(num_requests, requests_per_user x C)`` requests at C users), once
+with the serial executor and once with the process pool, each into a fresh temporary directory; prints
+both wall times, the speed-up, the simulated points per minute, and checks that both executors wrote
+identical records (wall_time_s aside). A benchmark, not a test: no timing assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from specsim.scenario import load_scenario
+from specsim.sweep import SweepSpec, load_records, run_sweep
+from specsim.trace import load_trace
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--num-requests", type=int, default=32)
+    ap.add_argument("--requests-per-user", type=int, default=6)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--trace", default=str(REPO / "traces" / "prod.jsonl"))
+    args = ap.parse_args()
+    spec = SweepSpec(policies=("mtp1", "static", "specdecpp", "dspark", "dspark-async"),
+                     concurrency=tuple(2 ** i for i in range(9)), seeds=(0,), num_requests=args.num_requests,
+                     requests_per_user=args.requests_per_user)
+    scenario = load_scenario()
+    trace = load_trace(args.trace)
+    walls, recs = {}, {}
+    print(f"load average before the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+          "(other work on the machine slows both executors)")
+    with tempfile.TemporaryDirectory() as tmp:
+        for executor in ("serial", "process"):
+            out = Path(tmp) / executor
+            t0 = time.perf_counter()
+            res = run_sweep(spec, scenario, trace, out, executor=executor, jobs=args.jobs, progress=False)
+            walls[executor] = time.perf_counter() - t0
+            loaded = load_records(out)
+            busy = sum(r["wall_time_s"] for r in loaded)
+            recs[executor] = [{k: v for k, v in r.items() if k not in ("wall_time_s", "checksum")} for r in loaded]
+            print(f"{executor:8s}: {len(res.points)} points ({len(res.failed)} failed) in {walls[executor]:7.1f} s "
+                  f"({60 * len(res.points) / walls[executor]:.1f} points/min; sum of per-point times {busy:.1f} s, "
+                  f"{busy / walls[executor]:.2f} points in flight on average)", flush=True)
+            errors = sorted({r["error"] for r in recs[executor] if r["status"] != "ok"})
+            for e in errors[:3]:
+                print(f"  failed: {e}")
+    print(f"process pool with {args.jobs} workers on {os.cpu_count()} CPUs: "
+          f"speed-up x{walls['serial'] / walls['process']:.2f}")
+    print("identical records:", recs["serial"] == recs["process"])
+
+
+if __name__ == "__main__":
+    main()
