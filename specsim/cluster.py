@@ -121,7 +121,7 @@ class Cluster:
         self.in_system += delta
 
     def record_step(self, rep: Replica, plan: StepPlan, start: float, end: float, accepted: int) -> None:
-        R = plan.decode.size
+        R = plan.num_decode
         self._steps.append((rep.index, rep.step_index, start, end - start, rep.ids.size, R,
                             int(R + plan.verify_len.sum() + plan.chunk.sum()), int(plan.verify_len.sum()),
                             accepted, accepted + R, int(plan.chunk.sum()), plan.capacity,

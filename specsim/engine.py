@@ -77,7 +77,8 @@ class Arena:
 class StepPlan:
     """What a step will do, fixed before its duration elapses."""
 
-    decode: np.ndarray       # (R,) slot indices of decode-ready requests
+    decode: np.ndarray | slice  # slot indices of decode-ready requests (a slice when all of them)
+    num_decode: int          # R
     verify_len: np.ndarray   # (R,) clipped verify lengths
     rows: np.ndarray         # (R,) arena rows of each request's anchor
     conf_raw: np.ndarray     # (R, gamma) this step's raw confidences
@@ -207,11 +208,16 @@ class Replica:
     def _plan(self) -> StepPlan:
         c = self.c
         profile = c.profile
-        decode = np.flatnonzero(self.prefill_left == 0) if self.colocated else np.arange(self.ids.size)
-        R = decode.size
+        if self.colocated:
+            decode = np.flatnonzero(self.prefill_left == 0)
+            R = decode.size
+        else:
+            decode = slice(None)                                           # every running request decodes
+            R = self.ids.size
         gamma = self.gamma
-        rows = self.off[decode] + self.gen[decode]                       # (R,) anchor rows p = tokens so far
-        kv_tokens = float((self.prompt[decode] + self.gen[decode]).sum())
+        gen = self.gen[decode]
+        rows = self.off[decode] + gen                                      # (R,) anchor rows p = tokens so far
+        kv_tokens = float((self.prompt[decode] + gen).sum())
         capacity = -1
         if R and gamma:
             conf_raw, conf = c.acceptance.confidences(self.arena.logit_q[rows], self.arena.noise[rows])
@@ -225,7 +231,7 @@ class Replica:
             view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity)
             verify_len = self._check(self.policy(view), R)
             self._views.append(view)
-            lmax = self.out[decode] - self.gen[decode] - 1               # never verify past the output
+            lmax = self.out[decode] - gen - 1                            # never verify past the output
             clipped = verify_len > lmax
             if clipped.any():
                 c.num_clips += int(clipped.sum())
@@ -252,23 +258,25 @@ class Replica:
         if chunk.size:
             ctx = self.prompt[prefill] - self.prefill_left[prefill]
             duration += profile.prefill_attention_s(chunk, ctx)
-        return StepPlan(decode, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity)
+        return StepPlan(decode, R, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity)
 
     def _accept(self, rows: np.ndarray) -> np.ndarray:
         """(R, gamma) hidden outcomes of the drafts anchored at ``rows``."""
         return self.c.acceptance.accepted(self.arena.logit_q[rows], self.arena.u[rows])
 
-    def _view(self, decode: np.ndarray, rows: np.ndarray, conf_raw: np.ndarray, conf: np.ndarray,
+    def _view(self, decode, rows: np.ndarray, conf_raw: np.ndarray, conf: np.ndarray,
               kv_tokens: float, capacity: int | None) -> SchedulingView:
         c = self.c
-        ids = self.ids[decode]
+        # copies: the view is kept (dspark-async reads it two steps later) while the slots change
+        take = (lambda a: a.copy()) if isinstance(decode, slice) else (lambda a: a[decode])
+        ids = take(self.ids)
         extra = {"accept": self._accept(rows)} if self.view_cls is OracleView else {}
         return self.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=self.gamma, request_ids=ids,
-            domains=c.domain[ids], conf_raw=conf_raw, conf=conf, num_generated=self.gen[decode].copy(),
-            prompt_tokens=self.prompt[decode].copy(), kv_tokens=kv_tokens,
-            hist_drafts_verified=self.hist_v[decode].copy(), hist_drafts_accepted=self.hist_a[decode].copy(),
-            last_verify_len=self.last_v[decode].copy(), last_accepted=self.last_a[decode].copy(),
+            domains=c.domain[ids], conf_raw=conf_raw, conf=conf, num_generated=take(self.gen),
+            prompt_tokens=take(self.prompt), kv_tokens=kv_tokens,
+            hist_drafts_verified=take(self.hist_v), hist_drafts_accepted=take(self.hist_a),
+            last_verify_len=take(self.last_v), last_accepted=take(self.last_a),
             profile=c.profile, capacity=capacity, **extra)
 
     def _check(self, result, R: int) -> np.ndarray:
@@ -278,7 +286,7 @@ class Replica:
             raise SpecsimInputError(None, None, f"policy '{name}'",
                                     f"verify lengths as an integer array of shape ({R},)",
                                     f"{arr.dtype} array of shape {arr.shape}")
-        if R and (arr.min() < 0 or arr.max() > self.gamma):
+        if R and not (0 <= arr.min() and arr.max() <= self.gamma):
             raise SpecsimInputError(None, None, f"policy '{name}'", f"verify lengths in [0, {self.gamma}]",
                                     f"values in [{arr.min()}, {arr.max()}]")
         return arr.astype(np.int64)
@@ -287,7 +295,7 @@ class Replica:
         c = self.c
         now = self.env.now
         d, l = plan.decode, plan.verify_len
-        R = d.size
+        R = plan.num_decode
         if R:
             if self.gamma:
                 acc = self._accept(plan.rows)                                       # (R, gamma) hidden until now

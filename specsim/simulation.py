@@ -143,9 +143,9 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     else:
         window = ClosedLoopWindow(np.nan, np.nan)
         cluster.env.process(cluster.closed_loop(concurrency, window))
-    loop0 = time.perf_counter()
+    loop0, cpu0 = time.perf_counter(), time.process_time()
     cluster.env.run(until=max_sim_s)
-    loop_wall = time.perf_counter() - loop0
+    loop_wall, loop_cpu = time.perf_counter() - loop0, time.process_time() - cpu0
     requests = request_frame(cluster)
     _check_invariants(cluster, requests, horizon=max_sim_s is not None or False)
     steps = cluster.steps_frame()
@@ -188,6 +188,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         "acceptance_source": model.source if model else None,
     }
     summary["event_loop_wall_s"] = loop_wall
+    summary["event_loop_cpu_s"] = loop_cpu
     summary["wall_time_s"] = time.perf_counter() - wall0
     log = cluster.step_log_frame() if record_step_log else None
     return SimulationResult(summary, requests, steps, log)

@@ -142,6 +142,17 @@ class StepTimeProfile:
         t = t + self.kv_read_s_per_token * kv_tokens
         return float(t) if t.ndim == 0 else t
 
+    def step_time_range(self, first: int, count: int, kv_tokens: float = 0.0) -> np.ndarray:
+        """Step times (count,) at B = first, first + 1, ..., first + count - 1 (hot path of the schedulers).
+
+        Raises:
+            SpecsimInputError: as :meth:`step_time` for sizes outside the table.
+        """
+        last = first + count - 1
+        if 1 <= first and last < self._dense.size:
+            return self._dense[first: last + 1] + self.kv_read_s_per_token * kv_tokens
+        return self.step_time(np.arange(first, last + 1), kv_tokens)
+
     def sps(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0) -> float | np.ndarray:
         """Steps per second, ``1 / step_time(B)``, scalar or array like ``batch_tokens``."""
         return 1.0 / self.step_time(batch_tokens, kv_tokens)

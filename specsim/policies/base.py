@@ -84,6 +84,10 @@ class SchedulingView:
         """Target steps per second at B tokens (scalar or array), with this step's KV read included."""
         return self.profile.sps(batch_tokens, self.kv_tokens)
 
+    def sps_range(self, first: int, count: int) -> np.ndarray:
+        """SPS at B = first .. first + count - 1, shape (count,), with this step's KV read included."""
+        return 1.0 / self.profile.step_time_range(first, count, self.kv_tokens)
+
     def survival(self, calibrated: bool = True) -> np.ndarray:
         """(R, gamma) survival a_{r,j} = prod_{i<=j} c_{r,i} (PAPER.md section 3)."""
         return np.cumprod(self.conf if calibrated else self.conf_raw, axis=1)

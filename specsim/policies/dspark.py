@@ -28,14 +28,27 @@ def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat[order], order % max(R, 1)
 
 
-def theta_curve(num_requests: int, a_sorted: np.ndarray, sps_fn, max_batch_tokens: int) -> np.ndarray:
+def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens: int | None = None) -> np.ndarray:
     """Theta_n = (R + sum of the n best survivals) * SPS(R + n), for n = 0..N. Shape (N+1,).
 
-    N is the number of candidates, capped so that R + N stays within the profile's measured range.
+    Args:
+        num_requests: R, the anchor slots.
+        a_sorted: (N,) survivals in admission order.
+        view: the scheduling view (its profile and this step's KV read give SPS), or a function B -> SPS
+            together with ``max_batch_tokens``.
+
+    N is capped so that R + N stays within the profile's measured range.
     """
+    if max_batch_tokens is None:
+        max_batch_tokens = view.profile.max_batch_tokens
     n_max = max(0, min(a_sorted.size, max_batch_tokens - num_requests))
-    tau = num_requests + np.concatenate([[0.0], np.cumsum(a_sorted[:n_max])])
-    return tau * sps_fn(num_requests + np.arange(n_max + 1))
+    tau = np.empty(n_max + 1)
+    tau[0] = 0.0
+    np.cumsum(a_sorted[:n_max], out=tau[1:])
+    tau += num_requests
+    if callable(view) and not hasattr(view, "sps_range"):
+        return tau * view(num_requests + np.arange(n_max + 1))
+    return tau * view.sps_range(num_requests, n_max + 1)
 
 
 def lengths_from_top(n: int, r_sorted: np.ndarray, num_requests: int) -> np.ndarray:
@@ -60,9 +73,9 @@ class DSpark:
         if R == 0 or view.gamma == 0:
             return np.zeros(R, dtype=np.int64)
         a_sorted, r_sorted = ranked_candidates(view.survival())
-        theta = theta_curve(R, a_sorted, view.sps, view.profile.max_batch_tokens)   # (N+1,)
-        no_gain = np.flatnonzero(np.diff(theta) <= 0)                      # admission n+1 does not raise
-        n = int(no_gain[0]) if no_gain.size else theta.size - 1
+        theta = theta_curve(R, a_sorted, view)                             # (N+1,)
+        no_gain = theta[1:] <= theta[:-1]                                  # admission n+1 does not raise
+        n = int(no_gain.argmax()) if no_gain.any() else theta.size - 1
         return lengths_from_top(n, r_sorted, R)
 
 
@@ -86,7 +99,7 @@ class DSparkAsync:
         still = np.isin(old_view.request_ids, running_ids)
         a_sorted, _ = ranked_candidates(old_view.survival()[still])
         # Scored with the old view's SPS (same replica; its KV read is the best causal estimate).
-        theta = theta_curve(num_running, a_sorted, old_view.sps, old_view.profile.max_batch_tokens)
+        theta = theta_curve(num_running, a_sorted, old_view)
         return int(np.argmax(theta))                                       # global search, first max
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
