@@ -1,0 +1,82 @@
+"""``specsim production fit|predict``: the DSpark paper's production result, fitted and predicted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specsim.cli import app
+
+production_app = typer.Typer(no_args_is_help=True, help="Fit a DeepSeek-V4 decode rank to MTP-1 (Fig. 7) "
+                                                        "and predict DSpark's frontier (docs/production.md).")
+app.add_typer(production_app, name="production")
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+@production_app.command("fit")
+def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
+            iterations: int = typer.Option(2, help="simulate-and-correct rounds after the surrogate fit"),
+            cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
+            write: bool = typer.Option(True, help="write the profile, scenario TOML and fit record")) -> None:
+    """Fit the rank profile's scale and shape to the MTP-1 frontier points of Fig. 7 (nothing from DSpark)."""
+    from specsim.production import deployment, fit_mtp1, write_fit
+
+    dep = deployment(model)
+    fit = fit_mtp1(dep, iterations=iterations, cache_dir=cache)
+    console = Console()
+    console.print(json.dumps({k: v for k, v in fit.to_dict().items() if k != "iterations"}, indent=1))
+    if write:
+        for p in write_fit(dep, fit, REPO):
+            console.print(f"wrote {p.relative_to(REPO)}")
+
+
+@production_app.command("predict")
+def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
+                scenario: Optional[Path] = typer.Option(None, help="default: specsim/scenarios/<model>.toml"),
+                concurrency: Optional[str] = typer.Option(None, help="comma-separated users per GPU"),
+                seed: int = typer.Option(0),
+                cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
+                json_out: Optional[Path] = typer.Option(None, "--json", help="write the full result here")) -> None:
+    """Simulate dspark-async (DSpark-5) against mtp1 on the fitted scenario; compare with the paper."""
+    from specsim.hardware.profile import resolve_profile
+    from specsim.production import deployment, predict
+    from specsim.scenario import load_scenario
+
+    dep = deployment(model)
+    sc = load_scenario(scenario or REPO / "specsim" / "scenarios" / f"{model}.toml")
+    prof = resolve_profile(sc.profile.name, sc.profile.lookup or None)
+    conc = tuple(int(x) for x in concurrency.split(",")) if concurrency else None
+    out = predict(dep, sc, prof, seed=seed, concurrency=conc, cache_dir=cache)
+    print_prediction(out, Console())
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(out, indent=1, default=float) + "\n")
+
+
+def print_prediction(out: dict, console: Console) -> None:
+    """Tables: SLA gain, TPS/user at matched throughput, budget per request, frontier vs the paper."""
+    tier = out["sla_tier"]
+    t = Table(title=f"{out['deployment']}: dspark-async (DSpark-5) vs mtp1, predicted")
+    for c in ("quantity", "predicted", "paper"):
+        t.add_column(c, justify="right")
+    thr = out["throughput_at_sla"]
+    t.add_row(f"mtp1 tok/s/GPU at {tier:g} tok/s/user", f"{thr['mtp1']:,.0f}", "(fitted)")
+    t.add_row(f"dspark tok/s/GPU at {tier:g} tok/s/user", f"{thr['dspark-async']:,.0f}", "")
+    t.add_row(f"gain at {tier:g} tok/s/user", f"{out['gain_at_sla']:+.0%}", f"{out['paper_gain_at_sla']:+.0%}")
+    for k, m in out["tps_at_matched_throughput"].items():
+        t.add_row(f"dspark TPS/user at mtp1's {k}-tier throughput", f"{m['dspark_tps']:.1f} ({m['tps_gain']:+.0%})", "")
+    t.add_row("frontier reach, tok/s/user (dspark / mtp1)",
+              f"{out['reach_tps']['dspark-async']:.0f} / {out['reach_tps']['mtp1']:.0f}", "")
+    for n, b in out["budget"].items():
+        got = "-" if b["predicted"] is None else f"{b['predicted']:.2f}"
+        t.add_row(f"mean verify tokens/request at {n} users", got, f"{b['paper']:g}")
+    t.add_row("mtp1 verify tokens/request", ", ".join(f"{v:g}" for v in out["mtp1_budget_values"]), "2")
+    for k, m in out["dspark_frontier_vs_paper"].items():
+        t.add_row(f"dspark tok/s/GPU at {k} tok/s/user", f"{m['predicted']:,.0f}", f"{m['paper']:,.0f}")
+    console.print(t)
