@@ -264,3 +264,22 @@ def test_cli_sweep_prints_the_spread_and_writes_the_manifest(tmp_path):
     assert "2 points: 2 computed" in r.output and "seed spread" in r.output
     man = json.loads((out / "sweep.json").read_text())
     assert man["trace_sha"] == small_trace().content_hash() and len(man["point_ids"]) == 2
+
+
+def test_open_loop_rate_axis_and_knob_curves(tmp_path):
+    """Open-loop rate scales and a gamma axis: curves are labelled by the knob that varies."""
+    spec = SweepSpec(policies=("mtp1", "static"), rate_scales=(1.0, 4.0), gammas=(2, 4), num_requests=12)
+    res = run_sweep(spec, load_scenario(), small_trace(), tmp_path, executor="serial", progress=False)
+    assert len(res.points) == 6 and res.failed == []        # mtp1 ignores gamma: 2 points, static 4
+    df = results_frame(tmp_path)
+    assert set(df.curve) == {"mtp1", "static gamma=2", "static gamma=4"}
+    assert (df["mode"] == "open").all() and df.concurrency.isna().all() and set(df.rate_scale) == {1.0, 4.0}
+    # open loop: every request is measured, and x4 compresses the arrivals
+    assert (df.measured_requests == 12).all()
+    for _, sub in df.groupby("curve"):
+        sub = sub.sort_values("rate_scale")
+        assert sub.request_throughput.iloc[1] > sub.request_throughput.iloc[0]
+    # static verifies gamma drafts per request-step: the budget is gamma + 1 up to end-of-output clips
+    for g in (2, 4):
+        v = df[df.curve == f"static gamma={g}"].mean_verify_tokens_per_request
+        assert ((v <= g + 1 + 1e-9) & (v > g + 0.8)).all()
