@@ -43,6 +43,7 @@ register_policy("dspark-async", lambda **kw: DSparkAsync(),
 
 def available_policies() -> dict[str, str]:
     """Registered policy names with their one-line descriptions."""
+    from specsim.policies.plugins import ensure_loaded; ensure_loaded()  # noqa: E702  (entry points)
     return {name: desc for name, (_, desc) in sorted(_REGISTRY.items())}
 
 
@@ -56,6 +57,7 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     Raises:
         SpecsimInputError: unknown name, missing plug-in file or attribute, or an object that is not a policy.
     """
+    from specsim.policies.plugins import ensure_loaded; ensure_loaded()  # noqa: E702  (entry points)
     if name in _REGISTRY:
         return _REGISTRY[name][0](**knobs)
     if ":" in name and name.split(":", 1)[0].endswith(".py"):

@@ -1,0 +1,149 @@
+"""SmartSpec: goodput-maximising proposal length (Liu et al. 2024; later TurboSpec).
+
+Liu et al., "Optimizing Speculative Decoding for Serving Large Language Models Using Goodput" (2024),
+choose one proposal length k for the whole batch each step by predicting the *goodput*, generated
+tokens per second, of every candidate k and taking the best. Two ingredients:
+
+* Acceptance: each request's token acceptance rate alpha_r is estimated from its own past verify steps
+  (a moving average), falling back to a batch-wide moving average while a request has no history.
+* Expected generated tokens of a request verifying k drafts, under independent acceptance at rate alpha
+  (Leviathan et al. 2023, eq. 1; the tau of DESIGN.md with equal survivals alpha^j):
+  E_r(k) = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha).
+
+Goodput(k) = sum_r E_r(k) * SPS(R (1 + k)) / (1 + f_draft * k), where SPS comes from the replica's
+step-time profile (``view.sps``, PAPER.md section 5.1) and ``f_draft`` is the drafting cost per proposed
+token as a fraction of a target step (0 by default: specsim's engine drafts the full gamma whatever is
+verified, so the drafting cost does not depend on k). k = 0 is always a candidate, with goodput
+R * SPS(R): SmartSpec never predicts itself below no speculation.
+
+Estimating alpha from outcomes (our choice; the paper keeps a moving average of the observed acceptance
+rate): a verify step of l drafts that accepted a of them shows a accepted drafts and one rejection when
+a < l (later drafts were never tested). Under the geometric model the maximum-likelihood rate is
+accepted / (accepted + rejections), so we keep exponential moving averages of both counts (weight
+``ema`` on the newest step) and estimate alpha = acc / (acc + rej). A request without an observed step
+uses the batch-wide averages, which start at the prior ``prior_alpha``.
+
+Timing (DESIGN.md "Timeline under ZOS"): k is chosen from estimates that exclude the newest outcome
+(those of the previous step are folded in only after deciding), and the batch size R (1 + k) does not
+depend on this step's confidences, so the batch shape is fixed before they exist: ``fits_zos = True``.
+
+Exploration: when k = 0 wins no outcome is observed, so the estimate could never recover. Every
+``probe_every``-th step that would verify nothing verifies one draft per request instead (about 1/64 of
+the steps by default), which keeps a moving estimate at the cost of one verified token per request on
+those steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """E(k) = sum_{j=0..k} alpha^j: expected tokens emitted per request-step when verifying k drafts.
+
+    Args:
+        alpha: (R,) acceptance rates in [0, 1].
+        k: (K,) candidate proposal lengths (ints >= 0).
+
+    Returns:
+        (K, R) expected emitted tokens, the target's own token included.
+    """
+    powers = alpha[None, :] ** np.arange(int(k.max()) + 1)[:, None]        # (kmax+1, R): alpha^j
+    return np.cumsum(powers, axis=0)[k]                                   # (K, R)
+
+
+class SmartSpec:
+    """Goodput-based uniform proposal length per step (module docstring).
+
+    Args:
+        gamma: largest proposal length considered (capped at the step's gamma); None = the step's gamma.
+        ema: weight of the newest step in the moving averages, in (0, 1].
+        prior_alpha: acceptance assumed before any outcome, in (0, 1).
+        draft_fraction: drafting cost per proposed token as a fraction of a target step, >= 0.
+        probe_every: every n-th would-be-empty step verifies one draft per request (0 disables probing).
+
+    Raises:
+        ValueError: an argument outside its range.
+    """
+
+    name = "smartspec"
+    fits_zos = True
+
+    def __init__(self, gamma: int | None = None, ema: float = 0.2, prior_alpha: float = 0.5,
+                 draft_fraction: float = 0.0, probe_every: int = 64) -> None:
+        if gamma is not None and int(gamma) < 0:
+            raise ValueError(f"gamma: expected an int >= 0 or None, got {gamma!r}")
+        if not 0.0 < ema <= 1.0:
+            raise ValueError(f"ema: expected a float in (0, 1], got {ema!r}")
+        if not 0.0 < prior_alpha < 1.0:
+            raise ValueError(f"prior_alpha: expected a float in (0, 1), got {prior_alpha!r}")
+        if draft_fraction < 0:
+            raise ValueError(f"draft_fraction: expected a float >= 0, got {draft_fraction!r}")
+        if probe_every < 0:
+            raise ValueError(f"probe_every: expected an int >= 0, got {probe_every!r}")
+        self.gamma = gamma
+        self.ema, self.prior_alpha = float(ema), float(prior_alpha)
+        self.draft_fraction, self.probe_every = float(draft_fraction), int(probe_every)
+        self._acc = np.zeros(0)                  # per request id: moving average of accepted drafts
+        self._rej = np.zeros(0)                  # per request id: moving average of rejections
+        self._seen = np.zeros(0, bool)           # per request id: has at least one observed step
+        self._batch = np.array([prior_alpha, 1.0 - prior_alpha])   # batch-wide (acc, rej) averages
+        self._empty_steps = 0
+        self.last_k = 0                          # the proposal length chosen at the latest step
+
+    def alpha_estimate(self, request_ids: np.ndarray) -> np.ndarray:
+        """(R,) current acceptance estimates: acc / (acc + rej); the batch average for unseen requests."""
+        self._grow(request_ids)
+        acc, rej = self._acc[request_ids], self._rej[request_ids]
+        seen = self._seen[request_ids]                               # acc + rej > 0 once a step is seen
+        own = np.divide(acc, acc + rej, out=np.zeros_like(acc), where=seen)
+        batch = self._batch[0] / self._batch.sum()
+        return np.where(seen, own, batch)
+
+    def __call__(self, view) -> np.ndarray:
+        R = view.num_requests
+        kmax = view.gamma if self.gamma is None else min(int(self.gamma), view.gamma)
+        if R == 0 or kmax == 0:
+            self._observe(view)
+            return np.zeros(R, dtype=np.int64)
+        alpha = self.alpha_estimate(view.request_ids)                # (R,) excludes the newest outcome
+        k = np.arange(kmax + 1)                                      # (K,) candidate proposal lengths
+        batch_tokens = np.minimum(R * (1 + k), view.profile.max_batch_tokens)
+        tokens = expected_tokens(alpha, k).sum(axis=1)              # (K,) expected tokens of the batch
+        goodput = tokens * view.sps(batch_tokens) / (1.0 + self.draft_fraction * k)
+        goodput[R * (1 + k) > view.profile.max_batch_tokens] = -np.inf   # beyond the measured profile
+        best = int(np.argmax(goodput))                               # first max: ties go to shorter k
+        if best == 0 and self.probe_every:
+            self._empty_steps += 1
+            if self._empty_steps % self.probe_every == 0:
+                best = 1
+        self.last_k = best
+        self._observe(view)
+        return np.full(R, best, dtype=np.int64)
+
+    def _grow(self, request_ids: np.ndarray) -> None:
+        need = int(request_ids.max()) + 1 if request_ids.size else 0
+        if need > self._acc.size:
+            pad = need - self._acc.size
+            self._acc = np.concatenate([self._acc, np.zeros(pad)])
+            self._rej = np.concatenate([self._rej, np.zeros(pad)])
+            self._seen = np.concatenate([self._seen, np.zeros(pad, bool)])
+
+    def _observe(self, view) -> None:
+        """Fold each request's previous verify step (last_verify_len, last_accepted) into the averages."""
+        ids = view.request_ids
+        if ids.size == 0:
+            return
+        self._grow(ids)
+        had = view.last_verify_len > 0                               # (R,) steps that verified drafts
+        if not had.any():
+            return
+        ids = ids[had]
+        acc = view.last_accepted[had].astype(float)                 # accepted drafts of that step
+        rej = (view.last_accepted[had] < view.last_verify_len[had]).astype(float)   # 1 if a rejection
+        w = self.ema
+        first = ~self._seen[ids]
+        self._acc[ids] = np.where(first, acc, (1 - w) * self._acc[ids] + w * acc)
+        self._rej[ids] = np.where(first, rej, (1 - w) * self._rej[ids] + w * rej)
+        self._seen[ids] = True
+        self._batch = (1 - w) * self._batch + w * np.array([acc.mean(), rej.mean()])

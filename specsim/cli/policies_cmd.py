@@ -1,0 +1,60 @@
+"""``specsim policies``: every policy available, with a one-line description each.
+
+Lists the registry (built-ins and installed packages' ``specsim.policies`` entry points) and the
+plug-in files of a folder (default ``policies/``, if present): each top-level class of a ``*.py`` file
+that defines ``__call__``, as the ``path/file.py:Class`` spec that ``--policy`` accepts. Files are read
+with :mod:`ast`, never imported, so a broken plug-in cannot break the listing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specsim.cli import app
+
+
+def plugin_files(folder: Path) -> dict[str, str]:
+    """``{"folder/file.py:Class": first docstring line}`` for the policy classes of ``folder/*.py``."""
+    out: dict[str, str] = {}
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(f, ast.FunctionDef) and f.name == "__call__" for f in node.body):
+                doc = (ast.get_docstring(node) or "").strip()
+                out[f"{path.as_posix()}:{node.name}"] = doc.splitlines()[0] if doc else ""
+    return out
+
+
+@app.command("policies")
+def policies(
+    folder: Path = typer.Option(Path("policies"), "--dir", help="Folder of plug-in files to list too."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object {name: description}."),
+) -> None:
+    """List the available verification policies with a one-line description each."""
+    from specsim.policies import available_policies
+
+    registry = available_policies()
+    files = plugin_files(folder)
+    if as_json:
+        print(json.dumps({"registered": registry, "plugin_files": files}, indent=1))
+        return
+    t = Table(title="verification policies (--policy NAME)", show_header=True)
+    t.add_column("name")
+    t.add_column("description")
+    for name, desc in registry.items():
+        t.add_row(name, desc)
+    for spec, desc in files.items():
+        t.add_row(spec, desc)
+    Console(width=140).print(t)
