@@ -1,22 +1,43 @@
-"""Per-position acceptance models with confidence signals (DESIGN.md; PAPER.md sections 3, 4, 8.2).
+"""Per-position acceptance models with confidence signals (DESIGN.md; PAPER.md sections 3, 4, 8).
 
-A model holds, per drafter and domain, the pooled per-position conditional acceptance rates
+A model holds, per drafter and domain (or dataset), the pooled per-position conditional acceptance rates
 alpha_k = P(draft k accepted | drafts 1..k-1 accepted), k = 1..gamma_max, as the paper's Fig. 2 reports
 them (pooled over requests). Requests and steps differ through latent difficulty on the logit scale:
 
-    q[p, k] = sigmoid(beta_k + z_r + e_p + eps_{p,k}),   z_r ~ N(0, sigma_request^2),
+    x[p, k] = beta_k + z_r + e_p + eps_{p,k},   q = sigmoid(x),   z_r ~ N(0, sigma_request^2),
               e_p ~ N(0, sigma_step^2),  eps_{p,k} ~ N(0, sigma_token^2)
 
-where p is the anchor (output position) of the step and k the draft depth. The offsets beta_k are
-solved left to right so that the pooled conditional rate E[prod_{i<=k} q_i] / E[prod_{i<k} q_i] equals
-alpha_k exactly on a fixed Monte Carlo sample. Draft k anchored at p is accepted iff u[p, k] < q[p, k].
+where p is the anchor (output position) of the step and k the draft depth. The offsets beta_k are solved
+left to right by quadrature so that the pooled conditional rate E[prod_{i<=k} q_i] / E[prod_{i<k} q_i]
+equals alpha_k. Draft k anchored at p is accepted iff u[p, k] < q[p, k].
 
-Each draft carries a raw confidence (informative, imperfect, overconfident like the paper's raw head):
+Each draft carries a raw confidence, informative but imperfect and overconfident like the paper's raw
+head (PAPER.md section 4), with a per-position affine distortion on the logit scale (not a pure
+temperature: the shift moves c = 0.5, as the paper's 0.53 -> 0.47 point requires):
 
-    logit(c_raw) = conf_scale * (logit(q) + n) + conf_shift,   n ~ N(0, sigma_conf^2)
+    logit(c_raw[p, k]) = s_k * m(x[p, k] + n[p, k]) + h_k,   n ~ N(0, sigma_conf^2)
+    m(y) = y for y >= 0, conf_low_ratio * y for y < 0   (the head is compressed upwards at the low end)
+    s_1 = conf_scale, h_1 = conf_shift;  s_k = conf_scale_later, h_k = conf_shift_later for k >= 2
 
-and a calibrated one: a monotone per-position map of c_raw (isotonic regression of the conditional outcome
-on c_raw), fitted once on a separate sample when the model is built; never the latent q itself.
+The calibrated confidence the policies see is Sequential Temperature Scaling of the raw one,
+c = sigmoid(logit(c_raw) / T_k) (PAPER.md section 4), with T fitted by :func:`specsim.calibration.fit_sts`
+on a separate simulated sample when the model is built, or read from a ``temperatures.json``. Both
+confidences are cheap on (R, gamma) arrays: two ``expit`` of the same linear map.
+
+The rate tables, each named by its source (``[acceptance] table``; see docs/acceptance.md):
+
+* ``fig2`` (default): Fig. 2 rows (Qwen3-4B, gamma 7; PAPER.md 8.2) for math / code / chat; dspark and
+  dflash continue to gamma 15 from Fig. 4 (positions 8-11 at one constant rate so that tau(11) equals the
+  draft-length-12 value, 12-15 likewise for length 16); plus the nine Table 1 datasets (PAPER.md 8.1),
+  each its domain's row scaled by one factor so that the implied tau at gamma 7 equals the Table 1 cell.
+* ``fig4``: as ``fig2``, but runs with gamma <= 3 use the length-4 drafter: Fig. 2 rows 1..3 scaled by
+  one factor so that tau(3) equals Fig. 4's length-4 value (a separately trained shorter block).
+* ``dspark5``: the production-like DSpark-5 model: Fig. 2 DSpark rows 1..5, domains weighted by the paper's
+  training mix (math 39.4, code 38.9, chat 17.6 + instruction-following 4.1 as chat; PAPER.md 6).
+* ``mtp``: DeepSeek-V3 technical report, second-token acceptance 85-90% (midpoint 0.875), one position.
+* a JSON file ``{"alpha": {domain: [a_1, ...]}}`` (a ``specsim fit`` model.json or ``specsim counters``
+  output qualifies), or inline ``rates = {domain = [...]}`` in the scenario; ``constant_alpha`` for closed
+  forms.
 
 Common random numbers: :meth:`AcceptanceModel.draw_request` takes a generator seeded from
 ``SeedSequence([seed, request_index])`` and draws everything the request will ever need, so every policy
@@ -25,12 +46,14 @@ faces the same realisations and they stay hidden until verification.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq, isotonic_regression
-from scipy.special import expit, logit
+from scipy.optimize import brentq
+from scipy.special import expit
 
 from specsim.errors import SpecsimInputError
 
@@ -51,15 +74,177 @@ FIG2_ALPHA: dict[str, dict[str, tuple[float, ...]]] = {
         "code": (.771, .774, .781, .791, .787, .794, .784),
         "chat": (.534, .589, .642, .678, .709, .729, .733),
     },
-    # DeepSeek-V3 technical report: second-token (MTP-1 draft) acceptance 85-90%; we take the midpoint.
-    "mtp": {"math": (.875,), "code": (.875,), "chat": (.875,)},
 }
 
-# A fixed seed for building a model (the beta solve and the calibration map): the model is part of the
-# scenario, not of the run, so it must not change with the run seed.
-_MODEL_SEED = 20260412
-_CALIB_BINS = 4096  # resolution of the tabulated calibration map over raw confidence in [0, 1]
+# Fig. 4 (PAPER.md 8.3): domain-mean tau (own token included) at draft length gamma + 1 = 4, 8, 12, 16.
+FIG4_TAU: dict[str, dict[str, tuple[float, float, float, float]]] = {
+    "dspark": {"math": (3.54, 5.57, 6.62, 7.19), "code": (3.41, 5.12, 5.89, 6.25),
+               "chat": (2.80, 3.49, 3.66, 3.70)},
+    "dflash": {"math": (3.32, 4.80, 5.39, 5.54), "code": (3.23, 4.44, 4.85, 4.96),
+               "chat": (2.61, 2.95, 3.02, 3.03)},
+}
+FIG4_GAMMAS = (3, 7, 11, 15)
 
+# Table 1 (PAPER.md 8.1), Qwen3-4B, gamma 7: tau per dataset, and the Fig. 2 domain of each dataset.
+TABLE1_DATASETS = ("gsm8k", "math500", "aime25", "mbpp", "humaneval", "livecodebench", "mt-bench", "alpaca",
+                   "arena-hard")
+DATASET_DOMAIN = dict(zip(TABLE1_DATASETS, ("math",) * 3 + ("code",) * 3 + ("chat",) * 3))
+TABLE1_TAU: dict[str, tuple[float, ...]] = {
+    "eagle3": (5.14, 4.62, 3.92, 3.69, 4.16, 3.77, 2.39, 2.26, 2.55),
+    "dflash": (5.40, 4.85, 4.15, 4.40, 4.74, 4.18, 3.07, 2.96, 2.83),
+    "dspark": (6.11, 5.70, 4.89, 5.13, 5.38, 4.86, 3.64, 3.54, 3.29),
+}
+
+# DeepSeek-V3 technical report: acceptance of the MTP module's second token 85-90%; the midpoint.
+MTP_ALPHA = 0.875
+# The paper's drafter training mix (PAPER.md 6), instruction-following counted as chat.
+PRODUCTION_DOMAIN_MIX = {"math": 0.394, "code": 0.389, "chat": 0.176 + 0.041}
+DOMAIN_ALIASES = {"instruction-following": "chat"}
+BUILTIN_TABLES = ("fig2", "fig4", "dspark5", "mtp")
+_MAX_RATE = 0.995                 # cap of a scaled rate (a scaled table must stay strictly below 1)
+
+# A fixed seed for building a model (the STS fit sample): the model is part of the scenario, not of the
+# run, so it must not change with the run seed.
+_MODEL_SEED = 20260412
+_STS_SAMPLE = 8000                # simulated blocks for the build-time STS fit (build time ~0.3 s)
+_LOGIT_CLIP = 30.0                # |logit| bound of confidences (float64 expit stays inside (0, 1))
+
+
+# --------------------------------------------------------------------------------------------- tables
+
+def implied_tau(rates) -> float:
+    """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block (PAPER.md 8.2). (gamma,) -> float."""
+    return float(1.0 + np.cumprod(np.asarray(rates, dtype=float)).sum())
+
+
+def scale_to_tau(rates, tau: float, gamma: int | None = None) -> tuple[float, ...]:
+    """Scale a rate row by one factor f (capped at 0.995) so that its implied tau at ``gamma`` equals ``tau``.
+
+    Args:
+        rates: (G,) conditional rates; the whole row is scaled, the solve uses its first ``gamma``.
+        tau: target tokens per step, own token included.
+        gamma: block length of the target tau (default: the whole row).
+
+    Raises:
+        ValueError: tau not reachable (outside (1, 1 + sum of 0.995^j)).
+    """
+    a = np.asarray(rates, dtype=float)
+    g = a.size if gamma is None else gamma
+    f = brentq(lambda s: implied_tau(np.minimum(s * a[:g], _MAX_RATE)) - tau, 1e-6, 1.0 / a.min(), xtol=1e-12)
+    return tuple(float(x) for x in np.minimum(f * a, _MAX_RATE))
+
+
+def _extend_fig4(rates: tuple[float, ...], taus: tuple[float, ...], gamma: int) -> tuple[float, ...]:
+    """The row of the drafter trained for the smallest Fig. 4 length covering ``gamma`` > 7.
+
+    gamma 8-11: the length-12 drafter, Fig. 2 rows 1-7 then positions 8-11 at one constant rate with
+    tau(11) = taus[2]; gamma 12-15: the length-16 drafter, positions 8-15 at one constant rate with
+    tau(15) = taus[3]. gamma <= 7 returns the Fig. 2 row unchanged.
+
+    Raises:
+        ValueError: gamma > 15 or a tau not reachable from the Fig. 2 prefix.
+    """
+    if gamma <= 7:
+        return tuple(rates)
+    if gamma > 15:
+        raise ValueError("Fig. 4 covers draft lengths up to 16 (gamma 15)")
+    target, num = (taus[2], 4) if gamma <= 11 else (taus[3], 8)
+    base, surv = implied_tau(rates), float(np.prod(rates))
+    need = target - base                                         # sum of the new positions' survivals
+    if not 0 < need < surv * num:
+        raise ValueError(f"Fig. 4 tau {target} not reachable from {base:.3f}")
+    a = brentq(lambda x: surv * sum(x ** j for j in range(1, num + 1)) - need, 1e-9, 1 - 1e-12, xtol=1e-14)
+    return tuple(rates) + (float(a),) * num
+
+
+@lru_cache(maxsize=None)
+def builtin_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[dict[str, tuple[float, ...]], str]:
+    """A built-in rate table of ``drafter`` and its provenance (see the module docstring).
+
+    Args:
+        drafter: dspark, dflash, eagle3 or mtp.
+        table: fig2, fig4, dspark5 or mtp.
+        gamma: block length of the run (``fig4`` picks the trained length from it).
+
+    Returns:
+        (domain -> rates, source string).
+
+    Raises:
+        SpecsimInputError: unknown drafter or table, or a table that does not exist for this drafter.
+    """
+    if table not in BUILTIN_TABLES:
+        raise SpecsimInputError(None, None, "acceptance.table", f"one of {BUILTIN_TABLES} or a JSON file path",
+                                repr(table))
+    if drafter == "mtp" or table == "mtp":
+        doms = ("math", "code", "chat", *TABLE1_DATASETS, *DOMAIN_ALIASES)
+        return {d: (MTP_ALPHA,) for d in doms}, "DeepSeek-V3 report: MTP second-token acceptance 85-90% (0.875)"
+    if drafter not in FIG2_ALPHA:
+        raise SpecsimInputError(None, None, "drafter", f"one of {sorted(FIG2_ALPHA) + ['mtp']}", repr(drafter))
+    if table == "dspark5":
+        if drafter != "dspark":
+            raise SpecsimInputError(None, None, "acceptance.table", "table 'dspark5' with drafter dspark",
+                                    repr(drafter))
+        rows = {d: r[:5] for d, r in FIG2_ALPHA["dspark"].items()}
+        rows.update({a: rows[d] for a, d in DOMAIN_ALIASES.items()})
+        return rows, "DSpark-5: PAPER.md 8.2 (Fig. 2) DSpark rows 1-5, training-mix domains (PAPER.md 6)"
+    rows = dict(FIG2_ALPHA[drafter])
+    source = "PAPER.md 8.2 (Fig. 2)"
+    if drafter in FIG4_TAU and gamma > 7:
+        rows = {d: _extend_fig4(r, FIG4_TAU[drafter][d], gamma) for d, r in rows.items()}
+        source += f" + 8.3 (Fig. 4) draft length {12 if gamma <= 11 else 16}"
+    for ds, tau in zip(TABLE1_DATASETS, TABLE1_TAU[drafter]):
+        rows[ds] = scale_to_tau(rows[DATASET_DOMAIN[ds]], tau, gamma=7)
+    source += " + 8.1 (Table 1) datasets"
+    if drafter in FIG4_TAU and table == "fig4" and gamma <= 3:
+        # the length-4 drafter: each domain's rows 1-3 scaled to Fig. 4's tau; its datasets by the same factor
+        for d in ("math", "code", "chat"):
+            f = scale_to_tau(rows[d][:3], FIG4_TAU[drafter][d][0])[0] / rows[d][0]
+            for ds in [d] + [x for x in TABLE1_DATASETS if DATASET_DOMAIN[x] == d]:
+                rows[ds] = tuple(min(f * a, _MAX_RATE) for a in rows[ds][:3])
+        source = "PAPER.md 8.3 (Fig. 4) draft length 4: Fig. 2 rows 1-3 scaled to its tau + 8.1 (Table 1) datasets"
+    rows.update({a: rows[d] for a, d in DOMAIN_ALIASES.items()})
+    return rows, source
+
+
+def load_rate_table(path: str | Path) -> dict[str, tuple[float, ...]]:
+    """Read ``{"alpha": {domain: [a_1, ..., a_G]}}`` from a JSON file (other keys are ignored).
+
+    Raises:
+        SpecsimInputError: unreadable file, no ``alpha`` mapping, or a row that is not a non-empty list of
+            numbers strictly between 0 and 1.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SpecsimInputError(str(path), None, "acceptance.table", "a readable JSON rate table",
+                                f"{type(e).__name__}: {str(e)[:60]}") from None
+    alpha = data.get("alpha") if isinstance(data, dict) else None
+    if not isinstance(alpha, dict) or not alpha:
+        raise SpecsimInputError(str(path), None, "alpha", "a mapping domain -> list of conditional rates",
+                                repr(type(alpha).__name__))
+    return check_rates(alpha, str(path))
+
+
+def check_rates(alpha: dict, src: str) -> dict[str, tuple[float, ...]]:
+    """Validate ``domain -> rates`` (non-empty lists strictly inside (0, 1)); returns tuples.
+
+    Raises:
+        SpecsimInputError: naming the domain and the bad value.
+    """
+    out = {}
+    for dom, rates in alpha.items():
+        try:
+            r = tuple(float(x) for x in rates)
+        except (TypeError, ValueError):
+            raise SpecsimInputError(src, None, f"alpha.{dom}", "a list of numbers", repr(rates)) from None
+        if not r or not all(0.0 < x < 1.0 for x in r):
+            raise SpecsimInputError(src, None, f"alpha.{dom}", "a non-empty list of rates strictly in (0, 1)",
+                                    repr(rates))
+        out[str(dom)] = r
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- model
 
 @dataclass(frozen=True)
 class RequestDraws:
@@ -84,52 +269,88 @@ class AcceptanceModel:
     """Latent-difficulty acceptance model for one drafter (see module docstring).
 
     Args:
-        drafter: drafter name (a key of the rate table).
+        drafter: drafter name.
         alpha: domain -> (gamma_max,) pooled conditional acceptance rates.
         gamma: block length used by runs of this model (<= every domain's table length).
         sigma_request, sigma_step, sigma_token: latent difficulty spreads (logit scale).
-        sigma_conf: confidence noise (logit scale); conf_scale, conf_shift: overconfidence distortion.
+        sigma_conf: confidence noise (logit scale).
+        conf_scale, conf_shift: raw-confidence distortion at position 1; conf_scale_later, conf_shift_later:
+            at positions >= 2; conf_low_ratio: slope multiplier below latent + noise = 0 (module docstring).
+            Defaults tuned to PAPER.md sections 4 and 8.4 (docs/acceptance.md).
+        temperatures: (gamma,) STS temperatures; None = fit them at build time on a simulated sample.
+        calibration: "sts" (default) or "none" (policies see the raw confidences).
+        domain_weights: domain -> weight of the build-time STS sample (default: the production mix over
+            math / code / chat when present, else equal weights).
         source: where the rates come from (for provenance).
 
     Raises:
-        SpecsimInputError: gamma beyond a table's length (naming the table), rates outside (0, 1).
+        SpecsimInputError: gamma beyond a table's length (naming the table), rates outside (0, 1),
+            temperatures fewer than gamma or not positive.
     """
 
     drafter: str
     alpha: dict[str, tuple[float, ...]]
     gamma: int
-    sigma_request: float = 0.5
-    sigma_step: float = 0.8
-    sigma_token: float = 0.8
-    sigma_conf: float = 0.6
-    conf_scale: float = 1.25
-    conf_shift: float = 0.45
+    sigma_request: float = 1.03
+    sigma_step: float = 0.89
+    sigma_token: float = 1.16
+    sigma_conf: float = 0.54
+    conf_scale: float = 1.07
+    conf_shift: float = 0.34
+    conf_scale_later: float = 1.12
+    conf_shift_later: float = 0.19
+    conf_low_ratio: float = 0.53
+    temperatures: tuple[float, ...] | None = None
+    calibration: str = "sts"
+    domain_weights: dict[str, float] | None = None
     source: str = "PAPER.md 8.2 (Fig. 2)"
     _beta: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _calib_x: list = field(default_factory=list, repr=False)
-    _calib_y: list = field(default_factory=list, repr=False)
-    _calib_table: list = field(default_factory=list, repr=False)
+    _lin: list = field(default_factory=list, repr=False)     # [(gamma,) scales s_k, (gamma,) shifts h_k]
+    _inv_t: list = field(default_factory=list, repr=False)   # [(gamma,) 1 / T_k]
 
     def __post_init__(self) -> None:
         for dom, rates in self.alpha.items():
             if self.gamma > len(rates):
                 raise SpecsimInputError(None, None, "gamma",
                                         f"gamma <= {len(rates)}, the length of the '{self.drafter}' "
-                                        f"acceptance table for domain '{dom}'", str(self.gamma))
+                                        f"acceptance table for domain '{dom}' ({self.source})", str(self.gamma))
             r = np.asarray(rates, dtype=float)
             if np.any(~np.isfinite(r)) or np.any(r <= 0) or np.any(r >= 1):
                 raise SpecsimInputError(None, None, f"acceptance.{self.drafter}.{dom}",
                                         "rates strictly between 0 and 1", str(rates))
-        if self.gamma > 0:
-            common = float(np.hypot(self.sigma_request, self.sigma_step))
-            for dom, rates in self.alpha.items():
-                self._beta[dom] = _solve_beta(np.asarray(rates[: self.gamma], float), common, self.sigma_token)
-            self._fit_calibration()
+        if self.calibration not in ("sts", "none"):
+            raise SpecsimInputError(None, None, "acceptance.calibration", "'sts' or 'none'", repr(self.calibration))
+        g = self.gamma
+        scales = np.full(g, self.conf_scale_later, dtype=float)
+        shifts = np.full(g, self.conf_shift_later, dtype=float)
+        if g:
+            scales[0], shifts[0] = self.conf_scale, self.conf_shift
+        self._lin.extend([scales, shifts])
+        if g == 0:
+            self._inv_t.append(np.ones(0))
+            return
+        if self.calibration == "none":
+            temps = np.ones(g)
+        elif self.temperatures is not None:
+            temps = np.asarray(self.temperatures, dtype=float)
+            if temps.size < g or not np.all(np.isfinite(temps[:g]) & (temps[:g] > 0)):
+                raise SpecsimInputError(None, None, "acceptance.temperatures",
+                                        f"{g} positive temperatures", str(list(self.temperatures)))
+            temps = temps[:g]
+        else:
+            temps = self._fit_sts()
+        self._inv_t.append(1.0 / temps)
 
+    # ------------------------------------------------------------------ properties
     @property
     def domains(self) -> list[str]:
         """Domains this model has rates for."""
         return sorted(self.alpha)
+
+    @property
+    def sts_temperatures(self) -> np.ndarray:
+        """(gamma,) the STS temperatures in use (ones when calibration is "none")."""
+        return 1.0 / self._inv_t[0]
 
     def check_domain(self, domain: str) -> None:
         """Raise SpecsimInputError when ``domain`` has no rate table."""
@@ -138,50 +359,21 @@ class AcceptanceModel:
                                     f"a domain of the '{self.drafter}' acceptance table {self.domains}",
                                     repr(domain))
 
-    def _latent_sample(self, n: int = 40000) -> np.ndarray:
-        """(n, gamma) fixed Monte Carlo sample of z_r + e_p + eps_{p,k}."""
-        rng = np.random.default_rng(_MODEL_SEED)
-        z = rng.normal(0, self.sigma_request, (n, 1)) + rng.normal(0, self.sigma_step, (n, 1))
-        return z + rng.normal(0, self.sigma_token, (n, self.gamma))
+    def implied_tau(self, domain: str) -> float:
+        """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block of gamma (PAPER.md 8.2)."""
+        return implied_tau(self.alpha[domain][: self.gamma])
 
-    def _q(self, domain: str, latent: np.ndarray) -> np.ndarray:
-        return expit(self._beta[domain][None, :] + latent)
+    def beta(self, domain: str) -> np.ndarray:
+        """(gamma,) logit offsets of ``domain``, solved on first use (:func:`_solve_beta`) and kept."""
+        b = self._beta.get(domain)
+        if b is None:
+            self.check_domain(domain)
+            common = float(np.hypot(self.sigma_request, self.sigma_step))
+            b = _solve_beta(np.asarray(self.alpha[domain][: self.gamma], float), common, self.sigma_token)
+            self._beta[domain] = b
+        return b
 
-    def _raw_conf(self, q: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        return expit(self.conf_scale * (logit(np.clip(q, 1e-9, 1 - 1e-9)) + noise) + self.conf_shift)
-
-    def _fit_calibration(self) -> None:
-        """Per-position isotonic map c_raw -> P(accept k | prefix accepted), pooled over domains."""
-        rng = np.random.default_rng(_MODEL_SEED + 1)
-        xs, ys = [[] for _ in range(self.gamma)], [[] for _ in range(self.gamma)]
-        for dom in self.domains:
-            latent = self._latent_sample(20000) + 0.0
-            latent = latent[rng.permutation(latent.shape[0])]
-            q = self._q(dom, latent)
-            c = self._raw_conf(q, rng.normal(0, self.sigma_conf, q.shape))
-            acc = rng.random(q.shape) < q
-            alive = np.ones(q.shape[0], bool)
-            for k in range(self.gamma):
-                xs[k].append(c[alive, k])
-                ys[k].append(acc[alive, k])
-                alive &= acc[:, k]
-        grid = (np.arange(_CALIB_BINS) + 0.5) / _CALIB_BINS
-        for k in range(self.gamma):
-            x = np.concatenate(xs[k])
-            y = np.concatenate(ys[k]).astype(float)
-            order = np.argsort(x, kind="stable")
-            fitted = isotonic_regression(y[order]).x
-            # Tabulate the monotone map on a fine uniform grid of raw confidence: one lookup per query.
-            self._calib_x.append(grid)
-            self._calib_y.append(np.clip(np.interp(grid, x[order], fitted), 1e-4, 1 - 1e-4))
-        self._calib_table.append(np.stack(self._calib_y, axis=1))      # (bins, gamma)
-
-    def calibrate(self, conf_raw: np.ndarray) -> np.ndarray:
-        """Apply the per-position calibration map to (..., gamma) raw confidences (table lookup)."""
-        table = self._calib_table[0]
-        idx = np.minimum((conf_raw * _CALIB_BINS).astype(np.intp), _CALIB_BINS - 1)   # (..., gamma)
-        return table[idx, np.arange(self.gamma)]
-
+    # ------------------------------------------------------------------ draws
     def draw_request(self, rng: np.random.Generator, domain: str, num_positions: int) -> RequestDraws:
         """Draw a request's latent difficulty, acceptance uniforms and confidence noise (all it will need).
 
@@ -200,16 +392,31 @@ class AcceptanceModel:
         logit_q = rng.standard_normal(shape, dtype=np.float32)
         logit_q *= np.float32(self.sigma_token)
         logit_q += e
-        logit_q += (self._beta[domain] + z).astype(np.float32)[None, :]
+        logit_q += (self.beta(domain) + z).astype(np.float32)[None, :]
         u = rng.random(shape, dtype=np.float32)
         noise = rng.standard_normal(shape, dtype=np.float32)
         noise *= np.float32(self.sigma_conf)
         return RequestDraws(logit_q=logit_q, u=u, noise=noise)
 
+    def raw_logit(self, logit_q: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """logit(c_raw) = s_k m(x + n) + h_k, float64, clipped to +-30. (..., gamma) -> (..., gamma)."""
+        scales, shifts = self._lin
+        lin = logit_q.astype(np.float64) + noise
+        if self.conf_low_ratio != 1.0:
+            lin[lin < 0] *= self.conf_low_ratio
+        lin *= scales
+        lin += shifts
+        return np.clip(lin, -_LOGIT_CLIP, _LOGIT_CLIP, out=lin)
+
     def confidences(self, logit_q: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Raw and calibrated confidences (float64, same shape) from the drawn latent and noise."""
-        raw = expit(self.conf_scale * (logit_q.astype(np.float64) + noise) + self.conf_shift)
-        return raw, self.calibrate(raw)
+        """Raw and calibrated (STS: sigmoid(logit(c_raw) / T_k)) confidences, float64, same shape."""
+        lin = self.raw_logit(logit_q, noise)                      # (..., gamma)
+        return expit(lin), expit(lin * self._inv_t[0])
+
+    def calibrate(self, conf_raw: np.ndarray) -> np.ndarray:
+        """Apply this model's STS temperatures to (..., gamma) raw confidences."""
+        c = np.clip(np.asarray(conf_raw, dtype=float), 1e-13, 1 - 1e-13)
+        return expit(np.log(c / (1 - c)) * self._inv_t[0])
 
     @staticmethod
     def accepted(logit_q: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -221,9 +428,49 @@ class AcceptanceModel:
         raw, cal = self.confidences(draws.logit_q, draws.noise)
         return self.accepted(draws.logit_q, draws.u), raw, cal
 
-    def implied_tau(self, domain: str) -> float:
-        """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block of gamma (PAPER.md 8.2)."""
-        return float(1.0 + np.cumprod(self.alpha[domain][: self.gamma]).sum())
+    def sample_blocks(self, domain: str, num_blocks: int, rng: np.random.Generator,
+                      blocks_per_request: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Independent full blocks of ``domain``: (accept, conf_raw, conf), each (num_blocks, gamma).
+
+        ``conf`` is None while the model is being built (before its temperatures exist).
+
+        Requests of ``blocks_per_request`` consecutive blocks share their request latent z_r.
+        """
+        g = self.gamma
+        n_req = -(-num_blocks // blocks_per_request)
+        z = np.repeat(rng.normal(0.0, self.sigma_request, n_req), blocks_per_request)[:num_blocks, None]
+        x = (self.beta(domain)[None, :] + z + rng.normal(0.0, self.sigma_step, (num_blocks, 1))
+             + rng.normal(0.0, self.sigma_token, (num_blocks, g)))
+        acc = self.accepted(x, rng.random((num_blocks, g)))
+        lin = self.raw_logit(x, rng.normal(0.0, self.sigma_conf, (num_blocks, g)))
+        cal = expit(lin * self._inv_t[0]) if self._inv_t else None
+        return acc, expit(lin), cal
+
+    def _weights(self) -> dict[str, float]:
+        w = self.domain_weights
+        if w is None:
+            base = [d for d in PRODUCTION_DOMAIN_MIX if d in self.alpha]
+            w = {d: PRODUCTION_DOMAIN_MIX[d] for d in base} if base else {d: 1.0 for d in self.alpha}
+        w = {d: float(v) for d, v in w.items() if d in self.alpha and v > 0}
+        if not w:
+            raise SpecsimInputError(None, None, "acceptance.domain_weights", "a positive weight for a table domain",
+                                    repr(self.domain_weights))
+        return w
+
+    def _fit_sts(self) -> np.ndarray:
+        """STS temperatures fitted on a simulated sample (fixed seed, domains by :meth:`_weights`)."""
+        from specsim.calibration import fit_sts
+
+        rng = np.random.default_rng(_MODEL_SEED)
+        w = self._weights()
+        total = sum(w.values())
+        raws, labels = [], []
+        for dom in sorted(w):
+            n = max(1, int(round(_STS_SAMPLE * w[dom] / total)))
+            acc, raw, _ = self.sample_blocks(dom, n, rng)
+            raws.append(raw)
+            labels.append(np.cumprod(acc, axis=1).astype(bool))
+        return fit_sts(np.concatenate(raws), np.concatenate(labels))
 
 
 def _solve_beta(alpha: np.ndarray, sigma_common: float, sigma_token: float) -> np.ndarray:
@@ -246,36 +493,73 @@ def _solve_beta(alpha: np.ndarray, sigma_common: float, sigma_token: float) -> n
     beta = np.empty(alpha.size)
     for k, a in enumerate(alpha):
         w = surv / surv.sum()
-        beta[k] = brentq(lambda b: float(w @ g(b)) - a, -30.0, 30.0, xtol=1e-12)
+        beta[k] = brentq(lambda b: float(w @ g(b)) - a, -40.0, 40.0, xtol=1e-12)
         surv = surv * g(beta[k])
     return beta
 
 
+# -------------------------------------------------------------------------------------------- building
+
+_LATENT_KEYS = ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "conf_scale", "conf_shift",
+                "conf_scale_later", "conf_shift_later", "conf_low_ratio")
+
+
 @lru_cache(maxsize=32)
-def _cached_model(drafter: str, gamma: int, table: tuple, params: tuple, source: str) -> AcceptanceModel:
-    return AcceptanceModel(drafter=drafter, alpha=dict(table), gamma=gamma, source=source, **dict(params))
+def _cached_model(drafter: str, gamma: int, table: tuple, params: tuple, source: str,
+                  temperatures: tuple | None, calibration: str, weights: tuple | None) -> AcceptanceModel:
+    return AcceptanceModel(drafter=drafter, alpha=dict(table), gamma=gamma, source=source,
+                           temperatures=temperatures, calibration=calibration,
+                           domain_weights=dict(weights) if weights else None, **dict(params))
 
 
 def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float = 0.0,
-                           domains: tuple[str, ...] = (), **params: float) -> AcceptanceModel:
-    """The acceptance model of a named drafter at block length ``gamma`` (cached).
+                           domains: tuple[str, ...] = (), table: str = "", rates: dict | None = None,
+                           model: str = "", temperatures: str = "", calibration: str = "sts",
+                           **params: float):
+    """The acceptance model of a drafter at block length ``gamma`` (cached), from the scenario's [acceptance].
 
     Args:
-        drafter: a key of :data:`FIG2_ALPHA` (dspark, dflash, eagle3, mtp).
+        drafter: dspark, dflash, eagle3 or mtp.
         gamma: block length.
         constant_alpha: when > 0, every domain in ``domains`` (plus chat, code, math) gets this conditional
-            rate at every position instead of the Fig. 2 table (closed-form checks).
+            rate at every position (closed-form checks); wins over ``table`` and ``rates``.
+        domains: the run's domains (used by ``constant_alpha``).
+        table: "" (``fig2``; ``dspark5`` for a run of gamma 5 is not implied: name it), a built-in table
+            name (fig2, fig4, dspark5, mtp) or a JSON rate-table path.
+        rates: inline ``{domain: [a_1, ...]}``; added to (and overriding rows of) the table.
+        model: "" (the latent model above), ``fitted:DIR`` (a ``specsim fit`` parametric model: rates,
+            latent and confidence parameters, temperatures from DIR/model.json) or ``empirical:DIR``
+            (replay of logged blocks, :class:`specsim.fitting.EmpiricalAcceptanceModel`).
+        temperatures: "" (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
+        calibration: "sts" or "none".
         params: latent and confidence parameters (see :class:`AcceptanceModel`).
 
     Raises:
-        SpecsimInputError: unknown drafter, or gamma beyond its table.
+        SpecsimInputError: unknown drafter or table, unreadable files, gamma beyond the table.
     """
+    params = {k: float(v) for k, v in params.items() if k in _LATENT_KEYS}
+    temps = None
+    if temperatures:
+        from specsim.calibration import load_temperatures
+        temps = tuple(float(t) for t in load_temperatures(temperatures))
+    if model:
+        from specsim.fitting import load_fitted_model
+        return load_fitted_model(model, drafter, gamma, temperatures=temps, calibration=calibration)
+    weights = None
     if constant_alpha > 0:
         doms = sorted(set(domains) | {"chat", "code", "math"})
-        table = tuple((d, (float(constant_alpha),) * max(gamma, 1)) for d in doms)
-        return _cached_model(drafter, gamma, table, tuple(sorted(params.items())),
-                             f"constant alpha {constant_alpha}")
-    if drafter not in FIG2_ALPHA:
-        raise SpecsimInputError(None, None, "drafter", f"one of {sorted(FIG2_ALPHA)}", repr(drafter))
-    table = tuple(sorted(FIG2_ALPHA[drafter].items()))
-    return _cached_model(drafter, gamma, table, tuple(sorted(params.items())), "PAPER.md 8.2 (Fig. 2)")
+        alpha = {d: (float(constant_alpha),) * max(gamma, 1) for d in doms}
+        source = f"constant alpha {constant_alpha}"
+    else:
+        name = table or ("mtp" if drafter == "mtp" else "fig2")
+        if name in BUILTIN_TABLES:
+            alpha, source = builtin_table(drafter, name, gamma)
+            if name == "dspark5":
+                weights = tuple(sorted(PRODUCTION_DOMAIN_MIX.items()))
+        else:
+            alpha, source = load_rate_table(name), f"rate table {name}"
+        if rates:
+            alpha = {**alpha, **check_rates(rates, "acceptance.rates")}
+            source += " + inline rates"
+    return _cached_model(drafter, gamma, tuple(sorted(alpha.items())), tuple(sorted(params.items())), source,
+                         temps, calibration, weights)

@@ -131,15 +131,15 @@ class AcceptanceConfig:
     measurements in docs/acceptance.md).
     """
 
-    sigma_request: float = 0.5    # latent logit spread between requests
-    sigma_step: float = 0.8       # between steps (anchors) of a request, shared by a block's positions
-    sigma_token: float = 0.8      # between positions of a block
-    sigma_conf: float = 0.6       # confidence noise (logit scale): how imperfectly the head sees the latent
-    conf_scale: float = 1.25      # position 1: logit(c_raw) = conf_scale * (latent + noise) + conf_shift
-    conf_shift: float = 0.45
-    conf_scale_later: float = 1.25  # the same distortion at positions >= 2
-    conf_shift_later: float = 0.45
-    conf_low_ratio: float = 1.0   # slope multiplier where latent + noise < 0 (compresses the head's low end)
+    sigma_request: float = 1.03    # latent logit spread between requests
+    sigma_step: float = 0.89       # between steps (anchors) of a request, shared by a block's positions
+    sigma_token: float = 1.16      # between positions of a block
+    sigma_conf: float = 0.54       # confidence noise (logit scale): how imperfectly the head sees the latent
+    conf_scale: float = 1.07      # position 1: logit(c_raw) = conf_scale * (latent + noise) + conf_shift
+    conf_shift: float = 0.34
+    conf_scale_later: float = 1.12  # the same distortion at positions >= 2
+    conf_shift_later: float = 0.19
+    conf_low_ratio: float = 0.53   # slope multiplier where latent + noise < 0 (compresses the head's low end)
     constant_alpha: float = 0.0   # > 0: this conditional rate at every position and domain (closed forms)
     table: str = ""               # "" = fig2; fig2, fig4, dspark5, mtp, or a JSON rate table {"alpha": {...}}
     rates: dict = field(default_factory=dict)  # inline {domain = [a_1, ...]}, added over the table's rows

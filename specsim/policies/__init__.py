@@ -106,3 +106,8 @@ register_policy("dspark-global", lambda **kw: DSparkGlobal(),
                 "reference: synchronous DSpark, global search without early stop (not lossless)")
 register_policy("oracle", lambda **kw: Oracle(),
                 "reference: clairvoyant, verifies only accepted drafts (upper bound)")
+
+from specsim.policies.threshold import ConfidenceThreshold  # noqa: E402  (issue 4)
+
+register_policy("threshold", lambda threshold=0.3, **kw: ConfidenceThreshold(threshold),
+                "DeepSpec per-position rule: verify up to the first raw c_k < threshold")

@@ -1,0 +1,376 @@
+"""Acceptance models fitted from step logs (format: :mod:`specsim.steplog`): empirical and parametric.
+
+Both plug into ``specsim run`` through the scenario (``[acceptance] model = "empirical:DIR"`` or
+``"fitted:DIR"``, DIR written by ``specsim fit``) and implement the engine's acceptance API
+(:class:`specsim.acceptance.AcceptanceModel`: ``draw_request``, ``confidences``, ``accepted``, ``alpha``...).
+
+* Empirical (:class:`EmpiricalAcceptanceModel`): replays real blocks. Only *fully labelled* rows are used
+  (a rejection happened, or every drafted position was verified); each simulated request replays the
+  blocks of logged requests of its domain, drawn with replacement (bootstrap by domain, whole requests so
+  that request-level difficulty is kept). Rows of the draws are anchors: logged block j is laid over its
+  own emitted tokens (accepted + 1 rows), so a full-verify replay of one logged request follows it step
+  for step. Confidences are the logged raw ones; calibrated ones are STS on the log.
+* Parametric (:func:`fit_parametric`): the latent model of :mod:`specsim.acceptance`. Per domain the
+  pooled conditional rates alpha_k = (# accepted at k) / (# reached k) over labelled rows; the latent
+  spreads and confidence distortion by simulated moments: the per-position mean and spread of
+  logit(c_raw), its correlation across positions of a step and across steps of a request, and the
+  accepted rate among reached drafts in four bins of raw confidence, matched by Nelder-Mead on a
+  simulation with fixed random numbers; STS temperatures from :func:`specsim.calibration.fit_sts`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+from scipy.special import expit, logit
+
+from specsim.acceptance import AcceptanceModel, RequestDraws, implied_tau
+from specsim.calibration import fit_sts, step_log_arrays
+from specsim.errors import SpecsimInputError
+from specsim.scenario import AcceptanceConfig
+
+_BIG = np.float32(20.0)            # |logit| of a replayed outcome: sigmoid(+-20) is 1 or 0 against u = 0.5
+_CONF_CLIP = 1e-6
+FIT_PARAMS = ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "conf_scale", "conf_shift",
+              "conf_scale_later", "conf_shift_later", "conf_low_ratio")
+_START = {k: getattr(AcceptanceConfig(), k) for k in FIT_PARAMS}     # the tuned defaults start the search
+_CONF_BINS = np.array([0.0, 0.5, 0.7, 0.9, 1.0 + 1e-9])   # raw-confidence bins of the calibration moments
+
+
+# ------------------------------------------------------------------------------------------ log arrays
+
+@dataclass
+class LoggedBlocks:
+    """Fully labelled blocks of a step log, grouped by request.
+
+    Attributes:
+        gamma: drafted positions G (the log's maximum; rows with fewer are dropped).
+        domain, request: (N,) str per block; blocks of a request are contiguous and in step order.
+        accept: (N, G) bool, draft k accepted given its prefix; False after the first rejection.
+        conf_raw: (N, G) float raw confidences.
+        num_dropped: rows dropped (censored or shorter gamma).
+    """
+
+    gamma: int
+    domain: np.ndarray
+    request: np.ndarray
+    accept: np.ndarray
+    conf_raw: np.ndarray
+    num_dropped: int = 0
+
+    @property
+    def num_accepted(self) -> np.ndarray:
+        """(N,) accepted prefix length of each block."""
+        return np.cumprod(self.accept, axis=1).sum(axis=1)
+
+    def rates(self) -> dict[str, tuple[float, ...]]:
+        """Pooled conditional rates per domain: accepted at k / reached k (k = 1..G)."""
+        out = {}
+        for dom in np.unique(self.domain):
+            m = self.domain == dom
+            lab = np.cumprod(self.accept[m], axis=1)               # (n, G) prefix accepted through k
+            reached = np.concatenate([np.ones((lab.shape[0], 1)), lab[:, :-1]], axis=1).sum(axis=0)
+            acc = lab.sum(axis=0)
+            r = np.clip(acc / np.maximum(reached, 1), 1e-4, 1 - 1e-4)
+            out[str(dom)] = tuple(float(x) for x in r)
+        return out
+
+
+def logged_blocks(df: pd.DataFrame) -> LoggedBlocks:
+    """Extract fully labelled blocks from a step log (rows with gamma = G, label known at every position).
+
+    Raises:
+        SpecsimInputError: no row with gamma >= 1, or no fully labelled row.
+    """
+    arr = step_log_arrays(df)
+    sub = df[df["gamma"].to_numpy() > 0]
+    g = arr["gamma_max"]
+    full = arr["known"].all(axis=1) & (sub["gamma"].to_numpy() == g)
+    if not full.any():
+        raise SpecsimInputError(None, None, "verify_len", "rows that verified every drafted position or had "
+                                "a rejection (fully labelled blocks)", "none")
+    lab = arr["labels"][full]
+    prev = np.concatenate([np.ones((lab.shape[0], 1), bool), lab[:, :-1]], axis=1)
+    accept = lab & prev                                            # (N, G) accepted given prefix
+    sel = sub[full]
+    order = np.lexsort((sel["step"].to_numpy(), sel["replica"].to_numpy(), sel["request_id"].astype(str).to_numpy()))
+    return LoggedBlocks(g, sel["domain"].astype(str).to_numpy()[order],
+                        sel["request_id"].astype(str).to_numpy()[order], accept[order],
+                        arr["conf_raw"][full][order], int((~full).sum()))
+
+
+# ------------------------------------------------------------------------------------------ empirical
+
+@dataclass(eq=False)
+class EmpiricalAcceptanceModel:
+    """Replays logged blocks (see the module docstring); same API as :class:`AcceptanceModel`.
+
+    Args:
+        blocks: fully labelled logged blocks.
+        gamma: block length of the run (<= blocks.gamma).
+        temperatures: (>= gamma,) STS temperatures; None = fitted on the blocks.
+        calibration: "sts" or "none".
+        source: provenance.
+
+    Raises:
+        SpecsimInputError: gamma beyond the logged block length.
+    """
+
+    blocks: LoggedBlocks
+    gamma: int
+    temperatures: tuple[float, ...] | None = None
+    calibration: str = "sts"
+    source: str = "step log"
+    drafter: str = "logged"
+    alpha: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.gamma > self.blocks.gamma:
+            raise SpecsimInputError(self.source, None, "gamma", f"gamma <= {self.blocks.gamma}, the logged block "
+                                    "length", str(self.gamma))
+        g = self.gamma
+        self.alpha = {d: r[:g] for d, r in self.blocks.rates().items()}
+        if self.calibration == "none":
+            temps = np.ones(g)
+        elif self.temperatures is not None:
+            temps = np.asarray(self.temperatures, float)[:g]
+        else:
+            lab = np.cumprod(self.blocks.accept[:, :g], axis=1).astype(bool)
+            temps = fit_sts(self.blocks.conf_raw[:, :g], lab)
+        self._inv_t = 1.0 / temps
+        # per domain: the requests' block ranges and each block's row span (emitted tokens)
+        self._by_domain = {}
+        emitted = np.minimum(self.blocks.num_accepted, g) + 1
+        for dom in self.alpha:
+            idx = np.flatnonzero(self.blocks.domain == dom)
+            req = self.blocks.request[idx]
+            starts = np.flatnonzero(np.r_[True, req[1:] != req[:-1]])
+            self._by_domain[dom] = (idx, starts, np.r_[starts[1:], idx.size], emitted[idx])
+        lq = np.where(self.blocks.accept[:, :g], _BIG, -_BIG).astype(np.float32)
+        conf = np.clip(self.blocks.conf_raw[:, :g], _CONF_CLIP, 1 - _CONF_CLIP)
+        self._lq, self._noise = lq, logit(conf).astype(np.float32)
+
+    @property
+    def domains(self) -> list[str]:
+        """Domains present in the log."""
+        return sorted(self.alpha)
+
+    def check_domain(self, domain: str) -> None:
+        """Raise SpecsimInputError when ``domain`` is not in the log."""
+        if domain not in self.alpha:
+            raise SpecsimInputError(self.source, None, "domain", f"a domain of the logged blocks {self.domains}",
+                                    repr(domain))
+
+    def implied_tau(self, domain: str) -> float:
+        """1 + sum_j prod_{i<=j} alpha_i of the logged pooled rates (a full block of gamma)."""
+        return implied_tau(self.alpha[domain])
+
+    def draw_request(self, rng: np.random.Generator, domain: str, num_positions: int) -> RequestDraws:
+        """Rows for ``num_positions`` anchors: logged requests of ``domain`` drawn with replacement, each block
+        laid over its emitted tokens. Returns RequestDraws (P, gamma) float32 (u = 0.5, outcomes in logit_q)."""
+        self.check_domain(domain)
+        idx, starts, ends, emitted = self._by_domain[domain]
+        rows = []
+        filled = 0
+        while filled < num_positions:
+            j = int(rng.integers(starts.size))
+            span = np.arange(starts[j], ends[j])                       # this request's blocks, in order
+            rep = np.repeat(idx[span], emitted[span])                  # one row per emitted token
+            rows.append(rep)
+            filled += rep.size
+        rows = np.concatenate(rows)[:num_positions]
+        u = np.full((num_positions, self.gamma), 0.5, dtype=np.float32)
+        return RequestDraws(logit_q=self._lq[rows], u=u, noise=self._noise[rows])
+
+    def confidences(self, logit_q: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logged raw confidences (noise holds their logits) and their STS-calibrated values."""
+        lin = noise.astype(np.float64)
+        return expit(lin), expit(lin * self._inv_t)
+
+    accepted = staticmethod(AcceptanceModel.accepted)
+
+    @property
+    def sts_temperatures(self) -> np.ndarray:
+        """(gamma,) temperatures in use."""
+        return 1.0 / self._inv_t
+
+
+# ------------------------------------------------------------------------------------------ parametric
+
+def _moments(accept: np.ndarray, conf_raw: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """Moment vector of (N, G) blocks: per-position mean and sd of logit(c), adjacent-position correlation,
+    request intra-class correlation of the block-mean logit, accepted rate among reached drafts per
+    raw-confidence bin (positions pooled)."""
+    y = logit(np.clip(conf_raw, _CONF_CLIP, 1 - _CONF_CLIP))           # (N, G)
+    mean, sd = y.mean(axis=0), y.std(axis=0)
+    z = (y - mean) / np.where(sd > 0, sd, 1)
+    adj = float(np.mean(z[:, 1:] * z[:, :-1])) if y.shape[1] > 1 else 0.0
+    bm = y.mean(axis=1)
+    codes, inv = np.unique(request, return_inverse=True)
+    cnt = np.bincount(inv)
+    rmean = np.bincount(inv, weights=bm) / cnt
+    icc = float(np.var(rmean[inv]) / max(np.var(bm), 1e-12))
+    lab = np.cumprod(accept, axis=1)
+    reached = np.concatenate([np.ones((lab.shape[0], 1)), lab[:, :-1]], axis=1).astype(bool)
+    b = np.digitize(conf_raw[reached], _CONF_BINS) - 1
+    acc = accept[reached].astype(float)
+    rate = np.array([acc[b == i].mean() if np.any(b == i) else 0.0 for i in range(_CONF_BINS.size - 1)])
+    share = np.bincount(b, minlength=_CONF_BINS.size - 1)[: _CONF_BINS.size - 1] / max(b.size, 1)
+    return np.concatenate([mean, sd, [adj, icc], rate, share])
+
+
+def _simulate_like(params: dict, rates: dict, blocks: LoggedBlocks, seed: int):
+    """Blocks from the latent model with ``params`` and the log's domains and request structure."""
+    g = blocks.gamma
+    model = AcceptanceModel("fit", rates, g, calibration="none", **params)
+    rng = np.random.default_rng(seed)
+    accept = np.zeros(blocks.accept.shape, bool)
+    conf = np.zeros(blocks.conf_raw.shape)
+    _, inv, cnt = np.unique(blocks.request, return_inverse=True, return_counts=True)
+    z = rng.standard_normal(cnt.size)[inv] * params["sigma_request"]  # (N,) request latent
+    e = rng.standard_normal(inv.size) * params["sigma_step"]
+    eps = rng.standard_normal((inv.size, g)) * params["sigma_token"]
+    n = rng.standard_normal((inv.size, g)) * params["sigma_conf"]
+    u = rng.random((inv.size, g))
+    for dom in rates:
+        m = blocks.domain == dom
+        x = model.beta(dom)[None, :] + (z[m] + e[m])[:, None] + eps[m]
+        accept[m] = u[m] < expit(x)
+        conf[m] = expit(model.raw_logit(x, n[m]))
+    return accept, conf
+
+
+def _subset_requests(blocks: LoggedBlocks, max_blocks: int, seed: int) -> LoggedBlocks:
+    """Whole requests drawn at random until about ``max_blocks`` blocks (all when fewer)."""
+    if blocks.accept.shape[0] <= max_blocks:
+        return blocks
+    codes, inv = np.unique(blocks.request, return_inverse=True)
+    order = np.random.default_rng(seed).permutation(codes.size)
+    cnt = np.bincount(inv)[order]
+    keep_req = order[: max(1, int(np.searchsorted(np.cumsum(cnt), max_blocks)))]
+    m = np.isin(inv, keep_req)
+    return LoggedBlocks(blocks.gamma, blocks.domain[m], blocks.request[m], blocks.accept[m], blocks.conf_raw[m])
+
+
+def fit_parametric(blocks: LoggedBlocks, max_evals: int = 400, seed: int = 0, max_blocks: int = 4000) -> dict:
+    """Fit the latent model to logged blocks: rates exactly, spreads and distortion by simulated moments.
+
+    Args:
+        blocks: fully labelled blocks (:func:`logged_blocks`).
+        max_evals: Nelder-Mead evaluations.
+        seed: of the fixed simulation draws.
+        max_blocks: the simulation reproduces at most this many blocks (whole requests), for speed; the
+            target moments use every block.
+
+    Returns:
+        {"alpha": {domain: rates}, "params": {FIT_PARAMS...}, "temperatures": [...], "moments_log": [...],
+         "moments_fit": [...], "objective": float}.
+    """
+    rates = blocks.rates()
+    sim = _subset_requests(blocks, max_blocks, seed)
+    target = _moments(blocks.accept, blocks.conf_raw, blocks.request)
+    scale = np.maximum(np.abs(target), 0.05)
+    scale[-8:] = 0.02                                                 # calibration rates and shares
+
+    def unpack(x):
+        p = dict(zip(FIT_PARAMS, x))
+        for k in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "conf_scale", "conf_scale_later",
+                  "conf_low_ratio"):
+            p[k] = float(np.exp(p[k]))
+        return p
+
+    def objective(x):
+        p = unpack(x)
+        if max(p["sigma_request"], p["sigma_step"], p["sigma_token"], p["sigma_conf"]) > 5:
+            return 1e6
+        acc, conf = _simulate_like(p, rates, sim, seed)
+        return float(np.sum(((_moments(acc, conf, sim.request) - target) / scale) ** 2))
+
+    x0 = [np.log(v) if k not in ("conf_shift", "conf_shift_later") else v for k, v in _START.items()]
+    res = minimize(objective, x0, method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-4, "adaptive": True})
+    params = unpack(res.x)
+    acc, conf = _simulate_like(params, rates, sim, seed)
+    lab = np.cumprod(blocks.accept, axis=1).astype(bool)
+    temps = fit_sts(blocks.conf_raw, lab)
+    return {"alpha": {d: list(r) for d, r in rates.items()}, "params": params,
+            "temperatures": [float(t) for t in temps], "objective": float(res.fun),
+            "moments_log": target.tolist(), "moments_fit": _moments(acc, conf, sim.request).tolist()}
+
+
+# ------------------------------------------------------------------------------------------ files
+
+def write_fit(df: pd.DataFrame, out: str | Path, source: list[str] | None = None, max_evals: int = 400) -> dict:
+    """``specsim fit``: write DIR/model.json (parametric), DIR/blocks.parquet (empirical), return model.json.
+
+    Raises:
+        SpecsimInputError: no usable rows.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    blocks = logged_blocks(df)
+    fit = fit_parametric(blocks, max_evals=max_evals)
+    g = blocks.gamma
+    pd.DataFrame({"request_id": blocks.request, "domain": blocks.domain,
+                  "accept": list(blocks.accept.astype(bool)), "conf_raw": list(blocks.conf_raw)}).to_parquet(
+        out / "blocks.parquet", index=False)
+    fit.update({"kind": "specsim fitted acceptance model", "gamma": g, "source": list(source or []),
+                "num_blocks": int(blocks.accept.shape[0]), "num_dropped_rows": blocks.num_dropped,
+                "num_requests": int(np.unique(blocks.request).size),
+                "implied_tau": {d: implied_tau(r) for d, r in fit["alpha"].items()}})
+    (out / "model.json").write_text(json.dumps(fit, indent=1) + "\n")
+    return fit
+
+
+def _read_blocks(path: Path) -> LoggedBlocks:
+    df = pd.read_parquet(path)
+    acc = np.stack(df["accept"].to_numpy()).astype(bool)
+    return LoggedBlocks(acc.shape[1], df["domain"].astype(str).to_numpy(), df["request_id"].astype(str).to_numpy(),
+                        acc, np.stack(df["conf_raw"].to_numpy()).astype(float))
+
+
+def load_fitted_model(spec: str, drafter: str, gamma: int, temperatures: tuple | None = None,
+                      calibration: str = "sts"):
+    """The model named by ``fitted:DIR`` (parametric, DIR/model.json) or ``empirical:DIR`` (DIR/blocks.parquet).
+
+    Explicit ``temperatures`` (a scenario's temperatures.json) replace the fitted ones.
+
+    Raises:
+        SpecsimInputError: bad spec, missing or unreadable files, gamma beyond the fitted block length.
+    """
+    kind, _, d = spec.partition(":")
+    path = Path(d)
+    try:
+        fit = json.loads((path / "model.json").read_text())
+    except (OSError, ValueError) as e:
+        raise SpecsimInputError(str(path / "model.json"), None, "acceptance.model",
+                                "a directory written by specsim fit", f"{type(e).__name__}: {str(e)[:60]}") from None
+    temps = temperatures if temperatures is not None else tuple(fit["temperatures"])
+    src = f"{kind}:{path}"
+    if kind == "empirical":
+        try:
+            blocks = _read_blocks(path / "blocks.parquet")
+        except (OSError, ValueError, KeyError) as e:
+            raise SpecsimInputError(str(path / "blocks.parquet"), None, "acceptance.model",
+                                    "blocks written by specsim fit", f"{type(e).__name__}: {str(e)[:60]}") from None
+        return _cached_empirical(str(path), gamma, temps, calibration, blocks)
+    if kind != "fitted":
+        raise SpecsimInputError(None, None, "acceptance.model", "'fitted:DIR' or 'empirical:DIR'", repr(spec))
+    alpha = {d: tuple(r) for d, r in fit["alpha"].items()}
+    return AcceptanceModel(drafter, alpha, gamma, temperatures=temps, calibration=calibration, source=src,
+                           **{k: float(v) for k, v in fit["params"].items() if k in FIT_PARAMS})
+
+
+_EMPIRICAL_CACHE: dict = {}
+
+
+def _cached_empirical(key: str, gamma: int, temps, calibration: str, blocks: LoggedBlocks):
+    k = (key, gamma, temps, calibration)
+    if k not in _EMPIRICAL_CACHE:
+        _EMPIRICAL_CACHE[k] = EmpiricalAcceptanceModel(blocks, gamma, temps, calibration, source=f"empirical:{key}")
+    return _EMPIRICAL_CACHE[k]

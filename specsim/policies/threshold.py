@@ -1,0 +1,37 @@
+"""``threshold``: DeepSpec's static per-position confidence threshold (PAPER.md sections 7 and 8.4).
+
+Verify the drafts of a request up to, not including, the first position k whose *raw* confidence
+c_k < threshold: l_r = number of leading positions with c_{r,k} >= threshold. This is the rule of
+DeepSpec's ``_confident_prefix_length`` (PAPER.md 7), which the paper's Fig. 5 sweep most likely used
+(PAPER.md 10, item 5); SpecDec++'s cumulative rule on calibrated survival is ``specdecpp``. Load-unaware:
+threshold 0 verifies every draft, like ``static``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specsim.policies.base import SchedulingView
+
+
+class ConfidenceThreshold:
+    """Truncate each request's block at its first raw confidence below ``threshold``.
+
+    Args:
+        threshold: in [0, 1]; a draft with c_k >= threshold (and all earlier ones too) is verified.
+
+    Raises:
+        ValueError: threshold outside [0, 1].
+    """
+
+    name = "threshold"
+    fits_zos = False  # the batch size depends on this step's confidences
+
+    def __init__(self, threshold: float = 0.3) -> None:
+        if not 0.0 <= float(threshold) <= 1.0:
+            raise ValueError(f"threshold: expected a float in [0, 1], got {threshold!r}")
+        self.threshold = float(threshold)
+
+    def __call__(self, view: SchedulingView) -> np.ndarray:
+        confident = view.conf_raw >= self.threshold                        # (R, gamma)
+        return np.cumprod(confident, axis=1).sum(axis=1).astype(np.int64)  # leading run of confident drafts
