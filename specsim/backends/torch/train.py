@@ -192,13 +192,14 @@ def drafter_loss(drafter, target, ctx, mask, anchor, teacher, hidden) -> tuple[t
     L_tv = (l1.mean(0) * w).sum() / wsum
     a, b, c = LOSS_WEIGHTS
     loss = a * L_ce + b * L_tv
-    parts = {"ce": float(L_ce), "tv": float(L_tv), "accept_est": float(1 - 0.5 * l1[:, 0].mean())}
+    parts = {"ce": float(L_ce.detach()), "tv": float(L_tv.detach()),
+             "accept_est": float(1 - 0.5 * l1[:, 0].detach().mean())}
     if conf_logit is not None:
         c_star = (1 - 0.5 * l1.detach()).clamp(0, 1)
         bce = F.binary_cross_entropy_with_logits(conf_logit.float(), c_star, reduction="none")
         L_conf = (bce.mean(0) * w).sum() / wsum
         loss = loss + c * L_conf
-        parts["conf"] = float(L_conf)
+        parts["conf"] = float(L_conf.detach())
     return loss, parts
 
 

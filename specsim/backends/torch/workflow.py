@@ -85,7 +85,7 @@ def train_drafters(target, families: list[str], out: Path, steps: int, batch: in
         meta = {"target": summary["target"], "steps": steps, "batch": batch, "seed": seed, "lr": lr,
                 "final": last}
         save_drafter(d, out / f"{name}.pt", meta)
-        summary["drafters"][name] = {"parameters": count_parameters(d), "train_s": round(time.perf_counter() - t1, 1),
+        summary["drafters"][name] = {"parameters": count_parameters(d, trainable_only=False), "train_s": round(time.perf_counter() - t1, 1),
                                      "first": {k: round(v, 4) for k, v in hist[0].items()}, "final": last,
                                      "checkpoint_bytes": (out / f"{name}.pt").stat().st_size}
     (out / "train_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
