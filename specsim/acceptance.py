@@ -107,7 +107,6 @@ _MAX_RATE = 0.995                 # cap of a scaled rate (a scaled table must st
 # run, so it must not change with the run seed.
 _MODEL_SEED = 20260412
 _STS_SAMPLE = 8000                # simulated blocks for the build-time STS fit (build time ~0.3 s)
-_LOGIT_CLIP = 30.0                # |logit| bound of confidences (float64 expit stays inside (0, 1))
 
 
 # --------------------------------------------------------------------------------------------- tables
@@ -190,7 +189,8 @@ def builtin_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[di
     rows = dict(FIG2_ALPHA[drafter])
     source = "PAPER.md 8.2 (Fig. 2)"
     if drafter in FIG4_TAU and gamma > 7:
-        rows = {d: _extend_fig4(r, FIG4_TAU[drafter][d], gamma) for d, r in rows.items()}
+        # beyond 15 the length-16 rows stay: the model then names the table and its length in the error
+        rows = {d: _extend_fig4(r, FIG4_TAU[drafter][d], min(gamma, 15)) for d, r in rows.items()}
         source += f" + 8.3 (Fig. 4) draft length {12 if gamma <= 11 else 16}"
     for ds, tau in zip(TABLE1_DATASETS, TABLE1_TAU[drafter]):
         rows[ds] = scale_to_tau(rows[DATASET_DOMAIN[ds]], tau, gamma=7)
@@ -399,14 +399,15 @@ class AcceptanceModel:
         return RequestDraws(logit_q=logit_q, u=u, noise=noise)
 
     def raw_logit(self, logit_q: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """logit(c_raw) = s_k m(x + n) + h_k, float64, clipped to +-30. (..., gamma) -> (..., gamma)."""
+        """logit(c_raw) = s_k m(x + n) + h_k, float64. (..., gamma) -> (..., gamma)."""
         scales, shifts = self._lin
-        lin = logit_q.astype(np.float64) + noise
-        if self.conf_low_ratio != 1.0:
-            lin[lin < 0] *= self.conf_low_ratio
+        lin = logit_q.astype(np.float64)
+        lin += noise
+        if self.conf_low_ratio != 1.0:                            # m(y) = y + (ratio - 1) min(y, 0)
+            lin += (self.conf_low_ratio - 1.0) * np.minimum(lin, 0.0)
         lin *= scales
         lin += shifts
-        return np.clip(lin, -_LOGIT_CLIP, _LOGIT_CLIP, out=lin)
+        return lin
 
     def confidences(self, logit_q: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Raw and calibrated (STS: sigmoid(logit(c_raw) / T_k)) confidences, float64, same shape."""
