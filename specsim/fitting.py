@@ -39,6 +39,7 @@ _CONF_CLIP = 1e-6
 FIT_PARAMS = ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "conf_scale", "conf_shift",
               "conf_scale_later", "conf_shift_later", "conf_low_ratio")
 _START = {k: getattr(AcceptanceConfig(), k) for k in FIT_PARAMS}     # the tuned defaults start the search
+_EMPIRICAL_CACHE: dict = {}      # (dir, gamma, temperatures, calibration) -> model, like the lru_cache of tables
 _CONF_BINS = np.array([0.0, 0.5, 0.7, 0.9, 1.0 + 1e-9])   # raw-confidence bins of the calibration moments
 
 
@@ -353,24 +354,17 @@ def load_fitted_model(spec: str, drafter: str, gamma: int, temperatures: tuple |
     temps = temperatures if temperatures is not None else tuple(fit["temperatures"])
     src = f"{kind}:{path}"
     if kind == "empirical":
-        try:
-            blocks = _read_blocks(path / "blocks.parquet")
-        except (OSError, ValueError, KeyError) as e:
-            raise SpecsimInputError(str(path / "blocks.parquet"), None, "acceptance.model",
-                                    "blocks written by specsim fit", f"{type(e).__name__}: {str(e)[:60]}") from None
-        return _cached_empirical(str(path), gamma, temps, calibration, blocks)
+        key = (str(path), gamma, temps, calibration)
+        if key not in _EMPIRICAL_CACHE:
+            try:
+                blocks = _read_blocks(path / "blocks.parquet")
+            except (OSError, ValueError, KeyError) as e:
+                raise SpecsimInputError(str(path / "blocks.parquet"), None, "acceptance.model",
+                                        "blocks written by specsim fit", f"{type(e).__name__}: {str(e)[:60]}") from None
+            _EMPIRICAL_CACHE[key] = EmpiricalAcceptanceModel(blocks, gamma, temps, calibration, source=src)
+        return _EMPIRICAL_CACHE[key]
     if kind != "fitted":
         raise SpecsimInputError(None, None, "acceptance.model", "'fitted:DIR' or 'empirical:DIR'", repr(spec))
     alpha = {d: tuple(r) for d, r in fit["alpha"].items()}
     return AcceptanceModel(drafter, alpha, gamma, temperatures=temps, calibration=calibration, source=src,
                            **{k: float(v) for k, v in fit["params"].items() if k in FIT_PARAMS})
-
-
-_EMPIRICAL_CACHE: dict = {}
-
-
-def _cached_empirical(key: str, gamma: int, temps, calibration: str, blocks: LoggedBlocks):
-    k = (key, gamma, temps, calibration)
-    if k not in _EMPIRICAL_CACHE:
-        _EMPIRICAL_CACHE[k] = EmpiricalAcceptanceModel(blocks, gamma, temps, calibration, source=f"empirical:{key}")
-    return _EMPIRICAL_CACHE[k]
