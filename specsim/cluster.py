@@ -135,7 +135,7 @@ class Cluster:
         self.req_accepted[ids] += accepted
         self._itl.append(gaps)
         if self.record_step_log:
-            g = rep.gamma
+            g = plan.gamma
             self._log.append((rep.step_index, rep.index, start, end - start, ids, g, plan.verify_len, accepted,
                               plan.conf_raw, plan.conf))
 

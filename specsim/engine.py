@@ -87,6 +87,7 @@ class StepPlan:
     chunk: np.ndarray        # (n,) tokens of each chunk
     duration_s: float
     capacity: int
+    gamma: int               # drafts proposed this step (< the replica's gamma after a proposal_length call)
 
 
 class Replica:
@@ -108,6 +109,7 @@ class Replica:
         self.gamma = gamma
         self.colocated = colocated
         self.uses_capacity = callable(getattr(policy, "capacity", None))
+        self.uses_proposal = callable(getattr(policy, "proposal_length", None))
         kind = getattr(policy, "view_kind", "causal")
         if kind not in VIEW_KINDS:
             raise SpecsimInputError(None, None, f"policy '{policy.name}'.view_kind",
@@ -219,8 +221,15 @@ class Replica:
         rows = self.off[decode] + gen                                      # (R,) anchor rows p = tokens so far
         kv_tokens = float((self.prompt[decode] + gen).sum())
         capacity = -1
+        if R and gamma and self.uses_proposal:
+            # the policy sizes the proposal before drafting (it sees no confidences of this step)
+            empty = np.zeros((R, 0))
+            gamma = self._check_proposal(self.policy.proposal_length(
+                self._view(decode, rows, empty, empty, kv_tokens, None, gamma=0)))
         if R and gamma:
             conf_raw, conf = c.acceptance.confidences(self.arena.logit_q[rows], self.arena.noise[rows])
+            if gamma < self.gamma:
+                conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
         else:
             conf_raw = conf = np.zeros((R, gamma))
         if R:
@@ -228,8 +237,8 @@ class Replica:
                 old = self._views[0] if len(self._views) == 2 else None
                 cap = self.policy.capacity(old, self.ids[decode], R)
                 capacity = int(cap)
-            view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity)
-            verify_len = self._check(self.policy(view), R)
+            view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
+            verify_len = self._check(self.policy(view), R, gamma)
             self._views.append(view)
             lmax = self.out[decode] - gen - 1                            # never verify past the output
             clipped = verify_len > lmax
@@ -254,42 +263,50 @@ class Replica:
         total = B + int(chunk.sum())
         duration = profile.step_time(total, kv_tokens) + self.host_s if total else 0.0
         if R and gamma:
-            duration += c.drafter_cost.draft_time_s(R, gamma, profile, kv_tokens)
+            duration += c.drafter_cost.draft_time_s(R, gamma, profile, kv_tokens)   # the full proposal
         if chunk.size:
             ctx = self.prompt[prefill] - self.prefill_left[prefill]
             duration += profile.prefill_attention_s(chunk, ctx)
-        return StepPlan(decode, R, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity)
+        return StepPlan(decode, R, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity, gamma)
 
     def _accept(self, rows: np.ndarray) -> np.ndarray:
         """(R, gamma) hidden outcomes of the drafts anchored at ``rows``."""
         return self.c.acceptance.accepted(self.arena.logit_q[rows], self.arena.u[rows])
 
     def _view(self, decode, rows: np.ndarray, conf_raw: np.ndarray, conf: np.ndarray,
-              kv_tokens: float, capacity: int | None) -> SchedulingView:
+              kv_tokens: float, capacity: int | None, gamma: int | None = None) -> SchedulingView:
         c = self.c
         # copies: the view is kept (dspark-async reads it two steps later) while the slots change
         take = (lambda a: a.copy()) if isinstance(decode, slice) else (lambda a: a[decode])
         ids = take(self.ids)
         extra = {"accept": self._accept(rows)} if self.view_cls is OracleView else {}
         return self.view_cls(
-            step=self.step_index, now_s=self.env.now, gamma=self.gamma, request_ids=ids,
+            step=self.step_index, now_s=self.env.now, gamma=self.gamma if gamma is None else gamma, request_ids=ids,
             domains=c.domain[ids], conf_raw=conf_raw, conf=conf, num_generated=take(self.gen),
             prompt_tokens=take(self.prompt), kv_tokens=kv_tokens,
             hist_drafts_verified=take(self.hist_v), hist_drafts_accepted=take(self.hist_a),
             last_verify_len=take(self.last_v), last_accepted=take(self.last_a),
             profile=c.profile, capacity=capacity, **extra)
 
-    def _check(self, result, R: int) -> np.ndarray:
+    def _check(self, result, R: int, gamma: int) -> np.ndarray:
         name = getattr(self.policy, "name", repr(self.policy))
         arr = np.asarray(result)
         if arr.shape != (R,) or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
             raise SpecsimInputError(None, None, f"policy '{name}'",
                                     f"verify lengths as an integer array of shape ({R},)",
                                     f"{arr.dtype} array of shape {arr.shape}")
-        if R and not (0 <= arr.min() and arr.max() <= self.gamma):
-            raise SpecsimInputError(None, None, f"policy '{name}'", f"verify lengths in [0, {self.gamma}]",
+        if R and not (0 <= arr.min() and arr.max() <= gamma):
+            raise SpecsimInputError(None, None, f"policy '{name}'", f"verify lengths in [0, {gamma}]",
                                     f"values in [{arr.min()}, {arr.max()}]")
         return arr.astype(np.int64)
+
+    def _check_proposal(self, result) -> int:
+        name = getattr(self.policy, "name", repr(self.policy))
+        if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, np.integer)) \
+                or not 0 <= result <= self.gamma:
+            raise SpecsimInputError(None, None, f"policy '{name}'.proposal_length",
+                                    f"an int in [0, {self.gamma}]", repr(result))
+        return int(result)
 
     def _finish(self, plan: StepPlan, start: float) -> None:
         c = self.c
@@ -297,7 +314,7 @@ class Replica:
         d, l = plan.decode, plan.verify_len
         R = plan.num_decode
         if R:
-            if self.gamma:
+            if plan.gamma:
                 acc = self._accept(plan.rows)                                       # (R, gamma) hidden until now
                 verified = np.arange(self.gamma)[None, :] < l[:, None]              # (R, gamma)
                 accepted = np.cumprod(acc & verified, axis=1).sum(axis=1)           # leading accepted prefix

@@ -263,3 +263,39 @@ def test_gamma_beyond_table_is_named():
     trace = make_trace([0.0], [10], [20])
     with pytest.raises(SpecsimInputError, match="'dspark' acceptance table"):
         simulate(trace, "dspark", gamma=40, seed=0)
+
+
+class _Propose:
+    """Proposes ``k`` drafts before drafting and verifies all of them."""
+
+    name = "propose"
+    fits_zos = True
+
+    def __init__(self, k):
+        self.k = k
+
+    def proposal_length(self, view):
+        assert view.conf.shape == (view.num_requests, 0)          # no confidences before drafting
+        return self.k
+
+    def __call__(self, view):
+        assert view.gamma == self.k and view.conf.shape[1] == self.k
+        return np.full(view.num_requests, view.gamma)
+
+
+def test_proposal_length_zero_skips_the_drafter():
+    trace = make_trace([0.0] * 3, [50] * 3, [30, 40, 50])
+    scen = load_scenario(overrides=["prefill.time_per_token_s=0.001", "prefill.num_instances=3"])
+    flat = StepTimeProfile.flat(0.02)
+    zero = simulate(trace, _Propose(0), scen, profile=flat)
+    none = simulate(trace, "none", scen, profile=flat)
+    np.testing.assert_allclose(zero.requests.tpot_s, none.requests.tpot_s, rtol=0, atol=1e-12)
+    two = simulate(trace, _Propose(2), scen, profile=flat, record_step_log=True)
+    assert (two.step_log.gamma == 2).all() and (two.step_log.verify_len <= 2).all()
+    assert two.summary["mean_verify_tokens_per_request"] > 2.5
+
+
+def test_bad_proposal_length_is_named():
+    trace = make_trace([0.0], [10], [20])
+    with pytest.raises(SpecsimInputError, match="proposal_length"):
+        simulate(trace, _Propose(99), seed=0)

@@ -12,6 +12,12 @@ target verifies (the verify length l_r, 0 <= l_r <= gamma). What a policy may su
   the view of two steps earlier (or None when none exists yet), the ids (R_t,) and the count R_t of the
   requests running now; the result reaches ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
 
+* optionally ``proposal_length(view) -> int``: called before drafting, with a view whose confidence arrays
+  have shape (R, 0) (this step's drafts do not exist yet); returns gamma_t in [0, gamma], the tokens the
+  drafter proposes this step (the drafter cost is paid for gamma_t, nothing when 0), and ``__call__`` then
+  sees a view with ``gamma = gamma_t``. This is how engines with adaptive proposal lengths (SmartSpec /
+  TurboSpec, draft-length schedules) skip drafting when speculation does not pay.
+
 Causality holds by construction: a view holds this step's drafts' confidences and the causal history,
 never the hidden outcomes of the step being scheduled. Policies may keep state built only from views.
 """
