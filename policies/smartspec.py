@@ -10,11 +10,13 @@ tokens per second, of every candidate k and taking the best. Two ingredients:
   (Leviathan et al. 2023, eq. 1; the tau of DESIGN.md with equal survivals alpha^j):
   E_r(k) = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha).
 
-Goodput(k) = sum_r E_r(k) * SPS(R (1 + k)) / (1 + f_draft * k), where SPS comes from the replica's
-step-time profile (``view.sps``, PAPER.md section 5.1) and ``f_draft`` is the drafting cost per proposed
-token as a fraction of a target step (0 by default: specsim's engine drafts the full gamma whatever is
-verified, so the drafting cost does not depend on k). k = 0 is always a candidate, with goodput
-R * SPS(R): SmartSpec never predicts itself below no speculation.
+Goodput(k) = sum_r E_r(k) / (step_time(R (1 + k)) + draft_time(k)), where the step time comes from the
+replica's step-time profile (``view.sps``, PAPER.md section 5.1) and the drafting time of a k-token
+proposal from the drafter's cost model (``view.draft_time_s``). k = 0 is always a candidate, with goodput
+R / step_time(R) and no drafting at all: SmartSpec never predicts itself below no speculation.
+
+The choice is made in ``proposal_length``, before drafting (the engine then drafts only k tokens, and
+nothing when k = 0); ``__call__`` verifies the whole proposal.
 
 Estimating alpha from outcomes (our choice; the paper keeps a moving average of the observed acceptance
 rate): a verify step of l drafts that accepted a of them shows a accepted drafts and one rejection when
@@ -59,7 +61,8 @@ class SmartSpec:
         gamma: largest proposal length considered (capped at the step's gamma); None = the step's gamma.
         ema: weight of the newest step in the moving averages, in (0, 1].
         prior_alpha: acceptance assumed before any outcome, in (0, 1).
-        draft_fraction: drafting cost per proposed token as a fraction of a target step, >= 0.
+        draft_fraction: extra drafting cost per proposed token as a fraction of a target step, >= 0, on top
+            of the drafter's own cost model (0 by default).
         probe_every: every n-th would-be-empty step verifies one draft per request (0 disables probing).
 
     Raises:
@@ -100,26 +103,33 @@ class SmartSpec:
         batch = self._batch[0] / self._batch.sum()
         return np.where(seen, own, batch)
 
-    def __call__(self, view) -> np.ndarray:
+    def proposal_length(self, view) -> int:
+        """k for this step, chosen before drafting from the causal history (module docstring)."""
         R = view.num_requests
         kmax = view.gamma if self.gamma is None else min(int(self.gamma), view.gamma)
         if R == 0 or kmax == 0:
             self._observe(view)
-            return np.zeros(R, dtype=np.int64)
+            self.last_k = 0
+            return 0
         alpha = self.alpha_estimate(view.request_ids)                # (R,) excludes the newest outcome
         k = np.arange(kmax + 1)                                      # (K,) candidate proposal lengths
-        batch_tokens = np.minimum(R * (1 + k), view.profile.max_batch_tokens)
+        fits = R * (1 + k) <= view.profile.max_batch_tokens
+        k = k[fits]
         tokens = expected_tokens(alpha, k).sum(axis=1)              # (K,) expected tokens of the batch
-        goodput = tokens * view.sps(batch_tokens) / (1.0 + self.draft_fraction * k)
-        goodput[R * (1 + k) > view.profile.max_batch_tokens] = -np.inf   # beyond the measured profile
-        best = int(np.argmax(goodput))                               # first max: ties go to shorter k
+        step_s = 1.0 / view.sps(R * (1 + k))                         # (K,) target step time
+        draft_s = np.array([view.draft_time_s(int(j)) for j in k]) * (1.0 + self.draft_fraction * k)
+        goodput = tokens / (step_s + draft_s)
+        best = int(k[np.argmax(goodput)])                            # first max: ties go to shorter k
         if best == 0 and self.probe_every:
             self._empty_steps += 1
             if self._empty_steps % self.probe_every == 0:
                 best = 1
         self.last_k = best
         self._observe(view)
-        return np.full(R, best, dtype=np.int64)
+        return best
+
+    def __call__(self, view) -> np.ndarray:
+        return np.full(view.num_requests, view.gamma, dtype=np.int64)   # verify the whole proposal
 
     def _grow(self, request_ids: np.ndarray) -> None:
         need = int(request_ids.max()) + 1 if request_ids.size else 0

@@ -225,7 +225,7 @@ class Replica:
             # the policy sizes the proposal before drafting (it sees no confidences of this step)
             empty = np.zeros((R, 0))
             gamma = self._check_proposal(self.policy.proposal_length(
-                self._view(decode, rows, empty, empty, kv_tokens, None, gamma=0)))
+                self._view(decode, rows, empty, empty, kv_tokens, None)))
         if R and gamma:
             conf_raw, conf = c.acceptance.confidences(self.arena.logit_q[rows], self.arena.noise[rows])
             if gamma < self.gamma:
@@ -286,7 +286,7 @@ class Replica:
             prompt_tokens=take(self.prompt), kv_tokens=kv_tokens,
             hist_drafts_verified=take(self.hist_v), hist_drafts_accepted=take(self.hist_a),
             last_verify_len=take(self.last_v), last_accepted=take(self.last_a),
-            profile=c.profile, capacity=capacity, **extra)
+            profile=c.profile, capacity=capacity, drafter_cost=c.drafter_cost, **extra)
 
     def _check(self, result, R: int, gamma: int) -> np.ndarray:
         name = getattr(self.policy, "name", repr(self.policy))

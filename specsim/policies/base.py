@@ -12,8 +12,9 @@ target verifies (the verify length l_r, 0 <= l_r <= gamma). What a policy may su
   the view of two steps earlier (or None when none exists yet), the ids (R_t,) and the count R_t of the
   requests running now; the result reaches ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
 
-* optionally ``proposal_length(view) -> int``: called before drafting, with a view whose confidence arrays
-  have shape (R, 0) (this step's drafts do not exist yet); returns gamma_t in [0, gamma], the tokens the
+* optionally ``proposal_length(view) -> int``: called before drafting, with a view whose ``gamma`` is the
+  largest proposal and whose confidence arrays have shape (R, 0) (this step's drafts do not exist yet);
+  returns gamma_t in [0, gamma], the tokens the
   drafter proposes this step (the drafter cost is paid for gamma_t, nothing when 0), and ``__call__`` then
   sees a view with ``gamma = gamma_t``. This is how engines with adaptive proposal lengths (SmartSpec /
   TurboSpec, draft-length schedules) skip drafting when speculation does not pay.
@@ -53,6 +54,7 @@ class SchedulingView:
         last_accepted: (R,) int64 drafts accepted at each request's previous step (-1 if none).
         profile: the replica's step-time profile (SPS(B) = 1 / step time).
         capacity: the value ``policy.capacity`` returned for this step, or None.
+        drafter_cost: the drafter's cost model (specsim.hardware.drafter.DrafterCost), or None.
     """
 
     step: int
@@ -71,6 +73,7 @@ class SchedulingView:
     last_accepted: np.ndarray
     profile: StepTimeProfile
     capacity: int | None = None
+    drafter_cost: Any = None
 
     def __post_init__(self) -> None:
         for name in ("request_ids", "domains", "conf_raw", "conf", "num_generated", "prompt_tokens",
@@ -89,6 +92,12 @@ class SchedulingView:
     def sps(self, batch_tokens: int | np.ndarray) -> float | np.ndarray:
         """Target steps per second at B tokens (scalar or array), with this step's KV read included."""
         return self.profile.sps(batch_tokens, self.kv_tokens)
+
+    def draft_time_s(self, gamma: int) -> float:
+        """Seconds to draft ``gamma`` tokens for every running request (0 without a drafter)."""
+        if self.drafter_cost is None or gamma <= 0:
+            return 0.0
+        return self.drafter_cost.draft_time_s(self.num_requests, gamma, self.profile, self.kv_tokens)
 
     def sps_range(self, first: int, count: int) -> np.ndarray:
         """SPS at B = first .. first + count - 1, shape (count,), with this step's KV read included."""
