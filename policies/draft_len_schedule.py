@@ -8,8 +8,9 @@ for every request (capped at the step's gamma); above the last bound verify none
 long block while the GPU is memory-bound, a short one as the batch fills it, none when it is saturated).
 
 The verify length depends only on R, which is known before any confidence exists, so the batch size is
-fixed early: ``fits_zos = True``. A schedule that reaches 0 drafts still runs: those steps verify only
-each request's own token (B = R), like ``none`` with the drafter still paid.
+fixed early: ``fits_zos = True``. The length is chosen in ``proposal_length``, before drafting, so the
+drafter proposes only that many tokens; a schedule that reaches 0 drafts still runs: those steps draft
+nothing and verify only each request's own token (B = R), exactly like ``none``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class DraftLenSchedule:
         row = int(np.searchsorted(self._bounds, num_running, side="left"))   # first bound >= R
         cap = gamma if self.gamma is None else min(gamma, int(self.gamma))
         return int(min(self._drafts[row], cap))
+
+    def proposal_length(self, view) -> int:
+        """Drafts to propose this step (before drafting; ``view.gamma`` is the largest proposal)."""
+        return self.drafts(view.num_requests, view.gamma)
 
     def __call__(self, view) -> np.ndarray:
         return np.full(view.num_requests, self.drafts(view.num_requests, view.gamma), dtype=np.int64)
