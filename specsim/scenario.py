@@ -49,6 +49,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from specsim.errors import SpecsimInputError
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
@@ -117,10 +119,17 @@ class DrafterConfig:
     """The drafter used by speculative policies (mtp1 and none override it)."""
 
     name: str = "dspark"
+    # Cost overrides, fractions of the target step at batch R (specsim.hardware.drafter.DrafterCost);
+    # a negative value keeps the drafter family's documented default.
+    base_fraction: float = -1.0
+    per_draft_fraction: float = -1.0
 
     def validate(self, src: str) -> None:
         _check(self.name in ("dspark", "dflash", "eagle3", "mtp", "none"), src, "drafter.name",
                "one of dspark, dflash, eagle3, mtp, none", self.name)
+        for key in ("base_fraction", "per_draft_fraction"):
+            v = getattr(self, key)
+            _check(np.isfinite(v) and v < 10, src, f"drafter.{key}", "a finite fraction (< 0 = default)", v)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,10 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         raise SpecsimInputError("--concurrency", None, "concurrency", "an int >= 1", repr(concurrency))
     factory, pname, dname, g, prof = resolve_run(policy, scenario, gamma, drafter, profile, **knobs)
     cost = drafter_cost(dname)
+    dc = scenario.drafter
+    if dname == scenario.drafter.name and (dc.base_fraction >= 0 or dc.per_draft_fraction >= 0):
+        cost = replace(cost, **{k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction")
+                                if getattr(dc, k) >= 0})
     model = None
     if g > 0:
         domains = np.asarray(trace.domain, dtype=object)

@@ -299,3 +299,12 @@ def test_bad_proposal_length_is_named():
     trace = make_trace([0.0], [10], [20])
     with pytest.raises(SpecsimInputError, match="proposal_length"):
         simulate(trace, _Propose(99), seed=0)
+
+
+def test_scenario_drafter_cost_override():
+    """[drafter] base_fraction / per_draft_fraction replace the family default: static k on a flat profile
+    then costs step * (1 + base + per_draft * gamma) per step, exactly."""
+    trace = make_trace([0.0], [10], [200])
+    scen = homogeneous_scenario("drafter.base_fraction=0.1", "drafter.per_draft_fraction=0.02", alpha=0.5)
+    res = simulate(trace, "static", scen, gamma=4, profile=StepTimeProfile.flat(0.01), seed=0)
+    np.testing.assert_allclose(res.steps.duration_s, 0.01 * (1 + 0.1 + 0.02 * 4), rtol=1e-12)
