@@ -32,4 +32,4 @@ fi
 export SPECSIM_SMOLLM2_DRAFTERS="$SMOL"
 
 echo "== torch phase: tests"
-CI=true SPECSIM_TORCH_PHASE=1 "$VENV/bin/python" -m pytest tests/torch -q
+CI=true SPECSIM_TORCH_PHASE=1 "$VENV/bin/python" -m pytest tests/torch_backend -q

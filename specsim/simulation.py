@@ -19,7 +19,8 @@ import specsim
 from specsim.acceptance import build_acceptance_model
 from specsim.cluster import ClosedLoopWindow, Cluster
 from specsim.errors import SpecsimInputError
-from specsim.hardware.drafter import drafter_cost
+from specsim.hardware.drafter import DrafterCost
+from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.metrics import domain_breakdown, request_frame, summarize
 from specsim.policies import make_policy
@@ -96,7 +97,8 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
 def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = None, seed: int = 0,
              concurrency: int | None = None, rate_scale: float = 1.0, max_sim_s: float | None = None,
              gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | None = None,
-             record_step_log: bool = False, **knobs: Any) -> SimulationResult:
+             record_step_log: bool = False, drafter_cost: DrafterCost | None = None,
+             **knobs: Any) -> SimulationResult:
     """Simulate ``trace`` on the scenario's cluster under ``policy``.
 
     Args:
@@ -110,6 +112,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         gamma, drafter: override the scenario's (see :func:`resolve_run`).
         profile: override the scenario's step-time profile.
         record_step_log: keep per (step, request) rows (needed for ``--out`` step logs and calibration).
+        drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
         knobs: policy knobs (``threshold`` ...).
 
     Raises:
@@ -125,9 +128,9 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     if concurrency is not None and concurrency < 1:
         raise SpecsimInputError("--concurrency", None, "concurrency", "an int >= 1", repr(concurrency))
     factory, pname, dname, g, prof = resolve_run(policy, scenario, gamma, drafter, profile, **knobs)
-    cost = drafter_cost(dname)
+    cost = default_drafter_cost(dname) if drafter_cost is None else drafter_cost
     dc = scenario.drafter
-    if dname == scenario.drafter.name and (dc.base_fraction >= 0 or dc.per_draft_fraction >= 0):
+    if drafter_cost is None and dname == dc.name and (dc.base_fraction >= 0 or dc.per_draft_fraction >= 0):
         cost = replace(cost, **{k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction")
                                 if getattr(dc, k) >= 0})
     model = None

@@ -360,42 +360,27 @@ class _PolicySeesProfile:
 
 def predict(trace, policy: str, scenario, profile, drafter_cost, drafter_name: str, seed: int,
             policy_profile=None):
-    """Simulate ``trace`` open loop under ``policy`` with an explicit drafter cost; returns the summary dict.
+    """Simulate ``trace`` open loop under ``policy`` with the measured drafter cost; returns the summary dict.
 
-    Same steps as :func:`specsim.simulation.simulate` (acceptance model from the scenario, a
-    :class:`~specsim.cluster.Cluster`, :func:`specsim.metrics.summarize`) except that the drafter's
-    cost is the measured one: ``simulate`` takes the cost from the drafter name's defaults.
-    ``policy_profile``: the profile the policy sees, when it differs from the one charging step times.
+    :func:`specsim.simulation.simulate` with ``drafter_cost`` (the measured one instead of the drafter
+    name's defaults). ``policy_profile``: the profile the policy sees, when it differs from the one
+    charging step times.
 
     Raises:
         SpecsimInputError: a trace domain missing from the fitted acceptance model.
         RuntimeError: a request not completed or emitting a wrong number of tokens.
     """
-    from specsim.acceptance import build_acceptance_model
-    from specsim.cluster import Cluster
-    from specsim.metrics import request_frame, summarize
     from specsim.policies import make_policy
-    from specsim.simulation import _check_invariants
+    from specsim.simulation import simulate
 
     g = scenario.engine.gamma
-    model = build_acceptance_model(drafter_name, g, domains=tuple(np.unique(np.asarray(trace.domain, object))),
-                                   **scenario.to_dict()["acceptance"])
-    for dom in np.unique(np.asarray(trace.domain, object)):
-        if dom not in model.alpha:
-            raise SpecsimInputError(getattr(trace, "source", None), None, "domain",
-                                    f"a domain of the fitted acceptance model {sorted(model.alpha)}", repr(dom))
-    def factory():
-        pol = make_policy(policy, gamma=g)
-        return pol if policy_profile is None else _PolicySeesProfile(pol, policy_profile)
-
-    cluster = Cluster(trace, scenario, factory, g, model, profile, drafter_cost, seed)
-    cluster.env.process(cluster.open_loop(1.0))
-    cluster.env.run()
-    requests = request_frame(cluster)
-    _check_invariants(cluster, requests, horizon=False)
-    summary = summarize(requests, cluster.steps_frame(), cluster.itl_s(), window=None, decode_gpus=1,
-                        prefill_gpus=0, mean_in_system=None)
-    summary.update({"policy": policy, "seed": int(seed), "gamma": g, "acceptance_source": model.source})
+    pol = make_policy(policy, gamma=g)
+    if policy_profile is not None:
+        pol = _PolicySeesProfile(pol, policy_profile)
+    res = simulate(trace, pol, scenario, seed=seed, gamma=g, drafter=drafter_name, profile=profile,
+                   drafter_cost=drafter_cost)
+    summary = dict(res.summary)
+    summary.update({"policy": policy, "acceptance_source": summary["provenance"]["acceptance_source"]})
     return summary
 
 
