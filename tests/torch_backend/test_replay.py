@@ -27,11 +27,11 @@ from specsim.errors import SpecsimInputError  # noqa: E402
 from specsim.trace import Trace  # noqa: E402
 
 
-def _trace(n: int = 6) -> Trace:
+def _trace(n: int = 6, output_base: int = 80) -> Trace:
     doms = ["chat", "code", "math"] * n
     return Trace(request_id=[str(i) for i in range(n)], arrival_s=0.004 * np.arange(n),
-                 prompt_tokens=[40 + 4 * i for i in range(n)], output_tokens=[80 + 4 * i for i in range(n)],
-                 domain=doms[:n], source="<test>")
+                 prompt_tokens=[40 + 4 * i for i in range(n)],
+                 output_tokens=[output_base + 4 * i for i in range(n)], domain=doms[:n], source="<test>")
 
 
 def test_math_problems_are_correct_arithmetic():
@@ -75,7 +75,9 @@ def test_fitting_on_the_run_being_predicted_is_refused(tmp_path):
 
 
 def test_replay_end_to_end_small(tmp_path):
-    tr = _trace(8)
+    # ~2,500 output tokens: the acceptance-length comparison of two sampled runs then has a standard error
+    # of about 2.5%, so the 10% bound below sits at about 4 standard errors
+    tr = _trace(12, output_base=180)
     rep = run_replay(tr, "dspark", tmp_path, fit_seed=2, fit_policy="static", seed=0, max_batch=8,
                      fit_max_evals=20)
     table = pd.read_csv(tmp_path / "comparison.csv")
@@ -90,7 +92,7 @@ def test_replay_end_to_end_small(tmp_path):
     log = pd.read_parquet(tmp_path / "replay" / "step_log.parquet")
     assert len(log) == int(req.decode_steps.sum())
     steps = pd.read_parquet(tmp_path / "replay" / "steps.parquet")
-    assert 20 <= len(steps) <= 300                       # a few dozen engine iterations
+    assert 20 <= len(steps) <= 1000                      # a few hundred engine iterations at most
     assert (log.verify_len <= log.gamma).all() and (log.num_accepted <= log.verify_len).all()
     # the fit came from the other run: its blocks are that run's (static: every position verified)
     fit = json.loads((tmp_path / "fit" / "model.json").read_text())
