@@ -122,10 +122,9 @@ class Cluster:
 
     def record_step(self, rep: Replica, plan: StepPlan, start: float, end: float, accepted: int) -> None:
         R = plan.num_decode
-        self._steps.append((rep.index, rep.step_index, start, end - start, rep.ids.size, R,
-                            int(R + plan.verify_len.sum() + plan.chunk.sum()), int(plan.verify_len.sum()),
-                            accepted, accepted + R, int(plan.chunk.sum()), plan.capacity,
-                            rep.host_s if (R or plan.chunk.size) else 0.0))
+        self._steps.append((rep.index, rep.step_index, start, end - start, rep.ids.size, R, plan.batch_tokens,
+                            plan.num_verified, accepted, accepted + R, plan.batch_tokens - R - plan.num_verified,
+                            plan.capacity, rep.host_s if plan.batch_tokens else 0.0))
 
     def record_step_requests(self, rep: Replica, plan: StepPlan, start: float, end: float,
                              accepted: np.ndarray, gaps: np.ndarray) -> None:

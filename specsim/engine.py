@@ -88,6 +88,8 @@ class StepPlan:
     duration_s: float
     capacity: int
     gamma: int               # drafts proposed this step (< the replica's gamma after a proposal_length call)
+    num_verified: int        # sum of verify_len
+    batch_tokens: int        # tokens in the step: decode B plus prefill chunk tokens
 
 
 class Replica:
@@ -110,6 +112,7 @@ class Replica:
         self.colocated = colocated
         self.uses_capacity = callable(getattr(policy, "capacity", None))
         self.uses_proposal = callable(getattr(policy, "proposal_length", None))
+        self._depth = np.arange(gamma)[None, :]                           # (1, gamma) draft depths k - 1
         kind = getattr(policy, "view_kind", "causal")
         if kind not in VIEW_KINDS:
             raise SpecsimInputError(None, None, f"policy '{policy.name}'.view_kind",
@@ -267,7 +270,8 @@ class Replica:
         if chunk.size:
             ctx = self.prompt[prefill] - self.prefill_left[prefill]
             duration += profile.prefill_attention_s(chunk, ctx)
-        return StepPlan(decode, R, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity, gamma)
+        return StepPlan(decode, R, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity, gamma,
+                        B - R, total)
 
     def _accept(self, rows: np.ndarray) -> np.ndarray:
         """(R, gamma) hidden outcomes of the drafts anchored at ``rows``."""
@@ -316,7 +320,7 @@ class Replica:
         if R:
             if plan.gamma:
                 acc = self._accept(plan.rows)                                       # (R, gamma) hidden until now
-                verified = np.arange(self.gamma)[None, :] < l[:, None]              # (R, gamma)
+                verified = self._depth < l[:, None]                                  # (R, gamma)
                 accepted = np.cumprod(acc & verified, axis=1).sum(axis=1)           # leading accepted prefix
             else:
                 accepted = np.zeros(R, np.int64)
