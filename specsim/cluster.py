@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import simpy
 
 from specsim.acceptance import AcceptanceModel, RequestDraws
@@ -250,17 +251,34 @@ class Cluster:
         return np.concatenate(self._itl) if self._itl else np.zeros(0)
 
     def step_log_frame(self) -> pd.DataFrame:
-        """Per (step, request) rows in the specsim.steplog format."""
+        """Per (step, request) rows in the specsim.steplog format (columns built in one pass each)."""
+        cols = ["step", "replica", "time_s", "step_time_s", "request_id", "domain", "gamma", "verify_len",
+                "num_accepted", "conf_raw", "conf"]
         if not self._log:
-            return pd.DataFrame({c: [] for c in ["step", "replica", "time_s", "step_time_s", "request_id",
-                                                 "domain", "gamma", "verify_len", "num_accepted", "conf_raw",
-                                                 "conf"]})
-        parts = []
+            return pd.DataFrame({c: [] for c in cols})
+        step, rep, start, dur, ids, g, l, a, cr, cc = zip(*self._log)
+        counts = np.fromiter((x.size for x in ids), np.int64, len(ids))
+
+        def per_row(values, dtype):                          # one value per step -> one per (step, request)
+            return np.repeat(np.asarray(values, dtype), counts)
+
+        ids_all = np.concatenate(ids)
         rid = np.asarray(self.trace.request_id, dtype=object)
-        for step, rep, start, dur, ids, g, l, a, cr, cc in self._log:
-            parts.append(pd.DataFrame({
-                "step": step, "replica": rep, "time_s": start, "step_time_s": dur,
-                "request_id": rid[ids], "domain": self.domain[ids], "gamma": g, "verify_len": l,
-                "num_accepted": a, "conf_raw": list(cr), "conf": list(cc)}))
-        df = pd.concat(parts, ignore_index=True)
-        return df.astype({"request_id": "string", "domain": "string"})
+
+        def conf_lists(blocks):                               # (R_s, gamma_s) blocks -> list<float64> column
+            flat = np.concatenate([b.ravel() for b in blocks]).astype(np.float64)
+            offsets = np.concatenate([[0], np.cumsum(np.repeat(np.asarray(g, np.int64), counts))])
+            arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat))
+            return pd.Series(arr.to_pandas(), copy=False)
+
+        df = pd.DataFrame({
+            "step": per_row(step, np.int64), "replica": per_row(rep, np.int64),
+            "time_s": per_row(start, np.float64), "step_time_s": per_row(dur, np.float64),
+            "request_id": pd.array(rid[ids_all], dtype="string"),
+            "domain": pd.array(self.domain[ids_all], dtype="string"),
+            "gamma": per_row(g, np.int64), "verify_len": np.concatenate(l).astype(np.int64),
+            "num_accepted": np.concatenate(a).astype(np.int64),
+        })
+        df["conf_raw"] = conf_lists(cr)
+        df["conf"] = conf_lists(cc)
+        return df

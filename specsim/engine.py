@@ -115,7 +115,7 @@ class Replica:
         self._depth = np.arange(gamma)[None, :]                           # (1, gamma) draft depths k - 1
         kind = getattr(policy, "view_kind", "causal")
         if kind not in VIEW_KINDS:
-            raise SpecsimInputError(None, None, f"policy '{policy.name}'.view_kind",
+            raise SpecsimInputError(None, None, f"policy {policy.name}, view_kind",
                                     f"one of {sorted(VIEW_KINDS)}", repr(kind))
         self.view_cls = VIEW_KINDS[kind]
         self.host_s = 0.0 if policy.fits_zos else cluster.scenario.engine.host_overhead_s
@@ -296,11 +296,11 @@ class Replica:
         name = getattr(self.policy, "name", repr(self.policy))
         arr = np.asarray(result)
         if arr.shape != (R,) or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-            raise SpecsimInputError(None, None, f"policy '{name}'",
+            raise SpecsimInputError(None, None, f"policy {name}",
                                     f"verify lengths as an integer array of shape ({R},)",
                                     f"{arr.dtype} array of shape {arr.shape}")
         if R and not (0 <= arr.min() and arr.max() <= gamma):
-            raise SpecsimInputError(None, None, f"policy '{name}'", f"verify lengths in [0, {gamma}]",
+            raise SpecsimInputError(None, None, f"policy {name}", f"verify lengths in [0, {gamma}]",
                                     f"values in [{arr.min()}, {arr.max()}]")
         return arr.astype(np.int64)
 
@@ -308,7 +308,7 @@ class Replica:
         name = getattr(self.policy, "name", repr(self.policy))
         if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, np.integer)) \
                 or not 0 <= result <= self.gamma:
-            raise SpecsimInputError(None, None, f"policy '{name}'.proposal_length",
+            raise SpecsimInputError(None, None, f"policy {name}, proposal_length",
                                     f"an int in [0, {self.gamma}]", repr(result))
         return int(result)
 

@@ -243,7 +243,7 @@ def test_bad_policy_output_is_named():
     def bad(view):
         return np.full(view.num_requests, 99)
 
-    with pytest.raises(SpecsimInputError, match=r"policy 'bad'.*\[0, 7\]"):
+    with pytest.raises(SpecsimInputError, match=r"policy bad.*\[0, 7\]"):
         simulate(trace, bad, seed=0)
 
     def floats(view):

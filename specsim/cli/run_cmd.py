@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specsim.cli import app
+from specsim.errors import SpecsimInputError
 from specsim.policies import available_policies
 
 
@@ -39,7 +40,9 @@ def print_summary(s: dict, console: Console) -> None:
     for k in keys:
         t.add_row(k, _fmt(s.get(k)))
     console.print(t)
-    d = Table(title="per domain", show_header=True)
+    d = Table(title=f"per domain ({s['measured_requests']} measured requests"
+                    + (", issued inside the closed-loop window)" if load["mode"] == "closed" else ")"),
+              show_header=True)
     cols = ["requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
             "acceptance_rate"]
     d.add_column("domain")
@@ -48,6 +51,9 @@ def print_summary(s: dict, console: Console) -> None:
     for dom, m in s["per_domain"].items():
         d.add_row(dom, *[_fmt(m[c]) for c in cols])
     console.print(d)
+    if s["unservable"]:
+        console.print(f"[yellow]warning:[/] {s['unservable']} of {s['total']} requests are unservable: they can "
+                      "never fit the KV capacity (see unservable_reason in requests.parquet with --out)")
 
 
 @app.command()
@@ -73,6 +79,8 @@ def run(
     from specsim.simulation import simulate
     from specsim.trace import load_trace
 
+    if num_requests is not None and num_requests < 1:
+        raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:

@@ -118,6 +118,9 @@ def compare(
 
     recs = _records(sweep_dir)
     tier_list = parse_list(tiers, float, "tiers")
+    bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
+    if bad:
+        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", f"{bad[0]:g}")
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
     if as_json:
@@ -130,7 +133,9 @@ def compare(
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*"]
     for c in cols:
-        t.add_column(c, justify="left" if c == "curve" else "right", no_wrap=c != "curve")
+        # the curve names must stay readable: never squeezed below their own width
+        t.add_column(c, justify="left" if c == "curve" else "right", no_wrap=True,
+                     min_width=max(len(str(x)) for x in tab.curve) if c == "curve" and len(tab) else None)
     for _, r in tab.iterrows():
         thr = _fmt(r.throughput_per_gpu, 0) if r.status == "ok" else r.status
         gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"

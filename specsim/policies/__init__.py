@@ -62,7 +62,8 @@ def make_policy(name: str, **knobs: Any) -> Policy:
         return _REGISTRY[name][0](**knobs)
     if ":" in name and name.split(":", 1)[0].endswith(".py"):
         return load_plugin(name, **knobs)
-    raise SpecsimInputError(None, None, "policy", f"one of {sorted(_REGISTRY)} or path/to/file.py:Name",
+    hint = " (a plug-in file needs ':Name', the class or function to load)" if name.endswith(".py") else ""
+    raise SpecsimInputError(None, None, "policy", f"one of {sorted(_REGISTRY)} or path/to/file.py:Name{hint}",
                             repr(name))
 
 
