@@ -61,6 +61,8 @@ def _write(path, text):
     (["--set", "engine.gamma"], "section.key=value"),
     (["--set", "profile.name=/no/such/profile.json"], "profile"),
     (["--rate-scale", "0"], "rate_scale"),
+    (["--num-requests", "0"], "--num-requests"),
+    (["--policy", "mine.py"], "needs ':Name'"),
 ])
 def test_bad_options_one_line_exit_2(monkeypatch, capsys, args, message):
     code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--num-requests", "5", *args)
@@ -106,3 +108,8 @@ def test_plugin_policy_by_path(monkeypatch, capsys, tmp_path):
     assert s["policy"] == "half" and s["mean_verify_tokens_per_request"] <= 4.0 + 1e-9
     code, _, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--policy", f"{plug}:missing")
     assert code == 2 and "missing" in err
+
+
+def test_compare_rejects_non_positive_tiers(monkeypatch, capsys, tmp_path):
+    code, _, err = run_cli(monkeypatch, capsys, "compare", str(tmp_path), "--tiers", "-5")
+    assert code == 2 and "tiers" in err and "Traceback" not in err

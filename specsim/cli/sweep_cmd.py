@@ -116,11 +116,11 @@ def compare(
     from specsim.frontier import compare as compare_table, comparison_json
     from specsim.sweep import parse_list
 
-    recs = _records(sweep_dir)
     tier_list = parse_list(tiers, float, "tiers")
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
     if bad:
         raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", f"{bad[0]:g}")
+    recs = _records(sweep_dir)
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
     if as_json:
