@@ -61,8 +61,8 @@ class SmartSpec:
         gamma: largest proposal length considered (capped at the step's gamma); None = the step's gamma.
         ema: weight of the newest step in the moving averages, in (0, 1].
         prior_alpha: acceptance assumed before any outcome, in (0, 1).
-        draft_fraction: extra drafting cost per proposed token as a fraction of a target step, >= 0, on top
-            of the drafter's own cost model (0 by default).
+        draft_fraction: a margin on the drafter's own cost model, >= 0: a k-token proposal is charged
+            ``draft_time_s(k) * (1 + draft_fraction * k)`` (0 by default: the cost model as it is).
         probe_every: every n-th would-be-empty step verifies one draft per request (0 disables probing).
 
     Raises:

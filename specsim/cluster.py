@@ -95,6 +95,7 @@ class Cluster:
         # per-step records
         self._steps: list[tuple] = []
         self._itl: list[np.ndarray] = []
+        self._itl_end_s: list[float] = []                 # the step end time of each gap array
         self._log: list[tuple] = []
         # Little's law bookkeeping: integral of the number of requests in the system
         self.in_system = 0
@@ -134,6 +135,7 @@ class Cluster:
         self.req_verified[ids] += plan.verify_len
         self.req_accepted[ids] += accepted
         self._itl.append(gaps)
+        self._itl_end_s.append(end)
         if self.record_step_log:
             g = plan.gamma
             self._log.append((rep.step_index, rep.index, start, end - start, ids, g, plan.verify_len, accepted,
@@ -247,8 +249,13 @@ class Cluster:
     def steps_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self._steps, columns=STEP_COLUMNS)
 
-    def itl_s(self) -> np.ndarray:
-        return np.concatenate(self._itl) if self._itl else np.zeros(0)
+    def itl_s(self, window: tuple[float, float] | None = None) -> np.ndarray:
+        """(E,) inter-emission gaps in seconds; with a window, only emissions inside (start, end]."""
+        if window is None:
+            parts = self._itl
+        else:
+            parts = [g for g, t in zip(self._itl, self._itl_end_s) if window[0] < t <= window[1]]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
     def step_log_frame(self) -> pd.DataFrame:
         """Per (step, request) rows in the specsim.steplog format (columns built in one pass each)."""

@@ -230,6 +230,7 @@ class Replica:
             gamma = self._check_proposal(self.policy.proposal_length(
                 self._view(decode, rows, empty, empty, kv_tokens, None)))
         if R and gamma:
+            # per-position confidence maps cover the full block; a shorter proposal keeps its first columns
             conf_raw, conf = c.acceptance.confidences(self.arena.logit_q[rows], self.arena.noise[rows])
             if gamma < self.gamma:
                 conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
@@ -238,8 +239,7 @@ class Replica:
         if R:
             if self.uses_capacity:
                 old = self._views[0] if len(self._views) == 2 else None
-                cap = self.policy.capacity(old, self.ids[decode], R)
-                capacity = int(cap)
+                capacity = self._check_capacity(self.policy.capacity(old, self.ids[decode], R))
             view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
             verify_len = self._check(self.policy(view), R, gamma)
             self._views.append(view)
@@ -303,6 +303,12 @@ class Replica:
             raise SpecsimInputError(None, None, f"policy {name}", f"verify lengths in [0, {gamma}]",
                                     f"values in [{arr.min()}, {arr.max()}]")
         return arr.astype(np.int64)
+
+    def _check_capacity(self, result) -> int:
+        name = getattr(self.policy, "name", repr(self.policy))
+        if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, np.integer)) or result < 0:
+            raise SpecsimInputError(None, None, f"policy {name}, capacity", "an int >= 0", repr(result))
+        return int(result)
 
     def _check_proposal(self, result) -> int:
         name = getattr(self.policy, "name", repr(self.policy))

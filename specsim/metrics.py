@@ -65,7 +65,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
     Args:
         requests: :func:`request_frame` output.
         steps: the per-step frame (specsim.cluster.STEP_COLUMNS).
-        itl_s: (E,) inter-emission gaps in seconds of all requests.
+        itl_s: (E,) inter-emission gaps in seconds (closed loop: of emissions inside the window).
         window: closed-loop measurement window (start_s, end_s), or None for open loop.
         decode_gpus: GPUs of the decode replicas; prefill_gpus: GPUs of the prefill pool.
         mean_in_system: time-average number of requests in the system (open loop), for Little's law.

@@ -125,6 +125,10 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         raise SpecsimInputError(getattr(trace, "source", None), None, None, "a non-empty trace", "0 requests")
     if rate_scale <= 0 or not np.isfinite(rate_scale):
         raise SpecsimInputError("--rate-scale", None, "rate_scale", "a finite value > 0", repr(rate_scale))
+    if gamma is not None and not 0 <= gamma <= 64:
+        raise SpecsimInputError("--gamma", None, "gamma", "an int in [0, 64]", repr(gamma))
+    if max_sim_s is not None and not (np.isfinite(max_sim_s) and max_sim_s > 0):
+        raise SpecsimInputError("--max-sim-s", None, "max_sim_s", "a finite time > 0 s", repr(max_sim_s))
     if concurrency is not None and concurrency < 1:
         raise SpecsimInputError("--concurrency", None, "concurrency", "an int >= 1", repr(concurrency))
     factory, pname, dname, g, prof = resolve_run(policy, scenario, gamma, drafter, profile, **knobs)
@@ -171,7 +175,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         area = cluster.integrate_until(t1)
         mean_l = area / (t1 - t0) if t1 > t0 else None
     sc = scenario
-    summary = summarize(requests, steps, cluster.itl_s(), window=win,
+    summary = summarize(requests, steps, cluster.itl_s(win), window=win,
                         decode_gpus=sc.cluster.num_replicas * sc.cluster.gpus_per_replica,
                         prefill_gpus=0 if cluster.colocated else sc.prefill.num_instances * sc.prefill.gpus_per_instance,
                         mean_in_system=mean_l)

@@ -62,6 +62,10 @@ def _write(path, text):
     (["--set", "profile.name=/no/such/profile.json"], "profile"),
     (["--rate-scale", "0"], "rate_scale"),
     (["--num-requests", "0"], "--num-requests"),
+    (["--gamma", "-1"], "gamma"),
+    (["--max-sim-s", "0"], "max_sim_s"),
+    (["--policy", "threshold", "--threshold", "1.5"], "threshold"),
+    (["--policy", "specdecpp", "--threshold", "5"], "threshold"),
     (["--policy", "mine.py"], "needs ':Name'"),
 ])
 def test_bad_options_one_line_exit_2(monkeypatch, capsys, args, message):

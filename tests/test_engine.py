@@ -308,3 +308,26 @@ def test_scenario_drafter_cost_override():
     scen = homogeneous_scenario("drafter.base_fraction=0.1", "drafter.per_draft_fraction=0.02", alpha=0.5)
     res = simulate(trace, "static", scen, gamma=4, profile=StepTimeProfile.flat(0.01), seed=0)
     np.testing.assert_allclose(res.steps.duration_s, 0.01 * (1 + 0.1 + 0.02 * 4), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [None, -5, 2.5])
+def test_bad_capacity_is_named(bad):
+    class BadCapacity:
+        name = "badcap"
+        fits_zos = True
+
+        def capacity(self, old_view, running_ids, num_running):
+            return bad
+
+        def __call__(self, view):
+            return np.zeros(view.num_requests, np.int64)
+
+    with pytest.raises(SpecsimInputError, match="badcap, capacity"):
+        simulate(make_trace([0.0], [10], [20]), BadCapacity(), seed=0)
+
+
+def test_closed_loop_itl_covers_the_window_only(prod_trace):
+    res = simulate(prod_trace.head(120), "none", concurrency=8, seed=1, profile=StepTimeProfile.flat(0.01))
+    # `none` on a flat profile: every gap inside the window is one step (or a join wait), never the long
+    # gaps of the run's tail where few users remain
+    assert res.summary["mean_itl_ms"] == pytest.approx(10.0, rel=0.05)

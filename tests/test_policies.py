@@ -36,8 +36,25 @@ def _global_search(view):
 
 @pytest.mark.parametrize("c2, expected", [(0.9, [2]), (0.0, [0])])
 def test_appendix_a_global_search(c2, expected):
+    from specsim.policies.reference import DSparkGlobal
     view = make_view([[0.8, c2]], sps_values=[1.0, 0.5, 0.45])
     assert _global_search(view)[0] == expected
+    assert DSparkGlobal()(view).tolist() == expected
+
+
+def test_dspark_global_equals_brute_force_on_random_views():
+    from specsim.policies.reference import DSparkGlobal
+    rng = np.random.default_rng(21)
+    for _ in range(60):
+        R, g = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        conf = rng.uniform(0.05, 0.99, (R, g))
+        sps = 1.0 / np.cumsum(rng.uniform(0.05, 1.0, R * (g + 1)))
+        sps[rng.integers(0, sps.size)] *= 1.3                              # a sawtooth tooth
+        view = make_view(conf, sps)
+        lens = DSparkGlobal()(view)
+        surv = np.cumprod(conf, axis=1)
+        theta = (R + sum(surv[r, :l].sum() for r, l in enumerate(lens))) * view.sps(R + int(lens.sum()))
+        assert theta == pytest.approx(_global_search(view)[1], rel=1e-12)
 
 
 def test_dspark_theta_rises_at_every_admission_and_stops_at_first_drop():

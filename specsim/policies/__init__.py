@@ -59,7 +59,12 @@ def make_policy(name: str, **knobs: Any) -> Policy:
     """
     from specsim.policies.plugins import ensure_loaded; ensure_loaded()  # noqa: E702  (entry points)
     if name in _REGISTRY:
-        return _REGISTRY[name][0](**knobs)
+        try:
+            return _REGISTRY[name][0](**knobs)
+        except ValueError as e:                  # a knob outside the policy's range
+            if isinstance(e, SpecsimInputError):
+                raise
+            raise SpecsimInputError(None, None, f"policy {name}", "knobs in the policy's range", str(e)) from None
     if ":" in name and name.split(":", 1)[0].endswith(".py"):
         return load_plugin(name, **knobs)
     hint = " (a plug-in file needs ':Name', the class or function to load)" if name.endswith(".py") else ""

@@ -61,6 +61,8 @@ class SpecDecPP:
     fits_zos = False  # needs this step's confidences to size the batch
 
     def __init__(self, threshold: float = 0.3) -> None:
+        if not 0.0 <= float(threshold) <= 1.0:
+            raise ValueError(f"threshold: expected a float in [0, 1], got {threshold!r}")
         self.threshold = float(threshold)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
