@@ -37,18 +37,24 @@ if TYPE_CHECKING:
 class Arena:
     """Row storage for running requests' pre-drawn outcomes: (capacity, gamma) arrays, compacted on demand."""
 
-    FIELDS = ("logit_q", "u", "noise")
+    LOGIT_Q, NOISE, U = 0, 1, 2   # planes of ``data``: latent logit, confidence noise, acceptance uniform
 
     def __init__(self, gamma: int, capacity: int = 1 << 14) -> None:
         self.gamma = gamma
-        self.logit_q = np.zeros((capacity, gamma), dtype=np.float32)
-        self.u = np.zeros((capacity, gamma), dtype=np.float32)
-        self.noise = np.zeros((capacity, gamma), dtype=np.float32)
+        # one row per anchor, the three draws side by side: a step gathers its rows in one fancy-index
+        self.data = np.zeros((capacity, 3, gamma), dtype=np.float32)
         self.tail = 0
+
+    def write(self, off: int, draws) -> None:
+        """Store one request's draws (RequestDraws, (P, gamma) each) at rows off .. off + P - 1."""
+        n = draws.logit_q.shape[0]
+        self.data[off: off + n, self.LOGIT_Q] = draws.logit_q
+        self.data[off: off + n, self.NOISE] = draws.noise
+        self.data[off: off + n, self.U] = draws.u
 
     def alloc(self, n: int, live_off: np.ndarray, live_len: np.ndarray) -> tuple[int, np.ndarray]:
         """Reserve ``n`` rows; may compact live blocks (returns their new offsets). Returns (offset, new_live_off)."""
-        if self.tail + n > self.u.shape[0]:
+        if self.tail + n > self.data.shape[0]:
             live_off = self._compact(live_off, live_len, n)
         off = self.tail
         self.tail += n
@@ -56,7 +62,7 @@ class Arena:
 
     def _compact(self, live_off: np.ndarray, live_len: np.ndarray, need: int) -> np.ndarray:
         used = int(live_len.sum())
-        cap = self.u.shape[0]
+        cap = self.data.shape[0]
         while used + need > cap // 2 and used + need > cap - cap // 4:
             cap *= 2
         if live_len.size:
@@ -64,11 +70,9 @@ class Arena:
         else:
             src = np.zeros(0, dtype=np.int64)
         new_off = np.concatenate([[0], np.cumsum(live_len)[:-1]]).astype(np.int64) if live_len.size else live_off
-        for name in self.FIELDS:
-            old = getattr(self, name)
-            fresh = np.zeros((cap, self.gamma), dtype=old.dtype)
-            fresh[: src.size] = old[src]
-            setattr(self, name, fresh)
+        fresh = np.zeros((cap, 3, self.gamma), dtype=np.float32)
+        fresh[: src.size] = self.data[src]
+        self.data = fresh
         self.tail = used
         return new_off
 
@@ -81,6 +85,7 @@ class StepPlan:
     num_decode: int          # R
     verify_len: np.ndarray   # (R,) clipped verify lengths
     rows: np.ndarray         # (R,) arena rows of each request's anchor
+    draws: np.ndarray | None  # (R, 3, gamma) those rows' draws (outcomes revealed only in _finish)
     conf_raw: np.ndarray     # (R, gamma) this step's raw confidences
     conf: np.ndarray         # (R, gamma) calibrated
     prefill: np.ndarray      # (n,) slot indices getting prefill chunks (colocated)
@@ -175,9 +180,7 @@ class Replica:
             off, self.off = self.arena.alloc(num_rows, self.off, self.out)
             if self.gamma > 0:
                 draws = c.draw_request(idx)
-                self.arena.logit_q[off: off + num_rows] = draws.logit_q
-                self.arena.u[off: off + num_rows] = draws.u
-                self.arena.noise[off: off + num_rows] = draws.noise
+                self.arena.write(off, draws)
             # append one slot at a time so that a compaction sees every live block
             self.ids = np.append(self.ids, idx)
             self.out = np.append(self.out, c.output[idx])
@@ -231,10 +234,12 @@ class Replica:
                 self._view(decode, rows, empty, empty, kv_tokens, None)))
         if R and gamma:
             # per-position confidence maps cover the full block; a shorter proposal keeps its first columns
-            conf_raw, conf = c.acceptance.confidences(self.arena.logit_q[rows], self.arena.noise[rows])
+            draws = self.arena.data[rows]                                  # (R, 3, gamma), still hidden
+            conf_raw, conf = c.acceptance.confidences(draws[:, Arena.LOGIT_Q], draws[:, Arena.NOISE])
             if gamma < self.gamma:
                 conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
         else:
+            draws = None
             conf_raw = conf = np.zeros((R, gamma))
         if R:
             if self.uses_capacity:
@@ -270,12 +275,12 @@ class Replica:
         if chunk.size:
             ctx = self.prompt[prefill] - self.prefill_left[prefill]
             duration += profile.prefill_attention_s(chunk, ctx)
-        return StepPlan(decode, R, verify_len, rows, conf_raw, conf, prefill, chunk, float(duration), capacity, gamma,
-                        B - R, total)
+        return StepPlan(decode, R, verify_len, rows, draws, conf_raw, conf, prefill, chunk, float(duration),
+                        capacity, gamma, B - R, total)
 
-    def _accept(self, rows: np.ndarray) -> np.ndarray:
-        """(R, gamma) hidden outcomes of the drafts anchored at ``rows``."""
-        return self.c.acceptance.accepted(self.arena.logit_q[rows], self.arena.u[rows])
+    def _accept(self, draws: np.ndarray) -> np.ndarray:
+        """(R, gamma) hidden outcomes from a step's (R, 3, gamma) arena rows."""
+        return self.c.acceptance.accepted(draws[:, Arena.LOGIT_Q], draws[:, Arena.U])
 
     def _view(self, decode, rows: np.ndarray, conf_raw: np.ndarray, conf: np.ndarray,
               kv_tokens: float, capacity: int | None, gamma: int | None = None) -> SchedulingView:
@@ -283,7 +288,7 @@ class Replica:
         # copies: the view is kept (dspark-async reads it two steps later) while the slots change
         take = (lambda a: a.copy()) if isinstance(decode, slice) else (lambda a: a[decode])
         ids = take(self.ids)
-        extra = {"accept": self._accept(rows)} if self.view_cls is OracleView else {}
+        extra = {"accept": self._accept(self.arena.data[rows])} if self.view_cls is OracleView else {}
         return self.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=self.gamma if gamma is None else gamma, request_ids=ids,
             domains=c.domain[ids], conf_raw=conf_raw, conf=conf, num_generated=take(self.gen),
@@ -294,15 +299,15 @@ class Replica:
 
     def _check(self, result, R: int, gamma: int) -> np.ndarray:
         name = getattr(self.policy, "name", repr(self.policy))
-        arr = np.asarray(result)
-        if arr.shape != (R,) or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
+        arr = result if type(result) is np.ndarray else np.asarray(result)
+        if arr.shape != (R,) or arr.dtype.kind not in "iub":             # signed, unsigned ints or bools
             raise SpecsimInputError(None, None, f"policy {name}",
                                     f"verify lengths as an integer array of shape ({R},)",
                                     f"{arr.dtype} array of shape {arr.shape}")
         if R and not (0 <= arr.min() and arr.max() <= gamma):
             raise SpecsimInputError(None, None, f"policy {name}", f"verify lengths in [0, {gamma}]",
                                     f"values in [{arr.min()}, {arr.max()}]")
-        return arr.astype(np.int64)
+        return arr if arr.dtype == np.int64 else arr.astype(np.int64)
 
     def _check_capacity(self, result) -> int:
         name = getattr(self.policy, "name", repr(self.policy))
@@ -325,9 +330,9 @@ class Replica:
         R = plan.num_decode
         if R:
             if plan.gamma:
-                acc = self._accept(plan.rows)                                       # (R, gamma) hidden until now
+                acc = self._accept(plan.draws)                                      # (R, gamma) hidden until now
                 verified = self._depth < l[:, None]                                  # (R, gamma)
-                accepted = np.cumprod(acc & verified, axis=1).sum(axis=1)           # leading accepted prefix
+                accepted = (acc & verified).cumprod(axis=1).sum(axis=1)             # leading accepted prefix
             else:
                 accepted = np.zeros(R, np.int64)
             emitted = accepted + 1

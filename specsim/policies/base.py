@@ -106,7 +106,7 @@ class SchedulingView:
 
     def survival(self, calibrated: bool = True) -> np.ndarray:
         """(R, gamma) survival a_{r,j} = prod_{i<=j} c_{r,i} (PAPER.md section 3)."""
-        return np.cumprod(self.conf if calibrated else self.conf_raw, axis=1)
+        return (self.conf if calibrated else self.conf_raw).cumprod(axis=1)
 
 
 @runtime_checkable

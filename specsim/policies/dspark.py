@@ -24,7 +24,7 @@ def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     R = survival.shape[0]
     flat = survival.T.ravel()                                          # (g*R,) position-major: j, then r
-    order = np.argsort(-flat, kind="stable")                           # ties keep (j, r) order
+    order = (-flat).argsort(kind="stable")                             # ties keep (j, r) order
     return flat[order], order % max(R, 1)
 
 
@@ -44,7 +44,7 @@ def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens:
     n_max = max(0, min(a_sorted.size, max_batch_tokens - num_requests))
     tau = np.empty(n_max + 1)
     tau[0] = 0.0
-    np.cumsum(a_sorted[:n_max], out=tau[1:])
+    a_sorted[:n_max].cumsum(out=tau[1:])
     tau += num_requests
     if callable(view) and not hasattr(view, "sps_range"):
         return tau * view(num_requests + np.arange(n_max + 1))
