@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from specsim.acceptance import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import ModelConfig, analytic_profile
 from specsim.hardware.drafter import drafter_cost
@@ -46,10 +47,9 @@ from specsim.scenario import Scenario, load_scenario
 from specsim.simulation import simulate
 from specsim.trace import Trace, synth_trace
 
-#: MTP-1's conditional acceptance, as specsim.acceptance's ``mtp`` table (DeepSeek-V3 report: 85-90%).
-MTP_ALPHA = 0.875
-#: DSpark's training-data mix (PAPER.md 6); instruction-following (4.1%) is counted as chat.
-TRAINING_MIX = {"math": 0.394, "code": 0.389, "chat": 0.176 + 0.041}
+#: MTP-1's conditional acceptance (specsim.acceptance: DeepSeek-V3 report, 85-90%) and DSpark's
+#: training-data mix (PAPER.md 6; instruction-following counted as chat), shared with the acceptance model.
+TRAINING_MIX = PRODUCTION_DOMAIN_MIX
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ or a plain function, wrapped with ``fits_zos = False``).
 from __future__ import annotations
 
 import importlib.util
-import inspect
 from pathlib import Path
 from typing import Any, Callable
 
@@ -92,14 +91,12 @@ def load_plugin(spec: str, **knobs: Any) -> Policy:
     obj = getattr(module, attr, None)
     if obj is None:
         raise SpecsimInputError(path_s, None, attr, "a policy class or function defined in the file")
-    if inspect.isclass(obj):
-        params = inspect.signature(obj).parameters
-        accepts_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        obj = obj(**{k: v for k, v in knobs.items() if accepts_any or k in params})
+    from specsim.policies.plugins import instantiate
     try:
-        return as_policy(obj)
-    except TypeError as e:
-        raise SpecsimInputError(path_s, None, attr, "a policy (callable view -> verify lengths)", str(e)) from None
+        return instantiate(obj, **knobs)
+    except (TypeError, ValueError) as e:     # not a policy, or its constructor rejected the knobs
+        raise SpecsimInputError(path_s, None, attr, "a policy (callable view -> verify lengths) built from "
+                                "the given knobs", f"{type(e).__name__}: {e}") from None
 
 
 __all__ = ["DSpark", "DSparkAsync", "FunctionPolicy", "MTP1", "NoSpeculation", "Policy", "SchedulingView",
