@@ -34,6 +34,13 @@ if TYPE_CHECKING:
     from specsim.cluster import Cluster
 
 
+#: The replica's per-running-request arrays (one entry per slot, admission order): trace index, tokens
+#: generated, output and prompt lengths, arena offset, KV reservation, prompt tokens left to prefill,
+#: drafts verified / accepted so far, last step's verify length / accepted drafts, last emission time (s).
+SLOT_FIELDS = ("ids", "gen", "out", "prompt", "off", "reserve", "prefill_left", "hist_v", "hist_a",
+               "last_v", "last_a", "last_emit")
+
+
 class Arena:
     """Row storage for running requests' pre-drawn outcomes: (capacity, gamma) arrays, compacted on demand."""
 
@@ -134,19 +141,8 @@ class Replica:
         self._views: deque[SchedulingView | None] = deque(maxlen=2)
         self._idle: simpy.Event | None = None
         self.step_index = 0
-        # running-request state, slot order
-        self.ids = np.zeros(0, np.int64)
-        self.gen = np.zeros(0, np.int64)
-        self.out = np.zeros(0, np.int64)
-        self.prompt = np.zeros(0, np.int64)
-        self.off = np.zeros(0, np.int64)
-        self.reserve = np.zeros(0, np.int64)
-        self.prefill_left = np.zeros(0, np.int64)
-        self.hist_v = np.zeros(0, np.int64)
-        self.hist_a = np.zeros(0, np.int64)
-        self.last_v = np.zeros(0, np.int64)
-        self.last_a = np.zeros(0, np.int64)
-        self.last_emit = np.zeros(0, np.float64)
+        for name in SLOT_FIELDS:                                          # running-request state, slot order
+            setattr(self, name, np.zeros(0, np.float64 if name == "last_emit" else np.int64))
         self.process = self.env.process(self.run())
 
     # ----------------------------------------------------------------- arrivals and admission
@@ -365,8 +361,7 @@ class Replica:
         self.kv_reserved -= int(self.reserve[slots].sum())
         keep = np.ones(self.ids.size, bool)
         keep[slots] = False
-        for name in ("ids", "gen", "out", "prompt", "off", "reserve", "prefill_left", "hist_v", "hist_a",
-                     "last_v", "last_a", "last_emit"):
+        for name in SLOT_FIELDS:
             setattr(self, name, getattr(self, name)[keep])
         if self.ids.size == 0:
             self.arena.tail = 0

@@ -34,6 +34,15 @@ def _global_search(view):
     return list(best_l), best
 
 
+def _random_sawtooth_view(rng):
+    """A small random view (R, gamma <= 3) on a decreasing SPS curve with one sawtooth tooth."""
+    R, g = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    conf = rng.uniform(0.05, 0.99, (R, g))
+    sps = 1.0 / np.cumsum(rng.uniform(0.05, 1.0, R * (g + 1)))
+    sps[rng.integers(0, sps.size)] *= 1.3                                  # a sawtooth tooth
+    return R, g, conf, make_view(conf, sps)
+
+
 @pytest.mark.parametrize("c2, expected", [(0.9, [2]), (0.0, [0])])
 def test_appendix_a_global_search(c2, expected):
     from specsim.policies.reference import DSparkGlobal
@@ -46,11 +55,7 @@ def test_dspark_global_equals_brute_force_on_random_views():
     from specsim.policies.reference import DSparkGlobal
     rng = np.random.default_rng(21)
     for _ in range(60):
-        R, g = int(rng.integers(1, 4)), int(rng.integers(1, 4))
-        conf = rng.uniform(0.05, 0.99, (R, g))
-        sps = 1.0 / np.cumsum(rng.uniform(0.05, 1.0, R * (g + 1)))
-        sps[rng.integers(0, sps.size)] *= 1.3                              # a sawtooth tooth
-        view = make_view(conf, sps)
+        R, g, conf, view = _random_sawtooth_view(rng)
         lens = DSparkGlobal()(view)
         surv = np.cumprod(conf, axis=1)
         theta = (R + sum(surv[r, :l].sum() for r, l in enumerate(lens))) * view.sps(R + int(lens.sum()))
@@ -98,11 +103,7 @@ def test_async_capacity_equals_brute_force_search():
     rng = np.random.default_rng(11)
     pol = DSparkAsync()
     for _ in range(60):
-        R, g = int(rng.integers(1, 4)), int(rng.integers(1, 4))
-        conf = rng.uniform(0.05, 0.99, (R, g))
-        sps = 1.0 / np.cumsum(rng.uniform(0.05, 1.0, R * (g + 1)))
-        sps[rng.integers(0, sps.size)] *= 1.3                              # a sawtooth tooth
-        old = make_view(conf, sps)
+        R, g, conf, old = _random_sawtooth_view(rng)
         k = pol.capacity(old, np.arange(R), R)
         best_l, best_theta = _global_search(old)
         surv = np.cumprod(conf, axis=1)
