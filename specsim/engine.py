@@ -1,70 +1,142 @@
-"""One decode replica as a SimPy process: admit, draft, schedule, verify, accept (DESIGN.md, STYLE.md 2).
+"""One decode replica as a SimPy process: admit, make room, draft, decide, verify, accept (DESIGN.md, STYLE.md 2).
 
-The replica owns its running requests' state as numpy arrays in slot order (no per-token Python
-objects) and an arena holding each running request's pre-drawn acceptance outcomes and confidences,
-rows indexed by anchor position. A step:
+The split follows nano-vllm's scheduler / model-runner: :class:`Replica` schedules (admission, KV blocks,
+preemption, the policy's decision, prefill packing) and costs a step from the profile; what happens inside
+the step (outcomes) is revealed only when it ends. The replica sees only what it needs (its config, the
+policy's hooks, the acceptance model, the profile, the drafter cost, a draw function, the read-only workload
+and a :class:`~specsim.records.Records` sink), never the cluster.
 
-1. draft: the drafter proposes gamma tokens for every decode-ready request; the full gamma is paid
-   (``specsim.hardware.drafter``);
-2. schedule: the policy sees a read-only :class:`SchedulingView` (no outcomes) and returns verify lengths
-   in [0, gamma]; the engine clips them to the request's remaining output - 1 and counts the clips;
-3. verify: the step costs ``step_time(B) `` at B = sum_r (1 + l_r) (+ prefill chunk tokens when colocated)
-   plus the host overhead unless the policy ``fits_zos``;
-4. accept: each request emits its accepted prefix + 1 tokens.
+A step:
 
-KV accounting: a running request reserves prompt + output + gamma + 1 tokens at admission (the final
-value of prompt + generated + (gamma + 1) lookahead; the trace's output length plays the client's
-max_tokens), so a running request never outgrows its reservation and no preemption is needed. There is no
-preemption in this model.
+1. make room (``paged``): every decode-ready request needs KV blocks for prompt + generated + 1 tokens; when
+   blocks run out the most recently admitted request is preempted by recompute (vLLM V1): its blocks are freed
+   and it returns to the front of the queue, to re-prefill prompt + generated tokens when admitted again;
+2. admit queued requests FCFS while ``max_num_seqs`` and the KV blocks allow (``paged``: the prompt's blocks
+   minus prefix-cache hits; ``reserve``: prompt + output tokens reserved up front, never preempted);
+3. draft: requests whose drafter KV share fits draft gamma tokens (the others verify nothing this step);
+4. decide: the policy sees a read-only view (no outcomes) and returns verify lengths in [0, gamma]; the engine
+   clips them to the remaining output - 1 and (``paged``) to the KV blocks left: a step verifying l drafts needs
+   room for prompt + generated + l + 1 tokens (the policy's verify length + 1, not gamma + 1: the target
+   writes KV only for the tokens it verifies, and allocating for the decided length never blocks memory for
+   drafts that are not verified);
+5. cost: ``step_time(B)`` at B = sum_r (1 + l_r) plus prefill / recompute chunk tokens, the host overhead
+   unless the policy fits ZOS, the drafter's time for the requests that drafted, the per-emission cost;
+6. accept: each decoding request emits its accepted prefix + 1 tokens; a finished (re-)prefill emits one token.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import Callable
 
 import numpy as np
 import simpy
 
 from specsim.errors import SpecsimInputError
-from specsim.policies.base import VIEW_KINDS, OracleView, SchedulingView
+from specsim.kv import BlockPool, blocks_for
+from specsim.policies.base import OracleView, SchedulingView
+from specsim.records import Records, StepRecord
+from specsim.workload import Workload
 
-if TYPE_CHECKING:
-    from specsim.cluster import Cluster
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """The settings of one decode replica (resolved from the scenario by the cluster).
+
+    Attributes:
+        index: replica index.
+        gamma: drafts per request per step (0 without a drafter).
+        colocated: prefill in chunks inside the replica's steps (else requests arrive prefilled).
+        max_num_seqs: running requests at most.
+        kv_allocation: ``"paged"`` (blocks on demand, preemption) or ``"reserve"`` (prompt + output up front).
+        num_blocks, block_size: KV capacity in blocks of ``block_size`` tokens.
+        prefix_caching: reuse cached prefix blocks.
+        chunk_tokens: token budget of a step for prefill / recompute chunks (decode tokens count against it).
+        host_overhead_s: CPU scheduling per step, seconds (0 for policies that fit ZOS).
+        emission_overhead_s: seconds per emitting request per step (output processing).
+        drafter_kv_fraction: drafter KV per target KV token.
+    """
+
+    index: int
+    gamma: int
+    colocated: bool
+    max_num_seqs: int
+    kv_allocation: str
+    num_blocks: int
+    block_size: int
+    prefix_caching: bool
+    chunk_tokens: int
+    host_overhead_s: float
+    emission_overhead_s: float = 0.0
+    drafter_kv_fraction: float = 0.0
 
 
-#: The replica's per-running-request arrays (one entry per slot, admission order): trace index, tokens
-#: generated, output and prompt lengths, arena offset, KV reservation, prompt tokens left to prefill,
-#: drafts verified / accepted so far, last step's verify length / accepted drafts, last emission time (s).
-SLOT_FIELDS = ("ids", "gen", "out", "prompt", "off", "reserve", "prefill_left", "hist_v", "hist_a",
-               "last_v", "last_a", "last_emit")
+@dataclass
+class Slots:
+    """Running requests' state, one entry per slot in admission order: named (R,) arrays (DESIGN.md words).
+
+    ``request`` is the trace index; ``num_generated`` output tokens emitted so far; ``prefill_left`` prompt (or,
+    after a preemption, prompt + generated) tokens still to prefill; ``kv_blocks`` target KV blocks held (cached
+    prefix blocks included), ``kv_cached`` how many of those are shared cache blocks, ``draft_kv_blocks`` the
+    drafter's blocks; ``arena_offset`` the first arena row of the request's draws; history for causal policies.
+    """
+
+    request: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    prompt_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    output_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    num_generated: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    prefill_left: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    kv_cached: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    draft_kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    arena_offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    drafts_verified: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    drafts_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    last_verify_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    last_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    last_emit_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+
+    @property
+    def size(self) -> int:
+        """Number of running requests."""
+        return self.request.size
+
+    def append(self, **values: np.ndarray) -> None:
+        """Append rows; every field must be given, each a (k,) array."""
+        for f in fields(self):
+            setattr(self, f.name, np.concatenate([getattr(self, f.name), values[f.name]]))
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the slots where ``mask`` (R,) is True, in order."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name)[mask])
+
+    def take(self, slot: int) -> dict[str, object]:
+        """One slot's values as a dict (for parking a preempted request)."""
+        return {f.name: getattr(self, f.name)[slot] for f in fields(self)}
 
 
 class Arena:
-    """Row storage for running requests' pre-drawn outcomes: (capacity, gamma) arrays, compacted on demand."""
+    """Row storage for running requests' pre-drawn outcomes: (capacity, 3, gamma) float32, compacted on demand."""
 
-    LOGIT_Q, NOISE, U = 0, 1, 2   # planes of ``data``: latent logit, confidence noise, acceptance uniform
+    LOGIT_Q, NOISE, U = 0, 1, 2   # planes: latent logit, confidence noise, acceptance uniform
 
     def __init__(self, gamma: int, capacity: int = 1 << 14) -> None:
         self.gamma = gamma
-        # one row per anchor, the three draws side by side: a step gathers its rows in one fancy-index
         self.data = np.zeros((capacity, 3, gamma), dtype=np.float32)
         self.tail = 0
 
-    def write(self, off: int, draws) -> None:
-        """Store one request's draws (RequestDraws, (P, gamma) each) at rows off .. off + P - 1."""
+    def alloc(self, draws, live_off: np.ndarray, live_len: np.ndarray) -> tuple[int, np.ndarray]:
+        """Store one request's (P, gamma) draws; may compact live blocks. Returns (offset, new live offsets)."""
         n = draws.logit_q.shape[0]
-        self.data[off: off + n, self.LOGIT_Q] = draws.logit_q
-        self.data[off: off + n, self.NOISE] = draws.noise
-        self.data[off: off + n, self.U] = draws.u
-
-    def alloc(self, n: int, live_off: np.ndarray, live_len: np.ndarray) -> tuple[int, np.ndarray]:
-        """Reserve ``n`` rows; may compact live blocks (returns their new offsets). Returns (offset, new_live_off)."""
         if self.tail + n > self.data.shape[0]:
             live_off = self._compact(live_off, live_len, n)
         off = self.tail
         self.tail += n
+        self.data[off: off + n, self.LOGIT_Q] = draws.logit_q
+        self.data[off: off + n, self.NOISE] = draws.noise
+        self.data[off: off + n, self.U] = draws.u
         return off, live_off
 
     def _compact(self, live_off: np.ndarray, live_len: np.ndarray, need: int) -> np.ndarray:
@@ -72,10 +144,8 @@ class Arena:
         cap = self.data.shape[0]
         while used + need > cap // 2 and used + need > cap - cap // 4:
             cap *= 2
-        if live_len.size:
-            src = np.concatenate([np.arange(o, o + n) for o, n in zip(live_off, live_len)])
-        else:
-            src = np.zeros(0, dtype=np.int64)
+        src = (np.concatenate([np.arange(o, o + n) for o, n in zip(live_off, live_len)]) if live_len.size
+               else np.zeros(0, np.int64))
         new_off = np.concatenate([[0], np.cumsum(live_len)[:-1]]).astype(np.int64) if live_len.size else live_off
         fresh = np.zeros((cap, 3, self.gamma), dtype=np.float32)
         fresh[: src.size] = self.data[src]
@@ -84,68 +154,62 @@ class Arena:
         return new_off
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepPlan:
-    """What a step will do, fixed before its duration elapses."""
+    """What a step will do, fixed before its duration elapses (arrays over the R decoding requests)."""
 
-    decode: np.ndarray | slice  # slot indices of decode-ready requests (a slice when all of them)
-    num_decode: int          # R
-    verify_len: np.ndarray   # (R,) clipped verify lengths
-    rows: np.ndarray         # (R,) arena rows of each request's anchor
-    draws: np.ndarray | None  # (R, 3, gamma) those rows' draws (outcomes revealed only in _finish)
-    conf_raw: np.ndarray     # (R, gamma) this step's raw confidences
-    conf: np.ndarray         # (R, gamma) calibrated
-    prefill: np.ndarray      # (n,) slot indices getting prefill chunks (colocated)
-    chunk: np.ndarray        # (n,) tokens of each chunk
+    decode: np.ndarray        # (R,) slot indices of decoding requests
+    verify_len: np.ndarray    # (R,) clipped verify lengths
+    draws: np.ndarray | None  # (R, 3, gamma) arena rows (outcomes revealed only when the step ends)
+    conf_raw: np.ndarray      # (R, gamma) raw confidences
+    conf: np.ndarray          # (R, gamma) calibrated
+    prefill: np.ndarray       # (n,) slot indices getting prefill chunks
+    chunk: np.ndarray         # (n,) tokens of each chunk
     duration_s: float
     capacity: int
-    gamma: int               # drafts proposed this step (< the replica's gamma after a proposal_length call)
-    num_verified: int        # sum of verify_len
-    batch_tokens: int        # tokens in the step: decode B plus prefill chunk tokens
+    gamma: int                # drafts proposed this step
+    batch_tokens: int         # decode B plus prefill chunk tokens
+    num_preempted: int
+    num_waiting: int
 
 
 class Replica:
-    """A decode serving instance running continuous batching with FCFS admission (one SimPy process).
+    """A decode serving instance: continuous batching, FCFS admission, paged KV (one SimPy process).
 
-    Args:
-        cluster: the owning cluster (records, acceptance model, seeds, completion callback).
-        index: replica index.
-        policy: the verification policy.
-        gamma: drafts per request per step (0 when the drafter is ``none``).
-        colocated: prefill in chunks sharing the replica's steps (else requests arrive prefilled).
+    Args (keyword-only):
+        env: the SimPy environment.
+        config: this replica's :class:`ReplicaConfig`.
+        hooks: the policy's hooks (:func:`specsim.policies.base.policy_hooks`).
+        acceptance: the acceptance model (None when gamma is 0).
+        profile: the target's step-time profile.
+        drafter_cost: the drafter's cost model.
+        draws: ``draws(idx)`` -> the request's RequestDraws (its own random stream).
+        workload: the read-only per-request inputs.
+        records: the run's record sink.
+        on_done: ``on_done(ids, now_s)`` when requests complete.
     """
 
-    def __init__(self, cluster: "Cluster", index: int, policy, gamma: int, colocated: bool) -> None:
-        self.c = cluster
-        self.env: simpy.Environment = cluster.env
-        self.index = index
-        self.policy = policy
-        self.gamma = gamma
-        self.colocated = colocated
-        self.uses_capacity = callable(getattr(policy, "capacity", None))
-        self.uses_proposal = callable(getattr(policy, "proposal_length", None))
-        self._depth = np.arange(gamma)[None, :]                           # (1, gamma) draft depths k - 1
-        kind = getattr(policy, "view_kind", "causal")
-        if kind not in VIEW_KINDS:
-            raise SpecsimInputError(None, None, f"policy {policy.name}, view_kind",
-                                    f"one of {sorted(VIEW_KINDS)}", repr(kind))
-        self.view_cls = VIEW_KINDS[kind]
-        self.host_s = 0.0 if policy.fits_zos else cluster.scenario.engine.host_overhead_s
-        sc = cluster.scenario
-        self.max_num_seqs = sc.cluster.max_num_seqs
-        self.kv_capacity = sc.cluster.kv_capacity_tokens
-        self.chunk_tokens = sc.prefill.chunk_tokens
+    def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, acceptance, profile,
+                 drafter_cost, draws: Callable, workload: Workload, records: Records,
+                 on_done: Callable[[np.ndarray, float], None]) -> None:
+        self.env, self.config, self.hooks = env, config, hooks
+        self.acceptance, self.profile, self.drafter_cost = acceptance, profile, drafter_cost
+        self.draws, self.workload, self.records, self.on_done = draws, workload, records, on_done
+        self.index = config.index
+        self.pool = BlockPool(config.num_blocks, config.prefix_caching)
+        self.slots = Slots()
+        self.arena = Arena(config.gamma)
         self.queue: deque[int] = deque()
-        self.kv_reserved = 0
-        self.arena = Arena(gamma)
+        self.parked: dict[int, dict] = {}          # preempted requests' state, by trace index
+        self.cached_keys: dict[int, tuple] = {}    # cache keys each running request holds
         self._views: deque[SchedulingView | None] = deque(maxlen=2)
         self._idle: simpy.Event | None = None
+        self._depth = np.arange(config.gamma)[None, :]
+        self._stalled = 0
         self.step_index = 0
-        for name in SLOT_FIELDS:                                          # running-request state, slot order
-            setattr(self, name, np.zeros(0, np.float64 if name == "last_emit" else np.int64))
-        self.process = self.env.process(self.run())
+        self.process = env.process(self.run())
 
-    # ----------------------------------------------------------------- arrivals and admission
+    # ----------------------------------------------------------------- arrivals
     def enqueue(self, idx: int) -> None:
         """A request joins this replica's FCFS queue (prefilled unless colocated)."""
         self.queue.append(idx)
@@ -155,214 +219,380 @@ class Replica:
     @property
     def num_outstanding(self) -> int:
         """Queued plus running requests (for the least-outstanding router)."""
-        return len(self.queue) + self.ids.size
+        return len(self.queue) + self.slots.size
 
-    def _admit(self) -> None:
-        c = self.c
-        new = []
-        while self.queue and self.ids.size + len(new) < self.max_num_seqs:
-            idx = self.queue[0]
-            need = int(c.prompt[idx] + c.output[idx] + self.gamma + 1)
-            if self.kv_reserved + need > self.kv_capacity:
-                break  # FCFS: the head waits for memory (it fits an empty replica: checked at arrival)
-            self.queue.popleft()
-            self.kv_reserved += need
-            new.append((idx, need))
-        if not new:
-            return
-        idxs = np.array([i for i, _ in new], dtype=np.int64)
-        for idx, _ in new:
-            num_rows = int(c.output[idx])                                   # one row per anchor position
-            off, self.off = self.arena.alloc(num_rows, self.off, self.out)
-            if self.gamma > 0:
-                draws = c.draw_request(idx)
-                self.arena.write(off, draws)
-            # append one slot at a time so that a compaction sees every live block
-            self.ids = np.append(self.ids, idx)
-            self.out = np.append(self.out, c.output[idx])
-            self.off = np.append(self.off, off)
-        k = idxs.size
-        self.prompt = np.append(self.prompt, c.prompt[idxs])
-        self.reserve = np.append(self.reserve, [need for _, need in new])
-        self.gen = np.append(self.gen, np.zeros(k, np.int64) if self.colocated else np.ones(k, np.int64))
-        self.prefill_left = np.append(self.prefill_left, c.prompt[idxs] if self.colocated else np.zeros(k, np.int64))
-        self.hist_v = np.append(self.hist_v, np.zeros(k, np.int64))
-        self.hist_a = np.append(self.hist_a, np.zeros(k, np.int64))
-        self.last_v = np.append(self.last_v, np.full(k, -1, np.int64))
-        self.last_a = np.append(self.last_a, np.full(k, -1, np.int64))
-        self.last_emit = np.append(self.last_emit, c.first_token_s[idxs] if not self.colocated else np.full(k, np.nan))
-        c.admitted_s[idxs] = self.env.now
-        c.replica_of[idxs] = self.index
+    def cached_prefix_blocks(self, idx: int) -> int:
+        """Leading prefix blocks of request ``idx`` cached here (for the prefix-aware router)."""
+        return self.pool.match(self.workload.prefix_keys(idx))
 
-    # ----------------------------------------------------------------- the step
+    # ----------------------------------------------------------------- the process
     def run(self):
-        """The replica's SimPy process: serve forever, sleeping while there is no work."""
+        """Serve forever, sleeping while there is no work."""
         while True:
+            preempted = self._make_room() if self.config.kv_allocation == "paged" else 0
+            waiting = len(self.queue)
             self._admit()
-            if self.ids.size == 0:
+            if self.slots.size == 0:
                 self._idle = self.env.event()
                 yield self._idle
                 self._idle = None
                 continue
-            plan = self._plan()
+            plan = self._plan(preempted, waiting)
             start = self.env.now
             yield self.env.timeout(plan.duration_s)
             self._finish(plan, start)
 
-    def _plan(self) -> StepPlan:
-        c = self.c
-        profile = c.profile
-        if self.colocated:
-            decode = np.flatnonzero(self.prefill_left == 0)
-            R = decode.size
-        else:
-            decode = slice(None)                                           # every running request decodes
-            R = self.ids.size
-        gamma = self.gamma
-        gen = self.gen[decode]
-        rows = self.off[decode] + gen                                      # (R,) anchor rows p = tokens so far
-        kv_tokens = float((self.prompt[decode] + gen).sum())
-        capacity = -1
-        if R and gamma and self.uses_proposal:
-            # the policy sizes the proposal before drafting (it sees no confidences of this step)
+    # ----------------------------------------------------------------- memory: room, admission, preemption
+    def _base_tokens(self, s: Slots) -> np.ndarray:
+        """(R,) tokens each slot needs in KV to decode one more token: prompt + generated + 1."""
+        return s.prompt_tokens + s.num_generated + 1
+
+    def _make_room(self) -> int:
+        """Grow decode-ready requests' blocks to their base need, preempting the newest when short."""
+        s, pool, bs = self.slots, self.pool, self.config.block_size
+        preempted = 0
+        while s.size:
+            need = np.maximum(blocks_for(self._base_tokens(s), bs) - s.kv_blocks, 0)
+            need[s.prefill_left > 0] = 0
+            total = int(need.sum())
+            if total <= pool.num_available:
+                pool.take(total)
+                s.kv_blocks += need
+                return preempted
+            if s.size == 1 and s.draft_kv_blocks[0]:
+                pool.release(int(s.draft_kv_blocks[0]))     # alone: drop the drafter's share first
+                s.draft_kv_blocks[0] = 0
+                continue
+            self._preempt(s.size - 1)
+            preempted += 1
+        return preempted
+
+    def _preempt(self, slot: int) -> None:
+        """Preempt by recompute: free the slot's blocks, park its state, requeue it at the front."""
+        s = self.slots
+        idx = int(s.request[slot])
+        self._free_blocks(slot)
+        self.parked[idx] = s.take(slot)
+        keep = np.ones(s.size, bool)
+        keep[slot] = False
+        s.keep(keep)
+        self.queue.appendleft(idx)
+        self.records.preemptions[idx] += 1
+
+    def _free_blocks(self, slot: int) -> None:
+        s = self.slots
+        keys = self.cached_keys.pop(int(s.request[slot]), ())
+        self.pool.drop_cached(keys)
+        self.pool.release(int(s.kv_blocks[slot] - s.kv_cached[slot] + s.draft_kv_blocks[slot]))
+
+    def _admit(self) -> None:
+        """Admit queued requests FCFS while slots and KV blocks allow."""
+        while self.queue and self.slots.size < self.config.max_num_seqs:
+            idx = self.queue[0]
+            if not self._admit_one(idx):
+                break                                   # FCFS: the head waits for memory
+            self.queue.popleft()
+
+    def _admit_one(self, idx: int) -> bool:
+        """Allocate request ``idx``'s blocks and give it a slot; False when its blocks do not fit yet."""
+        w, cfg = self.workload, self.config
+        parked = self.parked.get(idx)
+        generated = int(parked["num_generated"]) if parked else (0 if cfg.colocated else 1)
+        prompt = int(w.prompt[idx])
+        keys = w.prefix_keys(idx)
+        hit = min(self.pool.match(keys), (prompt - 1) // cfg.block_size)
+        tokens = prompt + int(w.output[idx]) if cfg.kv_allocation == "reserve" else prompt + generated + 1
+        blocks = int(blocks_for(tokens, cfg.block_size))
+        if blocks - hit > self.pool.num_available:
+            return False
+        self.pool.acquire_cached(keys[:hit])
+        self.pool.take(blocks - hit)
+        recompute = cfg.colocated or parked is not None
+        prefill_left = prompt + generated - hit * cfg.block_size if recompute else 0
+        if recompute:
+            self.records.prefix_lookup(f"replica{self.index}", idx, hit * cfg.block_size, prompt + generated)
+        if parked:
+            self.records.recomputed_tokens[idx] += prefill_left
+        self.cached_keys[idx] = keys[:hit]
+        if not recompute:                               # KV computed by a prefill instance: cache it here
+            self._publish(idx, keys, hit)
+        self._add_slot(idx, parked, generated, prefill_left, blocks, hit)
+        return True
+
+    def _publish(self, idx: int, keys: tuple, hit: int) -> int:
+        """Cache request ``idx``'s computed prefix blocks beyond its hits; returns how many became cached."""
+        new = self.pool.publish(keys[hit:])
+        self.cached_keys[idx] = self.cached_keys.get(idx, ())[:hit] + new
+        return len(new)
+
+    def _add_slot(self, idx: int, parked: dict | None, generated: int, prefill_left: int, blocks: int,
+                  cached: int) -> None:
+        s, w = self.slots, self.workload
+        off = 0
+        if self.config.gamma > 0:
+            off, s.arena_offset = self.arena.alloc(self.draws(idx), s.arena_offset, s.output_tokens)
+        p = parked or {}
+        now = self.env.now
+        row = dict(request=idx, prompt_tokens=w.prompt[idx], output_tokens=w.output[idx],
+                   num_generated=generated, prefill_left=prefill_left, kv_blocks=blocks,
+                   kv_cached=len(self.cached_keys[idx]), draft_kv_blocks=0, arena_offset=off,
+                   drafts_verified=p.get("drafts_verified", 0), drafts_accepted=p.get("drafts_accepted", 0),
+                   last_verify_len=p.get("last_verify_len", -1), last_accepted=p.get("last_accepted", -1),
+                   last_emit_s=p.get("last_emit_s", np.nan if self.config.colocated else now))
+        s.append(**{k: np.array([v], np.float64 if k == "last_emit_s" else np.int64) for k, v in row.items()})
+        self.parked.pop(idx, None)
+        if not parked:
+            self.records.admitted_s[idx] = now
+            self.records.replica[idx] = self.index
+
+    # ----------------------------------------------------------------- the step: view, decide, cost, pack
+    def _plan(self, preempted: int, waiting: int) -> StepPlan:
+        s = self.slots
+        decode = np.flatnonzero(s.prefill_left == 0)
+        can_draft = self._draft_room(decode)
+        gamma, draws, conf_raw, conf, capacity, verify_len = self._decide(decode, can_draft)
+        verify_len = self._clip(decode, verify_len, can_draft)
+        B = decode.size + int(verify_len.sum())
+        prefill, chunk = self._pack_prefill(B)
+        duration = self._cost(decode, B, prefill, chunk, int(can_draft.sum()) if gamma else 0, gamma)
+        return StepPlan(decode=decode, verify_len=verify_len, draws=draws, conf_raw=conf_raw, conf=conf,
+                        prefill=prefill, chunk=chunk, duration_s=duration, capacity=capacity, gamma=gamma,
+                        batch_tokens=B + int(chunk.sum()), num_preempted=preempted, num_waiting=waiting)
+
+    def _draft_room(self, decode: np.ndarray) -> np.ndarray:
+        """(R,) bool: requests whose drafter KV share fits (FCFS); they draft, the others verify nothing."""
+        cfg, s = self.config, self.slots
+        if cfg.gamma == 0 or cfg.drafter_kv_fraction == 0 or cfg.kv_allocation == "reserve":
+            return np.ones(decode.size, bool)
+        ctx = s.prompt_tokens[decode] + s.num_generated[decode] + cfg.gamma
+        need = np.maximum(blocks_for(np.ceil(ctx * cfg.drafter_kv_fraction).astype(np.int64), cfg.block_size)
+                          - s.draft_kv_blocks[decode], 0)
+        fits = np.cumsum(need) <= self.pool.num_available
+        granted = np.where(fits, need, 0)
+        self.pool.take(int(granted.sum()))
+        s.draft_kv_blocks[decode] += granted
+        return fits | (need == 0)
+
+    def _decide(self, decode: np.ndarray, can_draft: np.ndarray):
+        """The policy's verify lengths (unclipped) and the step's drafts: (gamma, draws, c_raw, c, capacity, l)."""
+        R, gamma, h = decode.size, self.config.gamma, self.hooks
+        s = self.slots
+        rows = s.arena_offset[decode] + s.num_generated[decode]           # anchor rows p = tokens so far
+        kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
+        if R and gamma and h.proposal_length is not None:
             empty = np.zeros((R, 0))
-            gamma = self._check_proposal(self.policy.proposal_length(
-                self._view(decode, rows, empty, empty, kv_tokens, None)))
-        if R and gamma:
-            # per-position confidence maps cover the full block; a shorter proposal keeps its first columns
-            draws = self.arena.data[rows]                                  # (R, 3, gamma), still hidden
-            conf_raw, conf = c.acceptance.confidences(draws[:, Arena.LOGIT_Q], draws[:, Arena.NOISE])
-            if gamma < self.gamma:
-                conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
-        else:
-            draws = None
-            conf_raw = conf = np.zeros((R, gamma))
-        if R:
-            if self.uses_capacity:
-                old = self._views[0] if len(self._views) == 2 else None
-                capacity = self._check_capacity(self.policy.capacity(old, self.ids[decode], R))
-            view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
-            verify_len = self._check(self.policy(view), R, gamma)
-            self._views.append(view)
-            lmax = self.out[decode] - gen - 1                            # never verify past the output
-            clipped = verify_len > lmax
-            if clipped.any():
-                c.num_clips += int(clipped.sum())
-                verify_len = np.minimum(verify_len, lmax)
-        else:
-            verify_len = np.zeros(0, np.int64)
+            gamma = self._check_int(h.proposal_length(self._view(decode, rows, empty, empty, kv_tokens, None,
+                                                                 gamma)), "proposal_length", gamma)
+        draws, conf_raw, conf = self._draft(rows, gamma, can_draft)
+        capacity = -1
+        if R and h.capacity is not None:
+            old = self._views[0] if len(self._views) == 2 else None
+            capacity = self._check_int(h.capacity(old, s.request[decode], R), "capacity", None)
+        if not R:
             self._views.append(None)
-        # colocated prefill: FCFS chunks within the step's token budget
-        prefill = np.zeros(0, np.int64)
-        chunk = np.zeros(0, np.int64)
-        B = int(R + verify_len.sum())
-        if self.colocated:
-            waiting = np.flatnonzero(self.prefill_left > 0)
-            budget = max(0, self.chunk_tokens - B)
-            if waiting.size and budget > 0:
-                left = self.prefill_left[waiting]
-                take = np.minimum(left, np.maximum(0, budget - np.concatenate([[0], np.cumsum(left)[:-1]])))
-                keep = take > 0
-                prefill, chunk = waiting[keep], take[keep]
+            return gamma, draws, conf_raw, conf, capacity, np.zeros(0, np.int64)
+        view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
+        self._views.append(view)
+        return gamma, draws, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
+
+    def _draft(self, rows: np.ndarray, gamma: int, can_draft: np.ndarray):
+        """(draws, conf_raw, conf) of this step's drafts; requests that cannot draft get confidence 0."""
+        R = rows.size
+        if not (R and gamma):
+            z = np.zeros((R, gamma))
+            return None, z, z
+        draws = self.arena.data[rows]                                       # (R, 3, gamma), still hidden
+        conf_raw, conf = self.acceptance.confidences(draws[:, Arena.LOGIT_Q], draws[:, Arena.NOISE])
+        if gamma < self.config.gamma:
+            conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
+        if not can_draft.all():
+            conf_raw[~can_draft] = 0.0
+            conf[~can_draft] = 0.0
+        return draws, conf_raw, conf
+
+    def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray) -> np.ndarray:
+        """Clip verify lengths to the remaining output - 1, the drafter's room and (paged) the KV blocks left."""
+        s, cfg = self.slots, self.config
+        lmax = s.output_tokens[decode] - s.num_generated[decode] - 1          # never verify past the output
+        lmax = np.where(can_draft, lmax, 0)
+        over = verify_len > lmax
+        if over.any():
+            self.records.num_clips += int(over.sum())
+            verify_len = np.minimum(verify_len, lmax)
+        if cfg.kv_allocation == "paged" and verify_len.size:
+            verify_len = self._lookahead(decode, verify_len)
+        return verify_len
+
+    def _lookahead(self, decode: np.ndarray, verify_len: np.ndarray) -> np.ndarray:
+        """Allocate blocks for prompt + generated + l + 1 tokens, FCFS; a request that does not fit verifies fewer."""
+        s, bs = self.slots, self.config.block_size
+        base = self._base_tokens(s)[decode]
+        need = np.maximum(blocks_for(base + verify_len, bs) - s.kv_blocks[decode], 0)
+        avail = self.pool.num_available
+        if need.sum() > avail:
+            cum = np.cumsum(need)
+            short = cum > avail
+            left = avail - np.concatenate([[0], cum[:-1]])
+            grant = np.where(short, np.maximum(np.minimum(need, left), 0) * (np.cumsum(short) == 1), need)
+            fit_len = (s.kv_blocks[decode] + grant) * bs - base
+            self.records.num_kv_clips += int((fit_len < verify_len).sum())
+            verify_len = np.minimum(verify_len, fit_len)
+            need = np.maximum(blocks_for(base + verify_len, bs) - s.kv_blocks[decode], 0)
+        self.pool.take(int(need.sum()))
+        s.kv_blocks[decode] += need
+        return verify_len
+
+    def _pack_prefill(self, B: int) -> tuple[np.ndarray, np.ndarray]:
+        """FCFS prefill / recompute chunks within the step's token budget: (slots, chunk tokens)."""
+        left_all = self.slots.prefill_left
+        waiting = np.flatnonzero(left_all > 0)
+        budget = max(0, self.config.chunk_tokens - B)
+        if not waiting.size or budget == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        left = left_all[waiting]
+        take = np.minimum(left, np.maximum(0, budget - np.concatenate([[0], np.cumsum(left)[:-1]])))
+        keep = take > 0
+        return waiting[keep], take[keep]
+
+    def _cost(self, decode: np.ndarray, B: int, prefill: np.ndarray, chunk: np.ndarray, drafting: int,
+              gamma: int) -> float:
+        """Seconds of the step: target step + host + drafter + prefill attention + emissions."""
+        s, prof, cfg = self.slots, self.profile, self.config
         total = B + int(chunk.sum())
-        duration = profile.step_time(total, kv_tokens) + self.host_s if total else 0.0
-        if R and gamma:
-            duration += c.drafter_cost.draft_time_s(R, gamma, profile, kv_tokens)   # the full proposal
+        if not total:
+            return 0.0
+        kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
+        t = prof.step_time(total, kv_tokens) + self.host_overhead_s
+        if drafting and gamma:
+            t += self.drafter_cost.draft_time_s(drafting, gamma, prof, kv_tokens)
         if chunk.size:
-            ctx = self.prompt[prefill] - self.prefill_left[prefill]
-            duration += profile.prefill_attention_s(chunk, ctx)
-        return StepPlan(decode, R, verify_len, rows, draws, conf_raw, conf, prefill, chunk, float(duration),
-                        capacity, gamma, B - R, total)
+            ctx = s.prompt_tokens[prefill] + s.num_generated[prefill] - s.prefill_left[prefill]
+            t += prof.prefill_attention_s(chunk, ctx)
+        return float(t + cfg.emission_overhead_s * decode.size)
+
+    @property
+    def host_overhead_s(self) -> float:
+        """CPU scheduling time charged per step (0 when the policy fits ZOS)."""
+        return 0.0 if self.hooks.fits_zos else self.config.host_overhead_s
+
+    # ----------------------------------------------------------------- policy results and views
+    def _view(self, decode, rows, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
+        s = self.slots
+        ids = s.request[decode]                          # fancy indexing: copies the view keeps
+        extra = {"accept": self._accept(self.arena.data[rows])} if self.hooks.view_cls is OracleView else {}
+        return self.hooks.view_cls(
+            step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
+            domains=self.workload.domain[ids], conf_raw=conf_raw, conf=conf,
+            num_generated=s.num_generated[decode], prompt_tokens=s.prompt_tokens[decode], kv_tokens=kv_tokens,
+            hist_drafts_verified=s.drafts_verified[decode], hist_drafts_accepted=s.drafts_accepted[decode],
+            last_verify_len=s.last_verify_len[decode], last_accepted=s.last_accepted[decode],
+            profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
     def _accept(self, draws: np.ndarray) -> np.ndarray:
         """(R, gamma) hidden outcomes from a step's (R, 3, gamma) arena rows."""
-        return self.c.acceptance.accepted(draws[:, Arena.LOGIT_Q], draws[:, Arena.U])
+        return self.acceptance.accepted(draws[:, Arena.LOGIT_Q], draws[:, Arena.U])
 
-    def _view(self, decode, rows: np.ndarray, conf_raw: np.ndarray, conf: np.ndarray,
-              kv_tokens: float, capacity: int | None, gamma: int | None = None) -> SchedulingView:
-        c = self.c
-        # copies: the view is kept (dspark-async reads it two steps later) while the slots change
-        take = (lambda a: a.copy()) if isinstance(decode, slice) else (lambda a: a[decode])
-        ids = take(self.ids)
-        extra = {"accept": self._accept(self.arena.data[rows])} if self.view_cls is OracleView else {}
-        return self.view_cls(
-            step=self.step_index, now_s=self.env.now, gamma=self.gamma if gamma is None else gamma, request_ids=ids,
-            domains=c.domain[ids], conf_raw=conf_raw, conf=conf, num_generated=take(self.gen),
-            prompt_tokens=take(self.prompt), kv_tokens=kv_tokens,
-            hist_drafts_verified=take(self.hist_v), hist_drafts_accepted=take(self.hist_a),
-            last_verify_len=take(self.last_v), last_accepted=take(self.last_a),
-            profile=c.profile, capacity=capacity, drafter_cost=c.drafter_cost, **extra)
-
-    def _check(self, result, R: int, gamma: int) -> np.ndarray:
-        name = getattr(self.policy, "name", repr(self.policy))
+    def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
         arr = result if type(result) is np.ndarray else np.asarray(result)
         if arr.shape != (R,) or arr.dtype.kind not in "iub":             # signed, unsigned ints or bools
-            raise SpecsimInputError(None, None, f"policy {name}",
+            raise SpecsimInputError(None, None, f"policy {self.hooks.name}",
                                     f"verify lengths as an integer array of shape ({R},)",
                                     f"{arr.dtype} array of shape {arr.shape}")
         if R and not (0 <= arr.min() and arr.max() <= gamma):
-            raise SpecsimInputError(None, None, f"policy {name}", f"verify lengths in [0, {gamma}]",
+            raise SpecsimInputError(None, None, f"policy {self.hooks.name}", f"verify lengths in [0, {gamma}]",
                                     f"values in [{arr.min()}, {arr.max()}]")
         return arr if arr.dtype == np.int64 else arr.astype(np.int64)
 
-    def _check_capacity(self, result) -> int:
-        name = getattr(self.policy, "name", repr(self.policy))
-        if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, np.integer)) or result < 0:
-            raise SpecsimInputError(None, None, f"policy {name}, capacity", "an int >= 0", repr(result))
+    def _check_int(self, result, hook: str, upper: int | None) -> int:
+        ok = not isinstance(result, (bool, np.bool_)) and isinstance(result, (int, np.integer)) and result >= 0
+        if not ok or (upper is not None and result > upper):
+            want = "an int >= 0" if upper is None else f"an int in [0, {upper}]"
+            raise SpecsimInputError(None, None, f"policy {self.hooks.name}, {hook}", want, repr(result))
         return int(result)
 
-    def _check_proposal(self, result) -> int:
-        name = getattr(self.policy, "name", repr(self.policy))
-        if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, np.integer)) \
-                or not 0 <= result <= self.gamma:
-            raise SpecsimInputError(None, None, f"policy {name}, proposal_length",
-                                    f"an int in [0, {self.gamma}]", repr(result))
-        return int(result)
-
+    # ----------------------------------------------------------------- the step ends
     def _finish(self, plan: StepPlan, start: float) -> None:
-        c = self.c
         now = self.env.now
-        d, l = plan.decode, plan.verify_len
-        R = plan.num_decode
-        if R:
-            if plan.gamma:
-                acc = self._accept(plan.draws)                                      # (R, gamma) hidden until now
-                verified = self._depth < l[:, None]                                  # (R, gamma)
-                accepted = (acc & verified).cumprod(axis=1).sum(axis=1)             # leading accepted prefix
-            else:
-                accepted = np.zeros(R, np.int64)
-            emitted = accepted + 1
-            gaps = now - self.last_emit[d]
-            self.gen[d] += emitted
-            self.hist_v[d] += l
-            self.hist_a[d] += accepted
-            self.last_v[d] = l
-            self.last_a[d] = accepted
-            self.last_emit[d] = now
-            c.record_step_requests(self, plan, start, now, accepted, gaps)
-        else:
-            accepted = np.zeros(0, np.int64)
-        c.record_step(self, plan, start, now, int(accepted.sum()))
+        accepted = self._emit_decode(plan, start, now)
+        finished_prefill = self._advance_prefill(plan, now)
+        self._record(plan, start, now, accepted, finished_prefill)
         self.step_index += 1
-        if plan.prefill.size:
-            self.prefill_left[plan.prefill] -= plan.chunk
-            done_prefill = plan.prefill[self.prefill_left[plan.prefill] == 0]
-            if done_prefill.size:
-                ids = self.ids[done_prefill]
-                self.gen[done_prefill] = 1                                          # prefill emits token 1
-                self.last_emit[done_prefill] = now
-                c.on_first_token(ids, now)
-        finished = np.flatnonzero(self.gen >= self.out)
-        if finished.size:
-            self._release(finished, now)
+        done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
+        if done.size:
+            self._release(done, now)
+
+    def _emit_decode(self, plan: StepPlan, start: float, now: float) -> np.ndarray:
+        s, d, l = self.slots, plan.decode, plan.verify_len
+        if not d.size:
+            return np.zeros(0, np.int64)
+        if plan.gamma:
+            acc = self._accept(plan.draws)                                     # (R, gamma) hidden until now
+            accepted = (acc & (self._depth < l[:, None])).cumprod(axis=1).sum(axis=1)
+        else:
+            accepted = np.zeros(d.size, np.int64)
+        gaps = now - s.last_emit_s[d]
+        s.num_generated[d] += accepted + 1
+        s.drafts_verified[d] += l
+        s.drafts_accepted[d] += accepted
+        s.last_verify_len[d] = l
+        s.last_accepted[d] = accepted
+        s.last_emit_s[d] = now
+        ids = s.request[d]
+        self.records.decode(ids, l, accepted, gaps, now)
+        if self.records.record_step_log:
+            self.records.step_log((self.step_index, self.index, start, now - start, ids, plan.gamma, l, accepted,
+                                   plan.conf_raw, plan.conf))
+        return accepted
+
+    def _advance_prefill(self, plan: StepPlan, now: float) -> int:
+        """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns how many finished."""
+        if not plan.prefill.size:
+            return 0
+        s = self.slots
+        s.prefill_left[plan.prefill] -= plan.chunk
+        done = plan.prefill[s.prefill_left[plan.prefill] == 0]
+        for slot in done.tolist():
+            idx = int(s.request[slot])
+            new = self._publish(idx, self.workload.prefix_keys(idx), int(s.kv_cached[slot]))
+            s.kv_cached[slot] += new
+        first = done[s.num_generated[done] == 0]
+        again = done[s.num_generated[done] > 0]
+        if again.size:                                   # a recompute finished: its next token is sampled
+            self.records.decode_emit(s.request[again], now - s.last_emit_s[again], now)
+        s.num_generated[done] += 1
+        s.last_emit_s[done] = now
+        if first.size:
+            self.records.first_token(s.request[first], now)
+        return int(again.size)
+
+    def _record(self, plan: StepPlan, start: float, now: float, accepted: np.ndarray, recomputed: int) -> None:
+        R = plan.decode.size
+        num_acc = int(accepted.sum())
+        self.records.step(StepRecord(
+            replica=self.index, step=self.step_index, start_s=start, duration_s=now - start,
+            num_running=self.slots.size, num_decode=R, batch_tokens=plan.batch_tokens,
+            verified_drafts=int(plan.verify_len.sum()), accepted_drafts=num_acc, emitted_tokens=num_acc + R + recomputed,
+            prefill_tokens=int(plan.chunk.sum()), capacity=plan.capacity,
+            host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
+            kv_blocks_used=self.pool.num_blocks - self.pool.num_available,
+            num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
+        if self._stall(R + int(plan.chunk.sum())):
+            raise RuntimeError(f"replica {self.index} cannot progress: {self.slots.size} running, "
+                               f"{len(self.queue)} queued, {self.pool.num_available} KV blocks available")
+
+    def _stall(self, progress: int) -> bool:
+        """True after 1000 consecutive steps without any decode or prefill progress (a livelock guard)."""
+        self._stalled = 0 if progress else self._stalled + 1
+        return self._stalled > 1000
 
     def _release(self, slots: np.ndarray, now: float) -> None:
-        ids = self.ids[slots]
-        self.kv_reserved -= int(self.reserve[slots].sum())
-        keep = np.ones(self.ids.size, bool)
+        s = self.slots
+        ids = s.request[slots]
+        for slot in slots.tolist():
+            self._free_blocks(slot)
+        keep = np.ones(s.size, bool)
         keep[slots] = False
-        for name in SLOT_FIELDS:
-            setattr(self, name, getattr(self, name)[keep])
-        if self.ids.size == 0:
+        s.keep(keep)
+        if s.size == 0:
             self.arena.tail = 0
-        self.c.on_complete(ids, now)
+        self.on_done(ids, now)

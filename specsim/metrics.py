@@ -35,27 +35,54 @@ def _stats(prefix: str, values_s: np.ndarray) -> dict[str, float | None]:
             f"p99_{prefix}_ms": _ms(values_s, lambda v: np.percentile(v, 99))}
 
 
-def request_frame(cluster) -> pd.DataFrame:
-    """One row per trace request: times (s), token counts, per-request speculative counters, status."""
-    c = cluster
-    n = len(c.trace)
-    status = np.where(~np.isnan(c.done_s), "completed", np.where(c.issued, "unfinished", "not_issued"))
-    for idx in c.unservable_reason:
+def request_frame(records, workload, trace) -> pd.DataFrame:
+    """One row per trace request: times (s), token counts, speculative and memory counters, status.
+
+    Args:
+        records: the run's :class:`specsim.records.Records`.
+        workload: its :class:`specsim.workload.Workload`.
+        trace: the trace (for request ids).
+    """
+    r, n = records, len(workload.prompt)
+    status = np.where(~np.isnan(r.done_s), "completed", np.where(r.issued, "unfinished", "not_issued"))
+    for idx in r.unservable_reason:
         status[idx] = "unservable"
-    ttft = c.first_token_s - c.arrival_s
-    e2el = c.done_s - c.arrival_s
+    ttft = r.first_token_s - r.arrival_s
+    e2el = r.done_s - r.arrival_s
+    out = workload.output
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(c.output > 1, (e2el - ttft) / (c.output - 1), np.nan)
+        tpot = np.where(out > 1, (e2el - ttft) / (out - 1), np.nan)
         tps = 1.0 / tpot
     return pd.DataFrame({
-        "request_id": np.asarray(c.trace.request_id, dtype=object), "domain": c.domain,
-        "prompt_tokens": c.prompt, "output_tokens": c.output, "arrival_s": c.arrival_s,
-        "prefill_s": c.prefill_s, "first_token_s": c.first_token_s, "done_s": c.done_s,
+        "request_id": np.asarray(trace.request_id, dtype=object), "domain": workload.domain,
+        "prompt_tokens": workload.prompt, "output_tokens": out, "arrival_s": r.arrival_s,
+        "prefill_s": r.prefill_s, "first_token_s": r.first_token_s, "done_s": r.done_s,
         "ttft_s": ttft, "e2el_s": e2el, "tpot_s": tpot, "tps_per_user": tps,
-        "decode_steps": c.req_steps, "verified_drafts": c.req_verified, "accepted_drafts": c.req_accepted,
-        "replica": c.replica_of, "status": status,
-        "unservable_reason": [c.unservable_reason.get(i, "") for i in range(n)],
+        "decode_steps": r.decode_steps, "verified_drafts": r.verified_drafts, "accepted_drafts": r.accepted_drafts,
+        "emitted_tokens": r.emitted_tokens, "preemptions": r.preemptions, "recomputed_tokens": r.recomputed_tokens,
+        "prefix_hit_tokens": r.prefix_hit_tokens, "prefix_lookup_tokens": r.prefix_lookup_tokens,
+        "replica": r.replica, "status": status,
+        "unservable_reason": [r.unservable_reason.get(i, "") for i in range(n)],
     })
+
+
+def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
+    """KV-memory figures of a run: preemptions, recomputed tokens, prefix-cache token hit rates, unservable reasons.
+
+    ``prefix_cache_hit_rate`` is hit tokens / looked-up prompt tokens over every prefill lookup (first prefills
+    and recomputes, on every prefill instance and replica); ``prefix_cache`` gives it per instance.
+    """
+    rates = records.prefix_hit_rates()
+    unservable = requests[requests.status == "unservable"]
+    return {
+        "num_preemptions": int(records.preemptions.sum()),
+        "preempted_requests": int((records.preemptions > 0).sum()),
+        "recomputed_tokens": int(records.recomputed_tokens.sum()),
+        "kv_clipped_verify_lengths": int(records.num_kv_clips),
+        "prefix_cache_hit_rate": rates.pop("overall"),
+        "prefix_cache": rates,
+        "unservable_requests": {str(rid): why for rid, why in zip(unservable.request_id, unservable.unservable_reason)},
+    }
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *, window: tuple[float, float] | None,
@@ -64,7 +91,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
 
     Args:
         requests: :func:`request_frame` output.
-        steps: the per-step frame (specsim.cluster.STEP_COLUMNS).
+        steps: the per-step frame (specsim.records.STEP_COLUMNS).
         itl_s: (E,) inter-emission gaps in seconds (closed loop: of emissions inside the window).
         window: closed-loop measurement window (start_s, end_s), or None for open loop.
         decode_gpus: GPUs of the decode replicas; prefill_gpus: GPUs of the prefill pool.
@@ -115,7 +142,8 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
     out["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None
     out["median_tps_per_user"] = float(multi.tps_per_user.median()) if len(multi) else None
     out["num_single_token"] = int((measured.output_tokens == 1).sum())
-    out["mean_acceptance_length"] = float(step_sel.emitted_tokens.sum() / req_steps) if req_steps else None
+    out["mean_acceptance_length"] = (float((step_sel.accepted_drafts.sum() + req_steps) / req_steps)
+                                     if req_steps else None)
     out["acceptance_rate"] = float(step_sel.accepted_drafts.sum() / verified) if verified else None
     out["mean_verify_tokens_per_request"] = float((req_steps + verified) / req_steps) if req_steps else None
     out["steps"] = int(len(steps))

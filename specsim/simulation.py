@@ -17,13 +17,17 @@ import pandas as pd
 
 import specsim
 from specsim.acceptance import build_acceptance_model
-from specsim.cluster import ClosedLoopWindow, Cluster
+from specsim.cluster import ClosedLoopWindow, Cluster, ClusterConfig
+from specsim.engine import ReplicaConfig
 from specsim.errors import SpecsimInputError
 from specsim.hardware.drafter import DrafterCost
+from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
-from specsim.metrics import domain_breakdown, request_frame, summarize
+from specsim.kv import DRAFTER_KV_FRACTION
+from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies import make_policy
+from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
 from specsim.steplog import write_step_log
 
@@ -69,17 +73,17 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
     """Resolve the policy object factory, drafter, gamma and profile of a run.
 
     ``mtp1`` uses the MTP drafter with gamma forced to 1; ``none`` no drafter (gamma 0); every other
-    policy the scenario's drafter unless ``drafter`` overrides it.
+    policy the scenario's drafter unless ``drafter`` overrides it. Knobs are the scenario's ``[policy.knobs]``
+    table updated with ``knobs``.
 
     Returns:
         (policy_factory, policy_name, drafter_name, gamma, profile)
     """
-    knobs.setdefault("threshold", scenario.policy.threshold)
+    knobs = {**_scenario_knobs(scenario), **knobs}
     if isinstance(policy, str):
         probe = make_policy(policy, gamma=gamma, **knobs)
         factory = lambda: make_policy(policy, gamma=gamma, **knobs)  # noqa: E731
     else:
-        from specsim.policies.base import as_policy
         probe = as_policy(policy)
         factory = lambda: probe  # noqa: E731  (a user object is shared: it must be stateless or per-run)
     forced_drafter = getattr(probe, "drafter", None)
@@ -94,118 +98,217 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
     return factory, probe.name, dname, g, prof
 
 
+def _scenario_knobs(scenario: Scenario) -> dict[str, Any]:
+    pol = scenario.policy
+    knobs = getattr(pol, "knobs", None)
+    return dict(knobs) if knobs is not None else {"threshold": pol.threshold}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run's configuration, validated on construction (every problem raises SpecsimInputError).
+
+    Attributes:
+        policy: a registered name, ``path/file.py:Name``, or a policy object / function.
+        scenario: the resolved scenario.
+        seed: the one seed of every random draw (request r's draws: SeedSequence([seed, r])).
+        concurrency: closed loop with this many users; None = open loop at the trace's arrivals.
+        rate_scale: open loop only: arrival times are divided by it (2.0 = twice the rate).
+        max_sim_s: explicit horizon in simulated seconds, or None (run until every request leaves).
+        gamma, drafter: override the scenario's (see :func:`resolve_run`).
+        knobs: policy knobs, over the scenario's ``[policy.knobs]``.
+        record_step_log: keep per (step, request) rows.
+    """
+
+    policy: Any = "dspark"
+    scenario: Scenario = field(default_factory=load_scenario)
+    seed: int = 0
+    concurrency: int | None = None
+    rate_scale: float = 1.0
+    max_sim_s: float | None = None
+    gamma: int | None = None
+    drafter: str | None = None
+    knobs: dict = field(default_factory=dict)
+    record_step_log: bool = False
+
+    def __post_init__(self) -> None:
+        def bad(name: str, want: str, got: Any) -> None:
+            raise SpecsimInputError(None, None, name, want, repr(got))
+        if not (isinstance(self.rate_scale, (int, float)) and np.isfinite(self.rate_scale) and self.rate_scale > 0):
+            bad("rate_scale", "a finite value > 0", self.rate_scale)
+        if self.gamma is not None and not 0 <= self.gamma <= 64:
+            bad("gamma", "an int in [0, 64]", self.gamma)
+        if self.max_sim_s is not None and not (np.isfinite(self.max_sim_s) and self.max_sim_s > 0):
+            bad("max_sim_s", "a finite time > 0 s", self.max_sim_s)
+        if self.concurrency is not None and self.concurrency < 1:
+            bad("concurrency", "an int >= 1", self.concurrency)
+
+
 def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = None, seed: int = 0,
              concurrency: int | None = None, rate_scale: float = 1.0, max_sim_s: float | None = None,
              gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | None = None,
              record_step_log: bool = False, drafter_cost: DrafterCost | None = None,
              **knobs: Any) -> SimulationResult:
-    """Simulate ``trace`` on the scenario's cluster under ``policy``.
+    """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
 
     Args:
         trace: a :class:`specsim.trace.Trace`.
-        policy: a registered name, ``path/file.py:Name``, or a policy object / function.
-        scenario: resolved scenario (default: the bundled defaults).
-        seed: the one seed of every random draw (request r's draws: SeedSequence([seed, r])).
-        concurrency: closed loop with this many users; None = open loop at the trace's arrivals.
-        rate_scale: open loop only: arrival times are divided by it (2.0 = twice the rate).
-        max_sim_s: explicit horizon in simulated seconds; requests still in the system are ``unfinished``.
-        gamma, drafter: override the scenario's (see :func:`resolve_run`).
         profile: override the scenario's step-time profile.
-        record_step_log: keep per (step, request) rows (needed for ``--out`` step logs and calibration).
         drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
-        knobs: policy knobs (``threshold`` ...).
+        Every other argument: see :class:`RunConfig` (``knobs`` are policy knobs such as ``threshold``).
 
     Raises:
         SpecsimInputError: bad configuration or a domain missing from the acceptance tables.
         RuntimeError: an internal invariant broke (a request lost or over-emitted).
     """
+    config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
+                       rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
+                       record_step_log=record_step_log)
+    return run(trace, config, profile=profile, drafter_cost=drafter_cost)
+
+
+def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
+        drafter_cost: DrafterCost | None = None) -> SimulationResult:
+    """Build the cluster of ``config``, run it on ``trace``, check invariants and summarise (see :func:`simulate`)."""
     wall0 = time.perf_counter()
-    scenario = scenario or load_scenario()
     if len(trace) == 0:
         raise SpecsimInputError(getattr(trace, "source", None), None, None, "a non-empty trace", "0 requests")
-    if rate_scale <= 0 or not np.isfinite(rate_scale):
-        raise SpecsimInputError("--rate-scale", None, "rate_scale", "a finite value > 0", repr(rate_scale))
-    if gamma is not None and not 0 <= gamma <= 64:
-        raise SpecsimInputError("--gamma", None, "gamma", "an int in [0, 64]", repr(gamma))
-    if max_sim_s is not None and not (np.isfinite(max_sim_s) and max_sim_s > 0):
-        raise SpecsimInputError("--max-sim-s", None, "max_sim_s", "a finite time > 0 s", repr(max_sim_s))
-    if concurrency is not None and concurrency < 1:
-        raise SpecsimInputError("--concurrency", None, "concurrency", "an int >= 1", repr(concurrency))
-    factory, pname, dname, g, prof = resolve_run(policy, scenario, gamma, drafter, profile, **knobs)
-    cost = default_drafter_cost(dname) if drafter_cost is None else drafter_cost
-    dc = scenario.drafter
-    if drafter_cost is None and dname == dc.name and (dc.base_fraction >= 0 or dc.per_draft_fraction >= 0):
-        cost = replace(cost, **{k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction")
-                                if getattr(dc, k) >= 0})
-    model = None
-    if g > 0:
-        domains = np.asarray(trace.domain, dtype=object)
-        model = build_acceptance_model(dname, g, domains=tuple(np.unique(domains)),
-                                       **scenario.to_dict()["acceptance"])
-        for dom in np.unique(domains):
-            if dom not in model.alpha:
-                line = int(np.flatnonzero(domains == dom)[0]) + 1
-                raise SpecsimInputError(getattr(trace, "source", None), line, "domain",
-                                        f"a domain of the '{dname}' acceptance table {model.domains}", repr(dom))
-    cluster = Cluster(trace, scenario, factory, g, model, prof, cost, seed, record_step_log)
-    window = None
-    if concurrency is None:
-        cluster.env.process(cluster.open_loop(rate_scale))
-    else:
-        window = ClosedLoopWindow(np.nan, np.nan)
-        cluster.env.process(cluster.closed_loop(concurrency, window))
+    built = _build(trace, config, profile, drafter_cost)
+    window = None if config.concurrency is None else ClosedLoopWindow(np.nan, np.nan)
+    cluster = built.cluster
+    driver = (cluster.open_loop(config.rate_scale) if window is None
+              else cluster.closed_loop(config.concurrency, window))
+    cluster.env.process(driver)
     loop0, cpu0 = time.perf_counter(), time.process_time()
-    cluster.env.run(until=max_sim_s)
-    loop_wall, loop_cpu = time.perf_counter() - loop0, time.process_time() - cpu0
-    requests = request_frame(cluster)
-    _check_invariants(cluster, requests, horizon=max_sim_s is not None or False)
-    steps = cluster.steps_frame()
-    win = None
-    if window is not None:
-        if not (np.isfinite(window.start_s) and np.isfinite(window.end_s)) or window.end_s <= window.start_s:
-            raise SpecsimInputError(getattr(trace, "source", None), None, "concurrency",
-                                    f"a trace long enough for a closed-loop window with {concurrency} users "
-                                    f"(the window closes when the last of {len(trace)} requests is issued, "
-                                    "before every user completed one request); use more requests or fewer users")
-        win = (window.start_s, window.end_s)
-    mean_l = None
-    if window is None and (requests.status == "completed").any():
-        t0 = float(np.nanmin(cluster.arrival_s))
-        t1 = float(np.nanmax(cluster.done_s))
-        area = cluster.integrate_until(t1)
-        mean_l = area / (t1 - t0) if t1 > t0 else None
-    sc = scenario
-    summary = summarize(requests, steps, cluster.itl_s(win), window=win,
+    cluster.env.run(until=config.max_sim_s)
+    timing = {"event_loop_wall_s": time.perf_counter() - loop0, "event_loop_cpu_s": time.process_time() - cpu0}
+    result = _summarise(trace, config, built, window)
+    result.summary.update(timing)
+    result.summary["wall_time_s"] = time.perf_counter() - wall0
+    return result
+
+
+@dataclass(frozen=True)
+class _Built:
+    cluster: Cluster
+    policy_name: str
+    drafter_name: str
+    gamma: int
+    profile: StepTimeProfile
+    acceptance: Any
+
+
+def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_cost: DrafterCost | None) -> _Built:
+    """Resolve the policy, drafter, acceptance model and profile, and build the cluster."""
+    sc = config.scenario
+    factory, pname, dname, g, prof = resolve_run(config.policy, sc, config.gamma, config.drafter, profile,
+                                                 **config.knobs)
+    cost = _drafter_cost(sc, dname, drafter_cost)
+    model = _acceptance(trace, sc, dname, g) if g > 0 else None
+    cc = cluster_config(sc, g, dname, config.seed)
+    cluster = Cluster(trace, cc, lambda: policy_hooks(factory()), model, prof, cost, config.record_step_log)
+    return _Built(cluster, pname, dname, g, prof, model)
+
+
+def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None) -> DrafterCost:
+    """The drafter's cost model: measured, else the family default with the scenario's overrides."""
+    if measured is not None:
+        return measured
+    cost = default_drafter_cost(dname)
+    dc = sc.drafter
+    overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction")
+                 if getattr(dc, k) is not None and getattr(dc, k) >= 0}
+    return replace(cost, **overrides) if dname == dc.name and overrides else cost
+
+
+def _acceptance(trace, sc: Scenario, dname: str, g: int):
+    """The acceptance model of the trace's domains; an unknown domain names its first line."""
+    domains = np.asarray(trace.domain, dtype=object)
+    model = build_acceptance_model(dname, g, domains=tuple(np.unique(domains)), **sc.to_dict()["acceptance"])
+    for dom in np.unique(domains):
+        if dom not in model.alpha:
+            line = int(np.flatnonzero(domains == dom)[0]) + 1
+            raise SpecsimInputError(getattr(trace, "source", None), line, "domain",
+                                    f"a domain of the '{dname}' acceptance table {model.domains}", repr(dom))
+    return model
+
+
+def cluster_config(sc: Scenario, gamma: int, drafter: str, seed: int) -> ClusterConfig:
+    """The cluster and replica settings of scenario ``sc`` for a run with ``gamma`` drafts of ``drafter``."""
+    c, e = sc.cluster, sc.engine
+    block = int(getattr(c, "block_size", 16))
+    kv_fraction = getattr(sc.drafter, "kv_fraction", None)
+    if kv_fraction is None:
+        kv_fraction = DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]] if gamma > 0 else 0.0
+    replicas = tuple(ReplicaConfig(
+        index=i, gamma=gamma, colocated=sc.prefill.mode == "colocated", max_num_seqs=c.max_num_seqs,
+        kv_allocation=getattr(c, "kv_allocation", "paged"), num_blocks=c.kv_capacity_tokens // block,
+        block_size=block, prefix_caching=bool(getattr(c, "prefix_caching", True)),
+        chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
+        emission_overhead_s=float(getattr(e, "emission_overhead_s", 0.0)), drafter_kv_fraction=float(kv_fraction))
+        for i in range(c.num_replicas))
+    return ClusterConfig(
+        replicas=replicas, kv_capacity_tokens=c.kv_capacity_tokens, router=c.router, colocated=sc.prefill.mode == "colocated",
+        num_prefill_instances=sc.prefill.num_instances, prefill_time_per_token_s=sc.prefill.time_per_token_s,
+        prefill_chunk_tokens=sc.prefill.chunk_tokens,
+        request_overhead_s=float(getattr(e, "request_overhead_s", 0.0)), seed=int(seed))
+
+
+def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow | None) -> SimulationResult:
+    """Check invariants, then the summary, request and step frames of a finished run."""
+    cluster, rec, sc = built.cluster, built.cluster.records, config.scenario
+    requests = request_frame(rec, cluster.workload, trace)
+    _check_invariants(rec, cluster.workload, requests, horizon=config.max_sim_s is not None)
+    steps = rec.steps_frame()
+    win = _window(trace, config, window)
+    summary = summarize(requests, steps, rec.itl_s(win), window=win,
                         decode_gpus=sc.cluster.num_replicas * sc.cluster.gpus_per_replica,
-                        prefill_gpus=0 if cluster.colocated else sc.prefill.num_instances * sc.prefill.gpus_per_instance,
-                        mean_in_system=mean_l)
+                        prefill_gpus=0 if cluster.config.colocated
+                        else sc.prefill.num_instances * sc.prefill.gpus_per_instance,
+                        mean_in_system=_mean_in_system(cluster, rec, requests) if win is None else None)
     measured = requests.status == "completed"
     if win is not None:
         measured &= (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1])
-    summary["clipped_verify_lengths"] = cluster.num_clips
-    summary["load"] = ({"mode": "closed", "concurrency": concurrency, "window_start_s": win[0], "window_end_s": win[1]}
-                       if win else {"mode": "open", "rate_scale": rate_scale})
+    summary.update(memory_summary(rec, requests))
+    summary["clipped_verify_lengths"] = rec.num_clips
+    summary["load"] = ({"mode": "closed", "concurrency": config.concurrency, "window_start_s": win[0],
+                        "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale})
     summary["per_domain"] = domain_breakdown(requests, measured)
-    summary["policy"] = pname
-    summary["drafter"] = dname
-    summary["gamma"] = g
-    summary["seed"] = int(seed)
+    summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
     summary["provenance"] = {
         "specsim_version": specsim.__version__,
         "scenario": sc.to_dict(), "scenario_hash": sc.hash(), "scenario_source": sc.source,
         "trace": getattr(trace, "source", None),
         "trace_hash": trace.content_hash() if hasattr(trace, "content_hash") else None,
-        "profile_source": prof.source, "profile_metadata": prof.metadata,
-        "acceptance_source": model.source if model else None,
+        "profile_source": built.profile.source, "profile_metadata": built.profile.metadata,
+        "acceptance_source": built.acceptance.source if built.acceptance else None,
     }
-    summary["event_loop_wall_s"] = loop_wall
-    summary["event_loop_cpu_s"] = loop_cpu
-    summary["wall_time_s"] = time.perf_counter() - wall0
-    log = cluster.step_log_frame() if record_step_log else None
+    log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
     return SimulationResult(summary, requests, steps, log)
 
 
-def _check_invariants(cluster: Cluster, requests: pd.DataFrame, horizon: bool) -> None:
+def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[float, float] | None:
+    """The closed-loop window (start_s, end_s), or None in open loop."""
+    if window is None:
+        return None
+    if not (np.isfinite(window.start_s) and np.isfinite(window.end_s)) or window.end_s <= window.start_s:
+        raise SpecsimInputError(getattr(trace, "source", None), None, "concurrency",
+                                f"a trace long enough for a closed-loop window with {config.concurrency} users "
+                                f"(the window closes when the last of {len(trace)} requests is issued, "
+                                "before every user completed one request); use more requests or fewer users")
+    return (window.start_s, window.end_s)
+
+
+def _mean_in_system(cluster: Cluster, rec, requests: pd.DataFrame) -> float | None:
+    """Open loop: the time-average number of requests in the system (Little's law), or None."""
+    if not (requests.status == "completed").any():
+        return None
+    t0, t1 = float(np.nanmin(rec.arrival_s)), float(np.nanmax(rec.done_s))
+    area = cluster.integrate_until(t1)
+    return area / (t1 - t0) if t1 > t0 else None
+
+
+def _check_invariants(rec, workload, requests: pd.DataFrame, horizon: bool) -> None:
     """Every issued request completed (or is unfinished only under an explicit horizon); tokens conserved."""
     st = requests.status
     if not horizon and (st == "unfinished").any():
@@ -214,10 +317,11 @@ def _check_invariants(cluster: Cluster, requests: pd.DataFrame, horizon: bool) -
     if not horizon and (st == "not_issued").any():
         raise RuntimeError("internal error: some trace requests were never issued")
     done = (st == "completed").to_numpy()
-    emitted = cluster.req_accepted + cluster.req_steps + 1  # decode emissions + the prefill token
-    if np.any(emitted[done] != cluster.output[done]):
-        bad = int(np.flatnonzero(done & (emitted != cluster.output))[0])
-        raise RuntimeError(f"internal error: request {bad} emitted {emitted[bad]} tokens, "
-                           f"expected {cluster.output[bad]}")
+    emitted, output = rec.emitted_tokens, workload.output
+    if np.any(emitted[done] != output[done]):
+        bad = int(np.flatnonzero(done & (emitted != output))[0])
+        raise RuntimeError(f"internal error: request {bad} emitted {emitted[bad]} tokens, expected {output[bad]}")
+    if np.any(emitted > output):
+        raise RuntimeError("internal error: a request emitted more tokens than its output length")
     if np.any(requests.ttft_s[done] < requests.prefill_s[done] - 1e-12):
         raise RuntimeError("internal error: a request's TTFT is shorter than its prefill time")

@@ -176,3 +176,29 @@ class OracleView(SchedulingView):
 
 
 VIEW_KINDS = {"causal": SchedulingView, "reference": ReferenceView, "oracle": OracleView}
+
+
+@dataclass(frozen=True)
+class PolicyHooks:
+    """What the engine calls on a policy, resolved and checked once when the policy is made."""
+
+    name: str
+    fits_zos: bool
+    view_cls: type
+    decide: Callable[[SchedulingView], Any]
+    capacity: Callable | None
+    proposal_length: Callable | None
+
+
+def policy_hooks(policy: Any) -> PolicyHooks:
+    """The hooks of ``policy`` (TEMPORARY integration shim: replaced by the policy base-class work)."""
+    from specsim.errors import SpecsimInputError
+    kind = getattr(policy, "view_kind", "causal")
+    if kind not in VIEW_KINDS:
+        raise SpecsimInputError(None, None, f"policy {policy.name}, view_kind", f"one of {sorted(VIEW_KINDS)}",
+                                repr(kind))
+    cap = getattr(policy, "capacity", None)
+    prop = getattr(policy, "proposal_length", None)
+    return PolicyHooks(name=getattr(policy, "name", repr(policy)), fits_zos=bool(policy.fits_zos),
+                       view_cls=VIEW_KINDS[kind], decide=policy, capacity=cap if callable(cap) else None,
+                       proposal_length=prop if callable(prop) else None)

@@ -1,0 +1,183 @@
+"""What a run recorded: per-request arrays and per-step rows, owned by one :class:`Records` collector.
+
+Replicas and the cluster write here (through the methods below); :mod:`specsim.metrics` reads it. Nothing
+here runs the simulation, so the flow is one way: engine -> records -> metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+#: Columns of the per-step frame (one row per engine step of a replica); times in seconds.
+STEP_COLUMNS = ["replica", "step", "start_s", "duration_s", "num_running", "num_decode", "batch_tokens",
+                "verified_drafts", "accepted_drafts", "emitted_tokens", "prefill_tokens", "capacity",
+                "host_overhead_s", "kv_blocks_used", "num_preempted", "num_waiting"]
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One engine step of one replica, fixed when the step ends.
+
+    Attributes:
+        replica, step: replica index and its step index (0-based).
+        start_s, duration_s: when the step started and how long it took, seconds.
+        num_running: requests holding a slot; num_decode: R, those that decoded this step.
+        batch_tokens: tokens the target processed (decode B = sum_r (1 + l_r) plus prefill chunk tokens).
+        verified_drafts, accepted_drafts: sums over the decoding requests.
+        emitted_tokens: tokens emitted by decoding (accepted + R) plus those emitted by finished prefills.
+        prefill_tokens: prefill (or recompute) chunk tokens in the step.
+        capacity: the policy's ``capacity`` hook value, -1 when not used.
+        host_overhead_s: CPU scheduling time charged to the step.
+        kv_blocks_used: KV blocks in use after the step's allocation (cached evictable blocks not counted).
+        num_preempted: requests preempted before this step; num_waiting: queue length at its start.
+    """
+
+    replica: int
+    step: int
+    start_s: float
+    duration_s: float
+    num_running: int
+    num_decode: int
+    batch_tokens: int
+    verified_drafts: int
+    accepted_drafts: int
+    emitted_tokens: int
+    prefill_tokens: int
+    capacity: int
+    host_overhead_s: float
+    kv_blocks_used: int
+    num_preempted: int
+    num_waiting: int
+
+
+class Records:
+    """Every per-request and per-step record of one run (arrays indexed by trace position).
+
+    Args:
+        num_requests: N, the trace's length.
+        record_step_log: keep per (step, request) rows (the specsim.steplog format).
+
+    Per-request attributes are (N,) arrays, NaN / -1 / 0 until set: times in seconds (``arrival_s``,
+    ``queued_s`` when the request reaches the scheduler after its fixed overhead, ``prefill_start_s``,
+    ``prefill_s``, ``first_token_s``, ``admitted_s``, ``done_s``), ``replica``, counters (``decode_steps``,
+    ``verified_drafts``, ``accepted_drafts``, ``emitted_tokens``, ``preemptions``, ``recomputed_tokens``,
+    ``prefix_hit_tokens``, ``prefix_lookup_tokens``), ``issued`` and ``unservable_reason`` (index -> text).
+    """
+
+    def __init__(self, num_requests: int, record_step_log: bool = False) -> None:
+        n = num_requests
+        for name in ("arrival_s", "queued_s", "prefill_start_s", "prefill_s", "first_token_s", "admitted_s",
+                     "done_s"):
+            setattr(self, name, np.full(n, np.nan))
+        self.replica = np.full(n, -1, np.int64)
+        for name in ("decode_steps", "verified_drafts", "accepted_drafts", "emitted_tokens", "preemptions",
+                     "recomputed_tokens", "prefix_hit_tokens", "prefix_lookup_tokens"):
+            setattr(self, name, np.zeros(n, np.int64))
+        self.issued = np.zeros(n, bool)
+        self.unservable_reason: dict[int, str] = {}
+        self.num_clips = 0
+        self.num_kv_clips = 0
+        self.record_step_log = record_step_log
+        self._steps: list[StepRecord] = []
+        self._itl: list[np.ndarray] = []
+        self._itl_end_s: list[float] = []
+        self._log: list[tuple] = []
+        self.replica_prefix: dict[str, list[int]] = {}   # instance name -> [hit tokens, lookup tokens]
+
+    # ----------------------------------------------------------------- writers
+    def step(self, rec: StepRecord) -> None:
+        """Append one step's record."""
+        self._steps.append(rec)
+
+    def decode(self, ids: np.ndarray, verify_len: np.ndarray, accepted: np.ndarray, gaps_s: np.ndarray,
+               end_s: float) -> None:
+        """Per-request counters of one decode step: ids (R,), verify lengths, accepted drafts, ITL gaps (s)."""
+        self.decode_steps[ids] += 1
+        self.verified_drafts[ids] += verify_len
+        self.accepted_drafts[ids] += accepted
+        self.emitted_tokens[ids] += accepted + 1
+        self._itl.append(gaps_s)
+        self._itl_end_s.append(end_s)
+
+    def decode_emit(self, ids: np.ndarray, gaps_s: np.ndarray, end_s: float) -> None:
+        """One token emitted by each of ``ids`` outside a decode (a finished recompute), with its ITL gaps."""
+        self.emitted_tokens[ids] += 1
+        self._itl.append(gaps_s)
+        self._itl_end_s.append(end_s)
+
+    def first_token(self, ids: np.ndarray, now_s: float) -> None:
+        """A colocated prefill finished at ``now_s``: first token emitted; prefill_s = now - admission."""
+        self.first_token_s[ids] = now_s
+        self.emitted_tokens[ids] += 1
+        self.prefill_s[ids] = now_s - self.admitted_s[ids]
+
+    def step_log(self, row: tuple) -> None:
+        """One step's per-request rows: (step, replica, start, duration, ids, gamma, l, accepted, c_raw, c)."""
+        self._log.append(row)
+
+    def prefix_lookup(self, instance: str, idx: int, hit_tokens: int, lookup_tokens: int) -> None:
+        """A prefill looked up ``lookup_tokens`` prompt tokens in ``instance``'s prefix cache and hit ``hit_tokens``."""
+        self.prefix_hit_tokens[idx] += hit_tokens
+        self.prefix_lookup_tokens[idx] += lookup_tokens
+        acc = self.replica_prefix.setdefault(instance, [0, 0])
+        acc[0] += hit_tokens
+        acc[1] += lookup_tokens
+
+    # ----------------------------------------------------------------- readers
+    def steps_frame(self) -> pd.DataFrame:
+        """One row per engine step (:data:`STEP_COLUMNS`)."""
+        if not self._steps:
+            return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
+        return pd.DataFrame([r.__dict__.values() for r in self._steps], columns=STEP_COLUMNS)
+
+    def itl_s(self, window: tuple[float, float] | None = None) -> np.ndarray:
+        """(E,) inter-emission gaps in seconds; with a window, only emissions inside (start, end]."""
+        if window is None:
+            parts = self._itl
+        else:
+            parts = [g for g, t in zip(self._itl, self._itl_end_s) if window[0] < t <= window[1]]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def prefix_hit_rates(self) -> dict[str, float | None]:
+        """Token hit rate of the prefix cache per instance and ``overall`` (None where nothing was looked up)."""
+        out = {k: (h / n if n else None) for k, (h, n) in sorted(self.replica_prefix.items())}
+        h = sum(v[0] for v in self.replica_prefix.values())
+        n = sum(v[1] for v in self.replica_prefix.values())
+        out["overall"] = h / n if n else None
+        return out
+
+    def step_log_frame(self, request_id: np.ndarray, domain: np.ndarray) -> pd.DataFrame:
+        """Per (step, request) rows in the specsim.steplog format (columns built in one pass each)."""
+        cols = ["step", "replica", "time_s", "step_time_s", "request_id", "domain", "gamma", "verify_len",
+                "num_accepted", "conf_raw", "conf"]
+        if not self._log:
+            return pd.DataFrame({c: [] for c in cols})
+        step, rep, start, dur, ids, g, l, a, cr, cc = zip(*self._log)
+        counts = np.fromiter((x.size for x in ids), np.int64, len(ids))
+
+        def per_row(values, dtype):                          # one value per step -> one per (step, request)
+            return np.repeat(np.asarray(values, dtype), counts)
+
+        ids_all = np.concatenate(ids)
+
+        def conf_lists(blocks):                               # (R_s, gamma_s) blocks -> list<float64> column
+            flat = np.concatenate([b.ravel() for b in blocks]).astype(np.float64)
+            offsets = np.concatenate([[0], np.cumsum(np.repeat(np.asarray(g, np.int64), counts))])
+            arr = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(flat))
+            return pd.Series(arr.to_pandas(), copy=False)
+
+        df = pd.DataFrame({
+            "step": per_row(step, np.int64), "replica": per_row(rep, np.int64),
+            "time_s": per_row(start, np.float64), "step_time_s": per_row(dur, np.float64),
+            "request_id": pd.array(np.asarray(request_id, dtype=object)[ids_all], dtype="string"),
+            "domain": pd.array(np.asarray(domain, dtype=object)[ids_all], dtype="string"),
+            "gamma": per_row(g, np.int64), "verify_len": np.concatenate(l).astype(np.int64),
+            "num_accepted": np.concatenate(a).astype(np.int64),
+        })
+        df["conf_raw"] = conf_lists(cr)
+        df["conf"] = conf_lists(cc)
+        return df
