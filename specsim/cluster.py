@@ -209,7 +209,7 @@ class Cluster:
         now = self.env.now
         rec = self.records
         rec.first_token_s[idx] = now
-        rec.emitted_tokens[idx] += 1
+        rec.emitted_tokens[idx] = 1
         if self.workload.output[idx] <= 1:
             self.on_complete(np.array([idx]), now)
         else:

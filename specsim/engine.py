@@ -79,7 +79,11 @@ class Slots:
     ``request`` is the trace index; ``num_generated`` output tokens emitted so far; ``prefill_left`` prompt (or,
     after a preemption, prompt + generated) tokens still to prefill; ``kv_blocks`` target KV blocks held (cached
     prefix blocks included), ``kv_cached`` how many of those are shared cache blocks, ``draft_kv_blocks`` the
-    drafter's blocks; ``arena_offset`` the first arena row of the request's draws; history for causal policies.
+    drafter's blocks; ``arena_offset`` the first arena row of the request's draws; ``decode_steps`` and the
+    history for causal policies (flushed to the records when the request leaves or is preempted).
+
+    The arrays a scheduling view shows (``request``, ``prompt_tokens``, ``num_generated``, the history) are
+    never written in place: an update replaces the array, so a view keeps them without copying.
     """
 
     request: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -91,6 +95,7 @@ class Slots:
     kv_cached: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     draft_kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     arena_offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    decode_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     drafts_verified: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     drafts_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     last_verify_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -176,6 +181,12 @@ class StepPlan:
 class Replica:
     """A decode serving instance: continuous batching, FCFS admission, paged KV (one SimPy process).
 
+    KV accounting is exact whenever memory is short and lazy otherwise: while the free blocks cover
+    ``max_num_seqs`` requests' largest possible growth per step (``growth_bound``) on top of what earlier lazy
+    steps may have used, a step skips the per-request block arithmetic (it would grant everything); the first
+    step where that no longer holds, or an admission that does not fit the lazy margin, brings every holding up
+    to date exactly. Decisions are the same as with exact accounting every step (a test checks it).
+
     Args (keyword-only):
         env: the SimPy environment.
         config: this replica's :class:`ReplicaConfig`.
@@ -187,11 +198,12 @@ class Replica:
         workload: the read-only per-request inputs.
         records: the run's record sink.
         on_done: ``on_done(ids, now_s)`` when requests complete.
+        lazy_kv: allow lazy KV accounting (False: exact every step; for tests).
     """
 
     def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, acceptance, profile,
                  drafter_cost, draws: Callable, workload: Workload, records: Records,
-                 on_done: Callable[[np.ndarray, float], None]) -> None:
+                 on_done: Callable[[np.ndarray, float], None], lazy_kv: bool = True) -> None:
         self.env, self.config, self.hooks = env, config, hooks
         self.acceptance, self.profile, self.drafter_cost = acceptance, profile, drafter_cost
         self.draws, self.workload, self.records, self.on_done = draws, workload, records, on_done
@@ -205,9 +217,23 @@ class Replica:
         self._views: deque[SchedulingView | None] = deque(maxlen=2)
         self._idle: simpy.Event | None = None
         self._depth = np.arange(config.gamma)[None, :]
+        self._paged = config.kv_allocation == "paged"
+        self._lazy = lazy_kv and self._paged
+        self._owed = 0                             # blocks lazy steps may have grown into since the last sync
+        self._exact = True                         # this step accounts KV exactly
+        self.growth_bound = self._growth_bound()
         self._stalled = 0
         self.step_index = 0
         self.process = env.process(self.run())
+
+    def _growth_bound(self) -> int:
+        """Most KV blocks (target + drafter) one request can add in one step: its tokens grow by <= gamma + 1."""
+        cfg = self.config
+        step_tokens = cfg.gamma + 1
+        target = blocks_for(step_tokens, cfg.block_size) + 1
+        drafter = (blocks_for(int(np.ceil(step_tokens * cfg.drafter_kv_fraction)), cfg.block_size) + 1
+                   if cfg.gamma and cfg.drafter_kv_fraction else 0)
+        return int(target + drafter)
 
     # ----------------------------------------------------------------- arrivals
     def enqueue(self, idx: int) -> None:
@@ -229,7 +255,7 @@ class Replica:
     def run(self):
         """Serve forever, sleeping while there is no work."""
         while True:
-            preempted = self._make_room() if self.config.kv_allocation == "paged" else 0
+            preempted = self._start_step()
             waiting = len(self.queue)
             self._admit()
             if self.slots.size == 0:
@@ -242,22 +268,38 @@ class Replica:
             yield self.env.timeout(plan.duration_s)
             self._finish(plan, start)
 
+    def _start_step(self) -> int:
+        """Choose lazy or exact KV accounting for this step; exact makes room first. Returns preemptions."""
+        if not self._paged:
+            self._exact = False
+            return 0
+        margin = self._owed + self.config.max_num_seqs * self.growth_bound
+        self._exact = not (self._lazy and margin <= self.pool.num_free)
+        return self._sync() if self._exact else 0
+
+    def _sync(self) -> int:
+        """Switch this step to exact accounting: bring holdings up to date, preempting where short."""
+        self._exact = True
+        self._owed = 0
+        return self._make_room()
+
     # ----------------------------------------------------------------- memory: room, admission, preemption
     def _base_tokens(self, s: Slots) -> np.ndarray:
         """(R,) tokens each slot needs in KV to decode one more token: prompt + generated + 1."""
         return s.prompt_tokens + s.num_generated + 1
 
     def _make_room(self) -> int:
-        """Grow decode-ready requests' blocks to their base need, preempting the newest when short."""
+        """Set decode-ready requests' blocks to their base need (last step's unused lookahead returns),
+        preempting the most recently admitted request while the blocks do not suffice. Returns preemptions."""
         s, pool, bs = self.slots, self.pool, self.config.block_size
         preempted = 0
         while s.size:
-            need = np.maximum(blocks_for(self._base_tokens(s), bs) - s.kv_blocks, 0)
-            need[s.prefill_left > 0] = 0
-            total = int(need.sum())
+            ready = s.prefill_left == 0
+            delta = np.where(ready, blocks_for(self._base_tokens(s), bs) - s.kv_blocks, 0)
+            total = int(delta.sum())
             if total <= pool.num_available:
-                pool.take(total)
-                s.kv_blocks += need
+                pool.take(total) if total >= 0 else pool.release(-total)
+                s.kv_blocks += delta
                 return preempted
             if s.size == 1 and s.draft_kv_blocks[0]:
                 pool.release(int(s.draft_kv_blocks[0]))     # alone: drop the drafter's share first
@@ -272,6 +314,7 @@ class Replica:
         s = self.slots
         idx = int(s.request[slot])
         self._free_blocks(slot)
+        self._flush(np.array([slot]))
         self.parked[idx] = s.take(slot)
         keep = np.ones(s.size, bool)
         keep[slot] = False
@@ -285,16 +328,32 @@ class Replica:
         self.pool.drop_cached(keys)
         self.pool.release(int(s.kv_blocks[slot] - s.kv_cached[slot] + s.draft_kv_blocks[slot]))
 
-    def _admit(self) -> None:
-        """Admit queued requests FCFS while slots and KV blocks allow."""
-        while self.queue and self.slots.size < self.config.max_num_seqs:
-            idx = self.queue[0]
-            if not self._admit_one(idx):
-                break                                   # FCFS: the head waits for memory
-            self.queue.popleft()
+    def _flush(self, slots: np.ndarray) -> None:
+        """Copy the per-request counters of ``slots`` to the records (totals so far)."""
+        s, r = self.slots, self.records
+        ids = s.request[slots]
+        r.decode_steps[ids] = s.decode_steps[slots]
+        r.verified_drafts[ids] = s.drafts_verified[slots]
+        r.accepted_drafts[ids] = s.drafts_accepted[slots]
+        r.emitted_tokens[ids] = s.num_generated[slots]
 
-    def _admit_one(self, idx: int) -> bool:
-        """Allocate request ``idx``'s blocks and give it a slot; False when its blocks do not fit yet."""
+    def flush_running(self) -> None:
+        """Copy every running request's counters to the records (at the end of a run with a horizon)."""
+        self._flush(np.arange(self.slots.size))
+
+    def _admit(self) -> None:
+        """Admit queued requests FCFS while slots and KV blocks allow (a lazy step turns exact to retry)."""
+        while self.queue and self.slots.size < self.config.max_num_seqs:
+            margin = 0 if self._exact else self._owed + self.config.max_num_seqs * self.growth_bound
+            if self._admit_one(self.queue[0], margin):
+                self.queue.popleft()
+            elif margin:
+                self._sync()
+            else:
+                break                                   # FCFS: the head waits for memory
+
+    def _admit_one(self, idx: int, margin: int) -> bool:
+        """Allocate request ``idx``'s blocks and give it a slot; False when they do not fit beside ``margin``."""
         w, cfg = self.workload, self.config
         parked = self.parked.get(idx)
         generated = int(parked["num_generated"]) if parked else (0 if cfg.colocated else 1)
@@ -303,7 +362,7 @@ class Replica:
         hit = min(self.pool.match(keys), (prompt - 1) // cfg.block_size)
         tokens = prompt + int(w.output[idx]) if cfg.kv_allocation == "reserve" else prompt + generated + 1
         blocks = int(blocks_for(tokens, cfg.block_size))
-        if blocks - hit > self.pool.num_available:
+        if blocks - hit > self.pool.num_available - margin:
             return False
         self.pool.acquire_cached(keys[:hit])
         self.pool.take(blocks - hit)
@@ -316,7 +375,7 @@ class Replica:
         self.cached_keys[idx] = keys[:hit]
         if not recompute:                               # KV computed by a prefill instance: cache it here
             self._publish(idx, keys, hit)
-        self._add_slot(idx, parked, generated, prefill_left, blocks, hit)
+        self._add_slot(idx, parked, generated, prefill_left, blocks)
         return True
 
     def _publish(self, idx: int, keys: tuple, hit: int) -> int:
@@ -325,8 +384,7 @@ class Replica:
         self.cached_keys[idx] = self.cached_keys.get(idx, ())[:hit] + new
         return len(new)
 
-    def _add_slot(self, idx: int, parked: dict | None, generated: int, prefill_left: int, blocks: int,
-                  cached: int) -> None:
+    def _add_slot(self, idx: int, parked: dict | None, generated: int, prefill_left: int, blocks: int) -> None:
         s, w = self.slots, self.workload
         off = 0
         if self.config.gamma > 0:
@@ -336,6 +394,7 @@ class Replica:
         row = dict(request=idx, prompt_tokens=w.prompt[idx], output_tokens=w.output[idx],
                    num_generated=generated, prefill_left=prefill_left, kv_blocks=blocks,
                    kv_cached=len(self.cached_keys[idx]), draft_kv_blocks=0, arena_offset=off,
+                   decode_steps=p.get("decode_steps", 0),
                    drafts_verified=p.get("drafts_verified", 0), drafts_accepted=p.get("drafts_accepted", 0),
                    last_verify_len=p.get("last_verify_len", -1), last_accepted=p.get("last_accepted", -1),
                    last_emit_s=p.get("last_emit_s", np.nan if self.config.colocated else now))
@@ -349,12 +408,16 @@ class Replica:
     def _plan(self, preempted: int, waiting: int) -> StepPlan:
         s = self.slots
         decode = np.flatnonzero(s.prefill_left == 0)
+        kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
         can_draft = self._draft_room(decode)
-        gamma, draws, conf_raw, conf, capacity, verify_len = self._decide(decode, can_draft)
+        gamma, draws, conf_raw, conf, capacity, verify_len = self._decide(decode, can_draft, kv_tokens)
         verify_len = self._clip(decode, verify_len, can_draft)
         B = decode.size + int(verify_len.sum())
         prefill, chunk = self._pack_prefill(B)
-        duration = self._cost(decode, B, prefill, chunk, int(can_draft.sum()) if gamma else 0, gamma)
+        drafting = int(can_draft.sum()) if gamma else 0
+        duration = self._cost(decode.size, B, prefill, chunk, drafting, gamma, kv_tokens)
+        if self._lazy and not self._exact:
+            self._owed += s.size * self.growth_bound
         return StepPlan(decode=decode, verify_len=verify_len, draws=draws, conf_raw=conf_raw, conf=conf,
                         prefill=prefill, chunk=chunk, duration_s=duration, capacity=capacity, gamma=gamma,
                         batch_tokens=B + int(chunk.sum()), num_preempted=preempted, num_waiting=waiting)
@@ -362,7 +425,7 @@ class Replica:
     def _draft_room(self, decode: np.ndarray) -> np.ndarray:
         """(R,) bool: requests whose drafter KV share fits (FCFS); they draft, the others verify nothing."""
         cfg, s = self.config, self.slots
-        if cfg.gamma == 0 or cfg.drafter_kv_fraction == 0 or cfg.kv_allocation == "reserve":
+        if not self._exact or cfg.gamma == 0 or cfg.drafter_kv_fraction == 0:
             return np.ones(decode.size, bool)
         ctx = s.prompt_tokens[decode] + s.num_generated[decode] + cfg.gamma
         need = np.maximum(blocks_for(np.ceil(ctx * cfg.drafter_kv_fraction).astype(np.int64), cfg.block_size)
@@ -373,12 +436,11 @@ class Replica:
         s.draft_kv_blocks[decode] += granted
         return fits | (need == 0)
 
-    def _decide(self, decode: np.ndarray, can_draft: np.ndarray):
+    def _decide(self, decode: np.ndarray, can_draft: np.ndarray, kv_tokens: float):
         """The policy's verify lengths (unclipped) and the step's drafts: (gamma, draws, c_raw, c, capacity, l)."""
         R, gamma, h = decode.size, self.config.gamma, self.hooks
         s = self.slots
         rows = s.arena_offset[decode] + s.num_generated[decode]           # anchor rows p = tokens so far
-        kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
         if R and gamma and h.proposal_length is not None:
             empty = np.zeros((R, 0))
             gamma = self._check_int(h.proposal_length(self._view(decode, rows, empty, empty, kv_tokens, None,
@@ -411,15 +473,16 @@ class Replica:
         return draws, conf_raw, conf
 
     def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray) -> np.ndarray:
-        """Clip verify lengths to the remaining output - 1, the drafter's room and (paged) the KV blocks left."""
-        s, cfg = self.slots, self.config
+        """Clip verify lengths to the remaining output - 1, the drafter's room and (exact steps) the KV left."""
+        s = self.slots
         lmax = s.output_tokens[decode] - s.num_generated[decode] - 1          # never verify past the output
-        lmax = np.where(can_draft, lmax, 0)
         over = verify_len > lmax
         if over.any():
             self.records.num_clips += int(over.sum())
             verify_len = np.minimum(verify_len, lmax)
-        if cfg.kv_allocation == "paged" and verify_len.size:
+        if not can_draft.all():
+            verify_len = np.where(can_draft, verify_len, 0)
+        if self._exact and self._paged and verify_len.size:
             verify_len = self._lookahead(decode, verify_len)
         return verify_len
 
@@ -454,21 +517,20 @@ class Replica:
         keep = take > 0
         return waiting[keep], take[keep]
 
-    def _cost(self, decode: np.ndarray, B: int, prefill: np.ndarray, chunk: np.ndarray, drafting: int,
-              gamma: int) -> float:
+    def _cost(self, R: int, B: int, prefill: np.ndarray, chunk: np.ndarray, drafting: int, gamma: int,
+              kv_tokens: float) -> float:
         """Seconds of the step: target step + host + drafter + prefill attention + emissions."""
         s, prof, cfg = self.slots, self.profile, self.config
         total = B + int(chunk.sum())
         if not total:
             return 0.0
-        kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
         t = prof.step_time(total, kv_tokens) + self.host_overhead_s
         if drafting and gamma:
             t += self.drafter_cost.draft_time_s(drafting, gamma, prof, kv_tokens)
         if chunk.size:
             ctx = s.prompt_tokens[prefill] + s.num_generated[prefill] - s.prefill_left[prefill]
             t += prof.prefill_attention_s(chunk, ctx)
-        return float(t + cfg.emission_overhead_s * decode.size)
+        return float(t + cfg.emission_overhead_s * R)
 
     @property
     def host_overhead_s(self) -> float:
@@ -478,14 +540,16 @@ class Replica:
     # ----------------------------------------------------------------- policy results and views
     def _view(self, decode, rows, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
         s = self.slots
-        ids = s.request[decode]                          # fancy indexing: copies the view keeps
+        whole = decode.size == s.size                    # every slot decodes: the view keeps the arrays as they are
+        pick = (lambda a: a) if whole else (lambda a: a[decode])
+        ids = pick(s.request)
         extra = {"accept": self._accept(self.arena.data[rows])} if self.hooks.view_cls is OracleView else {}
         return self.hooks.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
             domains=self.workload.domain[ids], conf_raw=conf_raw, conf=conf,
-            num_generated=s.num_generated[decode], prompt_tokens=s.prompt_tokens[decode], kv_tokens=kv_tokens,
-            hist_drafts_verified=s.drafts_verified[decode], hist_drafts_accepted=s.drafts_accepted[decode],
-            last_verify_len=s.last_verify_len[decode], last_accepted=s.last_accepted[decode],
+            num_generated=pick(s.num_generated), prompt_tokens=pick(s.prompt_tokens), kv_tokens=kv_tokens,
+            hist_drafts_verified=pick(s.drafts_verified), hist_drafts_accepted=pick(s.drafts_accepted),
+            last_verify_len=pick(s.last_verify_len), last_accepted=pick(s.last_accepted),
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
     def _accept(self, draws: np.ndarray) -> np.ndarray:
@@ -514,14 +578,15 @@ class Replica:
     def _finish(self, plan: StepPlan, start: float) -> None:
         now = self.env.now
         accepted = self._emit_decode(plan, start, now)
-        finished_prefill = self._advance_prefill(plan, now)
-        self._record(plan, start, now, accepted, finished_prefill)
+        recomputed = self._advance_prefill(plan, now)
+        self._record(plan, start, now, accepted, recomputed)
         self.step_index += 1
         done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
         if done.size:
             self._release(done, now)
 
     def _emit_decode(self, plan: StepPlan, start: float, now: float) -> np.ndarray:
+        """Reveal the step's outcomes; emit accepted prefix + 1 per decoding request (arrays replaced)."""
         s, d, l = self.slots, plan.decode, plan.verify_len
         if not d.size:
             return np.zeros(0, np.int64)
@@ -530,22 +595,31 @@ class Replica:
             accepted = (acc & (self._depth < l[:, None])).cumprod(axis=1).sum(axis=1)
         else:
             accepted = np.zeros(d.size, np.int64)
-        gaps = now - s.last_emit_s[d]
-        s.num_generated[d] += accepted + 1
-        s.drafts_verified[d] += l
-        s.drafts_accepted[d] += accepted
-        s.last_verify_len[d] = l
-        s.last_accepted[d] = accepted
+        self.records.itl(now - s.last_emit_s[d], now)
         s.last_emit_s[d] = now
-        ids = s.request[d]
-        self.records.decode(ids, l, accepted, gaps, now)
+        if d.size == s.size:                                                   # every slot decoded
+            s.num_generated = s.num_generated + accepted + 1
+            s.decode_steps = s.decode_steps + 1
+            s.drafts_verified = s.drafts_verified + l
+            s.drafts_accepted = s.drafts_accepted + accepted
+            s.last_verify_len, s.last_accepted = l, accepted
+        else:
+            for name, add in (("num_generated", accepted + 1), ("decode_steps", 1), ("drafts_verified", l),
+                              ("drafts_accepted", accepted)):
+                arr = getattr(s, name).copy()
+                arr[d] += add
+                setattr(s, name, arr)
+            for name, val in (("last_verify_len", l), ("last_accepted", accepted)):
+                arr = getattr(s, name).copy()
+                arr[d] = val
+                setattr(s, name, arr)
         if self.records.record_step_log:
-            self.records.step_log((self.step_index, self.index, start, now - start, ids, plan.gamma, l, accepted,
-                                   plan.conf_raw, plan.conf))
+            self.records.step_log((self.step_index, self.index, start, now - start, s.request[d], plan.gamma, l,
+                                   accepted, plan.conf_raw, plan.conf))
         return accepted
 
     def _advance_prefill(self, plan: StepPlan, now: float) -> int:
-        """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns how many finished."""
+        """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns finished recomputes."""
         if not plan.prefill.size:
             return 0
         s = self.slots
@@ -553,13 +627,14 @@ class Replica:
         done = plan.prefill[s.prefill_left[plan.prefill] == 0]
         for slot in done.tolist():
             idx = int(s.request[slot])
-            new = self._publish(idx, self.workload.prefix_keys(idx), int(s.kv_cached[slot]))
-            s.kv_cached[slot] += new
+            s.kv_cached[slot] += self._publish(idx, self.workload.prefix_keys(idx), int(s.kv_cached[slot]))
         first = done[s.num_generated[done] == 0]
         again = done[s.num_generated[done] > 0]
         if again.size:                                   # a recompute finished: its next token is sampled
-            self.records.decode_emit(s.request[again], now - s.last_emit_s[again], now)
-        s.num_generated[done] += 1
+            self.records.recompute_emit(s.request[again], now - s.last_emit_s[again], now)
+        generated = s.num_generated.copy()
+        generated[done] += 1
+        s.num_generated = generated
         s.last_emit_s[done] = now
         if first.size:
             self.records.first_token(s.request[first], now)
@@ -571,8 +646,8 @@ class Replica:
         self.records.step(StepRecord(
             replica=self.index, step=self.step_index, start_s=start, duration_s=now - start,
             num_running=self.slots.size, num_decode=R, batch_tokens=plan.batch_tokens,
-            verified_drafts=int(plan.verify_len.sum()), accepted_drafts=num_acc, emitted_tokens=num_acc + R + recomputed,
-            prefill_tokens=int(plan.chunk.sum()), capacity=plan.capacity,
+            verified_drafts=int(plan.verify_len.sum()), accepted_drafts=num_acc,
+            emitted_tokens=num_acc + R + recomputed, prefill_tokens=int(plan.chunk.sum()), capacity=plan.capacity,
             host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
             kv_blocks_used=self.pool.num_blocks - self.pool.num_available,
             num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
@@ -590,6 +665,7 @@ class Replica:
         ids = s.request[slots]
         for slot in slots.tolist():
             self._free_blocks(slot)
+        self._flush(slots)
         keep = np.ones(s.size, bool)
         keep[slots] = False
         s.keep(keep)

@@ -65,7 +65,8 @@ class Records:
     ``queued_s`` when the request reaches the scheduler after its fixed overhead, ``prefill_start_s``,
     ``prefill_s``, ``first_token_s``, ``admitted_s``, ``done_s``), ``replica``, counters (``decode_steps``,
     ``verified_drafts``, ``accepted_drafts``, ``emitted_tokens``, ``preemptions``, ``recomputed_tokens``,
-    ``prefix_hit_tokens``, ``prefix_lookup_tokens``), ``issued`` and ``unservable_reason`` (index -> text).
+    ``recompute_emissions``, ``prefix_hit_tokens``, ``prefix_lookup_tokens``; the replicas write the decode
+    counters when a request leaves, is preempted, or the run ends), ``issued`` and ``unservable_reason`` (index -> text).
     """
 
     def __init__(self, num_requests: int, record_step_log: bool = False) -> None:
@@ -75,7 +76,7 @@ class Records:
             setattr(self, name, np.full(n, np.nan))
         self.replica = np.full(n, -1, np.int64)
         for name in ("decode_steps", "verified_drafts", "accepted_drafts", "emitted_tokens", "preemptions",
-                     "recomputed_tokens", "prefix_hit_tokens", "prefix_lookup_tokens"):
+                     "recomputed_tokens", "recompute_emissions", "prefix_hit_tokens", "prefix_lookup_tokens"):
             setattr(self, name, np.zeros(n, np.int64))
         self.issued = np.zeros(n, bool)
         self.unservable_reason: dict[int, str] = {}
@@ -93,26 +94,19 @@ class Records:
         """Append one step's record."""
         self._steps.append(rec)
 
-    def decode(self, ids: np.ndarray, verify_len: np.ndarray, accepted: np.ndarray, gaps_s: np.ndarray,
-               end_s: float) -> None:
-        """Per-request counters of one decode step: ids (R,), verify lengths, accepted drafts, ITL gaps (s)."""
-        self.decode_steps[ids] += 1
-        self.verified_drafts[ids] += verify_len
-        self.accepted_drafts[ids] += accepted
-        self.emitted_tokens[ids] += accepted + 1
+    def itl(self, gaps_s: np.ndarray, end_s: float) -> None:
+        """Inter-emission gaps (s) of the requests emitting in a step that ends at ``end_s``."""
         self._itl.append(gaps_s)
         self._itl_end_s.append(end_s)
 
-    def decode_emit(self, ids: np.ndarray, gaps_s: np.ndarray, end_s: float) -> None:
-        """One token emitted by each of ``ids`` outside a decode (a finished recompute), with its ITL gaps."""
-        self.emitted_tokens[ids] += 1
-        self._itl.append(gaps_s)
-        self._itl_end_s.append(end_s)
+    def recompute_emit(self, ids: np.ndarray, gaps_s: np.ndarray, end_s: float) -> None:
+        """Each of ``ids`` finished re-prefilling after a preemption and emitted one token."""
+        self.recompute_emissions[ids] += 1
+        self.itl(gaps_s, end_s)
 
     def first_token(self, ids: np.ndarray, now_s: float) -> None:
         """A colocated prefill finished at ``now_s``: first token emitted; prefill_s = now - admission."""
         self.first_token_s[ids] = now_s
-        self.emitted_tokens[ids] += 1
         self.prefill_s[ids] = now_s - self.admitted_s[ids]
 
     def step_log(self, row: tuple) -> None:

@@ -181,6 +181,8 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     cluster.env.process(driver)
     loop0, cpu0 = time.perf_counter(), time.process_time()
     cluster.env.run(until=config.max_sim_s)
+    for rep in cluster.replicas:
+        rep.flush_running()
     timing = {"event_loop_wall_s": time.perf_counter() - loop0, "event_loop_cpu_s": time.process_time() - cpu0}
     result = _summarise(trace, config, built, window)
     result.summary.update(timing)
@@ -318,6 +320,11 @@ def _check_invariants(rec, workload, requests: pd.DataFrame, horizon: bool) -> N
         raise RuntimeError("internal error: some trace requests were never issued")
     done = (st == "completed").to_numpy()
     emitted, output = rec.emitted_tokens, workload.output
+    counted = rec.decode_steps + rec.accepted_drafts + 1 + rec.recompute_emissions   # counted independently
+    if np.any(counted[done] != emitted[done]):
+        bad = int(np.flatnonzero(done & (counted != emitted))[0])
+        raise RuntimeError(f"internal error: request {bad}'s decode counters give {counted[bad]} tokens, "
+                           f"its emissions {emitted[bad]}")
     if np.any(emitted[done] != output[done]):
         bad = int(np.flatnonzero(done & (emitted != output))[0])
         raise RuntimeError(f"internal error: request {bad} emitted {emitted[bad]} tokens, expected {output[bad]}")
