@@ -109,6 +109,8 @@ class Trace:
             "domain": np.array([str(x) for x in self.domain], dtype=object),
         }
         n = cols["arrival_s"].shape[0]
+        given = any(x is not None for x in (self.hash_ids, self.hash_block_tokens,
+                                            self.prefix_group, self.prefix_tokens))
         cols.update(_prefix_columns(self, n))
         for name, a in cols.items():
             if a.ndim != 1 or a.shape[0] != n:
@@ -118,7 +120,8 @@ class Trace:
             raise SpecsimInputError(self.source, None, None, "at least one request", "an empty trace")
         hash_ids = _hash_id_tuples(self.hash_ids, n, self.source)
         _check_columns(cols, self.source)
-        _check_prefix_columns(cols, hash_ids, self.source)
+        if given:  # the defaults need no check (keeps 100k-request traces cheap to build)
+            _check_prefix_columns(cols, hash_ids, self.source)
         for name, a in cols.items():
             a.flags.writeable = False
             object.__setattr__(self, name, a)
@@ -161,10 +164,12 @@ class Trace:
         """The first ``n`` requests (1 <= n; more than N gives the whole trace), prefix columns kept."""
         if n < 1:
             raise SpecsimInputError(self.source, None, "n", "an int >= 1", str(n))
+        prefix = ({"hash_ids": self.hash_ids[:n], "hash_block_tokens": self.hash_block_tokens[:n],
+                   "prefix_group": self.prefix_group[:n], "prefix_tokens": self.prefix_tokens[:n]}
+                  if self.has_prefix_info else {})
         return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
                      self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]",
-                     hash_ids=self.hash_ids[:n], hash_block_tokens=self.hash_block_tokens[:n],
-                     prefix_group=self.prefix_group[:n], prefix_tokens=self.prefix_tokens[:n])
+                     **prefix)
 
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain.
@@ -203,7 +208,7 @@ def _check_columns(cols: Mapping[str, np.ndarray], source: str) -> None:
         raise SpecsimInputError(source, int(dup) + 1, "request_id", "unique ids", repr(ids[dup]))
 
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _prefix_columns(t: Trace, n: int) -> dict[str, np.ndarray]:
@@ -237,7 +242,7 @@ def _int_tuple(h, source: str, pos: int) -> tuple[int, ...]:
         raise SpecsimInputError(source, pos, "hash_ids", "a non-empty list of ints or None",
                                 f"an array of dtype {a.dtype} and shape {a.shape}")
     ids = tuple(int(x) for x in a.tolist())
-    if max(ids) > INT64_MAX:
+    if max(ids) > _INT64_MAX:
         raise SpecsimInputError(source, pos, "hash_ids", "ints in the int64 range", str(max(ids)))
     return ids
 
@@ -386,7 +391,7 @@ def _get_hash_ids(v, block: int, prompt: int, src: str, line: int) -> tuple[int,
         got = "an empty list" if v == [] else _describe(v)
         raise SpecsimInputError(src, line, "hash_ids", "a non-empty list of ints", got)
     for k, x in enumerate(v):
-        if type(x) is not int or not INT64_MIN <= x <= INT64_MAX:
+        if type(x) is not int or not _INT64_MIN <= x <= _INT64_MAX:
             raise SpecsimInputError(src, line, "hash_ids", "a list of ints in the int64 range",
                                     f"{_describe(x)} at index {k}")
     need = -(-prompt // block)  # ceil: the last block may be partial
@@ -452,8 +457,10 @@ class _PrefixReader:
         return g, k
 
     def columns(self) -> dict:
-        """Keyword arguments of :class:`Trace` for the prefix columns read so far."""
+        """Keyword arguments of :class:`Trace` for the prefix columns read so far ({} if none)."""
         c = self.cols
+        if self.block is None and not self.groups:
+            return {}
         return {"hash_ids": tuple(c["hash_ids"]),
                 "hash_block_tokens": np.array(c["hash_block_tokens"], dtype=np.int64),
                 "prefix_group": np.array(c["prefix_group"], dtype=object),
