@@ -15,6 +15,21 @@ Canonical JSONL, one request per line (blank lines are skipped)::
   the file. When absent the field ``id`` is used (Vidur's workload files name it so); when both are
   absent, the 0-based index of the request among the file's requests (the line index when the file
   has no blank lines).
+* Prefix information, optional, one of two kinds per request (both on one line is an error); the
+  engine's prefix cache reads it (a request with neither shares nothing with the others):
+
+  - ``hash_ids``: a non-empty list of ints in the int64 range, the hashes of the prompt's
+    consecutive blocks of ``hash_block_tokens`` tokens (int >= 1, required with ``hash_ids`` and
+    the same on every line that has it), as in the Mooncake traces (SOURCES.md section 1b). Equal
+    ids at the same position mean the same content; the list is a chain, so block i is identified
+    by ``hash_ids[:i + 1]``, not by ``hash_ids[i]`` alone. The list covers the prompt exactly:
+    ``len(hash_ids) == ceil(prompt_tokens / hash_block_tokens)`` (``len * block >= prompt_tokens``
+    and ``(len - 1) * block < prompt_tokens``; every one of the 12,031 Mooncake conversation
+    requests satisfies it). A trailing partial block is never a cache hit.
+  - ``prefix_group`` (non-empty string) with ``prefix_tokens`` (int, 1 <= prefix_tokens <=
+    prompt_tokens): the first ``prefix_tokens`` tokens of the prompt are a system prompt shared by
+    every request of the group, so every request of a group has the same ``prefix_tokens``.
+
 * Other fields are ignored.
 
 Every problem raises :class:`~specsim.errors.SpecsimInputError` naming the file, the 1-based line,
@@ -22,9 +37,9 @@ the field, what was expected and what was found.
 
 Converters read the public traces described in ``../shared/data/SOURCES.md``: the Azure LLM
 inference 2023 CSVs (section 1a, :func:`convert_azure`) and the Mooncake FAST'25 conversation JSONL
-(section 1b, :func:`convert_mooncake`). :func:`synth_trace` draws Poisson or Gamma-renewal arrivals
-and lognormal lengths fitted to the public traces (:data:`LENGTH_MODELS`, refit by
-:func:`fit_length_models`).
+(section 1b, :func:`convert_mooncake`, which keeps its ``hash_ids``). :func:`synth_trace` draws
+Poisson or Gamma-renewal arrivals and lognormal lengths fitted to the public traces
+(:data:`LENGTH_MODELS`, refit by :func:`fit_length_models`).
 """
 
 from __future__ import annotations
@@ -56,8 +71,20 @@ class Trace:
         output_tokens: (N,) int64 output lengths in tokens, >= 1.
         domain: (N,) object array of str (e.g. ``chat``, ``code``, ``math``).
         source: the file path or a description, used in messages and provenance.
+        hash_ids: length-N tuple; entry i is request i's prefix-block hashes as a tuple of ints
+            (``ceil(prompt_tokens / hash_block_tokens)`` of them, see the module docstring) or
+            None. Default: None for every request.
+        hash_block_tokens: (N,) int64 tokens per hash id, >= 1 where ``hash_ids`` is given (one
+            value for the whole trace), 0 elsewhere. Default: zeros.
+        prefix_group: (N,) object array, a non-empty str (the shared system prompt's group) or
+            None. Default: None for every request.
+        prefix_tokens: (N,) int64 length of the group's shared prefix, in [1, prompt_tokens] where
+            ``prefix_group`` is given (the same for every request of a group), 0 elsewhere.
+            Default: zeros.
 
-    The arrays are copied and made read-only. Raises:
+    The arrays are copied and made read-only; after construction the four prefix columns are
+    never None (the defaults above are filled in). A request has ``hash_ids`` or a
+    ``prefix_group`` or neither, never both. Raises:
         SpecsimInputError: arrays of different lengths, an empty trace, or any value outside the
             ranges above (naming ``source`` and the 1-based request position as the line).
     """
@@ -68,6 +95,10 @@ class Trace:
     output_tokens: np.ndarray
     domain: np.ndarray
     source: str = "<memory>"
+    hash_ids: tuple[tuple[int, ...] | None, ...] | None = None
+    hash_block_tokens: np.ndarray | None = None
+    prefix_group: np.ndarray | None = None
+    prefix_tokens: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         cols = {
@@ -78,25 +109,40 @@ class Trace:
             "domain": np.array([str(x) for x in self.domain], dtype=object),
         }
         n = cols["arrival_s"].shape[0]
+        given = any(x is not None for x in (self.hash_ids, self.hash_block_tokens,
+                                            self.prefix_group, self.prefix_tokens))
+        cols.update(_prefix_columns(self, n))
         for name, a in cols.items():
             if a.ndim != 1 or a.shape[0] != n:
                 raise SpecsimInputError(self.source, None, name, f"a 1-D array of length {n}",
                                         f"shape {a.shape}")
         if n == 0:
             raise SpecsimInputError(self.source, None, None, "at least one request", "an empty trace")
+        hash_ids = _hash_id_tuples(self.hash_ids, n, self.source)
         _check_columns(cols, self.source)
+        if given:  # the defaults need no check (keeps 100k-request traces cheap to build)
+            _check_prefix_columns(cols, hash_ids, self.source)
         for name, a in cols.items():
             a.flags.writeable = False
             object.__setattr__(self, name, a)
+        object.__setattr__(self, "hash_ids", hash_ids)
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
+
+    @property
+    def has_prefix_info(self) -> bool:
+        """True when any request has ``hash_ids`` or a ``prefix_group``."""
+        return bool((self.hash_block_tokens > 0).any() or (self.prefix_tokens > 0).any())
 
     def content_hash(self) -> str:
         """SHA-256 hex digest of the trace content (not ``source``), stable across runs and machines.
 
         Canonical bytes: a version tag, N, ``arrival_s`` as little-endian float64, the token counts
-        as little-endian int64, then the ids and domains as compact JSON lists.
+        as little-endian int64, then the ids and domains as compact JSON lists. A trace with prefix
+        information (:attr:`has_prefix_info`) appends a tag, ``hash_ids`` as a compact JSON list
+        (null where none), ``hash_block_tokens`` and ``prefix_tokens`` as little-endian int64 and
+        ``prefix_group`` as a JSON list, so traces without it keep their earlier hashes.
         """
         h = hashlib.sha256(b"specsim-trace-v1\n")
         h.update(str(len(self)).encode())
@@ -105,20 +151,40 @@ class Trace:
         h.update(self.output_tokens.astype("<i8").tobytes())
         h.update(json.dumps(self.request_id.tolist(), separators=(",", ":")).encode())
         h.update(json.dumps(self.domain.tolist(), separators=(",", ":")).encode())
+        if self.has_prefix_info:
+            h.update(b"\nprefix-v1\n")
+            h.update(json.dumps([None if x is None else list(x) for x in self.hash_ids],
+                                separators=(",", ":")).encode())
+            h.update(self.hash_block_tokens.astype("<i8").tobytes())
+            h.update(json.dumps(self.prefix_group.tolist(), separators=(",", ":")).encode())
+            h.update(self.prefix_tokens.astype("<i8").tobytes())
         return h.hexdigest()
 
     def head(self, n: int) -> Trace:
-        """The first ``n`` requests (1 <= n; more than N gives the whole trace)."""
+        """The first ``n`` requests (1 <= n; more than N gives the whole trace), prefix columns kept."""
         if n < 1:
             raise SpecsimInputError(self.source, None, "n", "an int >= 1", str(n))
+        prefix = ({"hash_ids": self.hash_ids[:n], "hash_block_tokens": self.hash_block_tokens[:n],
+                   "prefix_group": self.prefix_group[:n], "prefix_tokens": self.prefix_tokens[:n]}
+                  if self.has_prefix_info else {})
         return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
-                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]")
+                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]",
+                     **prefix)
 
     def to_frame(self) -> pd.DataFrame:
-        """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain."""
-        return pd.DataFrame({"request_id": self.request_id, "arrival_s": self.arrival_s,
-                             "prompt_tokens": self.prompt_tokens,
-                             "output_tokens": self.output_tokens, "domain": self.domain})
+        """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain.
+
+        When the trace has prefix information (:attr:`has_prefix_info`) the columns hash_ids
+        (tuples or None), hash_block_tokens, prefix_group and prefix_tokens follow.
+        """
+        cols = {"request_id": self.request_id, "arrival_s": self.arrival_s,
+                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens,
+                "domain": self.domain}
+        if self.has_prefix_info:
+            cols.update(hash_ids=pd.Series(self.hash_ids, dtype=object),
+                        hash_block_tokens=self.hash_block_tokens, prefix_group=self.prefix_group,
+                        prefix_tokens=self.prefix_tokens)
+        return pd.DataFrame(cols)
 
 
 def _check_columns(cols: Mapping[str, np.ndarray], source: str) -> None:
@@ -140,6 +206,93 @@ def _check_columns(cols: Mapping[str, np.ndarray], source: str) -> None:
         _, first = np.unique(ids, return_index=True)
         dup = np.setdiff1d(np.arange(ids.shape[0]), first)[0]
         raise SpecsimInputError(source, int(dup) + 1, "request_id", "unique ids", repr(ids[dup]))
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _prefix_columns(t: Trace, n: int) -> dict[str, np.ndarray]:
+    """The (N,) prefix columns of a Trace being built, defaults filled in (None -> 0 / None)."""
+    groups = (np.full(n, None, dtype=object) if t.prefix_group is None
+              else np.array(list(t.prefix_group), dtype=object))
+    return {
+        "hash_block_tokens": (np.zeros(n, np.int64) if t.hash_block_tokens is None
+                              else np.array(t.hash_block_tokens, dtype=np.int64)),
+        "prefix_group": groups,
+        "prefix_tokens": (np.zeros(n, np.int64) if t.prefix_tokens is None
+                          else np.array(t.prefix_tokens, dtype=np.int64)),
+    }
+
+
+def _hash_id_tuples(hash_ids, n: int, source: str) -> tuple[tuple[int, ...] | None, ...]:
+    """``hash_ids`` as a length-N tuple of int tuples / None; a bad entry names its position."""
+    if hash_ids is None:
+        return (None,) * n
+    out = tuple(hash_ids)
+    if len(out) != n:
+        raise SpecsimInputError(source, None, "hash_ids", f"a sequence of length {n}",
+                                f"length {len(out)}")
+    return tuple(None if h is None else _int_tuple(h, source, i + 1) for i, h in enumerate(out))
+
+
+def _int_tuple(h, source: str, pos: int) -> tuple[int, ...]:
+    """One request's hash ids as a tuple of Python ints (a non-empty 1-D int sequence in int64)."""
+    a = np.asarray(h)
+    if a.ndim != 1 or a.size == 0 or a.dtype.kind not in "iu":
+        raise SpecsimInputError(source, pos, "hash_ids", "a non-empty list of ints or None",
+                                f"an array of dtype {a.dtype} and shape {a.shape}")
+    ids = tuple(int(x) for x in a.tolist())
+    if max(ids) > _INT64_MAX:
+        raise SpecsimInputError(source, pos, "hash_ids", "ints in the int64 range", str(max(ids)))
+    return ids
+
+
+def _check_prefix_columns(cols: Mapping[str, np.ndarray], hash_ids: tuple, source: str) -> None:
+    """Range and consistency checks of the prefix columns; the first bad request is reported."""
+    prompt, block, tokens = cols["prompt_tokens"], cols["hash_block_tokens"], cols["prefix_tokens"]
+    groups = cols["prefix_group"]
+    has_h = np.array([h is not None for h in hash_ids], dtype=bool)            # (N,)
+    has_g = np.array([g is not None for g in groups.tolist()], dtype=bool)      # (N,)
+    count = np.array([0 if h is None else len(h) for h in hash_ids], np.int64)  # (N,)
+    first_block = block[has_h][0] if has_h.any() else 0
+    checks = [
+        ("prefix_group", has_h & has_g, "either hash_ids or a prefix_group, not both",
+         lambda i: "both on one request"),
+        ("prefix_group", np.array([g is not None and (not isinstance(g, str) or g == "")
+                                   for g in groups.tolist()], dtype=bool),
+         "a non-empty string or None", lambda i: repr(groups[i])),
+        ("hash_block_tokens", has_h & (block < 1), "an int >= 1 where hash_ids is given",
+         lambda i: str(block[i])),
+        ("hash_block_tokens", ~has_h & (block != 0), "0 where hash_ids is None",
+         lambda i: str(block[i])),
+        ("hash_block_tokens", has_h & (block != first_block),
+         f"one value for the whole trace ({first_block}, as on the first request with hash_ids)",
+         lambda i: str(block[i])),
+        ("hash_ids", has_h & ((count * block < prompt) | ((count - 1) * block >= prompt)),
+         "ceil(prompt_tokens / hash_block_tokens) ids",
+         lambda i: f"{count[i]} ids of {block[i]} tokens for {prompt[i]} prompt tokens"),
+        ("prefix_tokens", has_g & ((tokens < 1) | (tokens > prompt)),
+         "an int in [1, prompt_tokens]", lambda i: f"{tokens[i]} (prompt_tokens {prompt[i]})"),
+        ("prefix_tokens", ~has_g & (tokens != 0), "0 where prefix_group is None",
+         lambda i: str(tokens[i])),
+    ]
+    for name, bad, expected, shown in checks:
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise SpecsimInputError(source, i + 1, name, expected, shown(i))
+    _check_group_lengths(groups, tokens, source)
+
+
+def _check_group_lengths(groups: np.ndarray, tokens: np.ndarray, source: str) -> None:
+    """Every request of a prefix group has the same prefix_tokens (1-based position reported)."""
+    first: dict[str, tuple[int, int]] = {}
+    for i, (g, k) in enumerate(zip(groups.tolist(), tokens.tolist())):
+        if g is None:
+            continue
+        k0, pos = first.setdefault(g, (k, i + 1))
+        if k != k0:
+            raise SpecsimInputError(source, i + 1, "prefix_tokens",
+                                    f"{k0}, the prefix_tokens of group {g!r} at request {pos}", str(k))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,6 +385,88 @@ def _get_id(obj: dict, default: str, src: str, line: int) -> str:
     return v
 
 
+def _get_hash_ids(v, block: int, prompt: int, src: str, line: int) -> tuple[int, ...]:
+    """One line's ``hash_ids``: a non-empty list of int64-range ints, ceil(prompt / block) long."""
+    if type(v) is not list or not v:
+        got = "an empty list" if v == [] else _describe(v)
+        raise SpecsimInputError(src, line, "hash_ids", "a non-empty list of ints", got)
+    for k, x in enumerate(v):
+        if type(x) is not int or not _INT64_MIN <= x <= _INT64_MAX:
+            raise SpecsimInputError(src, line, "hash_ids", "a list of ints in the int64 range",
+                                    f"{_describe(x)} at index {k}")
+    need = -(-prompt // block)  # ceil: the last block may be partial
+    if len(v) != need:
+        raise SpecsimInputError(src, line, "hash_ids",
+                                f"{need} ids (ceil of {prompt} prompt tokens / {block} per id)",
+                                f"{len(v)} ids")
+    return tuple(v)
+
+
+class _PrefixReader:
+    """Reads the optional prefix fields of canonical JSONL lines into Trace columns.
+
+    Checks each line (both kinds, a field without its partner, types and ranges) and the rules
+    across lines (one ``hash_block_tokens`` per trace, one ``prefix_tokens`` per group), naming the
+    file line.
+    """
+
+    def __init__(self, src: str) -> None:
+        self.src = src
+        self.block: tuple[int, int] | None = None        # (hash_block_tokens, its first line)
+        self.groups: dict[str, tuple[int, int]] = {}     # group -> (prefix_tokens, first line)
+        self.cols: dict[str, list] = {k: [] for k in
+                                      ("hash_ids", "hash_block_tokens", "prefix_group", "prefix_tokens")}
+
+    def read(self, obj: dict, prompt: int, line: int) -> None:
+        """Read one line's prefix fields (``prompt`` = its prompt_tokens)."""
+        src = self.src
+        if "hash_ids" in obj and "prefix_group" in obj:
+            raise SpecsimInputError(src, line, "prefix_group", "either hash_ids (with "
+                                    "hash_block_tokens) or prefix_group (with prefix_tokens), not both",
+                                    "both on one line")
+        for extra, needs in (("hash_block_tokens", "hash_ids"), ("prefix_tokens", "prefix_group")):
+            if extra in obj and needs not in obj:
+                raise SpecsimInputError(src, line, extra, f"{needs} on the same line",
+                                        f"{extra} without {needs}")
+        ids, block = (self._hash(obj, prompt, line) if "hash_ids" in obj else (None, 0))
+        group, tokens = (self._group(obj, prompt, line) if "prefix_group" in obj else (None, 0))
+        for k, v in zip(self.cols, (ids, block, group, tokens)):
+            self.cols[k].append(v)
+
+    def _hash(self, obj: dict, prompt: int, line: int) -> tuple[tuple[int, ...], int]:
+        block = _get(obj, "hash_block_tokens", "count", self.src, line)
+        self.block = self.block or (block, line)
+        if block != self.block[0]:
+            raise SpecsimInputError(self.src, line, "hash_block_tokens",
+                                    f"{self.block[0]}, as on line {self.block[1]} (one value per trace)",
+                                    str(block))
+        return _get_hash_ids(obj["hash_ids"], block, prompt, self.src, line), block
+
+    def _group(self, obj: dict, prompt: int, line: int) -> tuple[str, int]:
+        g = obj["prefix_group"]
+        if type(g) is not str or g == "":
+            raise SpecsimInputError(self.src, line, "prefix_group", "a non-empty string", _describe(g))
+        k = _get(obj, "prefix_tokens", "count", self.src, line)
+        if k > prompt:
+            raise SpecsimInputError(self.src, line, "prefix_tokens",
+                                    f"an int in [1, prompt_tokens = {prompt}]", str(k))
+        k0, first = self.groups.setdefault(g, (k, line))
+        if k != k0:
+            raise SpecsimInputError(self.src, line, "prefix_tokens",
+                                    f"{k0}, the prefix_tokens of group {g!r} on line {first}", str(k))
+        return g, k
+
+    def columns(self) -> dict:
+        """Keyword arguments of :class:`Trace` for the prefix columns read so far ({} if none)."""
+        c = self.cols
+        if self.block is None and not self.groups:
+            return {}
+        return {"hash_ids": tuple(c["hash_ids"]),
+                "hash_block_tokens": np.array(c["hash_block_tokens"], dtype=np.int64),
+                "prefix_group": np.array(c["prefix_group"], dtype=object),
+                "prefix_tokens": np.array(c["prefix_tokens"], dtype=np.int64)}
+
+
 def load_trace(path) -> Trace:
     """Read a canonical JSONL trace (format in the module docstring).
 
@@ -244,11 +479,16 @@ def load_trace(path) -> Trace:
     Raises:
         SpecsimInputError: naming file, 1-based line, field, expected and found, for malformed JSON,
             a missing field, a wrong type (bool is not an int, a string is not a number), NaN or
-            Infinity, tokens <= 0, a decreasing arrival, a duplicate id, an empty or blank-only file.
+            Infinity, tokens <= 0, a decreasing arrival, a duplicate id, an empty or blank-only file,
+            and for the prefix fields: hash_ids and prefix_group on one line, hash_block_tokens or
+            prefix_tokens without its partner, hash_ids not ceil(prompt_tokens /
+            hash_block_tokens) long, two hash_block_tokens values in one trace, prefix_tokens
+            outside [1, prompt_tokens] or different within a group.
     """
     path = Path(path)
     src = str(path)
     ids, arr, pro, out, dom = [], [], [], [], []
+    prefix = _PrefixReader(src)
     id_line: dict[str, int] = {}
     prev_arrival, prev_line = 0.0, 0
     for line, obj in _iter_json_lines(path):
@@ -271,9 +511,22 @@ def load_trace(path) -> Trace:
         pro.append(_get(obj, "prompt_tokens", "count", src, line))
         out.append(_get(obj, "output_tokens", "count", src, line))
         dom.append(d)
+        prefix.read(obj, pro[-1], line)
     return Trace(np.array(ids, dtype=object), np.array(arr, dtype=np.float64),
                  np.array(pro, dtype=np.int64), np.array(out, dtype=np.int64),
-                 np.array(dom, dtype=object), source=src)
+                 np.array(dom, dtype=object), source=src, **prefix.columns())
+
+
+def _prefix_fields(trace: Trace, i: int) -> str:
+    """The JSON text of request ``i``'s prefix fields, with a leading comma, or ""."""
+    ids = trace.hash_ids[i]
+    if ids is not None:
+        return (',"hash_ids":' + json.dumps(list(ids), separators=(",", ":"))
+                + f',"hash_block_tokens":{int(trace.hash_block_tokens[i])}')
+    group = trace.prefix_group[i]
+    if group is not None:
+        return f',"prefix_group":{json.dumps(group)},"prefix_tokens":{int(trace.prefix_tokens[i])}'
+    return ""
 
 
 def save_trace(trace: Trace, path) -> None:
@@ -281,16 +534,19 @@ def save_trace(trace: Trace, path) -> None:
 
     ``arrival_s`` is written with Python's shortest round-trip float repr, so :func:`load_trace`
     gives back the same :meth:`Trace.content_hash`. ``request_id`` is omitted on every line when all
-    ids equal their default (the 0-based request index), which keeps bundled files small.
+    ids equal their default (the 0-based request index), which keeps bundled files small. The
+    prefix fields (``hash_ids`` with ``hash_block_tokens``, or ``prefix_group`` with
+    ``prefix_tokens``) are written only on the lines of the requests that have them.
     """
     ids = trace.request_id.tolist()
     default_ids = ids == [str(i) for i in range(len(ids))]
     rows = []
-    for rid, a, p, o, d in zip(ids, trace.arrival_s.tolist(), trace.prompt_tokens.tolist(),
-                               trace.output_tokens.tolist(), trace.domain.tolist()):
+    for i, (rid, a, p, o, d) in enumerate(zip(ids, trace.arrival_s.tolist(),
+                                              trace.prompt_tokens.tolist(),
+                                              trace.output_tokens.tolist(), trace.domain.tolist())):
         head = "{" if default_ids else '{"request_id":' + json.dumps(rid) + ","
         rows.append(f'{head}"arrival_s":{a!r},"prompt_tokens":{p},"output_tokens":{o},'
-                    f'"domain":{json.dumps(d)}}}\n')
+                    f'"domain":{json.dumps(d)}{_prefix_fields(trace, i)}}}\n')
     Path(path).write_text("".join(rows), encoding="utf-8")
 
 
@@ -362,6 +618,9 @@ def convert_azure(path, domain: str | None = None) -> Trace:
 
 
 SLOTS = ("burst", "spread")
+# Tokens per Mooncake hash id: "remapped hashes of 512-token prefix blocks" (SOURCES.md section 1b);
+# every one of the 12,031 conversation requests has exactly ceil(input_length / 512) ids.
+MOONCAKE_BLOCK_TOKENS = 512
 
 
 def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
@@ -369,8 +628,10 @@ def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
 
     Fields: ``timestamp`` (int ms), ``input_length`` -> prompt_tokens, ``output_length`` ->
     output_tokens; arrivals are seconds from the first timestamp; ids are the 0-based request
-    indices. ``hash_ids`` (shared 512-token prefix blocks) are NOT modelled: specsim has no prefix
-    cache, so every prompt is prefilled in full.
+    indices. ``hash_ids`` (hashes of 512-token prefix blocks; equal ids at a position mean a
+    shareable KV prefix) are kept as :attr:`Trace.hash_ids` with ``hash_block_tokens`` =
+    :data:`MOONCAKE_BLOCK_TOKENS` (512, SOURCES.md section 1b), for the prefix cache; a line
+    without ``hash_ids`` gets None (no prefix information).
 
     The timestamps are quantised to about 3 s slots (about 10 requests share each). ``slots``:
 
@@ -381,13 +642,14 @@ def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
 
     Raises:
         SpecsimInputError: an unknown ``slots``, or any line with malformed JSON, a missing or
-            wrongly typed field, a negative or decreasing timestamp, a length < 1 (naming the line).
+            wrongly typed field, a negative or decreasing timestamp, a length < 1, ``hash_ids`` that
+            is not a non-empty list of ints ceil(input_length / 512) long (naming the line).
     """
     if slots not in SLOTS:
         raise SpecsimInputError(None, None, "slots", f"one of {SLOTS}", repr(slots))
     path = Path(path)
     src = str(path)
-    ts, pro, out = [], [], []
+    ts, pro, out, hashes = [], [], [], []
     prev, prev_line = 0, 0
     for line, obj in _iter_json_lines(path):
         t = obj.get("timestamp")
@@ -401,6 +663,8 @@ def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
         ts.append(t)
         pro.append(_get(obj, "input_length", "count", src, line))
         out.append(_get(obj, "output_length", "count", src, line))
+        hashes.append(_get_hash_ids(obj["hash_ids"], MOONCAKE_BLOCK_TOKENS, pro[-1], src, line)
+                      if "hash_ids" in obj else None)
     t_ms = np.array(ts, dtype=np.int64)
     if slots == "burst":
         arrival_ms = (t_ms - t_ms[0]).astype(np.float64)
@@ -412,9 +676,11 @@ def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
         arrival_ms = (np.repeat(starts - starts[0], counts)
                       + np.repeat(width / counts, counts) * rank)
     n = t_ms.size
+    block = np.array([0 if h is None else MOONCAKE_BLOCK_TOKENS for h in hashes], dtype=np.int64)
     return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival_ms / 1000.0,
                  np.array(pro, dtype=np.int64), np.array(out, dtype=np.int64),
-                 np.full(n, domain, dtype=object), source=src)
+                 np.full(n, domain, dtype=object), source=src, hash_ids=tuple(hashes),
+                 hash_block_tokens=block)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -184,6 +185,188 @@ def test_trace_constructor_validates():
         Trace(["a", "b"], [0.0, 0.5], [1], [1, 1], ["chat", "chat"])
 
 
+# --------------------------------------------------------------------- prefix information
+
+SHARED_PREFIX = REPO / "tests" / "data" / "shared_prefix.jsonl"
+GROUP_TOKENS = {"sys-a": 256, "sys-b": 512, "sys-c": 1000}
+
+
+def test_load_defaults_have_no_prefix_info(tmp_path):
+    t = load_trace(write(tmp_path, GOOD + "\n" + GOOD + "\n"))
+    assert t.hash_ids == (None, None) and not t.has_prefix_info
+    assert t.hash_block_tokens.tolist() == [0, 0] and t.hash_block_tokens.dtype == np.int64
+    assert t.prefix_group.tolist() == [None, None] and t.prefix_group.dtype == object
+    assert t.prefix_tokens.tolist() == [0, 0] and t.prefix_tokens.dtype == np.int64
+    assert not t.prefix_tokens.flags.writeable and not t.prefix_group.flags.writeable
+
+
+def test_shared_prefix_file_parses():
+    t = load_trace(SHARED_PREFIX)
+    assert len(t) == 16 and t.has_prefix_info
+    grouped = [g is not None for g in t.prefix_group]
+    hashed = [h is not None for h in t.hash_ids]
+    assert sum(grouped) == 12 and sum(hashed) == 2
+    assert sum(not (g or h) for g, h in zip(grouped, hashed)) == 2          # 2 without prefix
+    assert not any(g and h for g, h in zip(grouped, hashed))
+    for g, k in GROUP_TOKENS.items():
+        rows = t.prefix_group == g
+        assert rows.sum() == 4 and set(t.prefix_tokens[rows].tolist()) == {k}
+        assert np.all(t.prompt_tokens[rows] > k)                               # a user part follows
+    assert t.prefix_tokens[~np.array(grouped)].tolist() == [0] * 4
+    i = t.request_id.tolist().index("hash1")
+    assert t.hash_ids[i] == (100, 101, 102) and t.hash_block_tokens[i] == 512
+    assert t.hash_block_tokens.tolist().count(512) == 2 and t.hash_block_tokens.sum() == 1024
+    assert int(t.prompt_tokens.sum()) == 12924  # tests/data/README.md
+
+
+def _cached_tokens(t: Trace, kv_block: int = 16) -> int:
+    """Prompt tokens an unbounded cache of full ``kv_block``-token blocks holds when each request
+    arrives after the previous one has been prefilled (the tests/data/README.md figure)."""
+    seen: set = set()
+    hit = 0
+    for i in range(len(t)):
+        if t.prefix_group[i] is not None:
+            keys = [("group", t.prefix_group[i], b) for b in range(t.prefix_tokens[i] // kv_block)]
+        elif t.hash_ids[i] is not None:
+            full = t.prompt_tokens[i] // t.hash_block_tokens[i]                # trailing partial: never
+            per = t.hash_block_tokens[i] // kv_block
+            keys = [("hash", t.hash_ids[i][:j + 1], b) for j in range(full) for b in range(per)]
+        else:
+            keys = []
+        hit += kv_block * sum(k in seen for k in keys)
+        seen.update(keys)
+    return hit
+
+
+def test_shared_prefix_hand_computed_hits():
+    t = load_trace(SHARED_PREFIX)
+    assert _cached_tokens(t) == 3 * 256 + 3 * 512 + 3 * 992 + 1024 == 6304
+    assert 6304 / 12924 == pytest.approx(0.4878, abs=5e-5)
+
+
+def test_shared_prefix_round_trip_bytes_and_head(tmp_path):
+    t = load_trace(SHARED_PREFIX)
+    save_trace(t, tmp_path / "s.jsonl")
+    assert (tmp_path / "s.jsonl").read_bytes() == SHARED_PREFIX.read_bytes()
+    u = load_trace(tmp_path / "s.jsonl")
+    assert u.content_hash() == t.content_hash()
+    assert u.hash_ids == t.hash_ids and u.prefix_group.tolist() == t.prefix_group.tolist()
+    h = t.head(8)                                         # rows 0..7: 6 grouped, 1 plain, 1 hashed
+    assert h.prefix_group.tolist() == t.prefix_group[:8].tolist()
+    assert h.prefix_tokens.tolist() == [256, 512, 1000] * 2 + [0, 0]
+    assert h.hash_ids == (None,) * 7 + ((100, 101, 102),)
+    assert h.hash_block_tokens.tolist() == [0] * 7 + [512]
+    save_trace(h, tmp_path / "h.jsonl")
+    lines = (tmp_path / "h.jsonl").read_text().splitlines()
+    assert [json.loads(x).keys() & {"hash_ids", "hash_block_tokens", "prefix_group", "prefix_tokens"}
+            for x in lines[6:]] == [set(), {"hash_ids", "hash_block_tokens"}]  # only where present
+    df = t.to_frame()
+    assert list(df.columns)[5:] == ["hash_ids", "hash_block_tokens", "prefix_group", "prefix_tokens"]
+    assert df["prefix_tokens"].sum() == 4 * (256 + 512 + 1000)
+
+
+def test_content_hash_covers_prefix_info_and_keeps_old_hashes():
+    t = make_trace()
+    # A trace without prefix information hashes as before the prefix columns existed.
+    h = hashlib.sha256(b"specsim-trace-v1\n")
+    h.update(b"3")
+    h.update(t.arrival_s.astype("<f8").tobytes())
+    h.update(t.prompt_tokens.astype("<i8").tobytes())
+    h.update(t.output_tokens.astype("<i8").tobytes())
+    h.update(json.dumps(t.request_id.tolist(), separators=(",", ":")).encode())
+    h.update(json.dumps(t.domain.tolist(), separators=(",", ":")).encode())
+    assert t.content_hash() == h.hexdigest()
+    base = dict(request_id=t.request_id, arrival_s=t.arrival_s, prompt_tokens=t.prompt_tokens,
+                output_tokens=t.output_tokens, domain=t.domain)
+    group = Trace(**base, prefix_group=[None, "s", "s"], prefix_tokens=[0, 10, 10])
+    hashed = Trace(**base, hash_ids=[None, (7, 8), None], hash_block_tokens=[0, 16, 0])
+    hashed2 = Trace(**base, hash_ids=[None, (7, 9), None], hash_block_tokens=[0, 16, 0])
+    hashes = {x.content_hash() for x in (t, group, hashed, hashed2)}
+    assert len(hashes) == 4
+    assert Trace(**base, hash_ids=[None, [7, 8], None], hash_block_tokens=np.array([0, 16, 0])
+                 ).content_hash() == hashed.content_hash()
+
+
+def test_prefix_boundaries_are_valid(tmp_path):
+    t = load_trace(write(tmp_path, "\n".join([
+        line(prompt_tokens=1024, hash_ids=[1, 2], hash_block_tokens=512),       # exact multiple
+        line(prompt_tokens=1025, hash_ids=[1, 2, 3], hash_block_tokens=512),    # 1-token tail block
+        line(prompt_tokens=40, prefix_group="g", prefix_tokens=40),             # whole prompt shared
+        line(prompt_tokens=41, prefix_group="g", prefix_tokens=40),
+        line(prompt_tokens=1, hash_ids=[-(2**63)], hash_block_tokens=512),      # int64 range
+    ])))
+    assert t.hash_ids == ((1, 2), (1, 2, 3), None, None, (-(2**63),))
+    assert t.prefix_tokens.tolist() == [0, 0, 40, 40, 0]
+
+
+BAD_PREFIX_CASES = [
+    ([line(), line(hash_ids=[1], hash_block_tokens=16, prefix_group="g", prefix_tokens=5)], 2,
+     "prefix_group", "not both"),
+    ([line(prefix_group="g", prefix_tokens=11)], 1, "prefix_tokens", "[1, prompt_tokens = 10]"),
+    ([line(prefix_group="g", prefix_tokens=0)], 1, "prefix_tokens", "got 0"),
+    ([line(prefix_group="g", prefix_tokens=True)], 1, "prefix_tokens", "(a boolean)"),
+    ([line(prefix_group="g")], 1, "prefix_tokens", "field missing"),
+    ([line(prefix_tokens=5)], 1, "prefix_tokens", "prefix_tokens without prefix_group"),
+    ([line(prefix_group="", prefix_tokens=5)], 1, "prefix_group", "non-empty string"),
+    ([line(prefix_group=3, prefix_tokens=5)], 1, "prefix_group", "3 (an int)"),
+    ([line(prefix_group="g", prefix_tokens=5), line(prefix_group="h", prefix_tokens=6),
+      line(prefix_group="g", prefix_tokens=6)], 3, "prefix_tokens", "of group 'g' on line 1"),
+    ([line(prompt_tokens=1025, hash_ids=[1, 2], hash_block_tokens=512)], 1, "hash_ids",
+     "expected 3 ids (ceil of 1025 prompt tokens / 512 per id), got 2 ids"),           # too short
+    ([line(prompt_tokens=1024, hash_ids=[1, 2, 3], hash_block_tokens=512)], 1, "hash_ids",
+     "got 3 ids"),                                                                        # too long
+    ([line(hash_ids=[], hash_block_tokens=16)], 1, "hash_ids", "an empty list"),
+    ([line(hash_ids=7, hash_block_tokens=16)], 1, "hash_ids", "7 (an int)"),
+    ([line(hash_ids=[True], hash_block_tokens=16)], 1, "hash_ids", "true (a boolean) at index 0"),
+    ([line(prompt_tokens=20, hash_ids=[1, 2.0], hash_block_tokens=16)], 1, "hash_ids",
+     "2.0 (a float) at index 1"),
+    ([line(hash_ids=[2**63], hash_block_tokens=16)], 1, "hash_ids", "int64 range"),
+    ([line(hash_ids=[1])], 1, "hash_block_tokens", "field missing"),
+    ([line(hash_ids=[1], hash_block_tokens=0)], 1, "hash_block_tokens", "got 0"),
+    ([line(hash_block_tokens=16)], 1, "hash_block_tokens", "without hash_ids"),
+    ([line(hash_ids=[1], hash_block_tokens=16), line(), line(hash_ids=[1], hash_block_tokens=32)],
+     3, "hash_block_tokens", "16, as on line 1"),
+]
+
+
+@pytest.mark.parametrize("lines,bad_line,field,fragment", BAD_PREFIX_CASES)
+def test_bad_prefix_fields_name_file_line_field(tmp_path, lines, bad_line, field, fragment):
+    p = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(p)
+    assert (ei.value.file, ei.value.line, ei.value.field) == (str(p), bad_line, field)
+    assert fragment in str(ei.value)
+
+
+@pytest.mark.parametrize("kw,pos,field", [
+    (dict(hash_ids=[(1,), None], hash_block_tokens=[16, 0], prefix_group=["g", None],
+          prefix_tokens=[5, 0]), 1, "prefix_group"),                                  # both kinds
+    (dict(prefix_group=[None, "g"], prefix_tokens=[0, 11]), 2, "prefix_tokens"),     # > prompt
+    (dict(prefix_group=[None, "g"]), 2, "prefix_tokens"),                             # tokens 0
+    (dict(prefix_tokens=[3, 0]), 1, "prefix_tokens"),                                 # no group
+    (dict(prefix_group=["", None], prefix_tokens=[3, 0]), 1, "prefix_group"),
+    (dict(prefix_group=["g", "g"], prefix_tokens=[3, 4]), 2, "prefix_tokens"),        # one per group
+    (dict(hash_ids=[None, (1,)]), 2, "hash_block_tokens"),                            # block missing
+    (dict(hash_block_tokens=[16, 0]), 1, "hash_block_tokens"),                        # no hash_ids
+    (dict(hash_ids=[(1,), (1, 2)], hash_block_tokens=[16, 8]), 2, "hash_block_tokens"),
+    (dict(hash_ids=[(1,), (1, 2)], hash_block_tokens=[16, 16]), 2, "hash_ids"),       # too long
+    (dict(hash_ids=[(1,), (1,)], hash_block_tokens=[4, 4]), 1, "hash_ids"),           # too short
+    (dict(hash_ids=[(1,), (1.5,)], hash_block_tokens=[16, 16]), 2, "hash_ids"),       # not ints
+    (dict(hash_ids=[(1,), ()], hash_block_tokens=[16, 16]), 2, "hash_ids"),           # empty
+])
+def test_trace_constructor_validates_prefix_columns(kw, pos, field):
+    with pytest.raises(SpecsimInputError) as ei:
+        Trace(["a", "b"], [0.0, 0.5], [10, 10], [1, 1], ["chat", "chat"], source="mem", **kw)
+    assert (ei.value.file, ei.value.line, ei.value.field) == ("mem", pos, field)
+
+
+def test_trace_constructor_prefix_lengths():
+    with pytest.raises(SpecsimInputError, match="length 2"):
+        Trace(["a", "b"], [0.0, 0.5], [1, 1], [1, 1], ["chat", "chat"], hash_ids=[None])
+    with pytest.raises(SpecsimInputError, match="length 2"):
+        Trace(["a", "b"], [0.0, 0.5], [1, 1], [1, 1], ["chat", "chat"], prefix_tokens=[0])
+
+
 # ------------------------------------------------------------------------------- converters
 
 
@@ -258,6 +441,9 @@ def test_mooncake_burst_and_spread(tmp_path):
                                                       abs=1e-12)
     assert spread.prompt_tokens.tolist() == list(range(100, 107))  # order kept
     assert convert_mooncake(p, slots="spread").content_hash() == spread.content_hash()
+    assert burst.hash_ids == spread.hash_ids == tuple((i,) for i in range(7))  # kept, in order
+    assert burst.hash_block_tokens.tolist() == [512] * 7  # SOURCES.md 1b: 512-token blocks
+    assert burst.prefix_group.tolist() == [None] * 7
     one = convert_mooncake(mooncake_file(tmp_path, [7, 7, 7]), slots="spread")
     assert one.arrival_s.tolist() == [0.0, 0.0, 0.0]  # a single slot has no width
     with pytest.raises(SpecsimInputError, match="slots"):
@@ -272,6 +458,9 @@ def test_mooncake_burst_and_spread(tmp_path):
     (['{"timestamp": 1.5, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
     (['{"timestamp": 0, "input_length": 0, "output_length": 1}'], 1, "input_length"),
     (['{"timestamp": 0, "input_length": 5, "output_length": 1}', '{"timestamp": 0,'], 2, None),
+    (['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}',
+      '{"timestamp": 0, "input_length": 513, "output_length": 1, "hash_ids": [1]}'], 2, "hash_ids"),
+    (['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": "1"}'], 1, "hash_ids"),
 ])
 def test_mooncake_bad_rows(tmp_path, rows, bad_line, field):
     p = write(tmp_path, "\n".join(rows) + "\n")
@@ -297,6 +486,24 @@ def test_mooncake_real(shared):
     assert 3536.999 < spread.arrival_s[-1] < 3540.0
     assert trace_stats(burst)["rate_req_per_s"] == pytest.approx(3.40, abs=0.005)
     assert set(burst.domain) == {"chat"}
+
+
+def test_mooncake_real_keeps_hash_ids(shared, tmp_path):
+    path = shared / "data/traces/mooncake_fast25/conversation_trace.jsonl"
+    t = convert_mooncake(path)
+    assert t.hash_ids[0] == tuple(range(14)) and t.hash_ids[1] == (0, *range(14, 28))
+    assert t.hash_block_tokens.tolist() == [512] * 12031
+    count = np.array([len(h) for h in t.hash_ids])                                # (N,)
+    assert np.array_equal(count, -(-t.prompt_tokens // 512))                     # ceil(prompt / 512)
+    seen: set = set()
+    reused = 0
+    for h in t.hash_ids:
+        reused += sum(x in seen for x in h)
+        seen.update(h)
+    assert reused / count.sum() == pytest.approx(0.366, abs=5e-4)  # SOURCES.md 1b: 36.6% reused
+    save_trace(t, tmp_path / "m.jsonl")
+    u = load_trace(tmp_path / "m.jsonl")
+    assert u.content_hash() == t.content_hash() and u.hash_ids == t.hash_ids
 
 
 # ------------------------------------------------------------------------------- synthetic
@@ -395,11 +602,16 @@ def test_cli_synth_convert_stats(tmp_path, monkeypatch, capsys):
     mc = mooncake_file(tmp_path, [0, 0, 3000])
     rc, o, _ = run_cli(monkeypatch, capsys, "trace", "convert", "--from", "mooncake", "--slots",
                        "spread", str(mc), str(tmp_path / "m.jsonl"))
-    assert rc == 0 and load_trace(tmp_path / "m.jsonl").arrival_s.tolist() == [0.0, 1.5, 3.0]
+    converted = load_trace(tmp_path / "m.jsonl")
+    assert rc == 0 and converted.arrival_s.tolist() == [0.0, 1.5, 3.0]
+    assert converted.hash_ids == ((0,), (1,), (2,))
+    assert converted.hash_block_tokens.tolist() == [512] * 3
     rc, o, _ = run_cli(monkeypatch, capsys, "trace", "stats", "--json", str(out))
     assert rc == 0 and json.loads(o)["num_requests"] == 50
+    assert json.loads(o)["domains"]["code"]["num_requests"] == 50
     rc, o, _ = run_cli(monkeypatch, capsys, "trace", "stats", str(out))
-    assert rc == 0 and "code" in o and "50 requests" in o
+    # the header wraps and the table's cells shrink on a narrow terminal (or with a long tmp path)
+    assert rc == 0 and "50 requests" in " ".join(o.split())
 
 
 def test_cli_bad_input_one_line_exit_2(tmp_path, monkeypatch, capsys):
