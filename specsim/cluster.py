@@ -179,7 +179,7 @@ class Cluster:
     def prefill_time_s(self, prompt_tokens: int) -> float:
         """Seconds to prefill a prompt (module docstring rule)."""
         pf = self.scenario.prefill
-        if pf.time_per_token_s > 0:
+        if pf.time_per_token_s is not None:
             return pf.time_per_token_s * prompt_tokens
         chunk = min(pf.chunk_tokens, self.profile.max_batch_tokens)
         full, rest = divmod(prompt_tokens, chunk)

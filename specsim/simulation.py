@@ -74,7 +74,7 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
     Returns:
         (policy_factory, policy_name, drafter_name, gamma, profile)
     """
-    knobs.setdefault("threshold", scenario.policy.threshold)
+    knobs = {**scenario.policy.knobs, **knobs}
     if isinstance(policy, str):
         probe = make_policy(policy, gamma=gamma, **knobs)
         factory = lambda: make_policy(policy, gamma=gamma, **knobs)  # noqa: E731
@@ -134,9 +134,9 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     factory, pname, dname, g, prof = resolve_run(policy, scenario, gamma, drafter, profile, **knobs)
     cost = default_drafter_cost(dname) if drafter_cost is None else drafter_cost
     dc = scenario.drafter
-    if drafter_cost is None and dname == dc.name and (dc.base_fraction >= 0 or dc.per_draft_fraction >= 0):
+    if drafter_cost is None and dname == dc.name:
         cost = replace(cost, **{k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction")
-                                if getattr(dc, k) >= 0})
+                                if getattr(dc, k) is not None})
     model = None
     if g > 0:
         domains = np.asarray(trace.domain, dtype=object)
