@@ -23,7 +23,6 @@ no side effects; a run saves the resolved scenario (and its hash) beside its res
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -383,6 +382,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+_BAD = object()   # _convert: "not convertible"
 _WORDS = {bool: "true or false", int: "an int", float: "a finite float", str: "a string", dict: "a table"}
 
 
@@ -400,8 +400,6 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
         raise SpecsimInputError(None, None, name, want, repr(value))
     return out
 
-
-_BAD = object()
 
 
 def _convert(base: type, value: Any) -> Any:
@@ -447,7 +445,7 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
         try:
             new[section] = replace(cur, **kw)
         except SpecsimInputError as e:
-            raise dataclasses.replace(e, file=src) from None
+            raise replace(e, file=src) from None
     return replace(base, **new)
 
 
