@@ -34,8 +34,8 @@ class SurvivalCutoff:
     compare it with ``dspark`` in a sweep to see what hardware awareness buys.
 
     Args:
-        threshold: minimum survival in [0, 1] for a draft to be verified (a ``--threshold`` knob; the
-            scenario's ``policy.threshold`` when not given). 0 verifies everything, 1 nothing.
+        threshold: minimum survival in [0, 1] for a draft to be verified (a ``--threshold`` knob, or the
+            scenario's ``[policy.knobs] threshold``). 0 verifies everything, 1 nothing.
 
     Raises:
         ValueError: threshold outside [0, 1].

@@ -513,25 +513,25 @@ def _cached_model(drafter: str, gamma: int, table: tuple, params: tuple, source:
                            domain_weights=dict(weights) if weights else None, **dict(params))
 
 
-def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float = 0.0,
-                           domains: tuple[str, ...] = (), table: str = "", rates: dict | None = None,
-                           model: str = "", temperatures: str = "", calibration: str = "sts",
+def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | None = None,
+                           domains: tuple[str, ...] = (), table: str | None = None, rates: dict | None = None,
+                           model: str | None = None, temperatures: str | None = None, calibration: str = "sts",
                            **params: float):
     """The acceptance model of a drafter at block length ``gamma`` (cached), from the scenario's [acceptance].
 
     Args:
         drafter: dspark, dflash, eagle3 or mtp.
         gamma: block length.
-        constant_alpha: when > 0, every domain in ``domains`` (plus chat, code, math) gets this conditional
+        constant_alpha: when set (> 0), every domain in ``domains`` (plus chat, code, math) gets this conditional
             rate at every position (closed-form checks); wins over ``table`` and ``rates``.
         domains: the run's domains (used by ``constant_alpha``).
-        table: "" (``fig2``; ``dspark5`` for a run of gamma 5 is not implied: name it), a built-in table
+        table: None (``fig2``; ``dspark5`` for a run of gamma 5 is not implied: name it), a built-in table
             name (fig2, fig4, dspark5, mtp) or a JSON rate-table path.
         rates: inline ``{domain: [a_1, ...]}``; added to (and overriding rows of) the table.
-        model: "" (the latent model above), ``fitted:DIR`` (a ``specsim fit`` parametric model: rates,
+        model: None (the latent model above), ``fitted:DIR`` (a ``specsim fit`` parametric model: rates,
             latent and confidence parameters, temperatures from DIR/model.json) or ``empirical:DIR``
             (replay of logged blocks, :class:`specsim.fitting.EmpiricalAcceptanceModel`).
-        temperatures: "" (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
+        temperatures: None (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
         calibration: "sts" or "none".
         params: latent and confidence parameters (see :class:`AcceptanceModel`).
 
@@ -547,7 +547,7 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float = 0.0
         from specsim.fitting import load_fitted_model
         return load_fitted_model(model, drafter, gamma, temperatures=temps, calibration=calibration)
     weights = None
-    if constant_alpha > 0:
+    if constant_alpha:  # None (or 0) = off
         doms = sorted(set(domains) | {"chat", "code", "math"})
         alpha = {d: (float(constant_alpha),) * max(gamma, 1) for d in doms}
         source = f"constant alpha {constant_alpha}"

@@ -210,7 +210,7 @@ def base_scenario(dep: Deployment, kv_capacity_tokens: int, profile_name: str = 
         "engine": {"gamma": 5, "host_overhead_s": HOST_OVERHEAD_S},
     }
     if profile_name:
-        updates["profile"] = {"name": profile_name, "lookup": ""}
+        updates["profile"] = {"name": profile_name, "lookup": None}
     return Scenario().with_updates(updates, src=f"<{dep.name}>")
 
 
@@ -468,7 +468,6 @@ chunk_tokens = 512
 
 [profile]
 name = "{profile_name(dep)}"
-lookup = ""
 
 [drafter]
 name = "dspark"

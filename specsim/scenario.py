@@ -1,53 +1,39 @@
-"""Scenarios: typed, validated configuration of cluster, prefill, profile, drafter, acceptance and engine.
+"""Scenarios: typed, validated configuration of the cluster, prefill, profile, drafter, acceptance, engine
+and policy.
 
-A scenario is a TOML file with the sections below (every key optional; defaults in
-``specsim/scenarios/default.toml``). ``--set section.key=value`` overrides any key. Building a scenario has
+A scenario is a TOML file with the sections ``[cluster]``, ``[prefill]``, ``[profile]``, ``[drafter]``,
+``[acceptance]``, ``[engine]`` and ``[policy]`` (whose policy knobs are the table ``[policy.knobs]``).
+Every key is optional. **The defaults live in one place**, ``specsim/scenarios/default.toml``, with the
+source of each number beside it; the dataclasses below carry the same values (``tests/test_scenario.py``
+checks that they agree, field by field) and document what each key means, its unit and its range.
+:func:`describe_scenario` lists every key with its type and default, generated from the dataclasses.
+
+TOML has no null: a key whose default is ``None`` ("the family default", "from the profile", "off") is
+left out of the file, or commented out as ``default.toml`` does. In Python, pass ``None``.
+
+Loading: the bundled defaults, then ``--scenario FILE``, then each ``--set section.key=value`` (value in
+TOML syntax; a bare word is a string). A dotted key reaches into a table: ``--set policy.knobs.threshold=0.5``
+and ``--set acceptance.rates.legal=[0.8,0.7]`` add one entry to the table (tables merge; other keys replace).
+
+Every section validates itself in ``__post_init__``, so a config built in Python is checked exactly like
+one loaded from TOML; the error (:class:`SpecsimInputError`) names the field (``cluster.num_replicas``), the
+allowed range and the value, plus the file or ``--set`` item when it came from one. Building a scenario has
 no side effects; a run saves the resolved scenario (and its hash) beside its results.
-
-.. code-block:: toml
-
-    [cluster]
-    num_replicas = 1            # decode serving instances
-    gpus_per_replica = 1        # GPUs per decode instance (throughput per GPU divides by these)
-    router = "round-robin"      # or "least-outstanding"
-    max_num_seqs = 256          # running requests per replica
-    kv_capacity_tokens = 110000 # KV-cache capacity per replica, tokens
-
-    [prefill]
-    mode = "disaggregated"      # or "colocated"
-    num_instances = 1           # disaggregated: prefill pool size (one request at a time each)
-    gpus_per_instance = 1
-    time_per_token_s = 0.0      # > 0: fixed prefill cost per prompt token; 0: from the profile
-    chunk_tokens = 512          # colocated: token budget per mixed step; disaggregated: chunk for profile lookup
-
-    [profile]
-    name = "h100-llama2-7b-tp1" # bundled name or a path to a profile JSON
-    lookup = ""                 # "", "linear" or "padded" ("" keeps the file's rule)
-
-    [drafter]
-    name = "dspark"             # dspark, dflash, eagle3, mtp (mtp1 forces mtp; none forces none)
-
-    [acceptance]
-    sigma_request = 0.5         # latent difficulty spreads, logit scale (specsim.acceptance)
-    ...
-
-    [engine]
-    gamma = 7                   # draft block length
-    host_overhead_s = 0.0005    # CPU scheduling per step, hidden by ZOS only for fits_zos policies
-
-    [policy]
-    threshold = 0.3             # specdecpp's h; other policy knobs live here too
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -55,148 +41,280 @@ from specsim.errors import SpecsimInputError
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
+ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
+KV_ALLOCATIONS = ("paged", "reserve")
+PREFILL_MODES = ("disaggregated", "colocated")
+PROFILE_LOOKUPS = ("linear", "padded")
+DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", "none")
+CALIBRATIONS = ("sts", "none")
 
-def _check(cond: bool, src: str, field_name: str, expected: str, got: Any) -> None:
-    if not cond:
-        raise SpecsimInputError(src, None, field_name, expected, repr(got))
+
+class _Section:
+    """Shared ``__post_init__``: coerce every field to its declared type, then check the section's ranges."""
+
+    SECTION: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            object.__setattr__(self, f.name, _coerce(_hints(type(self))[f.name], getattr(self, f.name),
+                                                     f"{self.SECTION}.{f.name}"))
+        self._validate()
+
+    def _validate(self) -> None:
+        """Raise :class:`SpecsimInputError` naming the first field outside its range."""
+
+    def _check(self, cond: bool, key: str, expected: str) -> None:
+        if not cond:
+            raise SpecsimInputError(None, None, f"{self.SECTION}.{key}", expected, repr(getattr(self, key)))
+
+    def _check_choice(self, key: str, choices: tuple[str, ...]) -> None:
+        self._check(getattr(self, key) in choices, key, "one of " + ", ".join(repr(c) for c in choices))
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
-    """Decode side of the cluster (see module docstring for units)."""
+class ClusterConfig(_Section):
+    """Decode side of the cluster and its KV-cache memory.
 
+    Attributes:
+        num_replicas: decode serving instances behind the router, int >= 1.
+        gpus_per_replica: GPUs per decode instance (throughput per GPU divides by these), int >= 1.
+        router: one of :data:`ROUTERS`; ``prefix-aware`` sends a request to the replica holding its longest
+            cached prefix, ties broken by load.
+        max_num_seqs: running requests per replica, int >= 1.
+        kv_capacity_tokens: KV-cache capacity per replica in tokens, int >= ``block_size``.
+        kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
+            or ``reserve`` (prompt + max output + lookahead reserved at admission, never preempts).
+        block_size: tokens per KV block, int >= 1.
+        prefix_caching: share full KV blocks of identical prefixes between requests (vLLM's automatic
+            prefix caching).
+    """
+
+    SECTION: ClassVar[str] = "cluster"
     num_replicas: int = 1
     gpus_per_replica: int = 1
     router: str = "round-robin"
     max_num_seqs: int = 256
     kv_capacity_tokens: int = 110000
+    kv_allocation: str = "paged"
+    block_size: int = 16
+    prefix_caching: bool = True
 
-    def validate(self, src: str) -> None:
-        _check(self.num_replicas >= 1, src, "cluster.num_replicas", "an int >= 1", self.num_replicas)
-        _check(self.gpus_per_replica >= 1, src, "cluster.gpus_per_replica", "an int >= 1", self.gpus_per_replica)
-        _check(self.router in ("round-robin", "least-outstanding"), src, "cluster.router",
-               "'round-robin' or 'least-outstanding'", self.router)
-        _check(self.max_num_seqs >= 1, src, "cluster.max_num_seqs", "an int >= 1", self.max_num_seqs)
-        _check(self.kv_capacity_tokens >= 1, src, "cluster.kv_capacity_tokens", "an int >= 1",
-               self.kv_capacity_tokens)
+    def _validate(self) -> None:
+        self._check(self.num_replicas >= 1, "num_replicas", "an int >= 1")
+        self._check(self.gpus_per_replica >= 1, "gpus_per_replica", "an int >= 1")
+        self._check_choice("router", ROUTERS)
+        self._check(self.max_num_seqs >= 1, "max_num_seqs", "an int >= 1")
+        self._check_choice("kv_allocation", KV_ALLOCATIONS)
+        self._check(self.block_size >= 1, "block_size", "an int >= 1 (tokens per KV block)")
+        self._check(self.kv_capacity_tokens >= self.block_size, "kv_capacity_tokens",
+                    f"an int >= cluster.block_size ({self.block_size})")
 
 
 @dataclass(frozen=True)
-class PrefillConfig:
-    """Prefill: disaggregated pool or colocated chunked prefill."""
+class PrefillConfig(_Section):
+    """Prefill: a disaggregated pool or colocated chunked prefill.
 
+    Attributes:
+        mode: ``disaggregated`` (a separate pool, one request at a time per instance) or ``colocated``
+            (chunked prefill mixed into decode steps).
+        num_instances: disaggregated prefill pool size, int >= 1.
+        gpus_per_instance: GPUs per prefill instance, int >= 1.
+        time_per_token_s: fixed prefill seconds per prompt token, float > 0; None = from the profile.
+        chunk_tokens: colocated: token budget per mixed step; disaggregated: the chunk of the profile lookup;
+            int >= 1.
+    """
+
+    SECTION: ClassVar[str] = "prefill"
     mode: str = "disaggregated"
     num_instances: int = 1
     gpus_per_instance: int = 1
-    time_per_token_s: float = 0.0
+    time_per_token_s: float | None = None
     chunk_tokens: int = 512
 
-    def validate(self, src: str) -> None:
-        _check(self.mode in ("disaggregated", "colocated"), src, "prefill.mode",
-               "'disaggregated' or 'colocated'", self.mode)
-        _check(self.num_instances >= 1, src, "prefill.num_instances", "an int >= 1", self.num_instances)
-        _check(self.gpus_per_instance >= 1, src, "prefill.gpus_per_instance", "an int >= 1",
-               self.gpus_per_instance)
-        _check(self.time_per_token_s >= 0, src, "prefill.time_per_token_s", "a float >= 0",
-               self.time_per_token_s)
-        _check(self.chunk_tokens >= 1, src, "prefill.chunk_tokens", "an int >= 1", self.chunk_tokens)
+    def _validate(self) -> None:
+        self._check_choice("mode", PREFILL_MODES)
+        self._check(self.num_instances >= 1, "num_instances", "an int >= 1")
+        self._check(self.gpus_per_instance >= 1, "gpus_per_instance", "an int >= 1")
+        self._check(self.time_per_token_s is None or self.time_per_token_s > 0, "time_per_token_s",
+                    "a float > 0 s per prompt token (leave it out to take prefill time from the profile)")
+        self._check(self.chunk_tokens >= 1, "chunk_tokens", "an int >= 1")
 
 
 @dataclass(frozen=True)
-class ProfileConfig:
-    """Which step-time profile the replicas use."""
+class ProfileConfig(_Section):
+    """Which step-time profile the replicas use.
 
-    name: str = "h100-llama2-7b-tp1"
-    lookup: str = ""
-
-    def validate(self, src: str) -> None:
-        _check(self.lookup in ("", "linear", "padded"), src, "profile.lookup", "'', 'linear' or 'padded'",
-               self.lookup)
-
-
-@dataclass(frozen=True)
-class DrafterConfig:
-    """The drafter used by speculative policies (mtp1 and none override it)."""
-
-    name: str = "dspark"
-    # Cost overrides, fractions of the target step at batch R (specsim.hardware.drafter.DrafterCost);
-    # a negative value keeps the drafter family's documented default.
-    base_fraction: float = -1.0
-    per_draft_fraction: float = -1.0
-
-    def validate(self, src: str) -> None:
-        _check(self.name in ("dspark", "dflash", "eagle3", "mtp", "none"), src, "drafter.name",
-               "one of dspark, dflash, eagle3, mtp, none", self.name)
-        for key in ("base_fraction", "per_draft_fraction"):
-            v = getattr(self, key)
-            _check(np.isfinite(v) and v < 10, src, f"drafter.{key}", "a finite fraction (< 0 = default)", v)
-
-
-@dataclass(frozen=True)
-class AcceptanceConfig:
-    """Acceptance model: rate table, latent difficulty, confidence distortion, calibration (specsim.acceptance).
-
-    Defaults of the latent and confidence parameters are tuned to PAPER.md section 4 and 8.4 (values and
-    measurements in docs/acceptance.md).
+    Attributes:
+        name: a bundled profile name or a path to a profile JSON (resolved when the run starts).
+        lookup: ``linear`` or ``padded``; None = the profile file's own rule.
     """
 
-    sigma_request: float = 1.03    # latent logit spread between requests
-    sigma_step: float = 0.89       # between steps (anchors) of a request, shared by a block's positions
-    sigma_token: float = 1.16      # between positions of a block
-    sigma_conf: float = 0.54       # confidence noise (logit scale): how imperfectly the head sees the latent
-    conf_scale: float = 1.07      # position 1: logit(c_raw) = conf_scale * (latent + noise) + conf_shift
-    conf_shift: float = 0.34
-    conf_scale_later: float = 1.12  # the same distortion at positions >= 2
-    conf_shift_later: float = 0.19
-    conf_low_ratio: float = 0.53   # slope multiplier where latent + noise < 0 (compresses the head's low end)
-    constant_alpha: float = 0.0   # > 0: this conditional rate at every position and domain (closed forms)
-    table: str = ""               # "" = fig2; fig2, fig4, dspark5, mtp, or a JSON rate table {"alpha": {...}}
-    rates: dict = field(default_factory=dict)  # inline {domain = [a_1, ...]}, added over the table's rows
-    model: str = ""               # "" latent model; "fitted:DIR" or "empirical:DIR" from `specsim fit`
-    temperatures: str = ""        # "" = STS fitted at build time; or a `specsim calibrate` temperatures.json
-    calibration: str = "sts"      # "sts" or "none" (policies then see raw confidences)
+    SECTION: ClassVar[str] = "profile"
+    name: str = "h100-llama2-7b-tp1"
+    lookup: str | None = None
 
-    def validate(self, src: str) -> None:
-        for name in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "constant_alpha"):
-            v = getattr(self, name)
-            _check(v >= 0, src, f"acceptance.{name}", "a float >= 0", v)
-        for name in ("conf_scale", "conf_scale_later", "conf_low_ratio"):
-            _check(getattr(self, name) > 0, src, f"acceptance.{name}", "a float > 0", getattr(self, name))
-        _check(self.constant_alpha < 1, src, "acceptance.constant_alpha", "a float in [0, 1)",
-               self.constant_alpha)
-        _check(isinstance(self.rates, dict) and all(
-            isinstance(r, list) and r and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                              and 0 < x < 1 for x in r) for r in self.rates.values()),
-               src, "acceptance.rates", "a table {domain = [rates strictly in (0, 1)]}", self.rates)
-        _check(self.model == "" or self.model.split(":", 1)[0] in ("fitted", "empirical") and ":" in self.model,
-               src, "acceptance.model", "'', 'fitted:DIR' or 'empirical:DIR'", self.model)
-        _check(self.calibration in ("sts", "none"), src, "acceptance.calibration", "'sts' or 'none'",
-               self.calibration)
+    def _validate(self) -> None:
+        self._check(self.name != "", "name", "a bundled profile name or a profile JSON path")
+        self._check(self.lookup is None or self.lookup in PROFILE_LOOKUPS, "lookup",
+                    "'linear' or 'padded' (leave it out for the profile file's rule)")
 
 
 @dataclass(frozen=True)
-class EngineConfig:
-    """Per-step engine settings."""
+class DrafterConfig(_Section):
+    """The drafter used by speculative policies (``mtp1`` and ``none`` override it).
 
+    Cost fractions are of the target's step time at batch R (:class:`specsim.hardware.drafter.DrafterCost`).
+
+    Attributes:
+        name: one of :data:`DRAFTERS`.
+        base_fraction: drafting cost independent of gamma, float in [0, 10); None = the family default.
+        per_draft_fraction: drafting cost per drafted position, float in [0, 10); None = the family default.
+        kv_fraction: the drafter's own KV-cache tokens per target KV token, float >= 0; None = the family
+            default.
+    """
+
+    SECTION: ClassVar[str] = "drafter"
+    name: str = "dspark"
+    base_fraction: float | None = None
+    per_draft_fraction: float | None = None
+    kv_fraction: float | None = None
+
+    def _validate(self) -> None:
+        self._check_choice("name", DRAFTERS)
+        for key in ("base_fraction", "per_draft_fraction"):
+            v = getattr(self, key)
+            self._check(v is None or 0 <= v < 10, key,
+                        "a fraction of the target step in [0, 10) (leave it out for the family default)")
+        self._check(self.kv_fraction is None or self.kv_fraction >= 0, "kv_fraction",
+                    "a float >= 0, drafter KV tokens per target KV token (leave it out for the family "
+                    "default)")
+
+
+@dataclass(frozen=True)
+class AcceptanceConfig(_Section):
+    """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
+    (specsim.acceptance).
+
+    The latent and confidence parameters are tuned to PAPER.md sections 4 and 8.4 (values and measurements
+    in docs/acceptance.md).
+
+    Attributes:
+        sigma_request: latent logit spread between requests, float >= 0.
+        sigma_step: between steps (anchors) of a request, shared by a block's positions, float >= 0.
+        sigma_token: between positions of a block, float >= 0.
+        sigma_conf: confidence noise (logit scale): how imperfectly the head sees the latent, float >= 0.
+        conf_scale: position 1: ``logit(c_raw) = conf_scale * (latent + noise) + conf_shift``, float > 0.
+        conf_shift: see ``conf_scale``.
+        conf_scale_later: the same distortion at positions >= 2, float > 0.
+        conf_shift_later: see ``conf_scale_later``.
+        conf_low_ratio: slope multiplier where latent + noise < 0 (compresses the head's low end), float > 0.
+        constant_alpha: this conditional rate at every position and domain (closed forms), float in (0, 1);
+            None = off.
+        table: a built-in rate table (fig2, fig4, dspark5, mtp) or a JSON rate table ``{"alpha": {...}}``;
+            None = fig2 (mtp for the MTP drafter).
+        rates: inline ``{domain = [a_1, ...]}`` rows, rates strictly in (0, 1), added over the table's rows.
+        model: ``fitted:DIR`` or ``empirical:DIR`` from ``specsim fit``; None = the latent model.
+        temperatures: a ``specsim calibrate`` temperatures.json; None = STS fitted when the model is built.
+        calibration: ``sts`` or ``none`` (policies then see raw confidences).
+    """
+
+    SECTION: ClassVar[str] = "acceptance"
+    sigma_request: float = 1.03
+    sigma_step: float = 0.89
+    sigma_token: float = 1.16
+    sigma_conf: float = 0.54
+    conf_scale: float = 1.07
+    conf_shift: float = 0.34
+    conf_scale_later: float = 1.12
+    conf_shift_later: float = 0.19
+    conf_low_ratio: float = 0.53
+    constant_alpha: float | None = None
+    table: str | None = None
+    rates: dict[str, list[float]] = field(default_factory=dict)
+    model: str | None = None
+    temperatures: str | None = None
+    calibration: str = "sts"
+
+    def _validate(self) -> None:
+        for key in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf"):
+            self._check(getattr(self, key) >= 0, key, "a float >= 0")
+        for key in ("conf_scale", "conf_scale_later", "conf_low_ratio"):
+            self._check(getattr(self, key) > 0, key, "a float > 0")
+        self._check(self.constant_alpha is None or 0 < self.constant_alpha < 1, "constant_alpha",
+                    "a float in (0, 1) (leave it out for the rate table)")
+        self._check(self.table is None or self.table != "", "table",
+                    "fig2, fig4, dspark5, mtp or a JSON rate-table path (leave it out for the default table)")
+        self._check(all(isinstance(r, list) and r and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1 for x in r)
+            for r in self.rates.values()), "rates", "a table {domain = [rates strictly in (0, 1)]}")
+        self._check(self.model is None or (self.model.split(":", 1)[0] in ("fitted", "empirical")
+                                           and self.model.split(":", 1)[-1] not in ("", self.model)), "model",
+                    "'fitted:DIR' or 'empirical:DIR' (leave it out for the latent model)")
+        self._check(self.temperatures is None or self.temperatures != "", "temperatures",
+                    "a temperatures.json path (leave it out to fit STS at build time)")
+        self._check_choice("calibration", CALIBRATIONS)
+
+
+@dataclass(frozen=True)
+class EngineConfig(_Section):
+    """Per-step and per-request engine costs.
+
+    Attributes:
+        gamma: draft block length, int in [0, 64].
+        host_overhead_s: CPU scheduling seconds per step, hidden by ZOS only for policies that fix their
+            batch early; float >= 0.
+        request_overhead_s: fixed seconds per request before it reaches the scheduler (API server,
+            tokenisation); counted in TTFT; float >= 0.
+        emission_overhead_s: seconds per emitting request per step on the step's critical path (output
+            processing, detokenisation); float >= 0.
+    """
+
+    SECTION: ClassVar[str] = "engine"
     gamma: int = 7
     host_overhead_s: float = 0.0005
+    request_overhead_s: float = 0.005
+    emission_overhead_s: float = 0.0
 
-    def validate(self, src: str) -> None:
-        _check(0 <= self.gamma <= 64, src, "engine.gamma", "an int in [0, 64]", self.gamma)
-        _check(self.host_overhead_s >= 0, src, "engine.host_overhead_s", "a float >= 0 s", self.host_overhead_s)
+    def _validate(self) -> None:
+        self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
+        for key in ("host_overhead_s", "request_overhead_s", "emission_overhead_s"):
+            self._check(getattr(self, key) >= 0, key, "a float >= 0 s")
 
 
 @dataclass(frozen=True)
-class PolicyConfig:
-    """Policy knobs (each policy reads the ones it needs)."""
+class PolicyConfig(_Section):
+    """Policy knobs: ``[policy.knobs]`` name = value, passed to the policy when it is made.
 
-    threshold: float = 0.3
+    Which knobs exist, their defaults and ranges belong to each policy (an unknown knob is an error raised
+    when the policy is made). Here only the shape is checked.
 
-    def validate(self, src: str) -> None:
-        _check(0.0 <= self.threshold <= 1.0, src, "policy.threshold", "a float in [0, 1]", self.threshold)
+    Attributes:
+        knobs: ``{name: value}``; a name is an identifier, a value a bool, int, float, string or a list
+            of them.
+    """
+
+    SECTION: ClassVar[str] = "policy"
+    knobs: dict[str, Any] = field(default_factory=dict)
+
+    def _validate(self) -> None:
+        for name, value in self.knobs.items():
+            if not (isinstance(name, str) and name.isidentifier()):
+                raise SpecsimInputError(None, None, "policy.knobs", "knob names that are identifiers",
+                                        repr(name))
+            if not _is_knob_value(value):
+                raise SpecsimInputError(None, None, f"policy.knobs.{name}",
+                                        "a bool, int, finite float, string or a list of them", repr(value))
 
 
-SECTIONS = {
+def _is_knob_value(value: Any, nested: bool = False) -> bool:
+    if isinstance(value, list) and not nested:
+        return all(_is_knob_value(v, nested=True) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (bool, int, str))
+
+
+SECTIONS: dict[str, type] = {
     "cluster": ClusterConfig, "prefill": PrefillConfig, "profile": ProfileConfig,
     "drafter": DrafterConfig, "acceptance": AcceptanceConfig, "engine": EngineConfig,
     "policy": PolicyConfig,
@@ -205,7 +323,11 @@ SECTIONS = {
 
 @dataclass(frozen=True)
 class Scenario:
-    """A resolved scenario: one frozen config per section."""
+    """A resolved scenario: one frozen, validated config per section.
+
+    Attributes:
+        source: where it came from (a file path, or ``<defaults>``); not part of :meth:`to_dict`.
+    """
 
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     prefill: PrefillConfig = field(default_factory=PrefillConfig)
@@ -216,8 +338,14 @@ class Scenario:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     source: str = "<defaults>"
 
+    def __post_init__(self) -> None:
+        for name, cls in SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                got = type(getattr(self, name)).__name__
+                raise SpecsimInputError(None, None, name, f"a {cls.__name__}", got)
+
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Plain nested dict of every section (the resolved scenario)."""
+        """Plain nested dict of every section (the resolved scenario; ``None`` where a key is unset)."""
         return {name: asdict(getattr(self, name)) for name in SECTIONS}
 
     def hash(self) -> str:
@@ -226,36 +354,76 @@ class Scenario:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def with_updates(self, updates: dict[str, dict[str, Any]], src: str = "--set") -> "Scenario":
-        """A copy with ``{section: {key: value}}`` applied and validated."""
+        """A copy with ``{section: {key: value}}`` applied and validated (table-valued keys merge).
+
+        Raises:
+            SpecsimInputError: unknown section or key, a value of the wrong type or out of range (naming
+                ``src``).
+        """
         return _apply(self, updates, src)
 
 
-def _coerce(cls: type, key: str, value: Any, src: str, section: str) -> Any:
-    """Coerce a TOML or --set value to the field's declared type, or raise naming the field."""
-    ftype = {f.name: f.type for f in fields(cls)}[key]
-    want = ftype if isinstance(ftype, str) else ftype.__name__
-    try:
-        if want == "int":
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
+def describe_scenario() -> str:
+    """Every scenario key with its type and default, one ``section.key: type = default`` line each.
+
+    Generated from the dataclasses (which ``tests/test_scenario.py`` checks against default.toml).
+    """
+    lines = []
+    for name, cls in SECTIONS.items():
+        default = cls()
+        for f in fields(cls):
+            hint = str(f.type).replace("typing.", "")
+            lines.append(f"{name}.{f.name}: {hint} = {getattr(default, f.name)!r}")
+    return "\n".join(lines)
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+_BAD = object()   # _convert: "not convertible"
+_WORDS = {bool: "true or false", int: "an int", float: "a finite float", str: "a string", dict: "a table"}
+
+
+def _coerce(hint: Any, value: Any, name: str) -> Any:
+    """``value`` as the declared type ``hint`` (plain Python values), or raise naming the field ``name``."""
+    args = typing.get_args(hint)
+    optional = isinstance(hint, types.UnionType) and type(None) in args
+    base = next(a for a in args if a is not type(None)) if optional else hint
+    base = typing.get_origin(base) or base
+    if value is None and optional:
+        return None
+    out = _convert(base, value)
+    if out is _BAD:
+        want = _WORDS.get(base, base.__name__) + (" (or leave the key out)" if optional else "")
+        raise SpecsimInputError(None, None, name, want, repr(value))
+    return out
+
+
+
+def _convert(base: type, value: Any) -> Any:
+    if base is bool:
+        return bool(value) if isinstance(value, (bool, np.bool_)) else _BAD
+    if isinstance(value, (bool, np.bool_)):
+        return _BAD
+    if base is int:
+        if isinstance(value, (int, np.integer)):
             return int(value)
-        if want == "float":
-            if isinstance(value, bool):
-                raise ValueError
-            out = float(value)
-            if out != out:  # NaN
-                raise ValueError
-            return out
-        if want == "str":
-            if not isinstance(value, str):
-                raise ValueError
-            return value
-    except (TypeError, ValueError):
-        raise SpecsimInputError(src, None, f"{section}.{key}", f"a value of type {want}", repr(value)) from None
+        ok = isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer()
+        return int(value) if ok else _BAD
+    if base is float:
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+        return float(value) if ok else _BAD
+    if base is str:
+        return value if isinstance(value, str) else _BAD
+    if base is dict:
+        return dict(value) if isinstance(value, dict) else _BAD
     return value
 
 
 def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
+    """``base`` with ``{section: {key: value}}`` applied; every error names ``src``."""
     new = {}
     for section, values in updates.items():
         if section not in SECTIONS:
@@ -263,18 +431,22 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
         if not isinstance(values, dict):
             raise SpecsimInputError(src, None, section, "a table of key = value", repr(values))
         cls = SECTIONS[section]
-        known = {f.name for f in fields(cls)}
         cur = new.get(section, getattr(base, section))
+        known = {f.name for f in fields(cls)}
         kw = {}
         for key, value in values.items():
             if key not in known:
-                raise SpecsimInputError(src, None, f"{section}.{key}", f"one of the keys {sorted(known)}")
-            kw[key] = _coerce(cls, key, value, src, section)
-        new[section] = replace(cur, **kw)
-    out = replace(base, **new)
-    for name in SECTIONS:
-        getattr(out, name).validate(src)
-    return out
+                hint = (f" (policy knobs go in [policy.knobs]: --set policy.knobs.{key}=...)"
+                        if section == "policy" else "")
+                raise SpecsimInputError(src, None, f"{section}.{key}",
+                                        f"one of the keys {sorted(known)}{hint}")
+            old = getattr(cur, key)
+            kw[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+        try:
+            new[section] = replace(cur, **kw)
+        except SpecsimInputError as e:
+            raise replace(e, file=src) from None
+    return replace(base, **new)
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
@@ -305,17 +477,23 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def parse_override(item: str) -> dict[str, dict[str, Any]]:
-    """Parse ``section.key=value`` (value in TOML syntax; bare words are strings).
+    """Parse ``section.key=value`` or ``section.key.name=value`` (TOML syntax; bare words are strings).
+
+    A dotted key reaches into a table: ``policy.knobs.threshold=0.5`` gives
+    ``{"policy": {"knobs": {"threshold": 0.5}}}``.
 
     Raises:
-        SpecsimInputError: not of the form section.key=value.
+        SpecsimInputError: not of the form section.key=value, or an empty part in the dotted key.
     """
-    if "=" not in item or "." not in item.split("=", 1)[0]:
-        raise SpecsimInputError("--set", None, item, "section.key=value")
-    lhs, rhs = item.split("=", 1)
-    section, key = lhs.strip().split(".", 1)
+    lhs = item.split("=", 1)[0]
+    parts = [p.strip() for p in lhs.split(".")]
+    if "=" not in item or len(parts) < 2 or not all(parts):
+        raise SpecsimInputError("--set", None, item, "section.key=value (or section.key.name=value)")
+    rhs = item.split("=", 1)[1].strip()
     try:
-        value = tomllib.loads(f"v = {rhs.strip()}")["v"]
+        value: Any = tomllib.loads(f"v = {rhs}")["v"]
     except tomllib.TOMLDecodeError:
-        value = rhs.strip()
-    return {section: {key: value}}
+        value = rhs
+    for part in reversed(parts[1:]):
+        value = {part: value}
+    return {parts[0]: value}

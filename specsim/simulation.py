@@ -94,14 +94,12 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
         g = int(probe.gamma)
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
-    prof = profile or resolve_profile(scenario.profile.name, scenario.profile.lookup or None)
+    prof = profile or resolve_profile(scenario.profile.name, scenario.profile.lookup)
     return factory, probe.name, dname, g, prof
 
 
 def _scenario_knobs(scenario: Scenario) -> dict[str, Any]:
-    pol = scenario.policy
-    knobs = getattr(pol, "knobs", None)
-    return dict(knobs) if knobs is not None else {"threshold": pol.threshold}
+    return dict(scenario.policy.knobs)
 
 
 @dataclass(frozen=True)
@@ -218,8 +216,7 @@ def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None) -> Dra
         return measured
     cost = default_drafter_cost(dname)
     dc = sc.drafter
-    overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction")
-                 if getattr(dc, k) is not None and getattr(dc, k) >= 0}
+    overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction") if getattr(dc, k) is not None}
     return replace(cost, **overrides) if dname == dc.name and overrides else cost
 
 
@@ -238,22 +235,22 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
 def cluster_config(sc: Scenario, gamma: int, drafter: str, seed: int) -> ClusterConfig:
     """The cluster and replica settings of scenario ``sc`` for a run with ``gamma`` drafts of ``drafter``."""
     c, e = sc.cluster, sc.engine
-    block = int(getattr(c, "block_size", 16))
-    kv_fraction = getattr(sc.drafter, "kv_fraction", None)
+    block = c.block_size
+    kv_fraction = sc.drafter.kv_fraction
     if kv_fraction is None:
         kv_fraction = DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]] if gamma > 0 else 0.0
     replicas = tuple(ReplicaConfig(
         index=i, gamma=gamma, colocated=sc.prefill.mode == "colocated", max_num_seqs=c.max_num_seqs,
-        kv_allocation=getattr(c, "kv_allocation", "paged"), num_blocks=c.kv_capacity_tokens // block,
-        block_size=block, prefix_caching=bool(getattr(c, "prefix_caching", True)),
+        kv_allocation=c.kv_allocation, num_blocks=c.kv_capacity_tokens // block,
+        block_size=block, prefix_caching=c.prefix_caching,
         chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
-        emission_overhead_s=float(getattr(e, "emission_overhead_s", 0.0)), drafter_kv_fraction=float(kv_fraction))
+        emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=float(kv_fraction))
         for i in range(c.num_replicas))
     return ClusterConfig(
         replicas=replicas, kv_capacity_tokens=c.kv_capacity_tokens, router=c.router, colocated=sc.prefill.mode == "colocated",
         num_prefill_instances=sc.prefill.num_instances, prefill_time_per_token_s=sc.prefill.time_per_token_s,
         prefill_chunk_tokens=sc.prefill.chunk_tokens,
-        request_overhead_s=float(getattr(e, "request_overhead_s", 0.0)), seed=int(seed))
+        request_overhead_s=e.request_overhead_s, seed=int(seed))
 
 
 def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow | None) -> SimulationResult:

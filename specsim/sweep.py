@@ -75,7 +75,8 @@ class SweepSpec:
         rate_scales: open-loop rate scales (> 0): arrival times divided by each.
         seeds: run seeds; each (policy, knobs, load) point runs once per seed.
         gammas: draft block lengths to sweep; None = the scenario's ``engine.gamma``.
-        thresholds: specdecpp thresholds to sweep; None = the scenario's ``policy.threshold``.
+        thresholds: specdecpp thresholds to sweep; None = the scenario's ``policy.knobs.threshold``, else
+            the policy's own default.
         num_requests: the first N trace requests (None = all).
         requests_per_user: closed loop only: a point at concurrency C uses
             min(len(trace), max(num_requests, requests_per_user * C)) requests, so that every run has a
@@ -175,13 +176,16 @@ def resolve_knobs(policy: str, scenario: Scenario, gamma: int | None, threshold:
     from specsim.policies import make_policy
     from specsim.simulation import resolve_run
 
-    thr = scenario.policy.threshold if threshold is None else float(threshold)
-    _, _, dname, g, _ = resolve_run(policy, scenario, gamma, drafter, profile=_NO_PROFILE, threshold=thr)
+    thr = scenario.policy.knobs.get("threshold") if threshold is None else float(threshold)
+    extra = {} if thr is None else {"threshold": thr}
+    _, _, dname, g, _ = resolve_run(policy, scenario, gamma, drafter, profile=_NO_PROFILE, **extra)
     knobs: dict[str, Any] = {"gamma": int(g), "drafter": dname}
     a = make_policy(policy, gamma=gamma, threshold=0.25)
     b = make_policy(policy, gamma=gamma, threshold=0.75)
     if _state(a) != _state(b):
-        knobs["threshold"] = thr
+        thr = getattr(make_policy(policy, gamma=gamma), "threshold", None) if thr is None else thr
+        if thr is not None:
+            knobs["threshold"] = float(thr)
     return knobs
 
 
