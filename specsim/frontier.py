@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
-from specsim.sweep import results_frame, seed_spread
+from specsim.sweep.tables import results_frame, seed_spread
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -111,7 +111,7 @@ class Frontier:
 
 
 def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
-    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.sweep.seed_spread` frame)."""
+    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.sweep.tables.seed_spread` frame)."""
     out = {}
     for curve, sub in spread.groupby("curve", sort=True):
         out[str(curve)] = Frontier.from_points(str(curve), sub[f"{X}_mean"].to_numpy(),
@@ -165,7 +165,7 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     """The comparison table: one row per (tier, curve).
 
     Args:
-        records: sweep records (:func:`specsim.sweep.load_records`).
+        records: sweep records (:func:`specsim.sweep.store.load_records`).
         tiers: SLA tiers, TPS/user in tok/s.
         baseline: the curve (or policy name) gains are measured against; None for no gains.
 

@@ -15,8 +15,9 @@ import pytest
 
 from specsim.errors import SpecsimInputError
 from specsim.scenario import load_scenario
-from specsim.sweep import (SweepSpec, expand_points, load_records, parse_list, points_dir, read_record,
-                           results_frame, run_sweep, seed_spread, write_record)
+from specsim.cli.sweep_cmd import parse_list
+from specsim.sweep import (SweepSpec, expand_points, load_records, points_dir, read_record, results_frame,
+                           run_sweep, seed_spread, write_record)
 from specsim.trace import Trace, save_trace
 
 REPO = Path(__file__).resolve().parent.parent
