@@ -16,19 +16,39 @@ tables only read and write records):
 
 :mod:`specsim.frontier` reads records through ``store`` and ``tables`` only. Parsing of comma lists
 and the progress bar live in the CLI (``specsim/cli/sweep_cmd.py``).
+
+Every name below is importable from ``specsim.sweep`` and loaded on first use (PEP 562), so importing
+one submodule (``specsim.sweep.store`` from the frontier) does not load the runner or the executors.
 """
 
-from specsim.sweep.executors import EXECUTORS
-from specsim.sweep.point import PointTask, run_point
-from specsim.sweep.runner import ProgressCallback, SweepOutcome, SweepProgress, run_sweep
-from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points, policy_uses_threshold, resolve_knobs
-from specsim.sweep.store import (RECORD_VERSION, SUMMARY_KEYS, finished_ids, load_records, points_dir, read_record,
-                                 write_manifest, write_record)
-from specsim.sweep.tables import SPREAD_METRICS, results_frame, seed_spread
+from __future__ import annotations
 
-__all__ = [
-    "EXECUTORS", "PointTask", "ProgressCallback", "RECORD_VERSION", "SPREAD_METRICS", "SUMMARY_KEYS",
-    "SweepOutcome", "SweepPoint", "SweepProgress", "SweepSpec", "expand_points", "finished_ids", "load_records",
-    "points_dir", "policy_uses_threshold", "read_record", "resolve_knobs", "results_frame", "run_point",
-    "run_sweep", "seed_spread", "write_manifest", "write_record",
-]
+import importlib
+from typing import Any
+
+#: public name -> the submodule that defines it
+_EXPORTS = {
+    "EXECUTORS": "executors",
+    "PointTask": "point", "run_point": "point",
+    "ProgressCallback": "runner", "SweepOutcome": "runner", "SweepProgress": "runner", "run_sweep": "runner",
+    "SweepPoint": "spec", "SweepSpec": "spec", "expand_points": "spec", "policy_uses_threshold": "spec",
+    "resolve_knobs": "spec",
+    "RECORD_VERSION": "store", "SUMMARY_KEYS": "store", "finished_ids": "store", "load_records": "store",
+    "points_dir": "store", "read_record": "store", "write_manifest": "store", "write_record": "store",
+    "SPREAD_METRICS": "tables", "results_frame": "tables", "seed_spread": "tables",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its submodule on first use (``from specsim.sweep import run_sweep``)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'specsim.sweep' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"specsim.sweep.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
