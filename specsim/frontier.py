@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
-from specsim.sweep import results_frame, seed_spread
+from specsim.sweep.tables import results_frame, seed_spread
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -111,7 +111,7 @@ class Frontier:
 
 
 def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
-    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.sweep.seed_spread` frame)."""
+    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.sweep.tables.seed_spread` frame)."""
     out = {}
     for curve, sub in spread.groupby("curve", sort=True):
         out[str(curve)] = Frontier.from_points(str(curve), sub[f"{X}_mean"].to_numpy(),
@@ -165,7 +165,7 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     """The comparison table: one row per (tier, curve).
 
     Args:
-        records: sweep records (:func:`specsim.sweep.load_records`).
+        records: sweep records (:func:`specsim.sweep.store.load_records`).
         tiers: SLA tiers, TPS/user in tok/s.
         baseline: the curve (or policy name) gains are measured against; None for no gains.
 
@@ -185,37 +185,47 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     if df.scenario_sha.nunique() > 1:
         raise SpecsimInputError(None, None, "points", "points of one scenario (use one --out per scenario)",
                                 f"{df.scenario_sha.nunique()} scenarios")
-    spread = seed_spread(df)
-    fr = frontiers(spread)
+    fr = frontiers(seed_spread(df))
     base = _match_curve(baseline, fr) if baseline else None
     per_seed = _per_seed_frontiers(df)
     sla = sla_table(records, tiers)
-    rows = []
     oracle_of = {c: _oracle_curve(c, fr) for c in fr}
+    rows = []
     for t in tiers:
         yb = fr[base].throughput_at(t) if base else float("nan")
         for curve, f in fr.items():
             yo = fr[oracle_of[curve]].throughput_at(t) if oracle_of[curve] else float("nan")
             ys = np.array([pf.throughput_at(t) for (c, _), pf in per_seed.items() if c == curve])
-            ys = ys[np.isfinite(ys)]
-            x_m = f.tps_at_throughput(yb)
-            s = sla[(sla.curve == curve) & (sla.tier == t)]
-            best = s.loc[s.goodput_per_gpu.idxmax()] if s.goodput_per_gpu.notna().any() else None
-            rows.append({
-                "tier": t, "curve": curve, "status": f.status_at(t), "throughput_per_gpu": f.throughput_at(t),
-                "throughput_std": float(np.std(ys, ddof=1)) if ys.size > 1 else float("nan"),
-                "num_seeds": int(ys.size),
-                "gain_vs_baseline": _ratio(f.throughput_at(t), yb) - 1,
-                "tps_at_matched_throughput": x_m,
-                "tps_gain_at_matched": x_m / t - 1 if np.isfinite(x_m) else float("nan"),
-                "oracle_fraction": _ratio(f.throughput_at(t), yo),
-                "best_goodput_per_gpu": float(best.goodput_per_gpu) if best is not None else float("nan"),
-                "best_goodput_load": float(best.load) if best is not None else float("nan"),
-                "attainment_at_best": float(best.attainment) if best is not None else float("nan"),
-            })
+            rows.append(_tier_row(t, f, yb, yo, ys[np.isfinite(ys)], sla[(sla.curve == curve) & (sla.tier == t)]))
     out = pd.DataFrame(rows)
     out.attrs["baseline"] = base
     return out
+
+
+def _tier_row(t: float, f: Frontier, yb: float, yo: float, ys: np.ndarray, sla: pd.DataFrame) -> dict[str, Any]:
+    """One row of :func:`compare` for curve ``f`` at tier ``t``.
+
+    Args:
+        t: the SLA tier, TPS/user.
+        f: the curve's frontier.
+        yb: the baseline's throughput per GPU at ``t`` (NaN without a baseline).
+        yo: the matching oracle curve's throughput per GPU at ``t`` (NaN without one).
+        ys: (s,) the curve's finite per-seed throughputs per GPU at ``t``.
+        sla: the curve's :func:`sla_table` rows at ``t``.
+    """
+    y = f.throughput_at(t)
+    x_m = f.tps_at_throughput(yb)
+    best = sla.loc[sla.goodput_per_gpu.idxmax()] if sla.goodput_per_gpu.notna().any() else None
+    nan = float("nan")
+    return {
+        "tier": t, "curve": f.curve, "status": f.status_at(t), "throughput_per_gpu": y,
+        "throughput_std": float(np.std(ys, ddof=1)) if ys.size > 1 else nan, "num_seeds": int(ys.size),
+        "gain_vs_baseline": _ratio(y, yb) - 1, "tps_at_matched_throughput": x_m,
+        "tps_gain_at_matched": x_m / t - 1 if np.isfinite(x_m) else nan, "oracle_fraction": _ratio(y, yo),
+        "best_goodput_per_gpu": float(best.goodput_per_gpu) if best is not None else nan,
+        "best_goodput_load": float(best.load) if best is not None else nan,
+        "attainment_at_best": float(best.attainment) if best is not None else nan,
+    }
 
 
 def _oracle_curve(curve: str, fr: dict[str, Frontier]) -> str | None:

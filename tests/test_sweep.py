@@ -15,8 +15,9 @@ import pytest
 
 from specsim.errors import SpecsimInputError
 from specsim.scenario import load_scenario
-from specsim.sweep import (SweepSpec, expand_points, load_records, parse_list, points_dir, read_record,
-                           results_frame, run_sweep, seed_spread, write_record)
+from specsim.cli.sweep_cmd import parse_list
+from specsim.sweep import (SweepProgress, SweepSpec, expand_points, load_records, points_dir,
+                           policy_uses_threshold, read_record, results_frame, run_sweep, seed_spread, write_record)
 from specsim.trace import Trace, save_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,6 +88,8 @@ def test_knobs_are_resolved_and_ignored_knobs_never_duplicate_points():
     assert len(by_policy["specdecpp"]) == 4
     assert {k["threshold"] for k in by_policy["specdecpp"]} == {0.2, 0.4}
     assert len({p.id for p in pts}) == len(pts) == 8
+    assert [policy_uses_threshold(p, 3) for p in ("mtp1", "none", "static", "specdecpp")] == [False, False,
+                                                                                              False, True]
 
 
 def test_point_id_covers_scenario_seed_load_and_trace_content():
@@ -156,6 +159,23 @@ def test_rerun_skips_finished_points_and_recomputes_missing_or_cut_off(serial_di
     assert (res.computed, res.skipped, res.recomputed_bad) == (3, 5, 2)
     assert not list(points_dir(out).glob(".*tmp*"))
     assert {r["id"]: strip(r) for r in load_records(out)} == before    # recomputed bit for bit
+
+
+def test_progress_callback_reports_every_point_and_resumed_ones(tmp_path):
+    spec = SweepSpec(policies=("mtp1",), concurrency=(1, 2), seeds=(0, 1), num_requests=8)
+    events: list[SweepProgress] = []
+    run_sweep(spec, load_scenario(), small_trace(), tmp_path, executor="serial", progress=events.append)
+    assert events[0] == SweepProgress(total=4, done=0, running=())
+    assert all(e.total == 4 for e in events)
+    # serial: each point is announced running, then reported done (no longer running)
+    starts = [e for e in events if e.running]
+    assert [len(e.running) for e in starts] == [1, 1, 1, 1] and [e.done for e in starts] == [0, 1, 2, 3]
+    assert [e.done for e in events if not e.running] == [0, 1, 2, 3, 4]
+    assert {e.running[0].id for e in starts} == {r["id"] for r in load_records(tmp_path)}
+    assert starts[0].running[0].label().startswith("mtp1 gamma=1 c=")
+    again: list[SweepProgress] = []
+    run_sweep(spec, load_scenario(), small_trace(), tmp_path, executor="serial", progress=again.append)
+    assert again == [SweepProgress(total=4, done=4, running=())]                   # all resumed
 
 
 def test_write_record_is_atomic_and_checksummed(tmp_path):
@@ -283,3 +303,34 @@ def test_open_loop_rate_axis_and_knob_curves(tmp_path):
     for g in (2, 4):
         v = df[df.curve == f"static gamma={g}"].mean_verify_tokens_per_request
         assert ((v <= g + 1 + 1e-9) & (v > g + 0.8)).all()
+
+
+# --------------------------------------------------------------------------------------------- imports
+def _new_modules(first: str, then: str) -> list[str]:
+    """Modules a fresh interpreter loads for ``import then`` after ``import first``."""
+    code = (f"import sys, {first}; before = set(sys.modules); import {then}; "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_frontier_reads_records_without_loading_the_runner():
+    loaded = _new_modules("specsim", "specsim.frontier")
+    assert "specsim.sweep.store" in loaded and "specsim.sweep.tables" in loaded
+    assert not {"specsim.sweep.runner", "specsim.sweep.executors", "specsim.sweep.point",
+                "specsim.simulation"} & set(loaded)
+
+
+def test_sweep_command_module_imports_stay_light():
+    loaded = _new_modules("specsim.cli", "specsim.cli.sweep_cmd")
+    assert [m for m in loaded if m.split(".")[0] in ("rich", "pandas", "numpy") or
+            m.startswith("specsim.sweep")] == []
+
+
+def test_every_public_name_is_importable_from_the_package():
+    import specsim.sweep as sweep_pkg
+
+    for name in sweep_pkg.__all__:
+        assert getattr(sweep_pkg, name) is not None
+    with pytest.raises(AttributeError):
+        sweep_pkg.parse_list       # noqa: B018  (moved to the CLI)

@@ -1,15 +1,19 @@
-"""``specsim sweep``, ``specsim compare``, ``specsim plot``: load sweeps, SLA-tier tables, figures."""
+"""``specsim sweep``, ``specsim compare``, ``specsim plot``: load sweeps, SLA-tier tables, figures.
+
+The command line's side of sweeps lives here: parsing comma lists (``1,2,4,...,256``) and the progress
+bar, drawn from the library's progress callback. Top-level imports stay light (typer and the standard
+library; specsim.errors is imported with the package anyway): the library, rich and pandas are
+imported inside the commands, so ``specsim --help`` does not pay for them.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
@@ -19,6 +23,137 @@ def _fmt(v, digits: int = 1) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
     return f"{v:,.{digits}f}"
+
+
+# --------------------------------------------------------------------------------------------- lists
+def parse_list(text: str, kind: type = float, flag: str = "list") -> list:
+    """Parse ``"1,2,4,...,256"``: comma-separated values; ``...`` continues the progression up to the value after it.
+
+    Rule: with three or more values before ``...`` the last three say which progression it is (equal
+    ratios: geometric, equal differences: arithmetic). With two values a, b the progression must reach the
+    end exactly: geometric (ratio b/a) when it does, else arithmetic (step b - a) when it does; when
+    both do (1,2,...,8) geometric wins, since sweeps double load points. 1,2,4,...,256 gives the powers
+    of two; 10,20,...,50 gives 10,20,30,40,50.
+
+    Args:
+        text: the flag's value.
+        kind: the value type (``int`` or ``float``).
+        flag: the flag's name without dashes, for the error.
+
+    Raises:
+        SpecsimInputError: a value that does not parse, ``...`` without two values before it and one
+            after, or a progression that does not reach the end value exactly.
+    """
+    def bad() -> SpecsimInputError:
+        return SpecsimInputError(f"--{flag}", None, flag,
+                                 f"comma-separated {kind.__name__} values (a,b,...,z continues a progression "
+                                 "that reaches z exactly)", repr(text))
+
+    def value(part: str):
+        try:
+            return kind(part)
+        except ValueError:
+            raise bad() from None
+
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    out: list = []
+    i = 0
+    while i < len(parts):
+        if parts[i] != "...":
+            out.append(value(parts[i]))
+            i += 1
+            continue
+        if len(out) < 2 or i + 1 >= len(parts):
+            raise bad()
+        seq = _continue(out, value(parts[i + 1]))
+        if seq is None:
+            raise bad()
+        out.extend(kind(x) for x in seq)
+        i += 2
+    return out
+
+
+def _continue(out: list, end: float) -> list[float] | None:
+    """The values after ``out[-1]`` up to ``end`` by the progression ``out`` ends with (parse_list's rule)."""
+    a, b = out[-2], out[-1]
+    geo = _progression(b, end, lambda x: x * (b / a)) if a > 0 and b > a else None
+    ari = _progression(b, end, lambda x: x + (b - a)) if b > a else None
+    if len(out) < 3:
+        return geo if geo is not None else ari
+    z = out[-3]
+    if z > 0 and a * a == z * b:
+        return geo
+    return ari if a - z == b - a else None
+
+
+def _progression(start: float, end: float, step: Callable[[float], float]) -> list[float] | None:
+    """Values after ``start`` up to ``end`` by ``step``; None unless ``end`` is hit (within 1e-9 relative)."""
+    seq, x = [], start
+    while len(seq) < 100000:
+        x = step(x)
+        if x > end * (1 + 1e-9):
+            return None
+        seq.append(end if abs(x - end) <= 1e-9 * abs(end) else x)
+        if seq[-1] == end:
+            return seq
+    return None
+
+
+# --------------------------------------------------------------------------------------------- progress
+class _ProgressBar:
+    """A rich progress bar on stderr (points done / total, elapsed, ETA, the point(s) running now).
+
+    Use as a context manager; the object itself is the library's progress callback
+    (:class:`specsim.sweep.SweepProgress` reports). Disabled, it draws nothing.
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def __enter__(self) -> "_ProgressBar":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+            # no refresh thread: the process pool forks workers, which must not inherit a held lock
+            self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
+                                console=Console(stderr=True), transient=False, auto_refresh=False)
+            self.bar.__enter__()
+            self.task = None
+        return self
+
+    def __call__(self, ev) -> None:
+        if self.bar is None:
+            return
+        more = f" (+{len(ev.running) - 1})" if len(ev.running) > 1 else ""
+        desc = (ev.running[0].label() + more) if ev.running else ""
+        if self.task is None:   # the first report: the total and the points finished before this run
+            self.task = self.bar.add_task(desc, total=ev.total, completed=ev.done)
+        self.bar.update(self.task, total=ev.total, completed=ev.done, description=desc)
+        self.bar.refresh()
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            if self.task is not None:
+                self.bar.update(self.task, description="")
+            self.bar.__exit__(*exc)
+
+
+# --------------------------------------------------------------------------------------------- sweep
+def _spec(policies: str, concurrency: str | None, rate_scales: str | None, seeds: int, base_seed: int,
+          gamma: str | None, threshold: str | None, **rest: Any):
+    """The :class:`specsim.sweep.SweepSpec` of the command's flags (``rest``: the other spec fields)."""
+    from specsim.sweep import SweepSpec
+
+    return SweepSpec(
+        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
+        concurrency=tuple(parse_list(concurrency, int, "concurrency")) if concurrency else (),
+        rate_scales=tuple(parse_list(rate_scales, float, "rate-scales")) if rate_scales else (),
+        seeds=tuple(range(base_seed, base_seed + seeds)) if seeds >= 1 else (),
+        gammas=tuple(parse_list(gamma, int, "gamma")) if gamma else (None,),
+        thresholds=tuple(parse_list(threshold, float, "threshold")) if threshold else (None,), **rest)
 
 
 @app.command()
@@ -49,55 +184,71 @@ def sweep(
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar or table."),
 ) -> None:
     """Run every (policy, knobs, load, seed) point; finished points are kept and skipped on re-runs."""
+    from rich.console import Console
+
     from specsim.scenario import load_scenario
-    from specsim.sweep import SweepSpec, parse_list, results_frame, run_sweep, seed_spread, load_records
+    from specsim.sweep import load_records, results_frame, run_sweep
     from specsim.trace import load_trace
 
-    spec = SweepSpec(
-        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
-        concurrency=tuple(parse_list(concurrency, int, "concurrency")) if concurrency else (),
-        rate_scales=tuple(parse_list(rate_scales, float, "rate-scales")) if rate_scales else (),
-        seeds=tuple(range(base_seed, base_seed + seeds)) if seeds >= 1 else (),
-        gammas=tuple(parse_list(gamma, int, "gamma")) if gamma else (None,),
-        thresholds=tuple(parse_list(threshold, float, "threshold")) if threshold else (None,),
-        num_requests=num_requests, requests_per_user=requests_per_user, max_sim_s=max_sim_s, drafter=drafter)
+    spec = _spec(policies, concurrency, rate_scales, seeds, base_seed, gamma, threshold, num_requests=num_requests,
+                 requests_per_user=requests_per_user, max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
-    res = run_sweep(spec, scen, tr, out, executor=executor, jobs=jobs, address=address,
-                    retry_failed=retry_failed, force=force, progress=not quiet)
+    with _ProgressBar(not quiet) as bar:
+        res = run_sweep(spec, scen, tr, out, executor=executor, jobs=jobs, address=address,
+                        retry_failed=retry_failed, force=force, progress=bar)
     console = Console()
     console.print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
                   + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
                   + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
     if quiet:
         return
-    recs = load_records(out, [p.id for p in res.points])
-    df = results_frame(recs)
-    if (df.status == "ok").any():
-        sp = seed_spread(df)
-        t = Table(title="seed spread per load point (mean +- std over seeds)")
-        for c in ["curve", "load", "seeds", "TPS/user", "tok/s/GPU", "verify tok/req"]:
-            t.add_column(c, justify="left" if c == "curve" else "right")
-        for _, r in sp.iterrows():
-            t.add_row(r.curve, f"{r.load:g}", str(r.num_seeds),
-                      f"{r.mean_tps_per_user_mean:.1f} +- {r.mean_tps_per_user_std:.1f}",
-                      f"{r.output_throughput_per_gpu_mean:,.0f} +- {r.output_throughput_per_gpu_std:,.0f}",
-                      f"{r.mean_verify_tokens_per_request_mean:.2f}")
-        console.print(t)
+    df = results_frame(load_records(out, [p.id for p in res.points]))
+    _print_spread(console, df)
+    _print_failed(console, df)
+
+
+def _print_spread(console, df) -> None:
+    """The seed-spread table of the successful points (mean +- std over seeds per load point)."""
+    from rich.table import Table
+
+    from specsim.sweep import seed_spread
+
+    if not (df.status == "ok").any():
+        return
+    t = Table(title="seed spread per load point (mean +- std over seeds)")
+    for c in ["curve", "load", "seeds", "TPS/user", "tok/s/GPU", "verify tok/req"]:
+        t.add_column(c, justify="left" if c == "curve" else "right")
+    for _, r in seed_spread(df).iterrows():
+        t.add_row(r.curve, f"{r.load:g}", str(r.num_seeds),
+                  f"{r.mean_tps_per_user_mean:.1f} +- {r.mean_tps_per_user_std:.1f}",
+                  f"{r.output_throughput_per_gpu_mean:,.0f} +- {r.output_throughput_per_gpu_std:,.0f}",
+                  f"{r.mean_verify_tokens_per_request_mean:.2f}")
+    console.print(t)
+
+
+def _print_failed(console, df) -> None:
+    """The failed points, one row per (curve, load, error) with their seeds."""
+    from rich.table import Table
+
     bad = df[df.status != "ok"]
-    if len(bad):
-        t = Table(title="failed points (recorded; --retry-failed recomputes them)")
-        t.add_column("curve", no_wrap=True)
-        t.add_column("load", justify="right", no_wrap=True)
-        t.add_column("seeds", justify="right", no_wrap=True)
-        t.add_column("error", no_wrap=True, overflow="ellipsis", max_width=70)
-        for (curve, load, err), sub in bad.groupby(["curve", "load", "error"], sort=True):
-            t.add_row(curve, f"{load:g}", ",".join(str(s) for s in sub.seed), str(err))
-        console.print(t)
+    if not len(bad):
+        return
+    t = Table(title="failed points (recorded; --retry-failed recomputes them)")
+    t.add_column("curve", no_wrap=True)
+    t.add_column("load", justify="right", no_wrap=True)
+    t.add_column("seeds", justify="right", no_wrap=True)
+    t.add_column("error", no_wrap=True, overflow="ellipsis", max_width=70)
+    for (curve, load, err), sub in bad.groupby(["curve", "load", "error"], sort=True):
+        t.add_row(curve, f"{load:g}", ",".join(str(s) for s in sub.seed), str(err))
+    console.print(t)
 
 
-def _records(d: Path):
-    from specsim.sweep import load_records
+# --------------------------------------------------------------------------------------------- compare, plot
+def _records(d: Path) -> list[dict]:
+    """The valid records of sweep directory ``d``; SpecsimInputError when it has no ``points/``."""
+    from specsim.sweep.store import load_records
+
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
                                 "no points/ folder")
@@ -114,7 +265,6 @@ def compare(
 ) -> None:
     """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
     from specsim.frontier import compare as compare_table, comparison_json
-    from specsim.sweep import parse_list
 
     tier_list = parse_list(tiers, float, "tiers")
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
@@ -126,7 +276,26 @@ def compare(
     if as_json:
         print(json.dumps(comparison_json(recs, tier_list, baseline or None)))
         return
-    tab = compare_table(recs, tier_list, baseline or None)
+    _print_compare(compare_table(recs, tier_list, baseline or None), sweep_dir)
+
+
+def _compare_row(r, has_oracle: bool) -> list[str]:
+    """One row of the comparison table, formatted (``-`` where a value is not defined)."""
+    thr = _fmt(r.throughput_per_gpu, 0) if r.status == "ok" else r.status
+    gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
+    mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
+    row = [f"{r.tier:g}", r.curve, thr, _fmt(r.throughput_std, 0), gain, _fmt(r.tps_at_matched_throughput), mg]
+    if has_oracle:
+        row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
+    return row + [_fmt(r.best_goodput_per_gpu, 0), _fmt(r.best_goodput_load, 0),
+                  f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-"]
+
+
+def _print_compare(tab, sweep_dir: Path) -> None:
+    """Print :func:`specsim.frontier.compare`'s table and the notes that explain its columns."""
+    from rich.console import Console
+    from rich.table import Table
+
     has_oracle = tab.oracle_fraction.notna().any()
     t = Table(title=f"{sweep_dir}: throughput per GPU at SLA tiers (baseline {tab.attrs['baseline']})")
     cols = ["tier", "curve", "tok/s/GPU", "+-seeds", "gain", "TPS@match", "gain@match"]
@@ -137,15 +306,7 @@ def compare(
         t.add_column(c, justify="left" if c == "curve" else "right", no_wrap=True,
                      min_width=max(len(str(x)) for x in tab.curve) if c == "curve" and len(tab) else None)
     for _, r in tab.iterrows():
-        thr = _fmt(r.throughput_per_gpu, 0) if r.status == "ok" else r.status
-        gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
-        mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
-        row = [f"{r.tier:g}", r.curve, thr, _fmt(r.throughput_std, 0), gain, _fmt(r.tps_at_matched_throughput), mg]
-        if has_oracle:
-            row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
-        row += [_fmt(r.best_goodput_per_gpu, 0), _fmt(r.best_goodput_load, 0),
-                f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-"]
-        t.add_row(*row)
+        t.add_row(*_compare_row(r, has_oracle))
     console = Console()
     console.print(t)
     console.print("TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
@@ -163,7 +324,6 @@ def plot(
 ) -> None:
     """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8) and throughput.png per sweep directory."""
     from specsim.plots import plot_budget, plot_frontiers, plot_throughput_vs_load
-    from specsim.sweep import parse_list
 
     recs = [(d.name, _records(d)) for d in sweep_dirs]
     dest = out or sweep_dirs[0] / "plots"

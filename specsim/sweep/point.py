@@ -1,0 +1,94 @@
+"""Running one sweep point: a :func:`specsim.simulation.simulate` call turned into a record.
+
+Per point, a record keeps the run's summary (``vllm bench serve`` names, see specsim.metrics) and, for
+SLA attainment and goodput (specsim.frontier), the per-request TPS/user and output tokens of the
+measured multi-token requests (closed loop: those issued inside the window).
+
+Failed points (a :class:`SpecsimInputError`, e.g. a closed-loop window that never opens because the
+trace is too short for the concurrency) are recorded with status ``error`` and their message, so the
+sweep goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specsim.errors import SpecsimInputError
+from specsim.scenario import Scenario
+from specsim.sweep.spec import SweepPoint
+from specsim.sweep.store import RECORD_VERSION, SUMMARY_KEYS, jsonable
+
+
+@dataclass(frozen=True)
+class PointTask:
+    """What a worker needs to run one point: the point, the scenario and its trace slice (picklable)."""
+
+    point: SweepPoint
+    scenario: Scenario
+    trace: Any
+
+
+def _round6(x: np.ndarray) -> list[float]:
+    return [float(f"{v:.6g}") for v in x.tolist()]
+
+
+def _simulate(task: PointTask):
+    """The point's :func:`specsim.simulation.simulate` result."""
+    from specsim.simulation import simulate
+
+    p = task.point
+    knobs = {k: v for k, v in p.knobs.items() if k == "threshold"}
+    return simulate(task.trace, p.policy, task.scenario, seed=p.seed,
+                    concurrency=int(p.load) if p.mode == "closed" else None,
+                    rate_scale=p.load if p.mode == "open" else 1.0, max_sim_s=p.max_sim_s,
+                    gamma=p.knobs["gamma"], drafter=p.knobs["drafter"], **knobs)
+
+
+def _measured_requests(res) -> dict[str, list]:
+    """Per measured multi-token request: ``tps_per_user`` (tok/s, 6 significant digits), ``output_tokens``."""
+    s, rq = res.summary, res.requests
+    meas = (rq.status == "completed") & (rq.output_tokens > 1)
+    if s["load"]["mode"] == "closed":
+        meas &= (rq.arrival_s >= s["load"]["window_start_s"]) & (rq.arrival_s <= s["load"]["window_end_s"])
+    return {"tps_per_user": _round6(rq.tps_per_user[meas].to_numpy()),
+            "output_tokens": rq.output_tokens[meas].astype(int).tolist()}
+
+
+def _ok_fields(res) -> dict[str, Any]:
+    """The ``summary``, ``requests`` and ``provenance`` fields of a successful point's record."""
+    s = res.summary
+    summary = {k: s.get(k) for k in SUMMARY_KEYS}
+    summary["load"] = s["load"]
+    summary["per_domain"] = s["per_domain"]
+    pv = s["provenance"]
+    return {"summary": jsonable(summary), "requests": _measured_requests(res),
+            "provenance": {"specsim_version": pv["specsim_version"], "profile_source": pv["profile_source"],
+                           "acceptance_source": pv["acceptance_source"], "trace": str(pv["trace"])}}
+
+
+def run_point(task: PointTask) -> dict[str, Any]:
+    """Simulate one point and return its record (never raises for a point's own input error).
+
+    Returns:
+        A record dict: ``record_version``, ``id``, ``config``, ``status`` (``ok`` or ``error``), ``error``
+        (message or None), ``error_type``, ``summary`` (SUMMARY_KEYS plus ``load``, ``per_domain``),
+        ``requests`` (per measured multi-token request: ``tps_per_user`` tok/s and ``output_tokens``),
+        ``provenance``, ``wall_time_s``.
+    """
+    p = task.point
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"record_version": RECORD_VERSION, "id": p.id, "config": p.config,
+                           "status": "ok", "error": None, "error_type": None, "summary": None,
+                           "requests": None, "provenance": None}
+    try:
+        res = _simulate(task)
+    except SpecsimInputError as e:  # a point the configuration cannot run is recorded, the sweep goes on
+        rec.update(status="error", error=str(e), error_type=type(e).__name__)
+    else:
+        rec.update(_ok_fields(res))
+    rec["wall_time_s"] = time.perf_counter() - t0
+    return rec

@@ -1,0 +1,237 @@
+"""The axes of a sweep and their expansion into points, each with a content-derived id.
+
+* Load: closed-loop concurrency (N users) or open-loop rate scale; policy knobs (``gamma``,
+  ``threshold``) are extra axes. A knob a policy ignores is dropped from its points (``mtp1`` forces
+  gamma 1, ``none`` gamma 0, only policies that use ``threshold`` keep it), so no point is simulated
+  twice under two names.
+* Identity: a point's id is the SHA-256 (first 20 hex digits) of its fully resolved configuration:
+  the resolved scenario dict, the step-time profile's content, the policy name (and a plug-in file's
+  content), the resolved knobs (gamma, drafter, threshold), the load, the seed, the number of trace
+  requests, the horizon, and the trace's content hash. The simulator's own code is not part of it:
+  after changing the engine, sweep into a fresh directory (or pass ``--force``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from specsim.errors import SpecsimInputError
+from specsim.scenario import Scenario
+from specsim.sweep.store import RECORD_VERSION, canonical_sha
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The axes of a sweep.
+
+    Args:
+        policies: policy names (registry names or ``path/file.py:Name``).
+        concurrency: closed-loop user counts (>= 1); may be combined with ``rate_scales``.
+        rate_scales: open-loop rate scales (> 0): arrival times divided by each.
+        seeds: run seeds; each (policy, knobs, load) point runs once per seed.
+        gammas: draft block lengths to sweep; None = the scenario's ``engine.gamma``.
+        thresholds: thresholds to sweep (policies that use one); None = the scenario's default.
+        num_requests: the first N trace requests (None = all).
+        requests_per_user: closed loop only: a point at concurrency C uses
+            min(len(trace), max(num_requests, requests_per_user * C)) requests, so that every run has a
+            closed-loop window (None: num_requests for every load).
+        max_sim_s: explicit horizon in simulated seconds (None: run to completion).
+        drafter: override the scenario's drafter (``mtp1`` and ``none`` force their own).
+
+    Raises:
+        SpecsimInputError: an empty axis or a value out of range (naming the flag).
+    """
+
+    policies: tuple[str, ...]
+    concurrency: tuple[int, ...] = ()
+    rate_scales: tuple[float, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    gammas: tuple[int | None, ...] = (None,)
+    thresholds: tuple[float | None, ...] = (None,)
+    num_requests: int | None = None
+    requests_per_user: int | None = None
+    max_sim_s: float | None = None
+    drafter: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("policies", "at least one policy", self.policies, bool(self.policies)),
+            ("concurrency", "at least one load point (--concurrency or --rate-scales)", (),
+             bool(self.concurrency or self.rate_scales)),
+            ("concurrency", "ints >= 1", self.concurrency, all(c >= 1 for c in self.concurrency)),
+            ("rate-scales", "finite values > 0", self.rate_scales,
+             all(r > 0 and math.isfinite(r) for r in self.rate_scales)),
+            ("seeds", "at least one seed", self.seeds, bool(self.seeds)),
+            ("gamma", "ints >= 0", self.gammas, bool(self.gammas) and all(g is None or g >= 0 for g in self.gammas)),
+            ("threshold", "values in [0, 1]", self.thresholds,
+             bool(self.thresholds) and all(t is None or 0 <= t <= 1 for t in self.thresholds)),
+            ("num-requests", "an int >= 1", self.num_requests, self.num_requests is None or self.num_requests >= 1),
+            ("requests-per-user", "an int >= 1", self.requests_per_user,
+             self.requests_per_user is None or self.requests_per_user >= 1),
+        ]
+        for flag, expected, got, ok in checks:
+            if not ok:
+                raise SpecsimInputError(f"--{flag}", None, flag, expected, repr(got))
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One simulation of a sweep: a fully resolved configuration and its id.
+
+    Attributes:
+        id: SHA-256 (20 hex digits) of ``config`` (module docstring).
+        policy: policy name as given.
+        knobs: resolved knobs: ``gamma`` and ``drafter`` always, ``threshold`` when the policy uses it.
+        mode: ``closed`` or ``open``.
+        load: concurrency (closed) or rate scale (open).
+        seed: run seed.
+        num_requests: trace requests simulated (the first N).
+        max_sim_s: horizon in simulated seconds (None: run to completion).
+        config: the canonical dict the id hashes.
+    """
+
+    id: str
+    policy: str
+    knobs: dict[str, Any]
+    mode: str
+    load: float
+    seed: int
+    num_requests: int
+    max_sim_s: float | None
+    config: dict[str, Any] = field(repr=False)
+
+    def label(self) -> str:
+        """A short human label: ``policy gamma=.. c=.. seed=..``."""
+        load = f"c={int(self.load)}" if self.mode == "closed" else f"x{self.load:g}"
+        kn = " ".join(f"{k}={v}" for k, v in self.knobs.items() if k != "drafter")
+        return f"{self.policy} {kn} {load} seed={self.seed}".replace("  ", " ")
+
+
+# --------------------------------------------------------------------------------------------- knobs
+def policy_uses_threshold(policy: str, gamma: int | None) -> bool:
+    """Whether ``policy``'s behaviour depends on the ``threshold`` knob.
+
+    Today: building the policy with two different thresholds gives objects whose attributes differ (so
+    plug-ins are handled the same way as built-ins). This is the one place that decides it.
+
+    Raises:
+        SpecsimInputError: unknown policy.
+    """
+    from specsim.policies import make_policy
+
+    a = make_policy(policy, gamma=gamma, threshold=0.25)
+    b = make_policy(policy, gamma=gamma, threshold=0.75)
+    return _state(a) != _state(b)
+
+
+def default_threshold(scenario: Scenario, policy: str, gamma: int | None) -> float | None:
+    """The threshold a point runs with when the sweep has no ``threshold`` axis: the scenario's
+    ``[policy.knobs] threshold``, else the policy's own default."""
+    from specsim.policies import make_policy
+
+    thr = scenario.policy.knobs.get("threshold")
+    return getattr(make_policy(policy, gamma=gamma), "threshold", None) if thr is None else float(thr)
+
+
+def _state(obj: Any) -> dict[str, Any]:
+    return {k: repr(v) for k, v in sorted(getattr(obj, "__dict__", {}).items())}
+
+
+class _NoProfile:
+    """Stands in for a profile while resolving knobs (resolve_run only loads one when none is given)."""
+
+
+_NO_PROFILE = _NoProfile()
+
+
+def resolve_knobs(policy: str, scenario: Scenario, gamma: int | None, threshold: float | None,
+                  drafter: str | None) -> dict[str, Any]:
+    """The knobs a policy actually runs with: resolved gamma and drafter, and threshold when it matters.
+
+    Returns:
+        ``{"gamma": int, "drafter": str}`` plus ``"threshold": float`` when :func:`policy_uses_threshold`.
+
+    Raises:
+        SpecsimInputError: unknown policy or drafter.
+    """
+    from specsim.simulation import resolve_run
+
+    extra: dict[str, Any] = {}
+    if policy_uses_threshold(policy, gamma):
+        thr = default_threshold(scenario, policy, gamma) if threshold is None else float(threshold)
+        if thr is not None:
+            extra["threshold"] = float(thr)
+    _, _, dname, g, _ = resolve_run(policy, scenario, gamma, drafter, profile=_NO_PROFILE, **extra)
+    return {"gamma": int(g), "drafter": dname, **extra}
+
+
+# --------------------------------------------------------------------------------------------- points
+def _file_sha(path: str) -> str | None:
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+
+
+def _base_config(spec: SweepSpec, scenario: Scenario) -> dict[str, Any]:
+    """The part of every point's config shared by the whole sweep."""
+    from specsim.hardware.profile import resolve_profile
+
+    prof = resolve_profile(scenario.profile.name, scenario.profile.lookup or None)
+    return {"record_version": RECORD_VERSION, "scenario": scenario.to_dict(),
+            "profile_sha": canonical_sha(prof.to_dict()), "max_sim_s": spec.max_sim_s}
+
+
+def _trace_hasher(trace) -> Callable[[int], str]:
+    """``n -> content hash of the trace's first n requests``, each computed once."""
+    cache: dict[int, str] = {}
+
+    def trace_hash(n: int) -> str:
+        if n not in cache:
+            cache[n] = trace.head(n).content_hash() if n < len(trace) else trace.content_hash()
+        return cache[n]
+    return trace_hash
+
+
+def _num_requests(spec: SweepSpec, mode: str, load: float, n_all: int) -> int:
+    """Trace requests a point simulates (SweepSpec's ``num_requests`` and ``requests_per_user``)."""
+    n = min(n_all, spec.num_requests or n_all)
+    if mode == "closed" and spec.requests_per_user:
+        n = min(n_all, max(n, spec.requests_per_user * int(load)))
+    return n
+
+
+def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint]:
+    """All distinct points of ``spec`` (module docstring), in a stable order.
+
+    Order: policy, gamma, threshold, load (closed loads, then open), seed, as given in ``spec``.
+
+    Args:
+        spec: the sweep axes.
+        scenario: the resolved scenario.
+        trace: the full trace (:class:`specsim.trace.Trace`); points use its first ``num_requests``.
+
+    Raises:
+        SpecsimInputError: unknown policy, drafter or profile.
+    """
+    base = _base_config(spec, scenario)
+    trace_hash = _trace_hasher(trace)
+    loads = [("closed", float(c)) for c in spec.concurrency] + [("open", float(r)) for r in spec.rate_scales]
+    points: dict[str, SweepPoint] = {}
+    for policy in spec.policies:
+        plugin_sha = _file_sha(policy.rsplit(":", 1)[0]) if ":" in policy else None
+        for g in spec.gammas:
+            for h in spec.thresholds:
+                knobs = resolve_knobs(policy, scenario, g, h, spec.drafter)
+                for (mode, load), seed in itertools.product(loads, spec.seeds):
+                    n = _num_requests(spec, mode, load, len(trace))
+                    cfg = dict(base, policy=policy, plugin_sha=plugin_sha, knobs=knobs,
+                               load={"mode": mode, "value": load}, seed=int(seed), num_requests=n,
+                               trace_sha=trace_hash(n))
+                    pid = canonical_sha(cfg)[:20]
+                    points.setdefault(pid, SweepPoint(pid, policy, knobs, mode, load, int(seed), n,
+                                                      spec.max_sim_s, cfg))
+    return list(points.values())

@@ -1,0 +1,170 @@
+"""Sweep records on disk: one JSON file per finished point, written atomically, checked on read.
+
+Layout of a sweep directory ``DIR``:
+
+* ``DIR/points/<id>.json``: one record per finished point, written through a temporary file, fsync and
+  ``os.replace``, so a record is either complete or absent. Each record carries a SHA-256 ``checksum``
+  of its body (every field but ``checksum`` and ``wall_time_s``); a record that fails to parse, to
+  match its checksum or whose ``id`` differs from its file name reads as missing.
+* ``DIR/sweep.json``: the manifest of the latest sweep (spec, resolved scenario, trace hash, point ids).
+
+Resume rule (:func:`finished_ids`): a point is done when its record is valid and its status is ``ok``,
+or ``error`` unless failed points are retried; leftover temporary files and invalid records are deleted.
+
+This module knows nothing about how points are run: :mod:`specsim.frontier` reads records through it
+without importing the sweep runner or its executors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+#: Version of the record layout; part of every point's identity.
+RECORD_VERSION = 1
+
+#: Summary keys copied into a record (plus ``load`` and ``per_domain``).
+SUMMARY_KEYS = (
+    "completed", "unfinished", "unservable", "total", "measured_requests", "total_input_tokens",
+    "total_output_tokens", "duration_s", "request_throughput", "output_throughput", "output_throughput_per_gpu",
+    "decode_gpus", "prefill_gpus", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+    "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "mean_tps_per_user",
+    "median_tps_per_user", "num_single_token", "mean_acceptance_length", "acceptance_rate",
+    "mean_verify_tokens_per_request", "steps", "clipped_verify_lengths", "policy", "drafter", "gamma", "seed",
+)
+
+
+def canonical_sha(obj: Any) -> str:
+    """SHA-256 hex digest (64 chars) of ``obj`` as canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with numpy scalars as Python numbers, tuples as lists, dict keys as str and NaN/inf as None."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        x = float(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _body_checksum(rec: dict[str, Any]) -> str:
+    body = {k: v for k, v in rec.items() if k not in ("checksum", "wall_time_s")}
+    return canonical_sha(body)
+
+
+def _write_atomic(final: Path, text: str) -> Path:
+    """Write ``text`` to ``final`` through ``.<name>.tmp-<pid>`` beside it, fsync and ``os.replace``."""
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    return final
+
+
+def points_dir(out_dir: str | Path) -> Path:
+    """``DIR/points``: one JSON record per finished point."""
+    return Path(out_dir) / "points"
+
+
+def write_record(out_dir: str | Path, rec: dict[str, Any]) -> Path:
+    """Write a record atomically onto ``DIR/points/<id>.json`` with its checksum; returns that path.
+
+    Args:
+        out_dir: the sweep directory (created if missing).
+        rec: a record dict with at least ``id`` (JSON-serialisable).
+    """
+    d = points_dir(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    rec = dict(rec, checksum=_body_checksum(rec))
+    return _write_atomic(d / f"{rec['id']}.json", json.dumps(rec, separators=(",", ":")))
+
+
+def read_record(path: str | Path) -> dict[str, Any] | None:
+    """A record, or None when the file is cut off, unparsable, fails its checksum or names another id."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("checksum") != _body_checksum(rec):
+        return None
+    if rec.get("id") != Path(path).stem:
+        return None
+    return rec
+
+
+def load_records(out_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped."""
+    d = points_dir(out_dir)
+    if ids is not None:
+        paths = [d / f"{i}.json" for i in ids]
+    else:
+        paths = sorted(d.glob("*.json")) if d.is_dir() else []
+    recs = [read_record(p) for p in paths if p.is_file()]
+    return sorted((r for r in recs if r is not None), key=lambda r: r["id"])
+
+
+def finished_ids(out_dir: str | Path, ids: Iterable[str], retry_failed: bool) -> tuple[set[str], int]:
+    """Which of ``ids`` are already done in ``DIR``, and how many invalid records were deleted.
+
+    Removes leftover temporary files and every record of ``ids`` that fails :func:`read_record`
+    (it is then recomputed). A valid record is done when its status is ``ok``, or when it is an
+    ``error`` and ``retry_failed`` is False.
+
+    Returns:
+        (done ids, number of invalid records deleted)
+    """
+    d = points_dir(out_dir)
+    done: set[str] = set()
+    bad = 0
+    if not d.is_dir():
+        return done, bad
+    for tmp in d.glob(".*.json.tmp-*"):
+        tmp.unlink(missing_ok=True)
+    for pid in ids:
+        f = d / f"{pid}.json"
+        if not f.exists():
+            continue
+        rec = read_record(f)
+        if rec is None:
+            bad += 1
+            f.unlink(missing_ok=True)
+        elif rec["status"] == "ok" or not retry_failed:
+            done.add(pid)
+    return done, bad
+
+
+def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, points: Iterable[Any]) -> Path:
+    """Write ``DIR/sweep.json`` atomically: the spec, resolved scenario, trace hash and point ids.
+
+    Args:
+        out_dir: the sweep directory (created if missing).
+        spec: the sweep's :class:`specsim.sweep.SweepSpec` (any dataclass).
+        scenario: the resolved :class:`specsim.scenario.Scenario`.
+        trace: the full :class:`specsim.trace.Trace`.
+        points: the sweep's points (objects with an ``id``).
+
+    Returns:
+        The manifest's path.
+    """
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    man = {"spec": asdict(spec), "scenario": scenario.to_dict(), "scenario_hash": scenario.hash(),
+           "scenario_source": scenario.source, "trace": str(getattr(trace, "source", None)),
+           "trace_sha": trace.content_hash(), "point_ids": [p.id for p in points]}
+    return _write_atomic(d / "sweep.json", json.dumps(jsonable(man), indent=1) + "\n")

@@ -1,0 +1,98 @@
+"""Sweep records as DataFrames: one row per point, and the spread of each load point over seeds.
+
+Reads records only (a sweep directory or a list of record dicts, :mod:`specsim.sweep.store`); it never
+runs a point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from specsim.sweep.store import SUMMARY_KEYS, canonical_sha, load_records
+
+#: Metrics summarised over seeds by :func:`seed_spread` (mean, std, min, max).
+SPREAD_METRICS = ("mean_tps_per_user", "output_throughput_per_gpu", "mean_verify_tokens_per_request",
+                  "mean_acceptance_length", "mean_ttft_ms", "median_tps_per_user")
+
+_IDENTITY = ("policy", "drafter", "gamma", "seed")   # summary keys the identity columns already hold
+
+
+def _curve_labels(df: pd.DataFrame) -> pd.Series:
+    """Curve label per row: the policy name, plus each knob that takes several values for that policy."""
+    labels = df.policy.astype(str).copy()
+    for pol, sub in df.groupby("policy", sort=False):
+        varying = [k for k in ("drafter", "gamma", "threshold") if sub[k].nunique(dropna=False) > 1]
+        if varying:
+            suffix = sub[varying].apply(lambda r: " ".join(f"{k}={r[k]:g}" if isinstance(r[k], float)
+                                                           else f"{k}={r[k]}" for k in varying), axis=1)
+            labels.loc[sub.index] = pol + " " + suffix
+    return labels
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    """One record as a flat row (identity, status, summary metrics, closed-loop window)."""
+    cfg = r["config"]
+    kn = cfg["knobs"]
+    row = {"id": r["id"], "policy": cfg["policy"], "drafter": kn["drafter"], "gamma": kn["gamma"],
+           "threshold": kn.get("threshold", np.nan), "mode": cfg["load"]["mode"],
+           "load": cfg["load"]["value"], "seed": cfg["seed"], "num_requests": cfg["num_requests"],
+           "scenario_sha": canonical_sha(cfg["scenario"])[:16], "trace_sha": cfg["trace_sha"][:16],
+           "status": r["status"], "error": r["error"], "wall_time_s": r.get("wall_time_s")}
+    s = r.get("summary") or {}
+    for k in SUMMARY_KEYS:
+        if k not in row and k not in _IDENTITY:
+            row[k] = s.get(k)
+    load = s.get("load") or {}
+    row["window_start_s"] = load.get("window_start_s")
+    row["window_end_s"] = load.get("window_end_s")
+    return row
+
+
+def results_frame(records_or_dir: str | Path | list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per point: identity columns, status, error, and the summary metrics.
+
+    Args:
+        records_or_dir: a sweep directory, or a list of records (:func:`specsim.sweep.store.load_records`).
+
+    Returns:
+        Columns ``id, curve, policy, drafter, gamma, threshold, mode, load, concurrency, rate_scale, seed,
+        num_requests, status, error`` then every SUMMARY_KEYS metric (NaN for failed points), plus
+        ``window_start_s, window_end_s`` for closed-loop points and ``wall_time_s``; sorted by curve,
+        mode, load, seed. Empty (no columns) without records.
+    """
+    recs = records_or_dir if isinstance(records_or_dir, list) else load_records(records_or_dir)
+    df = pd.DataFrame([_row(r) for r in recs])
+    if df.empty:
+        return df
+    num = [k for k in SUMMARY_KEYS if k in df and k not in ("policy", "drafter")]
+    df[num] = df[num].apply(pd.to_numeric, errors="coerce")
+    df["concurrency"] = np.where(df["mode"] == "closed", df["load"], np.nan)
+    df["rate_scale"] = np.where(df["mode"] == "open", df["load"], np.nan)
+    df.insert(1, "curve", _curve_labels(df))
+    return df.sort_values(["curve", "mode", "load", "seed"], kind="stable").reset_index(drop=True)
+
+
+def seed_spread(df: pd.DataFrame, metrics: Iterable[str] = SPREAD_METRICS) -> pd.DataFrame:
+    """Mean, std (ddof 1; 0 for one seed), min and max of ``metrics`` over seeds per (curve, mode, load).
+
+    Args:
+        df: a :func:`results_frame`.
+        metrics: metric columns to summarise.
+
+    Returns:
+        Columns ``curve, mode, load, num_seeds`` then ``<metric>_<stat>`` for stat in mean, std, min,
+        max. Only points with status ``ok`` count; ``num_seeds`` says how many did.
+    """
+    ok = df[df.status == "ok"]
+    metrics = list(metrics)
+    g = ok.groupby(["curve", "mode", "load"], sort=True)
+    agg = g[metrics].agg(["mean", "std", "min", "max"])
+    agg.columns = [f"{m}_{s}" for m, s in agg.columns]
+    for m in metrics:
+        agg[f"{m}_std"] = agg[f"{m}_std"].fillna(0.0)
+    agg.insert(0, "num_seeds", g.size())
+    return agg.reset_index()
