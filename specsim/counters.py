@@ -20,12 +20,14 @@ constant, or a survival that rises with k.
 Sources read here: a counters CSV (the format of the shared ``spec_acceptance`` example: columns
 ``num_spec_tokens`` and ``frac_drafts_accepting_pos1..K``, optional ``num_drafts``,
 ``num_draft_tokens``, ``accepted_tokens_pos1..K`` and ``reported_mean_acceptance_length``) and a vLLM
-Prometheus ``/metrics`` text dump.
+Prometheus ``/metrics`` text dump (:func:`load_counters` picks by suffix); :func:`rate_table` turns counters
+into the rate table that ``acceptance.table`` reads (``specsim counters`` writes it).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,3 +255,70 @@ def parse_vllm_metrics(text: str, source: str = "metrics", model_name: str | Non
     return from_counts(int(round(drafts)), acc,
                        num_draft_tokens=None if draft_tokens is None else int(round(draft_tokens)),
                        name=model_name or "vllm", source=source)
+
+
+#: Conditional rates are clipped into [RATE_FLOOR, 1 - RATE_FLOOR] in a rate table: 0 and 1 are not usable
+#: latent-model rates, and a zero survival leaves the later positions undefined (NaN, replaced by the floor).
+RATE_FLOOR = 1e-4
+
+
+def load_counters(path: str | Path, *, domain: str = "chat", configs: Sequence[str] | None = None
+                  ) -> dict[str, AcceptanceCounters]:
+    """Read counters by file kind: a ``.csv`` counters file or a vLLM Prometheus ``/metrics`` text dump.
+
+    Args:
+        path: the file; a ``.csv`` suffix (any case) selects :func:`read_counters_csv`, anything else
+            :func:`parse_vllm_metrics`.
+        domain: the name given to the one configuration of a ``/metrics`` dump.
+        configs: CSV ``config_id`` values to keep (all when ``None`` or empty); ignored for a dump.
+
+    Returns:
+        ``{name: counters}`` in file order; a CSV configuration measured twice (e.g. on two platforms)
+        keeps both, the second as ``name-2``, the third as ``name-3``.
+
+    Raises:
+        SpecsimInputError: unreadable file, counters that cannot be converted (see the readers), or no
+            configuration left after the ``configs`` filter.
+    """
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        rows = [c for c in read_counters_csv(path) if not configs or c.name in configs]
+        out: dict[str, AcceptanceCounters] = {}
+        for c in rows:
+            name, i = c.name, 2
+            while name in out:
+                name, i = f"{c.name}-{i}", i + 1
+            out[name] = c
+    else:
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecsimInputError(str(path), None, None, "a readable /metrics dump", str(e)[:60]) from None
+        out = {domain: parse_vllm_metrics(text, source=str(path))}
+    if not out:
+        raise SpecsimInputError(str(path), None, "config", "at least one configuration",
+                                f"none of {list(configs or [])} found")
+    return out
+
+
+def rate_table(counters: Mapping[str, AcceptanceCounters], source: str) -> dict:
+    """The rate table of ``acceptance.table``: ``{"alpha": {name: [alpha_1..alpha_K]}, ...}``.
+
+    Args:
+        counters: ``{domain or config name: counters}``, e.g. from :func:`load_counters`.
+        source: the file name recorded in the table (a name, never a machine path).
+
+    Returns:
+        A JSON-ready dict: ``alpha`` (per name, the K conditional rates rounded to 6 decimals and clipped
+        into [:data:`RATE_FLOOR`, 1 - RATE_FLOOR], NaN to the floor), ``source``, ``method`` and
+        ``mean_acceptance_length`` (per name, 1 + sum_k s_k, unclipped).
+    """
+    alpha = {}
+    for name, c in counters.items():
+        cond = np.asarray(c.conditional, dtype=float)                    # (K,)
+        if not np.all(np.isfinite(cond) & (cond > 0) & (cond < 1)):
+            cond = np.clip(np.nan_to_num(cond, nan=RATE_FLOOR), RATE_FLOOR, 1 - RATE_FLOOR)
+        alpha[name] = [round(float(x), 6) for x in cond]
+    return {"alpha": alpha, "source": source,
+            "method": "conditional rates alpha_k = s_k / s_(k-1) from survival counters (specsim.counters)",
+            "mean_acceptance_length": {n: c.mean_acceptance_length for n, c in counters.items()}}

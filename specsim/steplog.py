@@ -28,6 +28,7 @@ label is 0 for every k > num_accepted); otherwise it is unknown. Runs that verif
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,22 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
                                 f"{int(a[i])}, {int(v[i])}, {int(g[i])}")
     return df
 
+
+
+def read_step_logs(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Read several step logs (:func:`read_step_log` each) into one frame.
+
+    ``request_id`` becomes ``"<file index>:<request_id>"`` (a string), so requests of different runs never
+    collide when the logs are pooled (``specsim fit`` and ``specsim calibrate``).
+
+    Raises:
+        SpecsimInputError: no paths, or as :func:`read_step_log` for the first bad file.
+    """
+    if not paths:
+        raise SpecsimInputError(None, None, "logs", "at least one step-log file", "none")
+    frames = [df.assign(request_id=f"{i}:" + df["request_id"].astype(str))
+              for i, df in enumerate(read_step_log(p) for p in paths)]
+    return pd.concat(frames, ignore_index=True)
 
 def prefix_labels(verify_len: np.ndarray, num_accepted: np.ndarray, gamma: int) -> tuple[np.ndarray, np.ndarray]:
     """Prefix-accepted labels and their known-mask per draft position.

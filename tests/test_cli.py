@@ -1,15 +1,22 @@
-"""`specsim run` from the command line: output formats, records, and one-line errors with exit code 2."""
+"""The command line: `specsim run` output and records, one-line errors with exit code 2, exit statuses,\nnumber formatting, and the library calls behind `counters` and `profile import-vidur`."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from conftest import REPO
+from specsim import fmt
 from specsim.cli import main
+from specsim.errors import SpecsimInputError
 
 PROD = str(REPO / "traces" / "prod.jsonl")
 
@@ -117,3 +124,131 @@ def test_plugin_policy_by_path(monkeypatch, capsys, tmp_path):
 def test_compare_rejects_non_positive_tiers(monkeypatch, capsys, tmp_path):
     code, _, err = run_cli(monkeypatch, capsys, "compare", str(tmp_path), "--tiers", "-5")
     assert code == 2 and "tiers" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ exit codes in a fresh interpreter
+
+def _specsim(*args: str, code: str = "from specsim.cli import main; main()"):
+    """Run the command line in a subprocess (the installed entry point's code); (status, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                       cwd=REPO, env={**os.environ, "COLUMNS": "60"})
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--bogus"], "No such option: --bogus"),
+    (["nocmd"], "No such command 'nocmd'"),
+    (["run", "--policy", "dspark"], "Missing option '--trace'"),
+    (["run", "--trace", PROD, "--seed", "x"], "Invalid value for '--seed'"),
+    (["trace", "convert", "a", "b", "--from", "nope"], "'--from'"),
+    (["trace", "synth", "--num-requests", "5", "--rate", "1", "--out", "x.jsonl", "--arrival", "gamma"], "cv"),
+    (["run", "--trace", "no/such/trace.jsonl"], "no/such/trace.jsonl"),
+])
+def test_usage_and_input_errors_one_line_exit_2(args, message):
+    code, out, err = _specsim(*args)
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("specsim: error: ") and message in err
+
+
+def test_help_exits_0_and_bare_group_prints_help():
+    code, out, err = _specsim("--help")
+    assert code == 0 and "run" in out and "policies" in out and err == ""
+    code, out, err = _specsim("profile")                     # a group without its command: help, status 2
+    assert code == 2 and "import-vidur" in out and "Traceback" not in err
+
+
+EXIT_APP = """
+import sys, typer
+from specsim.cli import app, main
+
+@app.command("exit3")
+def exit3() -> None:
+    raise typer.Exit(3)
+
+@app.command("interrupt")
+def interrupt() -> None:
+    raise KeyboardInterrupt
+
+@app.command("ok")
+def ok() -> None:
+    print("fine")
+
+main()
+"""
+
+
+@pytest.mark.parametrize("command, status", [("exit3", 3), ("interrupt", 130), ("ok", 0)])
+def test_main_propagates_the_app_status(command, status):
+    code, out, err = _specsim(command, code=EXIT_APP)
+    assert code == status and "Traceback" not in err
+    assert ("fine" in out) == (command == "ok")
+
+
+# ------------------------------------------------------------------ number formatting (specsim.fmt)
+
+def test_fmt_rules():
+    assert fmt.number(12345.678) == "12,345.7" and fmt.number(2.5, 0) == "2" and fmt.number(7, 2) == "7.00"
+    assert fmt.number(np.float32(0.5), 3) == "0.500" and fmt.number(np.int64(1234), 0) == "1,234"
+    for missing in (None, math.nan, math.inf, -math.inf, np.nan):
+        assert fmt.number(missing) == fmt.percent(missing) == fmt.value(missing) == fmt.MISSING == "-"
+    assert fmt.percent(0.1234) == "12.3%" and fmt.percent(-0.05, signed=True) == "-5.0%"
+    assert fmt.percent(0.25, 0, signed=True) == "+25%" and fmt.percent(1) == "100.0%"
+    assert fmt.value(0.71234) == "0.712" and fmt.value(99.9994) == "99.999" and fmt.value(100.0) == "100.0"
+    assert fmt.value(-1234.56) == "-1,234.6" and fmt.value(1234) == "1,234" and fmt.value(np.int64(7)) == "7"
+    assert fmt.value(True) == "True" and fmt.value("dspark") == "dspark"
+    with pytest.raises((TypeError, ValueError)):
+        fmt.number("12")
+
+
+def test_help_constants_match_the_library():
+    from specsim.calibration import N_BINS
+    from specsim.cli.calibrate_cmd import DEFAULT_BINS
+    from specsim.cli.trace_cmd import DOMAINS
+    from specsim.trace import LENGTH_MODELS
+    assert DEFAULT_BINS == N_BINS and DOMAINS == tuple(LENGTH_MODELS)
+
+
+# ------------------------------------------------------------------ counters and Vidur layout through the CLI
+
+def test_counters_command_writes_the_rate_table(monkeypatch, capsys, tmp_path):
+    csv = _write(tmp_path / "c.csv", "config_id,num_spec_tokens,frac_drafts_accepting_pos1,"
+                 "frac_drafts_accepting_pos2\na,2,0.8,0.6\nb,2,0.5,0.0\na,2,0.9,0.45\n")
+    out = tmp_path / "t" / "table.json"
+    code, o, err = run_cli(monkeypatch, capsys, "counters", csv, "--out", str(out))
+    assert code == 0, err
+    t = json.loads(out.read_text())
+    assert list(t["alpha"]) == ["a", "b", "a-2"] and t["source"] == "c.csv"
+    assert t["alpha"]["a"] == [0.8, 0.75] and t["alpha"]["a-2"] == [0.9, 0.5]
+    assert t["alpha"]["b"] == [0.5, 1e-4]                      # a zero rate is clipped to the floor
+    assert t["mean_acceptance_length"]["a"] == pytest.approx(2.4)
+    assert "a: 0.800 0.750  (tau 2.400)" in o
+    code, _, err = run_cli(monkeypatch, capsys, "counters", csv, "--out", str(out), "--config", "zzz")
+    assert code == 2 and "zzz" in err
+
+
+def test_vidur_layout_names_and_errors(tmp_path):
+    from specsim.hardware.vidur import import_vidur_files, vidur_profile_name
+    mlp = tmp_path / "h100" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv"
+    assert vidur_profile_name(mlp, "h100", 2) == "h100-llama2-7b-tp2"
+    assert vidur_profile_name(tmp_path / "Some-Model" / "mlp.csv", "a100", 1, True) == "a100-some-model-tp1-vidur"
+    with pytest.raises(SpecsimInputError, match="none found"):
+        import_vidur_files(tmp_path)                             # no compute/<gpu>/<org>/<model>/mlp.csv
+    with pytest.raises(SpecsimInputError, match="field 'gpu'"):
+        import_vidur_files(tmp_path, [Path("mlp.csv")])          # outside the layout and no --gpu
+
+
+def test_import_vidur_command(monkeypatch, capsys, tmp_path, shared):
+    monkeypatch.setenv("SPECSIM_SHARED", str(shared))
+    mlp = shared / "data/profiles/vidur/compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    code, o, err = run_cli(monkeypatch, capsys, "profile", "import-vidur", "--mlp", str(mlp), "--tp", "1",
+                           "--out", str(tmp_path))
+    assert code == 0, err
+    prof = json.loads((tmp_path / "h100-llama2-7b-tp1.json").read_text())
+    assert prof["metadata"]["num_layers"] == 32 and prof["metadata"]["tp"] == 1
+    md = prof["metadata"]
+    assert md["source"] == "shared/data/profiles/vidur/compute/h100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    assert md["allreduce_source"] is None                    # TP 1: no all-reduce
+    assert "shared/anchors/vidur_run/vidur_attention_a100" in md["attention_note"]   # the layout's anchor
+    code, _, err = run_cli(monkeypatch, capsys, "profile", "import-vidur", "--out", str(tmp_path))
+    assert code == 2 and "--mlp" in err

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.counters import from_counts, from_survival, parse_vllm_metrics, read_counters_csv
+from specsim.counters import (RATE_FLOOR, from_counts, from_survival, load_counters, parse_vllm_metrics, rate_table,
+                              read_counters_csv)
 from specsim.errors import SpecsimInputError
 
 
@@ -88,3 +89,24 @@ def test_vllm_prometheus_dump():
         parse_vllm_metrics(adaptive)
     with pytest.raises(SpecsimInputError):
         parse_vllm_metrics("vllm:num_requests_running 3\n")
+
+
+def test_load_counters_by_suffix_and_rate_table(tmp_path):
+    dump = tmp_path / "metrics.txt"
+    dump.write_text(PROM)
+    got = load_counters(dump, domain="code")
+    assert list(got) == ["code"] and np.allclose(got["code"].survival, [0.7, 0.5, 0.3])
+    t = rate_table({"code": got["code"], "z": from_survival([0.5, 0.0, 0.0]), "one": from_survival([1.0, 0.9])},
+                   source="metrics.txt")
+    assert t["alpha"]["code"] == [0.7, round(0.5 / 0.7, 6), 0.6]
+    assert t["alpha"]["z"] == [0.5, RATE_FLOOR, RATE_FLOOR]          # 0 and NaN (after a zero) to the floor
+    assert t["alpha"]["one"] == [1 - RATE_FLOOR, 0.9]                # 1 is not a usable latent-model rate
+    assert t["mean_acceptance_length"] == {"code": pytest.approx(2.5), "z": 1.5, "one": pytest.approx(2.9)}
+    assert t["source"] == "metrics.txt" and "s_k / s_(k-1)" in t["method"]
+    with pytest.raises(SpecsimInputError, match="readable"):
+        load_counters(tmp_path / "missing.txt")
+    csv = tmp_path / "c.CSV"
+    csv.write_text("config_id,num_spec_tokens,frac_drafts_accepting_pos1\nx,1,0.4\ny,1,0.3\n")
+    assert list(load_counters(csv, configs=["y"])) == ["y"]
+    with pytest.raises(SpecsimInputError, match="at least one configuration"):
+        load_counters(csv, configs=["nope"])

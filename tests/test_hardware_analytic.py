@@ -41,7 +41,7 @@ def test_moe_expected_active_experts():
 
 
 def test_calibration_error_per_model(shared):
-    from specsim.cli.profile_cmd import calibrate_on_vidur
+    from specsim.hardware.vidur import calibrate_on_vidur
     res = calibrate_on_vidur(shared)
     assert res.errors["llama2-7b"][0] < 0.06 and res.errors["llama2-70b"][0] < 0.04
     d = default_efficiency()

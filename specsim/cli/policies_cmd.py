@@ -13,8 +13,6 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from specsim.cli import app
 
@@ -43,6 +41,9 @@ def policies(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object {name: description}."),
 ) -> None:
     """List the available verification policies with a one-line description each."""
+    from rich.console import Console
+    from rich.table import Table
+
     from specsim.policies import available_policies
 
     registry = available_policies()

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from specsim import fmt
 from specsim.cli import app
 
 production_app = typer.Typer(no_args_is_help=True, help="Fit a DeepSeek-V4 decode rank to MTP-1 (Fig. 7) "
@@ -25,6 +24,8 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
             cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
             write: bool = typer.Option(True, help="write the profile, scenario TOML and fit record")) -> None:
     """Fit the rank profile's scale and shape to the MTP-1 frontier points of Fig. 7 (nothing from DSpark)."""
+    from rich.console import Console
+
     from specsim.production import deployment, fit_mtp1, write_fit
 
     dep = deployment(model)
@@ -44,6 +45,8 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
                 cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
                 json_out: Optional[Path] = typer.Option(None, "--json", help="write the full result here")) -> None:
     """Simulate dspark-async (DSpark-5) against mtp1 on the fitted scenario; compare with the paper."""
+    from rich.console import Console
+
     from specsim.hardware.profile import resolve_profile
     from specsim.production import deployment, predict
     from specsim.scenario import load_scenario
@@ -59,24 +62,33 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
         json_out.write_text(json.dumps(out, indent=1, default=float) + "\n")
 
 
-def print_prediction(out: dict, console: Console) -> None:
-    """Tables: SLA gain, TPS/user at matched throughput, budget per request, frontier vs the paper."""
+def print_prediction(out: dict, console) -> None:
+    """Tables: SLA gain, TPS/user at matched throughput, budget per request, frontier vs the paper.
+
+    Args:
+        out: the dict :func:`specsim.production.predict` returns.
+        console: a ``rich.console.Console`` to print on.
+    """
+    from rich.table import Table
+
     tier = out["sla_tier"]
     t = Table(title=f"{out['deployment']}: dspark-async (DSpark-5) vs mtp1, predicted")
     for c in ("quantity", "predicted", "paper"):
         t.add_column(c, justify="right")
     thr = out["throughput_at_sla"]
-    t.add_row(f"mtp1 tok/s/GPU at {tier:g} tok/s/user", f"{thr['mtp1']:,.0f}", "(fitted)")
-    t.add_row(f"dspark tok/s/GPU at {tier:g} tok/s/user", f"{thr['dspark-async']:,.0f}", "")
-    t.add_row(f"gain at {tier:g} tok/s/user", f"{out['gain_at_sla']:+.0%}", f"{out['paper_gain_at_sla']:+.0%}")
+    t.add_row(f"mtp1 tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["mtp1"], 0), "(fitted)")
+    t.add_row(f"dspark tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["dspark-async"], 0), "")
+    t.add_row(f"gain at {tier:g} tok/s/user", fmt.percent(out["gain_at_sla"], 0, signed=True),
+              fmt.percent(out["paper_gain_at_sla"], 0, signed=True))
     for k, m in out["tps_at_matched_throughput"].items():
-        t.add_row(f"dspark TPS/user at mtp1's {k}-tier throughput", f"{m['dspark_tps']:.1f} ({m['tps_gain']:+.0%})", "")
+        gain = fmt.percent(m["tps_gain"], 0, signed=True)
+        t.add_row(f"dspark TPS/user at mtp1's {k}-tier throughput", f"{fmt.number(m['dspark_tps'])} ({gain})", "")
+    reach = out["reach_tps"]
     t.add_row("frontier reach, tok/s/user (dspark / mtp1)",
-              f"{out['reach_tps']['dspark-async']:.0f} / {out['reach_tps']['mtp1']:.0f}", "")
+              f"{fmt.number(reach['dspark-async'], 0)} / {fmt.number(reach['mtp1'], 0)}", "")
     for n, b in out["budget"].items():
-        got = "-" if b["predicted"] is None else f"{b['predicted']:.2f}"
-        t.add_row(f"mean verify tokens/request at {n} users", got, f"{b['paper']:g}")
+        t.add_row(f"mean verify tokens/request at {n} users", fmt.number(b["predicted"], 2), f"{b['paper']:g}")
     t.add_row("mtp1 verify tokens/request", ", ".join(f"{v:g}" for v in out["mtp1_budget_values"]), "2")
     for k, m in out["dspark_frontier_vs_paper"].items():
-        t.add_row(f"dspark tok/s/GPU at {k} tok/s/user", f"{m['predicted']:,.0f}", f"{m['paper']:,.0f}")
+        t.add_row(f"dspark tok/s/GPU at {k} tok/s/user", fmt.number(m["predicted"], 0), fmt.number(m["paper"], 0))
     console.print(t)

@@ -5,20 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import typer
 
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
-from specsim.hardware.profile import load_profile, save_profile, sps_rise_points
 
 profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, measure.")
 app.add_typer(profile_app, name="profile")
-
-#: Vidur model folder -> short slug used in bundled profile names.
-SLUGS = {"Llama-2-7b-hf": "llama2-7b", "Llama-2-70b-hf": "llama2-70b", "Meta-Llama-3-8B": "llama3-8b",
-         "CodeLlama-34b-Instruct-hf": "codellama34b"}
-ATTENTION_ANCHOR = "anchors/vidur_run/vidur_attention_a100_n8192_q64_kv8_tp2.csv"
 
 
 def shared_root() -> Path:
@@ -32,7 +25,7 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
          png: Path = typer.Option(None, help="PNG to write (default: FILE with .png)"),
          min_rel: float = typer.Option(0.01, help="smallest step-time drop counted as an SPS rise")) -> None:
     """Print a profile and write a PNG of step time and SPS(B), marking where SPS rises again."""
-    from specsim.hardware.profile import resolve_profile
+    from specsim.hardware.profile import resolve_profile, sps_rise_points
 
     prof = resolve_profile(path)
     for k, v in prof.metadata.items():
@@ -53,10 +46,12 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     typer.echo(f"wrote {out}")
 
 
-def _plot(prof, rises: np.ndarray, out: Path) -> None:
+def _plot(prof, rises, out: Path) -> None:
+    """Step time and SPS against B, the SPS rises (``rises``, (k,) B values) marked; a PNG at ``out``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     b, t = prof.batch_tokens, prof.step_time_s
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
@@ -89,29 +84,20 @@ def import_vidur_cmd(
     out: Path = typer.Option(Path("."), help="output folder"),
 ) -> None:
     """Build whole-model step-time curves from Vidur per-operator CSVs (see specsim.hardware.vidur)."""
-    from specsim.hardware.vidur import import_vidur, read_operator_csv
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.vidur import import_vidur_files
 
-    root = shared_root()
-    if all_:
-        files = sorted((root / "data/profiles/vidur/compute").glob("*/*/*/mlp.csv"))
-    elif mlp is not None:
-        files = [mlp]
-    else:
+    if not all_ and mlp is None:
         raise SpecsimInputError(None, None, "--mlp", "an mlp.csv path or --all", "neither")
-    att = attention or (root / ATTENTION_ANCHOR)
+    profiles = import_vidur_files(shared_root(), None if all_ else [mlp], tp=tp, gpu=gpu, allreduce_csv=allreduce,
+                                  attention_csv=attention, vidur_engine=vidur_engine)
     out.mkdir(parents=True, exist_ok=True)
-    for f in files:
-        g = gpu or f.parents[2].name
-        ar = allreduce or (root / f"data/profiles/vidur/network/{g}_dgx/all_reduce.csv")
-        tps = [tp] if tp else sorted(int(x) for x in read_operator_csv(f)["num_tensor_parallel_workers"].unique())
-        for t in tps:
-            prof = import_vidur(f, t, g, attention_csv=att if att.is_file() else None,
-                                allreduce_csv=ar if t > 1 else None, shared_root=root, vidur_engine=vidur_engine)
-            name = f"{g}-{SLUGS.get(f.parent.name, f.parent.name.lower())}-tp{t}"
-            dest = out / f"{name}{'-vidur' if vidur_engine else ''}.json"
-            save_profile(prof, dest)
-            typer.echo(f"{dest}: B 1..{prof.max_batch_tokens}, step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
-                       f"{prof.step_time(prof.max_batch_tokens) * 1e3:.1f} ms at B={prof.max_batch_tokens}")
+    for name, prof in profiles.items():
+        dest = out / f"{name}.json"
+        save_profile(prof, dest)
+        b = prof.max_batch_tokens
+        typer.echo(f"{dest}: B 1..{b}, step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
+                   f"{prof.step_time(b) * 1e3:.1f} ms at B={b}")
 
 
 @profile_app.command("import-splitwise")
@@ -121,6 +107,7 @@ def import_splitwise_cmd(
     tp: int = typer.Option(2), out: Path = typer.Option(Path("."), help="output folder"),
 ) -> None:
     """Decode step-time curve from splitwise-sim's measurements (B = sequences, one token each)."""
+    from specsim.hardware.profile import save_profile
     from specsim.hardware.splitwise import import_splitwise
 
     root = shared_root()
@@ -143,6 +130,8 @@ def analytic_cmd(
 ) -> None:
     """Analytic roofline profile for unmeasured hardware (labelled kind: analytic)."""
     from specsim.hardware import analytic as an
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.vidur import calibrate_on_vidur
 
     eff = None
     if calibrate_:
@@ -159,18 +148,6 @@ def analytic_cmd(
                f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens}")
 
 
-def calibrate_on_vidur(root: Path):
-    """Calibrate the analytic constants on the H100 Vidur Llama-2-7B and 70B curves (TP 1)."""
-    from specsim.hardware import analytic as an
-    from specsim.hardware.vidur import MODEL_LAYERS, layer_table, read_operator_csv
-
-    curves = {}
-    for slug, folder in (("llama2-7b", "Llama-2-7b-hf"), ("llama2-70b", "Llama-2-70b-hf")):
-        t = layer_table(read_operator_csv(root / f"data/profiles/vidur/compute/h100/meta-llama/{folder}/mlp.csv"), 1)
-        curves[slug] = (an.MODELS[slug], t.num_tokens, (MODEL_LAYERS[folder] * t.layer_ms + t.emb_ms) * 1e-3)
-    return an.calibrate(curves, "h100", "H100 Vidur Llama-2-7B/70B TP 1")
-
-
 @profile_app.command("measure")
 def measure_cmd(
     model: str = typer.Option("specsim-tiny", help="specsim-tiny or an analytic preset (dense)"),
@@ -182,6 +159,7 @@ def measure_cmd(
 ) -> None:
     """Time real forward passes with torch (random weights) over a grid of B."""
     from specsim.hardware.measure import measure_profile
+    from specsim.hardware.profile import save_profile
 
     if ":" in batch:
         lo, hi, step = (int(x) for x in batch.split(":"))

@@ -6,29 +6,19 @@ this module and ``specsim --help`` work without it.
 
 from __future__ import annotations
 
-import math
 from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from specsim import fmt
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
 
 
 class Backend(str, Enum):
     torch = "torch"
-
-
-def _pct(x) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{100 * x:+.1f}%"
-
-
-def _num(x) -> str:
-    return "-" if x is None else f"{x:,.3f}"
 
 
 @app.command("replay")
@@ -53,6 +43,9 @@ def replay(
     threads: int = typer.Option(1, "--threads", help="torch CPU threads"),
 ) -> None:
     """Replay a trace with real models and compare the simulator's prediction with it."""
+    from rich.console import Console
+    from rich.table import Table
+
     from specsim.trace import load_trace
     try:
         from specsim.backends.torch.replay import run_replay
@@ -72,9 +65,10 @@ def replay(
                                                                    if cal else []):
         t.add_column(col, justify="left" if col == "metric" else "right")
     for r in rows:
-        cells = [r["label"], _num(r["measured"]), _num(r["predicted"]), _pct(r["rel_error"])]
+        cells = [r["label"], fmt.number(r["measured"], 3), fmt.number(r["predicted"], 3),
+                 fmt.percent(r["rel_error"], signed=True)]
         if cal:
-            cells += [_num(r["predicted_calibrated"]), _pct(r["rel_error_calibrated"])]
+            cells += [fmt.number(r["predicted_calibrated"], 3), fmt.percent(r["rel_error_calibrated"], signed=True)]
         t.add_row(*cells)
     console.print(t)
     console.print("predicted: measured target profile + drafter cost; cal.: step cost calibrated on the "

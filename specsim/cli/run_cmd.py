@@ -7,24 +7,21 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from specsim import fmt
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
-from specsim.policies import available_policies
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.1f}"
-    return str(v)
+def print_summary(s: dict, console) -> None:
+    """A readable summary table plus the per-domain breakdown.
 
+    Args:
+        s: a run summary (``SimulationResult.summary``: vllm-bench metric names, ``load``, ``per_domain``).
+        console: a ``rich.console.Console`` to print on.
+    """
+    from rich.table import Table
 
-def print_summary(s: dict, console: Console) -> None:
-    """A readable summary table plus the per-domain breakdown."""
     load = s["load"]
     where = (f"closed loop, {load['concurrency']} users, window {load['window_start_s']:.1f}-"
              f"{load['window_end_s']:.1f} s" if load["mode"] == "closed" else f"open loop x{load['rate_scale']}")
@@ -38,7 +35,7 @@ def print_summary(s: dict, console: Console) -> None:
             "mean_tps_per_user", "median_tps_per_user", "mean_acceptance_length", "acceptance_rate",
             "mean_verify_tokens_per_request", "clipped_verify_lengths", "steps", "wall_time_s"]
     for k in keys:
-        t.add_row(k, _fmt(s.get(k)))
+        t.add_row(k, fmt.value(s.get(k)))
     console.print(t)
     d = Table(title=f"per domain ({s['measured_requests']} measured requests"
                     + (", issued inside the closed-loop window)" if load["mode"] == "closed" else ")"),
@@ -49,7 +46,7 @@ def print_summary(s: dict, console: Console) -> None:
     for c in cols:
         d.add_column(c, justify="right")
     for dom, m in s["per_domain"].items():
-        d.add_row(dom, *[_fmt(m[c]) for c in cols])
+        d.add_row(dom, *[fmt.value(m[c]) for c in cols])
     console.print(d)
     if s["unservable"]:
         console.print(f"[yellow]warning:[/] {s['unservable']} of {s['total']} requests are unservable: they can "
@@ -59,8 +56,8 @@ def print_summary(s: dict, console: Console) -> None:
 @app.command()
 def run(
     trace: Path = typer.Option(..., "--trace", help="Request trace (canonical JSONL)."),
-    policy: str = typer.Option("dspark", "--policy", help="Policy name or path/to/file.py:Name. "
-                               f"Built in: {', '.join(available_policies())}."),
+    policy: str = typer.Option("dspark", "--policy", help="Policy name (list: specsim policies) or "
+                               "path/to/file.py:Name."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     seed: int = typer.Option(0, "--seed", help="The one seed of every random draw."),
@@ -75,6 +72,8 @@ def run(
     out: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and Parquet records here."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
+    from rich.console import Console
+
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.trace import load_trace

@@ -19,6 +19,9 @@ Composition (Vidur's own split of a step, Agrawal et al., MLSys 2024, section 4;
 ``L`` is the number of layers (not in the CSV: :data:`MODEL_LAYERS`, from each model's config.json).
 Duplicate ``(num_tokens, TP)`` rows are reduced to their per-operator median (two rows: their mean).
 The table keeps the measured grid, so the GEMM tile/wave sawtooth survives (SOURCES.md 2a table).
+
+The shared folder's layout of these files (:data:`COMPUTE_DIR`, :data:`NETWORK_DIR`, :data:`ATTENTION_ANCHOR`)
+is read by :func:`import_vidur_files` (every model, GPU and TP at once) and :func:`calibrate_on_vidur`.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.analytic import MODELS as ANALYTIC_MODELS
+from specsim.hardware.analytic import CalibrationResult
+from specsim.hardware.analytic import calibrate as calibrate_analytic
 from specsim.hardware.gpus import gpu_spec
 from specsim.hardware.attention import AttentionTable, fit_decode_attention, read_attention_csv
 from specsim.hardware.profile import PrefillAttentionProfile, StepTimeProfile
@@ -362,3 +368,97 @@ def attention_matches(att: pd.DataFrame, meta: dict, gpu: str) -> bool:
             and int(row["n_q_head"]) == meta["n_head"] and int(row["n_kv_head"]) == meta["n_kv_head"]
             and int(row["n_embd"]) == meta["n_embd"]
             and int(row["num_tensor_parallel_workers"]) == meta["tp"])
+
+
+# --- Vidur's profiling-data layout (the shared folder's data/profiles/vidur, SOURCES.md 2a) -------------------
+#: Per-operator compute profiles: ``COMPUTE_DIR/<gpu>/<org>/<model>/mlp.csv``.
+COMPUTE_DIR = "data/profiles/vidur/compute"
+#: All-reduce profiles: ``NETWORK_DIR/<gpu>_dgx/all_reduce.csv``.
+NETWORK_DIR = "data/profiles/vidur/network"
+#: The one attention profile (A100, 64 query / 8 KV heads, TP 2), relative to the shared folder.
+ATTENTION_ANCHOR = "anchors/vidur_run/vidur_attention_a100_n8192_q64_kv8_tp2.csv"
+#: Vidur model folder -> short slug used in profile names.
+MODEL_SLUGS = {"Llama-2-7b-hf": "llama2-7b", "Llama-2-70b-hf": "llama2-70b", "Meta-Llama-3-8B": "llama3-8b",
+               "CodeLlama-34b-Instruct-hf": "codellama34b"}
+
+
+def vidur_mlp_csvs(shared_root: str | Path) -> list[Path]:
+    """Every ``mlp.csv`` of the Vidur layout under ``shared_root``, sorted.
+
+    Raises:
+        SpecsimInputError: none found (names the folder searched).
+    """
+    folder = Path(shared_root) / COMPUTE_DIR
+    files = sorted(folder.glob("*/*/*/mlp.csv"))
+    if not files:
+        raise SpecsimInputError(str(folder), None, None, "Vidur profiles as <gpu>/<org>/<model>/mlp.csv",
+                                "none found")
+    return files
+
+
+def vidur_profile_name(mlp_csv: str | Path, gpu: str, tp: int, vidur_engine: bool = False) -> str:
+    """``<gpu>-<model slug>-tp<tp>`` (``-vidur`` appended with ``vidur_engine``), e.g. ``h100-llama2-7b-tp1``.
+
+    The model slug is :data:`MODEL_SLUGS` of the ``mlp.csv``'s folder name, or that name in lower case.
+    """
+    folder = Path(mlp_csv).parent.name
+    return f"{gpu}-{MODEL_SLUGS.get(folder, folder.lower())}-tp{tp}{'-vidur' if vidur_engine else ''}"
+
+
+def import_vidur_files(shared_root: str | Path, mlp_csvs: list[Path] | None = None, *, tp: int | None = None,
+                       gpu: str | None = None, allreduce_csv: str | Path | None = None,
+                       attention_csv: str | Path | None = None, vidur_engine: bool = False
+                       ) -> dict[str, StepTimeProfile]:
+    """Import Vidur profiles laid out as in the shared folder (``specsim profile import-vidur``).
+
+    Defaults follow the layout (the module constants): the GPU is the ``compute/<gpu>/`` folder name of each
+    ``mlp.csv``; the all-reduce profile is ``NETWORK_DIR/<gpu>_dgx/all_reduce.csv`` (used for TP > 1 only);
+    the attention profile is :data:`ATTENTION_ANCHOR` when that file exists (else no attention calibration,
+    see :func:`import_vidur`); every TP degree in the file is imported.
+
+    Args:
+        shared_root: the shared data folder; metadata paths are written relative to it.
+        mlp_csvs: the ``mlp.csv`` files to import (default: :func:`vidur_mlp_csvs`, all of them).
+        tp: one TP degree instead of all in each file.
+        gpu: GPU name instead of the folder name (a :func:`specsim.hardware.gpus.gpu_spec` name).
+        allreduce_csv, attention_csv: files instead of the layout's.
+        vidur_engine: apply Vidur's engine-model defaults (see :func:`import_vidur`).
+
+    Returns:
+        ``{vidur_profile_name(...): profile}`` in file then TP order.
+
+    Raises:
+        SpecsimInputError: no ``gpu`` for a file outside the layout; as :func:`vidur_mlp_csvs`,
+            :func:`read_operator_csv` and :func:`import_vidur`.
+    """
+    root = Path(shared_root)
+    att = Path(attention_csv) if attention_csv is not None else root / ATTENTION_ANCHOR
+    out: dict[str, StepTimeProfile] = {}
+    for f in (vidur_mlp_csvs(root) if mlp_csvs is None else [Path(p) for p in mlp_csvs]):
+        if gpu is None and len(f.parents) < 4:
+            raise SpecsimInputError(str(f), None, "gpu", "a GPU name, or the file at <gpu>/<org>/<model>/mlp.csv",
+                                    "neither")
+        g = gpu or f.parents[2].name                                  # compute/<gpu>/<org>/<model>/mlp.csv
+        ar = Path(allreduce_csv) if allreduce_csv is not None else root / NETWORK_DIR / f"{g}_dgx/all_reduce.csv"
+        tps = [tp] if tp else sorted(int(x) for x in read_operator_csv(f)["num_tensor_parallel_workers"].unique())
+        for t in tps:
+            out[vidur_profile_name(f, g, t, vidur_engine)] = import_vidur(
+                f, t, g, attention_csv=att if att.is_file() else None, allreduce_csv=ar if t > 1 else None,
+                shared_root=root, vidur_engine=vidur_engine)
+    return out
+
+
+def calibrate_on_vidur(shared_root: str | Path) -> CalibrationResult:
+    """Calibrate the analytic model's constants on the H100 Vidur Llama-2-7B and 70B curves (TP 1).
+
+    The measured curve is ``L * layer_ms + emb_ms`` (linear layers and embedding only) of each model's
+    ``COMPUTE_DIR/h100/meta-llama/<model>/mlp.csv``; the fit is :func:`specsim.hardware.analytic.calibrate`.
+
+    Raises:
+        SpecsimInputError: a missing or malformed ``mlp.csv``.
+    """
+    curves = {}
+    for slug, folder in (("llama2-7b", "Llama-2-7b-hf"), ("llama2-70b", "Llama-2-70b-hf")):
+        t = layer_table(read_operator_csv(Path(shared_root) / COMPUTE_DIR / f"h100/meta-llama/{folder}/mlp.csv"), 1)
+        curves[slug] = (ANALYTIC_MODELS[slug], t.num_tokens, (MODEL_LAYERS[folder] * t.layer_ms + t.emb_ms) * 1e-3)
+    return calibrate_analytic(curves, "h100", "H100 Vidur Llama-2-7B/70B TP 1")
