@@ -362,8 +362,8 @@ class Replica:
         hit = min(self.pool.match(keys), (prompt - 1) // cfg.block_size)
         tokens = prompt + int(w.output[idx]) if cfg.kv_allocation == "reserve" else prompt + generated + 1
         blocks = int(blocks_for(tokens, cfg.block_size))
-        if blocks - hit > self.pool.num_available - margin:
-            return False
+        if blocks - hit + self.pool.num_evictable_in(keys[:hit]) > self.pool.num_available - margin:
+            return False                                # (reviving an evictable hit takes it off the free list)
         self.pool.acquire_cached(keys[:hit])
         self.pool.take(blocks - hit)
         recompute = cfg.colocated or parked is not None

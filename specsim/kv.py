@@ -121,6 +121,10 @@ class BlockPool:
             n += 1
         return n
 
+    def num_evictable_in(self, keys: tuple[int, ...]) -> int:
+        """How many of the cached ``keys`` are evictable now (acquiring them takes them off the evictable list)."""
+        return sum(1 for k in keys if self._refs[k] == 0)
+
     def take(self, num_blocks: int) -> None:
         """Take ``num_blocks`` blocks, evicting LRU cached blocks once the free ones run out.
 

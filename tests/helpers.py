@@ -22,7 +22,7 @@ def homogeneous_scenario(*extra: str, alpha: float = 0.8):
     """Constant conditional acceptance ``alpha``, no latent heterogeneity, no host overhead."""
     return load_scenario(overrides=[
         f"acceptance.constant_alpha={alpha}", "acceptance.sigma_request=0", "acceptance.sigma_step=0",
-        "acceptance.sigma_token=0", "engine.host_overhead_s=0", "prefill.time_per_token_s=0.00001", *extra])
+        "acceptance.sigma_token=0", "engine.host_overhead_s=0", "engine.request_overhead_s=0", "prefill.time_per_token_s=0.00001", *extra])
 
 
 def make_view(conf, sps_values, capacity=None, ids=None) -> SchedulingView:

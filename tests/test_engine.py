@@ -44,7 +44,8 @@ def test_none_with_flat_profile_tpot_equals_step_time():
 def test_two_request_exact_log():
     """Constant step time 0.05 s, prefill 0.01 s/token, one prefill instance, `none`: every emission."""
     trace = make_trace([0.0, 0.05], [10, 20], [4, 3])
-    scen = load_scenario(overrides=["prefill.time_per_token_s=0.01", "engine.host_overhead_s=0"])
+    scen = load_scenario(overrides=["prefill.time_per_token_s=0.01", "engine.host_overhead_s=0",
+                                    "engine.request_overhead_s=0"])
     res = simulate(trace, "none", scen, profile=StepTimeProfile.flat(0.05), record_step_log=True)
     log = res.step_log
     emissions = sorted((round(t + d, 9), rid, a + 1) for t, d, rid, a in
