@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import specsim.policies as policies_mod
+from specsim.policies import registry
 from specsim.errors import SpecsimInputError
 from specsim.policies import available_policies, load_plugin, make_policy
 from specsim.policies import plugins
@@ -208,8 +209,8 @@ def _fake_entry_points(monkeypatch, tmp_path, entries):
         return importlib.metadata.EntryPoints(eps)
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
-    monkeypatch.setattr(policies_mod, "_REGISTRY", dict(policies_mod._REGISTRY))
-    monkeypatch.setattr(plugins, "_loaded", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
 
 
 HALF = '''
@@ -229,7 +230,7 @@ class Half:
 def test_entry_point_policy_is_registered_and_runs(monkeypatch, tmp_path):
     _fake_entry_points(monkeypatch, tmp_path, [("acme-policies", "half", "acme_half", "Half", HALF)])
     assert available_policies()["half"] == "Verify half of the drafts (rounded down)."
-    pol = make_policy("half", gamma=5, threshold=0.3)
+    pol = make_policy("half", gamma=5)
     assert pol.gamma == 5 and pol(make_view(np.full((3, 6), 0.5), np.ones(32))).tolist() == [3, 3, 3]
     sc = homogeneous_scenario(alpha=0.8)
     res = simulate(_small_trace(16), "half", sc, concurrency=4, seed=0)
