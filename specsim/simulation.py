@@ -23,7 +23,7 @@ from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.metrics import domain_breakdown, request_frame, summarize
-from specsim.policies import make_policy
+from specsim.policies import make_policy, policy_knobs
 from specsim.scenario import Scenario, load_scenario
 from specsim.steplog import write_step_log
 
@@ -74,7 +74,8 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
     Returns:
         (policy_factory, policy_name, drafter_name, gamma, profile)
     """
-    knobs.setdefault("threshold", scenario.policy.threshold)
+    if "threshold" in policy_knobs(policy):      # the scenario's threshold reaches only policies with that knob
+        knobs.setdefault("threshold", scenario.policy.threshold)
     if isinstance(policy, str):
         probe = make_policy(policy, gamma=gamma, **knobs)
         factory = lambda: make_policy(policy, gamma=gamma, **knobs)  # noqa: E731

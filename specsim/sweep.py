@@ -166,23 +166,18 @@ def resolve_knobs(policy: str, scenario: Scenario, gamma: int | None, threshold:
                   drafter: str | None) -> dict[str, Any]:
     """The knobs a policy actually runs with: resolved gamma and drafter, and threshold when it matters.
 
-    Threshold matters when building the policy with two different thresholds gives objects whose
-    attributes differ (so plug-ins are handled the same way as built-ins).
+    Threshold matters when the policy declares a ``threshold`` knob (``policy_knobs``; plug-ins alike).
 
     Raises:
         SpecsimInputError: unknown policy or drafter.
     """
-    from specsim.policies import make_policy
+    from specsim.policies import policy_knobs
     from specsim.simulation import resolve_run
 
     thr = scenario.policy.threshold if threshold is None else float(threshold)
-    _, _, dname, g, _ = resolve_run(policy, scenario, gamma, drafter, profile=_NO_PROFILE, threshold=thr)
-    knobs: dict[str, Any] = {"gamma": int(g), "drafter": dname}
-    a = make_policy(policy, gamma=gamma, threshold=0.25)
-    b = make_policy(policy, gamma=gamma, threshold=0.75)
-    if _state(a) != _state(b):
-        knobs["threshold"] = thr
-    return knobs
+    extra = {"threshold": thr} if "threshold" in policy_knobs(policy) else {}
+    _, _, dname, g, _ = resolve_run(policy, scenario, gamma, drafter, profile=_NO_PROFILE, **extra)
+    return {"gamma": int(g), "drafter": dname, **extra}
 
 
 class _NoProfile:
@@ -190,10 +185,6 @@ class _NoProfile:
 
 
 _NO_PROFILE = _NoProfile()
-
-
-def _state(obj: Any) -> dict[str, Any]:
-    return {k: repr(v) for k, v in sorted(getattr(obj, "__dict__", {}).items())}
 
 
 def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint]:
