@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 import specsim
-from specsim.acceptance import build_acceptance_model
 from specsim.cluster import ClosedLoopWindow, Cluster
 from specsim.errors import SpecsimInputError
+from specsim.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
@@ -141,8 +141,8 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     model = None
     if g > 0:
         domains = np.asarray(trace.domain, dtype=object)
-        model = build_acceptance_model(dname, g, domains=tuple(np.unique(domains)),
-                                       **scenario.to_dict()["acceptance"])
+        model = resolve_acceptance_model(dname, g, domains=tuple(np.unique(domains)),
+                                         **scenario.to_dict()["acceptance"])
         for dom in np.unique(domains):
             if dom not in model.alpha:
                 line = int(np.flatnonzero(domains == dom)[0]) + 1
