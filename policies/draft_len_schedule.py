@@ -57,7 +57,7 @@ class DraftLenSchedule:
     """Verify ``drafts(R)`` drafts per request, from a running-requests -> draft-length table.
 
     Args:
-        schedule: ``"64:7,128:3"`` or pairs ``(max_running, drafts)``; above the last bound, 0 drafts.
+        schedule: ``"64:7,128:3"`` or pairs ``(max_running, drafts)``; above the last bound, 0 drafts (knob).
         gamma: a further cap on the drafts (the run's ``--gamma`` knob); None = only the step's gamma.
 
     Raises:
@@ -66,6 +66,7 @@ class DraftLenSchedule:
 
     name = "draft-len-schedule"
     fits_zos = True
+    knobs = {"schedule": DEFAULT_SCHEDULE}     # a TOML knob: schedule = "64:7,128:3" or [[64, 7], [128, 3]]
 
     def __init__(self, schedule: str | Iterable[tuple[float, int]] = DEFAULT_SCHEDULE,
                  gamma: int | None = None) -> None:

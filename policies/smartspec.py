@@ -57,7 +57,7 @@ def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
 class SmartSpec:
     """Goodput-based uniform proposal length per step (module docstring).
 
-    Args:
+    Args (all but ``gamma`` are knobs, declared in ``knobs`` with their defaults):
         gamma: largest proposal length considered (capped at the step's gamma); None = the step's gamma.
         ema: weight of the newest step in the moving averages, in (0, 1].
         prior_alpha: acceptance assumed before any outcome, in (0, 1).
@@ -71,9 +71,10 @@ class SmartSpec:
 
     name = "smartspec"
     fits_zos = True
+    knobs = {"ema": 0.2, "prior_alpha": 0.5, "draft_fraction": 0.0, "probe_every": 64}
 
-    def __init__(self, gamma: int | None = None, ema: float = 0.2, prior_alpha: float = 0.5,
-                 draft_fraction: float = 0.0, probe_every: int = 64) -> None:
+    def __init__(self, gamma: int | None = None, ema: float = knobs["ema"], prior_alpha: float = knobs["prior_alpha"],
+                 draft_fraction: float = knobs["draft_fraction"], probe_every: int = knobs["probe_every"]) -> None:
         if gamma is not None and int(gamma) < 0:
             raise ValueError(f"gamma: expected an int >= 0 or None, got {gamma!r}")
         if not 0.0 < ema <= 1.0:

@@ -10,8 +10,12 @@ The contract (``specsim/policies/base.py`` has the full text):
   zero-overhead scheduling hides the host overhead. This policy reads this step's confidences, so False:
   the engine charges ``engine.host_overhead_s`` on each of its steps.
 * ``__call__(view) -> np.ndarray``: verify lengths l_r, shape (R,), integers in [0, view.gamma].
-* Constructor arguments whose names match a run's knobs (``gamma``, ``threshold``) receive them; any
-  other argument keeps its default.
+* ``knobs`` (dict): the knobs the constructor accepts, with their defaults. A run passes the ones set in
+  its scenario's ``[policy.knobs]`` table (or ``--threshold``), the declared default otherwise; any other
+  knob is an error. A constructor argument named ``gamma`` receives the run's gamma.
+* Optional hooks (``capacity``, ``proposal_length``), ``view_kind``, ``drafter``, ``gamma``: see
+  ``specsim.policies.base.PolicyBase``, which lists them all with their defaults. Subclassing it is
+  optional: a plain class like this one works the same.
 
 What a view holds (all read-only, one row per running request r, R rows):
 ``view.conf`` / ``view.conf_raw`` (R, gamma) calibrated / raw confidences c_{r,k}; ``view.survival()``
@@ -34,8 +38,8 @@ class SurvivalCutoff:
     compare it with ``dspark`` in a sweep to see what hardware awareness buys.
 
     Args:
-        threshold: minimum survival in [0, 1] for a draft to be verified (a ``--threshold`` knob, or the
-            scenario's ``[policy.knobs] threshold``). 0 verifies everything, 1 nothing.
+        threshold: minimum survival in [0, 1] for a draft to be verified (a knob, default 0.5: ``--threshold``
+            or the scenario's ``[policy.knobs] threshold``). 0 verifies everything, 1 nothing.
 
     Raises:
         ValueError: threshold outside [0, 1].
@@ -43,8 +47,9 @@ class SurvivalCutoff:
 
     name = "survival-cutoff"
     fits_zos = False  # the batch size depends on this step's confidences
+    knobs = {"threshold": 0.5}
 
-    def __init__(self, threshold: float = 0.5) -> None:
+    def __init__(self, threshold: float = knobs["threshold"]) -> None:
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(f"threshold: expected a float in [0, 1], got {threshold!r}")
         self.threshold = float(threshold)

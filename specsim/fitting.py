@@ -4,6 +4,10 @@ Both plug into ``specsim run`` through the scenario (``[acceptance] model = "emp
 ``"fitted:DIR"``, DIR written by ``specsim fit``) and implement the engine's acceptance API
 (:class:`specsim.acceptance.AcceptanceModel`: ``draw_request``, ``confidences``, ``accepted``, ``alpha``...).
 
+:func:`resolve_acceptance_model` builds whichever model a scenario's ``[acceptance]`` names (the latent
+model of :mod:`specsim.acceptance` or one of these two); it lives here because only this module knows
+every kind, and the dependency points one way (fitting -> acceptance).
+
 * Empirical (:class:`EmpiricalAcceptanceModel`): replays real blocks. Only *fully labelled* rows are used
   (a rejection happened, or every drafted position was verified); each simulated request replays the
   blocks of logged requests of its domain, drawn with replacement (bootstrap by domain, whole requests so
@@ -23,14 +27,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit, logit
 
-from specsim.acceptance import AcceptanceModel, RequestDraws, implied_tau
-from specsim.calibration import fit_sts, step_log_arrays
+from specsim.acceptance import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
+from specsim.calibration import fit_sts, load_temperatures, step_log_arrays
 from specsim.errors import SpecsimInputError
 from specsim.scenario import AcceptanceConfig
 
@@ -368,3 +373,31 @@ def load_fitted_model(spec: str, drafter: str, gamma: int, temperatures: tuple |
     alpha = {d: tuple(r) for d, r in fit["alpha"].items()}
     return AcceptanceModel(drafter, alpha, gamma, temperatures=temps, calibration=calibration, source=src,
                            **{k: float(v) for k, v in fit["params"].items() if k in FIT_PARAMS})
+
+
+def resolve_acceptance_model(drafter: str, gamma: int, model: str = "", temperatures: str = "",
+                             calibration: str = "sts", **acceptance: Any):
+    """The acceptance model a scenario's ``[acceptance]`` section names (pass its fields as keywords).
+
+    Args:
+        drafter: the drafter family (dspark, dflash, eagle3, mtp).
+        gamma: block length.
+        model: "" (the latent model, :func:`specsim.acceptance.build_acceptance_model`), ``fitted:DIR`` (a
+            ``specsim fit`` parametric model: rates, latent and confidence parameters, temperatures from
+            DIR/model.json) or ``empirical:DIR`` (replay of logged blocks, :class:`EmpiricalAcceptanceModel`).
+        temperatures: "" or a ``specsim calibrate`` temperatures.json (replaces fitted temperatures).
+        calibration: "sts" or "none".
+        acceptance: the other ``[acceptance]`` fields (table, rates, constant_alpha, domains, latent
+            parameters), used by the latent model.
+
+    Returns:
+        An :class:`specsim.acceptance.AcceptanceModel` or an :class:`EmpiricalAcceptanceModel`.
+
+    Raises:
+        SpecsimInputError: see :func:`specsim.acceptance.build_acceptance_model` and :func:`load_fitted_model`.
+    """
+    if not model:
+        return build_acceptance_model(drafter, gamma, temperatures=temperatures, calibration=calibration,
+                                      **acceptance)
+    temps = tuple(float(t) for t in load_temperatures(temperatures)) if temperatures else None
+    return load_fitted_model(model, drafter, gamma, temperatures=temps, calibration=calibration)

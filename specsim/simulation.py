@@ -16,17 +16,17 @@ import numpy as np
 import pandas as pd
 
 import specsim
-from specsim.acceptance import build_acceptance_model
 from specsim.cluster import ClosedLoopWindow, Cluster, ClusterConfig
 from specsim.engine import ReplicaConfig
 from specsim.errors import SpecsimInputError
+from specsim.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.kv import DRAFTER_KV_FRACTION
 from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize
-from specsim.policies import make_policy
+from specsim.policies import make_policy, policy_knobs
 from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
 from specsim.steplog import write_step_log
@@ -74,12 +74,12 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
 
     ``mtp1`` uses the MTP drafter with gamma forced to 1; ``none`` no drafter (gamma 0); every other
     policy the scenario's drafter unless ``drafter`` overrides it. Knobs are the scenario's ``[policy.knobs]``
-    table updated with ``knobs``.
+    table (the knobs the policy declares) updated with ``knobs`` (each must be declared: SpecsimInputError).
 
     Returns:
         (policy_factory, policy_name, drafter_name, gamma, profile)
     """
-    knobs = {**_scenario_knobs(scenario), **knobs}
+    knobs = {**_scenario_knobs(scenario, policy), **knobs}
     if isinstance(policy, str):
         probe = make_policy(policy, gamma=gamma, **knobs)
         factory = lambda: make_policy(policy, gamma=gamma, **knobs)  # noqa: E731
@@ -98,8 +98,11 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
     return factory, probe.name, dname, g, prof
 
 
-def _scenario_knobs(scenario: Scenario) -> dict[str, Any]:
-    return dict(scenario.policy.knobs)
+def _scenario_knobs(scenario: Scenario, policy: str | Any) -> dict[str, Any]:
+    """The scenario's ``[policy.knobs]`` that ``policy`` declares (the table is shared by every policy of a
+    scenario, as in a sweep; knobs given to a run directly must all be declared)."""
+    declared = policy_knobs(policy)
+    return {k: v for k, v in scenario.policy.knobs.items() if k in declared}
 
 
 @dataclass(frozen=True)
@@ -223,7 +226,7 @@ def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None) -> Dra
 def _acceptance(trace, sc: Scenario, dname: str, g: int):
     """The acceptance model of the trace's domains; an unknown domain names its first line."""
     domains = np.asarray(trace.domain, dtype=object)
-    model = build_acceptance_model(dname, g, domains=tuple(np.unique(domains)), **sc.to_dict()["acceptance"])
+    model = resolve_acceptance_model(dname, g, domains=tuple(np.unique(domains)), **sc.to_dict()["acceptance"])
     for dom in np.unique(domains):
         if dom not in model.alpha:
             line = int(np.flatnonzero(domains == dom)[0]) + 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import importlib.util
+import inspect
 import json
 from pathlib import Path
 
@@ -15,8 +16,9 @@ import numpy as np
 import pytest
 
 import specsim.policies as policies_mod
+from specsim.policies import registry
 from specsim.errors import SpecsimInputError
-from specsim.policies import available_policies, load_plugin, make_policy
+from specsim.policies import available_policies, load_plugin, make_policy, policy_knobs
 from specsim.policies import plugins
 from specsim.simulation import simulate
 from specsim.trace import synth_trace
@@ -44,6 +46,28 @@ def test_template_verifies_prefix_with_survival_above_threshold():
     assert load_plugin(TEMPLATE, threshold=0.0)(make_view(conf, np.ones(16))).tolist() == [4, 4, 4]
     with pytest.raises(ValueError, match="threshold"):
         load_plugin(TEMPLATE, threshold=1.5)
+
+
+def test_plug_ins_declare_their_knobs_and_hooks():
+    expected = {TEMPLATE: ({"threshold": 0.5}, False),
+                SMARTSPEC: ({"ema": 0.2, "prior_alpha": 0.5, "draft_fraction": 0.0, "probe_every": 64}, True),
+                SCHEDULE: ({"schedule": ((64, 7), (128, 3))}, True)}
+    for spec, (knobs, proposes) in expected.items():
+        assert policy_knobs(spec) == knobs
+        cls = getattr(_module(Path(spec.rsplit(":", 1)[0]).stem), spec.rsplit(":", 1)[1])
+        params = inspect.signature(cls).parameters
+        assert {k: params[k].default for k in knobs} == knobs            # one default per knob
+        hooks = policies_mod.policy_hooks(load_plugin(spec))
+        assert (hooks.view_cls, hooks.capacity, hooks.proposal_length is not None) == (
+            policies_mod.SchedulingView, None, proposes)
+
+
+def test_plug_in_unknown_knob_names_the_knobs_it_accepts():
+    with pytest.raises(SpecsimInputError) as e:
+        load_plugin(TEMPLATE, thresh=0.5)
+    assert e.value.field == "policy survival-cutoff, knob thresh" and e.value.expected.endswith("threshold")
+    with pytest.raises(SpecsimInputError, match="ema, prior_alpha, probe_every"):
+        make_policy(SMARTSPEC, alpha=0.5)
 
 
 # ----------------------------------------------------------------------------------------- smartspec
@@ -208,8 +232,8 @@ def _fake_entry_points(monkeypatch, tmp_path, entries):
         return importlib.metadata.EntryPoints(eps)
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
-    monkeypatch.setattr(policies_mod, "_REGISTRY", dict(policies_mod._REGISTRY))
-    monkeypatch.setattr(plugins, "_loaded", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
 
 
 HALF = '''
@@ -229,7 +253,7 @@ class Half:
 def test_entry_point_policy_is_registered_and_runs(monkeypatch, tmp_path):
     _fake_entry_points(monkeypatch, tmp_path, [("acme-policies", "half", "acme_half", "Half", HALF)])
     assert available_policies()["half"] == "Verify half of the drafts (rounded down)."
-    pol = make_policy("half", gamma=5, threshold=0.3)
+    pol = make_policy("half", gamma=5)
     assert pol.gamma == 5 and pol(make_view(np.full((3, 6), 0.5), np.ones(32))).tolist() == [3, 3, 3]
     sc = homogeneous_scenario(alpha=0.8)
     res = simulate(_small_trace(16), "half", sc, concurrency=4, seed=0)
@@ -237,6 +261,18 @@ def test_entry_point_policy_is_registered_and_runs(monkeypatch, tmp_path):
     # gamma 7 -> 3 drafts per request except where the engine clips at a request's end
     assert res.summary["completed"] == 16 and (st.verified_drafts <= 3 * st.num_decode).all()
     assert (st.verified_drafts == 3 * st.num_decode).mean() > 0.9
+
+
+def test_entry_point_knobs_are_checked(monkeypatch, tmp_path):
+    fn = "import numpy as np\n\ndef verify_none(view):\n    return np.zeros(view.num_requests, np.int64)\n"
+    _fake_entry_points(monkeypatch, tmp_path, [("acme", "half", "acme_half", "Half", HALF),
+                                                ("acme", "nothing", "acme_fn", "verify_none", fn)])
+    with pytest.raises(SpecsimInputError, match="half.*no knobs"):
+        make_policy("half", gamma=5, threshold=0.3)                 # Half declares none (gamma is not a knob)
+    hooks = policies_mod.policy_hooks(make_policy("nothing"))
+    assert (hooks.name, hooks.fits_zos, policy_knobs("nothing")) == ("verify_none", False, {})
+    with pytest.raises(SpecsimInputError, match="nothing.*no knobs"):
+        make_policy("nothing", threshold=0.3)
 
 
 def test_entry_point_duplicate_names_raise(monkeypatch, tmp_path):

@@ -1,8 +1,11 @@
 """Policies on hand-built views: the paper's Appendix-A case, dspark-async's top-K and capacity search,
-SpecDec++'s rule, and causality (decisions never depend on hidden outcomes)."""
+SpecDec++'s rule, and causality (decisions never depend on hidden outcomes); PolicyBase's defaults, the
+hooks the engine reads (policy_hooks) and the knobs each policy declares."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import itertools
 
 import numpy as np
@@ -10,7 +13,9 @@ import pytest
 
 from helpers import make_view
 from specsim.errors import SpecsimInputError
-from specsim.policies import DSpark, DSparkAsync, SpecDecPP, StaticK, make_policy
+from specsim.policies import (DSpark, DSparkAsync, PolicyBase, SchedulingView, SpecDecPP, StaticK, make_policy,
+                              policy_hooks, policy_knobs, register_policy, registry)
+from specsim.policies.base import OracleView, ReferenceView, declared_knobs
 from specsim.policies.dspark import ranked_candidates
 
 
@@ -142,3 +147,166 @@ def test_views_are_read_only():
     with pytest.raises(ValueError):
         view.conf[0, 0] = 1.0
     assert not hasattr(view, "accept")
+
+
+# ---------------------------------------------------------------- PolicyBase, policy_hooks, knobs
+class _Half(PolicyBase):
+    """A subclass overriding only name and __call__: every other member keeps PolicyBase's default."""
+
+    name = "half"
+
+    def __call__(self, view):
+        return np.full(view.num_requests, view.gamma // 2, dtype=np.int64)
+
+
+def test_policy_base_defaults_mean_not_used():
+    assert (PolicyBase.fits_zos, PolicyBase.view_kind, PolicyBase.knobs, PolicyBase.drafter, PolicyBase.gamma,
+            PolicyBase.capacity, PolicyBase.proposal_length) == (False, "causal", {}, None, None, None, None)
+    hooks = policy_hooks(_Half())
+    assert (hooks.name, hooks.fits_zos, hooks.view_cls, hooks.capacity, hooks.proposal_length) == (
+        "half", False, SchedulingView, None, None)
+    assert hooks.decide(make_view(np.full((3, 5), 0.5), np.ones(32))).tolist() == [2, 2, 2]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        hooks.name = "other"
+
+
+# name -> (fits_zos, view class, capacity used, proposal_length used, knobs)
+BUILT_INS = {
+    "none": (True, SchedulingView, False, False, {}),
+    "static": (True, SchedulingView, False, False, {}),
+    "mtp1": (True, SchedulingView, False, False, {}),
+    "specdecpp": (False, SchedulingView, False, False, {"threshold": 0.3}),
+    "threshold": (False, SchedulingView, False, False, {"threshold": 0.3}),
+    "dspark": (False, SchedulingView, False, False, {}),
+    "dspark-async": (True, SchedulingView, True, False, {}),
+    "dspark-global": (False, ReferenceView, False, False, {}),
+    "oracle": (True, OracleView, False, False, {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT_INS))
+def test_hooks_and_knobs_of_every_built_in(name):
+    fits_zos, view_cls, uses_capacity, uses_proposal, knobs = BUILT_INS[name]
+    policy = make_policy(name, gamma=4)
+    assert isinstance(policy, PolicyBase)
+    hooks = policy_hooks(policy)
+    assert (hooks.name, hooks.fits_zos, hooks.view_cls) == (name, fits_zos, view_cls)
+    assert (hooks.capacity is not None, hooks.proposal_length is not None) == (uses_capacity, uses_proposal)
+    assert policy_knobs(name) == knobs == policy_knobs(type(policy))
+    # the constructor's defaults are the declared ones (one place per default)
+    params = inspect.signature(type(policy)).parameters
+    assert {k: params[k].default for k in knobs} == knobs
+    assert {k: getattr(policy, k) for k in knobs} == knobs                     # defaults reach the policy
+
+
+def test_forced_drafter_and_gamma():
+    assert (make_policy("mtp1").drafter, make_policy("mtp1").gamma) == ("mtp", 1)
+    assert (make_policy("none").drafter, make_policy("none").gamma) == ("none", None)
+    assert (make_policy("dspark").drafter, make_policy("dspark").gamma) == (None, None)
+
+
+def test_dspark_async_capacity_through_hooks():
+    hooks = policy_hooks(make_policy("dspark-async"))
+    assert hooks.capacity(None, np.array([3, 4]), 2) == 0                     # no view two steps old yet
+    old = make_view([[0.9, 0.9]], [1.0, 1.0, 1.0])                           # flat SPS: admit every draft
+    assert hooks.capacity(old, np.array([0]), 1) == 2
+
+
+def test_hooks_of_a_plain_function_and_a_plain_class():
+    def verify_one(view):
+        return np.ones(view.num_requests, dtype=np.int64)
+
+    hooks = policy_hooks(verify_one)
+    assert (hooks.name, hooks.fits_zos, hooks.view_cls, hooks.capacity, hooks.proposal_length) == (
+        "verify_one", False, SchedulingView, None, None)
+    assert hooks.decide(make_view(np.full((2, 3), 0.5), np.ones(8))).tolist() == [1, 1]
+
+    class Plain:                                   # hooks as plain methods, no subclassing
+        name, fits_zos = "plain", True
+
+        def proposal_length(self, view):
+            return 1
+
+        def __call__(self, view):
+            return np.full(view.num_requests, view.gamma, dtype=np.int64)
+
+    hooks = policy_hooks(Plain())
+    assert hooks.capacity is None and hooks.proposal_length(None) == 1 and hooks.fits_zos is True
+
+
+def _policy(**members):
+    return type("P", (PolicyBase,), {"name": "p", "__call__": lambda self, v: None, **members})()
+
+
+@pytest.mark.parametrize("policy, field", [
+    (_policy(view_kind="clairvoyant"), "policy p, view_kind"),
+    (_policy(name=""), "policy P, name"),
+    (_policy(fits_zos="yes"), "policy p, fits_zos"),
+    (_policy(drafter=3), "policy p, drafter"),
+    (_policy(gamma=-1), "policy p, gamma"),
+    (_policy(capacity=8), "policy p, capacity"),
+    (_policy(capacity=lambda self, view: 0), "policy p, capacity"),          # wrong arguments
+    (_policy(proposal_length=lambda self: 0), "policy p, proposal_length"),
+    (type("Q", (PolicyBase,), {"name": "q"})(), "policy q, __call__"),       # no __call__
+    (42, "policy"),
+])
+def test_policy_hooks_rejects_a_bad_member_naming_it(policy, field):
+    with pytest.raises(SpecsimInputError) as e:
+        policy_hooks(policy)
+    assert e.value.field == field
+
+
+def test_unknown_knob_names_the_policy_the_knob_and_the_accepted_knobs():
+    with pytest.raises(SpecsimInputError) as e:
+        make_policy("specdecpp", gamma=7, thresold=0.2)
+    assert e.value.field == "policy specdecpp, knob thresold" and "threshold" in e.value.expected
+    assert str(e.value) == ("field 'policy specdecpp, knob thresold': expected one of the knobs policy specdecpp "
+                            "accepts: threshold, got 0.2")
+    with pytest.raises(SpecsimInputError, match="no knobs"):
+        make_policy("dspark", threshold=0.3)                               # no knob is forced into a policy
+    with pytest.raises(SpecsimInputError, match="knob threshold.*float"):
+        make_policy("specdecpp", threshold="high")
+    with pytest.raises(SpecsimInputError, match="threshold"):
+        make_policy("threshold", threshold=1.5)                            # out of range, from the constructor
+    assert make_policy("specdecpp", threshold=0.5).threshold == 0.5
+    assert make_policy("threshold", threshold=1).threshold == 1.0          # an int for a float knob
+
+
+def test_registered_factory_declares_its_knobs(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    register_policy("fixed", lambda gamma=None, drafts=1: StaticK(drafts), "verify `drafts`", knobs={"drafts": 1})
+    view = make_view(np.full((2, 4), 0.5), np.ones(16))
+    assert make_policy("fixed")(view).tolist() == [1, 1]
+    assert make_policy("fixed", drafts=3)(view).tolist() == [3, 3]
+    assert policy_knobs("fixed") == {"drafts": 1}
+    with pytest.raises(SpecsimInputError, match="fixed.*knob k.*drafts"):
+        make_policy("fixed", k=2)
+    with pytest.raises(ValueError, match="knobs"):
+        register_policy("fixed-class", SpecDecPP, knobs={"threshold": 0.3})  # a class declares its own
+
+
+def test_declared_knobs_of_plug_in_objects(tmp_path):
+    class Declared:
+        knobs = {"level": 2}
+
+        def __init__(self, level=1):
+            self.level = level
+
+    class Undeclared:                              # written before knobs: its keyword parameters
+        def __init__(self, gamma=None, width=3, *, depth=0.5, **rest):
+            pass
+
+    assert declared_knobs(Declared) == {"level": 2}
+    assert declared_knobs(Undeclared) == {"width": 3, "depth": 0.5}
+    assert declared_knobs(lambda view: view) == {}
+    with pytest.raises(SpecsimInputError, match="knobs"):
+        declared_knobs(type("Bad", (), {"knobs": {"gamma": 3}}))           # gamma is the run's, not a knob
+    path = tmp_path / "level.py"
+    path.write_text("import numpy as np\n\nclass Level:\n    name, fits_zos = 'level', True\n"
+                    "    knobs = {'level': 2}\n\n    def __init__(self, level=1):\n        self.level = level\n\n"
+                    "    def __call__(self, view):\n        return np.full(view.num_requests, self.level)\n")
+    assert policy_knobs(f"{path}:Level") == {"level": 2}
+    assert make_policy(f"{path}:Level").level == 2                          # the declared default wins
+    assert make_policy(f"{path}:Level", level=0).level == 0
+    with pytest.raises(SpecsimInputError, match="level.*knob lvl"):
+        make_policy(f"{path}:Level", lvl=0)

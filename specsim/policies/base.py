@@ -1,23 +1,10 @@
 """The verification-policy interface: a read-only scheduling view in, verify lengths out.
 
 A policy decides, every engine step, how many of each running request's gamma drafted tokens the
-target verifies (the verify length l_r, 0 <= l_r <= gamma). What a policy may supply, exactly:
-
-* ``name`` (str): shown in outputs and error messages.
-* ``fits_zos`` (bool): True when the policy's batch size is fixed before the current step's
-  confidences exist, so zero-overhead scheduling (ZOS) hides the host overhead; False otherwise
-  (the engine then charges the host overhead on every step).
-* ``__call__(view: SchedulingView) -> np.ndarray``: verify lengths, shape (R,), integers in [0, gamma].
-* optionally ``capacity(old_view, running_ids, num_running) -> int``: called before ``__call__`` with
-  the view of two steps earlier (or None when none exists yet), the ids (R_t,) and the count R_t of the
-  requests running now; the result reaches ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
-
-* optionally ``proposal_length(view) -> int``: called before drafting, with a view whose ``gamma`` is the
-  largest proposal and whose confidence arrays have shape (R, 0) (this step's drafts do not exist yet);
-  returns gamma_t in [0, gamma], the tokens the
-  drafter proposes this step (the drafter cost is paid for gamma_t, nothing when 0), and ``__call__`` then
-  sees a view with ``gamma = gamma_t``. This is how engines with adaptive proposal lengths (SmartSpec /
-  TurboSpec, draft-length schedules) skip drafting when speculation does not pay.
+target verifies (the verify length l_r, 0 <= l_r <= gamma). :class:`PolicyBase` lists every member a
+policy may supply, with its default; a plug-in may subclass it or define the same members on a plain
+class (or be a plain function ``view -> verify lengths``). The engine reads a policy only through
+:func:`policy_hooks`, which checks it once and returns a frozen :class:`PolicyHooks`.
 
 Causality holds by construction: a view holds this step's drafts' confidences and the causal history,
 never the hidden outcomes of the step being scheduled. Policies may keep state built only from views.
@@ -25,11 +12,13 @@ never the hidden outcomes of the step being scheduled. Policies may keep state b
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
 
 
@@ -109,43 +98,6 @@ class SchedulingView:
         return (self.conf if calibrated else self.conf_raw).cumprod(axis=1)
 
 
-@runtime_checkable
-class Policy(Protocol):
-    """A verification policy (see the module docstring for the full contract)."""
-
-    name: str
-    fits_zos: bool
-
-    def __call__(self, view: SchedulingView) -> np.ndarray: ...
-
-
-class FunctionPolicy:
-    """Wraps a plain function ``f(view) -> (R,) verify lengths`` as a policy with ``fits_zos = False``."""
-
-    def __init__(self, fn: Callable[[SchedulingView], Any], name: str | None = None) -> None:
-        self.fn = fn
-        self.name = name or getattr(fn, "__name__", "function")
-        self.fits_zos = False
-
-    def __call__(self, view: SchedulingView) -> np.ndarray:
-        return self.fn(view)
-
-
-def as_policy(obj: Any) -> Policy:
-    """Return ``obj`` as a policy: policies pass through, plain callables are wrapped.
-
-    Raises:
-        TypeError: ``obj`` is neither a policy nor callable.
-    """
-    if isinstance(obj, type):
-        obj = obj()
-    if hasattr(obj, "fits_zos") and hasattr(obj, "name") and callable(obj):
-        return obj
-    if callable(obj):
-        return FunctionPolicy(obj)
-    raise TypeError(f"{obj!r} is not a policy: expected a callable view -> verify lengths")
-
-
 @dataclass(frozen=True, eq=False)
 class ReferenceView(SchedulingView):
     """The view handed to non-causal *reference* policies (``view_kind = "reference"``).
@@ -178,27 +130,248 @@ class OracleView(SchedulingView):
 VIEW_KINDS = {"causal": SchedulingView, "reference": ReferenceView, "oracle": OracleView}
 
 
+# ------------------------------------------------------------------------------------------ the policy
+
+
+class PolicyBase:
+    """Base class of verification policies: every member a policy may supply, with its default.
+
+    Subclass it, set ``name``, implement ``__call__`` and override only what differs. A plug-in may
+    instead define the same members on a plain class (or be a plain function); :func:`policy_hooks`
+    reads both the same way.
+
+    Attributes:
+        name: shown in outputs and error messages (required, non-empty).
+        fits_zos: True when the batch size is fixed before this step's confidences exist, so
+            zero-overhead scheduling (ZOS) hides the host overhead; False (default): the engine charges
+            the host overhead on every step.
+        view_kind: ``"causal"`` (default, a :class:`SchedulingView`), ``"reference"`` (a
+            :class:`ReferenceView`, non-causal yardsticks) or ``"oracle"`` (an :class:`OracleView` that
+            holds this step's outcomes; clairvoyant upper bounds only).
+        knobs: ``{knob name: default}`` the constructor accepts as keyword arguments (default: none).
+            Knobs come from a scenario's ``[policy.knobs]`` table or the caller; any other knob is an
+            error (:func:`specsim.policies.make_policy`). Every declared knob reaches the constructor, the
+            declared default when not given, so this table is the one place a knob's default is written.
+            ``gamma`` is not a knob: a constructor with a ``gamma`` parameter receives the run's gamma.
+        drafter: a drafter family the policy forces (``"none"``, ``"mtp"``), or None (default): the
+            scenario's drafter.
+        gamma: a block length the policy forces together with its ``drafter`` (mtp1: 1), or None
+            (default): the run's gamma.
+        capacity: optional hook, None (default) = not used. When defined as a method
+            ``capacity(old_view, running_ids, num_running) -> int``, the engine calls it before
+            ``__call__`` with the view of two steps earlier (or None when none exists yet), the ids (R_t,)
+            int64 and the count R_t of the requests running now; the int >= 0 it returns reaches
+            ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
+        proposal_length: optional hook, None (default) = not used (the drafter proposes gamma tokens).
+            When defined as a method ``proposal_length(view) -> int``, the engine calls it before drafting
+            with a view whose ``gamma`` is the largest proposal and whose confidence arrays have shape
+            (R, 0) (this step's drafts do not exist yet); it returns gamma_t in [0, gamma], the tokens the
+            drafter proposes this step (the drafter cost is paid for gamma_t, nothing when 0), and
+            ``__call__`` then sees a view with ``gamma = gamma_t``. This is how adaptive proposal lengths
+            (SmartSpec / TurboSpec, draft-length schedules) skip drafting when speculation does not pay.
+    """
+
+    name: str = ""
+    fits_zos: bool = False
+    view_kind: ClassVar[str] = "causal"
+    knobs: ClassVar[dict[str, Any]] = {}
+    drafter: ClassVar[str | None] = None
+    gamma: ClassVar[int | None] = None
+    capacity: ClassVar[Callable[[SchedulingView | None, np.ndarray, int], int] | None] = None
+    proposal_length: ClassVar[Callable[[SchedulingView], int] | None] = None
+
+    def __call__(self, view: SchedulingView) -> np.ndarray:
+        """Verify lengths for this step: (R,) integers in [0, view.gamma]."""
+        raise NotImplementedError(f"policy {type(self).__name__} defines no __call__(view)")
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """The members every policy has (PolicyBase lists the optional ones)."""
+
+    name: str
+    fits_zos: bool
+
+    def __call__(self, view: SchedulingView) -> np.ndarray: ...
+
+
+class FunctionPolicy(PolicyBase):
+    """Wraps a plain function ``f(view) -> (R,) verify lengths`` as a policy with ``fits_zos = False``."""
+
+    def __init__(self, fn: Callable[[SchedulingView], Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+
+    def __call__(self, view: SchedulingView) -> np.ndarray:
+        return self.fn(view)
+
+
+def as_policy(obj: Any) -> Policy:
+    """Return ``obj`` as a policy: policies pass through, classes are instantiated without arguments,
+    plain callables are wrapped in :class:`FunctionPolicy`.
+
+    Raises:
+        TypeError: ``obj`` is neither a policy nor callable.
+    """
+    if isinstance(obj, type):
+        obj = obj()
+    if isinstance(obj, PolicyBase) or (hasattr(obj, "fits_zos") and hasattr(obj, "name") and callable(obj)):
+        return obj
+    if callable(obj):
+        return FunctionPolicy(obj)
+    raise TypeError(f"{obj!r} is not a policy: expected a callable view -> verify lengths")
+
+
+# ------------------------------------------------------------------------------------------ hooks
+
+
 @dataclass(frozen=True)
 class PolicyHooks:
-    """What the engine calls on a policy, resolved and checked once when the policy is made."""
+    """What the engine calls on a policy, checked once by :func:`policy_hooks`.
+
+    Attributes:
+        name: the policy's name (for outputs and error messages).
+        fits_zos: True when ZOS hides the host overhead (see :class:`PolicyBase`).
+        view_cls: the view type the policy receives: SchedulingView, ReferenceView or OracleView.
+        decide: ``decide(view) -> (R,) verify lengths``, the policy's ``__call__``.
+        capacity: ``capacity(old_view, running_ids, num_running) -> int``, or None = not used.
+        proposal_length: ``proposal_length(view) -> int``, or None = not used.
+    """
 
     name: str
     fits_zos: bool
     view_cls: type
     decide: Callable[[SchedulingView], Any]
-    capacity: Callable | None
-    proposal_length: Callable | None
+    capacity: Callable[[SchedulingView | None, np.ndarray, int], int] | None
+    proposal_length: Callable[[SchedulingView], int] | None
 
 
 def policy_hooks(policy: Any) -> PolicyHooks:
-    """The hooks of ``policy`` (TEMPORARY integration shim: replaced by the policy base-class work)."""
-    from specsim.errors import SpecsimInputError
+    """Check a policy once and return the hooks the engine calls.
+
+    Args:
+        policy: a :class:`PolicyBase` subclass instance, a plain object with the same members (the
+            plug-ins), or a plain function (wrapped by :func:`as_policy`).
+
+    Raises:
+        SpecsimInputError: not a policy, an empty name, a non-bool ``fits_zos``, an unknown
+            ``view_kind``, a ``drafter``/``gamma`` of the wrong type, or a hook that is neither None nor a
+            method taking the documented arguments; the message names the policy and the member.
+    """
+    try:
+        policy = as_policy(policy)
+    except TypeError as e:
+        raise SpecsimInputError(None, None, "policy", "a policy (callable view -> verify lengths)", str(e)) from None
+    name = getattr(policy, "name", None)
+    if not isinstance(name, str) or not name:
+        raise SpecsimInputError(None, None, f"policy {type(policy).__name__}, name", "a non-empty str", repr(name))
+
+    def bad(member: str, expected: str, got: Any) -> SpecsimInputError:
+        return SpecsimInputError(None, None, f"policy {name}, {member}", expected, repr(got))
+
+    if isinstance(policy, PolicyBase) and type(policy).__call__ is PolicyBase.__call__:
+        raise bad("__call__", "a method __call__(view) -> (R,) verify lengths", None)
+    fits_zos = getattr(policy, "fits_zos", None)
+    if not isinstance(fits_zos, (bool, np.bool_)):
+        raise bad("fits_zos", "True or False", fits_zos)
     kind = getattr(policy, "view_kind", "causal")
     if kind not in VIEW_KINDS:
-        raise SpecsimInputError(None, None, f"policy {policy.name}, view_kind", f"one of {sorted(VIEW_KINDS)}",
-                                repr(kind))
-    cap = getattr(policy, "capacity", None)
-    prop = getattr(policy, "proposal_length", None)
-    return PolicyHooks(name=getattr(policy, "name", repr(policy)), fits_zos=bool(policy.fits_zos),
-                       view_cls=VIEW_KINDS[kind], decide=policy, capacity=cap if callable(cap) else None,
-                       proposal_length=prop if callable(prop) else None)
+        raise bad("view_kind", f"one of {', '.join(VIEW_KINDS)}", kind)
+    drafter = getattr(policy, "drafter", None)
+    if drafter is not None and not isinstance(drafter, str):
+        raise bad("drafter", "a drafter family name or None", drafter)
+    gamma = getattr(policy, "gamma", None)
+    if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or gamma < 0):
+        raise bad("gamma", "an int >= 0 or None", gamma)
+    return PolicyHooks(name=name, fits_zos=bool(fits_zos), view_cls=VIEW_KINDS[kind], decide=policy,
+                       capacity=_hook(policy, "capacity", 3, bad),
+                       proposal_length=_hook(policy, "proposal_length", 1, bad))
+
+
+_HOOK_SIGNATURES = {"capacity": "capacity(old_view, running_ids, num_running) -> int",
+                    "proposal_length": "proposal_length(view) -> int"}
+
+
+def _hook(policy: Any, member: str, num_args: int, bad: Callable[..., SpecsimInputError]) -> Callable | None:
+    """The bound hook ``member`` of ``policy``, or None when it is absent or None (not used)."""
+    fn = getattr(policy, member, None)
+    if fn is None:
+        return None
+    if not callable(fn):
+        raise bad(member, f"None or a method {_HOOK_SIGNATURES[member]}", fn)
+    try:
+        inspect.signature(fn).bind(*([None] * num_args))
+    except TypeError:
+        raise bad(member, f"a method {_HOOK_SIGNATURES[member]}", fn) from None
+    except ValueError:       # no signature to read (a builtin): trust it
+        pass
+    return fn
+
+
+# ------------------------------------------------------------------------------------------ knobs
+
+
+def declared_knobs(obj: Any) -> dict[str, Any]:
+    """The knobs a policy class, instance or function accepts: ``{name: default}`` (a copy).
+
+    A class or instance with a ``knobs`` attribute declares them there (:class:`PolicyBase`). A plug-in
+    class without one takes as knobs its constructor's keyword parameters with defaults, ``gamma``
+    excepted (plug-ins written before knobs were declared keep working). Functions and instances without
+    ``knobs`` take none.
+
+    Raises:
+        SpecsimInputError: a ``knobs`` attribute that is not a dict with str keys (``gamma`` is not a knob).
+    """
+    knobs = getattr(obj, "knobs", None)
+    if knobs is None:
+        if not inspect.isclass(obj):
+            return {}
+        params = _init_params(obj)
+        return {k: p.default for k, p in params.items() if k != "gamma" and p.default is not p.empty
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    name = getattr(obj, "name", None) or getattr(obj, "__name__", type(obj).__name__)
+    if not isinstance(knobs, dict) or not all(isinstance(k, str) for k in knobs) or "gamma" in knobs:
+        raise SpecsimInputError(None, None, f"policy {name}, knobs",
+                                "a dict {knob name: default} with str keys, gamma excepted", repr(knobs))
+    return dict(knobs)
+
+
+def _init_params(cls: type) -> dict[str, inspect.Parameter]:
+    """The constructor's parameters (empty when there is no signature to read)."""
+    try:
+        return dict(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def resolve_knobs(policy_name: str, declared: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Declared defaults overridden by the given knobs, checked.
+
+    Args:
+        policy_name: named in errors.
+        declared: ``{knob: default}`` (:func:`declared_knobs`).
+        given: the knobs supplied (scenario ``[policy.knobs]`` and the call).
+
+    Returns:
+        ``{knob: value}`` for every declared knob.
+
+    Raises:
+        SpecsimInputError: a knob the policy does not accept (naming the policy, the knob and the knobs
+            it accepts), or a non-number for a knob whose default is a number (bool for bool).
+    """
+    for knob, value in given.items():
+        if knob not in declared:
+            expected = (f"one of the knobs policy {policy_name} accepts: {', '.join(sorted(declared))}" if declared
+                        else f"no knobs (policy {policy_name} accepts none)")
+            raise SpecsimInputError(None, None, f"policy {policy_name}, knob {knob}", expected, repr(value))
+        default = declared[knob]
+        if isinstance(default, bool):
+            ok = isinstance(value, (bool, np.bool_))
+        elif isinstance(default, (int, float, np.integer, np.floating)):
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+        else:
+            ok = True
+        if not ok:
+            raise SpecsimInputError(None, None, f"policy {policy_name}, knob {knob}",
+                                    f"a {type(default).__name__} like its default {default!r}", repr(value))
+    return {**declared, **given}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim.policies.base import SchedulingView
+from specsim.policies.base import PolicyBase, SchedulingView
 
 
 def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +56,7 @@ def lengths_from_top(n: int, r_sorted: np.ndarray, num_requests: int) -> np.ndar
     return np.bincount(r_sorted[:n], minlength=num_requests).astype(np.int64)
 
 
-class DSpark:
+class DSpark(PolicyBase):
     """``dspark``: the paper's Algorithm 1 (synchronous, greedy with early stop).
 
     Start from B = R and tau = R (each request's own token), admit candidates in survival order adding
@@ -79,7 +79,7 @@ class DSpark:
         return lengths_from_top(n, r_sorted, R)
 
 
-class DSparkAsync:
+class DSparkAsync(PolicyBase):
     """``dspark-async``: the zero-overhead-scheduling variant (PAPER.md section 5.2).
 
     Phase 1, ``capacity``: from the view of two steps earlier, pick K (drafts admitted beyond the R_t
@@ -94,6 +94,7 @@ class DSparkAsync:
     fits_zos = True
 
     def capacity(self, old_view: SchedulingView | None, running_ids: np.ndarray, num_running: int) -> int:
+        """K, the drafts admitted this step beyond the ``num_running`` anchors, from the view of step t-2."""
         if old_view is None or old_view.gamma == 0 or old_view.num_requests == 0:
             return 0
         still = np.isin(old_view.request_ids, running_ids)

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim.policies.base import OracleView, SchedulingView
+from specsim.policies.base import OracleView, PolicyBase, SchedulingView
 from specsim.policies.dspark import lengths_from_top, ranked_candidates, theta_curve
 
 
-class DSparkGlobal:
+class DSparkGlobal(PolicyBase):
     """``dspark-global``: synchronous DSpark with a global search over n (no early stop).
 
     Candidates are ranked by calibrated survival a_{r,j} exactly as in ``dspark``; Theta_n =
@@ -55,7 +55,7 @@ def accepted_prefix(accept: np.ndarray) -> np.ndarray:
     return np.cumprod(accept, axis=1).sum(axis=1).astype(np.int64)
 
 
-class Oracle:
+class Oracle(PolicyBase):
     """``oracle``: clairvoyant upper bound (module docstring states the rule).
 
     Args (of ``__call__``): an :class:`OracleView` with ``accept`` (R, gamma).

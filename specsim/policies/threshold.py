@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim.policies.base import SchedulingView
+from specsim.policies.base import PolicyBase, SchedulingView
+from specsim.policies.static import DEFAULT_THRESHOLD
 
 
-class ConfidenceThreshold:
+class ConfidenceThreshold(PolicyBase):
     """Truncate each request's block at its first raw confidence below ``threshold``.
 
     Args:
-        threshold: in [0, 1]; a draft with c_k >= threshold (and all earlier ones too) is verified.
+        threshold: in [0, 1]; a draft with c_k >= threshold (and all earlier ones too) is verified (knob;
+            default :data:`specsim.policies.static.DEFAULT_THRESHOLD`, sourced there).
 
     Raises:
         ValueError: threshold outside [0, 1].
@@ -26,8 +28,9 @@ class ConfidenceThreshold:
 
     name = "threshold"
     fits_zos = False  # the batch size depends on this step's confidences
+    knobs = {"threshold": DEFAULT_THRESHOLD}
 
-    def __init__(self, threshold: float = 0.3) -> None:
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD) -> None:
         if not 0.0 <= float(threshold) <= 1.0:
             raise ValueError(f"threshold: expected a float in [0, 1], got {threshold!r}")
         self.threshold = float(threshold)

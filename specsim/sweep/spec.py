@@ -114,32 +114,23 @@ class SweepPoint:
 
 # --------------------------------------------------------------------------------------------- knobs
 def policy_uses_threshold(policy: str, gamma: int | None) -> bool:
-    """Whether ``policy``'s behaviour depends on the ``threshold`` knob.
-
-    Today: building the policy with two different thresholds gives objects whose attributes differ (so
-    plug-ins are handled the same way as built-ins). This is the one place that decides it.
+    """Whether ``policy`` declares a ``threshold`` knob (built-ins and plug-ins alike).
 
     Raises:
         SpecsimInputError: unknown policy.
     """
-    from specsim.policies import make_policy
+    from specsim.policies import policy_knobs
 
-    a = make_policy(policy, gamma=gamma, threshold=0.25)
-    b = make_policy(policy, gamma=gamma, threshold=0.75)
-    return _state(a) != _state(b)
+    return "threshold" in policy_knobs(policy)
 
 
 def default_threshold(scenario: Scenario, policy: str, gamma: int | None) -> float | None:
     """The threshold a point runs with when the sweep has no ``threshold`` axis: the scenario's
-    ``[policy.knobs] threshold``, else the policy's own default."""
-    from specsim.policies import make_policy
+    ``[policy.knobs] threshold``, else the policy's declared default."""
+    from specsim.policies import policy_knobs
 
-    thr = scenario.policy.knobs.get("threshold")
-    return getattr(make_policy(policy, gamma=gamma), "threshold", None) if thr is None else float(thr)
-
-
-def _state(obj: Any) -> dict[str, Any]:
-    return {k: repr(v) for k, v in sorted(getattr(obj, "__dict__", {}).items())}
+    thr = scenario.policy.knobs.get("threshold", policy_knobs(policy).get("threshold"))
+    return None if thr is None else float(thr)
 
 
 class _NoProfile:

@@ -48,7 +48,7 @@ def test_greedy_equals_plain_greedy_for_every_policy(tiny, policy):
     n_new = 24
     ref = greedy_reference(target, prompts, n_new, stop_at_eos=False)
     profile = StepTimeProfile(np.array([1, 8, 16, 64]), np.array([0.010, 0.011, 0.014, 0.040]))
-    dec = SpecDecoder(target, drafters["dspark"], make_policy(policy, gamma=7, threshold=0.3), profile,
+    dec = SpecDecoder(target, drafters["dspark"], make_policy(policy, gamma=7), profile,
                       gamma=7, greedy=True, seed=0)
     for p in prompts:
         dec.add_request(p, n_new, ignore_eos=True)

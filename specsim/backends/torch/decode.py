@@ -130,7 +130,8 @@ class SpecDecoder:
         if not greedy and not temperature > 0:
             raise ValueError(f"temperature: expected > 0, got {temperature}")
         self.target, self.drafter, self.profile = target, drafter, profile
-        self.gamma = min(gamma, int(getattr(self.policy, "gamma", gamma)))
+        forced_gamma = getattr(self.policy, "gamma", None)      # mtp1 forces 1; PolicyBase's default is None
+        self.gamma = gamma if forced_gamma is None else min(gamma, int(forced_gamma))
         self.greedy, self.temperature, self.seed = greedy, float(temperature), seed
         self.sts = None if sts_temperatures is None else np.asarray(sts_temperatures, dtype=float)
         self.clip_to_budget, self.max_batch = clip_to_budget, max_batch
@@ -232,7 +233,7 @@ class SpecDecoder:
     def _schedule(self, reqs: list[_Request], conf_raw: np.ndarray, now_s: float) -> np.ndarray:
         """Build the view (with capacity from two steps earlier when the policy has one) and check the result."""
         capacity = None
-        if hasattr(self.policy, "capacity"):
+        if callable(getattr(self.policy, "capacity", None)):      # None = not used (PolicyBase)
             old = self._views[0] if len(self._views) == 2 else None
             ids = np.array([r.index for r in reqs], dtype=np.int64)
             capacity = int(self.policy.capacity(old, ids, len(reqs)))

@@ -118,7 +118,7 @@ def decode_run(target, drafter, policy: str, gamma: int, threshold: float, num_p
                sts_path: Path | None = None):
     """Decode corpus prompts under a policy. Returns (summary dict, step log, generated texts)."""
     from specsim.backends.torch.decode import SpecDecoder
-    from specsim.policies import make_policy
+    from specsim.policies import make_policy, policy_knobs
     prof = resolve_run_profile(target, profile)
     temps = None
     if sts_path is not None:
@@ -126,7 +126,8 @@ def decode_run(target, drafter, policy: str, gamma: int, threshold: float, num_p
             temps = json.loads(Path(sts_path).read_text())["temperatures"]
         except (OSError, KeyError, json.JSONDecodeError) as e:
             raise SpecsimInputError(str(sts_path), None, "temperatures", "a temperatures.json", str(e)[:60]) from None
-    pol = make_policy(policy, gamma=gamma, threshold=threshold)
+    knobs = {"threshold": threshold} if "threshold" in policy_knobs(policy) else {}   # unknown knobs are errors
+    pol = make_policy(policy, gamma=gamma, **knobs)
     dec = SpecDecoder(target, drafter, pol, prof, gamma=gamma, greedy=greedy, temperature=temperature, seed=seed,
                       sts_temperatures=temps)
     prompts = corpus_prompts(target, num_prompts, prompt_tokens, seed)
