@@ -70,7 +70,7 @@ def load_floor() -> ModuleType | None:
 def bench_scenario():
     """The default scenario with room for 256+ running requests (fields the scenario lacks are left out)."""
     names = {f.name for f in dataclasses.fields(load_scenario().cluster)}
-    wanted = {"kv_capacity_tokens": 8_000_000, "max_num_seqs": 4096}
+    wanted = {"kv_capacity_tokens": 8_000_000, "kv_capacity_blocks": 500_000, "max_num_seqs": 4096}
     return load_scenario(overrides=[f"cluster.{k}={v}" for k, v in wanted.items() if k in names])
 
 
