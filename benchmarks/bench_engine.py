@@ -147,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{'engine st/cpu-s':>15} {'floor st/cpu-s':>14} {'ratio':>6} {'goal':>6}")
     for policy, target, users, r, nsteps, cpu, eng, flo in rows:
         ratio = f"{eng / flo:6.2f}" if flo else f"{'-':>6}"
+        floor_s = f"{flo:,.0f}" if flo else "-"
+        goal = f">={TARGETS[policy]:.2f}"
         print(f"{policy:<7} {'R=' + str(target):>6} {users:>5} {r:>7.1f} {nsteps:>6} {cpu:>10.3f} "
-              f"{eng:>15,.0f} {(f'{flo:,.0f}' if flo else '-'):>14} {ratio} {'>=' + format(TARGETS[policy], '.2f'):>6}")
+              f"{eng:>15,.0f} {floor_s:>14} {ratio} {goal:>6}")
     missed = 0
     for policy, target, _, r, _, _, eng, flo in rows:
         if flo is None:

@@ -2,10 +2,10 @@
 
 Each command runs in a fresh subprocess (a cold interpreter, warm file cache) ``--repeat`` times (default 5);
 the fastest wall time is reported (the least disturbed by other work on the machine), and beside it the
-fastest CPU time (user + system of the child, from ``getrusage(RUSAGE_CHILDREN)``), steadier on a busy machine. The ``specsim`` console
-script installed beside this interpreter is used; where there is none, ``python -c "from specsim.cli import
-main; main()"`` stands in for it. A bare ``python -c pass`` is timed the same way as the interpreter's own
-start-up, for reference.
+fastest CPU time (user + system of the child, from ``getrusage(RUSAGE_CHILDREN)``), steadier on a busy
+machine. The ``specsim`` console script installed beside this interpreter is used; where there is none,
+``python -c "from specsim.cli import main; main()"`` stands in for it. A bare ``python -c pass`` is timed
+the same way as the interpreter's own start-up, for reference.
 
 Target (issue 11): ``specsim --help`` under 0.5 s.
 

@@ -64,3 +64,15 @@ def test_bench_growth_quick():
         assert r[1] == n                                      # every request completed
     assert any(line.startswith("verdict growth: wall time per request 300/150") for line in lines)
     assert any(line.startswith("verdict memory: largest peak RSS") for line in lines)
+
+
+def test_bench_engine_fails_loudly_outside_the_band(tmp_path, monkeypatch, capsys):
+    """A measured mean R that no load brings within 10% of the target stops the benchmark with status 2."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_engine
+
+    monkeypatch.setenv("SPECSIM_SHARED", str(tmp_path / "no-shared"))
+    monkeypatch.setattr(bench_engine, "mean_running", lambda steps: 100.0)   # every load "runs" 100 requests
+    assert bench_engine.main(["--quick", "--r-targets", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "outside the 10% band" in err and "dspark at R=4: measured mean R 100.0" in err
