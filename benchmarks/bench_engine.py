@@ -77,9 +77,10 @@ def bench_scenario():
 def mean_running(steps) -> float:
     """Mean number of running requests per step from a steps frame (``num_running``, else ``num_decode``)."""
     for col in ("num_running", "num_decode"):
-        if col in steps.columns:
+        if col in steps.columns and len(steps) and steps[col].mean() > 0:
             return float(steps[col].mean())
-    raise SystemExit(f"bench_engine: the steps frame has no running-request column: {list(steps.columns)}")
+    raise SystemExit(f"bench_engine: no positive mean of a running-request column in the steps frame "
+                     f"({len(steps)} rows, columns {list(steps.columns)})")
 
 
 def timed_run(policy: str, users: int, per_user: int, scenario) -> tuple[object, float]:
