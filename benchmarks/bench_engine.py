@@ -1,48 +1,171 @@
-"""Engine speed: steps per wall-second and simulated output tokens per wall-second.
+"""Engine speed against the design floor: steps per CPU-second of the engine / of a bare SimPy + numpy loop.
 
-Closed-loop load on the bundled trace with ``dspark`` (gamma 7) and ``none``, at about 32 and about 256
-running requests per replica. The KV capacity is raised so that 256 requests fit (the point is engine
-speed, not memory). Floors from the `specsim run` issue: 5,000 steps/s at R = 32 and 2,000 at R = 256,
-one core. Only the event loop is timed (model building and imports excluded), both in wall-clock seconds and in
-CPU seconds of this process (the fair figure on a machine shared with other work).
+For each policy (``dspark`` at the scenario's gamma, ``none``) and each target mean number of running
+requests R (32 and 256), the benchmark:
 
-Run: ``python benchmarks/bench_engine.py`` (add ``--quick`` for fewer requests).
+1. finds a closed-loop concurrency whose run has a measured mean R within 10% of the target. The load is a
+   synthetic trace with the bundled trace's domain mix (``chat=0.2,code=0.4,math=0.4``, ``users x
+   requests-per-user`` requests, seed 0); mean R is the mean over all steps of the steps frame's number of
+   running requests, ramp-up and drain included, so the concurrency is above R. Start at
+   ``R / 0.7`` users and rescale by ``target / measured`` until within 3% (at most 6 runs); the run is
+   deterministic for a seed, so the chosen load gives the same R on every repeat. Outside the 10% band after
+   the search, the benchmark stops with exit status 2;
+2. times the run ``--repeat`` times (default 3, the search's last run is the first) and keeps the fastest in CPU
+   seconds of the event loop (``summary["event_loop_cpu_s"]``: model building and imports excluded);
+3. runs the design floor ``floor_bench.py`` (``bench/`` of the shared folder: ``$SPECSIM_SHARED``, default
+   ``../shared`` beside the repository) in this same process at R = round(measured mean R), gamma 7,
+   fastest of ``--repeat`` as well, and prints engine / floor.
+
+Per-step and per-request records are on (the engine always keeps them); the per-(step, request) step log is
+off. The scenario is the default one with the KV capacity and ``max_num_seqs`` raised (only where the
+scenario has those fields) so that 256 running requests fit: the point is engine speed, not memory.
+
+Targets (issue 11): dspark >= 2/3 of the floor at R = 32 and R = 256; none >= the floor. Without the shared
+folder the floor part is skipped (said so in the output) and only engine speeds are printed.
+
+Run: ``python benchmarks/bench_engine.py`` (about a minute); ``--quick`` for a smoke run (fewer requests, one
+timing run, a shorter floor); ``--check`` to exit 1 when a target is missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
+import inspect
+import os
+import sys
+import time
 from pathlib import Path
+from types import ModuleType
 
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import load_trace
+from specsim.trace import synth_trace
 
 REPO = Path(__file__).resolve().parent.parent
+MIX = "chat=0.2,code=0.4,math=0.4"           # the bundled traces/prod.jsonl's domain shares, rounded
+BAND = 0.10                                   # measured mean R must be within 10% of the target
+SEARCH_TOL = 0.03                             # the search stops once within 3%
+FLOOR_GAMMA = 7
+TARGETS = {"dspark": 2 / 3, "none": 1.0}      # engine / floor, per CPU-second
 
 
-def main() -> None:
+def shared_dir() -> Path:
+    """The shared folder: ``$SPECSIM_SHARED`` or ``../shared`` beside the repository root."""
+    return Path(os.environ.get("SPECSIM_SHARED", REPO.parent / "shared")).resolve()
+
+
+def load_floor() -> ModuleType | None:
+    """Import ``bench/floor_bench.py`` of the shared folder; None when it is absent."""
+    path = shared_dir() / "bench" / "floor_bench.py"
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("floor_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_scenario():
+    """The default scenario with room for 256+ running requests (fields the scenario lacks are left out)."""
+    names = {f.name for f in dataclasses.fields(load_scenario().cluster)}
+    wanted = {"kv_capacity_tokens": 8_000_000, "kv_capacity_blocks": 500_000, "max_num_seqs": 4096}
+    return load_scenario(overrides=[f"cluster.{k}={v}" for k, v in wanted.items() if k in names])
+
+
+def mean_running(steps) -> float:
+    """Mean number of running requests per step from a steps frame (``num_running``, else ``num_decode``)."""
+    for col in ("num_running", "num_decode"):
+        if col in steps.columns and len(steps) and steps[col].mean() > 0:
+            return float(steps[col].mean())
+    raise SystemExit(f"bench_engine: no positive mean of a running-request column in the steps frame "
+                     f"({len(steps)} rows, columns {list(steps.columns)})")
+
+
+def timed_run(policy: str, users: int, per_user: int, scenario) -> tuple[object, float]:
+    """One closed-loop run; returns (result, event-loop CPU seconds)."""
+    trace = synth_trace(users * per_user, 1.0, mix=MIX, seed=0)
+    kwargs = {"record_step_log": False} if "record_step_log" in inspect.signature(simulate).parameters else {}
+    cpu0 = time.process_time()
+    res = simulate(trace, policy, scenario, concurrency=users, seed=0, **kwargs)
+    cpu = time.process_time() - cpu0
+    return res, float(res.summary.get("event_loop_cpu_s", cpu))
+
+
+def find_load(policy: str, target: float, per_user: int, scenario) -> tuple[int, list]:
+    """Search the concurrency whose mean R is within SEARCH_TOL of ``target``; returns (users, [(res, cpu)])."""
+    users, tried = max(1, round(target / 0.7)), {}
+    for _ in range(6):
+        res, cpu = timed_run(policy, users, per_user, scenario)
+        r = mean_running(res.steps)
+        tried[users] = (abs(r / target - 1), [(res, cpu)])
+        nxt = max(1, round(users * target / r))
+        if abs(r / target - 1) <= SEARCH_TOL or nxt in tried:
+            break
+        users = nxt
+    users = min(tried, key=lambda u: tried[u][0])
+    return users, tried[users][1]
+
+
+def floor_speed(floor: ModuleType, r: int, steps: int, repeat: int) -> float:
+    """Fastest of ``repeat`` floor runs, steps per CPU-second."""
+    return max(floor.floor_steps_per_cpu_s(num_requests=r, gamma=FLOOR_GAMMA, steps=steps, seed=0)
+               for _ in range(repeat))
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer requests per point")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per point; the fastest is reported (the "
-                    "machine's speed varies with other work: the best run is the least disturbed)")
-    args = ap.parse_args()
-    trace = load_trace(REPO / "traces" / "prod.jsonl")
-    scen = load_scenario(overrides=["cluster.kv_capacity_tokens=4000000", "cluster.max_num_seqs=256"])
-    print(f"{'policy':<8} {'users':>5} {'mean R':>7} {'steps':>7} {'wall s':>7} {'cpu s':>7} "
-          f"{'steps/s':>8} {'steps/cpu-s':>11} {'tok/cpu-s':>10}")
+    ap.add_argument("--quick", action="store_true", help="smoke run: fewer requests, 1 timing run, short floor")
+    ap.add_argument("--repeat", type=int, default=None, help="timing runs per point, fastest kept (default 3)")
+    ap.add_argument("--r-targets", default="32,256", help="target mean running requests, comma-separated")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a ratio target is missed")
+    args = ap.parse_args(argv)
+    repeat = max(1, args.repeat or (1 if args.quick else 3))
+    per_user = 8 if args.quick else 12
+    floor_steps = 500 if args.quick else 4000
+    r_targets = [int(x) for x in args.r_targets.split(",") if x.strip()]
+    scenario = bench_scenario()
+    floor = load_floor()
+    if floor is None:
+        print(f"shared folder {shared_dir()} has no bench/floor_bench.py (set SPECSIM_SHARED): floor part skipped")
+
+    rows, out_of_band = [], []
     for policy in ("dspark", "none"):
-        for users in (32, 256):
-            n = users * (6 if args.quick else 12)
-            runs = [simulate(trace.head(min(n, len(trace))), policy, scen, concurrency=users, seed=0)
-                    for _ in range(max(1, args.repeat))]
-            res = min(runs, key=lambda r: r.summary["event_loop_cpu_s"])
-            s = res.summary
-            loop, cpu = s["event_loop_wall_s"], s["event_loop_cpu_s"]
-            tokens = int(res.requests.output_tokens.sum())
-            print(f"{policy:<8} {users:>5} {res.steps.num_decode.mean():>7.1f} {s['steps']:>7} {loop:>7.2f} "
-                  f"{cpu:>7.2f} {s['steps'] / loop:>8.0f} {s['steps'] / cpu:>11.0f} {tokens / cpu:>10.0f}")
+        for target in r_targets:
+            users, runs = find_load(policy, target, per_user, scenario)
+            runs += [timed_run(policy, users, per_user, scenario) for _ in range(repeat - len(runs))]
+            res, cpu = min(runs, key=lambda rc: rc[1])
+            r = mean_running(res.steps)
+            if abs(r / target - 1) > BAND:
+                out_of_band.append(f"{policy} at R={target}: measured mean R {r:.1f} with {users} users")
+            nsteps = len(res.steps)
+            eng = nsteps / cpu
+            flo = floor_speed(floor, max(1, round(r)), floor_steps, repeat) if floor else None
+            rows.append((policy, target, users, r, nsteps, cpu, eng, flo))
+
+    print(f"{'policy':<7} {'target':>6} {'users':>5} {'mean R':>7} {'steps':>6} {'loop cpu s':>10} "
+          f"{'engine st/cpu-s':>15} {'floor st/cpu-s':>14} {'ratio':>6} {'goal':>6}")
+    for policy, target, users, r, nsteps, cpu, eng, flo in rows:
+        ratio = f"{eng / flo:6.2f}" if flo else f"{'-':>6}"
+        floor_s = f"{flo:,.0f}" if flo else "-"
+        goal = f">={TARGETS[policy]:.2f}"
+        print(f"{policy:<7} {'R=' + str(target):>6} {users:>5} {r:>7.1f} {nsteps:>6} {cpu:>10.3f} "
+              f"{eng:>15,.0f} {floor_s:>14} {ratio} {goal:>6}")
+    missed = 0
+    for policy, target, _, r, _, _, eng, flo in rows:
+        if flo is None:
+            print(f"verdict {policy} R={target}: no floor (shared folder absent), not judged")
+            continue
+        ok = eng / flo >= TARGETS[policy]
+        missed += not ok
+        print(f"verdict {policy} R={target}: engine/floor {eng / flo:.2f} at mean R {r:.1f}, target >= "
+              f"{TARGETS[policy]:.2f}: {'MET' if ok else 'MISSED'}")
+    if out_of_band:
+        print("ERROR: mean R outside the 10% band of its target: " + "; ".join(out_of_band), file=sys.stderr)
+        return 2
+    return 1 if (args.check and missed) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
