@@ -228,9 +228,12 @@ def test_regression_sweep_sanity(regression_dir):
     """Invariants of the regression frontiers that hold whatever the golden numbers are."""
     recs = load_records(regression_dir)
     bc = budget_curve(recs).set_index(["curve", "load"])
-    # MTP-1 verifies exactly one draft per request-step (budget 2, flat); static always gamma + 1 = 6
+    # MTP-1 verifies exactly one draft per request-step (budget 2, flat); static gamma + 1 = 6 while the KV
+    # cache has room; at 64 users (~150k tokens wanted, 110k held) paged KV leaves some requests without
+    # room for the drafter's share or the lookahead, so static verifies fewer there (docs/memory.md)
     assert np.allclose(bc.xs("mtp1").mean_verify_tokens_per_request_mean, 2.0, atol=0.01)
-    assert (bc.xs("static").mean_verify_tokens_per_request_mean > 5.8).all()
+    static = bc.xs("static").mean_verify_tokens_per_request_mean
+    assert (static.loc[[1.0, 4.0, 16.0]] > 5.8).all() and 5.0 < static.loc[64.0] <= 6.0
     # DSpark's budget shrinks as load grows (the paper's Fig. 8 trend)
     dsp = bc.xs("dspark").mean_verify_tokens_per_request_mean.sort_index()
     assert dsp.iloc[0] > dsp.iloc[-1]
