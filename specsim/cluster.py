@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from specsim.acceptance import AcceptanceModel, RequestDraws
+from specsim.acceptance import AcceptanceModel
+from specsim.draws import row_draws
 from specsim.engine import Replica, ReplicaConfig
 from specsim.kv import BlockPool, blocks_for
 from specsim.records import Records
@@ -59,7 +60,7 @@ class ClusterConfig:
         prefill_time_per_token_s: fixed prefill seconds per token, or None to use the profile.
         prefill_chunk_tokens: chunk size for the profile-based prefill time.
         request_overhead_s: fixed seconds per request before it reaches the scheduler.
-        seed: the run seed (request r's draws come from SeedSequence([seed, r])).
+        seed: the run seed (request r's draws come from its own counter-based stream, specsim.draws).
     """
 
     replicas: tuple[ReplicaConfig, ...]
@@ -105,23 +106,22 @@ class Cluster:
         self.records = Records(len(trace), record_step_log)
         self.num_blocks = first.num_blocks
         self.kv_capacity_tokens = config.kv_capacity_tokens
+        draws = row_draws(acceptance, config.seed, self.workload.domain, self.workload.output) if acceptance else None
         self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(), acceptance=acceptance,
-                                 profile=profile, drafter_cost=drafter_cost, draws=self.draw_request,
+                                 profile=profile, drafter_cost=drafter_cost, draws=draws,
                                  workload=self.workload, records=self.records, on_done=self.on_complete)
                          for rc in config.replicas]
         self.prefill_instances = [PrefillInstance(i, first.num_blocks, first.prefix_caching)
                                   for i in range(config.num_prefill_instances)]
-        self._free_prefill = simpy.FilterStore(self.env, capacity=len(self.prefill_instances))
-        self._free_prefill.items.extend(self.prefill_instances)
+        # free prefill instances: one FIFO pool (any free instance), or one per instance when the router picks it
+        per_instance = config.router == "prefix-aware" and len(self.prefill_instances) > 1
+        self._free_prefill = [simpy.Store(self.env, capacity=1) for _ in self.prefill_instances] if per_instance \
+            else [simpy.Store(self.env, capacity=len(self.prefill_instances))]
+        for inst in self.prefill_instances:
+            self._free_prefill[inst.index if per_instance else 0].items.append(inst)
         self._rr = 0
         self.in_system, self._area, self._last_t = 0, 0.0, 0.0      # Little's-law integral
         self._done_events: dict[int, simpy.Event] = {}
-
-    # ----------------------------------------------------------------- randomness
-    def draw_request(self, idx: int) -> RequestDraws:
-        """Everything request ``idx`` will need, from its own stream SeedSequence([seed, idx])."""
-        rng = np.random.default_rng(np.random.SeedSequence([self.config.seed, int(idx)]))
-        return self.acceptance.draw_request(rng, self.workload.domain[idx], int(self.workload.output[idx]))
 
     # ----------------------------------------------------------------- request lifecycle
     def arrive(self, idx: int) -> simpy.Event:
@@ -158,7 +158,8 @@ class Cluster:
         chosen = self._pick_prefill(idx)
         if chosen is not None:
             chosen.outstanding += 1
-        inst = yield (self._free_prefill.get() if chosen is None else self._free_prefill.get(lambda i: i is chosen))
+        store = self._free_prefill[0 if chosen is None else chosen.index]
+        inst = yield store.get()
         if chosen is None:
             inst.outstanding += 1
         self.records.prefill_start_s[idx] = self.env.now
@@ -166,7 +167,7 @@ class Cluster:
         yield self.env.timeout(dt)
         self._cache_prompt(inst, idx)
         inst.outstanding -= 1
-        self._free_prefill.put(inst)
+        store.put(inst)
         self.records.prefill_s[idx] = dt
         self.first_token(idx)
 

@@ -79,7 +79,8 @@ class Slots:
     ``request`` is the trace index; ``num_generated`` output tokens emitted so far; ``prefill_left`` prompt (or,
     after a preemption, prompt + generated) tokens still to prefill; ``kv_blocks`` target KV blocks held (cached
     prefix blocks included), ``kv_cached`` how many of those are shared cache blocks, ``draft_kv_blocks`` the
-    drafter's blocks; ``arena_offset`` the first arena row of the request's draws; ``decode_steps`` and the
+    drafter's blocks; ``draw_key`` and ``draw_base`` (R, gamma) the request's random stream (specsim.draws);
+    ``decode_steps`` and the
     history for causal policies (flushed to the records when the request leaves or is preempted).
 
     The arrays a scheduling view shows (``request``, ``prompt_tokens``, ``num_generated``, the history) are
@@ -94,7 +95,8 @@ class Slots:
     kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     kv_cached: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     draft_kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    arena_offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    draw_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    draw_base: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     decode_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     drafts_verified: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     drafts_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -102,15 +104,21 @@ class Slots:
     last_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     last_emit_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
 
+    @classmethod
+    def empty(cls, gamma: int) -> "Slots":
+        """No running request; ``draw_base`` rows have ``gamma`` columns."""
+        return cls(draw_base=np.zeros((0, gamma)))
+
     @property
     def size(self) -> int:
         """Number of running requests."""
         return self.request.size
 
-    def append(self, **values: np.ndarray) -> None:
-        """Append rows; every field must be given, each a (k,) array."""
+    def append(self, rows: list[dict]) -> None:
+        """Append one slot per dict of field values (every field given), in order."""
         for f in fields(self):
-            setattr(self, f.name, np.concatenate([getattr(self, f.name), values[f.name]]))
+            old = getattr(self, f.name)
+            setattr(self, f.name, np.concatenate([old, np.array([r[f.name] for r in rows], old.dtype)]))
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` (R,) is True, in order."""
@@ -122,50 +130,13 @@ class Slots:
         return {f.name: getattr(self, f.name)[slot] for f in fields(self)}
 
 
-class Arena:
-    """Row storage for running requests' pre-drawn outcomes: (capacity, 3, gamma) float32, compacted on demand."""
-
-    LOGIT_Q, NOISE, U = 0, 1, 2   # planes: latent logit, confidence noise, acceptance uniform
-
-    def __init__(self, gamma: int, capacity: int = 1 << 14) -> None:
-        self.gamma = gamma
-        self.data = np.zeros((capacity, 3, gamma), dtype=np.float32)
-        self.tail = 0
-
-    def alloc(self, draws, live_off: np.ndarray, live_len: np.ndarray) -> tuple[int, np.ndarray]:
-        """Store one request's (P, gamma) draws; may compact live blocks. Returns (offset, new live offsets)."""
-        n = draws.logit_q.shape[0]
-        if self.tail + n > self.data.shape[0]:
-            live_off = self._compact(live_off, live_len, n)
-        off = self.tail
-        self.tail += n
-        self.data[off: off + n, self.LOGIT_Q] = draws.logit_q
-        self.data[off: off + n, self.NOISE] = draws.noise
-        self.data[off: off + n, self.U] = draws.u
-        return off, live_off
-
-    def _compact(self, live_off: np.ndarray, live_len: np.ndarray, need: int) -> np.ndarray:
-        used = int(live_len.sum())
-        cap = self.data.shape[0]
-        while used + need > cap // 2 and used + need > cap - cap // 4:
-            cap *= 2
-        src = (np.concatenate([np.arange(o, o + n) for o, n in zip(live_off, live_len)]) if live_len.size
-               else np.zeros(0, np.int64))
-        new_off = np.concatenate([[0], np.cumsum(live_len)[:-1]]).astype(np.int64) if live_len.size else live_off
-        fresh = np.zeros((cap, 3, self.gamma), dtype=np.float32)
-        fresh[: src.size] = self.data[src]
-        self.data = fresh
-        self.tail = used
-        return new_off
-
-
 @dataclass(frozen=True)
 class StepPlan:
     """What a step will do, fixed before its duration elapses (arrays over the R decoding requests)."""
 
     decode: np.ndarray        # (R,) slot indices of decoding requests
     verify_len: np.ndarray    # (R,) clipped verify lengths
-    draws: np.ndarray | None  # (R, 3, gamma) arena rows (outcomes revealed only when the step ends)
+    draws: np.ndarray | None  # (R, 3, gamma) [logit_q, noise, u] rows (outcomes revealed only when the step ends)
     conf_raw: np.ndarray      # (R, gamma) raw confidences
     conf: np.ndarray          # (R, gamma) calibrated
     prefill: np.ndarray       # (n,) slot indices getting prefill chunks
@@ -194,7 +165,7 @@ class Replica:
         acceptance: the acceptance model (None when gamma is 0).
         profile: the target's step-time profile.
         drafter_cost: the drafter's cost model.
-        draws: ``draws(idx)`` -> the request's RequestDraws (its own random stream).
+        draws: the run's draw source (:func:`specsim.draws.row_draws`): a request's rows at an anchor.
         workload: the read-only per-request inputs.
         records: the run's record sink.
         on_done: ``on_done(ids, now_s)`` when requests complete.
@@ -202,15 +173,15 @@ class Replica:
     """
 
     def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, acceptance, profile,
-                 drafter_cost, draws: Callable, workload: Workload, records: Records,
+                 drafter_cost, draws, workload: Workload, records: Records,
                  on_done: Callable[[np.ndarray, float], None], lazy_kv: bool = True) -> None:
         self.env, self.config, self.hooks = env, config, hooks
         self.acceptance, self.profile, self.drafter_cost = acceptance, profile, drafter_cost
         self.draws, self.workload, self.records, self.on_done = draws, workload, records, on_done
         self.index = config.index
         self.pool = BlockPool(config.num_blocks, config.prefix_caching)
-        self.slots = Slots()
-        self.arena = Arena(config.gamma)
+        self.slots = Slots.empty(config.gamma)
+        self._pending: list[dict] = []             # admitted this step, not yet in the slots
         self.queue: deque[int] = deque()
         self.parked: dict[int, dict] = {}          # preempted requests' state, by trace index
         self.cached_keys: dict[int, tuple] = {}    # cache keys each running request holds
@@ -343,14 +314,21 @@ class Replica:
 
     def _admit(self) -> None:
         """Admit queued requests FCFS while slots and KV blocks allow (a lazy step turns exact to retry)."""
-        while self.queue and self.slots.size < self.config.max_num_seqs:
+        while self.queue and self.slots.size + len(self._pending) < self.config.max_num_seqs:
             margin = 0 if self._exact else self._owed + self.config.max_num_seqs * self.growth_bound
             if self._admit_one(self.queue[0], margin):
                 self.queue.popleft()
             elif margin:
+                self._add_pending()
                 self._sync()
             else:
                 break                                   # FCFS: the head waits for memory
+        self._add_pending()
+
+    def _add_pending(self) -> None:
+        if self._pending:
+            self.slots.append(self._pending)
+            self._pending = []
 
     def _admit_one(self, idx: int, margin: int) -> bool:
         """Allocate request ``idx``'s blocks and give it a slot; False when they do not fit beside ``margin``."""
@@ -385,20 +363,16 @@ class Replica:
         return len(new)
 
     def _add_slot(self, idx: int, parked: dict | None, generated: int, prefill_left: int, blocks: int) -> None:
-        s, w = self.slots, self.workload
-        off = 0
-        if self.config.gamma > 0:
-            off, s.arena_offset = self.arena.alloc(self.draws(idx), s.arena_offset, s.output_tokens)
-        p = parked or {}
-        now = self.env.now
-        row = dict(request=idx, prompt_tokens=w.prompt[idx], output_tokens=w.output[idx],
-                   num_generated=generated, prefill_left=prefill_left, kv_blocks=blocks,
-                   kv_cached=len(self.cached_keys[idx]), draft_kv_blocks=0, arena_offset=off,
-                   decode_steps=p.get("decode_steps", 0),
-                   drafts_verified=p.get("drafts_verified", 0), drafts_accepted=p.get("drafts_accepted", 0),
-                   last_verify_len=p.get("last_verify_len", -1), last_accepted=p.get("last_accepted", -1),
-                   last_emit_s=p.get("last_emit_s", np.nan if self.config.colocated else now))
-        s.append(**{k: np.array([v], np.float64 if k == "last_emit_s" else np.int64) for k, v in row.items()})
+        """Queue a slot for request ``idx`` (restoring a preempted request's counters)."""
+        w, p, now = self.workload, parked or {}, self.env.now
+        key, base = self.draws.request_state(idx, w.domain[idx]) if self.config.gamma else (0, ())
+        self._pending.append(dict(
+            request=idx, prompt_tokens=w.prompt[idx], output_tokens=w.output[idx], num_generated=generated,
+            prefill_left=prefill_left, kv_blocks=blocks, kv_cached=len(self.cached_keys[idx]), draft_kv_blocks=0,
+            draw_key=key, draw_base=base, decode_steps=p.get("decode_steps", 0),
+            drafts_verified=p.get("drafts_verified", 0), drafts_accepted=p.get("drafts_accepted", 0),
+            last_verify_len=p.get("last_verify_len", -1), last_accepted=p.get("last_accepted", -1),
+            last_emit_s=p.get("last_emit_s", np.nan if self.config.colocated else now)))
         self.parked.pop(idx, None)
         if not parked:
             self.records.admitted_s[idx] = now
@@ -409,8 +383,9 @@ class Replica:
         s = self.slots
         decode = np.flatnonzero(s.prefill_left == 0)
         kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
-        can_draft = self._draft_room(decode)
-        gamma, draws, conf_raw, conf, capacity, verify_len = self._decide(decode, can_draft, kv_tokens)
+        gamma = self._proposal(decode, kv_tokens)
+        can_draft = self._draft_room(decode, gamma)
+        draws, conf_raw, conf, capacity, verify_len = self._decide(decode, gamma, can_draft, kv_tokens)
         verify_len = self._clip(decode, verify_len, can_draft)
         B = decode.size + int(verify_len.sum())
         prefill, chunk = self._pack_prefill(B)
@@ -422,12 +397,21 @@ class Replica:
                         prefill=prefill, chunk=chunk, duration_s=duration, capacity=capacity, gamma=gamma,
                         batch_tokens=B + int(chunk.sum()), num_preempted=preempted, num_waiting=waiting)
 
-    def _draft_room(self, decode: np.ndarray) -> np.ndarray:
+    def _proposal(self, decode: np.ndarray, kv_tokens: float) -> int:
+        """Drafts proposed this step: gamma, or the policy's ``proposal_length`` (asked before drafting)."""
+        gamma, h = self.config.gamma, self.hooks
+        if not (decode.size and gamma and h.proposal_length is not None):
+            return gamma
+        empty = np.zeros((decode.size, 0))
+        view = self._view(decode, None, empty, empty, kv_tokens, None, gamma)
+        return self._check_int(h.proposal_length(view), "proposal_length", gamma)
+
+    def _draft_room(self, decode: np.ndarray, gamma: int) -> np.ndarray:
         """(R,) bool: requests whose drafter KV share fits (FCFS); they draft, the others verify nothing."""
         cfg, s = self.config, self.slots
-        if not self._exact or cfg.gamma == 0 or cfg.drafter_kv_fraction == 0:
+        if not self._exact or gamma == 0 or cfg.drafter_kv_fraction == 0:
             return np.ones(decode.size, bool)
-        ctx = s.prompt_tokens[decode] + s.num_generated[decode] + cfg.gamma
+        ctx = s.prompt_tokens[decode] + s.num_generated[decode] + gamma
         need = np.maximum(blocks_for(np.ceil(ctx * cfg.drafter_kv_fraction).astype(np.int64), cfg.block_size)
                           - s.draft_kv_blocks[decode], 0)
         fits = np.cumsum(need) <= self.pool.num_available
@@ -436,41 +420,36 @@ class Replica:
         s.draft_kv_blocks[decode] += granted
         return fits | (need == 0)
 
-    def _decide(self, decode: np.ndarray, can_draft: np.ndarray, kv_tokens: float):
-        """The policy's verify lengths (unclipped) and the step's drafts: (gamma, draws, c_raw, c, capacity, l)."""
-        R, gamma, h = decode.size, self.config.gamma, self.hooks
-        s = self.slots
-        rows = s.arena_offset[decode] + s.num_generated[decode]           # anchor rows p = tokens so far
-        if R and gamma and h.proposal_length is not None:
-            empty = np.zeros((R, 0))
-            gamma = self._check_int(h.proposal_length(self._view(decode, rows, empty, empty, kv_tokens, None,
-                                                                 gamma)), "proposal_length", gamma)
-        draws, conf_raw, conf = self._draft(rows, gamma, can_draft)
+    def _decide(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray, kv_tokens: float):
+        """The step's drafts and the policy's verify lengths (unclipped): (draws, c_raw, c, capacity, l)."""
+        R, h, s = decode.size, self.hooks, self.slots
+        anchors = s.num_generated[decode]                                  # anchor p = tokens so far
+        draws = self.draws.rows(s.draw_key[decode], anchors, s.draw_base[decode]) if R and gamma else None
+        conf_raw, conf = self._draft(draws, R, gamma, can_draft)
         capacity = -1
         if R and h.capacity is not None:
             old = self._views[0] if len(self._views) == 2 else None
             capacity = self._check_int(h.capacity(old, s.request[decode], R), "capacity", None)
         if not R:
             self._views.append(None)
-            return gamma, draws, conf_raw, conf, capacity, np.zeros(0, np.int64)
-        view = self._view(decode, rows, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
+            return draws, conf_raw, conf, capacity, np.zeros(0, np.int64)
+        view = self._view(decode, draws, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
         self._views.append(view)
-        return gamma, draws, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
+        return draws, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
 
-    def _draft(self, rows: np.ndarray, gamma: int, can_draft: np.ndarray):
-        """(draws, conf_raw, conf) of this step's drafts; requests that cannot draft get confidence 0."""
-        R = rows.size
-        if not (R and gamma):
+    def _draft(self, draws: np.ndarray | None, R: int, gamma: int, can_draft: np.ndarray):
+        """(conf_raw, conf) of this step's drafts from their (R, 3, gamma) rows; requests that cannot draft
+        get confidence 0."""
+        if draws is None:
             z = np.zeros((R, gamma))
-            return None, z, z
-        draws = self.arena.data[rows]                                       # (R, 3, gamma), still hidden
-        conf_raw, conf = self.acceptance.confidences(draws[:, Arena.LOGIT_Q], draws[:, Arena.NOISE])
+            return z, z
+        conf_raw, conf = self.acceptance.confidences(draws[:, 0], draws[:, 1])
         if gamma < self.config.gamma:
             conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
         if not can_draft.all():
             conf_raw[~can_draft] = 0.0
             conf[~can_draft] = 0.0
-        return draws, conf_raw, conf
+        return conf_raw, conf
 
     def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray) -> np.ndarray:
         """Clip verify lengths to the remaining output - 1, the drafter's room and (exact steps) the KV left."""
@@ -538,12 +517,12 @@ class Replica:
         return 0.0 if self.hooks.fits_zos else self.config.host_overhead_s
 
     # ----------------------------------------------------------------- policy results and views
-    def _view(self, decode, rows, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
+    def _view(self, decode, draws, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
         s = self.slots
         whole = decode.size == s.size                    # every slot decodes: the view keeps the arrays as they are
         pick = (lambda a: a) if whole else (lambda a: a[decode])
         ids = pick(s.request)
-        extra = {"accept": self._accept(self.arena.data[rows])} if self.hooks.view_cls is OracleView else {}
+        extra = {"accept": self._accept(draws)} if self.hooks.view_cls is OracleView else {}
         return self.hooks.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
             domains=self.workload.domain[ids], conf_raw=conf_raw, conf=conf,
@@ -553,8 +532,8 @@ class Replica:
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
     def _accept(self, draws: np.ndarray) -> np.ndarray:
-        """(R, gamma) hidden outcomes from a step's (R, 3, gamma) arena rows."""
-        return self.acceptance.accepted(draws[:, Arena.LOGIT_Q], draws[:, Arena.U])
+        """(R, gamma) hidden outcomes from a step's (R, 3, gamma) [logit_q, noise, u] rows."""
+        return self.acceptance.accepted(draws[:, 0], draws[:, 2])
 
     def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
         arr = result if type(result) is np.ndarray else np.asarray(result)
@@ -666,9 +645,10 @@ class Replica:
         for slot in slots.tolist():
             self._free_blocks(slot)
         self._flush(slots)
+        if self.config.gamma:
+            for key in s.draw_key[slots].tolist():
+                self.draws.forget(key)
         keep = np.ones(s.size, bool)
         keep[slots] = False
         s.keep(keep)
-        if s.size == 0:
-            self.arena.tail = 0
         self.on_done(ids, now)

@@ -78,8 +78,13 @@ def _reference_static_run(trace, k, step_s, prefill_per_token, seed, alpha):
     for i in range(n):                                     # FCFS prefill instance
         start = max(free_at, trace.arrival_s[i])
         prefill_done[i] = free_at = start + prefill_per_token * trace.prompt_tokens[i]
-    draws = [model.draw_request(np.random.default_rng(np.random.SeedSequence([seed, i])), "chat",
-                                int(trace.output_tokens[i])) for i in range(n)]
+    # no latent spread: every draft's acceptance probability is sigmoid(beta_k); the uniform of draft k at anchor
+    # p is column 2k+1+k of the request's counter-based stream (specsim.draws: e, eps_1..k, noise_1..k, u_1..k)
+    from scipy.special import expit
+
+    from specsim.draws import request_keys, uniforms
+    keys = request_keys(seed, np.arange(n))
+    p_accept = expit(model.beta("chat"))
     gen = np.ones(n, int)
     joined = np.zeros(n, bool)
     done = np.full(n, np.nan)
@@ -98,7 +103,7 @@ def _reference_static_run(trace, k, step_s, prefill_per_token, seed, alpha):
         now += step_s + draft_s
         for i in running:
             l = min(k, trace.output_tokens[i] - gen[i] - 1)
-            acc = model.accepted(draws[i].logit_q[gen[i]], draws[i].u[gen[i]])
+            acc = uniforms(keys[i: i + 1], np.array([gen[i]]), 3 * k + 1)[0, 2 * k + 1:] < p_accept
             a = 0
             while a < l and acc[a]:
                 a += 1
