@@ -576,26 +576,31 @@ class Replica:
             accepted = np.zeros(d.size, np.int64)
         self.records.itl(now - s.last_emit_s[d], now)
         s.last_emit_s[d] = now
+        self._advance_decode(d, l, accepted)
+        if self.records.record_step_log:
+            self.records.step_log((self.step_index, self.index, start, now - start, s.request[d], plan.gamma, l,
+                                   accepted, plan.conf_raw, plan.conf))
+        return accepted
+
+    def _advance_decode(self, d: np.ndarray, l: np.ndarray, accepted: np.ndarray) -> None:
+        """Count the step in the decoding slots ``d``; the view's arrays are replaced, never written in place."""
+        s = self.slots
         if d.size == s.size:                                                   # every slot decoded
             s.num_generated = s.num_generated + accepted + 1
             s.decode_steps = s.decode_steps + 1
             s.drafts_verified = s.drafts_verified + l
             s.drafts_accepted = s.drafts_accepted + accepted
             s.last_verify_len, s.last_accepted = l, accepted
-        else:
-            for name, add in (("num_generated", accepted + 1), ("decode_steps", 1), ("drafts_verified", l),
-                              ("drafts_accepted", accepted)):
-                arr = getattr(s, name).copy()
-                arr[d] += add
-                setattr(s, name, arr)
-            for name, val in (("last_verify_len", l), ("last_accepted", accepted)):
-                arr = getattr(s, name).copy()
-                arr[d] = val
-                setattr(s, name, arr)
-        if self.records.record_step_log:
-            self.records.step_log((self.step_index, self.index, start, now - start, s.request[d], plan.gamma, l,
-                                   accepted, plan.conf_raw, plan.conf))
-        return accepted
+            return
+        for name, add in (("num_generated", accepted + 1), ("decode_steps", 1), ("drafts_verified", l),
+                          ("drafts_accepted", accepted)):
+            arr = getattr(s, name).copy()
+            arr[d] += add
+            setattr(s, name, arr)
+        for name, val in (("last_verify_len", l), ("last_accepted", accepted)):
+            arr = getattr(s, name).copy()
+            arr[d] = val
+            setattr(s, name, arr)
 
     def _advance_prefill(self, plan: StepPlan, now: float) -> int:
         """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns finished recomputes."""

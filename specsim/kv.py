@@ -57,23 +57,19 @@ def prefix_block_keys(prompt_tokens: int, block_size: int, hash_ids=None, hash_b
             [i * hash_block_tokens, (i + 1) * hash_block_tokens)); only hash blocks wholly inside the prompt are
             shareable (a trailing partial block is never a hit).
         hash_block_tokens: tokens per hash id (512 in the Mooncake traces).
-        prefix_group, prefix_tokens: a shared system prompt: the first ``prefix_tokens`` tokens are the same
-            for every request of the group.
+        prefix_group, prefix_tokens: a system prompt: the first ``prefix_tokens`` tokens, shared by the group.
 
     Returns:
-        Keys of KV blocks 0 .. n-1 where n = (shareable tokens) // block_size; key j depends on the whole
-        prefix up to block j, so equal keys mean equal prefixes.
+        Keys of KV blocks 0 .. n-1, n = shareable tokens // block_size; key j depends on the whole prefix to j.
     """
     if hash_ids:
         full = min(len(hash_ids), prompt_tokens // hash_block_tokens)
-        n = full * hash_block_tokens // block_size
-        chain, keys, h = [], [], 0
+        chain, h = [], 0
         for i in range(full):
             h = hash((h, int(hash_ids[i])))
             chain.append(h)
-        for j in range(n):
-            keys.append(hash((chain[j * block_size // hash_block_tokens], j)))
-        return tuple(keys)
+        n = full * hash_block_tokens // block_size
+        return tuple(hash((chain[j * block_size // hash_block_tokens], j)) for j in range(n))
     if prefix_group is not None and prefix_tokens > 0:
         g = _str_key(str(prefix_group))
         n = min(prefix_tokens, prompt_tokens) // block_size
