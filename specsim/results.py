@@ -452,3 +452,13 @@ def load_measured(path) -> list[MeasuredPoint]:
         return [MeasuredPoint(**{k: v for k, v in d.items() if k in names}) for d in obj["points"]]
     except TypeError as e:
         raise SpecsimInputError(src, None, "points", "measured points", str(e)) from None
+
+
+MEASURED_FILE = "measured.json"
+
+
+def measured_for_plot(sweep_dirs: Sequence, files: Sequence = ()) -> list[MeasuredPoint]:
+    """The measured points ``specsim plot`` draws: each of ``files`` plus ``<dir>/measured.json`` where it exists."""
+    paths = [Path(f) for f in files] + [Path(d) / MEASURED_FILE for d in sweep_dirs
+                                        if (Path(d) / MEASURED_FILE).is_file()]
+    return [p for path in dict.fromkeys(paths) for p in load_measured(path)]

@@ -204,7 +204,7 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
             i = int(np.argmax(bad))
             raise SpecsimInputError(src, int(lines[i]), name, "a date-time such as 2024-05-01 12:00:00.5",
                                     repr(col.iloc[i]))
-        ns = t.to_numpy().astype("datetime64[ns]").astype(np.int64)
+        ns = t.dt.tz_localize(None).to_numpy().astype("datetime64[ns]").astype(np.int64)
         return (ns - ns.min()) / 1e9 + 0.0  # relative; the origin rule then applies to these seconds
     if unit not in TIME_UNITS:
         raise SpecsimInputError(None, None, "time_unit", f"one of {[*TIME_UNITS, 'datetime']}", repr(unit))
