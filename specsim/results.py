@@ -30,7 +30,8 @@ Mapping of a simulated run onto vLLM's fields (the choices a reader should know)
   users issue a request as soon as their previous one completes, with no client-side queue).
 * ``request_rate``: ``"inf"`` in closed loop (vLLM's closed loop is ``--request-rate inf
   --max-concurrency N``); in open loop the replayed mean rate (N - 1) / arrival span, and
-  ``burstiness`` = 1 / CV^2 of the inter-arrival gaps (vLLM's gamma shape; 1 = Poisson).
+  ``burstiness`` = 1 / CV^2 of the inter-arrival gaps (vLLM's gamma shape; 1 = Poisson; None for
+  evenly spaced arrivals, CV 0, which no finite shape describes).
 * TTFT, TPOT and E2EL statistics are computed here from the measured requests (numpy: mean, median,
   population std, linear percentiles, as vLLM does); ITL statistics are taken from the run summary,
   ``None`` where the summary has no such key.
@@ -142,7 +143,7 @@ def vllm_result(result, *, percentiles: Sequence[float] = VLLM_PERCENTILES, labe
         "label": label or s.get("policy"), "model_id": model, "tokenizer_id": model, "num_prompts": int(s["total"]),
         "request_rate": "inf" if closed or arrivals[-1] <= arrivals[0]
         else float((arrivals.size - 1) / (arrivals[-1] - arrivals[0])),
-        "burstiness": 1.0 if closed or cv == 0 else float(1.0 / cv**2),
+        "burstiness": 1.0 if closed else (float(1.0 / cv**2) if cv > 0 else None),
         "max_concurrency": int(load["concurrency"]) if closed else None,
         "duration": duration, "completed": int(s["measured_requests"]), "failed": int(s.get("unservable", 0)),
         "total_input_tokens": int(s["total_input_tokens"]), "total_output_tokens": int(s["total_output_tokens"]),
