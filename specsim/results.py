@@ -4,11 +4,12 @@ Writer
     :func:`vllm_result` turns a :class:`~specsim.simulation.SimulationResult` into the JSON object
     ``vllm bench serve --save-result`` writes, so dashboards and scripts made for vLLM read a simulated
     run unchanged (``specsim run --result-format vllm``). The key set is that of vLLM's
-    ``vllm/benchmarks/serve.py`` in the v0.11 line and later (read at the main-branch commit
-    009e6d4a of 2026; a file saved without ``--save-detailed``): ``date, endpoint_type, backend, label,
-    model_id, tokenizer_id, num_prompts, request_rate, burstiness, max_concurrency, duration, completed,
-    failed, total_input_tokens, total_output_tokens, request_throughput, request_goodput,
-    output_throughput, total_token_throughput, latencies, queue_times, max_output_tokens_per_s,
+    ``vllm/benchmarks/serve.py`` as of 2026 (read at main-branch commit 009e6d4a, after the v0.11
+    releases; the exact release tag was not checked; a file saved without ``--save-detailed``):
+    ``date, endpoint_type, backend, label, model_id, tokenizer_id, num_prompts, request_rate,
+    burstiness, max_concurrency, duration, completed, failed, total_input_tokens,
+    total_output_tokens, request_throughput, request_goodput, output_throughput,
+    total_token_throughput, latencies, queue_times, max_output_tokens_per_s,
     max_concurrent_requests, rtfx``, the ``spec_decode_*`` keys vLLM adds when the server reports
     speculative decoding, and ``mean_/median_/std_/p<P>_`` ``ttft, tpot, itl, e2el`` ``_ms`` for the
     percentiles 50, 90, 99 and 99.9 (as ``vllm bench serve --percentile-metrics ttft,tpot,itl,e2el
@@ -56,7 +57,7 @@ from specsim.errors import SpecsimInputError
 
 VLLM_PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 VLLM_METRICS = ("ttft", "tpot", "itl", "e2el")
-#: Keys every ``vllm bench serve --save-result`` file of the v0.11 line has before the metric statistics.
+#: Keys a ``vllm bench serve --save-result`` file (serve.py at commit 009e6d4a) has before the metric statistics.
 VLLM_HEAD_KEYS = ("date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
                   "request_rate", "burstiness", "max_concurrency", "duration", "completed", "failed",
                   "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
@@ -394,10 +395,10 @@ def read_guidellm_result(path, gpus: int = 1, label: str | None = None) -> list[
             or _guidellm_stat(m, "request_latency", "count"),
         }
         for gname, (word, scale) in GUIDELLM_LATENCIES.items():
-            for stat, key in (("mean", "mean"), ("median", "median"), *((p, p) for p in GUIDELLM_PERCENTILES)):
-                v = _guidellm_stat(m, gname, key)
-                kname = f"{stat}_{word}_ms" if stat in ("mean", "median") else f"p{GUIDELLM_PERCENTILES[stat]}_{word}_ms"
-                metrics[kname] = None if v is None else v * scale
+            for stat in ("mean", "median", *GUIDELLM_PERCENTILES):
+                v = _guidellm_stat(m, gname, stat)
+                key = stat if stat in ("mean", "median") else f"p{GUIDELLM_PERCENTILES[stat]}"
+                metrics[f"{key}_{word}_ms"] = None if v is None else v * scale
         tpot = metrics["mean_tpot_ms"]
         load = _guidellm_load(bench)
         points.append(MeasuredPoint(src, "guidellm", label or f"measured: guidellm ({load})", load, gpus,

@@ -92,7 +92,8 @@ def test_table_csv_ms_origin_first_sorted_with_prefix(tmp_path):
 
 def test_table_jsonl_origins_and_units(tmp_path):
     p = tmp_path / "log.jsonl"
-    p.write_text('{"t": 10, "p": 5, "o": 2, "id": "x", "kind": "code"}\n{"t": 12.5, "p": 6, "o": 3, "id": "y", "kind": "math"}\n')
+    p.write_text('{"t": 10, "p": 5, "o": 2, "id": "x", "kind": "code"}\n'
+                 '{"t": 12.5, "p": 6, "o": 3, "id": "y", "kind": "math"}\n')
     cmap = {"arrival_s": "t", "prompt_tokens": "p", "output_tokens": "o", "request_id": "id", "domain": "kind"}
     assert convert_table(p, cmap, origin="zero").arrival_s.tolist() == [10.0, 12.5]
     assert convert_table(p, cmap, origin=4).arrival_s.tolist() == [6.0, 8.5]
@@ -114,7 +115,8 @@ def test_table_errors(tmp_path):
     with pytest.raises(SpecsimInputError, match="field 'nope'"):
         convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=nope")
     for bad, what in [("arrival_s=ts,prompt_tokens=in", "output_tokens"), ("arrival_s=ts,foo=in", "foo"),
-                      ("arrival_s", "field=column"), ("arrival_s=a,arrival_s=b,prompt_tokens=c,output_tokens=d", "twice"),
+                      ("arrival_s", "field=column"),
+                      ("arrival_s=a,arrival_s=b,prompt_tokens=c,output_tokens=d", "twice"),
                       ("arrival_s=a,prompt_tokens=b,output_tokens=c,prefix_group=g", "together")]:
         with pytest.raises(SpecsimInputError, match=what):
             parse_column_map(bad)
