@@ -63,11 +63,12 @@ def import_results(
     points = read_results(files, gpus=gpus, label=label)
     save_measured(points, out)
     t = Table(title=f"{len(points)} measured points -> {out}")
-    for col in ("label", "tool", "load", "TPS/user", "tok/s per GPU", "TPS/user from"):
-        t.add_column(col, justify="left" if col in ("label", "tool", "load", "TPS/user from") else "right")
+    for col in ("file", "tool", "load", "TPS/user", "tok/s per GPU", "TPS/user from"):
+        numeric = col in ("TPS/user", "tok/s per GPU")
+        t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
     for p in points:
-        t.add_row(p.label, p.tool, p.load, fmt.number(p.tps_per_user, 1), fmt.number(p.throughput_per_gpu, 1),
-                  p.tps_per_user_basis)
+        t.add_row(Path(p.source).name, p.tool, p.load, fmt.number(p.tps_per_user, 1),
+                  fmt.number(p.throughput_per_gpu, 1), p.tps_per_user_basis)
     Console().print(t)
     missing = [p.label for p in points if p.tps_per_user is None or p.throughput_per_gpu is None]
     if missing:
