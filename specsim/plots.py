@@ -3,7 +3,9 @@
 * :func:`plot_frontiers`: throughput per GPU vs mean TPS/user, every load point (seed mean with its
   seed min-max as error bars) and each curve's Pareto frontier joined by the interpolation rule of
   specsim.frontier; one panel per sweep directory, side by side, SLA tiers as dotted verticals (the
-  layout of the paper's Fig. 7: PAPER.md section 8.5).
+  layout of the paper's Fig. 7: PAPER.md section 8.5). Measured points (real ``vllm bench serve`` or
+  guidellm runs read by :mod:`specsim.results`) are drawn on every panel as black stars labelled
+  ``measured: ...``, on the same axes.
 * :func:`plot_budget`: mean verify tokens per request vs concurrency (the paper's Fig. 8).
 * :func:`plot_throughput_vs_load`: throughput per GPU vs concurrency (or rate scale).
 """
@@ -29,8 +31,12 @@ def _colors(curves: Sequence[str]) -> dict[str, Any]:
 
 
 def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: str | Path,
-                   tiers: Sequence[float] = ()) -> Path:
-    """Throughput per GPU vs TPS/user, one panel per (title, records) pair; returns the PNG path."""
+                   tiers: Sequence[float] = (), measured: Sequence[Any] = ()) -> Path:
+    """Throughput per GPU vs TPS/user, one panel per (title, records) pair; returns the PNG path.
+
+    ``measured``: :class:`specsim.results.MeasuredPoint` objects drawn on every panel (points without
+    TPS/user or throughput are skipped).
+    """
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
         sp = seed_spread(results_frame(recs))
@@ -43,6 +49,7 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
             yerr = np.abs(np.vstack([y - sub[f"{Y}_min"], sub[f"{Y}_max"] - y]))
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=3.5, color=c, alpha=0.45, lw=0.8)
             ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
+        _draw_measured(ax, measured)
         for t in tiers:
             ax.axvline(t, color="0.5", ls=":", lw=1)
         ax.set_xlabel("TPS/user (tok/s, mean over requests)")
@@ -51,6 +58,17 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return _save(fig, out_png)
+
+
+def _draw_measured(ax, measured: Sequence[Any]) -> None:
+    """Measured points as stars, one marker shade per label, annotated with their load."""
+    pts = [p for p in measured if p.tps_per_user is not None and p.throughput_per_gpu is not None]
+    labels = sorted({p.label for p in pts})
+    shades = {lab: str(0.45 * i / max(1, len(labels) - 1)) for i, lab in enumerate(labels)}  # black to grey
+    for lab in labels:
+        sub = [p for p in pts if p.label == lab]
+        ax.plot([p.tps_per_user for p in sub], [p.throughput_per_gpu for p in sub], "*", ms=11,
+                color=shades[lab], markeredgecolor="white", markeredgewidth=0.6, label=lab, zorder=5)
 
 
 def _per_load(records: list[dict[str, Any]], metric: str, ax, ylabel: str) -> None:

@@ -70,14 +70,18 @@ def run(
     max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop at this simulated time."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and Parquet records here."),
+    result_format: Optional[str] = typer.Option(None, "--result-format", help="vllm: also write <out>/vllm_result.json"
+                                                " with the keys of vllm bench serve --save-result."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
     from rich.console import Console
 
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
+    from specsim.cli.results_cmd import check_result_format, write_result_format
     from specsim.trace import load_trace
 
+    check_result_format(result_format, out)
     if num_requests is not None and num_requests < 1:
         raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
     scen = load_scenario(scenario, set_)
@@ -89,6 +93,7 @@ def run(
                    max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, record_step_log=out is not None, **knobs)
     if out is not None:
         res.save(out)
+        write_result_format(res, result_format, out)
     if as_json:
         print(json.dumps(res.summary, default=float))
     else:

@@ -321,6 +321,8 @@ def plot(
     sweep_dirs: list[Path] = typer.Argument(..., help="One or more sweep directories (one frontier panel each)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: <first dir>/plots)."),
     tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers drawn as dotted lines."),
+    measured: list[Path] = typer.Option([], "--measured", help="Measured points (import-results --out); "
+                                        "<dir>/measured.json is drawn too."),
 ) -> None:
     """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8) and throughput.png per sweep directory."""
     from specsim.plots import plot_budget, plot_frontiers, plot_throughput_vs_load
@@ -328,7 +330,8 @@ def plot(
     recs = [(d.name, _records(d)) for d in sweep_dirs]
     dest = out or sweep_dirs[0] / "plots"
     tier_list = parse_list(tiers, float, "tiers") if tiers else []
-    written = [plot_frontiers(recs, dest / "frontiers.png", tier_list)]
+    from specsim.results import measured_for_plot
+    written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, measured_for_plot(sweep_dirs, measured))]
     for name, r in recs:
         suffix = f"-{name}" if len(recs) > 1 else ""
         written.append(plot_budget(r, dest / f"budget{suffix}.png", title=f"{name}: verification budget"))

@@ -24,6 +24,8 @@ app.add_typer(trace_app, name="trace")
 class SourceFormat(str, Enum):
     azure = "azure"
     mooncake = "mooncake"
+    burstgpt = "burstgpt"
+    table = "table"
 
 
 class Slots(str, Enum):
@@ -34,6 +36,7 @@ class Slots(str, Enum):
 class Arrival(str, Enum):
     poisson = "poisson"
     gamma = "gamma"
+    constant = "constant"
 
 
 def _summary_line(trace, out: Path) -> str:
@@ -47,31 +50,63 @@ def _summary_line(trace, out: Path) -> str:
 
 @trace_app.command("convert")
 def convert(
-    src: Path = typer.Argument(..., help="Input file (Azure CSV or Mooncake JSONL)."),
+    src: Path = typer.Argument(..., help="Input file (Azure CSV, Mooncake JSONL, BurstGPT CSV, or any "
+                                         "CSV/JSONL with --from table)."),
     out: Path = typer.Argument(..., help="Output canonical JSONL trace."),
     source_format: SourceFormat = typer.Option(..., "--from", help="Format of the input file."),
     domain: str = typer.Option(None, "--domain",
                                help="Domain of every request (Azure default: code if the file "
-                                    "name says code, else chat; Mooncake default: chat)."),
+                                    "name says code, else chat; others: chat)."),
     slots: Slots = typer.Option(Slots.burst, "--slots",
                                 help="Mooncake 3 s timestamp slots: keep bursts or spread evenly."),
+    model: str = typer.Option(None, "--model", help="BurstGPT: keep only this Model (e.g. GPT-4)."),
+    keep_failed: bool = typer.Option(False, "--keep-failed",
+                                     help="BurstGPT: keep failed rows (Response tokens 0) as 1-token "
+                                          "requests with ids <row>-failed instead of dropping them."),
+    column_map: str = typer.Option(None, "--map", help="table: canonical=source columns, e.g. "
+                                   "arrival_s=ts,prompt_tokens=in,output_tokens=out (also domain, "
+                                   "request_id, prefix_group, prefix_tokens)."),
+    time_unit: str = typer.Option("s", "--time-unit",
+                                  help="table: unit of the arrival column: s, ms, us, ns, min, h or datetime."),
+    origin: str = typer.Option("first", "--origin", help="table: first (from the earliest arrival), zero "
+                               "(values as they are) or a number of seconds to subtract."),
 ) -> None:
-    """Convert an Azure LLM 2023 CSV or a Mooncake FAST'25 JSONL to the canonical JSONL."""
+    """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT) or any table to canonical JSONL."""
     from specsim.trace import convert_azure, convert_mooncake, save_trace
 
     if source_format is SourceFormat.azure:
         trace = convert_azure(src, domain=domain)
-    else:
+    elif source_format is SourceFormat.mooncake:
         trace = convert_mooncake(src, slots=slots.value, domain=domain or "chat")
+    elif source_format is SourceFormat.burstgpt:
+        from specsim.trace_formats import convert_burstgpt
+
+        trace, info = convert_burstgpt(src, model=model, failed="keep" if keep_failed else "drop",
+                                       domain=domain or "chat")
+        kept = "kept as 1-token requests" if keep_failed else "dropped"
+        typer.echo(f"{info['rows']} rows, {info['model_filtered']} of other models left out, "
+                   f"{info['failed']} failed (Response tokens 0) {kept}")
+    else:
+        from specsim.trace_formats import convert_table
+
+        if column_map is None:
+            raise SpecsimInputError("--map", None, "map", "a column map with --from table",
+                                    "none (e.g. --map arrival_s=ts,prompt_tokens=in,output_tokens=out)")
+        trace = convert_table(src, column_map, time_unit=time_unit, origin=origin,
+                              domain=domain or "chat")
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
 
 
 @trace_app.command("synth")
 def synth(
-    num_requests: int = typer.Option(..., "--num-requests", help="Number of requests."),
     rate: float = typer.Option(..., "--rate", help="Mean arrival rate, requests per second."),
     out: Path = typer.Option(..., "--out", help="Output canonical JSONL trace."),
+    num_requests: int = typer.Option(None, "--num-requests",
+                                     help="Number of requests (or --duration, or --questions-per-group)."),
+    duration: float = typer.Option(None, "--duration", help="Seconds: every arrival in [0, duration) at --rate."),
+    span: float = typer.Option(None, "--span", help="Rescale the drawn arrivals so the last is at this "
+                               "many seconds (a stage duration)."),
     arrival: Arrival = typer.Option(Arrival.poisson, "--arrival", help="Inter-arrival law."),
     cv: float = typer.Option(None, "--cv",
                              help="Inter-arrival coefficient of variation (gamma; poisson is 1)."),
@@ -81,6 +116,15 @@ def synth(
     seed: int = typer.Option(0, "--seed", help="The one random seed."),
     max_prompt: int = typer.Option(8192, "--max-prompt", help="Clip prompts to this many tokens."),
     max_output: int = typer.Option(2048, "--max-output", help="Clip outputs to this many tokens."),
+    output_len: str = typer.Option(None, "--output-len", help="Output length: N (fixed) or uniform:LO:HI."),
+    prompt_len: str = typer.Option(None, "--prompt-len",
+                                   help="Prompt (question) length: N (fixed) or uniform:LO:HI."),
+    lengths_csv: Path = typer.Option(None, "--lengths-csv", help="Draw (prompt, output) pairs from this CSV "
+                                     "(columns num_prefill_tokens,num_decode_tokens or prompt_tokens,output_tokens)."),
+    prefix_groups: int = typer.Option(0, "--prefix-groups", help="Shared-prefix groups (system prompts)."),
+    prefix_tokens: int = typer.Option(0, "--prefix-tokens", help="Tokens of each group's system prompt."),
+    questions_per_group: int = typer.Option(None, "--questions-per-group",
+                                            help="Requests per group (sets the count to groups x questions)."),
 ) -> None:
     """Draw a synthetic trace with fitted per-domain lengths (see traces/README.md)."""
     from specsim.trace import save_trace, synth_trace
@@ -88,8 +132,16 @@ def synth(
     if cv is None and arrival is Arrival.gamma:
         raise SpecsimInputError("--cv", None, "cv", "a value > 0 with --arrival gamma", "none")
     cv = 1.0 if cv is None else cv
+    lengths = None
+    if lengths_csv is not None:
+        from specsim.trace_formats import load_lengths_csv
+
+        lengths = load_lengths_csv(lengths_csv)
     trace = synth_trace(num_requests, rate, arrival=arrival.value, cv=cv, mix=mix, seed=seed,
-                        max_prompt_tokens=max_prompt, max_output_tokens=max_output)
+                        max_prompt_tokens=max_prompt, max_output_tokens=max_output, duration_s=duration,
+                        span_s=span, output_len=output_len, prompt_len=prompt_len, lengths=lengths,
+                        prefix_groups=prefix_groups, prefix_tokens=prefix_tokens,
+                        questions_per_group=questions_per_group)
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
 
