@@ -6,21 +6,17 @@ here runs the simulation, so the flow is one way: engine -> records -> metrics.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 #: Columns of the per-step frame (one row per engine step of a replica); times in seconds.
-STEP_COLUMNS = ["replica", "step", "start_s", "duration_s", "num_running", "num_decode", "batch_tokens",
-                "verified_drafts", "accepted_drafts", "emitted_tokens", "prefill_tokens", "capacity",
-                "host_overhead_s", "kv_blocks_used", "num_preempted", "num_waiting"]
 
 
-@dataclass(frozen=True)
-class StepRecord:
-    """One engine step of one replica, fixed when the step ends.
+class StepRecord(NamedTuple):
+    """One engine step of one replica, fixed when the step ends (immutable; a NamedTuple, cheap to build).
 
     Attributes:
         replica, step: replica index and its step index (0-based).
@@ -52,6 +48,10 @@ class StepRecord:
     kv_blocks_used: int
     num_preempted: int
     num_waiting: int
+
+
+#: Columns of the per-step frame (one row per engine step of a replica); times in seconds.
+STEP_COLUMNS = list(StepRecord._fields)
 
 
 class Records:
@@ -126,7 +126,7 @@ class Records:
         """One row per engine step (:data:`STEP_COLUMNS`)."""
         if not self._steps:
             return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
-        return pd.DataFrame([r.__dict__.values() for r in self._steps], columns=STEP_COLUMNS)
+        return pd.DataFrame(self._steps, columns=STEP_COLUMNS)
 
     def itl_s(self, window: tuple[float, float] | None = None) -> np.ndarray:
         """(E,) inter-emission gaps in seconds; with a window, only emissions inside (start, end]."""
