@@ -149,13 +149,14 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
              concurrency: int | None = None, rate_scale: float = 1.0, max_sim_s: float | None = None,
              gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | None = None,
              record_step_log: bool = False, drafter_cost: DrafterCost | None = None,
-             **knobs: Any) -> SimulationResult:
+             progress=None, **knobs: Any) -> SimulationResult:
     """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
 
     Args:
         trace: a :class:`specsim.trace.Trace`.
         profile: override the scenario's step-time profile.
         drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
+        progress: a :data:`specsim.progress.ProgressCallback` told (done, total, simulated s) as the run goes.
         Every other argument: see :class:`RunConfig` (``knobs`` are policy knobs such as ``threshold``).
 
     Raises:
@@ -165,11 +166,11 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
                        record_step_log=record_step_log)
-    return run(trace, config, profile=profile, drafter_cost=drafter_cost)
+    return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
 
 
 def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
-        drafter_cost: DrafterCost | None = None) -> SimulationResult:
+        drafter_cost: DrafterCost | None = None, progress=None) -> SimulationResult:
     """Build the cluster of ``config``, run it on ``trace``, check invariants and summarise (see :func:`simulate`)."""
     wall0 = time.perf_counter()
     if len(trace) == 0:
@@ -180,6 +181,9 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     driver = (cluster.open_loop(config.rate_scale) if window is None
               else cluster.closed_loop(config.concurrency, window))
     cluster.env.process(driver)
+    if progress is not None:
+        from specsim.progress import progress_ticker
+        cluster.env.process(progress_ticker(cluster, len(trace), progress))
     loop0, cpu0 = time.perf_counter(), time.process_time()
     cluster.env.run(until=config.max_sim_s)
     for rep in cluster.replicas:
@@ -385,10 +389,11 @@ class KvCapacity:
     profile: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields as a plain dict (``blocks`` and ``target_tokens_with_drafter`` added)."""
+        """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["blocks"] = self.tokens // self.block_size
         d["target_tokens_with_drafter"] = int(self.tokens / (1 + self.drafter_kv_fraction))
+        d["describe"] = self.describe()
         return d
 
     def describe(self) -> str:
