@@ -47,8 +47,9 @@ def trace_events(steps: pd.DataFrame, title: str = "specsim") -> dict[str, Any]:
         events.append({"name": "process_name", "ph": "M", "pid": rep, "tid": 0, "args": {"name": f"replica {rep}"}})
         events.append({"name": "process_labels", "ph": "M", "pid": rep, "tid": 0, "args": {"labels": title}})
         events.append({"name": "thread_name", "ph": "M", "pid": rep, "tid": 0, "args": {"name": "engine steps"}})
-    ts = np.round(steps.start_s.to_numpy(float) * 1e6, 3)         # (S,) microseconds
-    dur = np.round(steps.duration_s.to_numpy(float) * 1e6, 3)     # (S,)
+    start = steps.start_s.to_numpy(float)
+    ts = np.round(start * 1e6, 3)                                             # (S,) microseconds
+    dur = np.round((start + steps.duration_s.to_numpy(float)) * 1e6, 3) - ts  # (S,) ends rounded once
     rows = steps[list(ARGS_COLUMNS)].to_dict("records")
     for i, (rep, pre) in enumerate(zip(steps.replica.to_numpy(), steps.prefill_tokens.to_numpy())):
         args = {k: _plain(v) for k, v in rows[i].items()}
