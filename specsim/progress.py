@@ -1,4 +1,4 @@
-"""Progress of one long simulation, and the command line a run records.
+"""Progress of one long simulation, and the command line a run (or a sweep's manifest) records.
 
 :func:`progress_ticker` is a SimPy process that reports (finished requests, total, simulated seconds) to a
 callback every ``interval_s`` simulated seconds and ends when no other event is pending, so a run ends
@@ -10,11 +10,14 @@ when a bar is drawn.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import shlex
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 #: A progress callback: ``(finished requests, total requests, simulated seconds)``.
@@ -25,6 +28,19 @@ def command_line(argv: list[str] | None = None) -> str:
     """The exact command line of this process as a shell-quoted string, ``specsim`` first
     (``argv``: the arguments after the program name; default ``sys.argv[1:]``)."""
     return shlex.join(["specsim", *(sys.argv[1:] if argv is None else argv)])
+
+
+def record_command_line(json_path: str | Path, argv: list[str] | None = None) -> None:
+    """Add ``command_line`` (:func:`command_line`) to the JSON object in ``json_path`` (a sweep's
+    ``sweep.json``), rewritten through a temporary file; a missing file is left alone."""
+    p = Path(json_path)
+    if not p.is_file():
+        return
+    doc = json.loads(p.read_text())
+    doc["command_line"] = command_line(argv)
+    tmp = p.with_name(f".{p.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, p)
 
 
 def progress_ticker(cluster: Any, total: int, report: ProgressCallback, interval_s: float = 0.5):

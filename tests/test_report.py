@@ -29,8 +29,6 @@ import pytest
 from conftest import REPO
 from specsim.cli import main
 from specsim.report import RUN_FIGURES, SWEEP_FIGURES, shown, write_report
-from specsim.scenario import load_scenario
-from specsim.trace import Trace
 
 PROD = str(REPO / "traces" / "prod.jsonl")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -42,32 +40,30 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 def run_dir(tmp_path_factory) -> Path:
     """A run directory written by the CLI (so summary.json carries the command line)."""
     out = tmp_path_factory.mktemp("run") / "r"
-    argv = ["specsim", "run", "--trace", PROD, "--policy", "dspark", "--num-requests", "60", "--concurrency", "8",
-            "--json", "--out", str(out), "--seed", "1"]
-    old = sys.argv
-    sys.argv = argv
-    try:
-        main()
-    except SystemExit as e:
-        assert not e.code, f"specsim run failed with {e.code}"
-    finally:
-        sys.argv = old
+    _cli(["run", "--trace", PROD, "--policy", "dspark", "--num-requests", "60", "--concurrency", "8", "--json",
+          "--out", str(out), "--seed", "1"])
     return out
 
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory) -> Path:
-    from specsim.sweep import SweepSpec, run_sweep
-
-    n = 24
-    rng = np.random.default_rng(7)
-    tr = Trace(request_id=[f"r{i}" for i in range(n)], arrival_s=np.arange(n) * 0.05,
-               prompt_tokens=rng.integers(32, 256, n), output_tokens=rng.integers(40, 160, n),
-               domain=np.array(["chat", "code", "math"])[np.arange(n) % 3], source="small")
+    """A sweep directory written by the CLI (so sweep.json carries the command line): 2 policies x 2 loads x
+    2 seeds."""
     out = tmp_path_factory.mktemp("sweep") / "s"
-    spec = SweepSpec(policies=("mtp1", "dspark"), concurrency=(1, 4), seeds=(0, 1), num_requests=16)
-    run_sweep(spec, load_scenario(), tr, out, executor="serial", progress=False)
+    _cli(["sweep", "--trace", PROD, "--out", str(out), "--policies", "mtp1,dspark", "--concurrency", "1,4",
+          "--seeds", "2", "--num-requests", "16", "--executor", "serial", "--quiet"])
     return out
+
+
+def _cli(args: list[str]) -> None:
+    old = sys.argv
+    sys.argv = ["specsim", *args]
+    try:
+        main()
+    except SystemExit as e:
+        assert not e.code, f"specsim {args[0]} failed with {e.code}"
+    finally:
+        sys.argv = old
 
 
 # ------------------------------------------------------------------------------------ the page, no browser
@@ -238,6 +234,8 @@ _JS = """JSON.stringify({
   numbers: Object.fromEntries(Array.from(document.querySelectorAll('[data-key]')).map(
     e => [e.dataset.key, e.textContent.trim()])),
   command: (document.getElementById('command-line') || {}).textContent,
+  points: Array.from(document.querySelectorAll('#points tr')).map(
+    tr => Array.from(tr.children).map(c => c.textContent.trim())),
 })"""
 
 
@@ -294,6 +292,19 @@ def test_sweep_page_in_headless_chromium(browser, sweep_dir, tmp_path):
     assert _console_errors(cdp) == []
     state = json.loads(cdp.call("Runtime.evaluate", expression=_JS, returnByValue=True)["result"]["value"])
     _check_figures(cdp, state, SWEEP_FIGURES)
+    man = json.loads((sweep_dir / "sweep.json").read_text())
+    assert state["command"] == man["command_line"] and man["command_line"].startswith("specsim sweep --trace ")
+    # the load-point table: seed means of the point records' summaries
+    from specsim.sweep import load_records, results_frame
+    df = results_frame(load_records(sweep_dir))
+    head, *rows = state["points"]
+    assert len(rows) == 4 and head[:4] == ["curve", "mode", "load", "seeds"]
+    for row in rows:
+        cell = dict(zip(head, row))
+        pts = df[(df.curve == cell["curve"]) & (df.load == float(cell["load"]))]
+        assert len(pts) == int(cell["seeds"]) == 2
+        for col in ("mean_tps_per_user", "output_throughput_per_gpu", "mean_ttft_ms"):
+            assert float(cell[col]) == pytest.approx(pts[col].mean(), rel=5e-6), col
 
 
 def test_the_browser_checks_catch_a_blank_figure_and_a_console_error(browser, tmp_path):
