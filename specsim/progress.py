@@ -43,24 +43,32 @@ def record_command_line(json_path: str | Path, argv: list[str] | None = None) ->
     os.replace(tmp, p)
 
 
-def progress_ticker(cluster: Any, total: int, report: ProgressCallback, interval_s: float = 0.5):
-    """SimPy process: every ``interval_s`` simulated seconds, ``report(done, total, now_s)``.
+def progress_ticker(cluster: Any, total: int, report: ProgressCallback, interval_s: float = 0.5,
+                    wall_s: float = 0.05):
+    """SimPy process: ``report(done, total, now_s)`` every ``interval_s`` simulated seconds or more.
 
-    ``done`` counts requests that left (completed) plus those found unservable. Ends (with a last report)
-    when the event queue holds nothing else.
+    ``done`` counts requests that left (completed) plus those found unservable. The interval doubles while
+    reports come faster than every ``wall_s`` wall seconds, so a long run pays for a few reports per wall
+    second, not one per half simulated second (each report scans the (N,) records once). Ends (after a last
+    report) when the event queue holds nothing else.
 
     Args:
-        cluster: a :class:`specsim.cluster.Cluster` (its ``env`` and ``records`` are read).
+        cluster: a :class:`specsim.cluster.Cluster` (its ``env`` and ``records`` are read, never written).
         total: the trace's request count.
-        report: the callback; interval_s: simulated seconds between reports, > 0.
+        report: the callback; interval_s: the first interval, simulated seconds > 0; wall_s: see above.
     """
     env, rec = cluster.env, cluster.records
+    last = time.monotonic()
     while True:
         yield env.timeout(interval_s)
         done = int((rec.done_s == rec.done_s).sum()) + len(rec.unservable_reason)   # not NaN = done
         report(min(done, total), total, float(env.now))
         if math.isinf(env.peek()):
             return
+        now = time.monotonic()
+        if now - last < wall_s:
+            interval_s *= 2
+        last = now
 
 
 @contextmanager

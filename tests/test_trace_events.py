@@ -11,6 +11,7 @@ import pytest
 
 from conftest import REPO
 from specsim.cli import main
+from specsim.cluster import ClosedLoopWindow
 from specsim.progress import command_line, run_progress
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
@@ -89,8 +90,22 @@ def test_progress_reports_change_no_result_and_end_at_the_total():
         assert plain.summary[k] == watched.summary[k], k
     done = [d for d, _, _ in seen]
     assert seen and all(n == len(tr) for _, n, _ in seen) and done == sorted(done) and done[-1] == len(tr)
-    times = [t for _, _, t in seen]
-    assert np.allclose(np.diff(times), 0.5)                       # one report per 0.5 simulated seconds
+    times = np.array([t for _, _, t in seen])
+    assert np.all(np.diff(times) > 0) and np.allclose(times / 0.5, np.round(times / 0.5))  # 0.5 s, doubling
+
+
+def test_reports_come_every_half_second_while_the_wall_clock_is_slow():
+    """With ``wall_s=0`` the interval never grows: one report per 0.5 simulated seconds."""
+    from specsim.progress import progress_ticker
+    from specsim.simulation import RunConfig, _build
+
+    tr, seen = _trace(), []
+    built = _build(tr, RunConfig(scenario=load_scenario(), concurrency=4), None, None)
+    env = built.cluster.env
+    env.process(built.cluster.closed_loop(4, ClosedLoopWindow(np.nan, np.nan)))
+    env.process(progress_ticker(built.cluster, len(tr), lambda d, n, t: seen.append(t), wall_s=0.0))
+    env.run()
+    assert np.allclose(np.diff(seen), 0.5) and seen[-1] == env.now and len(seen) == round(env.now / 0.5)
 
 
 def test_the_bar_is_quiet_off_a_terminal(capsys):
