@@ -344,9 +344,12 @@ def _check_invariants(rec, workload, requests: pd.DataFrame, horizon: bool) -> N
 
 
 # ------------------------------------------------------------------------------------------- KV capacity
-#: Device memory per GPU in bytes, from the datasheets of specsim.hardware.gpus: A100 SXM4 80 GB, H100 SXM5
-#: 80 GB, H200 SXM 141 GB, HGX B200 180 GB (decimal GB, as the datasheets give them).
-GPU_MEMORY_BYTES: dict[str, float] = {"a100": 80e9, "h100": 80e9, "h200": 141e9, "b200": 180e9}
+#: Device memory per GPU in bytes, the total the device reports (nvidia-smi's memory.total, MiB) for the
+#: GPUs of specsim.hardware.gpus: A100 SXM4 80GB 81920 MiB, H100 SXM5 80GB 81559 MiB, H200 SXM 141GB
+#: 143771 MiB, B200 183359 MiB. vLLM starts from the device's total (torch.cuda.mem_get_info), not the
+#: datasheet's decimal GB.
+GPU_MEMORY_BYTES: dict[str, float] = {"a100": 81920 * 2.0 ** 20, "h100": 81559 * 2.0 ** 20,
+                                      "h200": 143771 * 2.0 ** 20, "b200": 183359 * 2.0 ** 20}
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "fp8": 1}
 
 
