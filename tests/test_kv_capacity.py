@@ -10,7 +10,8 @@ from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
 from specsim.kv import DRAFTER_KV_FRACTION
 from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, ClusterConfig, load_scenario
-from specsim.simulation import kv_capacity, simulate
+from specsim.kv_capacity import kv_capacity
+from specsim.simulation import simulate
 from specsim.trace import Trace
 
 
