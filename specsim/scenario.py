@@ -41,6 +41,10 @@ from specsim.errors import SpecsimInputError
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
+#: KV capacity per replica, tokens, when neither ``kv_capacity_tokens`` nor ``gpu_memory_utilization`` is set
+#: (default.toml gives its derivation: Llama-2-7B fp16 on one 80 GB H100 at 90% memory utilisation).
+DEFAULT_KV_CAPACITY_TOKENS = 110000
+
 ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
 KV_ALLOCATIONS = ("paged", "reserve")
 PREFILL_MODES = ("disaggregated", "colocated")
@@ -81,7 +85,11 @@ class ClusterConfig(_Section):
         router: one of :data:`ROUTERS`; ``prefix-aware`` sends a request to the replica holding its longest
             cached prefix, ties broken by load.
         max_num_seqs: running requests per replica, int >= 1.
-        kv_capacity_tokens: KV-cache capacity per replica in tokens, int >= ``block_size``.
+        kv_capacity_tokens: KV-cache capacity per replica in tokens, int >= ``block_size``; None =
+            :data:`DEFAULT_KV_CAPACITY_TOKENS`, or derived from ``gpu_memory_utilization`` when that is set.
+        gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
+            float in (0, 1] (:func:`specsim.kv_capacity.kv_capacity`); None = off. Setting it together with
+            ``kv_capacity_tokens`` is an error.
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
             or ``reserve`` (prompt + max output + lookahead reserved at admission, never preempts).
         block_size: tokens per KV block, int >= 1.
@@ -94,7 +102,8 @@ class ClusterConfig(_Section):
     gpus_per_replica: int = 1
     router: str = "round-robin"
     max_num_seqs: int = 256
-    kv_capacity_tokens: int = 110000
+    kv_capacity_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
     kv_allocation: str = "paged"
     block_size: int = 16
     prefix_caching: bool = True
@@ -106,8 +115,13 @@ class ClusterConfig(_Section):
         self._check(self.max_num_seqs >= 1, "max_num_seqs", "an int >= 1")
         self._check_choice("kv_allocation", KV_ALLOCATIONS)
         self._check(self.block_size >= 1, "block_size", "an int >= 1 (tokens per KV block)")
-        self._check(self.kv_capacity_tokens >= self.block_size, "kv_capacity_tokens",
-                    f"an int >= cluster.block_size ({self.block_size})")
+        self._check(self.kv_capacity_tokens is None or self.kv_capacity_tokens >= self.block_size,
+                    "kv_capacity_tokens", f"an int >= cluster.block_size ({self.block_size})")
+        self._check(self.gpu_memory_utilization is None or 0 < self.gpu_memory_utilization <= 1,
+                    "gpu_memory_utilization", "a fraction in (0, 1] (leave it out to set kv_capacity_tokens)")
+        self._check(self.gpu_memory_utilization is None or self.kv_capacity_tokens is None,
+                    "gpu_memory_utilization", "no value while cluster.kv_capacity_tokens is set (set one of the two: "
+                    "the capacity is derived from the GPU memory share)")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.kv import DRAFTER_KV_FRACTION
+from specsim.kv_capacity import kv_capacity
 from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies import make_policy, policy_knobs
 from specsim.policies.base import as_policy, policy_hooks
@@ -149,13 +150,14 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
              concurrency: int | None = None, rate_scale: float = 1.0, max_sim_s: float | None = None,
              gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | None = None,
              record_step_log: bool = False, drafter_cost: DrafterCost | None = None,
-             **knobs: Any) -> SimulationResult:
+             progress=None, **knobs: Any) -> SimulationResult:
     """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
 
     Args:
         trace: a :class:`specsim.trace.Trace`.
         profile: override the scenario's step-time profile.
         drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
+        progress: a :data:`specsim.progress.ProgressCallback` told (done, total, simulated s) as the run goes.
         Every other argument: see :class:`RunConfig` (``knobs`` are policy knobs such as ``threshold``).
 
     Raises:
@@ -165,11 +167,11 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
                        record_step_log=record_step_log)
-    return run(trace, config, profile=profile, drafter_cost=drafter_cost)
+    return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
 
 
 def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
-        drafter_cost: DrafterCost | None = None) -> SimulationResult:
+        drafter_cost: DrafterCost | None = None, progress=None) -> SimulationResult:
     """Build the cluster of ``config``, run it on ``trace``, check invariants and summarise (see :func:`simulate`)."""
     wall0 = time.perf_counter()
     if len(trace) == 0:
@@ -180,6 +182,9 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     driver = (cluster.open_loop(config.rate_scale) if window is None
               else cluster.closed_loop(config.concurrency, window))
     cluster.env.process(driver)
+    if progress is not None:
+        from specsim.progress import progress_ticker
+        cluster.env.process(progress_ticker(cluster, len(trace), progress))
     loop0, cpu0 = time.perf_counter(), time.process_time()
     cluster.env.run(until=config.max_sim_s)
     for rep in cluster.replicas:
@@ -208,7 +213,7 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
                                                  **config.knobs)
     cost = _drafter_cost(sc, dname, drafter_cost)
     model = _acceptance(trace, sc, dname, g) if g > 0 else None
-    cc = cluster_config(sc, g, dname, config.seed)
+    cc = cluster_config(sc, g, dname, config.seed, prof)
     cluster = Cluster(trace, cc, lambda: policy_hooks(factory()), model, prof, cost, config.record_step_log)
     return _Built(cluster, pname, dname, g, prof, model)
 
@@ -235,22 +240,25 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
     return model
 
 
-def cluster_config(sc: Scenario, gamma: int, drafter: str, seed: int) -> ClusterConfig:
-    """The cluster and replica settings of scenario ``sc`` for a run with ``gamma`` drafts of ``drafter``."""
+def cluster_config(sc: Scenario, gamma: int, drafter: str, seed: int,
+                   profile: StepTimeProfile | None = None) -> ClusterConfig:
+    """The cluster and replica settings of scenario ``sc`` for a run with ``gamma`` drafts of ``drafter``
+    (``profile``: the run's step-time profile, whose model shape a derived KV capacity needs)."""
     c, e = sc.cluster, sc.engine
     block = c.block_size
     kv_fraction = sc.drafter.kv_fraction
     if kv_fraction is None:
         kv_fraction = DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]] if gamma > 0 else 0.0
+    kv_tokens = kv_capacity(sc, profile, gamma, float(kv_fraction)).tokens
     replicas = tuple(ReplicaConfig(
         index=i, gamma=gamma, colocated=sc.prefill.mode == "colocated", max_num_seqs=c.max_num_seqs,
-        kv_allocation=c.kv_allocation, num_blocks=c.kv_capacity_tokens // block,
+        kv_allocation=c.kv_allocation, num_blocks=kv_tokens // block,
         block_size=block, prefix_caching=c.prefix_caching,
         chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
         emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=float(kv_fraction))
         for i in range(c.num_replicas))
     return ClusterConfig(
-        replicas=replicas, kv_capacity_tokens=c.kv_capacity_tokens, router=c.router, colocated=sc.prefill.mode == "colocated",
+        replicas=replicas, kv_capacity_tokens=kv_tokens, router=c.router, colocated=sc.prefill.mode == "colocated",
         num_prefill_instances=sc.prefill.num_instances, prefill_time_per_token_s=sc.prefill.time_per_token_s,
         prefill_chunk_tokens=sc.prefill.chunk_tokens,
         request_overhead_s=e.request_overhead_s, seed=int(seed))
@@ -277,6 +285,8 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
                         "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale})
     summary["per_domain"] = domain_breakdown(requests, measured)
     summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
+    summary["kv_capacity"] = kv_capacity(sc, built.profile, built.gamma,
+                                         cluster.config.replicas[0].drafter_kv_fraction).as_dict()
     summary["provenance"] = {
         "specsim_version": specsim.__version__,
         "scenario": sc.to_dict(), "scenario_hash": sc.hash(), "scenario_source": sc.source,

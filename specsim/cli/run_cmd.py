@@ -72,6 +72,8 @@ def run(
     out: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and Parquet records here."),
     result_format: Optional[str] = typer.Option(None, "--result-format", help="vllm: also write <out>/vllm_result.json"
                                                 " with the keys of vllm bench serve --save-result."),
+    trace_events: Optional[Path] = typer.Option(None, "--trace-events", help="Write per-replica steps as "
+                                                "Chrome trace events (JSON; Perfetto opens it)."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
     from rich.console import Console
@@ -89,8 +91,14 @@ def run(
     if num_requests is not None:
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
-    res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency, rate_scale=rate_scale,
-                   max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, record_step_log=out is not None, **knobs)
+    from specsim.progress import command_line, run_progress
+    with run_progress(len(tr)) as bar:
+        res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency, rate_scale=rate_scale, max_sim_s=max_sim_s,
+                       gamma=gamma, drafter=drafter, record_step_log=out is not None, progress=bar, **knobs)
+    res.summary["command_line"] = command_line()
+    if trace_events is not None:
+        from specsim.trace_events import write_trace_events
+        write_trace_events(res.steps, trace_events, f"specsim run: {res.summary['policy']}")
     if out is not None:
         res.save(out)
         write_result_format(res, result_format, out)
@@ -98,6 +106,7 @@ def run(
         print(json.dumps(res.summary, default=float))
     else:
         console = Console()
+        console.print(res.summary["kv_capacity"]["describe"], soft_wrap=True)
         print_summary(res.summary, console)
         if out is not None:
             console.print(f"records written to {out}")

@@ -197,6 +197,8 @@ def sweep(
     with _ProgressBar(not quiet) as bar:
         res = run_sweep(spec, scen, tr, out, executor=executor, jobs=jobs, address=address,
                         retry_failed=retry_failed, force=force, progress=bar)
+    from specsim.progress import record_command_line
+    record_command_line(Path(out) / "sweep.json")
     console = Console()
     console.print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
                   + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")

@@ -1,0 +1,29 @@
+"""``specsim report DIR``: one self-contained HTML page for a run or a sweep directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from specsim.cli import app
+
+
+@app.command()
+def report(
+    directory: Path = typer.Argument(..., help="A run directory (specsim run --out) or a sweep directory "
+                                     "(specsim sweep --out)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The HTML file (default: DIR/report.html)."),
+    tiers: str = typer.Option("50,100,150,200", "--tiers", help="TPS/user SLA tiers of the goodput tables."),
+) -> None:
+    """Write one HTML page (figures inline, opens offline) for a run or a sweep."""
+    from specsim.errors import SpecsimInputError
+    from specsim.report import write_report
+
+    try:
+        tier_values = tuple(float(t) for t in tiers.split(",") if t.strip())
+    except ValueError:
+        raise SpecsimInputError("--tiers", None, "tiers", "comma-separated TPS/user values", tiers) from None
+    rep = write_report(directory, out, tier_values)
+    print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")

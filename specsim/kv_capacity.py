@@ -1,0 +1,175 @@
+"""A replica's KV capacity: set, the default, or derived from ``cluster.gpu_memory_utilization`` as vLLM does.
+
+vLLM profiles memory at start-up: the device's memory times ``gpu_memory_utilization``, less the weights and
+the peak activations of a profiling forward pass, is the KV cache, cut into blocks. :func:`kv_capacity`
+does the same from the model's shape in the step-time profile's metadata (docs/report.md gives the rule
+and a worked example; tests/test_kv_capacity.py checks it by hand).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile import StepTimeProfile, resolve_profile
+from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, Scenario
+
+#: Device memory per GPU in bytes, the total the device reports (nvidia-smi's memory.total, MiB) for the
+#: GPUs of specsim.hardware.gpus: A100 SXM4 80GB 81920 MiB, H100 SXM5 80GB 81559 MiB, H200 SXM 141GB
+#: 143771 MiB, B200 183359 MiB. vLLM starts from the device's total (torch.cuda.mem_get_info), not the
+#: datasheet's decimal GB.
+GPU_MEMORY_BYTES: dict[str, float] = {"a100": 81920 * 2.0 ** 20, "h100": 81559 * 2.0 ** 20,
+                                      "h200": 143771 * 2.0 ** 20, "b200": 183359 * 2.0 ** 20}
+_DTYPE_BYTES = {"fp32": 4, "float32": 4, "fp16": 2, "float16": 2, "bf16": 2, "bfloat16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """A replica's KV capacity and, when derived from ``cluster.gpu_memory_utilization``, its parts.
+
+    Derived (vLLM's rule): ``tokens = floor((M x u - W - A) / b / block_size) x block_size`` per GPU shard,
+    where M is the GPU memory, u the utilisation, W the weights per GPU, b the KV bytes per token per GPU
+    and A the activation reserve of the profiling forward pass over ``T`` tokens,
+    ``A = T x (2 hidden + 2 ffn / tp) x dtype_bytes + T x vocab x 4`` (one layer's hidden and MLP
+    activations plus the fp32 logits), with ``T = max_num_seqs x (gamma + 1)`` (the largest verify batch;
+    plus ``prefill.chunk_tokens`` when prefill is colocated). The pool holds the drafter's KV too: the
+    engine charges ``drafter_kv_fraction`` target blocks per target token from it (specsim.kv), so the
+    target alone can hold ``tokens / (1 + drafter_kv_fraction)`` tokens when every request drafts.
+
+    Attributes:
+        tokens: capacity per replica, tokens (a multiple of ``block_size`` when derived).
+        source: ``kv_capacity_tokens`` (set), ``default`` (:data:`DEFAULT_KV_CAPACITY_TOKENS`) or
+            ``gpu_memory_utilization`` (derived; the other fields are then filled).
+        block_size: tokens per KV block.
+        drafter_kv_fraction: the drafter's KV per target KV token charged from the pool.
+        gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens,
+        kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived.
+    """
+
+    tokens: int
+    source: str
+    block_size: int
+    drafter_kv_fraction: float = 0.0
+    gpu: str | None = None
+    gpu_memory_bytes: float | None = None
+    utilization: float | None = None
+    weights_bytes: float | None = None
+    activation_bytes: float | None = None
+    activation_tokens: int | None = None
+    kv_bytes_per_token: float | None = None
+    model: str | None = None
+    tp: int | None = None
+    profile: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["blocks"] = self.tokens // self.block_size
+        d["target_tokens_with_drafter"] = int(self.tokens / (1 + self.drafter_kv_fraction))
+        d["describe"] = self.describe()
+        return d
+
+    def describe(self) -> str:
+        """One line for a run header: the capacity, and its parts when derived."""
+        head = f"KV capacity {self.tokens:,} tokens per replica ({self.tokens // self.block_size:,} blocks of " \
+               f"{self.block_size})"
+        share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
+                 f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when all draft"
+                 if self.drafter_kv_fraction else "")
+        if self.source != "gpu_memory_utilization":
+            where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
+            return f"{head} from {where}{share}"
+        gb = 1e9
+        return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
+                f"{self.weights_bytes / gb:.2f} GB - activation reserve {self.activation_bytes / gb:.2f} GB "
+                f"[T x (2 hidden + 2 ffn/tp) x dtype + T x vocab x 4 B, T = {self.activation_tokens}]) / "
+                f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks{share}")
+
+
+def _model_shape(profile: StepTimeProfile):
+    """The target model's shape from ``profile.metadata`` as an analytic ModelConfig, with dtype bytes and TP.
+
+    Accepts Vidur-style keys (num_layers, n_head, n_kv_head, n_embd, n_expanded_embd, vocab_size), a
+    ``model_config`` table, or ``model`` naming a preset of :data:`specsim.hardware.analytic.MODELS`.
+
+    Raises:
+        SpecsimInputError: the metadata holds no model shape (naming the profile).
+    """
+    from specsim.hardware.analytic import MODELS, ModelConfig
+
+    md = profile.metadata or {}
+    mc = md.get("model_config")
+    if all(k in md for k in ("num_layers", "n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size")):
+        model = ModelConfig(str(md.get("model", "?")), int(md["num_layers"]), int(md["n_embd"]), int(md["n_head"]),
+                            int(md["n_kv_head"]), int(md["n_embd"]) // int(md["n_head"]),
+                            int(md["n_expanded_embd"]), int(md["vocab_size"]))
+    elif isinstance(mc, dict):
+        model = ModelConfig(str(mc.get("name", md.get("model", "?"))), int(mc["num_layers"]), int(mc["hidden"]),
+                            int(mc["num_heads"]), int(mc["num_kv_heads"]), int(mc["head_dim"]), int(mc["ffn"]),
+                            int(mc["vocab"]))
+    elif str(md.get("model", "")).lower() in MODELS:
+        model = MODELS[str(md["model"]).lower()]
+    else:
+        raise SpecsimInputError(profile.source, None, "metadata",
+                                "a profile whose metadata gives the model's shape (num_layers, n_head, n_kv_head, "
+                                "n_embd, n_expanded_embd, vocab_size; a model_config table; or a model preset "
+                                f"of {sorted(MODELS)}) to derive the KV capacity from cluster.gpu_memory_utilization",
+                                f"metadata keys {sorted(md)}")
+    dtype = str(md.get("dtype", "bf16")).lower()
+    return model, _DTYPE_BYTES.get(dtype, 2), int(md.get("tp", 1) or 1)
+
+
+def _weight_params(model, tp: int) -> float:
+    """Parameters per GPU shard: attention projections, (gated or MoE) MLP and untied embedding + LM head."""
+    attn = sum(n * k for n, k in model.attention_gemms(tp))                 # per layer, per shard
+    if model.num_experts:
+        dense = model.first_dense_layers
+        mlp = (dense * 3 * model.hidden * model.ffn
+               + (model.num_layers - dense) * (model.num_experts + model.num_shared_experts) * 3 * model.hidden
+               * model.expert_ffn) / tp
+    else:
+        mlp = model.num_layers * 3 * model.hidden * model.ffn / tp
+    return model.num_layers * attn + mlp + 2 * model.vocab * model.hidden / tp
+
+
+def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
+                drafter_kv_fraction: float = 0.0) -> KvCapacity:
+    """A replica's KV capacity in tokens: set, the default, or derived from ``cluster.gpu_memory_utilization``
+    (the rule and its parts: :class:`KvCapacity`).
+
+    Args:
+        sc: the scenario; profile: the run's step-time profile (None: the scenario's, loaded when needed);
+        gamma: the run's draft block length; drafter_kv_fraction: the drafter's KV per target KV token.
+
+    Raises:
+        SpecsimInputError: the profile's metadata lacks the model shape or names no known GPU (naming the
+            profile), or the weights and reserve leave no room for one KV block.
+    """
+    c = sc.cluster
+    if c.gpu_memory_utilization is None:
+        tokens = DEFAULT_KV_CAPACITY_TOKENS if c.kv_capacity_tokens is None else c.kv_capacity_tokens
+        return KvCapacity(int(tokens), "default" if c.kv_capacity_tokens is None else "kv_capacity_tokens",
+                          c.block_size, drafter_kv_fraction)
+    prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
+    model, dtype_bytes, tp = _model_shape(prof)
+    gpu = str(prof.metadata.get("gpu", "")).lower().split("-")[0].split("_")[0].split(" ")[0]
+    if gpu not in GPU_MEMORY_BYTES:
+        raise SpecsimInputError(prof.source, None, "metadata.gpu",
+                                f"a GPU of known memory {sorted(GPU_MEMORY_BYTES)} to derive the KV capacity",
+                                repr(prof.metadata.get("gpu")))
+    mem = GPU_MEMORY_BYTES[gpu]
+    weights = _weight_params(model, tp) * dtype_bytes
+    t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
+    act = t * (2 * model.hidden + 2 * model.ffn / tp) * dtype_bytes + t * model.vocab * 4
+    per_token = (model.num_layers * (model.kv_lora_rank + model.rope_dim) if model.kv_lora_rank
+                 else 2 * model.num_layers * max(1, model.num_kv_heads // tp) * model.head_dim) * dtype_bytes
+    free = mem * c.gpu_memory_utilization - weights - act
+    tokens = int(max(free, 0) // per_token) // c.block_size * c.block_size
+    if tokens < c.block_size:
+        raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
+                                f"room for at least one KV block: {gpu} {mem / 1e9:.1f} GB x "
+                                f"{c.gpu_memory_utilization:g} - weights {weights / 1e9:.2f} GB - activation reserve "
+                                f"{act / 1e9:.2f} GB leaves {free / 1e9:.2f} GB", repr(c.gpu_memory_utilization))
+    return KvCapacity(tokens, "gpu_memory_utilization", c.block_size, drafter_kv_fraction, gpu, mem,
+                      c.gpu_memory_utilization, weights, act, t, float(per_token), model.name, tp, prof.source)

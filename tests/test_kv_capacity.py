@@ -1,0 +1,106 @@
+"""``cluster.gpu_memory_utilization``: the KV capacity derived as vLLM does, checked by hand for known models
+and GPUs; the pair with ``kv_capacity_tokens`` is exclusive; a profile without a model shape is named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile import StepTimeProfile
+from specsim.kv import DRAFTER_KV_FRACTION
+from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, ClusterConfig, load_scenario
+from specsim.kv_capacity import kv_capacity
+from specsim.simulation import simulate
+from specsim.trace import Trace
+
+
+def test_llama2_7b_on_h100_at_90_percent_by_hand():
+    """Llama-2-7B (Vidur metadata: 32 layers, 32 heads of 128, ffn 11008, vocab 32768), fp16, TP 1, on an
+    H100 80GB (81559 MiB as the device reports it) at 0.9, gamma 7 and 256 sequences (T = 256 x 8 = 2048
+    tokens in the profiling pass)."""
+    params = 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008) + 2 * 32768 * 4096     # 6,744,440,832
+    weights = params * 2                                                  # 13,488,881,664 B
+    act = 2048 * (2 * 4096 + 2 * 11008) * 2 + 2048 * 32768 * 4            # 392,167,424 B
+    per_token = 2 * 32 * 32 * 128 * 2                                     # 524,288 B (K and V, all layers)
+    memory = 81559 * 2 ** 20                                              # 85,520,809,984 B
+    free = memory * 0.9 - weights - act                                   # 63,087,679,897.6 B
+    assert int(free // per_token) == 120330
+    want = 120330 // 16 * 16                                              # floored to whole blocks
+    assert want == 120320
+
+    sc = load_scenario(overrides=["cluster.gpu_memory_utilization=0.9"])
+    cap = kv_capacity(sc, None, gamma=7, drafter_kv_fraction=DRAFTER_KV_FRACTION["parallel"])
+    assert cap.tokens == want and cap.source == "gpu_memory_utilization"
+    assert (cap.weights_bytes, cap.activation_bytes, cap.kv_bytes_per_token) == (weights, act, per_token)
+    assert (cap.gpu, cap.gpu_memory_bytes, cap.activation_tokens, cap.tp) == ("h100", memory, 2048, 1)
+    d = cap.as_dict()
+    assert d["blocks"] == want // 16 == 7520
+    assert d["target_tokens_with_drafter"] == int(want / (1 + 5 / 36)) == 105646
+    line = cap.describe()
+    for part in ("120,320 tokens", "7,520 blocks", "85.52 GB x 0.9", "weights 13.49 GB",
+                 "activation reserve 0.39 GB", "524,288 B per token", "T = 2048", "105,646 target tokens"):
+        assert part in line, part
+
+
+def test_gqa_model_at_tp4_by_hand():
+    """Llama-2-70B (8 KV heads) on an 80 GB A100 at TP 4: each GPU holds 2 KV heads of every token."""
+    sc = load_scenario(overrides=["cluster.gpu_memory_utilization=0.85", "profile.name=a100-llama2-70b-tp4",
+                                  "cluster.max_num_seqs=64"])
+    cap = kv_capacity(sc, None, gamma=3)
+    per_token = 2 * 80 * (8 // 4) * 128 * 2                               # 81,920 B per GPU
+    attn = (64 * 128 // 4 + 2 * 2 * 128) * 8192 + 8192 * (64 * 128 // 4)  # per layer per shard: qkv + o
+    weights = (80 * attn + 80 * 3 * 8192 * 28672 / 4 + 2 * 32768 * 8192 / 4) * 2
+    t = 64 * 4
+    act = t * (2 * 8192 + 2 * 28672 / 4) * 2 + t * 32768 * 4
+    want = int((81920 * 2 ** 20 * 0.85 - weights - act) // per_token) // 16 * 16
+    assert cap.kv_bytes_per_token == per_token and cap.weights_bytes == pytest.approx(weights)
+    assert cap.tokens == want and cap.tp == 4
+
+
+def test_the_derived_capacity_is_the_one_the_run_uses():
+    tr = Trace(request_id=[f"r{i}" for i in range(12)], arrival_s=np.arange(12) * 0.02,
+               prompt_tokens=np.full(12, 200), output_tokens=np.full(12, 60), domain=["chat"] * 12, source="t")
+    derived = simulate(tr, "dspark", load_scenario(overrides=["cluster.gpu_memory_utilization=0.9"]))
+    fixed = simulate(tr, "dspark", load_scenario(overrides=["cluster.kv_capacity_tokens=120320"]))
+    assert derived.summary["kv_capacity"]["tokens"] == 120320
+    assert fixed.summary["kv_capacity"]["source"] == "kv_capacity_tokens"
+    for k in ("duration_s", "mean_ttft_ms", "mean_tpot_ms", "steps", "output_throughput"):
+        assert derived.summary[k] == fixed.summary[k], k
+
+
+def test_default_and_explicit_capacity():
+    cap = kv_capacity(load_scenario(), None, gamma=7)
+    assert (cap.tokens, cap.source) == (DEFAULT_KV_CAPACITY_TOKENS, "default") == (110000, "default")
+    assert "from the default" in cap.describe()
+    cap = kv_capacity(load_scenario(overrides=["cluster.kv_capacity_tokens=4096"]), None, gamma=7)
+    assert (cap.tokens, cap.source) == (4096, "kv_capacity_tokens")
+
+
+def test_setting_both_is_an_error_and_the_range_is_checked():
+    with pytest.raises(SpecsimInputError, match="gpu_memory_utilization") as e:
+        load_scenario(overrides=["cluster.kv_capacity_tokens=4096", "cluster.gpu_memory_utilization=0.9"])
+    assert "--set" in str(e.value) and "kv_capacity_tokens" in str(e.value)
+    with pytest.raises(SpecsimInputError, match="gpu_memory_utilization"):
+        ClusterConfig(gpu_memory_utilization=1.5)
+    with pytest.raises(SpecsimInputError, match="gpu_memory_utilization"):
+        ClusterConfig(gpu_memory_utilization=0.0)
+
+
+def test_a_profile_without_a_model_shape_is_named():
+    prof = StepTimeProfile(np.array([1, 512]), np.array([0.01, 0.02]), metadata={"gpu": "h100"},
+                           source="my-profile.json")
+    sc = load_scenario(overrides=["cluster.gpu_memory_utilization=0.9"])
+    with pytest.raises(SpecsimInputError, match="my-profile.json") as e:
+        kv_capacity(sc, prof, gamma=7)
+    assert "model's shape" in str(e.value)
+    cpu = load_scenario(overrides=["cluster.gpu_memory_utilization=0.9", "profile.name=cpu-specsim-tiny"])
+    with pytest.raises(SpecsimInputError, match="cpu-specsim-tiny.json"):
+        kv_capacity(cpu, None, gamma=7)
+
+
+def test_weights_larger_than_the_memory_leave_no_room():
+    sc = load_scenario(overrides=["cluster.gpu_memory_utilization=0.9",
+                                  "profile.name=h200-deepseek-v3-tp1-analytic"])
+    with pytest.raises(SpecsimInputError, match="room for at least one KV block"):
+        kv_capacity(sc, None, gamma=1)

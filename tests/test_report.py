@@ -1,0 +1,325 @@
+"""`specsim report DIR`: one self-contained HTML page, checked in a real headless Chromium.
+
+Chromium is driven through the DevTools protocol over a websocket (a minimal client below, standard library
+only): the page must load without console errors or exceptions, every named figure must be present, loaded
+and not blank (pixels of its screenshot), and every number the page shows must equal summary.json's.
+Without Chromium the browser tests skip locally and FAIL under CI=true (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from specsim.cli import main
+from specsim.report import RUN_FIGURES, SWEEP_FIGURES, shown, write_report
+
+PROD = str(REPO / "traces" / "prod.jsonl")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A run directory written by the CLI (so summary.json carries the command line)."""
+    out = tmp_path_factory.mktemp("run") / "r"
+    _cli(["run", "--trace", PROD, "--policy", "dspark", "--num-requests", "60", "--concurrency", "8", "--json",
+          "--out", str(out), "--seed", "1"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    """A sweep directory written by the CLI (so sweep.json carries the command line): 2 policies x 2 loads x
+    2 seeds."""
+    out = tmp_path_factory.mktemp("sweep") / "s"
+    _cli(["sweep", "--trace", PROD, "--out", str(out), "--policies", "mtp1,dspark", "--concurrency", "1,4",
+          "--seeds", "2", "--num-requests", "16", "--executor", "serial", "--quiet"])
+    return out
+
+
+def _cli(args: list[str]) -> None:
+    old = sys.argv
+    sys.argv = ["specsim", *args]
+    try:
+        main()
+    except SystemExit as e:
+        assert not e.code, f"specsim {args[0]} failed with {e.code}"
+    finally:
+        sys.argv = old
+
+
+# ------------------------------------------------------------------------------------ the page, no browser
+def test_run_page_is_self_contained_and_shows_the_summary(run_dir):
+    rep = write_report(run_dir)
+    page = rep.path.read_text()
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert rep.kind == "run" and rep.figures == tuple(RUN_FIGURES)
+    assert s["command_line"].startswith("specsim run --trace ") and "--seed 1" in s["command_line"]
+    # offline: no reference leaves the page (every src/href is a data: URI or a fragment)
+    refs = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert refs and all(r.startswith(("data:", "#")) for r in refs), refs
+    assert "<script" not in page and "@import" not in page and "url(" not in page
+    for fid in RUN_FIGURES:
+        assert f'<figure id="fig-{fid}"><img' in page
+    cells = dict(re.findall(r'data-key="([^"]+)">([^<]*)<', page))
+    assert {"completed", "mean_ttft_ms", "output_throughput_per_gpu", "mean_acceptance_length"} <= set(cells)
+    for key, text in cells.items():
+        assert text == shown(s[key]), key
+    import html
+    assert html.escape(s["command_line"]) in page
+
+
+def test_shown_rounds_to_six_significant_digits():
+    assert shown(0.712345678) == "0.712346" and shown(1234567.89) == "1.23457e+06"
+    assert shown(np.int64(120)) == "120" and shown(None) == "-" and shown(float("nan")) == "-"
+
+
+def test_report_cli_and_bad_directory(monkeypatch, capsys, run_dir, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["specsim", "report", str(run_dir), "--out", str(tmp_path / "x.html")])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 0 and (tmp_path / "x.html").is_file()
+    assert "run report with 4 figures" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["specsim", "report", str(tmp_path)])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "a run directory" in err and len(err.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------- headless browser
+def _chromium() -> str:
+    exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    if exe is None:
+        why = "Chromium is not installed (apt-get install -y chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{why}; CI must install it (.ci/run does, as root with apt-get)")
+        pytest.skip(why)
+    return exe
+
+
+class _Cdp:
+    """A minimal DevTools-protocol client over one websocket (RFC 6455 text frames, client-masked)."""
+
+    def __init__(self, ws_url: str) -> None:
+        u = urllib.parse.urlparse(ws_url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout=60)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET {u.path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                          .encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += self.sock.recv(1)
+        assert b" 101 " in head.split(b"\r\n")[0], head
+        self.events: list[dict] = []
+        self.next_id = 0
+
+    def _exact(self, n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("DevTools websocket closed")
+            buf += chunk
+        return buf
+
+    def _send(self, opcode: int, payload: bytes) -> None:
+        n, mask = len(payload), os.urandom(4)
+        size = bytes([0x80 | n]) if n < 126 else (bytes([0x80 | 126]) + struct.pack(">H", n) if n < 65536
+                                                  else bytes([0x80 | 127]) + struct.pack(">Q", n))
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(bytes([0x80 | opcode]) + size + mask + masked)
+
+    def _message(self) -> dict:
+        data = b""
+        while True:
+            b0, b1 = self._exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._exact(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._exact(8))[0]
+            chunk = self._exact(n)
+            op = b0 & 0x0F
+            if op == 9:                        # ping
+                self._send(10, chunk)
+                continue
+            if op == 8:
+                raise ConnectionError("DevTools websocket closed")
+            data += chunk
+            if b0 & 0x80:
+                return json.loads(data)
+
+    def call(self, method: str, **params) -> dict:
+        self.next_id += 1
+        self._send(1, json.dumps({"id": self.next_id, "method": method, "params": params}).encode())
+        while True:
+            m = self._message()
+            if m.get("id") == self.next_id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m["result"]
+            self.events.append(m)
+
+    def wait_for(self, event: str, timeout_s: float = 30) -> None:
+        end = time.monotonic() + timeout_s
+        while not any(e.get("method") == event for e in self.events):
+            if time.monotonic() > end:
+                raise TimeoutError(event)
+            self.events.append(self._message())
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium with a fresh profile; yields a function opening a file and returning a _Cdp."""
+    exe = _chromium()
+    ud = tmp_path_factory.mktemp("chromium-profile")
+    proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={ud}", "--remote-debugging-port=0",
+                             "--window-size=1200,900", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = ud / "DevToolsActivePort"
+        end = time.monotonic() + 60
+        while not (port_file.is_file() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > end:
+                pytest.fail(f"Chromium did not start its DevTools endpoint (exit status {proc.poll()})")
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+
+        def open_page(path: Path) -> _Cdp:
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30).read())
+            page = next(t for t in targets if t["type"] == "page")
+            cdp = _Cdp(page["webSocketDebuggerUrl"])
+            for domain in ("Page", "Runtime", "Log"):
+                cdp.call(f"{domain}.enable")
+            cdp.call("Emulation.setDeviceMetricsOverride", width=1200, height=900, deviceScaleFactor=1, mobile=False)
+            cdp.events.clear()
+            cdp.call("Page.navigate", url=path.resolve().as_uri())
+            cdp.wait_for("Page.loadEventFired")
+            return cdp
+        yield open_page
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+_JS = """JSON.stringify({
+  figures: Array.from(document.querySelectorAll('figure')).map(f => {
+    const img = f.querySelector('img'); const r = f.getBoundingClientRect();
+    return {id: f.id, loaded: !!img && img.complete && img.naturalWidth > 0,
+            x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};
+  }),
+  numbers: Object.fromEntries(Array.from(document.querySelectorAll('[data-key]')).map(
+    e => [e.dataset.key, e.textContent.trim()])),
+  command: (document.getElementById('command-line') || {}).textContent,
+  points: Array.from(document.querySelectorAll('#points tr')).map(
+    tr => Array.from(tr.children).map(c => c.textContent.trim())),
+})"""
+
+
+def _console_errors(cdp: _Cdp) -> list[str]:
+    errs = []
+    for e in cdp.events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            errs.append(p["exceptionDetails"].get("text", "exception"))
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            errs.append(str(p.get("args")))
+        elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
+            errs.append(p["entry"].get("text", ""))
+    return errs
+
+
+def _check_figures(cdp: _Cdp, state: dict, names) -> None:
+    from PIL import Image
+
+    figs = {f["id"]: f for f in state["figures"]}
+    for name in names:
+        f = figs.get(f"fig-{name}")
+        assert f is not None, f"figure {name} missing"
+        assert f["loaded"] and f["w"] > 100 and f["h"] > 100, f
+        shot = cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                        clip={"x": f["x"], "y": f["y"], "width": f["w"], "height": f["h"], "scale": 1})
+        px = np.asarray(Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB"), dtype=int)
+        ink = (px.sum(axis=2) < 600).mean()          # share of pixels clearly darker than white
+        colours = len(np.unique(px.reshape(-1, 3), axis=0))
+        assert ink > 0.01 and colours > 20, f"figure {name} looks blank: {ink:.4f} ink, {colours} colours"
+
+
+def test_run_page_in_headless_chromium(browser, run_dir, tmp_path):
+    rep = write_report(run_dir, tmp_path / "run.html")
+    cdp = browser(rep.path)
+    assert _console_errors(cdp) == []
+    state = json.loads(cdp.call("Runtime.evaluate", expression=_JS, returnByValue=True)["result"]["value"])
+    _check_figures(cdp, state, RUN_FIGURES)
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert len(state["numbers"]) >= 20
+    for key, text in state["numbers"].items():
+        want = s[key]
+        if isinstance(want, int):
+            assert int(text) == want, key
+        else:
+            assert float(text) == pytest.approx(want, rel=5e-6, abs=1e-12), key
+    assert state["command"] == s["command_line"]
+
+
+def test_sweep_page_in_headless_chromium(browser, sweep_dir, tmp_path):
+    rep = write_report(sweep_dir, tmp_path / "sweep.html")
+    assert rep.kind == "sweep" and rep.figures == tuple(SWEEP_FIGURES)
+    cdp = browser(rep.path)
+    assert _console_errors(cdp) == []
+    state = json.loads(cdp.call("Runtime.evaluate", expression=_JS, returnByValue=True)["result"]["value"])
+    _check_figures(cdp, state, SWEEP_FIGURES)
+    man = json.loads((sweep_dir / "sweep.json").read_text())
+    assert state["command"] == man["command_line"] and man["command_line"].startswith("specsim sweep --trace ")
+    # the load-point table: seed means of the point records' summaries
+    from specsim.sweep import load_records, results_frame
+    df = results_frame(load_records(sweep_dir))
+    head, *rows = state["points"]
+    assert len(rows) == 4 and head[:4] == ["curve", "mode", "load", "seeds"]
+    for row in rows:
+        cell = dict(zip(head, row))
+        pts = df[(df.curve == cell["curve"]) & (df.load == float(cell["load"]))]
+        assert len(pts) == int(cell["seeds"]) == 2
+        for col in ("mean_tps_per_user", "output_throughput_per_gpu", "mean_ttft_ms"):
+            assert float(cell[col]) == pytest.approx(pts[col].mean(), rel=5e-6), col
+
+
+def test_the_browser_checks_catch_a_blank_figure_and_a_console_error(browser, tmp_path):
+    """The checks themselves: a white figure fails the pixel test; a console error is collected."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (400, 300), "white").save(buf, format="PNG")
+    uri = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    page = tmp_path / "blank.html"
+    page.write_text(f'<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>'
+                    f'<figure id="fig-blank"><img src="{uri}"></figure>'
+                    '<script>console.error("broken")</script></body></html>')
+    cdp = browser(page)
+    assert any("broken" in e for e in _console_errors(cdp))
+    state = json.loads(cdp.call("Runtime.evaluate", expression=_JS, returnByValue=True)["result"]["value"])
+    with pytest.raises(AssertionError, match="looks blank"):
+        _check_figures(cdp, state, ["blank"])
