@@ -7,8 +7,10 @@
 - ``DIR/blocks.parquet``: the fully labelled logged blocks, replayed by ``--set acceptance.model=empirical:DIR``.
 
 ``counters`` converts aggregate per-position counters (a counters CSV or a vLLM ``/metrics`` dump,
-:mod:`specsim.counters`) into a rate table ``{"alpha": {domain: [...]}}`` for ``acceptance.table``;
-counters of adaptive-length runs are rejected (they cannot be turned into conditional rates).
+:mod:`specsim.counters`) into a rate table ``{"alpha": {domain: [...]}}`` for ``acceptance.table``,
+printing each configuration's acceptance length (tokens per step, bonus included) and acceptance rate
+(accepted / drafted tokens); counters of adaptive-length runs are rejected (they cannot be turned into
+conditional rates).
 """
 
 from __future__ import annotations
@@ -67,5 +69,6 @@ def counters(
     out.write_text(json.dumps(table, indent=1) + "\n")
     for name, rates in table["alpha"].items():
         typer.echo(f"{name}: " + " ".join(fmt.number(r, 3) for r in rates)
-                   + f"  (tau {fmt.number(table['mean_acceptance_length'][name], 3)})")
+                   + f"  (acceptance length {fmt.number(table['mean_acceptance_length'][name], 3)} tokens/step,"
+                   f" acceptance rate {fmt.number(table['acceptance_rate'][name], 3)} accepted/drafted)")
     typer.echo(f"wrote {out}; use --set acceptance.table={out}")
