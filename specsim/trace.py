@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 
 DEFAULT_DOMAIN = "chat"
 
@@ -200,7 +200,7 @@ def _check_columns(cols: Mapping[str, np.ndarray], source: str) -> None:
     for name, bad, expected in checks:
         if bad.any():
             i = int(np.argmax(bad))
-            raise SpecsimInputError(source, i + 1, name, expected, repr(cols[name][i]))
+            raise SpecsimInputError(source, i + 1, name, expected, plain(cols[name][i]))
     ids = cols["request_id"]
     if len(set(ids.tolist())) != ids.shape[0]:
         _, first = np.unique(ids, return_index=True)
@@ -548,6 +548,9 @@ def save_trace(trace: Trace, path) -> None:
     ids equal their default (the 0-based request index), which keeps bundled files small. The
     prefix fields (``hash_ids`` with ``hash_block_tokens``, or ``prefix_group`` with
     ``prefix_tokens``) are written only on the lines of the requests that have them.
+
+    Raises:
+        SpecsimInputError: ``path`` cannot be written (a folder, a missing parent folder, no permission).
     """
     ids = trace.request_id.tolist()
     default_ids = ids == [str(i) for i in range(len(ids))]
@@ -558,7 +561,11 @@ def save_trace(trace: Trace, path) -> None:
         head = "{" if default_ids else '{"request_id":' + json.dumps(rid) + ","
         rows.append(f'{head}"arrival_s":{a!r},"prompt_tokens":{p},"output_tokens":{o},'
                     f'"domain":{json.dumps(d)}{_prefix_fields(trace, i)}}}\n')
-    Path(path).write_text("".join(rows), encoding="utf-8")
+    try:
+        Path(path).write_text("".join(rows), encoding="utf-8")
+    except OSError as e:                                   # a folder, a missing parent, no permission
+        raise SpecsimInputError(str(path), None, None, "a writable file path",
+                                e.strerror or type(e).__name__) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -682,8 +689,12 @@ def convert_azure(path, domain: str | None = None) -> Trace:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
     except FileNotFoundError:
         raise SpecsimInputError(src, None, None, "a readable file", "no such file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV", str(e).strip()) from None
+    except OSError as e:                                   # a folder, no permission
+        raise SpecsimInputError(src, None, None, "a readable file", e.strerror or type(e).__name__) from None
+    except UnicodeDecodeError:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV (UTF-8 text)", "undecodable bytes") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV", " ".join(str(e).split())[:120]) from None
     for col in ("TIMESTAMP", "ContextTokens", "GeneratedTokens"):
         if col not in df.columns:
             raise SpecsimInputError(src, 1, col, "a header column", f"columns {list(df.columns)}")

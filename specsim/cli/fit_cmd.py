@@ -23,6 +23,7 @@ import typer
 
 from specsim import fmt
 from specsim.cli import app
+from specsim.errors import SpecsimInputError
 
 
 @app.command("fit")
@@ -65,8 +66,11 @@ def counters(
     from specsim.counters import load_counters, rate_table
 
     table = rate_table(load_counters(path, domain=domain, configs=config), source=path.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(table, indent=1) + "\n")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(table, indent=1) + "\n")
+    except OSError as e:
+        raise SpecsimInputError(str(out), None, "--out", "a writable file path", e.strerror or type(e).__name__) from None
     for name, rates in table["alpha"].items():
         typer.echo(f"{name}: " + " ".join(fmt.number(r, 3) for r in rates)
                    + f"  (acceptance length {fmt.number(table['mean_acceptance_length'][name], 3)} tokens/step,"
