@@ -214,9 +214,10 @@ MOONCAKE_ROWS = [{"timestamp": 0, "input_length": 600, "output_length": 10, "has
                  {"timestamp": 3000, "input_length": 1025, "output_length": 5, "hash_ids": [3, 4, 5]}]
 
 
-def check_convert(data: bytes | str, fmt: str) -> None:
+def check_convert(data: bytes | str, fmt: str, slots: str = "burst") -> None:
     src = tmpfile(data, "in.csv" if fmt == "azure" else "in.jsonl")
-    assert_ok_or_one_line(*cli("trace", "convert", str(src), str(src.with_name("out.jsonl")), "--from", fmt))
+    assert_ok_or_one_line(*cli("trace", "convert", str(src), str(src.with_name("out.jsonl")), "--from", fmt,
+                               "--slots", slots))
 
 
 @FUZZ
@@ -254,7 +255,7 @@ def test_mooncake_mutations(data):
         text = data.draw(mutated_json_lines(MOONCAKE_ROWS))
     else:
         text = data.draw(mutated_bytes("".join(json.dumps(r) + "\n" for r in MOONCAKE_ROWS).encode()))
-    check_convert(text, "mooncake")
+    check_convert(text, "mooncake", data.draw(st.sampled_from(["burst", "spread"])))
 
 
 ZONES = st.sampled_from([None, dt.timezone.utc, dt.timezone(dt.timedelta(hours=1)),
@@ -332,6 +333,19 @@ def test_profile_mutations(data):
     if data.draw(st.integers(0, 3)) == 0:
         text = data.draw(mutated_bytes(text.encode()))
     check_profile(text)
+
+
+@examples(60)
+@given(st.data())
+def test_vidur_csv_mutations(data):
+    """``profile import-vidur``'s reader: a Vidur mlp.csv, mutated, is read or refused on one line."""
+    from specsim.hardware.vidur import layer_table, read_operator_csv
+
+    valid = vidur_mlp_csv(Path(tempfile.mkdtemp(prefix="specsim-fuzz-"))).read_bytes()
+    p = tmpfile(data.draw(mutated_bytes(valid) | st.binary(max_size=100)), "mlp.csv")
+    df = library(read_operator_csv, p)
+    if df is not None:
+        library(layer_table, df, 1, str(p))
 
 
 # -------------------------------------------------------------------------------------------- scenarios
