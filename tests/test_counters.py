@@ -130,8 +130,9 @@ def test_cli_reports_acceptance_rate(tmp_path, monkeypatch, capsys):
     out = tmp_path / "t.json"
     rc, stdout, err = run_cli(monkeypatch, capsys, "counters", str(dump), "--out", str(out), "--domain", "code")
     assert rc == 0, err
-    assert "acceptance length 2.5" in " ".join(stdout.split())
-    assert "acceptance rate 0.5" in " ".join(stdout.split())
+    text = " ".join(stdout.split())
+    assert "code: 0.700 0.714 0.600 (tau 2.500) acceptance rate 0.500" in text
+    assert "tau = acceptance length" in text and "acceptance rate = accepted / drafted tokens" in text
     import json
     table = json.loads(out.read_text())
     assert table["acceptance_rate"] == {"code": pytest.approx(0.5)}

@@ -73,6 +73,8 @@ def counters(
         raise SpecsimInputError(str(out), None, "--out", "a writable file path", e.strerror or type(e).__name__) from None
     for name, rates in table["alpha"].items():
         typer.echo(f"{name}: " + " ".join(fmt.number(r, 3) for r in rates)
-                   + f"  (acceptance length {fmt.number(table['mean_acceptance_length'][name], 3)} tokens/step,"
-                   f" acceptance rate {fmt.number(table['acceptance_rate'][name], 3)} accepted/drafted)")
+                   + f"  (tau {fmt.number(table['mean_acceptance_length'][name], 3)})  acceptance rate"
+                   f" {fmt.number(table['acceptance_rate'][name], 3)}")
+    typer.echo("tau = acceptance length (tokens per step, the bonus token included); "
+               "acceptance rate = accepted / drafted tokens")
     typer.echo(f"wrote {out}; use --set acceptance.table={out}")
