@@ -152,57 +152,89 @@ def read_counters_csv(path: str | Path) -> list[AcceptanceCounters]:
     ``frac_drafts_accepting_pos*`` survival fractions are used.
 
     Raises:
-        SpecsimInputError: unreadable file, no per-position columns, a row with fewer positions than
-            ``num_spec_tokens``, or counters from an adaptive-length run (naming the row).
+        SpecsimInputError: unreadable or malformed file, no data row, no per-position columns, a
+            ``num_spec_tokens`` that is not an int >= 1, a row with fewer positions than
+            ``num_spec_tokens``, a count or fraction that is not a finite number, or counters from an
+            adaptive-length run (naming the line).
     """
+    src = str(path)
     try:
-        df = pd.read_csv(path)
-    except (OSError, ValueError) as e:
-        raise SpecsimInputError(str(path), None, None, "a counters CSV", str(e)[:80]) from None
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise SpecsimInputError(src, None, None, SUPPORTED_FORMATS, " ".join(str(e).split())[:80]) from None
     frac_cols = _pos_columns(df, "frac_drafts_accepting_pos")
     count_cols = _pos_columns(df, "accepted_tokens_pos")
     if not frac_cols and not count_cols:
-        raise SpecsimInputError(str(path), 1, "frac_drafts_accepting_pos1",
-                                "per-position columns frac_drafts_accepting_posK or accepted_tokens_posK")
+        raise SpecsimInputError(src, 1, "frac_drafts_accepting_pos1",
+                                "per-position columns frac_drafts_accepting_posK or accepted_tokens_posK",
+                                f"columns {list(df.columns)[:6]}")
+    if len(df) == 0:
+        raise SpecsimInputError(src, 2, None, "at least one configuration row", "only a header")
     out = []
     for i, row in enumerate(df.to_dict("records")):
         line = i + 2                                            # header is line 1
-        name = str(row.get("config_id", f"row{i + 1}"))
-        k = int(row["num_spec_tokens"]) if pd.notna(row.get("num_spec_tokens")) else None
-        reported = row.get("reported_mean_acceptance_length")
-        reported = float(reported) if reported is not None and pd.notna(reported) else None
-        if count_cols and pd.notna(row.get("num_drafts")):
-            vals = _row_values(row, count_cols, k, str(path), line)
-            ndt = row.get("num_draft_tokens")
-            c = from_counts(int(row["num_drafts"]), vals,
-                            num_draft_tokens=int(ndt) if ndt is not None and pd.notna(ndt) else None,
-                            name=name, source=str(path), line=line)
+        name = str(row.get("config_id") or f"row{i + 1}")
+        k = _cell(row, "num_spec_tokens", src, line, count=True)
+        k = None if k is None else int(k)
+        reported = _cell(row, "reported_mean_acceptance_length", src, line)
+        num_drafts = _cell(row, "num_drafts", src, line, count=True) if count_cols else None
+        if num_drafts is not None:
+            vals = _row_values(row, count_cols, k, src, line)
+            ndt = _cell(row, "num_draft_tokens", src, line, count=True)
+            c = from_counts(int(num_drafts), vals, num_draft_tokens=None if ndt is None else int(ndt),
+                            name=name, source=src, line=line)
             c = AcceptanceCounters(c.name, c.survival, c.conditional, c.mean_acceptance_length,
                                    c.num_drafts, reported, c.source)
+        elif frac_cols:
+            vals = _row_values(row, frac_cols, k, src, line)
+            c = from_survival(vals, name, reported_mean_acceptance_length=reported, source=src, line=line)
         else:
-            vals = _row_values(row, frac_cols, k, str(path), line)
-            c = from_survival(vals, name, reported_mean_acceptance_length=reported, source=str(path),
-                              line=line)
+            raise SpecsimInputError(src, line, "num_drafts", "a count with the accepted_tokens_posK columns",
+                                    "an empty cell")
         out.append(c)
     return out
 
 
+def _cell(row: dict, col: str, src: str, line: int, count: bool = False) -> float | None:
+    """One optional numeric cell: None when absent or empty; a finite number (an int >= 1 if ``count``)."""
+    text = row.get(col)
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    ok = np.isfinite(v) and (not count or (v >= 1 and v.is_integer() and v <= 2**53))
+    if not ok:
+        raise SpecsimInputError(src, line, col, "an int >= 1" if count else "a finite number", repr(text))
+    return v
+
+
 def _pos_columns(df: pd.DataFrame, prefix: str) -> list[str]:
     """Columns ``prefix1..prefixK`` in position order."""
-    pat = re.compile(re.escape(prefix) + r"(\d+)$")
-    found = {int(m.group(1)): c for c in df.columns if (m := pat.match(c))}
+    pat = re.compile(re.escape(prefix) + r"([0-9]+)$")
+    found = {int(m.group(1)): c for c in df.columns if (m := pat.match(str(c)))}
     return [found[k] for k in sorted(found)]
 
 
 def _row_values(row: dict, cols: list[str], k: int | None, path: str, line: int) -> np.ndarray:
-    """Per-position values of one row: the first K columns, all present."""
+    """(K,) per-position values of one row: the first K columns, all present and finite numbers."""
     cols = cols[:k] if k is not None else cols
-    vals = np.array([row[c] for c in cols], dtype=float)
-    if (k is not None and len(cols) < k) or np.any(np.isnan(vals)):
-        missing = next((c for c, v in zip(cols, vals) if np.isnan(v)), f"position {len(cols) + 1}")
-        raise SpecsimInputError(path, line, missing, f"a value for each of the {k or len(cols)} positions",
-                                "missing")
-    return vals
+    if k is not None and len(cols) < k:
+        raise SpecsimInputError(path, line, f"position {len(cols) + 1}",
+                                f"a value for each of the {k} positions (num_spec_tokens)", "no such column")
+    vals = []
+    for c in cols:
+        v = _cell(row, c, path, line)
+        if v is None:
+            raise SpecsimInputError(path, line, c, f"a value for each of the {len(cols)} positions", "an empty cell")
+        vals.append(v)
+    return np.array(vals, dtype=np.float64)
+
+
+#: The inputs ``specsim counters`` reads, in words (error messages name them).
+SUPPORTED_FORMATS = ("a counters CSV (.csv, columns frac_drafts_accepting_posK or accepted_tokens_posK) "
+                     "or a vLLM Prometheus /metrics text dump (vllm:spec_decode_* counters)")
 
 
 _PROM_LINE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)')
@@ -235,26 +267,52 @@ def parse_vllm_metrics(text: str, source: str = "metrics", model_name: str | Non
         if model_name is not None and labels.get("model_name") not in (None, model_name):
             continue
         name = m.group("name").removesuffix("_total")
-        try:
-            value = float(m.group("value"))
-        except ValueError:
-            raise SpecsimInputError(source, ln, m.group("name"), "a number", m.group("value")) from None
+        if not name.startswith("vllm:spec_decode_num_"):
+            continue
+        value = _sample_value(m.group("value"), source, ln, m.group("name"))
         if name == "vllm:spec_decode_num_drafts":
             drafts += value
             seen_drafts = True
         elif name == "vllm:spec_decode_num_draft_tokens":
             draft_tokens = (draft_tokens or 0.0) + value
         elif name == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            pos = int(labels.get("position", -1))
-            per_pos[pos] = per_pos.get(pos, 0.0) + value
-    if not seen_drafts or not per_pos or min(per_pos) != 0 or sorted(per_pos) != list(range(len(per_pos))):
-        raise SpecsimInputError(source, None, "vllm:spec_decode_num_accepted_tokens_per_pos",
-                                "spec-decode counters num_drafts and accepted_tokens_per_pos for positions "
-                                "0..K-1", f"positions {sorted(per_pos)}")
+            pos = labels.get("position", "")
+            if not re.fullmatch(r"[0-9]{1,4}", pos):
+                raise SpecsimInputError(source, ln, m.group("name"), 'a label position="K", K an int in [0, 9999]',
+                                        repr(pos) if "position" in labels else "no position label")
+            per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + value
+    _check_metric_positions(text, source, seen_drafts, per_pos)
     acc = [per_pos[k] for k in range(len(per_pos))]
     return from_counts(int(round(drafts)), acc,
                        num_draft_tokens=None if draft_tokens is None else int(round(draft_tokens)),
                        name=model_name or "vllm", source=source)
+
+
+def _sample_value(text: str, source: str, line: int, name: str) -> float:
+    """A counter sample's value: a finite number >= 0 (counters never go negative)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (np.isfinite(value) and 0 <= value <= 2**53):
+        raise SpecsimInputError(source, line, name, "a counter value, a finite number in [0, 2^53]", repr(text))
+    return value
+
+
+def _check_metric_positions(text: str, source: str, seen_drafts: bool, per_pos: dict) -> None:
+    """Raise unless a dump had ``num_drafts`` and accepted counts for positions 0..K-1, saying what it had."""
+    if not seen_drafts and not per_pos:
+        head = text.lstrip()[:1]
+        kind = ("JSON, which is not a supported input" if head in ("{", "[")
+                else "no vllm:spec_decode_* counter samples")
+        raise SpecsimInputError(source, None, None, SUPPORTED_FORMATS, kind)
+    if not seen_drafts:
+        raise SpecsimInputError(source, None, "vllm:spec_decode_num_drafts",
+                                "the num_drafts counter beside the per-position counters", "no sample")
+    if sorted(per_pos) != list(range(len(per_pos))):
+        got = (f"positions {', '.join(str(k) for k in sorted(per_pos))}" if per_pos else "no sample")
+        raise SpecsimInputError(source, None, "vllm:spec_decode_num_accepted_tokens_per_pos",
+                                "samples for every draft position 0..K-1 (0-based)", got)
 
 
 #: Conditional rates are clipped into [RATE_FLOOR, 1 - RATE_FLOOR] in a rate table: 0 and 1 are not usable
@@ -293,7 +351,9 @@ def load_counters(path: str | Path, *, domain: str = "chat", configs: Sequence[s
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as e:
-            raise SpecsimInputError(str(path), None, None, "a readable /metrics dump", str(e)[:60]) from None
+            got = ("bytes that are not UTF-8 text" if isinstance(e, UnicodeDecodeError)
+                   else " ".join(str(e.strerror or e).split())[:60])
+            raise SpecsimInputError(str(path), None, None, SUPPORTED_FORMATS, got) from None
         out = {domain: parse_vllm_metrics(text, source=str(path))}
     if not out:
         raise SpecsimInputError(str(path), None, "config", "at least one configuration",
@@ -311,7 +371,8 @@ def rate_table(counters: Mapping[str, AcceptanceCounters], source: str) -> dict:
     Returns:
         A JSON-ready dict: ``alpha`` (per name, the K conditional rates rounded to 6 decimals and clipped
         into [:data:`RATE_FLOOR`, 1 - RATE_FLOOR], NaN to the floor), ``source``, ``method`` and
-        ``mean_acceptance_length`` (per name, 1 + sum_k s_k, unclipped).
+        ``mean_acceptance_length`` (per name, 1 + sum_k s_k, unclipped) and ``acceptance_rate`` (per
+        name, accepted / drafted tokens = sum_k s_k / K, unclipped; vLLM's "acceptance rate").
     """
     alpha = {}
     for name, c in counters.items():
@@ -321,4 +382,5 @@ def rate_table(counters: Mapping[str, AcceptanceCounters], source: str) -> dict:
         alpha[name] = [round(float(x), 6) for x in cond]
     return {"alpha": alpha, "source": source,
             "method": "conditional rates alpha_k = s_k / s_(k-1) from survival counters (specsim.counters)",
-            "mean_acceptance_length": {n: c.mean_acceptance_length for n, c in counters.items()}}
+            "mean_acceptance_length": {n: c.mean_acceptance_length for n, c in counters.items()},
+            "acceptance_rate": {n: c.acceptance_rate for n, c in counters.items()}}

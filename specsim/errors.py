@@ -46,3 +46,16 @@ class SpecsimInputError(ValueError):
         if self.got is not None:
             msg += f", got {self.got}"
         return msg
+
+
+def plain(value: object) -> str:
+    """``value`` as an error message shows it: numpy scalars as plain Python values, NaN as ``NaN``.
+
+    ``repr`` of a numpy 2 scalar leaks the type (``np.float64(nan)``); this shows ``NaN``, ``1.5``,
+    ``7`` or a quoted string instead. Does not import numpy (the CLI's start-up stays light).
+    """
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    return repr(value)

@@ -480,10 +480,17 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """A scenario file's TOML tables; a missing, unreadable, non-UTF-8 or invalid file is a SpecsimInputError."""
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise SpecsimInputError(str(path), None, None, "an existing scenario file", "no such file") from None
+    except OSError as e:
+        raise SpecsimInputError(str(path), None, None, "a readable scenario file",
+                                e.strerror or type(e).__name__) from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise SpecsimInputError(str(path), line, None, "a TOML file (UTF-8 text)", "undecodable bytes") from None
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"at line (\d+)", str(e))
         line = getattr(e, "lineno", None) or (int(m.group(1)) if m else None)

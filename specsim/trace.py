@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 
 DEFAULT_DOMAIN = "chat"
 
@@ -200,7 +200,7 @@ def _check_columns(cols: Mapping[str, np.ndarray], source: str) -> None:
     for name, bad, expected in checks:
         if bad.any():
             i = int(np.argmax(bad))
-            raise SpecsimInputError(source, i + 1, name, expected, repr(cols[name][i]))
+            raise SpecsimInputError(source, i + 1, name, expected, plain(cols[name][i]))
     ids = cols["request_id"]
     if len(set(ids.tolist())) != ids.shape[0]:
         _, first = np.unique(ids, return_index=True)
@@ -343,6 +343,10 @@ def _iter_json_lines(path: Path):
         except json.JSONDecodeError as e:
             raise SpecsimInputError(src, i, None, "one JSON object per line",
                                     f"malformed JSON ({e.msg} at column {e.colno})") from None
+        except (ValueError, RecursionError) as e:   # an int of > 4,300 digits; nesting too deep
+            raise SpecsimInputError(src, i, None, "one JSON object per line",
+                                    f"JSON Python cannot read ({type(e).__name__}: "
+                                    f"{str(e).split(';')[0][:80]})") from None
         if not isinstance(obj, dict):
             raise SpecsimInputError(src, i, None, "a JSON object", _describe(obj))
         seen += 1
@@ -353,8 +357,13 @@ def _iter_json_lines(path: Path):
                                 "at least one request line", got)
 
 
+#: Largest token count (and Mooncake millisecond timestamp) a file may hold: 2^53, the largest
+#: range in which every int is exact as a float64 (and far inside int64).
+MAX_COUNT = 2**53
+
+
 def _get(obj: dict, key: str, kind: str, src: str, line: int):
-    """Read a required field: kind ``number`` (finite int/float >= 0) or ``count`` (int >= 1)."""
+    """Read a required field: kind ``number`` (finite int/float >= 0) or ``count`` (int in [1, 2^53])."""
     if key not in obj:
         raise SpecsimInputError(src, line, key, "a required field", "nothing (field missing)")
     v = obj[key]
@@ -364,6 +373,8 @@ def _get(obj: dict, key: str, kind: str, src: str, line: int):
             raise SpecsimInputError(src, line, key, "an int >= 1", _describe(v))
         if v < 1:
             raise SpecsimInputError(src, line, key, "an int >= 1", str(v))
+        if v > MAX_COUNT:
+            raise SpecsimInputError(src, line, key, f"an int <= 2^53 = {MAX_COUNT}", str(v))
     else:
         if t is not int and t is not float:
             raise SpecsimInputError(src, line, key, "a finite number >= 0", _describe(v))
@@ -537,6 +548,9 @@ def save_trace(trace: Trace, path) -> None:
     ids equal their default (the 0-based request index), which keeps bundled files small. The
     prefix fields (``hash_ids`` with ``hash_block_tokens``, or ``prefix_group`` with
     ``prefix_tokens``) are written only on the lines of the requests that have them.
+
+    Raises:
+        SpecsimInputError: ``path`` cannot be written (a folder, a missing parent folder, no permission).
     """
     ids = trace.request_id.tolist()
     default_ids = ids == [str(i) for i in range(len(ids))]
@@ -547,7 +561,11 @@ def save_trace(trace: Trace, path) -> None:
         head = "{" if default_ids else '{"request_id":' + json.dumps(rid) + ","
         rows.append(f'{head}"arrival_s":{a!r},"prompt_tokens":{p},"output_tokens":{o},'
                     f'"domain":{json.dumps(d)}{_prefix_fields(trace, i)}}}\n')
-    Path(path).write_text("".join(rows), encoding="utf-8")
+    try:
+        Path(path).write_text("".join(rows), encoding="utf-8")
+    except OSError as e:                                   # a folder, a missing parent, no permission
+        raise SpecsimInputError(str(path), None, None, "a writable file path",
+                                e.strerror or type(e).__name__) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,11 +577,97 @@ def _first_bad(mask: np.ndarray) -> int | None:
     return int(np.argmax(mask)) if mask.any() else None
 
 
+# Wall-clock times (the Azure converters; see parse_wall_times)
+
+# YYYY-MM-DD, a 'T' / 't' / space, HH:MM[:SS[.fraction]], then an optional zone: Z or +HH[:MM].
+_WALL_TIME = (r"^\s*([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})"
+              r"(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
+              r"\s*(?:([Zz])|([+-])([0-9]{2})(?::?([0-9]{2}))?)?\s*$")
+_WALL_TIME_WORDS = ("a time 'YYYY-MM-DD HH:MM:SS.fffffff' or ISO 8601 such as "
+                    "'2024-03-01T00:00:00.5Z' or '2024-03-01T01:00:00+01:00' (seconds, fraction "
+                    "and zone optional)")
+#: Largest span between two wall-clock times of one file: int64 nanoseconds hold about 292 years.
+MAX_WALL_SPAN_S = 9_000_000_000
+_MONTH_DAYS = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+
+
+def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """(N,) days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant's algorithm)."""
+    y = y - (m <= 2)
+    era = y // 400
+    yoe = y - era * 400                                        # year of era, [0, 399]
+    doy = (153 * (m + np.where(m > 2, -3, 9)) + 2) // 5 + d - 1  # day of year from March 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy              # day of era
+    return era * 146097 + doe - 719468
+
+
+def parse_wall_times(texts, source: str, lines, field: str = "TIMESTAMP") -> np.ndarray:
+    """Wall-clock times as (N,) int64 nanoseconds since the first one (exact integer arithmetic).
+
+    Accepted, per value: ``YYYY-MM-DD HH:MM:SS.fffffff`` (the Azure 2023 traces) and ISO 8601 /
+    RFC 3339: a ``T`` (or ``t``) instead of the space, the seconds and the fraction optional, a
+    fraction of any length (``.`` or ``,``; digits past the 9th, below a nanosecond, are dropped),
+    and an optional zone ``Z`` or an offset ``+HH:MM`` / ``+HHMM`` / ``+HH`` (``-`` likewise).
+    A time with an offset is converted to UTC (``01:00:01+01:00`` is ``00:00:01Z``). Either every
+    time of a file carries a zone or none does: naive times have no known UTC instant, so a file
+    that mixes them is refused. Leading and trailing blanks are ignored.
+
+    Args:
+        texts: (N,) the values as read (str; anything else counts as unparsable), N >= 1.
+        source: the file, for messages.
+        lines: (N,) the 1-based file line of each value.
+        field: the column name, for messages.
+
+    Returns:
+        (N,) int64 nanoseconds from the first value (negative where a time is earlier).
+
+    Raises:
+        SpecsimInputError: naming the line and ``field``: a value of another form or with a
+            field out of range (month 13, February 30, hour 24, second 60, offset beyond 23:59),
+            a file mixing zone-aware and naive times, or two times more than
+            :data:`MAX_WALL_SPAN_S` seconds apart.
+    """
+    s = pd.Series(list(texts), dtype=object)
+    s = s.where(s.map(lambda v: isinstance(v, str)), "")
+    g = s.str.extract(_WALL_TIME)                               # (N, 11) str or NaN
+    ok = g[0].notna().to_numpy().copy()
+    num = g[[0, 1, 2, 3, 4, 5, 9, 10]].fillna("0").astype(np.int64).to_numpy()  # (N, 8)
+    y, mo, d, hh, mi, ss, oh, om = num.T
+    leap = (y % 4 == 0) & ((y % 100 != 0) | (y % 400 == 0))
+    mdays = _MONTH_DAYS[np.clip(mo - 1, 0, 11)] + ((mo == 2) & leap)
+    ok &= ((mo >= 1) & (mo <= 12) & (d >= 1) & (d <= mdays) & (hh <= 23) & (mi <= 59)
+           & (ss <= 59) & (oh <= 23) & (om <= 59))
+    i = _first_bad(~ok)
+    if i is not None:
+        raise SpecsimInputError(source, int(lines[i]), field, _WALL_TIME_WORDS, repr(texts[i]))
+    aware = (g[7].notna() | g[8].notna()).to_numpy()
+    i = _first_bad(aware != aware[0])
+    if i is not None:
+        kind = ("zone-aware", "naive")
+        raise SpecsimInputError(
+            source, int(lines[i]), field,
+            f"{kind[not aware[0]]} times throughout, as on line {int(lines[0])} (the file mixes "
+            "zone-aware and naive times, which have no common clock)",
+            f"{texts[i]!r}, a {kind[not aware[i]]} time")
+    sign = np.where(g[8].to_numpy() == "-", -1, 1)
+    secs = ((_days_from_civil(y, mo, d) * 24 + hh) * 60 + mi) * 60 + ss - sign * (oh * 3600 + om * 60)
+    frac = g[6].fillna("").str.slice(0, 9).str.pad(9, side="right", fillchar="0").astype(np.int64)
+    rel_s = secs - secs[0]                                      # (N,) whole seconds, exact
+    i = _first_bad(np.abs(rel_s) > MAX_WALL_SPAN_S)
+    if i is not None:
+        raise SpecsimInputError(source, int(lines[i]), field,
+                                f"a time within {MAX_WALL_SPAN_S} s of line {int(lines[0])}'s",
+                                repr(texts[i]))
+    return rel_s * 1_000_000_000 + (frac.to_numpy() - int(frac.iloc[0]))
+
+
 def convert_azure(path, domain: str | None = None) -> Trace:
     """Convert an Azure LLM inference 2023 CSV (SOURCES.md section 1a) to a :class:`Trace`.
 
-    ``TIMESTAMP`` (wall clock ``YYYY-MM-DD HH:MM:SS.fffffff``, 100 ns resolution) becomes seconds
-    from the first row, computed exactly in integer nanoseconds before one division by 1e9;
+    ``TIMESTAMP`` (wall clock ``YYYY-MM-DD HH:MM:SS.fffffff``, 100 ns resolution, or any ISO 8601
+    form :func:`parse_wall_times` accepts: ``T``, ``Z``, offsets, no fraction or one of any
+    length) becomes seconds from the first row, computed exactly in integer nanoseconds before
+    one division by 1e9;
     ``ContextTokens`` -> prompt_tokens, ``GeneratedTokens`` -> output_tokens; request ids are the
     0-based row indices.
 
@@ -573,8 +677,9 @@ def convert_azure(path, domain: str | None = None) -> Trace:
             else ``"chat"``.
 
     Raises:
-        SpecsimInputError: a missing column, an unparsable timestamp, a non-integer or < 1 token
-            count, or a timestamp earlier than the row before, naming the 1-based file line.
+        SpecsimInputError: a missing column, an unparsable timestamp, a file mixing zone-aware and
+            naive timestamps, a non-integer or < 1 token count, or a timestamp earlier than the
+            row before, naming the 1-based file line.
     """
     path = Path(path)
     src = str(path)
@@ -584,20 +689,19 @@ def convert_azure(path, domain: str | None = None) -> Trace:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
     except FileNotFoundError:
         raise SpecsimInputError(src, None, None, "a readable file", "no such file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV", str(e).strip()) from None
+    except OSError as e:                                   # a folder, no permission
+        raise SpecsimInputError(src, None, None, "a readable file", e.strerror or type(e).__name__) from None
+    except UnicodeDecodeError:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV (UTF-8 text)", "undecodable bytes") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV", " ".join(str(e).split())[:120]) from None
     for col in ("TIMESTAMP", "ContextTokens", "GeneratedTokens"):
         if col not in df.columns:
             raise SpecsimInputError(src, 1, col, "a header column", f"columns {list(df.columns)}")
     if len(df) == 0:
         raise SpecsimInputError(src, 2, None, "at least one data row", "only a header")
     line = np.arange(len(df)) + 2  # header is line 1
-    ts = pd.to_datetime(df["TIMESTAMP"].str.strip(), format="%Y-%m-%d %H:%M:%S.%f", errors="coerce")
-    i = _first_bad(ts.isna().to_numpy())
-    if i is not None:
-        raise SpecsimInputError(src, int(line[i]), "TIMESTAMP", "a time 'YYYY-MM-DD HH:MM:SS.fffffff'",
-                                repr(df["TIMESTAMP"].iloc[i]))
-    ns = ts.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    ns = parse_wall_times(df["TIMESTAMP"].tolist(), src, line, "TIMESTAMP")  # (N,) int64 from row 1
     i = _first_bad(np.r_[False, np.diff(ns) < 0])
     if i is not None:
         raise SpecsimInputError(src, int(line[i]), "TIMESTAMP", "times that never decrease",
@@ -611,7 +715,7 @@ def convert_azure(path, domain: str | None = None) -> Trace:
         if i is not None:
             raise SpecsimInputError(src, int(line[i]), col, "an int >= 1", repr(df[col].iloc[i]))
         counts.append(v)
-    arrival = (ns - ns[0]) / 1e9
+    arrival = ns / 1e9
     n = len(df)
     return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival, counts[0], counts[1],
                  np.full(n, domain, dtype=object), source=src)
@@ -626,7 +730,8 @@ MOONCAKE_BLOCK_TOKENS = 512
 def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
     """Convert a Mooncake FAST'25 trace JSONL (SOURCES.md section 1b) to a :class:`Trace`.
 
-    Fields: ``timestamp`` (int ms), ``input_length`` -> prompt_tokens, ``output_length`` ->
+    Fields: ``timestamp`` (ms since the trace start: an int as in the published files, or a
+    float with a fraction of any length; at most 2^53), ``input_length`` -> prompt_tokens, ``output_length`` ->
     output_tokens; arrivals are seconds from the first timestamp; ids are the 0-based request
     indices. ``hash_ids`` (hashes of 512-token prefix blocks; equal ids at a position mean a
     shareable KV prefix) are kept as :attr:`Trace.hash_ids` with ``hash_block_tokens`` =
@@ -653,9 +758,11 @@ def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
     prev, prev_line = 0, 0
     for line, obj in _iter_json_lines(path):
         t = obj.get("timestamp")
-        if type(t) is not int or t < 0:
+        if type(t) not in (int, float) or not 0 <= t <= MAX_COUNT:   # NaN fails the comparison
             got = "nothing (field missing)" if "timestamp" not in obj else _describe(t)
-            raise SpecsimInputError(src, line, "timestamp", "an int >= 0 (ms)", got)
+            raise SpecsimInputError(src, line, "timestamp",
+                                    "a number of ms in [0, 2^53] (an int, or a float with a fraction)",
+                                    got)
         if t < prev:
             raise SpecsimInputError(src, line, "timestamp",
                                     f"a value >= {prev} (the timestamp on line {prev_line})", str(t))
@@ -665,7 +772,8 @@ def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
         out.append(_get(obj, "output_length", "count", src, line))
         hashes.append(_get_hash_ids(obj["hash_ids"], MOONCAKE_BLOCK_TOKENS, pro[-1], src, line)
                       if "hash_ids" in obj else None)
-    t_ms = np.array(ts, dtype=np.int64)
+    exact = all(type(t) is int for t in ts)
+    t_ms = np.array(ts, dtype=np.int64 if exact else np.float64)  # (N,) ms, ints kept exact
     if slots == "burst":
         arrival_ms = (t_ms - t_ms[0]).astype(np.float64)
     else:

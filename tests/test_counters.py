@@ -103,10 +103,61 @@ def test_load_counters_by_suffix_and_rate_table(tmp_path):
     assert t["alpha"]["one"] == [1 - RATE_FLOOR, 0.9]                # 1 is not a usable latent-model rate
     assert t["mean_acceptance_length"] == {"code": pytest.approx(2.5), "z": 1.5, "one": pytest.approx(2.9)}
     assert t["source"] == "metrics.txt" and "s_k / s_(k-1)" in t["method"]
-    with pytest.raises(SpecsimInputError, match="readable"):
+    with pytest.raises(SpecsimInputError, match="No such file"):
         load_counters(tmp_path / "missing.txt")
     csv = tmp_path / "c.CSV"
     csv.write_text("config_id,num_spec_tokens,frac_drafts_accepting_pos1\nx,1,0.4\ny,1,0.3\n")
     assert list(load_counters(csv, configs=["y"])) == ["y"]
     with pytest.raises(SpecsimInputError, match="at least one configuration"):
         load_counters(csv, configs=["nope"])
+
+
+def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    import sys
+
+    from specsim.cli import main
+    monkeypatch.setattr(sys, "argv", ["specsim", *args])
+    with pytest.raises(SystemExit) as ei:
+        main()
+    out = capsys.readouterr()
+    return ei.value.code, out.out, out.err
+
+
+def test_cli_reports_acceptance_rate(tmp_path, monkeypatch, capsys):
+    # 1000 fixed-length drafts of 3: accepted 700, 500, 300 -> length 1 + 1.5 = 2.5, rate 1500 / 3000 = 0.5
+    dump = tmp_path / "metrics.txt"
+    dump.write_text(PROM)
+    out = tmp_path / "t.json"
+    rc, stdout, err = run_cli(monkeypatch, capsys, "counters", str(dump), "--out", str(out), "--domain", "code")
+    assert rc == 0, err
+    text = " ".join(stdout.split())
+    assert "code: 0.700 0.714 0.600 (tau 2.500) acceptance rate 0.500" in text
+    assert "tau = acceptance length" in text and "acceptance rate = accepted / drafted tokens" in text
+    import json
+    table = json.loads(out.read_text())
+    assert table["acceptance_rate"] == {"code": pytest.approx(0.5)}
+    assert table["mean_acceptance_length"] == {"code": pytest.approx(2.5)}
+
+
+@pytest.mark.parametrize("name,text,words", [
+    ("c.json", '{"num_drafts": 10, "accepted": [5, 3]}', ["JSON, which is not a supported input", "counters CSV",
+                                                          "Prometheus /metrics"]),
+    ("m.txt", "vllm:num_requests_running 3\n", ["no vllm:spec_decode_* counter samples", "counters CSV"]),
+    ("m.txt", PROM.replace('position="1"', 'position="5"'), ["positions 0, 2, 5", "0..K-1"]),
+    ("m.txt", PROM.replace("450.0", "NaN"), ["line 8", "finite number"]),
+    ("m.txt", PROM.replace('position="2"', 'position="x"'), ["line 12", "position"]),
+    ("c.csv", "config_id,num_spec_tokens,frac_drafts_accepting_pos1\nx,one,0.4\n", ["line 2", "num_spec_tokens"]),
+    ("c.csv", "config_id,num_spec_tokens,frac_drafts_accepting_pos1\nx,2,0.4\n", ["line 2", "position 2"]),
+    ("c.csv", "config_id,num_spec_tokens,frac_drafts_accepting_pos1\nx,1,abc\n", ["line 2", "'abc'"]),
+    ("c.csv", "config_id,num_spec_tokens,frac_drafts_accepting_pos1\n", ["only a header"]),
+    ("c.csv", "", ["counters CSV"]),
+])
+def test_cli_counters_errors_are_one_plain_line(tmp_path, monkeypatch, capsys, name, text, words):
+    p = tmp_path / name
+    p.write_text(text)
+    rc, stdout, err = run_cli(monkeypatch, capsys, "counters", str(p), "--out", str(tmp_path / "t.json"))
+    assert rc == 2 and stdout == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    for w in words:
+        assert w in err, (w, err)
+    assert "np.float64" not in err and "positions []" not in err

@@ -401,7 +401,7 @@ AZ_OK = "2023-11-16 18:17:03.9799600,10,2\n"
 
 
 @pytest.mark.parametrize("body,bad_line,field", [
-    (AZ_OK + "2023-11-16 18:17:04,10,2\n", 3, "TIMESTAMP"),
+    (AZ_OK + "2023-11-16 18:17:04.5 UTC,10,2\n", 3, "TIMESTAMP"),
     (AZ_OK + AZ_OK + "2023-11-16 18:17:03.9799599,10,2\n", 4, "TIMESTAMP"),
     (AZ_OK + "2023-11-16 18:17:04.0000000,abc,2\n", 3, "ContextTokens"),
     (AZ_OK + "2023-11-16 18:17:04.0000000,12.5,2\n", 3, "ContextTokens"),
@@ -430,6 +430,57 @@ def mooncake_file(tmp_path, stamps) -> Path:
                         "hash_ids": [i]}) for i, s in enumerate(stamps)]
     return write(tmp_path, "\n".join(rows) + "\n", "mc.jsonl")
 
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_azure_iso_offsets_case():
+    # tests/data/azure_iso_tz.csv: 'T', 'Z', '+01:00'; 01:00:01+01:00 is 00:00:01Z
+    t = convert_azure(DATA / "azure_iso_tz.csv")
+    assert t.arrival_s.tolist() == [0.0, 0.5, 1.75]
+    assert t.prompt_tokens.tolist() == [100, 200, 300]
+
+
+def test_azure_mixed_zones_refused():
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_azure(DATA / "azure_mixed_tz.csv")
+    e = ei.value
+    assert (e.line, e.field) == (3, "TIMESTAMP")
+    assert "mixes zone-aware and naive" in str(e)
+
+
+@pytest.mark.parametrize("stamps,arrivals", [
+    # naive ISO, no fraction, a space or a 'T', a 9+ digit fraction (digits past ns dropped)
+    (["2024-03-01T00:00:00", "2024-03-01 00:00:01", "2024-03-01T00:00:01.123456789999"],
+     [0.0, 1.0, 1.123456789]),
+    (["2024-03-01T00:00", "2024-03-01t00:01:00,25"], [0.0, 60.25]),   # no seconds; comma fraction
+    # every zone form: Z, z, +HH:MM, +HHMM, +HH, -HH:MM; all the same instant plus 1 s steps
+    (["2024-03-01T00:00:00Z", "2024-03-01T01:00:01+01:00", "2024-03-01T01:00:02+0100",
+      "2024-03-01T02:00:03+02", "2024-02-29T19:30:04-04:30", "2024-03-01 00:00:05z"],
+     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]),
+    (["2023-12-31T23:59:59.9999999", "2024-01-01T00:00:00.0000001"], [0.0, 2e-7]),  # year boundary
+    (["2024-02-28 23:59:59", "2024-02-29 00:00:00", "2024-03-01 00:00:00"], [0.0, 1.0, 86401.0]),
+])
+def test_azure_time_forms(tmp_path, stamps, arrivals):
+    p = write(tmp_path, AZ_HEAD + "".join(f'"{s}",10,2\n' for s in stamps), "t.csv")
+    assert convert_azure(p).arrival_s.tolist() == arrivals
+
+
+@pytest.mark.parametrize("bad", ["2023-02-29 00:00:00", "2024-13-01 00:00:00", "2024-03-01 24:00:00",
+                                 "2024-03-01 00:60:00", "2024-03-01 00:00:60", "2024-03-01T00:00:00+24:00",
+                                 "2024-03-01", "1709251200", "2024-03-01 00:00:00 UTC",
+                                 "\u0662024-03-01 00:00:00"])
+def test_azure_time_bad_values(tmp_path, bad):
+    p = write(tmp_path, AZ_HEAD + AZ_OK.replace("2023-11-16", "2023-11-15") + f"{bad},10,2\n", "t.csv")
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_azure(p)
+    assert (ei.value.line, ei.value.field) == (3, "TIMESTAMP")
+
+
+def test_mooncake_fractional_ms(tmp_path):
+    p = mooncake_file(tmp_path, [0, 1500.25, 3000])
+    assert convert_mooncake(p).arrival_s.tolist() == [0.0, 1.50025, 3.0]
+
+
 
 def test_mooncake_burst_and_spread(tmp_path):
     # slots at 500, 1500, 4500 ms: gaps 1000 and 3000, median 2000 for the last slot
@@ -455,7 +506,11 @@ def test_mooncake_burst_and_spread(tmp_path):
       '{"timestamp": 3000, "input_length": 5}'], 2, "output_length"),
     (['{"timestamp": 3000, "input_length": 5, "output_length": 1}',
       '{"timestamp": 0, "input_length": 5, "output_length": 1}'], 2, "timestamp"),
-    (['{"timestamp": 1.5, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
+    (['{"timestamp": -1.5, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
+    (['{"timestamp": true, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
+    (['{"timestamp": NaN, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
+    (['{"timestamp": 9007199254740993, "input_length": 5, "output_length": 1}'], 1, "timestamp"),
+    (['{"timestamp": 0, "input_length": 18446744073709551616, "output_length": 1}'], 1, "input_length"),
     (['{"timestamp": 0, "input_length": 0, "output_length": 1}'], 1, "input_length"),
     (['{"timestamp": 0, "input_length": 5, "output_length": 1}', '{"timestamp": 0,'], 2, None),
     (['{"timestamp": 0, "input_length": 5, "output_length": 1, "hash_ids": [1]}',
@@ -619,3 +674,15 @@ def test_cli_bad_input_one_line_exit_2(tmp_path, monkeypatch, capsys):
     rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p))
     assert rc == 2
     assert err.strip().count("\n") == 0 and "line 2" in err and "arrival_s" in err
+
+
+def test_cli_convert_azure_iso_and_mixed(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "iso.jsonl"
+    rc, _, _ = run_cli(monkeypatch, capsys, "trace", "convert", str(DATA / "azure_iso_tz.csv"), str(out),
+                       "--from", "azure")
+    assert rc == 0 and load_trace(out).arrival_s.tolist() == [0.0, 0.5, 1.75]
+    rc, stdout, err = run_cli(monkeypatch, capsys, "trace", "convert", str(DATA / "azure_mixed_tz.csv"),
+                              str(tmp_path / "m.jsonl"), "--from", "azure")
+    assert rc == 2 and stdout == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "line 3" in err and "TIMESTAMP" in err and "mixes zone-aware and naive" in err

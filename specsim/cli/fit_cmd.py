@@ -7,8 +7,10 @@
 - ``DIR/blocks.parquet``: the fully labelled logged blocks, replayed by ``--set acceptance.model=empirical:DIR``.
 
 ``counters`` converts aggregate per-position counters (a counters CSV or a vLLM ``/metrics`` dump,
-:mod:`specsim.counters`) into a rate table ``{"alpha": {domain: [...]}}`` for ``acceptance.table``;
-counters of adaptive-length runs are rejected (they cannot be turned into conditional rates).
+:mod:`specsim.counters`) into a rate table ``{"alpha": {domain: [...]}}`` for ``acceptance.table``,
+printing each configuration's acceptance length (tokens per step, bonus included) and acceptance rate
+(accepted / drafted tokens); counters of adaptive-length runs are rejected (they cannot be turned into
+conditional rates).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import typer
 
 from specsim import fmt
 from specsim.cli import app
+from specsim.errors import SpecsimInputError
 
 
 @app.command("fit")
@@ -63,9 +66,15 @@ def counters(
     from specsim.counters import load_counters, rate_table
 
     table = rate_table(load_counters(path, domain=domain, configs=config), source=path.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(table, indent=1) + "\n")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(table, indent=1) + "\n")
+    except OSError as e:
+        raise SpecsimInputError(str(out), None, "--out", "a writable file path", e.strerror or type(e).__name__) from None
     for name, rates in table["alpha"].items():
         typer.echo(f"{name}: " + " ".join(fmt.number(r, 3) for r in rates)
-                   + f"  (tau {fmt.number(table['mean_acceptance_length'][name], 3)})")
+                   + f"  (tau {fmt.number(table['mean_acceptance_length'][name], 3)})  acceptance rate"
+                   f" {fmt.number(table['acceptance_rate'][name], 3)}")
+    typer.echo("tau = acceptance length (tokens per step, the bonus token included); "
+               "acceptance rate = accepted / drafted tokens")
     typer.echo(f"wrote {out}; use --set acceptance.table={out}")

@@ -82,6 +82,8 @@ def import_vidur_cmd(
     vidur_engine: bool = typer.Option(False, help="apply Vidur's engine-model defaults (side-by-sides)"),
     all_: bool = typer.Option(False, "--all", help="import every model, GPU and TP in the shared data"),
     out: Path = typer.Option(Path("."), help="output folder"),
+    num_layers: int = typer.Option(None, "--num-layers", min=1,
+                                   help="model depth (default: from the model folder's name)"),
 ) -> None:
     """Build whole-model step-time curves from Vidur per-operator CSVs (see specsim.hardware.vidur)."""
     from specsim.hardware.profile import save_profile
@@ -90,7 +92,7 @@ def import_vidur_cmd(
     if not all_ and mlp is None:
         raise SpecsimInputError(None, None, "--mlp", "an mlp.csv path or --all", "neither")
     profiles = import_vidur_files(shared_root(), None if all_ else [mlp], tp=tp, gpu=gpu, allreduce_csv=allreduce,
-                                  attention_csv=attention, vidur_engine=vidur_engine)
+                                  attention_csv=attention, vidur_engine=vidur_engine, num_layers=num_layers)
     out.mkdir(parents=True, exist_ok=True)
     for name, prof in profiles.items():
         dest = out / f"{name}.json"

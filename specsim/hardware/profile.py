@@ -268,6 +268,11 @@ class PrefillAttentionProfile(StepTimeProfile):
         return d
 
 
+#: Largest batch size a profile file may list, in tokens per step (the lookup keeps a dense table up to
+#: it; real profiles stop at tens of thousands).
+MAX_PROFILE_TOKENS = 2**20
+
+
 def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile:
     """Read a profile JSON file (format in the module docstring).
 
@@ -276,49 +281,102 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
         lookup: overrides the file's lookup rule when given.
 
     Raises:
-        SpecsimInputError: unreadable file, malformed JSON, missing or bad fields.
+        SpecsimInputError: unreadable file (missing, a folder, not UTF-8), malformed JSON, a missing
+            field or one of the wrong type (batch sizes must be ints in [1, :data:`MAX_PROFILE_TOKENS`],
+            times numbers, ``lookup`` / ``extrapolate`` strings, ``metadata`` an object), and the
+            checks of :class:`StepTimeProfile` / :class:`PrefillAttentionProfile`.
     """
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise SpecsimInputError(str(p), None, None, "an existing profile file", "no such file") from None
-    except json.JSONDecodeError as e:
-        raise SpecsimInputError(str(p), e.lineno, None, "valid JSON", e.msg) from None
-    if not isinstance(doc, dict):
-        raise SpecsimInputError(str(p), None, None, "a JSON object", type(doc).__name__)
+    src = str(p)
+    doc = _read_json(p)
     for key in ("batch_tokens", "step_time_s"):
         if not isinstance(doc.get(key), list):
-            raise SpecsimInputError(str(p), None, key, "a list of numbers", repr(doc.get(key))[:40])
-    try:
-        b = np.array(doc["batch_tokens"], dtype=np.float64)
-        t = np.array([np.nan if v is None else v for v in doc["step_time_s"]], dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise SpecsimInputError(str(p), None, "batch_tokens/step_time_s", "numbers", str(e)) from None
-    if np.any(b != np.round(b)):
-        raise SpecsimInputError(str(p), None, "batch_tokens", "integers", "a fractional size")
+            raise SpecsimInputError(src, None, key, "a list of numbers", _shown(doc.get(key)))
+    b = _numbers(doc["batch_tokens"], src, "batch_tokens")
+    t = _numbers(doc["step_time_s"], src, "step_time_s", none_ok=True)
+    bad = np.flatnonzero((b != np.round(b)) | (b < 1) | (b > MAX_PROFILE_TOKENS))
+    if bad.size:
+        raise SpecsimInputError(src, None, f"batch_tokens[{bad[0]}]",
+                                f"an int in [1, {MAX_PROFILE_TOKENS}] (tokens per step)",
+                                _shown(doc["batch_tokens"][bad[0]]))
+    for key, kind in (("lookup", str), ("extrapolate", str), ("metadata", dict), ("prefill_attention", dict)):
+        if key in doc and not isinstance(doc[key], kind) and not (key == "prefill_attention" and doc[key] is None):
+            raise SpecsimInputError(src, None, key, "a string" if kind is str else "an object", _shown(doc[key]))
+    kv = doc.get("kv_read_s_per_token", 0.0)
+    if type(kv) not in (int, float):
+        raise SpecsimInputError(src, None, "kv_read_s_per_token", "a number of seconds >= 0", _shown(kv))
     common = dict(
         batch_tokens=b.astype(np.int64), step_time_s=t,
         lookup=lookup or doc.get("lookup", "linear"),
-        kv_read_s_per_token=float(doc.get("kv_read_s_per_token", 0.0)),
+        kv_read_s_per_token=float(kv),
         extrapolate=doc.get("extrapolate", "error"),
-        metadata=dict(doc.get("metadata", {})), source=str(p),
+        metadata=dict(doc.get("metadata", {})), source=src,
     )
     pa = doc.get("prefill_attention")
     if pa is None:
         return StepTimeProfile(**common)
-    if not isinstance(pa, dict):
-        raise SpecsimInputError(str(p), None, "prefill_attention", "an object", type(pa).__name__)
+    for key in ("num_layers", "chunk_tokens", "context_tokens", "ms_per_layer"):
+        if key not in pa:
+            raise SpecsimInputError(src, None, f"prefill_attention.{key}", "a required field", "nothing (missing)")
+    nl = pa["num_layers"]
+    if type(nl) is not int or not 1 <= nl <= 10_000:
+        raise SpecsimInputError(src, None, "prefill_attention.num_layers", "an int in [1, 10000]", _shown(nl))
+    grids = {k: _numbers(pa[k], src, f"prefill_attention.{k}", nested=k == "ms_per_layer")
+             for k in ("chunk_tokens", "context_tokens", "ms_per_layer")}
+    charged = pa.get("charged_ms_per_token_per_layer", 0.0)
+    if type(charged) not in (int, float):
+        raise SpecsimInputError(src, None, "prefill_attention.charged_ms_per_token_per_layer", "a number",
+                                _shown(charged))
+    return PrefillAttentionProfile(
+        **common, num_layers=nl, prefill_chunk_tokens=grids["chunk_tokens"],
+        prefill_context_tokens=grids["context_tokens"], prefill_ms_per_layer=grids["ms_per_layer"],
+        charged_ms_per_token_per_layer=float(charged))
+
+
+def _read_json(p: Path) -> dict:
+    """A profile file's JSON object; every way of failing to read one is a SpecsimInputError."""
+    src = str(p)
     try:
-        return PrefillAttentionProfile(
-            **common, num_layers=int(pa["num_layers"]),
-            prefill_chunk_tokens=np.array(pa["chunk_tokens"], dtype=np.float64),
-            prefill_context_tokens=np.array(pa["context_tokens"], dtype=np.float64),
-            prefill_ms_per_layer=np.array(pa["ms_per_layer"], dtype=np.float64),
-            charged_ms_per_token_per_layer=float(pa.get("charged_ms_per_token_per_layer", 0.0)))
-    except (KeyError, TypeError, ValueError) as e:
-        raise SpecsimInputError(str(p), None, "prefill_attention",
-                                "num_layers, chunk_tokens, context_tokens, ms_per_layer", repr(e)) from None
+        doc = json.loads(p.read_bytes())
+    except FileNotFoundError:
+        raise SpecsimInputError(src, None, None, "an existing profile file", "no such file") from None
+    except OSError as e:
+        raise SpecsimInputError(src, None, None, "a readable profile file", e.strerror or type(e).__name__) from None
+    except json.JSONDecodeError as e:
+        raise SpecsimInputError(src, e.lineno, None, "valid JSON", e.msg) from None
+    except UnicodeDecodeError:
+        raise SpecsimInputError(src, None, None, "a JSON file (UTF-8 text)", "undecodable bytes") from None
+    except (ValueError, RecursionError) as e:        # an int of > 4,300 digits; nesting too deep
+        raise SpecsimInputError(src, None, None, "JSON that Python can read",
+                                str(e).split(";")[0][:60] or type(e).__name__) from None
+    if not isinstance(doc, dict):
+        raise SpecsimInputError(src, None, None, "a JSON object", type(doc).__name__)
+    return doc
+
+
+def _shown(v: object) -> str:
+    """A short display form of a JSON value for messages."""
+    text = json.dumps(v) if isinstance(v, (bool, int, float, str, type(None))) else type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _numbers(values: object, src: str, key: str, none_ok: bool = False, nested: bool = False) -> np.ndarray:
+    """``values`` (a JSON list of numbers, a list of such lists if ``nested``) as float64; null -> NaN
+    where ``none_ok`` (a time left out, refused later as not finite). Raises naming ``key[i]``."""
+    rows = values if nested else [values]
+    if not isinstance(values, list) or (nested and not all(isinstance(r, list) for r in rows)):
+        raise SpecsimInputError(src, None, key, "a list of lists of numbers" if nested else "a list of numbers",
+                                _shown(values))
+    for r, row in enumerate(rows):
+        for i, v in enumerate(row):
+            ok = (type(v) in (int, float) and abs(v) < 1e300) or (none_ok and v is None)
+            if not ok:
+                where = f"{key}[{r}][{i}]" if nested else f"{key}[{i}]"
+                raise SpecsimInputError(src, None, where, "a number", _shown(v))
+    if nested and len({len(r) for r in rows}) > 1:
+        raise SpecsimInputError(src, None, key, "rows of equal length", "ragged rows")
+    a = np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=np.float64)
+    return a if nested else a[0]
 
 
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:

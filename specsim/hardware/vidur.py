@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 from specsim.hardware.analytic import MODELS as ANALYTIC_MODELS
 from specsim.hardware.analytic import CalibrationResult
 from specsim.hardware.analytic import calibrate as calibrate_analytic
@@ -85,19 +85,33 @@ def read_operator_csv(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise SpecsimInputError(str(p), None, None, "an existing Vidur mlp.csv", "no such file")
-    df = pd.read_csv(p)
+    df = _read_csv(p, "a Vidur mlp.csv")
     need = [_median_col(o) for o in ("emb",) + OPERATORS] + list(SHAPE_COLUMNS) + [
         "num_tokens", "num_tensor_parallel_workers"]
     for col in need:
         if col not in df.columns:
             raise SpecsimInputError(str(p), 1, col, "this column in the header", "absent")
-    vals = df[need].to_numpy(dtype=np.float64)
+    vals = _numbers(df, need)                                   # (rows, len(need)), NaN where not a number
     bad = ~np.isfinite(vals)
     bad[:, : len(OPERATORS) + 1] |= vals[:, : len(OPERATORS) + 1] < 0
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise SpecsimInputError(str(p), int(r) + 2, need[c], "a finite number >= 0", repr(vals[r, c]))
+        raise SpecsimInputError(str(p), int(r) + 2, need[c], "a finite number >= 0", plain(df[need[c]].iloc[r]))
+    df[need] = vals
     return df
+
+
+def _read_csv(p: Path, what: str) -> pd.DataFrame:
+    """``pd.read_csv(p)``, an unreadable or malformed file raised as a SpecsimInputError."""
+    try:
+        return pd.read_csv(p)
+    except (OSError, ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise SpecsimInputError(str(p), None, None, what, " ".join(str(e).split())[:80]) from None
+
+
+def _numbers(df: pd.DataFrame, cols: list[str]) -> np.ndarray:
+    """(rows, len(cols)) float64 values of ``cols``; NaN where a cell is empty or not a number."""
+    return np.stack([pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64) for c in cols], axis=1)
 
 
 def layer_table(df: pd.DataFrame, tp: int, source: str = "<mlp.csv>") -> LayerTable:
@@ -133,16 +147,20 @@ def read_allreduce_csv(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise SpecsimInputError(str(p), None, None, "an existing Vidur all_reduce.csv", "no such file")
-    df = pd.read_csv(p)
+    df = _read_csv(p, "a Vidur all_reduce.csv")
     need = ["time_stats.all_reduce.median", "num_workers", "size", "devices_per_node"]
     for col in need:
         if col not in df.columns:
             raise SpecsimInputError(str(p), 1, col, "this column in the header", "absent")
-    t = df["time_stats.all_reduce.median"].to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(t) | (t <= 0))
-    if bad.size:
-        raise SpecsimInputError(str(p), int(bad[0]) + 2, "time_stats.all_reduce.median",
-                                "a finite time > 0 ms", repr(t[bad[0]]))
+    vals = _numbers(df, need)                                   # (rows, 4)
+    bad = ~np.isfinite(vals)
+    bad[:, 0] |= vals[:, 0] <= 0
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise SpecsimInputError(str(p), int(r) + 2, need[c],
+                                "a finite time > 0 ms" if c == 0 else "a finite number",
+                                plain(df[need[c]].iloc[r]))
+    df[need] = vals
     df.attrs["source"] = str(p)
     return df
 
@@ -235,7 +253,8 @@ def build_vidur_profile(mlp_csv: str | Path, tp: int, gpu: str, *, model: str | 
     if num_layers is None:
         if model not in MODEL_LAYERS:
             raise SpecsimInputError(str(mlp_csv), None, "model",
-                                    f"a model with a known depth {sorted(MODEL_LAYERS)} or --num-layers",
+                                    f"a model folder of known depth (one of {sorted(MODEL_LAYERS)}) "
+                                    "or the number of layers (--num-layers)",
                                     repr(model))
         num_layers = MODEL_LAYERS[model]
     table = layer_table(read_operator_csv(mlp_csv), tp, str(mlp_csv))
@@ -407,8 +426,8 @@ def vidur_profile_name(mlp_csv: str | Path, gpu: str, tp: int, vidur_engine: boo
 
 def import_vidur_files(shared_root: str | Path, mlp_csvs: list[Path] | None = None, *, tp: int | None = None,
                        gpu: str | None = None, allreduce_csv: str | Path | None = None,
-                       attention_csv: str | Path | None = None, vidur_engine: bool = False
-                       ) -> dict[str, StepTimeProfile]:
+                       attention_csv: str | Path | None = None, vidur_engine: bool = False,
+                       num_layers: int | None = None) -> dict[str, StepTimeProfile]:
     """Import Vidur profiles laid out as in the shared folder (``specsim profile import-vidur``).
 
     Defaults follow the layout (the module constants): the GPU is the ``compute/<gpu>/`` folder name of each
@@ -423,6 +442,7 @@ def import_vidur_files(shared_root: str | Path, mlp_csvs: list[Path] | None = No
         gpu: GPU name instead of the folder name (a :func:`specsim.hardware.gpus.gpu_spec` name).
         allreduce_csv, attention_csv: files instead of the layout's.
         vidur_engine: apply Vidur's engine-model defaults (see :func:`import_vidur`).
+        num_layers: the model's depth instead of :data:`MODEL_LAYERS`'s (a model folder not listed there).
 
     Returns:
         ``{vidur_profile_name(...): profile}`` in file then TP order.
@@ -433,6 +453,8 @@ def import_vidur_files(shared_root: str | Path, mlp_csvs: list[Path] | None = No
     """
     root = Path(shared_root)
     att = Path(attention_csv) if attention_csv is not None else root / ATTENTION_ANCHOR
+    if attention_csv is not None and not att.is_file():      # only the default may be absent
+        raise SpecsimInputError(str(att), None, "attention", "an existing Vidur attention.csv", "no such file")
     out: dict[str, StepTimeProfile] = {}
     for f in (vidur_mlp_csvs(root) if mlp_csvs is None else [Path(p) for p in mlp_csvs]):
         if gpu is None and len(f.parents) < 4:
@@ -444,7 +466,7 @@ def import_vidur_files(shared_root: str | Path, mlp_csvs: list[Path] | None = No
         for t in tps:
             out[vidur_profile_name(f, g, t, vidur_engine)] = import_vidur(
                 f, t, g, attention_csv=att if att.is_file() else None, allreduce_csv=ar if t > 1 else None,
-                shared_root=root, vidur_engine=vidur_engine)
+                shared_root=root, vidur_engine=vidur_engine, num_layers=num_layers)
     return out
 
 

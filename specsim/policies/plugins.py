@@ -76,19 +76,31 @@ def instantiate(obj: Any, gamma: int | None = None, where: str | None = None, **
                                     f"{type(e).__name__}: {e}") from None
     try:
         policy = as_policy(obj)
-    except TypeError as e:
-        raise SpecsimInputError(where, None, str(label), "a policy class, instance or function", str(e)) from None
+    except TypeError:
+        raise SpecsimInputError(where, None, str(label), "a policy class, instance or function "
+                                "(a callable view -> verify lengths)", f"{_kind(obj)}, which is not callable") from None
     policy_hooks(policy)                            # checked once, when the policy is made
     return policy
+
+
+def _kind(obj: Any) -> str:
+    """What a non-policy object is, in words, without its repr (no memory addresses in messages)."""
+    if isinstance(obj, (bool, int, float)) or obj is None:
+        return f"{type(obj).__name__} {obj!r}"
+    return f"a {type(obj).__name__}" if type(obj).__module__ == "builtins" else f"an instance of {type(obj).__name__}"
 
 
 def load_plugin_object(spec: str) -> Any:
     """The object ``Name`` of ``path/to/file.py:Name`` (the file is executed as a fresh module).
 
     Raises:
-        SpecsimInputError: the file does not exist or fails to import, or has no such attribute.
+        SpecsimInputError: ``Name`` is not an identifier, the file does not exist or fails to import, or
+            has no such attribute.
     """
     path_s, attr = spec.rsplit(":", 1)
+    if not attr.isidentifier():
+        raise SpecsimInputError(path_s, None, "policy", "path/to/file.py:Name, Name a Python identifier",
+                                repr(attr) if attr else "nothing after the ':'")
     path = Path(path_s)
     if not path.is_file():
         raise SpecsimInputError(path_s, None, "policy", "an existing Python file", "no such file")
