@@ -64,8 +64,14 @@ def tune(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     console = Console(stderr=True)
-    res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs,
-                   progress=None if quiet else lambda n: console.print(f"tune: {n} points simulated", end="\r"))
+    live = not quiet and console.is_terminal          # a counter on a terminal only, as sweeps draw a bar
+
+    def progress(n: int) -> None:
+        console.file.write(f"\rtune: {n} points simulated")
+        console.file.flush()
+    res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs, progress=progress if live else None)
+    if live:
+        console.file.write("\n")
     names = tuple(p.strip() for p in (policy if untuned is None else untuned).split(",") if p.strip())
     untuned_ids: list[str] = []
     if names:
@@ -87,18 +93,19 @@ def _print_result(res, path: Path, num_untuned: int) -> None:
 
     k = res.spec.knob.name
     t = Table(title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
-    for c in ["tier", "status", f"best {k}", "tok/s/GPU", "+-seeds", "seeds", "runner-up", "its tok/s/GPU",
-              "wins", "significant"]:
+    for c in ["tier", "status", k, "tok/s/GPU", "std (n)", "2nd", "2nd tok/s", "wins", "signif."]:
         t.add_column(c, justify="right", no_wrap=True)
     for r in res.tiers:
         t.add_row(f"{r.tier:g}", r.status, "-" if r.value is None else f"{r.value:g}", _fmt(r.throughput_per_gpu),
-                  _fmt(r.throughput_std), str(r.num_seeds), "-" if r.runner_up is None else f"{r.runner_up:g}",
-                  _fmt(r.runner_up_throughput), f"{r.seed_wins}/{len(res.spec.seeds)}",
-                  "yes" if r.significant else "no")
+                  f"{_fmt(r.throughput_std)} ({r.num_seeds})", "-" if r.runner_up is None else f"{r.runner_up:g}",
+                  _fmt(r.runner_up_throughput), f"{r.seed_wins}/{len(res.spec.seeds)}", "yes" if r.significant else "no")
     console = Console()
+    if not console.is_terminal:                     # a pipe or file: no terminal width to fit, keep every cell whole
+        console = Console(width=max(console.width, 120))
     console.print(t)
     console.print(f"{res.num_runs} simulated points of the {res.grid_runs}-point knob x load grid "
                   f"({res.num_runs / res.grid_runs:.0%}; {res.computed} computed now, {res.reused} reused)"
                   + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result in {path}")
-    console.print("wins: seeds where the pick beats the runner-up; significant: their mean difference exceeds two "
+    console.print("std (n): standard deviation over the n seeds whose own frontier reaches the tier; 2nd: the "
+                  "runner-up value; wins: seeds where the pick beats it; signif.: their mean difference exceeds two "
                   "standard errors. uncovered: even the heaviest load beats the tier (a lower bound: add loads).")
