@@ -347,14 +347,23 @@ class _Evaluator:
         return Frontier.from_points(f"{self.spec.policy} {self.spec.knob.name}={self.values[k]:g}", x, y, loads)
 
     def score(self, k: int, tier: float) -> tuple[float, str]:
-        """(seed-mean throughput at ``tier`` or the uncovered lower bound or -inf, status)."""
+        """(seed-mean throughput at ``tier``, or the uncovered lower bound, or -inf; status)."""
         f = self.frontier(k)
         st = f.status_at(tier)
         if st == "ok":
             return f.throughput_at(tier), st
-        if st == "uncovered":
-            return float(f.throughput_per_gpu[-1]), st
+        if st == "uncovered":            # the heaviest load (smallest TPS/user) still beats the tier
+            return float(f.throughput_per_gpu[0]), st
         return -math.inf, st
+
+    def rank(self, k: int, tier: float) -> tuple[int, float]:
+        """The search's order of knob values at ``tier``: reaching it first (by throughput), then how close
+        the infeasible ones come (their largest TPS/user), so the search moves towards feasible values."""
+        y, st = self.score(k, tier)
+        if st != "infeasible":
+            return 1, y
+        f = self.frontier(k)
+        return 0, float(f.tps_per_user[-1]) if f.tps_per_user.size else -math.inf
 
 
 def _with_knob(p: SweepPoint, name: str, value: float) -> SweepPoint:
@@ -415,14 +424,14 @@ def _search_tier(ev: _Evaluator, tier: float) -> list[int]:
     brackets: dict[int, int] = {}
     seen: list[int] = []
 
-    def f(k: int) -> float:
+    def f(k: int) -> tuple[int, float]:
         if k not in seen:
             _bracket(ev, k, tier, _hint(k, brackets))
             lo = _lower_index(ev, k, tier)
             if lo is not None:
                 brackets[k] = lo
             seen.append(k)
-        return ev.score(k, tier)[0]
+        return ev.rank(k, tier)
 
     a, b = 0, len(ev.values) - 1
     if b - a > 2:
