@@ -7,8 +7,9 @@ The question "which threshold is best at 150 tok/s/user?" has a brute-force answ
 * Load bracketing. At a fixed knob value only the two load points whose TPS/user bracket the tier
   matter, since the frontier is interpolated linearly between adjacent points (specsim.frontier).
   Closed-loop TPS/user falls as load grows, so the bracket is found by bisection over the sorted load
-  list, started from the bracket a neighbouring knob value already found (usually a hit: two points)
-  and from every point already simulated at this knob value. The tier's throughput is then read off
+  list, started from the bracket a neighbouring knob value already found (usually a hit) and from
+  every point already simulated at this knob value; one load past the bracket is checked as well,
+  since TPS/user can plateau over loads while throughput grows. The tier's throughput is then read off
   the frontier of the simulated points of that knob value, exactly as on the full grid.
 * Golden-section search over the knob grid, per tier: the throughput at a tier is taken as unimodal in
   the knob (a threshold too low over-verifies at load, one too high under-verifies). The bracket
@@ -380,7 +381,10 @@ def _bracket(ev: _Evaluator, k: int, tier: float, hint: int | None) -> None:
 
     Invariant of the bisection over load indices: x(loads[lo]) >= tier > x(loads[hi]), with lo = -1 and
     hi = m standing for "beyond the ends". Loads already simulated narrow it first; ``hint`` (a bracket
-    start found at a neighbouring knob value) is tried next, both of its loads in one batch.
+    start found at a neighbouring knob value) is tried next, both of its loads in one batch. Once the
+    bracket is two adjacent loads, the load after it is simulated too: where TPS/user plateaus over
+    loads (throughput still growing) that heavier load can still reach the tier, and the bisection then
+    goes on above it.
     """
     loads, m = ev.loads, len(ev.loads)
 
@@ -398,8 +402,18 @@ def _bracket(ev: _Evaluator, k: int, tier: float, hint: int | None) -> None:
         inside = [(k, loads[i]) for i in (hint, hint + 1) if lo < i < hi]
         ev.ensure(inside)
         lo, hi = bounds()
-    while hi - lo > 1:
-        ev.ensure([(k, loads[(lo + hi) // 2])])
+    while True:
+        while hi - lo > 1:
+            ev.ensure([(k, loads[(lo + hi) // 2])])
+            lo, hi = bounds()
+        # look one load past the bracket: TPS/user can plateau over loads while throughput still grows,
+        # and a heavier load that still reaches the tier dominates the bracket (then search on from it)
+        ahead = hi + 1
+        if ahead >= m or (k, loads[ahead]) in ev.cells:
+            return
+        ev.ensure([(k, loads[ahead])])
+        if bounds() == (lo, hi):
+            return
         lo, hi = bounds()
 
 
