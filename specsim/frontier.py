@@ -287,16 +287,22 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
 
 
 # --------------------------------------------------------------------------------------------- tuned frontiers
-def read_tuned(sweep_dir: str | Any, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def read_tuned(sweep_dir: Any, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The untuned records of a directory and its tuning results (``DIR/tuned/*.json``, :mod:`specsim.tune`).
 
     A tune's points sample a policy's knob sparsely, so as curves of their own they would be partial
     frontiers: the records of a tuned policy are left out, except the points of the tune's untuned
     comparison (``untuned_ids``) and of the directory's latest sweep (``DIR/sweep.json``).
 
+    Args:
+        sweep_dir: the directory (str or Path); records: its records (:func:`specsim.sweep.load_records`).
+
     Returns:
         (records without the tuning-only points, tuning results as dicts sorted by curve); with no
         ``tuned/`` folder, (``records``, []).
+
+    Raises:
+        SpecsimInputError: a ``tuned/*.json`` that does not parse.
     """
     import json
     from pathlib import Path
@@ -307,7 +313,8 @@ def read_tuned(sweep_dir: str | Any, records: list[dict[str, Any]]) -> tuple[lis
         try:
             tuned.append(json.loads(p.read_text()))
         except (OSError, ValueError):
-            raise SpecsimInputError(str(p), None, None, "a tuning result written by specsim tune", "unreadable") from None
+            raise SpecsimInputError(str(p), None, None, "a tuning result written by specsim tune",
+                                    "unreadable") from None
     if not tuned:
         return records, []
     keep: set[str] = set()

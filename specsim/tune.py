@@ -453,7 +453,10 @@ def _search_tier(ev: _Evaluator, tier: float) -> list[int]:
         f(x)
         while b - a > 2:
             # the new point goes into the larger side, at the golden fraction of it from x
-            y = (x + max(1, int(round(GOLDEN * (b - x))))) if b - x >= x - a else (x - max(1, int(round(GOLDEN * (x - a)))))
+            if b - x >= x - a:
+                y = x + max(1, int(round(GOLDEN * (b - x))))
+            else:
+                y = x - max(1, int(round(GOLDEN * (x - a))))
             lo_pt, hi_pt = min(x, y), max(x, y)
             if f(lo_pt) >= f(hi_pt):
                 b, x = hi_pt, lo_pt

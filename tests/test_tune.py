@@ -192,7 +192,8 @@ def test_result_file_and_compare_rows(searched_then_grid, tmp_path):
     from specsim.frontier import compare
 
     table = tuned_rows(compare(recs, [450.0], "specdecpp"), tuned)
-    assert set(table.curve) == {"mtp1", "specdecpp", f"specdecpp tuned threshold (threshold={d['tiers'][0]['value']:g})"}
+    label = f"specdecpp tuned threshold (threshold={d['tiers'][0]['value']:g})"
+    assert set(table.curve) == {"mtp1", "specdecpp", label}
     row = table[table.curve.str.startswith("specdecpp tuned")].iloc[0]
     assert row.throughput_per_gpu == pytest.approx(d["tiers"][0]["throughput_per_gpu"])
     base = table[table.curve == "specdecpp"].throughput_per_gpu.iloc[0]
@@ -213,7 +214,8 @@ def test_cli_tune_compare_plot(tmp_path):
                                  "8,16,24,32", "--seeds", "1", "--requests-per-user", "3", "--executor", "serial",
                                  "--untuned", "mtp1"])
     assert r.exit_code == 0, r.output
-    assert "best threshold per SLA tier" in r.output and "of the 12-point knob x load grid" in " ".join(r.output.split())
+    assert "best threshold per SLA tier" in r.output
+    assert "of the 12-point knob x load grid" in " ".join(r.output.split())
     d = json.loads((out / "tuned" / "specdecpp-threshold.json").read_text())
     assert len(d["untuned_ids"]) == 4
     r = CliRunner().invoke(app, ["compare", str(out), "--tiers", "490", "--json"])
@@ -229,7 +231,8 @@ def test_cli_tune_compare_plot(tmp_path):
 def test_tune_help_loads_no_numeric_library():
     code = ("import sys\nfrom specsim.cli import main\nsys.argv = ['specsim', 'tune', '--help']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'pandas', 'scipy', 'matplotlib', 'simpy'}))")
+            "heavy = {'numpy', 'pandas', 'scipy', 'matplotlib', 'simpy'}\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"

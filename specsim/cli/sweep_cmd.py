@@ -276,7 +276,8 @@ def compare(
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
     if as_json:
-        print(json.dumps(dict(comparison_json(recs, tier_list, baseline or None), **({"tuned": tuned} if tuned else {}))))
+        js = comparison_json(recs, tier_list, baseline or None)
+        print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
     _print_compare(tuned_rows(compare_table(recs, tier_list, baseline or None), tuned), sweep_dir)
 

@@ -69,7 +69,8 @@ def tune(
     def progress(n: int) -> None:
         console.file.write(f"\rtune: {n} points simulated")
         console.file.flush()
-    res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs, progress=progress if live else None)
+    res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs,
+                   progress=progress if live else None)
     if live:
         console.file.write("\n")
     names = tuple(p.strip() for p in (policy if untuned is None else untuned).split(",") if p.strip())
@@ -98,7 +99,8 @@ def _print_result(res, path: Path, num_untuned: int) -> None:
     for r in res.tiers:
         t.add_row(f"{r.tier:g}", r.status, "-" if r.value is None else f"{r.value:g}", _fmt(r.throughput_per_gpu),
                   f"{_fmt(r.throughput_std)} ({r.num_seeds})", "-" if r.runner_up is None else f"{r.runner_up:g}",
-                  _fmt(r.runner_up_throughput), f"{r.seed_wins}/{len(res.spec.seeds)}", "yes" if r.significant else "no")
+                  _fmt(r.runner_up_throughput), f"{r.seed_wins}/{len(res.spec.seeds)}",
+                  "yes" if r.significant else "no")
     console = Console()
     if not console.is_terminal:                     # a pipe or file: no terminal width to fit, keep every cell whole
         console = Console(width=max(console.width, 120))
