@@ -16,8 +16,8 @@ The question "which threshold is best at 150 tok/s/user?" has a brute-force answ
   [a, b] (the whole grid at first) keeps one simulated interior value x; each step simulates one new
   value in the larger of [a, x], [x, b] at the golden fraction from x and drops the side beyond the
   worse of the two, so each step costs one knob value. Once at most three values are left, all are
-  simulated. The pick is the best knob value simulated for that tier (about log(n) / 0.48 + 2 knob
-  values of an n-value grid, each at about two loads).
+  simulated. The pick is the best knob value simulated for that tier (about 3 + ln(n/3) / 0.48 knob
+  values of an n-value grid, each at two to three loads).
 * Scores: a knob value whose lightest load is already slower than the tier is ``infeasible`` (score
   -inf); one whose heaviest load still beats the tier is ``uncovered`` and scores with its heaviest
   load's throughput, a lower bound (add load points).
