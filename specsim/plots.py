@@ -8,6 +8,8 @@
   ``measured: ...``, on the same axes.
 * :func:`plot_budget`: mean verify tokens per request vs concurrency (the paper's Fig. 8).
 * :func:`plot_throughput_vs_load`: throughput per GPU vs concurrency (or rate scale).
+* :func:`plot_tuned_frontiers`: the untuned curves' frontiers with each tuned frontier (specsim.tune)
+  drawn over them: its throughput per tier (seed std as error bars), each point labelled with its knob value.
 """
 
 from __future__ import annotations
@@ -109,3 +111,42 @@ def _save(fig, out_png: str | Path) -> Path:
     fig.savefig(p, dpi=130)
     plt.close(fig)
     return p
+
+
+def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]],
+                         out_png: str | Path, tiers: Sequence[float] = ()) -> Path:
+    """Untuned frontiers and tuned frontiers, one panel per (title, untuned records, tuning results).
+
+    Args:
+        panels: (title, records without tuning-only points, tuning results), as
+            :func:`specsim.frontier.read_tuned` returns them.
+        out_png: the PNG to write; tiers: SLA tiers drawn as dotted verticals.
+
+    Returns:
+        The PNG path.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
+    for ax, (title, recs, tuned) in zip(axes[0], panels):
+        if recs:
+            sp = seed_spread(results_frame(recs))
+            colors = _colors(sp.curve.unique())
+            for curve, f in frontiers(sp).items():
+                ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=colors[curve], lw=1.5, label=curve)
+        for i, t in enumerate(tuned):
+            ok = [r for r in t["tiers"] if r["throughput_per_gpu"] is not None]
+            x = np.array([r["tier"] for r in ok], float)
+            y = np.array([r["throughput_per_gpu"] for r in ok], float)
+            e = np.array([r["throughput_std"] if r["throughput_std"] is not None else 0.0 for r in ok], float)
+            ax.errorbar(x, y, yerr=e, fmt="D--", ms=6, color="black" if i == 0 else plt.get_cmap("Dark2")(i),
+                        lw=1.6, capsize=3, label=t["curve"])
+            for r in ok:
+                ax.annotate(f"{t['spec']['knob']['name']}={r['value']:g}", (r["tier"], r["throughput_per_gpu"]),
+                            textcoords="offset points", xytext=(5, 6), fontsize=7)
+        for t in tiers:
+            ax.axvline(t, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("TPS/user (tok/s, mean over requests)")
+        ax.set_ylabel("output throughput per GPU (tok/s)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, out_png)

@@ -272,13 +272,16 @@ def compare(
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
     if bad:
         raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", f"{bad[0]:g}")
-    recs = _records(sweep_dir)
+    from specsim.frontier import read_tuned, tuned_rows
+
+    recs, tuned = read_tuned(sweep_dir, _records(sweep_dir))     # tuning-only points left out (specsim tune)
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
     if as_json:
-        print(json.dumps(comparison_json(recs, tier_list, baseline or None)))
+        js = comparison_json(recs, tier_list, baseline or None)
+        print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
-    _print_compare(compare_table(recs, tier_list, baseline or None), sweep_dir)
+    _print_compare(tuned_rows(compare_table(recs, tier_list, baseline or None), tuned), sweep_dir)
 
 
 def _compare_row(r, has_oracle: bool) -> list[str]:
@@ -326,10 +329,13 @@ def plot(
     measured: list[Path] = typer.Option([], "--measured", help="Measured points (import-results --out); "
                                         "<dir>/measured.json is drawn too."),
 ) -> None:
-    """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8) and throughput.png per sweep directory."""
-    from specsim.plots import plot_budget, plot_frontiers, plot_throughput_vs_load
+    """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8), throughput.png per sweep directory, and
+    tuned.png where a directory holds tuning results (specsim tune)."""
+    from specsim.frontier import read_tuned
+    from specsim.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 
-    recs = [(d.name, _records(d)) for d in sweep_dirs]
+    split = [(d.name, *read_tuned(d, _records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
+    recs = [(name, r) for name, r, _ in split]
     dest = out or sweep_dirs[0] / "plots"
     tier_list = parse_list(tiers, float, "tiers") if tiers else []
     from specsim.results import measured_for_plot
@@ -338,5 +344,7 @@ def plot(
         suffix = f"-{name}" if len(recs) > 1 else ""
         written.append(plot_budget(r, dest / f"budget{suffix}.png", title=f"{name}: verification budget"))
         written.append(plot_throughput_vs_load(r, dest / f"throughput{suffix}.png", title=f"{name}: throughput"))
+    if any(t for _, _, t in split):
+        written.append(plot_tuned_frontiers(split, dest / "tuned.png", tier_list))
     for p in written:
         print(p)

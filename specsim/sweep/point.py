@@ -41,7 +41,7 @@ def _simulate(task: PointTask):
     from specsim.simulation import simulate
 
     p = task.point
-    knobs = {k: v for k, v in p.knobs.items() if k == "threshold"}
+    knobs = {k: v for k, v in p.knobs.items() if k not in ("gamma", "drafter")}   # policy knobs
     return simulate(task.trace, p.policy, task.scenario, seed=p.seed,
                     concurrency=int(p.load) if p.mode == "closed" else None,
                     rate_scale=p.load if p.mode == "open" else 1.0, max_sim_s=p.max_sim_s,

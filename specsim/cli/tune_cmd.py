@@ -1,0 +1,113 @@
+"""``specsim tune``: the best knob value of a policy per SLA tier (specsim.tune), beside untuned policies.
+
+Top-level imports stay light (typer and the standard library): the library is imported inside the
+command, so ``specsim tune --help`` loads no numeric library.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from specsim.cli import app
+
+
+def _fmt(v, digits: int = 0) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+@app.command()
+def tune(
+    policy: str = typer.Option(..., "--policy", help="Policy to tune: a registry name or path/file.py:Name."),
+    knob: str = typer.Option(..., "--knob", help="Knob and range: NAME=LO:HI or NAME=LO:HI:STEP."),
+    tiers: str = typer.Option(..., "--tiers", help="SLA tiers, TPS/user (tok/s), e.g. 100,150,200."),
+    trace: Path = typer.Option(..., "--trace", help="Request trace (canonical JSONL)."),
+    out: Path = typer.Option(..., "--out", help="Results directory (points/ shared with sweeps, tuned/*.json)."),
+    concurrency: str = typer.Option("1,2,4,...,256", "--concurrency", help="Closed-loop load points."),
+    knob_points: Optional[int] = typer.Option(None, "--knob-points",
+                                              help="Grid values without a STEP (default 10; ints: every int)."),
+    seeds: int = typer.Option(3, "--seeds", help="Seeds per simulated point (base-seed .. base-seed+N-1)."),
+    base_seed: int = typer.Option(0, "--base-seed", help="First seed."),
+    untuned: Optional[str] = typer.Option(
+        None, "--untuned", help="Policies swept over every load for comparison (default: the tuned policy at its "
+        "default knobs; '' for none)."),
+    method: str = typer.Option("search", "--method", help="search (few points) or grid (brute force)."),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
+    set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
+    drafter: Optional[str] = typer.Option(None, "--drafter", help="Override the scenario's drafter."),
+    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
+    requests_per_user: Optional[int] = typer.Option(
+        None, "--requests-per-user", help="At least K requests per user (so a closed-loop window exists)."),
+    executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel workers (default: CPU count)."),
+    quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
+) -> None:
+    """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
+    from rich.console import Console
+
+    from specsim.cli.sweep_cmd import parse_list
+    from specsim.scenario import load_scenario
+    from specsim.sweep import SweepSpec, run_sweep
+    from specsim.trace import load_trace
+    from specsim.tune import TuneSpec, parse_knob, tune as run_tune, write_tuned
+
+    spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),
+                    tiers=tuple(parse_list(tiers, float, "tiers")),
+                    concurrency=tuple(parse_list(concurrency, int, "concurrency")),
+                    seeds=tuple(range(base_seed, base_seed + max(seeds, 1))), num_requests=num_requests,
+                    requests_per_user=requests_per_user, drafter=drafter)
+    scen = load_scenario(scenario, set_)
+    tr = load_trace(trace)
+    console = Console(stderr=True)
+    live = not quiet and console.is_terminal          # a counter on a terminal only, as sweeps draw a bar
+
+    def progress(n: int) -> None:
+        console.file.write(f"\rtune: {n} points simulated")
+        console.file.flush()
+    res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs,
+                   progress=progress if live else None)
+    if live:
+        console.file.write("\n")
+    names = tuple(p.strip() for p in (policy if untuned is None else untuned).split(",") if p.strip())
+    untuned_ids: list[str] = []
+    if names:
+        sw = run_sweep(SweepSpec(policies=names, concurrency=spec.loads, seeds=spec.seeds, num_requests=num_requests,
+                                 requests_per_user=requests_per_user, drafter=drafter),
+                       scen, tr, out, executor=executor, jobs=jobs, progress=False)
+        untuned_ids = [p.id for p in sw.points]
+    path = write_tuned(out, res, untuned_ids)
+    if quiet:
+        print(path)
+        return
+    _print_result(res, path, len(untuned_ids))
+
+
+def _print_result(res, path: Path, num_untuned: int) -> None:
+    """The per-tier picks, the runs used against the full grid, and where the result is."""
+    from rich.console import Console
+    from rich.table import Table
+
+    k = res.spec.knob.name
+    t = Table(title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
+    for c in ["tier", "status", k, "tok/s/GPU", "std (n)", "2nd", "2nd tok/s", "wins", "signif."]:
+        t.add_column(c, justify="right", no_wrap=True)
+    for r in res.tiers:
+        t.add_row(f"{r.tier:g}", r.status, "-" if r.value is None else f"{r.value:g}", _fmt(r.throughput_per_gpu),
+                  f"{_fmt(r.throughput_std)} ({r.num_seeds})", "-" if r.runner_up is None else f"{r.runner_up:g}",
+                  _fmt(r.runner_up_throughput), f"{r.seed_wins}/{len(res.spec.seeds)}",
+                  "yes" if r.significant else "no")
+    console = Console()
+    if not console.is_terminal:                     # a pipe or file: no terminal width to fit, keep every cell whole
+        console = Console(width=max(console.width, 120))
+    console.print(t)
+    console.print(f"{res.num_runs} simulated points of the {res.grid_runs}-point knob x load grid "
+                  f"({res.num_runs / res.grid_runs:.0%}; {res.computed} computed now, {res.reused} reused)"
+                  + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result in {path}")
+    console.print("std (n): standard deviation over the n seeds whose own frontier reaches the tier; 2nd: the "
+                  "runner-up value; wins: seeds where the pick beats it; signif.: their mean difference exceeds two "
+                  "standard errors. uncovered: even the heaviest load beats the tier (a lower bound: add loads).")
