@@ -121,7 +121,7 @@ def table(columns, rows, *, title: str | None = None, width: int | None = None, 
     else:
         name_w = max((len(c) for c in cols[keys:]), default=0)
         for r in body:
-            head = " ".join(f"{c}={v}" if keys > 1 else v for c, v in zip(cols[:keys], r[:keys]))
+            head = "  ".join(f"{c}: {v}" if keys > 1 else v for c, v in zip(cols[:keys], r[:keys]))
             out.extend(_wrap(head, width) if keys else [])
             for c, v in zip(cols[keys:], r[keys:]):
                 if 2 + name_w + 2 + len(v) <= width:
