@@ -82,8 +82,8 @@ def table(columns, rows, *, title: str | None = None, width: int | None = None, 
     Layouts, the first that fits ``width``: (1) wide: one line per row, columns aligned (numbers right,
     the ``keys`` leading columns left); (2) transposed (``keys == 1`` only): one line per column, one
     column per row, headed by the rows' keys; (3) stacked: per row a heading of its key cells
-    (``name: value``), then one ``column  value`` line per other column (a value that does not fit beside its name goes on the next
-    line, indented). Titles and notes wrap at spaces only. A single word longer than ``width`` is printed
+    (``name: value``), then one ``column  value`` line per other column (a value that does not fit
+    beside its name goes on the next line, indented). Titles and notes wrap at spaces only. A single word longer than ``width`` is printed
     whole on its own line (the terminal folds it; the text keeps it whole).
 
     Args:
