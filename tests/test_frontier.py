@@ -343,3 +343,22 @@ def test_compare_table_shows_every_name_and_number_whole(regression_dir, width):
         assert name in tokens
     # no line is wider than the width, except one holding a single word longer than it
     assert all(len(line) <= width or len(line.split()) == 1 for line in text.splitlines())
+
+
+def test_cli_compare_goodput(tier_boundary_dir):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(tier_boundary_dir), "--tiers", "50", "--goodput", "e2el:1062.5", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["table"][0]["status"] == "ok"
+    assert data["request_goodput"][0]["request_goodput"] == pytest.approx(3 / 201.0625, rel=1e-9)
+    for width in ("40", "80"):
+        r = runner.invoke(app, ["compare", str(tier_boundary_dir), "--tiers", "50", "--goodput", "tpot:19.9"],
+                          env={"COLUMNS": width})
+        assert r.exit_code == 0, r.output
+        tokens = set(r.output.split())
+        assert {"request_goodput", "0.000", "0.0%", "none", "1"} <= tokens and "tpot<=19.9ms;" in tokens
