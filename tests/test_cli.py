@@ -357,9 +357,12 @@ def test_sweep_concurrency_with_rate_scales_stays_allowed(monkeypatch, capsys, t
     code, out, err = run_cli(monkeypatch, capsys, "sweep", "--trace", str(DATA / "closed_loop_rate_scale.jsonl"),
                              "--out", str(tmp_path / "s"), "--policies", "none", "--concurrency", "2",
                              "--rate-scales", "1", "--requests-per-user", "2", "--executor", "serial", *FLAT20,
-                             "--quiet")
+                             "--goodput", "e2el:100000")
     assert code == 0, err
     assert "2 points: 2 computed" in " ".join(out.split())
+    # the goodput table: every request of both points is good (e2el far below 100 s)
+    tokens = set(out.split())
+    assert {"request_goodput", "100.0%", "e2el<=100000ms;"} <= tokens
 
 
 def test_provenance_records_the_effective_threshold(monkeypatch, capsys, tmp_path):
