@@ -362,3 +362,17 @@ def test_cli_compare_goodput(tier_boundary_dir):
         assert r.exit_code == 0, r.output
         tokens = set(r.output.split())
         assert {"request_goodput", "0.000", "0.0%", "none", "1"} <= tokens and "tpot<=19.9ms;" in tokens
+
+
+def test_closed_loop_records_use_the_window_block():
+    # a record with whole-run figures at the top level and the window's in its block: frontier, attainment and
+    # goodput read the window (older records without the block keep their top-level figures)
+    rec = fake_record("B", 4, 0, 999.0, 9999.0, [50, 90, 130], [100, 100, 200])
+    rec["summary"]["window"] = {"mean_tps_per_user": 100.0, "output_throughput_per_gpu": 500.0,
+                                "mean_verify_tokens_per_request": 2.0, "duration_s": 10.0}
+    old = fake_record("B", 4, 1, 100.0, 500.0, [50, 90, 130], [100, 100, 200])
+    for r in (rec, old):
+        df = results_frame([r])
+        assert df.mean_tps_per_user.iloc[0] == 100.0 and df.output_throughput_per_gpu.iloc[0] == 500.0
+        sla = sla_table([r], [100]).iloc[0]
+        assert sla.attainment == pytest.approx(1 / 3) and sla.goodput_per_gpu == pytest.approx(500 * 200 / 400)
