@@ -45,7 +45,8 @@ scenario = load_scenario()            # specsim/scenarios/default.toml; load_sce
 result = simulate(trace, "dspark", scenario, concurrency=16, seed=0)   # closed loop, 16 users
 trace.to_frame().head()'''),
     ("md", """`result.summary` is the flat metrics dict `specsim run --json` prints (names follow
-`vllm bench serve`); `result.requests` has one row per request and `result.steps` one row per engine step."""),
+`vllm bench serve`; whole-run figures, and in closed loop a `window` block with the measurement window's);
+`result.requests` has one row per request and `result.steps` one row per engine step."""),
     ("code", '''s = result.summary
 keys = ["completed", "output_throughput_per_gpu", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user",
         "mean_acceptance_length", "acceptance_rate", "mean_verify_tokens_per_request", "steps"]
@@ -69,7 +70,7 @@ budget = decode.batch_tokens / decode.num_decode             # 1 + mean l_r at e
 w0, w1 = s["load"]["window_start_s"], s["load"]["window_end_s"]
 end = decode.start_s + decode.duration_s
 win = decode[(end > w0) & (end <= w1)]
-assert np.isclose(win.batch_tokens.sum() / win.num_decode.sum(), s["mean_verify_tokens_per_request"])
+assert np.isclose(win.batch_tokens.sum() / win.num_decode.sum(), s["window"]["mean_verify_tokens_per_request"])
 assert 1.0 <= budget.min() and budget.max() <= 1 + s["gamma"]
 print(f"{len(decode)} decode steps, budget {budget.min():.2f}..{budget.max():.2f} tokens per request")'''),
     ("code", '''fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))

@@ -528,17 +528,10 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
         table: None (``fig2``; ``dspark5`` for a run of gamma 5 is not implied: name it), a built-in table
             name (fig2, fig4, dspark5, mtp) or a JSON rate-table path.
         rates: inline ``{domain: [a_1, ...]}``; added to (and overriding rows of) the table.
-<<<<<<< HEAD
-        model: None (the latent model above), ``fitted:DIR`` (a ``specsim fit`` parametric model: rates,
-            latent and confidence parameters, temperatures from DIR/model.json) or ``empirical:DIR``
-            (replay of logged blocks, :class:`specsim.fitting.EmpiricalAcceptanceModel`).
-        temperatures: None (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
-=======
-        model: "" only: this builds the latent model above. A scenario's ``fitted:DIR`` or ``empirical:DIR``
+        model: None only: this builds the latent model above. A scenario's ``fitted:DIR`` or ``empirical:DIR``
             is built by :func:`specsim.fitting.resolve_acceptance_model`, which knows every kind (fitting
             builds on this module, never the reverse).
-        temperatures: "" (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
->>>>>>> policies
+        temperatures: None (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
         calibration: "sts" or "none".
         params: latent and confidence parameters (see :class:`AcceptanceModel`).
 

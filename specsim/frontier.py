@@ -21,6 +21,11 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   Per curve and tier we report the load with the largest goodput (seed means).
 * Fraction of the oracle: y_A(t) / y_oracle(t) when the ``oracle`` policy is in the sweep (the oracle
   curve with the same knobs when it was swept over knobs too, else its only curve).
+* Tolerance: every comparison of a TPS/user or a throughput against a tier (frontier status, interpolation,
+  SLA attainment) uses :func:`specsim.metrics.at_least` / :func:`specsim.metrics.at_most` (relative
+  tolerance ``specsim.metrics.REL_TOL``): a point whose TPS/user equals the tier up to rounding
+  (49.99999999999478 at tier 50) meets it, in the frontier and in attainment alike; a tier within the
+  tolerance of a frontier end reads that end's value.
 * Spread over seeds: the frontier is also built per seed; ``throughput_std`` is the standard deviation
   (ddof 1) of y(t) over the seeds where it is defined (NaN with fewer than two).
 """
@@ -34,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
+from specsim.metrics import at_least, at_most
 from specsim.sweep.tables import results_frame, seed_spread
 
 X = "mean_tps_per_user"
@@ -82,9 +88,9 @@ class Frontier:
 
     def status_at(self, tier: float) -> str:
         """``ok``, ``infeasible`` (tier above the largest TPS/user) or ``uncovered`` (below the smallest)."""
-        if self.tps_per_user.size == 0 or tier > self.tps_per_user[-1]:
+        if self.tps_per_user.size == 0 or not at_least(self.tps_per_user[-1], tier):
             return "infeasible"
-        if tier < self.tps_per_user[0]:
+        if not at_most(self.tps_per_user[0], tier):
             return "uncovered"
         return "ok"
 
@@ -92,13 +98,14 @@ class Frontier:
         """Throughput per GPU (tok/s) at TPS/user ``tier``, linear between frontier points; NaN outside."""
         if self.status_at(tier) != "ok":
             return float("nan")
-        return float(np.interp(tier, self.tps_per_user, self.throughput_per_gpu))
+        x = min(max(tier, self.tps_per_user[0]), self.tps_per_user[-1])      # within the tolerance of an end
+        return float(np.interp(x, self.tps_per_user, self.throughput_per_gpu))
 
     def throughput_status(self, throughput: float) -> str:
         """``ok``, ``infeasible`` (above the largest throughput) or ``uncovered`` (below the smallest)."""
-        if self.throughput_per_gpu.size == 0 or throughput > self.throughput_per_gpu[0]:
+        if self.throughput_per_gpu.size == 0 or not at_least(self.throughput_per_gpu[0], throughput):
             return "infeasible"
-        if throughput < self.throughput_per_gpu[-1]:
+        if not at_most(self.throughput_per_gpu[-1], throughput):
             return "uncovered"
         return "ok"
 
@@ -107,7 +114,8 @@ class Frontier:
         if not np.isfinite(throughput) or self.throughput_status(throughput) != "ok":
             return float("nan")
         # y strictly decreasing in x: interpolate x over the reversed (increasing) y
-        return float(np.interp(throughput, self.throughput_per_gpu[::-1], self.tps_per_user[::-1]))
+        y = min(max(throughput, self.throughput_per_gpu[-1]), self.throughput_per_gpu[0])
+        return float(np.interp(y, self.throughput_per_gpu[::-1], self.tps_per_user[::-1]))
 
 
 def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
@@ -126,14 +134,22 @@ def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
             for (c, s), sub in ok.groupby(["curve", "seed"], sort=True)}
 
 
+def _scoped(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record's figures in the scope of its measured requests: the window block in closed loop (where the
+    record has one; older records held the window's figures at the top level), else the summary."""
+    s = rec["summary"]
+    win = s.get("window") if rec["config"]["load"]["mode"] == "closed" else None
+    return win or s
+
+
 def _goodput(rec: dict[str, Any], tier: float) -> tuple[float, float]:
     """(attainment, goodput tok/s/GPU) of one record at ``tier`` (module docstring)."""
     tps = np.asarray(rec["requests"]["tps_per_user"], float)
     out = np.asarray(rec["requests"]["output_tokens"], float)
     if tps.size == 0 or out.sum() == 0:
         return float("nan"), float("nan")
-    meet = tps >= tier
-    thr = rec["summary"]["output_throughput_per_gpu"]
+    meet = at_least(tps, tier)
+    thr = _scoped(rec)["output_throughput_per_gpu"]
     return float(meet.mean()), float(thr * out[meet].sum() / out.sum()) if thr is not None else float("nan")
 
 
@@ -155,6 +171,50 @@ def sla_table(records: list[dict[str, Any]], tiers: Iterable[float]) -> pd.DataF
         return pd.DataFrame(columns=["curve", "mode", "load", "tier", "attainment", "goodput_per_gpu"])
     g = pd.DataFrame(rows).groupby(["curve", "mode", "load", "tier"], sort=True)
     return g[["attainment", "goodput_per_gpu"]].mean().reset_index()
+
+
+def _record_goodput(rec: dict[str, Any], slos_ms: dict[str, float]) -> tuple[float, float]:
+    """(share of good requests, request goodput req/s) of one record under vLLM's rule (specsim.metrics)."""
+    lat = rec.get("latencies")
+    if lat is None:
+        raise SpecsimInputError(str(rec.get("id")), None, "latencies",
+                                "sweep records with per-request latencies (--goodput needs them; records written "
+                                "by an older specsim lack them: rerun the sweep with --force)", "none")
+    duration = _scoped(rec).get("duration_s")
+    good = np.ones(len(lat["ttft_ms"]), bool)
+    for name, limit in slos_ms.items():
+        good &= at_most(np.asarray(lat[f"{name}_ms"], float), limit) if good.size else good
+    share = float(good.mean()) if good.size else float("nan")
+    return share, (float(good.sum() / duration) if duration else float("nan"))
+
+
+def request_goodput_table(records: list[dict[str, Any]], slos_ms: dict[str, float]) -> pd.DataFrame:
+    """vLLM's request goodput per (curve, mode, load), seed means of the ``ok`` points.
+
+    A request is good when every limit of ``slos_ms`` holds (``{"ttft"|"tpot"|"e2el": ms}``,
+    :func:`specsim.metrics.parse_goodput`; a one-token request's TPOT is 0); ``request_goodput`` = good
+    requests / the point's duration (the window's in closed loop), req/s; ``good_share`` = good / measured.
+
+    Returns:
+        Columns ``curve, mode, load, num_seeds, good_share, request_goodput``.
+
+    Raises:
+        SpecsimInputError: a record without per-request latencies (written by an older specsim).
+    """
+    df = results_frame(records)
+    cols = ["curve", "mode", "load", "num_seeds", "good_share", "request_goodput"]
+    if df.empty or not (df.status == "ok").any():
+        return pd.DataFrame(columns=cols)
+    by_id = {r["id"]: r for r in records}
+    rows = []
+    for _, row in df[df.status == "ok"].iterrows():
+        share, gp = _record_goodput(by_id[row.id], slos_ms)
+        rows.append({"curve": row.curve, "mode": row["mode"], "load": row.load, "good_share": share,
+                     "request_goodput": gp})
+    g = pd.DataFrame(rows).groupby(["curve", "mode", "load"], sort=True)
+    out = g[["good_share", "request_goodput"]].mean()
+    out.insert(0, "num_seeds", g.size())
+    return out.reset_index()[cols]
 
 
 def _ratio(a: float, b: float) -> float:
@@ -259,8 +319,10 @@ def budget_curve(records: list[dict[str, Any]]) -> pd.DataFrame:
                "mean_verify_tokens_per_request_std"]]
 
 
-def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str | None) -> dict[str, Any]:
-    """Everything ``specsim compare --json`` prints: frontiers, the tier table, the budget curve.
+def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str | None,
+                    goodput_slos_ms: dict[str, float] | None = None) -> dict[str, Any]:
+    """Everything ``specsim compare --json`` prints: frontiers, the tier table, the budget curve, and with
+    ``goodput_slos_ms`` the ``request_goodput`` table (:func:`request_goodput_table`) and its limits.
 
     NaN becomes None; each tier row keeps its ``status`` so an infeasible tier reads as such.
     """
@@ -275,7 +337,7 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
             return int(v)
         return v
 
-    return {
+    out = {
         "baseline": table.attrs["baseline"],
         "tiers": [float(t) for t in tiers],
         "frontiers": {c: {"tps_per_user": f.tps_per_user.tolist(), "throughput_per_gpu": f.throughput_per_gpu.tolist(),
@@ -284,6 +346,11 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
         "budget_curve": [{k: clean(v) for k, v in row.items()}
                          for row in budget_curve(records).to_dict(orient="records")],
     }
+    if goodput_slos_ms:
+        out["goodput_slos_ms"] = dict(goodput_slos_ms)
+        out["request_goodput"] = [{k: clean(v) for k, v in row.items()} for row in
+                                  request_goodput_table(records, goodput_slos_ms).to_dict(orient="records")]
+    return out
 
 
 # --------------------------------------------------------------------------------------------- tuned frontiers

@@ -6,33 +6,98 @@ Definitions (the `specsim run` issue, DESIGN.md):
   output token are left out of TPOT and TPS/user (and counted in ``num_single_token``).
   TPS/user of a request = 1 / TPOT; ``mean_tps_per_user`` is the mean over requests.
 * ITL = the gap between consecutive emissions of a request (tokens emitted together form one emission).
+* E2EL = completion time - arrival.
+* Latency statistics, as ``vllm bench serve`` names them: ``mean_``, ``median_``, ``std_`` and the percentiles
+  :data:`PERCENTILES` (``p50_``, ``p90_``, ``p99_``, ``p99.9_``) of ``ttft``, ``tpot``, ``itl`` and ``e2el``, in
+  ms; percentiles are numpy's linear interpolation (``np.percentile``), as vLLM computes them.
 * Acceptance length = tokens emitted per request-step, own token included. acceptance_rate = accepted
   drafts / verified drafts (None when nothing was verified). mean_verify_tokens_per_request = mean of
   (1 + l_r) over request-steps.
-* Open loop: duration from the first arrival to the last completion; throughput = output tokens of the
-  completed requests / duration.
-* Closed loop: a window that starts once every user has completed one request and ends when the last
-  trace request is issued; throughput = tokens emitted inside the window / window length; per-request
-  metrics cover the requests issued inside the window (they run to completion).
+* Scope. The top-level figures cover the whole run: the completed requests, from the first arrival to the
+  last completion (``duration_s``); ``output_throughput`` = their output tokens / ``duration_s``, so
+  ``total_output_tokens / duration_s == output_throughput`` in both loop modes.
+* Closed loop adds a ``window`` block: the measurement window starts once every user has completed one
+  request and ends when the last trace request is issued (``start_s``, ``end_s``, ``duration_s``);
+  ``output_tokens`` = tokens emitted inside it, ``output_throughput`` = those / its length;
+  ``requests_issued`` = requests issued inside it; its per-request figures (latencies, TPS/user) cover those
+  requests (they run to completion) and its step figures the steps that end inside it. Sweeps and
+  frontiers use the window's figures for closed-loop points (a steady state, free of ramp-up and tail).
 * Throughput per GPU divides by the decode GPUs (num_replicas x gpus_per_replica); prefill-pool GPUs are
   reported separately.
+* Goodput (``--goodput``), as ``vllm bench serve --goodput`` defines it: a request is good when every given
+  limit holds (TTFT, TPOT, E2EL in ms; a one-token request's TPOT counts as 0, as in vLLM);
+  ``request_goodput`` = good requests / ``duration_s`` (the window's in the window block). The tier-based
+  figure of :mod:`specsim.frontier` (tok/s/GPU from requests meeting a TPS/user tier) keeps its own name.
+* Tolerance: every comparison of a float against a tier, SLO or limit uses :func:`at_least` /
+  :func:`at_most` (relative tolerance :data:`REL_TOL`), in this module and in :mod:`specsim.frontier`, so a
+  value that equals its bound up to rounding meets it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
+from specsim.errors import SpecsimInputError
 
-def _ms(x: np.ndarray, fn) -> float | None:
-    return float(fn(x) * 1e3) if x.size else None
+#: Latency percentiles reported for TTFT, TPOT, ITL and E2EL (vllm bench serve's key names: ``p99.9_ttft_ms``).
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+
+#: Relative tolerance of every comparison of a float against a tier, SLO or limit (a few ulps of rounding
+#: in sums of step times stay far below it; a real miss of one part in a billion does not matter).
+REL_TOL = 1e-9
+
+#: The limits ``--goodput`` accepts: name -> the request-frame column (seconds) it bounds.
+GOODPUT_METRICS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2el_s"}
 
 
-def _stats(prefix: str, values_s: np.ndarray) -> dict[str, float | None]:
-    return {f"mean_{prefix}_ms": _ms(values_s, np.mean), f"median_{prefix}_ms": _ms(values_s, np.median),
-            f"p99_{prefix}_ms": _ms(values_s, lambda v: np.percentile(v, 99))}
+def at_least(value, bound):
+    """``value >= bound`` up to :data:`REL_TOL` relative to ``bound`` (arrays broadcast; NaN is never at least).
+
+    Args:
+        value: a float or an array (e.g. TPS/user, tok/s).
+        bound: the tier or floor, same unit.
+
+    Returns:
+        A bool, or a bool array of ``value``'s shape.
+    """
+    res = np.asarray(value, float) >= bound - REL_TOL * abs(bound)
+    return bool(res) if res.ndim == 0 else res
+
+
+def at_most(value, bound):
+    """``value <= bound`` up to :data:`REL_TOL` relative to ``bound`` (arrays broadcast; NaN is never at most)."""
+    res = np.asarray(value, float) <= bound + REL_TOL * abs(bound)
+    return bool(res) if res.ndim == 0 else res
+
+
+def _pword(p: float) -> str:
+    """Percentile as vLLM writes it in a key: 99.0 -> ``99``, 99.9 -> ``99.9``."""
+    return str(int(p)) if float(p).is_integer() else str(p)
+
+
+def latency_stats(name: str, values_s: np.ndarray) -> dict[str, float | None]:
+    """``mean_``, ``median_``, ``std_`` and ``p<P>_`` (for P in :data:`PERCENTILES`) ``<name>_ms`` of ``values_s``.
+
+    Args:
+        name: ``ttft``, ``tpot``, ``itl`` or ``e2el``.
+        values_s: (n,) latencies in seconds; every value is None when n == 0.
+
+    Returns:
+        ``{"mean_ttft_ms": ..., "median_ttft_ms": ..., "std_ttft_ms": ..., "p50_ttft_ms": ..., "p90_ttft_ms": ...,
+        "p99_ttft_ms": ..., "p99.9_ttft_ms": ...}`` in ms (std with ddof 0, as numpy and vLLM).
+    """
+    v = np.asarray(values_s, float)
+    if v.size == 0:
+        keys = ["mean", "median", "std"] + [f"p{_pword(p)}" for p in PERCENTILES]
+        return {f"{k}_{name}_ms": None for k in keys}
+    out = {f"mean_{name}_ms": float(v.mean() * 1e3), f"median_{name}_ms": float(np.median(v) * 1e3),
+           f"std_{name}_ms": float(v.std() * 1e3)}
+    for p, q in zip(PERCENTILES, np.percentile(v, PERCENTILES)):
+        out[f"p{_pword(p)}_{name}_ms"] = float(q * 1e3)
+    return out
 
 
 def request_frame(records, workload, trace) -> pd.DataFrame:
@@ -85,70 +150,150 @@ def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *, window: tuple[float, float] | None,
-              decode_gpus: int, prefill_gpus: int, mean_in_system: float | None) -> dict[str, Any]:
-    """Summary metrics of one run.
-
-    Args:
-        requests: :func:`request_frame` output.
-        steps: the per-step frame (specsim.records.STEP_COLUMNS).
-        itl_s: (E,) inter-emission gaps in seconds (closed loop: of emissions inside the window).
-        window: closed-loop measurement window (start_s, end_s), or None for open loop.
-        decode_gpus: GPUs of the decode replicas; prefill_gpus: GPUs of the prefill pool.
-        mean_in_system: time-average number of requests in the system (open loop), for Little's law.
-
-    Returns:
-        A flat dict with the metric names of the module docstring (times in ms, throughput in tok/s).
-    """
-    done = requests[requests.status == "completed"]
-    if window is None:
-        measured = done
-        duration = float(done.done_s.max() - requests.arrival_s.min()) if len(done) else 0.0
-        out_tokens = int(measured.output_tokens.sum())
-        step_sel = steps
-    else:
-        start, end = window
-        measured = done[(done.arrival_s >= start) & (done.arrival_s <= end)]
-        duration = end - start
-        step_end = steps.start_s + steps.duration_s
-        in_win = (step_end > start) & (step_end <= end)
-        first_in = ((requests.first_token_s > start) & (requests.first_token_s <= end)).sum()
-        out_tokens = int(steps.emitted_tokens[in_win].sum() + first_in)
-        step_sel = steps[in_win]
+def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, duration: float,
+             out_tokens: int, decode_gpus: int) -> dict[str, Any]:
+    """The figures of one scope: ``measured`` requests, ``steps``, ITL gaps, ``duration`` s, ``out_tokens``."""
     multi = measured[measured.output_tokens > 1]
-    req_steps = float(step_sel.num_decode.sum())
-    verified = float(step_sel.verified_drafts.sum())
+    req_steps = float(steps.num_decode.sum())
+    verified = float(steps.verified_drafts.sum())
+    accepted = float(steps.accepted_drafts.sum())
     out: dict[str, Any] = {
-        "completed": int((requests.status == "completed").sum()),
-        "unfinished": int((requests.status == "unfinished").sum()),
-        "unservable": int((requests.status == "unservable").sum()),
-        "total": int(len(requests)),
         "measured_requests": int(len(measured)),
-        "total_input_tokens": int(measured.prompt_tokens.sum()),
-        "total_output_tokens": int(measured.output_tokens.sum()),
         "duration_s": duration,
         "request_throughput": len(measured) / duration if duration > 0 else None,
         "output_throughput": out_tokens / duration if duration > 0 else None,
     }
     out["output_throughput_per_gpu"] = (out["output_throughput"] / decode_gpus
                                         if out["output_throughput"] is not None else None)
-    out["decode_gpus"] = decode_gpus
-    out["prefill_gpus"] = prefill_gpus
-    out.update(_stats("ttft", measured.ttft_s.to_numpy()))
-    out.update(_stats("tpot", multi.tpot_s.to_numpy()))
-    out["mean_itl_ms"] = _ms(itl_s, np.mean)
-    out["p99_itl_ms"] = _ms(itl_s, lambda v: np.percentile(v, 99))
-    out["mean_e2el_ms"] = _ms(measured.e2el_s.to_numpy(), np.mean)
+    out.update(latency_stats("ttft", measured.ttft_s.to_numpy()))
+    out.update(latency_stats("tpot", multi.tpot_s.to_numpy()))
+    out.update(latency_stats("itl", itl_s))
+    out.update(latency_stats("e2el", measured.e2el_s.to_numpy()))
     out["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None
     out["median_tps_per_user"] = float(multi.tps_per_user.median()) if len(multi) else None
     out["num_single_token"] = int((measured.output_tokens == 1).sum())
-    out["mean_acceptance_length"] = (float((step_sel.accepted_drafts.sum() + req_steps) / req_steps)
-                                     if req_steps else None)
-    out["acceptance_rate"] = float(step_sel.accepted_drafts.sum() / verified) if verified else None
+    out["mean_acceptance_length"] = float((accepted + req_steps) / req_steps) if req_steps else None
+    out["acceptance_rate"] = float(accepted / verified) if verified else None
     out["mean_verify_tokens_per_request"] = float((req_steps + verified) / req_steps) if req_steps else None
+    return out
+
+
+def window_mask(requests: pd.DataFrame, window: tuple[float, float]) -> pd.Series:
+    """(n,) bool: requests issued inside the closed-loop window [start_s, end_s] (both ends included)."""
+    start, end = window
+    return (requests.arrival_s >= start) & (requests.arrival_s <= end)
+
+
+def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *, window: tuple[float, float] | None,
+              decode_gpus: int, prefill_gpus: int, mean_in_system: float | None,
+              window_itl_s: np.ndarray | None = None) -> dict[str, Any]:
+    """Summary metrics of one run (scopes: the module docstring).
+
+    Args:
+        requests: :func:`request_frame` output.
+        steps: the per-step frame (specsim.records.STEP_COLUMNS).
+        itl_s: (E,) inter-emission gaps in seconds over the whole run.
+        window: closed-loop measurement window (start_s, end_s), or None for open loop.
+        decode_gpus: GPUs of the decode replicas; prefill_gpus: GPUs of the prefill pool.
+        mean_in_system: time-average number of requests in the system over the run, for Little's law.
+        window_itl_s: (E',) the gaps of emissions inside the window (closed loop; None: none given).
+
+    Returns:
+        A flat dict of whole-run figures (times in ms, throughput in tok/s) plus, in closed loop, a
+        ``window`` dict of the window's figures (same names, and ``start_s``, ``end_s``,
+        ``requests_issued``, ``output_tokens``).
+    """
+    done = requests[requests.status == "completed"]
+    duration = float(done.done_s.max() - requests.arrival_s.min()) if len(done) else 0.0
+    out: dict[str, Any] = {
+        "completed": int((requests.status == "completed").sum()),
+        "unfinished": int((requests.status == "unfinished").sum()),
+        "unservable": int((requests.status == "unservable").sum()),
+        "total": int(len(requests)),
+        "total_input_tokens": int(done.prompt_tokens.sum()),
+        "total_output_tokens": int(done.output_tokens.sum()),
+    }
+    out.update(_figures(done, steps, itl_s, duration, out["total_output_tokens"], decode_gpus))
+    out["decode_gpus"] = decode_gpus
+    out["prefill_gpus"] = prefill_gpus
     out["steps"] = int(len(steps))
     out["mean_requests_in_system"] = mean_in_system
+    if window is not None:
+        start, end = window
+        issued = window_mask(requests, window)
+        measured = done[window_mask(done, window)]
+        step_end = steps.start_s + steps.duration_s
+        in_win = (step_end > start) & (step_end <= end)
+        first_in = int(((requests.first_token_s > start) & (requests.first_token_s <= end)).sum())
+        tokens = int(steps.emitted_tokens[in_win].sum() + first_in)
+        w: dict[str, Any] = {"start_s": float(start), "end_s": float(end), "requests_issued": int(issued.sum()),
+                             "output_tokens": tokens}
+        w.update(_figures(measured, steps[in_win], np.zeros(0) if window_itl_s is None else window_itl_s,
+                          float(end - start), tokens, decode_gpus))
+        out["window"] = w
     return out
+
+
+def parse_goodput(specs: Iterable[str]) -> dict[str, float]:
+    """``--goodput`` limits: ``["ttft:200 tpot:50", "e2el:3000"]`` -> ``{"ttft": 200.0, "tpot": 50.0, "e2el": 3000.0}``.
+
+    Each item holds ``NAME:MS`` pairs separated by spaces or commas; NAME is ``ttft``, ``tpot`` or ``e2el``;
+    MS a finite number of milliseconds > 0.
+
+    Raises:
+        SpecsimInputError: an unknown name, a value that is not a number > 0, or a name given twice.
+    """
+    out: dict[str, float] = {}
+    for item in specs:
+        for part in item.replace(",", " ").split():
+            name, sep, ms = part.partition(":")
+            name = name.strip().lower()
+            try:
+                val = float(ms)
+            except ValueError:
+                val = float("nan")
+            if not sep or name not in GOODPUT_METRICS or not (np.isfinite(val) and val > 0) or name in out:
+                raise SpecsimInputError("--goodput", None, "goodput",
+                                        "NAME:MS pairs with NAME one of ttft, tpot, e2el (each once) and MS a "
+                                        "number of milliseconds > 0, e.g. --goodput 'ttft:200 tpot:50'",
+                                        repr(part))
+            out[name] = val
+    return out
+
+
+def good_requests(requests: pd.DataFrame, slos_ms: dict[str, float]) -> np.ndarray:
+    """(n,) bool: requests meeting every limit of ``slos_ms`` (vLLM's rule; a one-token request's TPOT is 0).
+
+    Args:
+        requests: :func:`request_frame` rows (``ttft_s``, ``tpot_s``, ``e2el_s`` in seconds).
+        slos_ms: ``{"ttft"|"tpot"|"e2el": limit in ms}`` (:func:`parse_goodput`).
+    """
+    good = np.ones(len(requests), bool)
+    for name, limit in slos_ms.items():
+        v = requests[GOODPUT_METRICS[name]].to_numpy(float)
+        if name == "tpot":
+            v = np.where(requests.output_tokens.to_numpy() > 1, v, 0.0)
+        good &= at_most(v * 1e3, limit) if v.size else np.zeros(0, bool)
+    return good
+
+
+def add_goodput(summary: dict[str, Any], requests: pd.DataFrame, slos_ms: dict[str, float]) -> dict[str, Any]:
+    """Add ``goodput_slos_ms``, ``good_requests`` and ``request_goodput`` (req/s) to ``summary`` (and its window).
+
+    The whole run counts the completed requests over ``duration_s``; the window block the completed requests
+    issued inside the window over the window's ``duration_s``. Returns ``summary`` (changed in place).
+    """
+    done = requests[requests.status == "completed"]
+    scopes = [(summary, done)]
+    if summary.get("window"):
+        w = summary["window"]
+        scopes.append((w, done[window_mask(done, (w["start_s"], w["end_s"]))]))
+    for block, sub in scopes:
+        n_good = int(good_requests(sub, slos_ms).sum())
+        block["goodput_slos_ms"] = dict(slos_ms)
+        block["good_requests"] = n_good
+        block["request_goodput"] = n_good / block["duration_s"] if block["duration_s"] > 0 else None
+    return summary
 
 
 def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[str, dict[str, Any]]:

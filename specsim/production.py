@@ -273,7 +273,8 @@ def sweep(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, policy:
         if path is not None and path.exists():
             out.append(json.loads(path.read_text()))
             continue
-        s = simulate(production_trace(nreq, seed), policy, scenario, seed=seed, concurrency=n, profile=profile).summary
+        full = simulate(production_trace(nreq, seed), policy, scenario, seed=seed, concurrency=n, profile=profile).summary
+        s = {**full, **full["window"]}                   # the closed-loop window's figures (steady state)
         rec = {"policy": policy, "concurrency": n, "tps": s["mean_tps_per_user"],
                "thr": s["output_throughput_per_gpu"], "verify": s["mean_verify_tokens_per_request"],
                "acceptance_length": s["mean_acceptance_length"], "num_requests": nreq,

@@ -116,7 +116,8 @@ class RunConfig:
         seed: the one seed of every random draw (request r's draws: SeedSequence([seed, r])).
         concurrency: closed loop with this many users; None = open loop at the trace's arrivals.
         rate_scale: open loop only: arrival times are divided by it (2.0 = twice the rate).
-        max_sim_s: explicit horizon in simulated seconds, or None (run until every request leaves).
+        max_sim_s: explicit horizon T in simulated seconds, or None (run until every request leaves); T is
+            included (:data:`HORIZON_RULE`).
         gamma, drafter: override the scenario's (see :func:`resolve_run`).
         knobs: policy knobs, over the scenario's ``[policy.knobs]``.
         record_step_log: keep per (step, request) rows.
@@ -144,6 +145,10 @@ class RunConfig:
             bad("max_sim_s", "a finite time > 0 s", self.max_sim_s)
         if self.concurrency is not None and self.concurrency < 1:
             bad("concurrency", "an int >= 1", self.concurrency)
+        if self.concurrency is not None and self.rate_scale != 1.0:
+            raise SpecsimInputError(None, None, "rate_scale", "rate_scale applies to open loop only (no "
+                                    "concurrency)", f"rate_scale {self.rate_scale:g} with concurrency "
+                                    f"{self.concurrency}")
 
 
 def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = None, seed: int = 0,
@@ -186,7 +191,7 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
         from specsim.progress import progress_ticker
         cluster.env.process(progress_ticker(cluster, len(trace), progress))
     loop0, cpu0 = time.perf_counter(), time.process_time()
-    cluster.env.run(until=config.max_sim_s)
+    run_until(cluster.env, config.max_sim_s)
     for rep in cluster.replicas:
         rep.flush_running()
     timing = {"event_loop_wall_s": time.perf_counter() - loop0, "event_loop_cpu_s": time.process_time() - cpu0}
@@ -194,6 +199,30 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     result.summary.update(timing)
     result.summary["wall_time_s"] = time.perf_counter() - wall0
     return result
+
+
+#: The horizon rule, as ``specsim run --help`` states it.
+HORIZON_RULE = ("the horizon includes T: every event at simulated time <= T is processed (a request that "
+                "finishes exactly at T is completed); requests still running after it are unfinished")
+
+
+def run_until(env, horizon_s: float | None) -> None:
+    """Run the SimPy environment ``env`` to the end, or through simulated time ``horizon_s`` inclusive.
+
+    SimPy's ``env.run(until=T)`` stops before the events scheduled at T (its stop event is urgent), so a
+    step that ends exactly at T would not be processed; here every event at time <= T is (:data:`HORIZON_RULE`).
+
+    Args:
+        env: a ``simpy.Environment``.
+        horizon_s: the horizon T in simulated seconds, or None (run until no event is left).
+    """
+    if horizon_s is None:
+        env.run()
+        return
+    if horizon_s > env.now:
+        env.run(until=horizon_s)            # every event strictly before T (and none at T)
+    while env.peek() <= horizon_s:          # then the events at T, including those they schedule at T
+        env.step()
 
 
 @dataclass(frozen=True)
@@ -271,32 +300,68 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     _check_invariants(rec, cluster.workload, requests, horizon=config.max_sim_s is not None)
     steps = rec.steps_frame()
     win = _window(trace, config, window)
-    summary = summarize(requests, steps, rec.itl_s(win), window=win,
+    summary = summarize(requests, steps, rec.itl_s(None), window=win,
                         decode_gpus=sc.cluster.num_replicas * sc.cluster.gpus_per_replica,
                         prefill_gpus=0 if cluster.config.colocated
                         else sc.prefill.num_instances * sc.prefill.gpus_per_instance,
-                        mean_in_system=_mean_in_system(cluster, rec, requests) if win is None else None)
-    measured = requests.status == "completed"
-    if win is not None:
-        measured &= (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1])
+                        mean_in_system=_mean_in_system(cluster, rec, requests),
+                        window_itl_s=rec.itl_s(win) if win is not None else None)
+    completed = requests.status == "completed"
     summary.update(memory_summary(rec, requests))
     summary["clipped_verify_lengths"] = rec.num_clips
     summary["load"] = ({"mode": "closed", "concurrency": config.concurrency, "window_start_s": win[0],
                         "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale})
-    summary["per_domain"] = domain_breakdown(requests, measured)
+    summary["per_domain"] = domain_breakdown(requests, completed)
+    if win is not None:
+        summary["window"]["per_domain"] = domain_breakdown(
+            requests, completed & (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1]))
     summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
     summary["kv_capacity"] = kv_capacity(sc, built.profile, built.gamma,
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()
-    summary["provenance"] = {
-        "specsim_version": specsim.__version__,
-        "scenario": sc.to_dict(), "scenario_hash": sc.hash(), "scenario_source": sc.source,
-        "trace": getattr(trace, "source", None),
-        "trace_hash": trace.content_hash() if hasattr(trace, "content_hash") else None,
-        "profile_source": built.profile.source, "profile_metadata": built.profile.metadata,
-        "acceptance_source": built.acceptance.source if built.acceptance else None,
-    }
+    summary["provenance"] = _provenance(trace, config, built)
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
     return SimulationResult(summary, requests, steps, log)
+
+
+def effective_knobs(policy: str | Any, scenario: Scenario, knobs: dict[str, Any]) -> dict[str, Any]:
+    """The knob values a run's policy uses: its declared defaults, then the scenario's ``[policy.knobs]``
+    (those it declares), then ``knobs`` (the run's own, e.g. ``--threshold``)."""
+    try:
+        declared = dict(policy_knobs(policy))
+    except SpecsimInputError:
+        declared = {}
+    return {**declared, **_scenario_knobs(scenario, policy), **knobs}
+
+
+def _provenance(trace, config: RunConfig, built: _Built) -> dict[str, Any]:
+    """Where a run's figures come from, with every effective value (not only the scenario's).
+
+    ``scenario`` is the resolved scenario as the run used it: its ``policy.knobs`` hold the knob values the
+    policy ran with (CLI and API knobs included) and ``profile.lookup`` the lookup rule applied;
+    ``scenario_hash`` is the hash of the scenario as given. ``effective`` lists the run's own settings.
+    """
+    sc, prof = config.scenario, built.profile
+    knobs = effective_knobs(config.policy, sc, config.knobs)
+    scen = sc.to_dict()
+    scen["policy"]["knobs"] = {**scen["policy"].get("knobs", {}), **knobs}
+    scen["profile"]["lookup"] = prof.lookup
+    scen["engine"]["gamma"] = built.gamma
+    scen["drafter"]["name"] = built.drafter_name
+    return {
+        "specsim_version": specsim.__version__,
+        "scenario": scen, "scenario_hash": sc.hash(), "scenario_source": sc.source,
+        "effective": {
+            "policy": built.policy_name, "knobs": knobs, "drafter": built.drafter_name, "gamma": built.gamma,
+            "seed": int(config.seed), "concurrency": config.concurrency,
+            "rate_scale": config.rate_scale if config.concurrency is None else None,
+            "max_sim_s": config.max_sim_s, "horizon_rule": HORIZON_RULE if config.max_sim_s is not None else None,
+            "profile": {"source": prof.source, "lookup": prof.lookup, "extrapolate": prof.extrapolate},
+        },
+        "trace": getattr(trace, "source", None),
+        "trace_hash": trace.content_hash() if hasattr(trace, "content_hash") else None,
+        "profile_source": prof.source, "profile_metadata": prof.metadata,
+        "acceptance_source": built.acceptance.source if built.acceptance else None,
+    }
 
 
 def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[float, float] | None:

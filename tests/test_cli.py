@@ -252,3 +252,129 @@ def test_import_vidur_command(monkeypatch, capsys, tmp_path, shared):
     assert "shared/anchors/vidur_run/vidur_attention_a100" in md["attention_note"]   # the layout's anchor
     code, _, err = run_cli(monkeypatch, capsys, "profile", "import-vidur", "--out", str(tmp_path))
     assert code == 2 and "--mlp" in err
+
+
+# ------------------------------------------------------------------ tables at any width, scopes, conflicts, provenance
+DATA = REPO / "tests" / "data"
+FLAT20 = ["--set", f"profile.name={DATA / 'flat20ms_profile.json'}", "--set", "engine.host_overhead_s=0",
+          "--set", "engine.request_overhead_s=0", "--set", "drafter.base_fraction=0",
+          "--set", "drafter.per_draft_fraction=0", "--set", "prefill.time_per_token_s=0.0009765625"]
+
+
+def _specsim_at(columns: int, *args: str):
+    p = subprocess.run([sys.executable, "-c", "from specsim.cli import main; main()", *args], capture_output=True,
+                       text=True, timeout=300, cwd=REPO, env={**os.environ, "COLUMNS": str(columns)})
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("columns", [40, 80])
+def test_run_tables_show_every_name_and_number_whole(columns):
+    from specsim.cli.run_cmd import DOMAIN_COLUMNS, SUMMARY_ROWS, WINDOW_ROWS
+
+    args = ["run", "--trace", PROD, "--policy", "dspark", "--num-requests", "24", "--concurrency", "3"]
+    code, out, err = _specsim_at(columns, *args, "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    code, out, err = _specsim_at(columns, *args)
+    assert code == 0, err
+    tokens = set(out.split())
+    for k in SUMMARY_ROWS:
+        if k in s and k != "wall_time_s":
+            assert k in tokens and fmt.value(s[k]) in tokens, (k, columns)
+    for k in (k for k in WINDOW_ROWS if k in s["window"]):
+        assert k in tokens and fmt.value(s["window"][k]) in tokens, (k, columns)
+    for dom, m in s["per_domain"].items():
+        assert dom in tokens
+        for c in DOMAIN_COLUMNS:
+            assert c in tokens and fmt.value(m[c]) in tokens, (dom, c, columns)
+
+
+@pytest.mark.parametrize("width", [40, 80])
+def test_fmt_table_never_cuts_a_word(width):
+    cols = ["domain", "requests", "mean_ttft_ms", "mean_acceptance_length", "a_really_long_metric_name_of_45_chars_"]
+    rows = [["chat", "12", "123,456.789", "3.210", "1"], ["code-with-a-long-domain-name", "4", "1.5", "4.5", "-"]]
+    text = fmt.table(cols, rows, title="a title that is long enough to wrap at forty columns for sure", width=width,
+                     notes=["a note that says what the columns mean, in words that wrap at spaces only"])
+    tokens = {t.rstrip(":") for t in text.split()}          # the stacked layout heads a row with "domain: chat"
+    assert set(cols) <= tokens and {c for r in rows for c in r} <= tokens
+    assert all(len(line) <= width or len(line.split()) == 1 for line in text.splitlines())
+    # a table that fits is one line per row
+    wide = fmt.table(["a", "b"], [["x", "1"], ["y", "22"]], width=width).splitlines()
+    assert wide == ["a   b", "-  --", "x   1", "y  22"]
+
+
+def test_closed_loop_json_scopes(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", str(DATA / "closed_loop_tail.jsonl"), "--policy",
+                             "none", "--concurrency", "1", *FLAT20, "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["completed"] == 3 and s["total_output_tokens"] == 555
+    assert s["duration_s"] == pytest.approx(11.2275) and round(s["output_throughput"], 2) == 49.43
+    w = s["window"]
+    assert (w["start_s"], w["end_s"]) == (pytest.approx(0.1425), pytest.approx(1.185))
+    assert w["output_tokens"] == 50 and w["requests_issued"] == 2 and round(w["output_throughput"], 2) == 47.96
+
+
+def test_run_goodput_option(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", str(DATA / "closed_loop_tail.jsonl"), "--policy",
+                             "none", "--concurrency", "1", *FLAT20, "--goodput", "e2el:1042.5", "--goodput", "ttft:100",
+                             "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    # e2el 142.5, 1042.5, 10042.5 ms; every ttft 62.5 ms
+    assert s["good_requests"] == 2 and s["request_goodput"] == pytest.approx(2 / 11.2275)
+    assert s["window"]["good_requests"] == 1 and s["window"]["request_goodput"] == pytest.approx(1 / 1.0425)
+    assert s["goodput_slos_ms"] == {"e2el": 1042.5, "ttft": 100.0}
+    code, _, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--goodput", "itl:5")
+    assert code == 2 and "goodput" in err and len(err.strip().splitlines()) == 1
+
+
+def test_horizon_includes_t_and_help_says_so(monkeypatch, capsys):
+    flatbin = [a.replace("flat20ms_profile", "flat_binary_profile") for a in FLAT20]
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", str(DATA / "horizon_edge.jsonl"), "--policy",
+                             "none", *flatbin, "--max-sim-s", "0.1875", "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["completed"] == 1 and s["unfinished"] == 0
+    code, out, _ = _specsim_at(400, "run", "--help")
+    assert code == 0 and "The horizon includes T" in out and "finishes exactly at T is completed" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--trace", str(DATA / "closed_loop_rate_scale.jsonl"), "--policy", "none", "--concurrency", "2",
+      "--rate-scale", "4"], "--rate-scale applies to open loop only"),
+    (["run", "--trace", PROD, "--policy", "none", "--gamma", "3"], "--policy none"),
+    (["run", "--trace", PROD, "--policy", "mtp1", "--drafter", "dspark"], "--policy mtp1"),
+    (["sweep", "--trace", PROD, "--out", "unused", "--rate-scales", "1", "--requests-per-user", "3"],
+     "--requests-per-user with --concurrency"),
+])
+def test_conflicting_options_exit_2_one_line(monkeypatch, capsys, args, message):
+    code, out, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_sweep_concurrency_with_rate_scales_stays_allowed(monkeypatch, capsys, tmp_path):
+    code, out, err = run_cli(monkeypatch, capsys, "sweep", "--trace", str(DATA / "closed_loop_rate_scale.jsonl"),
+                             "--out", str(tmp_path / "s"), "--policies", "none", "--concurrency", "2",
+                             "--rate-scales", "1", "--requests-per-user", "2", "--executor", "serial", *FLAT20,
+                             "--goodput", "e2el:100000")
+    assert code == 0, err
+    assert "2 points: 2 computed" in " ".join(out.split())
+    # the goodput table: every request of both points is good (e2el far below 100 s)
+    tokens = set(out.split())
+    assert {"request_goodput", "100.0%", "e2el<=100000ms;"} <= tokens
+
+
+def test_provenance_records_the_effective_threshold(monkeypatch, capsys, tmp_path):
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--num-requests", "10", "--policy",
+                             "specdecpp", "--threshold", "0.9", "--set", "policy.knobs.threshold=0.3", "--json",
+                             "--out", str(tmp_path / "o"))
+    assert code == 0, err
+    for s in (json.loads(out), json.loads((tmp_path / "o" / "summary.json").read_text())):
+        pv = s["provenance"]
+        assert pv["effective"]["knobs"]["threshold"] == 0.9
+        assert pv["scenario"]["policy"]["knobs"]["threshold"] == 0.9
+        assert pv["command"]["options"]["threshold"] == 0.9
+        assert pv["command"]["options"]["set"] == ["policy.knobs.threshold=0.3"]
+        assert pv["effective"]["profile"]["lookup"] in ("linear", "padded")
+        assert "extrapolate" in pv["effective"]["profile"]

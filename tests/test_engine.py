@@ -196,7 +196,7 @@ def test_closed_loop_window_and_throughput(prod_trace):
     req = res.requests
     # per-request metrics cover requests issued inside the window, all completed
     inside = req[(req.arrival_s >= w0) & (req.arrival_s <= w1)]
-    assert s["measured_requests"] == len(inside) and (inside.status == "completed").all()
+    assert s["window"]["measured_requests"] == len(inside) and (inside.status == "completed").all()
     # never more than N requests in the system at once: each user has one outstanding request
     starts = np.sort(req.arrival_s.to_numpy())
     ends = np.sort(req.done_s.to_numpy())
@@ -339,4 +339,4 @@ def test_closed_loop_itl_covers_the_window_only(prod_trace):
     res = simulate(prod_trace.head(120), "none", concurrency=8, seed=1, profile=StepTimeProfile.flat(0.01))
     # `none` on a flat profile: every gap inside the window is one step (or a join wait), never the long
     # gaps of the run's tail where few users remain
-    assert res.summary["mean_itl_ms"] == pytest.approx(10.0, rel=0.05)
+    assert res.summary["window"]["mean_itl_ms"] == pytest.approx(10.0, rel=0.05)

@@ -72,12 +72,13 @@ def test_fit_round_trip(static_log, tmp_path):
         assert np.all(np.abs(fitted - FIG2_ALPHA["dspark"][dom]) < 0.1), (dom, fitted.round(3))
     assert model["params"]["sigma_request"] > 0.3 and model["params"]["sigma_conf"] > 0.1
     scen = load_scenario()
-    base = res.summary["per_domain"]
+    base = res.summary["window"]["per_domain"]      # closed loop: the window's steady state
     for kind in ("fitted", "empirical"):
         s = scen.with_updates({"acceptance": {"model": f"{kind}:{tmp_path}"}})
         again = simulate(trace, "static", s, seed=9, concurrency=24)
         for dom in ("chat", "code", "math"):
-            a, b = again.summary["per_domain"][dom]["mean_acceptance_length"], base[dom]["mean_acceptance_length"]
+            a = again.summary["window"]["per_domain"][dom]["mean_acceptance_length"]
+            b = base[dom]["mean_acceptance_length"]
             assert abs(a - b) < 0.4, (kind, dom, a, b)
     assert len(json.loads((tmp_path / "model.json").read_text())["temperatures"]) == 7
     assert load_rate_table(tmp_path / "model.json") == {d: tuple(r) for d, r in model["alpha"].items()}

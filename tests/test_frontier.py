@@ -265,3 +265,114 @@ def test_cli_compare_and_plot(regression_dir, tmp_path):
     for name in ("frontiers.png", "budget.png", "throughput.png"):
         png = (tmp_path / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+# --------------------------------------------------------------------------------------------- tolerance, goodput
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="module")
+def tier_boundary_dir(tmp_path_factory):
+    """tier_boundary.jsonl swept with `none` at rate scale 1 on FLAT20 (tests/data/README.md)."""
+    scen = load_scenario(None, [f"profile.name={json.dumps(str(DATA / 'flat20ms_profile.json'))}",
+                                "engine.host_overhead_s=0", "engine.request_overhead_s=0",
+                                "drafter.base_fraction=0", "drafter.per_draft_fraction=0",
+                                "prefill.time_per_token_s=0.0009765625"])
+    out = tmp_path_factory.mktemp("tier_boundary")
+    run_sweep(SweepSpec(policies=("none",), rate_scales=(1.0,)), scen, load_trace(DATA / "tier_boundary.jsonl"),
+              out, executor="serial", progress=False)
+    return out
+
+
+def test_tier_exactly_at_a_points_tps_per_user_is_met(tier_boundary_dir):
+    recs = load_records(tier_boundary_dir)
+    df = results_frame(recs)
+    assert df.mean_tps_per_user.iloc[0] == pytest.approx(50.0, rel=1e-12)     # 49.99999999999478: rounding
+    row = compare(recs, [50.0]).iloc[0]
+    # frontier and attainment read the same rule: ok at 153 tokens / 201.0625 s, attainment 1.0
+    assert row.status == "ok"
+    assert row.throughput_per_gpu == pytest.approx(153 / 201.0625, rel=1e-9)
+    assert round(row.throughput_per_gpu, 4) == 0.7610
+    assert row.attainment_at_best == 1.0
+    assert sla_table(recs, [50.0]).attainment.iloc[0] == 1.0
+    cj = comparison_json(recs, [50.0], None)
+    assert cj["table"][0]["status"] == "ok" and cj["table"][0]["throughput_per_gpu"] is not None
+    # a tier clearly above the point stays infeasible
+    assert compare(recs, [50.001]).iloc[0].status == "infeasible"
+
+
+def test_frontier_ends_within_tolerance():
+    f = Frontier.from_points("c", np.array([10.0, 20.0]), np.array([5.0, 1.0]), np.array([1.0, 2.0]))
+    assert f.status_at(20.0 * (1 + 1e-12)) == "ok" and f.throughput_at(20.0 * (1 + 1e-12)) == 1.0
+    assert f.status_at(10.0 * (1 - 1e-12)) == "ok" and f.throughput_at(10.0 * (1 - 1e-12)) == 5.0
+    assert f.status_at(20.001) == "infeasible" and f.status_at(9.999) == "uncovered"
+    assert f.tps_at_throughput(5.0 * (1 + 1e-12)) == 10.0 and f.throughput_status(5.001) == "infeasible"
+
+
+def test_request_goodput_table_hand_computed(tier_boundary_dir):
+    from specsim.frontier import request_goodput_table
+
+    recs = load_records(tier_boundary_dir)
+    # each request: ttft 62.5 ms, tpot 20 ms, e2el 62.5 + 50 x 20 = 1062.5 ms; duration 201.0625 s
+    tab = request_goodput_table(recs, {"e2el": 1062.5, "ttft": 62.5})
+    assert tab.request_goodput.iloc[0] == pytest.approx(3 / 201.0625, rel=1e-9) and tab.good_share.iloc[0] == 1.0
+    tab = request_goodput_table(recs, {"tpot": 19.9})
+    assert tab.request_goodput.iloc[0] == 0.0 and tab.good_share.iloc[0] == 0.0
+    cj = comparison_json(recs, [50.0], None, {"tpot": 20})
+    assert cj["goodput_slos_ms"] == {"tpot": 20} and cj["request_goodput"][0]["good_share"] == 1.0
+    old = [dict(r) for r in recs]
+    old[0].pop("latencies")
+    with pytest.raises(SpecsimInputError, match="--force"):
+        request_goodput_table(old, {"tpot": 20})
+
+
+@pytest.mark.parametrize("width", [40, 80])
+def test_compare_table_shows_every_name_and_number_whole(regression_dir, width):
+    from specsim.cli.sweep_cmd import _compare_row, compare_text
+
+    recs = load_records(regression_dir)
+    tab = compare(recs, [100.0, 150.0, 200.0], baseline="mtp1")
+    text = compare_text(tab, regression_dir, width=width)
+    tokens = set(text.split())
+    has_oracle = tab.oracle_fraction.notna().any()
+    for _, r in tab.iterrows():
+        for cell in _compare_row(r, has_oracle):
+            for tok in cell.split():
+                assert tok in tokens, f"{tok!r} cut at width {width}"
+    for name in ("tok/s/GPU", "TPS@match", "gain@match", "goodput*", "attain*", "infeasible:", "uncovered:"):
+        assert name in tokens
+    # no line is wider than the width, except one holding a single word longer than it
+    assert all(len(line) <= width or len(line.split()) == 1 for line in text.splitlines())
+
+
+def test_cli_compare_goodput(tier_boundary_dir):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    runner = CliRunner()
+    r = runner.invoke(app, ["compare", str(tier_boundary_dir), "--tiers", "50", "--goodput", "e2el:1062.5", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["table"][0]["status"] == "ok"
+    assert data["request_goodput"][0]["request_goodput"] == pytest.approx(3 / 201.0625, rel=1e-9)
+    for width in ("40", "80"):
+        r = runner.invoke(app, ["compare", str(tier_boundary_dir), "--tiers", "50", "--goodput", "tpot:19.9"],
+                          env={"COLUMNS": width})
+        assert r.exit_code == 0, r.output
+        tokens = set(r.output.split())
+        assert {"request_goodput", "0.000", "0.0%", "none", "1"} <= tokens and "tpot<=19.9ms;" in tokens
+
+
+def test_closed_loop_records_use_the_window_block():
+    # a record with whole-run figures at the top level and the window's in its block: frontier, attainment and
+    # goodput read the window (older records without the block keep their top-level figures)
+    rec = fake_record("B", 4, 0, 999.0, 9999.0, [50, 90, 130], [100, 100, 200])
+    rec["summary"]["window"] = {"mean_tps_per_user": 100.0, "output_throughput_per_gpu": 500.0,
+                                "mean_verify_tokens_per_request": 2.0, "duration_s": 10.0}
+    old = fake_record("B", 4, 1, 100.0, 500.0, [50, 90, 130], [100, 100, 200])
+    for r in (rec, old):
+        df = results_frame([r])
+        assert df.mean_tps_per_user.iloc[0] == 100.0 and df.output_throughput_per_gpu.iloc[0] == 500.0
+        sla = sla_table([r], [100]).iloc[0]
+        assert sla.attainment == pytest.approx(1 / 3) and sla.goodput_per_gpu == pytest.approx(500 * 200 / 400)

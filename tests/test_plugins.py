@@ -161,7 +161,7 @@ def test_smartspec_poor_acceptance_matches_not_verifying():
     drafter, and it beats static verification of all gamma drafts."""
     sc = homogeneous_scenario("profile.name=a100-llama2-7b-tp1", alpha=0.05)
     tr = _small_trace(96)
-    thr = {name: simulate(tr, pol, sc, concurrency=32, seed=0).summary["output_throughput_per_gpu"]
+    thr = {name: simulate(tr, pol, sc, concurrency=32, seed=0).summary["window"]["output_throughput_per_gpu"]
            for name, pol in [("smart", SMARTSPEC), ("nothing", _VerifyNothing()), ("static", "static")]}
     assert thr["smart"] >= 0.99 * thr["nothing"]
     assert thr["smart"] > thr["static"]
@@ -173,12 +173,12 @@ def test_smartspec_never_below_none_at_poor_acceptance():
     the would-be-empty steps, so the estimate can recover), measured at 0.03% here."""
     sc = homogeneous_scenario("profile.name=a100-llama2-7b-tp1", alpha=0.05)
     tr = _small_trace(96)
-    smart = simulate(tr, SMARTSPEC, sc, concurrency=32, seed=0).summary["output_throughput_per_gpu"]
-    none = simulate(tr, "none", sc, concurrency=32, seed=0).summary["output_throughput_per_gpu"]
+    smart = simulate(tr, SMARTSPEC, sc, concurrency=32, seed=0).summary["window"]["output_throughput_per_gpu"]
+    none = simulate(tr, "none", sc, concurrency=32, seed=0).summary["window"]["output_throughput_per_gpu"]
     no_probe = simulate(tr, f"{SMARTSPEC}", sc, concurrency=32, seed=0, probe_every=0)
     # without exploration it stops drafting after its first steps; what those first drafts cost or win depends
     # on their draws (here they lose 0.04%), so it matches `none` to 0.1%
-    assert no_probe.summary["output_throughput_per_gpu"] == pytest.approx(none, rel=1e-3)
+    assert no_probe.summary["window"]["output_throughput_per_gpu"] == pytest.approx(none, rel=1e-3)
     assert smart >= 0.998 * none
 
 

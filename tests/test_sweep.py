@@ -121,12 +121,13 @@ def test_record_holds_summary_and_measured_requests(serial_dir):
     assert len(recs) == 8
     for r in recs:
         assert r["status"] == "ok"
-        s = r["summary"]
+        s = r["summary"]["window"]                      # closed loop: the measurement window's figures
         tps = np.array(r["requests"]["tps_per_user"])
         # the per-request data are exactly the measured multi-token requests behind the summary
         assert tps.size == s["measured_requests"] - s["num_single_token"]
         assert np.mean(tps) == pytest.approx(s["mean_tps_per_user"], rel=1e-5)
-        assert s["load"]["mode"] == "closed" and s["load"]["concurrency"] == r["config"]["load"]["value"]
+        load = r["summary"]["load"]
+        assert load["mode"] == "closed" and load["concurrency"] == r["config"]["load"]["value"]
 
 
 def test_results_frame_and_seed_spread(serial_dir):

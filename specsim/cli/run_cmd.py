@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -13,44 +14,62 @@ from specsim.cli import app
 from specsim.errors import SpecsimInputError
 
 
-def print_summary(s: dict, console) -> None:
-    """A readable summary table plus the per-domain breakdown.
+#: The metrics of the summary table, in order (whole-run scope; the window block repeats the starred ones).
+SUMMARY_ROWS = ("completed", "unfinished", "unservable", "total", "total_output_tokens", "duration_s",
+                "request_throughput", "output_throughput", "output_throughput_per_gpu", "mean_ttft_ms",
+                "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+                "p90_tpot_ms", "p99_tpot_ms", "p99.9_tpot_ms", "mean_itl_ms", "p90_itl_ms", "p99_itl_ms",
+                "p99.9_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms",
+                "mean_tps_per_user", "median_tps_per_user", "mean_acceptance_length", "acceptance_rate",
+                "mean_verify_tokens_per_request", "good_requests", "request_goodput", "clipped_verify_lengths",
+                "steps", "wall_time_s")
+
+#: The closed-loop window's rows.
+WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_tokens", "output_throughput",
+               "output_throughput_per_gpu", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+               "mean_itl_ms", "mean_e2el_ms", "mean_tps_per_user", "mean_acceptance_length",
+               "mean_verify_tokens_per_request", "good_requests", "request_goodput")
+
+DOMAIN_COLUMNS = ("requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
+                  "acceptance_rate")
+
+
+def summary_text(s: dict, width: int | None = None) -> str:
+    """The run summary as text: the metrics (whole run), the closed-loop window, the per-domain breakdown.
+
+    Every name and number is shown whole at any ``width`` (:func:`specsim.fmt.table` stacks a table that
+    does not fit).
 
     Args:
-        s: a run summary (``SimulationResult.summary``: vllm-bench metric names, ``load``, ``per_domain``).
-        console: a ``rich.console.Console`` to print on.
+        s: a run summary (``SimulationResult.summary``: vllm-bench metric names, ``load``, ``per_domain``,
+            ``window`` in closed loop).
+        width: characters to fit (None: the terminal's width).
     """
-    from rich.table import Table
-
     load = s["load"]
-    where = (f"closed loop, {load['concurrency']} users, window {load['window_start_s']:.1f}-"
-             f"{load['window_end_s']:.1f} s" if load["mode"] == "closed" else f"open loop x{load['rate_scale']}")
-    t = Table(title=f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}), "
-                    f"seed {s['seed']}, {where}", show_header=True)
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    keys = ["completed", "unfinished", "unservable", "total", "duration_s", "request_throughput",
-            "output_throughput", "output_throughput_per_gpu", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-            "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms",
-            "mean_tps_per_user", "median_tps_per_user", "mean_acceptance_length", "acceptance_rate",
-            "mean_verify_tokens_per_request", "clipped_verify_lengths", "steps", "wall_time_s"]
-    for k in keys:
-        t.add_row(k, fmt.value(s.get(k)))
-    console.print(t)
-    d = Table(title=f"per domain ({s['measured_requests']} measured requests"
-                    + (", issued inside the closed-loop window)" if load["mode"] == "closed" else ")"),
-              show_header=True)
-    cols = ["requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
-            "acceptance_rate"]
-    d.add_column("domain")
-    for c in cols:
-        d.add_column(c, justify="right")
-    for dom, m in s["per_domain"].items():
-        d.add_row(dom, *[fmt.value(m[c]) for c in cols])
-    console.print(d)
+    where = (f"closed loop, {load['concurrency']} users" if load["mode"] == "closed"
+             else f"open loop x{load['rate_scale']:g}")
+    title = (f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}), seed {s['seed']}, "
+             f"{where}; whole run (completed requests, first arrival to last completion)")
+    parts = [fmt.table(["metric", "value"], [[k, fmt.value(s.get(k))] for k in SUMMARY_ROWS if k in s],
+                       title=title, width=width)]
+    w = s.get("window")
+    if w:
+        parts.append(fmt.table(["window", "value"], [[k, fmt.value(w.get(k))] for k in WINDOW_ROWS if k in w],
+                               title="closed-loop measurement window (requests issued inside it; sweeps and "
+                                     "frontiers use these figures)", width=width))
+    rows = [[dom] + [fmt.value(m.get(c)) for c in DOMAIN_COLUMNS] for dom, m in s["per_domain"].items()]
+    parts.append(fmt.table(["domain", *DOMAIN_COLUMNS], rows, width=width,
+                           title=f"per domain ({s['completed']} completed requests of the whole run)"))
     if s["unservable"]:
-        console.print(f"[yellow]warning:[/] {s['unservable']} of {s['total']} requests are unservable: they can "
-                      "never fit the KV capacity (see unservable_reason in requests.parquet with --out)")
+        parts.append(fmt.table([], [], width=width, notes=[
+            f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
+            "capacity (see unservable_reason in requests.parquet with --out)"]))
+    return "\n\n".join(parts)
+
+
+def print_summary(s: dict, console=None) -> None:
+    """Print :func:`summary_text` at the terminal's width (``console``: unused, kept for callers)."""
+    print(summary_text(s))
 
 
 @app.command()
@@ -62,12 +81,19 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     seed: int = typer.Option(0, "--seed", help="The one seed of every random draw."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Closed loop with N users."),
-    rate_scale: float = typer.Option(1.0, "--rate-scale", help="Open loop: divide arrival times by x."),
+    rate_scale: Optional[float] = typer.Option(None, "--rate-scale",
+                                               help="Open loop only: divide arrival times by x (default 1)."),
     gamma: Optional[int] = typer.Option(None, "--gamma", help="Draft block length (overrides engine.gamma)."),
     drafter: Optional[str] = typer.Option(None, "--drafter", help="dspark, dflash, eagle3 or mtp."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="specdecpp threshold h."),
     num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N requests."),
-    max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop at this simulated time."),
+    max_sim_s: Optional[float] = typer.Option(
+        None, "--max-sim-s", help="Stop at simulated time T. The horizon includes T: every event at a time <= T is "
+        "processed, so a request that finishes exactly at T is completed; requests still running are unfinished."),
+    goodput: list[str] = typer.Option(
+        [], "--goodput", help="Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' "
+        "(quoted, or repeat the option); a request is good when every given limit holds; adds good_requests and "
+        "request_goodput (good requests/s)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and Parquet records here."),
     result_format: Optional[str] = typer.Option(None, "--result-format", help="vllm: also write <out>/vllm_result.json"
@@ -76,8 +102,7 @@ def run(
                                                 "Chrome trace events (JSON; Perfetto opens it)."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
-    from rich.console import Console
-
+    from specsim.metrics import add_goodput, parse_goodput
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.cli.results_cmd import check_result_format, write_result_format
@@ -86,6 +111,8 @@ def run(
     check_result_format(result_format, out)
     if num_requests is not None and num_requests < 1:
         raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
+    _check_conflicts(policy, concurrency, rate_scale, gamma, drafter)
+    slos = parse_goodput(goodput)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:
@@ -93,9 +120,18 @@ def run(
     knobs = {} if threshold is None else {"threshold": threshold}
     from specsim.progress import command_line, run_progress
     with run_progress(len(tr)) as bar:
-        res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency, rate_scale=rate_scale, max_sim_s=max_sim_s,
-                       gamma=gamma, drafter=drafter, record_step_log=out is not None, progress=bar, **knobs)
+        res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency,
+                       rate_scale=1.0 if rate_scale is None else rate_scale, max_sim_s=max_sim_s, gamma=gamma,
+                       drafter=drafter, record_step_log=out is not None, progress=bar, **knobs)
     res.summary["command_line"] = command_line()
+    if slos:
+        add_goodput(res.summary, res.requests, slos)
+    res.summary["provenance"]["command"] = {
+        "argv": ["specsim", *sys.argv[1:]] if sys.argv and "specsim" in Path(sys.argv[0]).name else None,
+        "options": {"trace": str(trace), "policy": policy, "scenario": None if scenario is None else str(scenario),
+                    "set": list(set_), "seed": seed, "concurrency": concurrency, "rate_scale": rate_scale,
+                    "gamma": gamma, "drafter": drafter, "threshold": threshold, "num_requests": num_requests,
+                    "max_sim_s": max_sim_s, "goodput": slos or None}}
     if trace_events is not None:
         from specsim.trace_events import write_trace_events
         write_trace_events(res.steps, trace_events, f"specsim run: {res.summary['policy']}")
@@ -105,8 +141,25 @@ def run(
     if as_json:
         print(json.dumps(res.summary, default=float))
     else:
-        console = Console()
-        console.print(res.summary["kv_capacity"]["describe"], soft_wrap=True)
-        print_summary(res.summary, console)
+        print(res.summary["kv_capacity"]["describe"])
+        print_summary(res.summary)
         if out is not None:
-            console.print(f"records written to {out}")
+            print(f"records written to {out}")
+
+
+def _check_conflicts(policy: str, concurrency: int | None, rate_scale: float | None, gamma: int | None,
+                     drafter: str | None) -> None:
+    """Refuse options that cannot both apply (SpecsimInputError, one line, exit 2)."""
+    def bad(flag: str, why: str, got: str) -> SpecsimInputError:
+        return SpecsimInputError(flag, None, None, why, got)
+    if concurrency is not None and rate_scale is not None:
+        raise bad("--rate-scale", "--rate-scale applies to open loop only: leave it out with --concurrency",
+                  f"--concurrency {concurrency} --rate-scale {rate_scale:g}")
+    if policy == "none" and (gamma not in (None, 0) or drafter not in (None, "none")):
+        raise bad("--gamma" if gamma not in (None, 0) else "--drafter",
+                  "no --gamma or --drafter with --policy none (it never drafts)",
+                  f"--gamma {gamma}" if gamma not in (None, 0) else f"--drafter {drafter}")
+    if policy == "mtp1" and (gamma not in (None, 1) or drafter not in (None, "mtp")):
+        raise bad("--gamma" if gamma not in (None, 1) else "--drafter",
+                  "no --gamma or --drafter with --policy mtp1 (it is the mtp drafter at gamma 1)",
+                  f"--gamma {gamma}" if gamma not in (None, 1) else f"--drafter {drafter}")

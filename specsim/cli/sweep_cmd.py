@@ -15,14 +15,14 @@ from typing import Any, Callable, Optional
 
 import typer
 
+from specsim import fmt
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
 
+_fmt = fmt.number
 
-def _fmt(v, digits: int = 1) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:,.{digits}f}"
+_GOODPUT_HELP = ("Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' (quoted, or repeat "
+                 "the option); a request is good when every given limit holds; request_goodput = good requests/s.")
 
 
 # --------------------------------------------------------------------------------------------- lists
@@ -182,14 +182,23 @@ def sweep(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Recompute points that failed before."),
     force: bool = typer.Option(False, "--force", help="Recompute every point."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar or table."),
+    goodput: list[str] = typer.Option([], "--goodput", help=_GOODPUT_HELP),
 ) -> None:
-    """Run every (policy, knobs, load, seed) point; finished points are kept and skipped on re-runs."""
-    from rich.console import Console
+    """Run every (policy, knobs, load, seed) point; finished points are kept and skipped on re-runs.
 
+    --concurrency and --rate-scales may be given together (closed- and open-loop points in one sweep);
+    --requests-per-user needs --concurrency.
+    """
+    from specsim.metrics import parse_goodput
     from specsim.scenario import load_scenario
     from specsim.sweep import load_records, results_frame, run_sweep
     from specsim.trace import load_trace
 
+    if requests_per_user is not None and not concurrency:
+        raise SpecsimInputError("--requests-per-user", None, None, "--requests-per-user with --concurrency (it "
+                                "applies to closed-loop points only)", f"--requests-per-user {requests_per_user} "
+                                "without --concurrency")
+    slos = parse_goodput(goodput)
     spec = _spec(policies, concurrency, rate_scales, seeds, base_seed, gamma, threshold, num_requests=num_requests,
                  requests_per_user=requests_per_user, max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
@@ -199,51 +208,60 @@ def sweep(
                         retry_failed=retry_failed, force=force, progress=bar)
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
-    console = Console()
-    console.print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
-                  + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
-                  + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
+    print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
+          + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
+          + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
     if quiet:
         return
-    df = results_frame(load_records(out, [p.id for p in res.points]))
-    _print_spread(console, df)
-    _print_failed(console, df)
+    recs = load_records(out, [p.id for p in res.points])
+    df = results_frame(recs)
+    texts = [spread_text(df), failed_text(df), goodput_text(recs, slos) if slos else ""]
+    for text in texts:
+        if text:
+            print(text)
 
 
-def _print_spread(console, df) -> None:
-    """The seed-spread table of the successful points (mean +- std over seeds per load point)."""
-    from rich.table import Table
+def spread_text(df, width: int | None = None) -> str:
+    """The seed-spread table of a sweep's successful points (mean +- std over seeds per load point), as text.
 
+    Args:
+        df: :func:`specsim.sweep.results_frame` of the sweep.
+        width: characters to fit (None: the terminal's); names and numbers are never cut.
+    """
     from specsim.sweep import seed_spread
 
-    if not (df.status == "ok").any():
-        return
-    t = Table(title="seed spread per load point (mean +- std over seeds)")
-    for c in ["curve", "load", "seeds", "TPS/user", "tok/s/GPU", "verify tok/req"]:
-        t.add_column(c, justify="left" if c == "curve" else "right")
-    for _, r in seed_spread(df).iterrows():
-        t.add_row(r.curve, f"{r.load:g}", str(r.num_seeds),
-                  f"{r.mean_tps_per_user_mean:.1f} +- {r.mean_tps_per_user_std:.1f}",
-                  f"{r.output_throughput_per_gpu_mean:,.0f} +- {r.output_throughput_per_gpu_std:,.0f}",
-                  f"{r.mean_verify_tokens_per_request_mean:.2f}")
-    console.print(t)
+    if df.empty or not (df.status == "ok").any():
+        return ""
+    rows = [[r.curve, f"{r.load:g}", str(r.num_seeds),
+             f"{fmt.number(r.mean_tps_per_user_mean)} +- {fmt.number(r.mean_tps_per_user_std)}",
+             f"{fmt.number(r.output_throughput_per_gpu_mean, 0)} +- {fmt.number(r.output_throughput_per_gpu_std, 0)}",
+             fmt.number(r.mean_verify_tokens_per_request_mean, 2)] for _, r in seed_spread(df).iterrows()]
+    return fmt.table(["curve", "load", "seeds", "TPS/user", "tok/s/GPU", "verify tok/req"], rows, keys=2,
+                     width=width, title="seed spread per load point (mean +- std over seeds; closed loop: the "
+                                        "measurement window)")
 
 
-def _print_failed(console, df) -> None:
-    """The failed points, one row per (curve, load, error) with their seeds."""
-    from rich.table import Table
-
-    bad = df[df.status != "ok"]
+def failed_text(df, width: int | None = None) -> str:
+    """The failed points, one row per (curve, load, error) with their seeds, as text (errors wrap, never cut)."""
+    bad = df[df.status != "ok"] if not df.empty else df
     if not len(bad):
-        return
-    t = Table(title="failed points (recorded; --retry-failed recomputes them)")
-    t.add_column("curve", no_wrap=True)
-    t.add_column("load", justify="right", no_wrap=True)
-    t.add_column("seeds", justify="right", no_wrap=True)
-    t.add_column("error", no_wrap=True, overflow="ellipsis", max_width=70)
-    for (curve, load, err), sub in bad.groupby(["curve", "load", "error"], sort=True):
-        t.add_row(curve, f"{load:g}", ",".join(str(s) for s in sub.seed), str(err))
-    console.print(t)
+        return ""
+    rows = [[curve, f"{load:g}", ",".join(str(s) for s in sub.seed), str(err)]
+            for (curve, load, err), sub in bad.groupby(["curve", "load", "error"], sort=True)]
+    return fmt.table(["curve", "load", "seeds", "error"], rows, keys=2, width=width,
+                     title="failed points (recorded; --retry-failed recomputes them)")
+
+
+def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
+    """vLLM's request goodput per curve and load (:func:`specsim.frontier.request_goodput_table`), as text."""
+    from specsim.frontier import request_goodput_table
+
+    tab = request_goodput_table(records, slos_ms)
+    limits = " ".join(f"{k}<={v:g}ms" for k, v in slos_ms.items())
+    rows = [[r.curve, f"{r.load:g}", str(r.num_seeds), fmt.percent(r.good_share), fmt.number(r.request_goodput, 3)]
+            for _, r in tab.iterrows()]
+    return fmt.table(["curve", "load", "seeds", "good", "request_goodput"], rows, keys=2, width=width,
+                     title=f"request goodput (req/s; good: {limits}; closed loop: the measurement window)")
 
 
 # --------------------------------------------------------------------------------------------- compare, plot
@@ -264,9 +282,11 @@ def compare(
     baseline: Optional[str] = typer.Option(None, "--baseline",
                                            help="Curve the gains are measured against (default: mtp1 when swept)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    goodput: list[str] = typer.Option([], "--goodput", help=_GOODPUT_HELP),
 ) -> None:
     """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
     from specsim.frontier import compare as compare_table, comparison_json
+    from specsim.metrics import parse_goodput
 
     tier_list = parse_list(tiers, float, "tiers")
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
@@ -274,14 +294,18 @@ def compare(
         raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", f"{bad[0]:g}")
     from specsim.frontier import read_tuned, tuned_rows
 
+    slos = parse_goodput(goodput)
     recs, tuned = read_tuned(sweep_dir, _records(sweep_dir))     # tuning-only points left out (specsim tune)
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
     if as_json:
-        js = comparison_json(recs, tier_list, baseline or None)
+        js = comparison_json(recs, tier_list, baseline or None, slos or None)
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
-    _print_compare(tuned_rows(compare_table(recs, tier_list, baseline or None), tuned), sweep_dir)
+    print(compare_text(tuned_rows(compare_table(recs, tier_list, baseline or None), tuned), sweep_dir))
+    if slos:
+        print()
+        print(goodput_text(recs, slos))
 
 
 def _compare_row(r, has_oracle: bool) -> list[str]:
@@ -296,29 +320,24 @@ def _compare_row(r, has_oracle: bool) -> list[str]:
                   f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-"]
 
 
-def _print_compare(tab, sweep_dir: Path) -> None:
-    """Print :func:`specsim.frontier.compare`'s table and the notes that explain its columns."""
-    from rich.console import Console
-    from rich.table import Table
+def compare_text(tab, sweep_dir, width: int | None = None) -> str:
+    """:func:`specsim.frontier.compare`'s table and the notes that explain its columns, as text.
 
+    Every curve name, tier and number is shown whole at any ``width`` (None: the terminal's): the table
+    is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`).
+    """
     has_oracle = tab.oracle_fraction.notna().any()
-    t = Table(title=f"{sweep_dir}: throughput per GPU at SLA tiers (baseline {tab.attrs['baseline']})")
     cols = ["tier", "curve", "tok/s/GPU", "+-seeds", "gain", "TPS@match", "gain@match"]
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*"]
-    for c in cols:
-        # the curve names must stay readable: never squeezed below their own width
-        t.add_column(c, justify="left" if c == "curve" else "right", no_wrap=True,
-                     min_width=max(len(str(x)) for x in tab.curve) if c == "curve" and len(tab) else None)
-    for _, r in tab.iterrows():
-        t.add_row(*_compare_row(r, has_oracle))
-    console = Console()
-    console.print(t)
-    console.print("TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
-                  "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA "
-                  "attainment attain*.")
-    console.print("infeasible: the frontier never reaches the tier; uncovered: the tier lies below the sweep's "
-                  "heaviest load (add load points). Interpolation: linear in TPS/user between frontier points.")
+    rows = [_compare_row(r, has_oracle) for _, r in tab.iterrows()]
+    notes = ["TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
+             "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
+             "attain*.",
+             "infeasible: the frontier never reaches the tier; uncovered: the tier lies below the sweep's "
+             "heaviest load (add load points). Interpolation: linear in TPS/user between frontier points."]
+    return fmt.table(cols, rows, keys=2, width=width, notes=notes,
+                     title=f"{sweep_dir}: throughput per GPU at SLA tiers (baseline {tab.attrs['baseline']})")
 
 
 @app.command()

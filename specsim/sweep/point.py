@@ -58,14 +58,27 @@ def _measured_requests(res) -> dict[str, list]:
             "output_tokens": rq.output_tokens[meas].astype(int).tolist()}
 
 
+def _latencies(res) -> dict[str, list]:
+    """Per measured request (one-token ones too): ``ttft_ms``, ``tpot_ms`` (0 for one token, as vLLM), ``e2el_ms``."""
+    s, rq = res.summary, res.requests
+    meas = rq.status == "completed"
+    if s["load"]["mode"] == "closed":
+        meas &= (rq.arrival_s >= s["load"]["window_start_s"]) & (rq.arrival_s <= s["load"]["window_end_s"])
+    sub = rq[meas]
+    tpot = sub.tpot_s.where(sub.output_tokens > 1, 0.0)
+    return {k: _round6(v.to_numpy() * 1e3) for k, v in (("ttft_ms", sub.ttft_s), ("tpot_ms", tpot),
+                                                          ("e2el_ms", sub.e2el_s))}
+
+
 def _ok_fields(res) -> dict[str, Any]:
     """The ``summary``, ``requests`` and ``provenance`` fields of a successful point's record."""
     s = res.summary
     summary = {k: s.get(k) for k in SUMMARY_KEYS}
     summary["load"] = s["load"]
     summary["per_domain"] = s["per_domain"]
+    summary["window"] = s.get("window")
     pv = s["provenance"]
-    return {"summary": jsonable(summary), "requests": _measured_requests(res),
+    return {"summary": jsonable(summary), "requests": _measured_requests(res), "latencies": _latencies(res),
             "provenance": {"specsim_version": pv["specsim_version"], "profile_source": pv["profile_source"],
                            "acceptance_source": pv["acceptance_source"], "trace": str(pv["trace"])}}
 

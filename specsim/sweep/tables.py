@@ -43,9 +43,12 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
            "scenario_sha": canonical_sha(cfg["scenario"])[:16], "trace_sha": cfg["trace_sha"][:16],
            "status": r["status"], "error": r["error"], "wall_time_s": r.get("wall_time_s")}
     s = r.get("summary") or {}
+    # closed loop: the window's figures where the record has a window block (records written before the
+    # block existed held the window's figures at the top level)
+    win = (s.get("window") or {}) if row["mode"] == "closed" else {}
     for k in SUMMARY_KEYS:
         if k not in row and k not in _IDENTITY:
-            row[k] = s.get(k)
+            row[k] = win[k] if k in win else s.get(k)
     load = s.get("load") or {}
     row["window_start_s"] = load.get("window_start_s")
     row["window_end_s"] = load.get("window_end_s")
@@ -60,7 +63,8 @@ def results_frame(records_or_dir: str | Path | list[dict[str, Any]]) -> pd.DataF
 
     Returns:
         Columns ``id, curve, policy, drafter, gamma, threshold, mode, load, concurrency, rate_scale, seed,
-        num_requests, status, error`` then every SUMMARY_KEYS metric (NaN for failed points), plus
+        num_requests, status, error`` then every SUMMARY_KEYS metric (NaN for failed points; closed-loop
+        points give the measurement window's figure where the summary's ``window`` block has it), plus
         ``window_start_s, window_end_s`` for closed-loop points and ``wall_time_s``; sorted by curve,
         mode, load, seed. Empty (no columns) without records.
     """
