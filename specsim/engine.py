@@ -3,7 +3,7 @@
 The split follows nano-vllm's scheduler / model-runner: :class:`Replica` schedules (admission, KV blocks,
 preemption, the policy's decision, prefill packing) and costs a step from the profile; what happens inside
 the step (outcomes) is revealed only when it ends. The replica sees only what it needs (its config, the
-policy's hooks, the acceptance model, the profile, the drafter cost, a draw function, the read-only workload
+policy's hooks, the acceptance model, the profile, the drafter cost, a draw source, the read-only workload
 and a :class:`~specsim.records.Records` sink), never the cluster.
 
 A step:

@@ -123,7 +123,7 @@ class ReplayRun:
     Attributes:
         summary: :func:`specsim.metrics.summarize` of the run plus policy, seed, target, drafter, gamma.
         requests: per-request frame (the columns of :func:`specsim.metrics.request_frame`).
-        steps: per-iteration frame (:data:`specsim.cluster.STEP_COLUMNS` plus ``prefill_s`` and
+        steps: per-iteration frame (:data:`specsim.records.STEP_COLUMNS` plus ``prefill_s`` and
             ``draft_time_s``, seconds, and ``kv_tokens``, context tokens of the decoding requests).
         step_log: per (step, request) rows (:mod:`specsim.steplog` format, wall-clock times).
     """
@@ -154,7 +154,7 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
     from collections import deque
 
     from specsim.backends.torch.decode import SpecDecoder
-    from specsim.cluster import STEP_COLUMNS
+    from specsim.records import STEP_COLUMNS
     from specsim.metrics import summarize
     from specsim.policies import make_policy
 
@@ -213,7 +213,8 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
                 done_s[int(r.request_id)] = clock
         prefill_tokens = sum(r.prompt_len for r in new)
         steps.append((0, len(steps), start, dur, len(before) + len(new), R, R + ver + prefill_tokens, ver, acc,
-                      acc + R, prefill_tokens, -1, 0.0, t1 - t0, rows[0]["draft_time_s"] if rows else 0.0, kv_tokens))
+                      acc + R, prefill_tokens, -1, 0.0, -1, 0, len(waiting),           # no paged KV: -1 blocks
+                      t1 - t0, rows[0]["draft_time_s"] if rows else 0.0, kv_tokens))
     out = np.asarray(trace.output_tokens, np.int64)
     gen = np.array([r.num_generated for r in dec.requests])
     if np.any(gen != out) or np.any(req_acc + req_steps + 1 != out):
@@ -317,7 +318,8 @@ def profile_from_run(steps: pd.DataFrame, max_batch_tokens: int, source: str):
 def replay_scenario(gamma: int, max_batch: int, prefill_chunk_tokens: int, acceptance_model: str):
     """The simulator scenario matching the replay loop (module docstring, step 2).
 
-    One replica, ``max_num_seqs = max_batch``, unbounded KV (the replay has no KV limit), colocated
+    One replica, ``max_num_seqs = max_batch``, unbounded KV (the replay has no KV limit), no request overhead
+    (the replay loop has no API server), colocated
     prefill with a chunk budget covering every waiting prompt, no separate host overhead (the measured
     iteration time already contains the Python host work; it is not in the profile, see docs/replay.md),
     the fitted acceptance model and raw confidences (the replay runs without STS).
@@ -327,7 +329,7 @@ def replay_scenario(gamma: int, max_batch: int, prefill_chunk_tokens: int, accep
         "cluster": {"num_replicas": 1, "gpus_per_replica": 1, "max_num_seqs": max_batch,
                     "kv_capacity_tokens": 10 ** 9},
         "prefill": {"mode": "colocated", "chunk_tokens": int(prefill_chunk_tokens)},
-        "engine": {"gamma": gamma, "host_overhead_s": 0.0},
+        "engine": {"gamma": gamma, "host_overhead_s": 0.0, "request_overhead_s": 0.0},
         "acceptance": {"model": acceptance_model, "calibration": "none"},
     }, src="replay")
 
