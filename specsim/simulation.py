@@ -23,7 +23,7 @@ from specsim.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
-from specsim.hardware.profile import StepTimeProfile, resolve_profile
+from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.kv import DRAFTER_KV_FRACTION
 from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies import make_policy, policy_knobs
@@ -276,13 +276,14 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     summary["load"] = ({"mode": "closed", "concurrency": config.concurrency, "window_start_s": win[0],
                         "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale})
     summary["per_domain"] = domain_breakdown(requests, measured)
+    summary["profile_range"] = range_report(built.profile, steps, built.gamma)   # padded / capped steps
     summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
     summary["provenance"] = {
         "specsim_version": specsim.__version__,
         "scenario": sc.to_dict(), "scenario_hash": sc.hash(), "scenario_source": sc.source,
         "trace": getattr(trace, "source", None),
         "trace_hash": trace.content_hash() if hasattr(trace, "content_hash") else None,
-        "profile_source": built.profile.source, "profile_metadata": built.profile.metadata,
+        "profile_source": built.profile.source, "profile_metadata": built.profile.provenance(),
         "acceptance_source": built.acceptance.source if built.acceptance else None,
     }
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None

@@ -48,6 +48,8 @@ def print_summary(s: dict, console) -> None:
     for dom, m in s["per_domain"].items():
         d.add_row(dom, *[fmt.value(m[c]) for c in cols])
     console.print(d)
+    for note in s.get("profile_range", {}).get("notices", []):
+        console.print(f"[yellow]notice:[/] {note}", soft_wrap=True)
     if s["unservable"]:
         console.print(f"[yellow]warning:[/] {s['unservable']} of {s['total']} requests are unservable: they can "
                       "never fit the KV capacity (see unservable_reason in requests.parquet with --out)")
