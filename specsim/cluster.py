@@ -198,7 +198,7 @@ class Cluster:
         c = self.config
         if c.prefill_time_per_token_s:
             return c.prefill_time_per_token_s * prompt_tokens
-        chunk = min(c.prefill_chunk_tokens, self.profile.max_batch_tokens)
+        chunk = min(c.prefill_chunk_tokens, self.profile.batch_limit or c.prefill_chunk_tokens)  # beyond if extrapolating
         full, rest = divmod(prompt_tokens, chunk)
         t = full * self.profile.step_time(chunk)
         if rest:

@@ -238,7 +238,12 @@ def _simulate_like(params: dict, rates: dict, blocks: LoggedBlocks, seed: int):
     accept = np.zeros(blocks.accept.shape, bool)
     conf = np.zeros(blocks.conf_raw.shape)
     _, inv, cnt = np.unique(blocks.request, return_inverse=True, return_counts=True)
-    z = rng.standard_normal(cnt.size)[inv] * params["sigma_request"]  # (N,) request latent
+    # (N,) request latent, drawn as steps weight requests (1 / tau(z), like the logged blocks), per domain
+    z_req = np.zeros(cnt.size)
+    for dom in rates:
+        reqs = np.unique(inv[blocks.domain == dom])
+        z_req[reqs] = model.step_weighted_z(dom, reqs.size, rng)
+    z = z_req[inv]
     e = rng.standard_normal(inv.size) * params["sigma_step"]
     eps = rng.standard_normal((inv.size, g)) * params["sigma_token"]
     n = rng.standard_normal((inv.size, g)) * params["sigma_conf"]

@@ -23,7 +23,7 @@ from specsim.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
-from specsim.hardware.profile import StepTimeProfile, resolve_profile
+from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.kv import DRAFTER_KV_FRACTION
 from specsim.kv_capacity import kv_capacity
 from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize
@@ -315,6 +315,7 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     if win is not None:
         summary["window"]["per_domain"] = domain_breakdown(
             requests, completed & (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1]))
+    summary["profile_range"] = range_report(built.profile, steps, built.gamma)   # padded / capped steps
     summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
     summary["kv_capacity"] = kv_capacity(sc, built.profile, built.gamma,
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()
@@ -359,7 +360,7 @@ def _provenance(trace, config: RunConfig, built: _Built) -> dict[str, Any]:
         },
         "trace": getattr(trace, "source", None),
         "trace_hash": trace.content_hash() if hasattr(trace, "content_hash") else None,
-        "profile_source": prof.source, "profile_metadata": prof.metadata,
+        "profile_source": prof.source, "profile_metadata": prof.provenance(),
         "acceptance_source": built.acceptance.source if built.acceptance else None,
     }
 

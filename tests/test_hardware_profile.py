@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.profile import (PrefillAttentionProfile, StepTimeProfile, load_profile, save_profile,
-                                      sps_rise_points)
+from specsim.cli import _register, app
+from specsim.hardware.profile import (PrefillAttentionProfile, StepTimeProfile, load_profile, range_report,
+                                      save_profile, sps_rise_points)
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+from specsim.trace import load_trace
+
+_register()
 
 B = np.array([1, 8, 16, 24])
 T = np.array([0.010, 0.012, 0.011, 0.020])   # non-monotone at 16
@@ -85,3 +94,82 @@ def test_prefill_attention_profile_bilinear_and_round_trip(tmp_path):
     assert isinstance(q, PrefillAttentionProfile)
     assert q.prefill_attention_s([64, 128], [0, 100]) == pytest.approx(p.prefill_attention_s([64, 128], [0, 100]))
     assert StepTimeProfile(B, T).prefill_attention_s(np.array([64]), np.array([0])) == 0.0
+
+
+# ------------------------------------------------------------------ the measured range in runs (issue 13 item 6)
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def _short(tmp_path, **changes) -> str:
+    """tests/data/short_profile.json (B = 1..8) with ``changes``, written to ``tmp_path``; returns the path."""
+    doc = {**json.loads((DATA / "short_profile.json").read_text()), **changes}
+    path = tmp_path / f"short_{len(list(tmp_path.iterdir()))}.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _run(profile_path: str, policy: str):
+    scen = load_scenario(overrides=[f"profile.name={profile_path}"])
+    return simulate(load_trace(DATA / "four_long.jsonl"), policy, scen, seed=0)
+
+
+def test_batch_limit_and_provenance():
+    p = StepTimeProfile(B, T)
+    assert p.batch_limit == 24
+    assert StepTimeProfile(B, T, extrapolate="linear").batch_limit is None
+    prov = StepTimeProfile(B, T, extrapolate="linear", metadata={"gpu": "x"}).provenance()
+    assert prov == {"gpu": "x", "lookup": "linear", "extrapolate": "linear", "measured_batch_tokens": [1, 24]}
+
+
+def test_range_report_counts_padded_and_capped_steps():
+    p = StepTimeProfile(np.array([4, 8]), np.array([0.01, 0.02]))
+    steps = pd.DataFrame({"batch_tokens": [2, 8, 8, 8, 6], "num_decode": [2, 2, 2, 4, 2],
+                          "verified_drafts": [0, 6, 6, 4, 4], "prefill_tokens": [0] * 5})
+    rep = range_report(p, steps, gamma=3)
+    # step 0: B = 2 < 4 padded; steps 1-2: B = 8 with 6 of 6 drafts verified (none left): not capped;
+    # step 3: B = 8 with 4 of 12 drafts verified: capped
+    assert rep["steps_padded_to_first"] == 1 and rep["steps_capped_at_last"] == 1
+    assert len(rep["notices"]) == 2 and rep["measured_batch_tokens"] == [4, 8]
+    ext = range_report(StepTimeProfile(np.array([4, 8]), np.array([0.01, 0.02]), extrapolate="linear"), steps, 3)
+    assert ext["steps_capped_at_last"] == 0 and ext["extrapolate"] == "linear"
+
+
+def test_dspark_is_capped_by_the_range_and_says_so(tmp_path):
+    """four_long.jsonl with short_profile.json (B = 1..8): every step B <= 8 and the run says the policy was
+    capped (a notice and profile_range.steps_capped_at_last)."""
+    res = _run(str(DATA / "short_profile.json"), "dspark")
+    assert res.steps.batch_tokens.max() <= 8
+    rng = res.summary["profile_range"]
+    assert rng["steps_capped_at_last"] > 0 and "capped by the profile's measured range" in rng["notices"][0]
+    assert res.summary["provenance"]["profile_metadata"]["extrapolate"] == "error"
+
+
+def test_extrapolation_lets_dspark_score_beyond_the_table(tmp_path):
+    """With "extrapolate": "linear" the run equals the one with the last segment written out to B = 64."""
+    ext = _run(_short(tmp_path, extrapolate="linear"), "dspark")
+    t = json.loads((DATA / "short_profile.json").read_text())["step_time_s"]
+    written = _run(_short(tmp_path, batch_tokens=[1, 2, 4, 8, 64],
+                          step_time_s=t + [t[-1] + 56 * (t[-1] - t[-2]) / 4]), "dspark")
+    assert ext.steps.batch_tokens.max() > 8
+    pd.testing.assert_frame_equal(ext.steps[["batch_tokens", "verified_drafts", "accepted_drafts"]],
+                                  written.steps[["batch_tokens", "verified_drafts", "accepted_drafts"]])
+    np.testing.assert_allclose(ext.steps.duration_s, written.steps.duration_s, rtol=1e-12)
+    for key in ("mean_verify_tokens_per_request", "mean_acceptance_length", "steps", "completed"):
+        assert ext.summary[key] == pytest.approx(written.summary[key], rel=1e-12)
+    assert ext.summary["profile_range"]["notices"] == []
+    assert ext.summary["provenance"]["profile_metadata"]["extrapolate"] == "linear"
+
+
+def test_below_the_table_steps_are_padded_and_reported():
+    """offset_profile.json (B = 128..1024), policy none: every step is costed at B = 128's time, and says so."""
+    res = _run(str(DATA / "offset_profile.json"), "none")
+    rng = res.summary["profile_range"]
+    assert rng["steps_padded_to_first"] == len(res.steps) > 0
+    assert "padded up to the first measured size" in rng["notices"][0]
+    decode = res.steps[res.steps.prefill_tokens == 0]
+    np.testing.assert_allclose(decode.duration_s - decode.host_overhead_s, 0.05, rtol=1e-9)
+    out = CliRunner().invoke(app, ["run", "--trace", str(DATA / "four_long.jsonl"), "--policy", "none",
+                                   "--set", f"profile.name={DATA / 'offset_profile.json'}"])
+    assert out.exit_code == 0 and "notice:" in out.output
+    assert "padded up to the first measured size" in " ".join(out.output.split())

@@ -97,3 +97,30 @@ def test_kv_capacity_is_vidurs_memory_plan():
     assert scen.cluster.kv_capacity_tokens == int(kv_bytes // per_request) * 4096 == 446_464
     assert scen.cluster.max_num_seqs == 128 and scen.prefill.chunk_tokens == 512
     assert scen.prefill.mode == "colocated" and scen.cluster.gpus_per_replica == 2
+
+
+def test_benchmark_compares_like_with_like(shared, monkeypatch, capsys):
+    """Issue 13 item 14: TPOT is set beside Vidur's only under Vidur's definition; a wall-time ratio is printed
+    only when Vidur ran in the same run on this machine (--vidur-cmd), else the recorded figures are labelled."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_vidur_side_by_side.py"
+    spec = importlib.util.spec_from_file_location("bench_vidur_side_by_side", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setenv("SPECSIM_SHARED", str(shared))
+    monkeypatch.setattr(sys, "argv", ["bench", "--repeat", "1"])
+    bench.main()
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines()]
+    specsim_def = [r for r in rows if r[:2] == ["tpot_s", "(specsim:"]]
+    assert len(specsim_def) == 4 and all(r[-1] == "n/a" for r in specsim_def)      # no Vidur figure beside it
+    vidur_def = [r for r in rows if r[:2] == ["tpot_s", "(vidur:"]]
+    assert len(vidur_def) == 4 and all(r[-1].endswith("%") for r in vidur_def)
+    assert "date not recorded" in out and "not comparable" in out and "specsim CLI / Vidur" not in out
+    cmd = f"{sys.executable} -c pass"
+    monkeypatch.setattr(sys, "argv", ["bench", "--repeat", "1", "--vidur-cmd", cmd])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "specsim CLI / Vidur = " in out and "same machine, same run" in out

@@ -63,7 +63,10 @@ def summary_text(s: dict, width: int | None = None) -> str:
     if s["unservable"]:
         parts.append(fmt.table([], [], width=width, notes=[
             f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
-            "capacity (see unservable_reason in requests.parquet with --out)"]))
+            "capacity (see unservable_requests in --json, or unservable_reason in requests.parquet with --out)"]))
+    notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
+    if notices:
+        parts.append(fmt.table([], [], width=width, notes=notices))
     return "\n\n".join(parts)
 
 

@@ -24,6 +24,11 @@ Lookup rules (explicit, tested):
 * B below the first point: the first point's time (a batch can always be padded up). B above the last
   point is an error (:class:`SpecsimInputError`) unless ``extrapolate="linear"`` was chosen, which
   continues the last segment's slope; never a silent clamp.
+* Schedulers that score batch sizes (dspark's Theta = tau * SPS(B)) score only inside the table under
+  ``extrapolate="error"`` (:attr:`StepTimeProfile.batch_limit`) and beyond it under ``"linear"``.
+  Neither edge is silent: :func:`range_report` counts, from a run's steps, the steps padded up to the
+  first measured B and the steps a policy ended exactly at the last one with drafts left over (capped
+  by the range); a run's summary carries it as ``profile_range`` with one notice line per edge hit.
 """
 
 from __future__ import annotations
@@ -112,6 +117,17 @@ class StepTimeProfile:
     def max_batch_tokens(self) -> int:
         """The largest measured batch size in tokens."""
         return int(self.batch_tokens[-1])
+
+    @property
+    def batch_limit(self) -> int | None:
+        """The largest B a scheduler may score: the last measured size, or None (no limit) when the
+        profile extrapolates linearly beyond it."""
+        return None if self.extrapolate == "linear" else self.max_batch_tokens
+
+    def provenance(self) -> dict[str, Any]:
+        """The profile's metadata plus the rules a run used: lookup, extrapolate and the measured range."""
+        return {**self.metadata, "lookup": self.lookup, "extrapolate": self.extrapolate,
+                "measured_batch_tokens": [int(self.batch_tokens[0]), self.max_batch_tokens]}
 
     def step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0) -> float | np.ndarray:
         """Target step time in seconds at verification batch size ``batch_tokens`` (scalar or array).
@@ -377,6 +393,44 @@ def _numbers(values: object, src: str, key: str, none_ok: bool = False, nested: 
         raise SpecsimInputError(src, None, key, "rows of equal length", "ragged rows")
     a = np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=np.float64)
     return a if nested else a[0]
+
+
+def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
+    """How a run's steps met the edges of the profile's measured range.
+
+    Args:
+        profile: the run's profile.
+        steps: the run's steps frame (``batch_tokens``, ``num_decode``, ``verified_drafts``, ``prefill_tokens``
+            columns, :data:`specsim.records.STEP_COLUMNS`).
+        gamma: the run's block length.
+
+    Returns:
+        ``{"measured_batch_tokens": [first, last], "extrapolate": rule, "steps_padded_to_first": n1,
+        "steps_capped_at_last": n2, "notices": [str, ...]}``: n1 counts steps with B below the first measured
+        size (costed at its time); n2 counts, under ``extrapolate="error"``, decode steps whose verification
+        batch (requests + verified drafts) is exactly the last measured size while drafts were left
+        unverified, i.e. a scheduler that scores B stopped at the table's edge. One notice line per non-zero
+        count.
+    """
+    first, last = int(profile.batch_tokens[0]), profile.max_batch_tokens
+    b = np.asarray(steps["batch_tokens"], dtype=np.int64)
+    r = np.asarray(steps["num_decode"], dtype=np.int64)
+    v = np.asarray(steps["verified_drafts"], dtype=np.int64)
+    decode_b = r + v
+    padded = int(np.count_nonzero((b > 0) & (b < first)))
+    capped = 0
+    if profile.extrapolate == "error" and gamma > 0:
+        capped = int(np.count_nonzero((r > 0) & (decode_b == last) & (v < r * gamma)))
+    notices = []
+    if capped:
+        notices.append(f"the policy was capped by the profile's measured range: {capped} of {b.size} steps "
+                       f"stopped at B = {last}, its last measured size, with drafts left; set "
+                       "\"extrapolate\": \"linear\" in the profile to score beyond it")
+    if padded:
+        notices.append(f"{padded} of {b.size} steps ran below the profile's measured range (B < {first}) and "
+                       f"were costed at B = {first}'s time (padded up to the first measured size)")
+    return {"measured_batch_tokens": [first, last], "extrapolate": profile.extrapolate,
+            "steps_padded_to_first": padded, "steps_capped_at_last": capped, "notices": notices}
 
 
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:

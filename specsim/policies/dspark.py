@@ -37,11 +37,15 @@ def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens:
         view: the scheduling view (its profile and this step's KV read give SPS), or a function B -> SPS
             together with ``max_batch_tokens``.
 
-    N is capped so that R + N stays within the profile's measured range.
+    N is capped so that R + N stays within the profile's measured range, unless the profile extrapolates
+    (``extrapolate="linear"``: every candidate is scored; :attr:`StepTimeProfile.batch_limit`). A run
+    reports the steps the cap stopped (:func:`specsim.hardware.profile.range_report`).
     """
     if max_batch_tokens is None:
-        max_batch_tokens = view.profile.max_batch_tokens
-    n_max = max(0, min(a_sorted.size, max_batch_tokens - num_requests))
+        max_batch_tokens = view.profile.batch_limit
+    n_max = a_sorted.size
+    if max_batch_tokens is not None:
+        n_max = max(0, min(n_max, max_batch_tokens - num_requests))
     tau = np.empty(n_max + 1)
     tau[0] = 0.0
     a_sorted[:n_max].cumsum(out=tau[1:])
