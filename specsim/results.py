@@ -83,13 +83,9 @@ def _stats_ms(name: str, values_s: np.ndarray, percentiles: Sequence[float]) -> 
 
 
 def _measured_mask(summary: dict, requests) -> np.ndarray:
-    """(N,) bool: the requests the summary's per-request metrics cover."""
-    mask = (requests.status == "completed").to_numpy().copy()
-    load = summary.get("load", {})
-    if load.get("mode") == "closed":
-        a = requests.arrival_s.to_numpy()
-        mask &= (a >= load["window_start_s"]) & (a <= load["window_end_s"])
-    return mask
+    """(N,) bool: the requests the summary's top-level figures cover: every completed request (the whole run, as
+    ``vllm bench serve`` reports a benchmark; a closed-loop run's window figures are in ``summary["window"]``)."""
+    return (requests.status == "completed").to_numpy().copy()
 
 
 def _peak_per_second(starts: np.ndarray, ends: np.ndarray, weights: np.ndarray, t0: float) -> float:

@@ -21,11 +21,12 @@ REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = f"{REPO / 'policies' / 'template.py'}:SurvivalCutoff"
 LOADS = (8, 16, 24, 32)
 SEEDS = (0, 1)
-TIERS = (450.0, 490.0)
+TIERS = (500.0, 530.0)
 
 
-def small_trace(n: int = 120, seed: int = 7) -> Trace:
-    """120 mixed-domain requests (outputs 40-160 tokens): 3 requests per user up to 32 users (about 0.1 s a run)."""
+def small_trace(n: int = 160, seed: int = 7) -> Trace:
+    """160 mixed-domain requests (outputs 40-160 tokens): 5 requests per user up to 32 users (about 0.1 s a run;
+    with 3 per user, a closed-loop window at 32 users can close before every user has completed a request)."""
     rng = np.random.default_rng(seed)
     return Trace(request_id=[f"r{i}" for i in range(n)], arrival_s=np.arange(n) * 0.05,
                  prompt_tokens=rng.integers(32, 256, n), output_tokens=rng.integers(40, 160, n),
@@ -34,7 +35,7 @@ def small_trace(n: int = 120, seed: int = 7) -> Trace:
 
 def spec(policy: str = "specdecpp", tiers=TIERS) -> TuneSpec:
     return TuneSpec(policy, parse_knob("threshold=0.05:0.95:0.15", policy), tuple(tiers), LOADS, SEEDS,
-                    requests_per_user=3)
+                    requests_per_user=5)
 
 
 @pytest.fixture(scope="module")
@@ -125,14 +126,14 @@ def test_sweep_points_are_the_tune_points(searched_then_grid):
     out, search, _ = searched_then_grid
     best = search.tiers[0].value
     res = run_sweep(SweepSpec(policies=("specdecpp",), concurrency=LOADS, seeds=SEEDS, thresholds=(best,),
-                              requests_per_user=3), load_scenario(), small_trace(), out, executor="serial",
+                              requests_per_user=5), load_scenario(), small_trace(), out, executor="serial",
                     progress=False)
     assert res.computed == 0 and res.skipped == len(LOADS) * len(SEEDS)
 
 
 # --------------------------------------------------------------------------------------------- plug-ins
 def test_plugin_template_tunes_like_a_builtin(tmp_path):
-    res = tune(spec(TEMPLATE, tiers=(490.0,)), load_scenario(), small_trace(), tmp_path, executor="serial")
+    res = tune(spec(TEMPLATE, tiers=(530.0,)), load_scenario(), small_trace(), tmp_path, executor="serial")
     r = res.tiers[0]
     assert r.status == "ok" and r.value in res.spec.knob.values() and res.num_runs <= res.grid_runs // 2
     recs = load_records(tmp_path)
@@ -184,14 +185,14 @@ def test_result_file_and_compare_rows(searched_then_grid, tmp_path):
     # an untuned sweep beside the tune, one of its threshold values a probe of the tune: compare shows the
     # swept curves and the tuned row, never the other probes as curves of their own
     run_sweep(SweepSpec(policies=("mtp1", "specdecpp"), concurrency=LOADS, seeds=SEEDS, thresholds=(0.8,),
-                        requests_per_user=3), load_scenario(), small_trace(), out, executor="serial", progress=False)
+                        requests_per_user=5), load_scenario(), small_trace(), out, executor="serial", progress=False)
     recs, tuned = read_tuned(out, load_records(out))
     assert {r["config"]["policy"] for r in recs} == {"mtp1", "specdecpp"} and len(tuned) == 1
     assert {r["config"]["knobs"].get("threshold") for r in recs if r["config"]["policy"] == "specdecpp"} == {0.8}
     assert len(recs) == 2 * len(LOADS) * len(SEEDS)
     from specsim.frontier import compare
 
-    table = tuned_rows(compare(recs, [450.0], "specdecpp"), tuned)
+    table = tuned_rows(compare(recs, [TIERS[0]], "specdecpp"), tuned)
     label = f"specdecpp tuned threshold (threshold={d['tiers'][0]['value']:g})"
     assert set(table.curve) == {"mtp1", "specdecpp", label}
     row = table[table.curve.str.startswith("specdecpp tuned")].iloc[0]
