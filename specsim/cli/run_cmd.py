@@ -22,7 +22,8 @@ SUMMARY_ROWS = ("completed", "unfinished", "unservable", "total", "total_output_
                 "p99.9_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms",
                 "mean_tps_per_user", "median_tps_per_user", "mean_acceptance_length", "acceptance_rate",
                 "mean_verify_tokens_per_request", "good_requests", "request_goodput", "clipped_verify_lengths",
-                "steps", "wall_time_s")
+                "num_preemptions", "preempted_requests", "recomputed_tokens", "kv_clipped_verify_lengths",
+                "prefix_cache_hit_rate", "steps", "wall_time_s")
 
 #: The closed-loop window's rows.
 WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_tokens", "output_throughput",
