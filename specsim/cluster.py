@@ -19,7 +19,7 @@ inputs and a completion callback.
 * Prefill time: ``prefill.time_per_token_s * tokens`` when set, else the profile's step time summed over
   ``prefill.chunk_tokens``-token chunks; plus the profile's prefill attention over cached context tokens.
 * Routers: ``round-robin``, ``least-outstanding`` (queued + running), ``prefix-aware`` (longest cached prefix,
-  ties by outstanding requests).
+  ties by outstanding requests, among the instances within a load guard of the least loaded: :data:`BALANCE_ABS`).
 * A request whose prompt + output tokens need more KV blocks than a replica has can never be served: it is
   counted ``unservable`` at arrival with its reason and never blocks the requests behind it.
 """
@@ -72,6 +72,20 @@ class ClusterConfig:
     prefill_chunk_tokens: int
     request_overhead_s: float
     seed: int
+
+
+#: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
+#: back to load balancing when workers are imbalanced): only instances whose outstanding requests are at most
+#: max(least + BALANCE_ABS, BALANCE_REL x least) compete on their cached prefix. Without it a trace whose requests
+#: all share a first block (Mooncake's) sends everything to one replica.
+BALANCE_ABS, BALANCE_REL = 8, 1.5
+
+
+def balanced(instances: list, load) -> list:
+    """The ``instances`` whose ``load(i)`` is within the guard above of the least loaded one's."""
+    least = min(load(i) for i in instances)
+    bound = max(least + BALANCE_ABS, BALANCE_REL * least)
+    return [i for i in instances if load(i) <= bound]
 
 
 class PrefillInstance:
@@ -226,7 +240,8 @@ class Cluster:
         elif router == "least-outstanding":
             rep = min(self.replicas, key=lambda r: (r.num_outstanding, r.index))
         else:
-            rep = min(self.replicas, key=lambda r: (-r.cached_prefix_blocks(idx), r.num_outstanding, r.index))
+            rep = min(balanced(self.replicas, lambda r: r.num_outstanding),
+                      key=lambda r: (-r.cached_prefix_blocks(idx), r.num_outstanding, r.index))
         rep.enqueue(idx)
 
     def _pick_prefill(self, idx: int) -> PrefillInstance | None:
@@ -234,7 +249,8 @@ class Cluster:
         if self.config.router != "prefix-aware" or len(self.prefill_instances) == 1:
             return None
         keys = self.workload.prefix_keys(idx)
-        return min(self.prefill_instances, key=lambda i: (-i.pool.match(keys), i.outstanding, i.index))
+        return min(balanced(self.prefill_instances, lambda i: i.outstanding),
+                   key=lambda i: (-i.pool.match(keys), i.outstanding, i.index))
 
     # ----------------------------------------------------------------- completion and bookkeeping
     def on_complete(self, ids: np.ndarray, now: float) -> None:

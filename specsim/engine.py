@@ -228,7 +228,7 @@ class Replica:
         while True:
             preempted = self._start_step()
             waiting = len(self.queue)
-            self._admit()
+            preempted += self._admit()
             if self.slots.size == 0:
                 self._idle = self.env.event()
                 yield self._idle
@@ -312,18 +312,22 @@ class Replica:
         """Copy every running request's counters to the records (at the end of a run with a horizon)."""
         self._flush(np.arange(self.slots.size))
 
-    def _admit(self) -> None:
-        """Admit queued requests FCFS while slots and KV blocks allow (a lazy step turns exact to retry)."""
+    def _admit(self) -> int:
+        """Admit queued requests FCFS while slots and KV blocks allow (a lazy step turns exact to retry).
+        Returns the preemptions that turning exact made."""
+        preempted = 0
         while self.queue and self.slots.size + len(self._pending) < self.config.max_num_seqs:
-            margin = 0 if self._exact else self._owed + self.config.max_num_seqs * self.growth_bound
+            lazy = self._lazy and not self._exact
+            margin = self._owed + self.config.max_num_seqs * self.growth_bound if lazy else 0
             if self._admit_one(self.queue[0], margin):
                 self.queue.popleft()
-            elif margin:
+            elif lazy:
                 self._add_pending()
-                self._sync()
+                preempted += self._sync()
             else:
                 break                                   # FCFS: the head waits for memory
         self._add_pending()
+        return preempted
 
     def _add_pending(self) -> None:
         if self._pending:
@@ -372,7 +376,7 @@ class Replica:
             draw_key=key, draw_base=base, decode_steps=p.get("decode_steps", 0),
             drafts_verified=p.get("drafts_verified", 0), drafts_accepted=p.get("drafts_accepted", 0),
             last_verify_len=p.get("last_verify_len", -1), last_accepted=p.get("last_accepted", -1),
-            last_emit_s=p.get("last_emit_s", np.nan if self.config.colocated else now)))
+            last_emit_s=p.get("last_emit_s", np.nan if self.config.colocated else self.records.first_token_s[idx])))
         self.parked.pop(idx, None)
         if not parked:
             self.records.admitted_s[idx] = now

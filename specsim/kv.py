@@ -46,6 +46,15 @@ def _str_key(s: str) -> int:
     return zlib.crc32(s.encode())
 
 
+def _chain(hash_ids) -> list[int]:
+    """Prefix hashes of a hash-id chain: entry i identifies hash blocks 0..i together."""
+    out, h = [], 0
+    for x in hash_ids:
+        h = hash((h, int(x)))
+        out.append(h)
+    return out
+
+
 def prefix_block_keys(prompt_tokens: int, block_size: int, hash_ids=None, hash_block_tokens: int = 0,
                       prefix_group=None, prefix_tokens: int = 0) -> tuple[int, ...]:
     """Cache keys of a prompt's leading shareable full KV blocks (empty when it shares nothing).
@@ -64,12 +73,10 @@ def prefix_block_keys(prompt_tokens: int, block_size: int, hash_ids=None, hash_b
     """
     if hash_ids:
         full = min(len(hash_ids), prompt_tokens // hash_block_tokens)
-        chain, h = [], 0
-        for i in range(full):
-            h = hash((h, int(hash_ids[i])))
-            chain.append(h)
+        chain = _chain(hash_ids[:full])
         n = full * hash_block_tokens // block_size
-        return tuple(hash((chain[j * block_size // hash_block_tokens], j)) for j in range(n))
+        return tuple(                                   # block j's key: the last hash block it touches
+            hash((chain[((j + 1) * block_size - 1) // hash_block_tokens], j)) for j in range(n))
     if prefix_group is not None and prefix_tokens > 0:
         g = _str_key(str(prefix_group))
         n = min(prefix_tokens, prompt_tokens) // block_size

@@ -209,6 +209,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
         "completed": int((requests.status == "completed").sum()),
         "unfinished": int((requests.status == "unfinished").sum()),
         "unservable": int((requests.status == "unservable").sum()),
+        "not_issued": int((requests.status == "not_issued").sum()),     # a horizon ended the run before them
         "total": int(len(requests)),
         "total_input_tokens": int(done.prompt_tokens.sum()),
         "total_output_tokens": int(done.output_tokens.sum()),

@@ -238,3 +238,62 @@ def test_emission_overhead_adds_per_emitting_request():
     res = simulate(trace, "none", load_scenario(overrides=[*common, "engine.emission_overhead_s=0.001"]),
                    profile=prof)
     np.testing.assert_allclose(res.requests.tpot_s, 0.012, atol=1e-12)      # 10 ms step + 2 x 1 ms
+
+
+# ---------------------------------------------------------------- fixes from a fresh-user trial
+def test_reserve_never_preempts_and_keeps_its_reservation():
+    """Four requests of 1000 + 600 tokens (100 blocks each) in 200 blocks: two at a time, each holding 100."""
+    trace = make_trace([0.0] * 4, [1000] * 4, [600] * 4)
+    scen = _scenario("cluster.kv_capacity_tokens=3200", "cluster.kv_allocation=reserve", "prefill.num_instances=4")
+    res = simulate(trace, "dspark", scen, seed=0)
+    assert res.summary["num_preemptions"] == 0 and res.steps.num_preempted.sum() == 0
+    assert (res.steps.kv_blocks_used[res.steps.num_running == 2] == 200).all()
+
+
+def test_preemptions_agree_between_steps_and_requests():
+    rng = np.random.default_rng(5)
+    n = 60
+    trace = make_trace(np.sort(rng.uniform(0, 0.5, n)), rng.integers(50, 900, n), rng.integers(2, 300, n))
+    res = simulate(trace, "dspark", _scenario("cluster.kv_capacity_tokens=6000"), seed=1)
+    assert res.summary["num_preemptions"] == res.steps.num_preempted.sum() == res.requests.preemptions.sum() > 0
+
+
+def test_itl_covers_the_wait_for_a_decode_slot():
+    """Disaggregated: the gap from the first token to the first decode emission (waiting for a slot) is an ITL."""
+    trace = make_trace([0.0, 0.0], [10, 10], [3, 3])
+    scen = _scenario("cluster.max_num_seqs=1", "prefill.time_per_token_s=0.001", "prefill.num_instances=2")
+    res = simulate(trace, "none", scen, profile=StepTimeProfile.flat(0.01))
+    req = res.requests
+    itl_total = res.summary["mean_itl_ms"] / 1e3 * 4                        # 2 decode emissions each
+    assert itl_total == pytest.approx(float((req.done_s - req.first_token_s).sum()))
+
+
+@pytest.mark.parametrize("block, expected", [(16, 512), (48, 480), (100, 500)])
+def test_a_block_straddling_the_shared_prefix_is_no_hit(block, expected):
+    """Two requests share only their first 512-token hash block: the hit is the whole KV blocks inside it."""
+    base = make_trace([0.0, 1.0], [1300, 1300], [2, 2])
+    trace = type(base)(request_id=base.request_id, arrival_s=base.arrival_s, prompt_tokens=base.prompt_tokens,
+                       output_tokens=base.output_tokens, domain=base.domain, hash_ids=[(1, 2, 3), (1, 5, 6)],
+                       hash_block_tokens=[512, 512])
+    res = simulate(trace, "none", _scenario(f"cluster.block_size={block}"))
+    assert res.requests.prefix_hit_tokens.tolist() == [0, expected]
+
+
+def test_prefix_aware_router_spreads_a_common_first_block():
+    """Every request shares one first block (as in Mooncake): the load guard still uses every replica."""
+    n = 200
+    base = make_trace(np.arange(n) * 0.01, np.full(n, 600), np.full(n, 200))
+    trace = type(base)(request_id=base.request_id, arrival_s=base.arrival_s, prompt_tokens=base.prompt_tokens,
+                       output_tokens=base.output_tokens, domain=base.domain, prefix_group=["all"] * n,
+                       prefix_tokens=np.full(n, 512))
+    res = simulate(trace, "none", _scenario("prefill.mode=colocated", "cluster.num_replicas=4",
+                                            "cluster.router=prefix-aware"))
+    counts = res.requests.replica.value_counts()
+    assert len(counts) == 4 and counts.min() >= n // 8
+
+
+def test_not_issued_requests_are_counted_under_a_horizon():
+    trace = make_trace(np.arange(20) * 1.0, [100] * 20, [10] * 20)
+    s = simulate(trace, "none", _scenario(), max_sim_s=5.0).summary
+    assert s["completed"] + s["unfinished"] + s["unservable"] + s["not_issued"] == s["total"] == 20
+    assert s["not_issued"] == 14

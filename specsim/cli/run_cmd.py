@@ -15,7 +15,7 @@ from specsim.errors import SpecsimInputError
 
 
 #: The metrics of the summary table, in order (whole-run scope; the window block repeats the starred ones).
-SUMMARY_ROWS = ("completed", "unfinished", "unservable", "total", "total_output_tokens", "duration_s",
+SUMMARY_ROWS = ("completed", "unfinished", "unservable", "not_issued", "total", "total_output_tokens", "duration_s",
                 "request_throughput", "output_throughput", "output_throughput_per_gpu", "mean_ttft_ms",
                 "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
                 "p90_tpot_ms", "p99_tpot_ms", "p99.9_tpot_ms", "mean_itl_ms", "p90_itl_ms", "p99_itl_ms",

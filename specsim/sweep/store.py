@@ -38,6 +38,7 @@ SUMMARY_KEYS = (
     "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "mean_tps_per_user",
     "median_tps_per_user", "num_single_token", "mean_acceptance_length", "acceptance_rate",
     "mean_verify_tokens_per_request", "steps", "clipped_verify_lengths", "policy", "drafter", "gamma", "seed",
+    "num_preemptions", "recomputed_tokens", "kv_clipped_verify_lengths", "prefix_cache_hit_rate",
 )
 
 
