@@ -153,6 +153,14 @@ budget = budget_curve(records).pivot(index="load", columns="curve",
                                      values="mean_verify_tokens_per_request_mean")
 assert budget["dspark"].is_monotonic_decreasing and budget["static"].min() > 7.5
 budget.round(2)'''),
+    ("md", """One page to look at: `specsim report DIR` (here `write_report`) writes a self-contained HTML file
+with the frontiers, the verification budget, the SLA-tier and goodput tables and the sweep's provenance; it
+opens offline (docs/report.md)."""),
+    ("code", '''from specsim.report import write_report
+
+page = write_report(out_dir, tiers=TIERS)
+assert page.kind == "sweep" and page.path.stat().st_size > 10_000
+print(page.path.name, "figures:", ", ".join(page.figures))'''),
 ]
 
 CALIBRATION = [
