@@ -161,6 +161,18 @@ opens offline (docs/report.md)."""),
 page = write_report(out_dir, tiers=TIERS)
 assert page.kind == "sweep" and page.path.stat().st_size > 10_000
 print(page.path.name, "figures:", ", ".join(page.figures))'''),
+    ("md", """Which threshold should SpecDec++ run at each tier? `specsim tune` (here `tune`) searches the knob per
+tier with fewer simulated points than the knob x load grid, saving each point as a sweep record
+(docs/tuning.md); `specsim compare DIR` then shows the tuned row beside the untuned policies."""),
+    ("code", '''from specsim.tune import TuneSpec, parse_knob, tune
+
+tspec = TuneSpec("specdecpp", parse_knob("threshold=0.05:0.95:0.15", "specdecpp"), tuple(TIERS), (4, 16, 64),
+                 seeds=(0,), num_requests=32, requests_per_user=6)
+tuned = tune(tspec, scenario, trace, Path(tempfile.mkdtemp(prefix="specsim-tune-")))
+assert tuned.num_runs < tuned.grid_runs
+print(f"{tuned.num_runs} simulated points of a {tuned.grid_runs}-point grid")
+pd.DataFrame([{"tier": t.tier, "status": t.status, "threshold": t.value,
+               "throughput_per_gpu": t.throughput_per_gpu} for t in tuned.tiers])'''),
 ]
 
 CALIBRATION = [
