@@ -240,8 +240,9 @@ class Cluster:
         elif router == "least-outstanding":
             rep = min(self.replicas, key=lambda r: (r.num_outstanding, r.index))
         else:
+            keys = self.workload.prefix_keys(idx)                    # computed once, matched per replica
             rep = min(balanced(self.replicas, lambda r: r.num_outstanding),
-                      key=lambda r: (-r.cached_prefix_blocks(idx), r.num_outstanding, r.index))
+                      key=lambda r: (-r.pool.match(keys), r.num_outstanding, r.index))
         rep.enqueue(idx)
 
     def _pick_prefill(self, idx: int) -> PrefillInstance | None:

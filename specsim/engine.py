@@ -72,6 +72,10 @@ class ReplicaConfig:
     drafter_kv_fraction: float = 0.0
 
 
+def _ints() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
 @dataclass
 class Slots:
     """Running requests' state, one entry per slot in admission order: named (R,) arrays (DESIGN.md words).
@@ -87,21 +91,21 @@ class Slots:
     never written in place: an update replaces the array, so a view keeps them without copying.
     """
 
-    request: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    prompt_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    output_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    num_generated: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    prefill_left: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    kv_cached: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    draft_kv_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    request: np.ndarray = field(default_factory=_ints)
+    prompt_tokens: np.ndarray = field(default_factory=_ints)
+    output_tokens: np.ndarray = field(default_factory=_ints)
+    num_generated: np.ndarray = field(default_factory=_ints)
+    prefill_left: np.ndarray = field(default_factory=_ints)
+    kv_blocks: np.ndarray = field(default_factory=_ints)
+    kv_cached: np.ndarray = field(default_factory=_ints)
+    draft_kv_blocks: np.ndarray = field(default_factory=_ints)
     draw_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     draw_base: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    decode_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    drafts_verified: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    drafts_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    last_verify_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    last_accepted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    decode_steps: np.ndarray = field(default_factory=_ints)
+    drafts_verified: np.ndarray = field(default_factory=_ints)
+    drafts_accepted: np.ndarray = field(default_factory=_ints)
+    last_verify_len: np.ndarray = field(default_factory=_ints)
+    last_accepted: np.ndarray = field(default_factory=_ints)
     last_emit_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
 
     @classmethod
@@ -217,10 +221,6 @@ class Replica:
     def num_outstanding(self) -> int:
         """Queued plus running requests (for the least-outstanding router)."""
         return len(self.queue) + self.slots.size
-
-    def cached_prefix_blocks(self, idx: int) -> int:
-        """Leading prefix blocks of request ``idx`` cached here (for the prefix-aware router)."""
-        return self.pool.match(self.workload.prefix_keys(idx))
 
     # ----------------------------------------------------------------- the process
     def run(self):

@@ -52,13 +52,7 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=3.5, color=c, alpha=0.45, lw=0.8)
             ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
         _draw_measured(ax, measured)
-        for t in tiers:
-            ax.axvline(t, color="0.5", ls=":", lw=1)
-        ax.set_xlabel("TPS/user (tok/s, mean over requests)")
-        ax.set_ylabel("output throughput per GPU (tok/s)")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _frontier_axes(ax, title, tiers)
     return _save(fig, out_png)
 
 
@@ -142,11 +136,16 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
             for r in ok:
                 ax.annotate(f"{t['spec']['knob']['name']}={r['value']:g}", (r["tier"], r["throughput_per_gpu"]),
                             textcoords="offset points", xytext=(5, 6), fontsize=7)
-        for t in tiers:
-            ax.axvline(t, color="0.5", ls=":", lw=1)
-        ax.set_xlabel("TPS/user (tok/s, mean over requests)")
-        ax.set_ylabel("output throughput per GPU (tok/s)")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        _frontier_axes(ax, title, tiers)
     return _save(fig, out_png)
+
+
+def _frontier_axes(ax, title: str, tiers) -> None:
+    """Tier lines, axis labels, title, grid and legend of one frontier panel."""
+    for t in tiers:
+        ax.axvline(t, color="0.5", ls=":", lw=1)
+    ax.set_xlabel("TPS/user (tok/s, mean over requests)")
+    ax.set_ylabel("output throughput per GPU (tok/s)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
