@@ -16,8 +16,9 @@ inputs and a completion callback.
   token, then the router sends the request to a decode replica (whose own cache shares the transferred prefix
   blocks). A request preempted on its decode replica re-prefills there, in chunks inside its steps.
   ``colocated``: the router sends the request at arrival and the replica prefills it in chunks.
-* Prefill time: ``prefill.time_per_token_s * tokens`` when set, else the profile's step time summed over
-  ``prefill.chunk_tokens``-token chunks; plus the profile's prefill attention over cached context tokens.
+* Prefill time: ``prefill.time_per_token_s * tokens`` when set, else the profile's step time of a step with
+  prefill (its eager table where it has one, one request) summed over ``prefill.chunk_tokens``-token chunks,
+  plus the profile's prefill attention of each chunk over the tokens before it.
 * Routers: ``round-robin``, ``least-outstanding`` (queued + running), ``prefix-aware`` (longest cached prefix,
   ties by outstanding requests, among the instances within a load guard of the least loaded: :data:`BALANCE_ABS`).
 * A request whose prompt + output tokens need more KV blocks than a replica has can never be served: it is
@@ -190,10 +191,7 @@ class Cluster:
         prompt, bs = int(self.workload.prompt[idx]), self.workload.block_size
         hit = min(inst.pool.match(self.workload.prefix_keys(idx)), (prompt - 1) // bs) * bs
         self.records.prefix_lookup(inst.name, idx, hit, prompt)
-        t = self.prefill_time_s(prompt - hit)
-        if hit:
-            t += self.profile.prefill_attention_s(np.array([prompt - hit]), np.array([hit]))
-        return t
+        return self.prefill_time_s(prompt - hit, hit)
 
     def _cache_prompt(self, inst: PrefillInstance, idx: int) -> None:
         """The instance's cache keeps the request's shareable prompt blocks (evictable once it leaves)."""
@@ -207,17 +205,19 @@ class Cluster:
         pool.drop_cached(keys[:hit] + new)
         pool.release(len(keys) - hit - len(new))
 
-    def prefill_time_s(self, prompt_tokens: int) -> float:
-        """Seconds to prefill ``prompt_tokens`` tokens (module docstring rule)."""
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """Seconds to prefill ``prompt_tokens`` tokens after ``cached_tokens`` cached ones (module docstring rule)."""
         c = self.config
         if c.prefill_time_per_token_s:
             return c.prefill_time_per_token_s * prompt_tokens
         chunk = min(c.prefill_chunk_tokens, self.profile.batch_limit or c.prefill_chunk_tokens)  # beyond if extrapolating
-        full, rest = divmod(prompt_tokens, chunk)
-        t = full * self.profile.step_time(chunk)
-        if rest:
-            t += self.profile.step_time(rest)
-        return float(t)
+        prof = self.profile
+        sizes = np.full(prompt_tokens // chunk, chunk, dtype=np.int64)
+        if prompt_tokens % chunk:
+            sizes = np.append(sizes, prompt_tokens % chunk)
+        done = cached_tokens + np.concatenate([[0], np.cumsum(sizes)[:-1]])   # tokens before each chunk
+        t = np.sum(prof.mixed_step_time(sizes, 0.0, 1))    # one request per step; attention over the cache:
+        return float(t + prof.prefill_attention_s(sizes, done))
 
     def first_token(self, idx: int) -> None:
         """A disaggregated prefill emitted the first token: the request completes or goes to decode."""

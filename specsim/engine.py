@@ -507,7 +507,10 @@ class Replica:
         total = B + int(chunk.sum())
         if not total:
             return 0.0
-        t = prof.step_time(total, kv_tokens) + self.host_overhead_s
+        if chunk.size:                                  # prefill in the step: eager, no CUDA-graph padding
+            t = prof.mixed_step_time(total, kv_tokens, R) + self.host_overhead_s
+        else:
+            t = prof.step_time(total, kv_tokens, R) + self.host_overhead_s
         if drafting and gamma:
             t += self.drafter_cost.draft_time_s(drafting, gamma, prof, kv_tokens)
         if chunk.size:

@@ -58,10 +58,16 @@ class StepTimeProfile:
         extrapolate: ``"error"`` (default) or ``"linear"`` beyond the last measured size.
         metadata: free-form provenance (gpu, model, dtype, tp, engine, source, date, kind).
         source: the file it was read from, for error messages.
+        per_request_s: seconds added per running request in a step (``step_time(..., num_requests=R)``;
+            the step model's per-request term, 0 for plain tables). JSON key ``per_request_s``.
+        mixed_step_time_s: (n,) optional step times on the same grid for steps that carry prefill chunks
+            (eager, no CUDA-graph padding: always ``linear`` lookup); None = the decode table.
+        prefill_attn_s_per_pair: seconds of prefill attention per (chunk token x attended token) pair
+            (:meth:`prefill_attention_s`); 0 = none.
 
     Raises:
         SpecsimInputError: NaN or non-positive times, unsorted or duplicate sizes, length mismatch,
-            an unknown lookup rule.
+            an unknown lookup rule, a negative coefficient.
     """
 
     batch_tokens: np.ndarray
@@ -71,6 +77,9 @@ class StepTimeProfile:
     extrapolate: str = "error"
     metadata: dict[str, Any] = field(default_factory=dict)
     source: str = "<memory>"
+    per_request_s: float = 0.0
+    mixed_step_time_s: np.ndarray | None = None
+    prefill_attn_s_per_pair: float = 0.0
 
     def __post_init__(self) -> None:
         b = np.asarray(self.batch_tokens, dtype=np.int64)
@@ -96,9 +105,17 @@ class StepTimeProfile:
             raise SpecsimInputError(src, None, f"batch_tokens[{i}]",
                                     "strictly increasing sizes (no duplicates)",
                                     f"{int(b[i])} after {int(b[i - 1])}")
-        if not np.isfinite(self.kv_read_s_per_token) or self.kv_read_s_per_token < 0:
-            raise SpecsimInputError(src, None, "kv_read_s_per_token", "a finite value >= 0",
-                                    repr(self.kv_read_s_per_token))
+        for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair"):
+            v = getattr(self, key)
+            if not np.isfinite(v) or v < 0:
+                raise SpecsimInputError(src, None, key, "a finite value >= 0", repr(v))
+        if self.mixed_step_time_s is not None:
+            mixed = np.asarray(self.mixed_step_time_s, dtype=np.float64)
+            if mixed.shape != t.shape or not np.all(np.isfinite(mixed) & (mixed > 0)):
+                raise SpecsimInputError(src, None, "mixed_step_time_s",
+                                        f"{t.size} finite times > 0 (one per batch_tokens entry)", str(mixed.shape))
+            mixed.setflags(write=False)
+            object.__setattr__(self, "mixed_step_time_s", mixed)
         b.setflags(write=False)
         t.setflags(write=False)
         object.__setattr__(self, "batch_tokens", b)
@@ -129,18 +146,21 @@ class StepTimeProfile:
         return {**self.metadata, "lookup": self.lookup, "extrapolate": self.extrapolate,
                 "measured_batch_tokens": [int(self.batch_tokens[0]), self.max_batch_tokens]}
 
-    def step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0) -> float | np.ndarray:
+    def step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
+                  num_requests: int = 0) -> float | np.ndarray:
         """Target step time in seconds at verification batch size ``batch_tokens`` (scalar or array).
 
         Args:
             batch_tokens: B, tokens in the step (int or int array), >= 1.
             kv_tokens: total KV-cache tokens read by the step (adds ``kv_read_s_per_token * kv_tokens``).
+            num_requests: R, requests in the step (adds ``per_request_s * R``).
 
         Raises:
             SpecsimInputError: B < 1, or B beyond the table with ``extrapolate="error"``.
         """
         if type(batch_tokens) is int and 1 <= batch_tokens < self._dense.size:   # scalar fast path
-            return float(self._dense[batch_tokens] + self.kv_read_s_per_token * kv_tokens)
+            return float(self._dense[batch_tokens] + self.kv_read_s_per_token * kv_tokens
+                         + self.per_request_s * num_requests)
         b = np.asarray(batch_tokens, dtype=np.int64)
         bmax = self.max_batch_tokens
         if b.size and (b.min() < 1 or (b.max() > bmax and self.extrapolate == "error")):
@@ -155,10 +175,26 @@ class StepTimeProfile:
             t = np.where(b > bmax, self.step_time_s[-1] + slope * (b - bmax), inside)
         else:
             t = self._dense[b]
-        t = t + self.kv_read_s_per_token * kv_tokens
+        t = t + self.kv_read_s_per_token * kv_tokens + self.per_request_s * num_requests
         return float(t) if t.ndim == 0 else t
 
-    def step_time_range(self, first: int, count: int, kv_tokens: float = 0.0) -> np.ndarray:
+    def mixed_step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
+                        num_requests: int = 0) -> float | np.ndarray:
+        """Seconds of a step that carries prefill chunks (scalar or array like ``batch_tokens``): the eager
+        table (``mixed_step_time_s``, linear lookup, no CUDA-graph padding) where the profile has one,
+        else :meth:`step_time`.
+
+        Raises:
+            SpecsimInputError: as :meth:`step_time` beyond the table.
+        """
+        if self.mixed_step_time_s is None or np.max(batch_tokens) > self.max_batch_tokens:
+            return self.step_time(batch_tokens, kv_tokens, num_requests)
+        t = np.interp(batch_tokens, self.batch_tokens, self.mixed_step_time_s)
+        t = t + self.kv_read_s_per_token * kv_tokens + self.per_request_s * num_requests
+        return float(t) if np.ndim(t) == 0 else t
+
+    def step_time_range(self, first: int, count: int, kv_tokens: float = 0.0,
+                        num_requests: int = 0) -> np.ndarray:
         """Step times (count,) at B = first, first + 1, ..., first + count - 1 (hot path of the schedulers).
 
         Raises:
@@ -166,12 +202,14 @@ class StepTimeProfile:
         """
         last = first + count - 1
         if 1 <= first and last < self._dense.size:
-            return self._dense[first: last + 1] + self.kv_read_s_per_token * kv_tokens
-        return self.step_time(np.arange(first, last + 1), kv_tokens)
+            return self._dense[first: last + 1] + (self.kv_read_s_per_token * kv_tokens
+                                                  + self.per_request_s * num_requests)
+        return self.step_time(np.arange(first, last + 1), kv_tokens, num_requests)
 
-    def sps(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0) -> float | np.ndarray:
+    def sps(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
+            num_requests: int = 0) -> float | np.ndarray:
         """Steps per second, ``1 / step_time(B)``, scalar or array like ``batch_tokens``."""
-        return 1.0 / self.step_time(batch_tokens, kv_tokens)
+        return 1.0 / self.step_time(batch_tokens, kv_tokens, num_requests)
 
     def prefill_attention_s(self, chunk_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
         """Extra seconds of attention for prefill chunks in a mixed (colocated) step.
@@ -180,11 +218,16 @@ class StepTimeProfile:
             chunk_tokens: (n,) prompt tokens each prefill chunk processes this step.
             context_tokens: (n,) prompt tokens of the same requests already in the KV cache.
 
-        This base table carries no prefill-attention measurement, so the term is 0 here (the linear
-        layers' cost of the chunk tokens is already in ``step_time(B)``); profiles with an attention
-        model override it.
+        The base table charges ``prefill_attn_s_per_pair * sum(c * (k + (c + 1) / 2))`` (causal attention of
+        c chunk tokens over k cached ones; the step model's coefficient), 0 for plain tables (the linear
+        layers' cost of the chunk tokens is already in ``step_time(B)``); profiles with a measured
+        attention grid override it.
         """
-        return 0.0
+        if not self.prefill_attn_s_per_pair:
+            return 0.0
+        c = np.asarray(chunk_tokens, dtype=np.float64)
+        k = np.asarray(context_tokens, dtype=np.float64)
+        return float(self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0)))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-serialisable form written by :func:`save_profile`."""
@@ -195,6 +238,10 @@ class StepTimeProfile:
             "kv_read_s_per_token": self.kv_read_s_per_token,
             "batch_tokens": [int(x) for x in self.batch_tokens],
             "step_time_s": [float(x) for x in self.step_time_s],
+            **({"per_request_s": self.per_request_s} if self.per_request_s else {}),
+            **({"prefill_attn_s_per_pair": self.prefill_attn_s_per_pair} if self.prefill_attn_s_per_pair else {}),
+            **({"mixed_step_time_s": [float(x) for x in self.mixed_step_time_s]}
+               if self.mixed_step_time_s is not None else {}),
         }
 
     @classmethod
@@ -318,15 +365,21 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
     for key, kind in (("lookup", str), ("extrapolate", str), ("metadata", dict), ("prefill_attention", dict)):
         if key in doc and not isinstance(doc[key], kind) and not (key == "prefill_attention" and doc[key] is None):
             raise SpecsimInputError(src, None, key, "a string" if kind is str else "an object", _shown(doc[key]))
-    kv = doc.get("kv_read_s_per_token", 0.0)
-    if type(kv) not in (int, float):
-        raise SpecsimInputError(src, None, "kv_read_s_per_token", "a number of seconds >= 0", _shown(kv))
+    coef = {}
+    for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair"):
+        v = doc.get(key, 0.0)
+        if type(v) not in (int, float):
+            raise SpecsimInputError(src, None, key, "a number of seconds >= 0", _shown(v))
+        coef[key] = float(v)
+    mixed = doc.get("mixed_step_time_s")
+    if mixed is not None and not isinstance(mixed, list):
+        raise SpecsimInputError(src, None, "mixed_step_time_s", "a list of numbers", _shown(mixed))
     common = dict(
         batch_tokens=b.astype(np.int64), step_time_s=t,
         lookup=lookup or doc.get("lookup", "linear"),
-        kv_read_s_per_token=float(kv),
         extrapolate=doc.get("extrapolate", "error"),
-        metadata=dict(doc.get("metadata", {})), source=src,
+        metadata=dict(doc.get("metadata", {})), source=src, **coef,
+        mixed_step_time_s=None if mixed is None else _numbers(mixed, src, "mixed_step_time_s", none_ok=True),
     )
     pa = doc.get("prefill_attention")
     if pa is None:

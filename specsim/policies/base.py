@@ -81,7 +81,7 @@ class SchedulingView:
 
     def sps(self, batch_tokens: int | np.ndarray) -> float | np.ndarray:
         """Target steps per second at B tokens (scalar or array), with this step's KV read included."""
-        return self.profile.sps(batch_tokens, self.kv_tokens)
+        return self.profile.sps(batch_tokens, self.kv_tokens, self.num_requests)
 
     def draft_time_s(self, gamma: int) -> float:
         """Seconds to draft ``gamma`` tokens for every running request (0 without a drafter)."""
@@ -91,7 +91,7 @@ class SchedulingView:
 
     def sps_range(self, first: int, count: int) -> np.ndarray:
         """SPS at B = first .. first + count - 1, shape (count,), with this step's KV read included."""
-        return 1.0 / self.profile.step_time_range(first, count, self.kv_tokens)
+        return 1.0 / self.profile.step_time_range(first, count, self.kv_tokens, self.num_requests)
 
     def survival(self, calibrated: bool = True) -> np.ndarray:
         """(R, gamma) survival a_{r,j} = prod_{i<=j} c_{r,i} (PAPER.md section 3)."""

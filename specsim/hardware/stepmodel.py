@@ -1,0 +1,400 @@
+"""Engine-level step-time model: a step's seconds as a sum of physical terms (issue 12).
+
+A :class:`StepModel` is one model shape (:class:`~specsim.hardware.analytic.ModelConfig`) served on one GPU
+(:class:`~specsim.hardware.gpus.GpuSpec`) with tensor parallelism ``tp`` and expert parallelism ``ep``, plus
+the engine's constants (:class:`EngineTerms`). For a step of B tokens from R requests reading K cached KV
+tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds per step on one GPU:
+
+==================  ===========================================================================================
+``gemm``            weight GEMMs of every layer (attention projections, dense MLP, routed and shared experts,
+                    MoE router): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
+                    bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`)
+``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
+                    activations over HBM per layer
+``attention``       decode: the KV read, ``K * kv_bytes_per_token / (HBM * attn_bw_eff)``, plus
+                    ``attn_request_s`` per request per layer (FlashAttention's per-sequence work); prefill
+                    chunks: ``4 * heads * head_dim * c * (k + (c + 1) / 2)`` FLOPs per layer for a chunk of c
+                    tokens over k cached ones, at ``flops_eff`` (:meth:`StepModel.prefill_attention_s`)
+``lm_head``         the LM head over the B verified tokens (vocabulary / tp per GPU) and the embedding gather
+``sampling``        sampling and rejection sampling per verified token: ``SAMPLING_PASSES`` passes over B x
+                    vocabulary fp32 logits
+``per_request``     ``per_request_step_s * R``: scheduler and input preparation inside each step (distinct from
+                    the engine's once-per-request ``request_overhead_s`` and the CPU ``host_overhead_s``)
+``fixed``           ``fixed_step_s``: per-step GPU-side fixed cost
+``kernels``         ``kernel_s`` per kernel (GEMMs, elementwise, attention, communication, sampling)
+``communication``   TP all-reduce (2 per layer and the LM head's gather) and EP all-to-all (dispatch and
+                    combine per MoE layer): ``latency + size / (link * link_eff)``, ring factor ``2 (n-1)/n``
+==================  ===========================================================================================
+
+Decode-only steps run in CUDA graphs: B is padded to the next captured size (vLLM's default capture sizes
+1, 2, 4 and multiples of 8 up to 512; eager beyond, on a multiple-of-8 grid); steps that carry prefill
+chunks run eager with no padding (:meth:`StepModel.profile` writes both tables). Every constant of
+:class:`EngineTerms` is an efficiency <= 1 or a time >= 0 and names its source.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.analytic import CUDA_GRAPH_SIZES, MODELS, TILE_M, TILE_N, ModelConfig
+from specsim.hardware.gpus import GpuSpec, gpu_spec
+from specsim.hardware.profile import StepTimeProfile
+
+#: Names of the terms, in the order they are stacked in ``specsim profile show --terms``.
+TERMS = ("gemm", "elementwise", "attention", "lm_head", "sampling", "per_request", "fixed", "kernels",
+         "communication")
+
+ELEMENTWISE_PASSES = 12   # 2 norms (r+w), activation (r 2x, w 1x), residual adds (r 2x, w 1x), rope
+SAMPLING_PASSES = 3       # softmax (read + write) and the sampling/rejection read of fp32 logits
+ACT_BYTES = 2             # bf16 activations
+LOGIT_BYTES = 4           # fp32 logits (vLLM samples in fp32)
+KERNELS_PER_LAYER_FIXED = 8   # 2 norms, activation, 2 residual adds, rope, 2 attention kernels (cache write, attn)
+SAMPLING_KERNELS = 6      # temperature, softmax, top-k/top-p, sample, rejection accept, gather
+BYTES_PER_DTYPE = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+@dataclass(frozen=True)
+class EngineTerms:
+    """The engine's constants, each an efficiency in (0, 1] or a time in seconds >= 0.
+
+    Attributes:
+        flops_eff: achieved fraction of the GPU's dense tensor FLOP/s in GEMMs and prefill attention
+            (0.669: :func:`specsim.hardware.analytic.calibrate` on the H100 Vidur curves, docs/profiles.md).
+        bw_eff: achieved fraction of HBM bandwidth streaming weights and activations (0.896: same fit).
+        attn_bw_eff: achieved fraction of HBM bandwidth reading the KV cache in decode attention (0.803:
+            least-squares fit of Vidur's A100 FlashAttention decode profile, docs/profiles.md).
+        attn_request_s: decode-attention seconds per request per layer (2.92e-8: same fit).
+        kernel_s: GPU-side fixed cost per kernel, seconds (5.88e-6: the H100 Vidur calibration).
+        per_request_step_s: per running request per step, seconds (0 until fitted: ``specsim profile fit``).
+        fixed_step_s: per step, seconds (0 until fitted).
+        link_eff: achieved fraction of the GPU's link bandwidth in collectives (0.8: our assumption, the
+            bus bandwidth nccl-tests reports on NVLink is 75-85% of the link's peak).
+        source: provenance of the values.
+
+    Raises:
+        SpecsimInputError: an efficiency outside (0, 1] or a negative time.
+    """
+
+    flops_eff: float = 0.6693
+    bw_eff: float = 0.8958
+    attn_bw_eff: float = 0.803
+    attn_request_s: float = 2.92e-8
+    kernel_s: float = 5.878e-6
+    per_request_step_s: float = 0.0
+    fixed_step_s: float = 0.0
+    link_eff: float = 0.8
+    source: str = ("defaults: efficiencies and kernel_s calibrated on the H100 Vidur curves, attention on the "
+                   "A100 Vidur FlashAttention profile, per-request and fixed costs unfitted (0)")
+
+    def __post_init__(self) -> None:
+        for f in ("flops_eff", "bw_eff", "attn_bw_eff", "link_eff"):
+            v = getattr(self, f)
+            if not (np.isfinite(v) and 0.0 < v <= 1.0):
+                raise SpecsimInputError(None, None, f"terms.{f}", "an efficiency in (0, 1]", repr(v))
+        for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s"):
+            v = getattr(self, f)
+            if not (np.isfinite(v) and v >= 0.0):
+                raise SpecsimInputError(None, None, f"terms.{f}", "a time >= 0 s", repr(v))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return asdict(self)
+
+
+def _gpu_flops(gpu: GpuSpec, dtype: str) -> float:
+    """Dense tensor FLOP/s for GEMMs with ``dtype`` weights (fp8/fp4 run on their own tensor cores)."""
+    if hasattr(gpu, "flops_per_s"):
+        return float(gpu.flops_per_s("bf16" if dtype == "fp16" else dtype))
+    return float(gpu.bf16_flops_per_s)
+
+
+def _link(gpu: GpuSpec) -> tuple[float, float]:
+    """(bytes/s, latency s) of the GPU's scale-up link (datasheet; :mod:`specsim.hardware.gpus`)."""
+    return float(getattr(gpu, "link_bytes_per_s", 450e9)), float(getattr(gpu, "link_latency_s", 8e-6))
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """One model on one GPU type under TP/EP, with the engine's constants.
+
+    Args:
+        model: the shape (:class:`ModelConfig`; ``weight_dtype`` / ``kv_dtype`` attributes when present,
+            else bf16).
+        gpu: datasheet numbers.
+        terms: the engine's constants.
+        tp: tensor-parallel degree (attention heads, dense MLP and LM head split; all-reduce per layer).
+        ep: expert-parallel degree (routed experts split over ep GPUs; attention data-parallel over ep / tp
+            groups, so each GPU's experts see the tokens of ep / tp batches; all-to-all per MoE layer).
+        ep_link_bytes_per_s: bandwidth of the all-to-all link when EP spans nodes (None: the GPU's link).
+
+    Raises:
+        SpecsimInputError: tp or ep < 1, ep not a multiple of tp, fewer local experts than top_k.
+    """
+
+    model: ModelConfig
+    gpu: GpuSpec
+    terms: EngineTerms = EngineTerms()
+    tp: int = 1
+    ep: int = 1
+    ep_link_bytes_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.tp < 1 or self.ep < 1:
+            raise SpecsimInputError(None, None, "tp/ep", "ints >= 1", f"tp={self.tp}, ep={self.ep}")
+        m = self.model
+        if self.ep > 1 and (not m.num_experts or self.ep % self.tp or m.num_experts // self.ep < 1):
+            raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides a MoE model's experts",
+                                    f"ep={self.ep} (tp={self.tp}, experts={m.num_experts})")
+
+    # ------------------------------------------------------------------ shape helpers
+    @property
+    def weight_bytes_per_param(self) -> float:
+        """Bytes per weight (bf16 2, fp8 1, fp4 0.5)."""
+        return BYTES_PER_DTYPE[getattr(self.model, "weight_dtype", "bf16")]
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes one GPU reads per cached token per step (all layers; ``kv_dtype``)."""
+        return float(self.model.kv_bytes_per_token(self.tp))
+
+    def _gemm(self, m: np.ndarray, n: int, k: int) -> np.ndarray:
+        """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens."""
+        g, e = self.gpu, self.terms
+        dtype = getattr(self.model, "weight_dtype", "bf16")
+        m = np.asarray(m, dtype=np.float64)
+        tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
+        waves = np.ceil(tiles / g.num_sms)
+        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (_gpu_flops(g, dtype) * e.flops_eff)
+        memory = (n * k * self.weight_bytes_per_param + (m * k + m * n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
+        return np.where(m > 0, np.maximum(compute, memory), 0.0)
+
+    def _mlp(self, m: np.ndarray, ffn: int) -> tuple[np.ndarray, int]:
+        """(seconds, kernels) of a gated MLP of width ``ffn`` per shard over m tokens."""
+        h = self.model.hidden
+        return self._gemm(m, 2 * ffn, h) + self._gemm(m, h, ffn), 2
+
+    def _moe(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds, kernels) of one MoE layer: touched local experts, shared experts, router."""
+        m = self.model
+        E, k = m.num_experts, m.top_k
+        tokens = b * (self.ep // self.tp)                                   # tokens the GPU's experts see
+        local = E // self.ep
+        touched = local * (1.0 - (1.0 - k / E) ** tokens)                   # expected distinct local experts
+        per_expert = np.ceil(np.where(touched > 0, tokens * k / E * local / np.maximum(touched, 1e-12), 0))
+        ffn = m.expert_ffn // (self.tp if self.ep == 1 else 1)
+        routed, _ = self._mlp(per_expert, ffn)
+        shared, _ = self._mlp(b, m.expert_ffn * max(1, m.num_shared_experts) // self.tp)
+        t = touched * routed + (shared if m.num_shared_experts else 0.0) + self._gemm(b, E, m.hidden)
+        return t, 2 * touched + 2 * (m.num_shared_experts > 0) + 1
+
+    def _layers(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(gemm seconds, gemm kernels) of all layers over b tokens."""
+        m = self.model
+        attn = sum(self._gemm(b, n, k) for n, k in m.attention_gemms(self.tp))
+        n_attn = len(m.attention_gemms(self.tp))
+        dense, n_dense = self._mlp(b, m.ffn // self.tp)
+        if not m.num_experts:
+            return m.num_layers * (attn + dense), np.full(b.shape, m.num_layers * (n_attn + n_dense), float)
+        moe, n_moe = self._moe(b)
+        nd, nm = m.first_dense_layers, m.num_layers - m.first_dense_layers
+        return nd * (attn + dense) + nm * (attn + moe), nd * (n_attn + n_dense) + nm * (n_attn + n_moe)
+
+    def _comm(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds, kernels) of TP all-reduces and EP all-to-alls over b tokens."""
+        m, e = self.model, self.terms
+        bw, lat = _link(self.gpu)
+        t, n = np.zeros_like(b), np.zeros_like(b)
+        if self.tp > 1:
+            ring = 2.0 * (self.tp - 1) / self.tp
+            per = lat + ring * b * m.hidden * ACT_BYTES / (bw * e.link_eff)
+            count = 2 * m.num_layers + 1                                     # + the LM head's gather
+            t, n = t + count * per, n + count
+        if self.ep > 1:
+            moe_layers = m.num_layers - m.first_dense_layers
+            ep_bw = self.ep_link_bytes_per_s or bw
+            size = b * m.top_k * m.hidden * ACT_BYTES * (self.ep - 1) / self.ep
+            t, n = t + 2 * moe_layers * (lat + size / (ep_bw * e.link_eff)), n + 2 * moe_layers
+        return t, n
+
+    # ------------------------------------------------------------------ the terms
+    def breakdown(self, batch_tokens, num_requests=None, kv_tokens=0.0) -> dict[str, np.ndarray]:
+        """Every term of the step, in seconds, vectorised over steps.
+
+        Args:
+            batch_tokens: (n,) B, tokens in each step (as run: pad first for CUDA graphs).
+            num_requests: (n,) R, requests in each step (default B: one token per request).
+            kv_tokens: (n,) or scalar K, cached KV tokens the step's attention reads (all requests).
+
+        Returns:
+            {term name: (n,) seconds} in the order of :data:`TERMS`.
+        """
+        b = np.atleast_1d(np.asarray(batch_tokens, dtype=np.float64))
+        r = b if num_requests is None else np.broadcast_to(np.asarray(num_requests, np.float64), b.shape)
+        kv = np.broadcast_to(np.asarray(kv_tokens, np.float64), b.shape)
+        m, g, e = self.model, self.gpu, self.terms
+        gemm, n_gemm = self._layers(b)
+        elem = m.num_layers * ELEMENTWISE_PASSES * b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
+        attn = (kv * self.kv_bytes_per_token / (g.hbm_bytes_per_s * e.attn_bw_eff)
+                + r * m.num_layers * e.attn_request_s)
+        lm = self._gemm(b, m.vocab // self.tp, m.hidden) + b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
+        samp = SAMPLING_PASSES * b * m.vocab * LOGIT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
+        comm, n_comm = self._comm(b)
+        kernels = (n_gemm + m.num_layers * KERNELS_PER_LAYER_FIXED + 2 + SAMPLING_KERNELS + n_comm) * e.kernel_s
+        return {"gemm": gemm, "elementwise": elem, "attention": attn, "lm_head": lm, "sampling": samp,
+                "per_request": r * e.per_request_step_s, "fixed": np.full(b.shape, e.fixed_step_s),
+                "kernels": kernels, "communication": comm}
+
+    def step_time(self, batch_tokens, num_requests=None, kv_tokens=0.0) -> np.ndarray:
+        """(n,) seconds: the sum of :meth:`breakdown`."""
+        return sum(self.breakdown(batch_tokens, num_requests, kv_tokens).values())
+
+    @property
+    def kv_read_s_per_token(self) -> float:
+        """Seconds per cached KV token read in a step (the profile's KV term)."""
+        return self.kv_bytes_per_token / (self.gpu.hbm_bytes_per_s * self.terms.attn_bw_eff)
+
+    @property
+    def per_request_s(self) -> float:
+        """Seconds per running request per step: the per-request term plus decode attention's per-request work."""
+        return self.terms.per_request_step_s + self.model.num_layers * self.terms.attn_request_s
+
+    @property
+    def prefill_attn_s_per_pair(self) -> float:
+        """Prefill-attention seconds per (chunk token x attended token) pair, all layers, one GPU."""
+        m = self.model
+        heads = max(1, m.num_heads // self.tp)
+        qk = m.head_dim + getattr(m, "rope_dim", 0) if getattr(m, "kv_lora_rank", 0) else m.head_dim
+        flops = 2.0 * heads * (qk + m.head_dim) * m.num_layers
+        return flops / (_gpu_flops(self.gpu, "bf16") * self.terms.flops_eff)
+
+    def prefill_attention_s(self, chunk_tokens, context_tokens) -> float:
+        """Seconds of causal attention for prefill chunks of c tokens over k cached tokens (summed).
+
+        Args:
+            chunk_tokens: (n,) tokens of each chunk. context_tokens: (n,) tokens already cached.
+        """
+        c = np.asarray(chunk_tokens, np.float64)
+        k = np.asarray(context_tokens, np.float64)
+        return float(self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0)))
+
+    # ------------------------------------------------------------------ the profile
+    def grid(self, max_batch_tokens: int) -> np.ndarray:
+        """The table's batch sizes: the CUDA-graph capture sizes, then every multiple of 8 (int64)."""
+        return np.array(sorted({*(s for s in CUDA_GRAPH_SIZES if s <= max_batch_tokens),
+                                *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
+
+    def table_terms(self, max_batch_tokens: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(grid, {term: (n,) s}) of the B-dependent terms at R = 0 and K = 0 (the profile's table parts)."""
+        b = self.grid(max_batch_tokens)
+        t = self.breakdown(b, num_requests=np.zeros(b.shape), kv_tokens=0.0)
+        return b, t
+
+    def profile(self, max_batch_tokens: int = 4096, name: str | None = None, kind: str = "analytic",
+                date: str | None = None, provenance: dict[str, Any] | None = None) -> StepTimeProfile:
+        """The :class:`StepTimeProfile` of this model: padded CUDA-graph table for decode steps, the eager
+        table (``mixed_step_time_s``) for steps with prefill, the KV, per-request and prefill-attention
+        coefficients, and ``metadata.step_model`` (this model's spec, so the terms can be shown and the
+        drafter built on the same GPU).
+
+        Args:
+            max_batch_tokens: the table's last B (tokens).
+            name: the profile's label (default ``<gpu>-<model>-tp<tp>``).
+            kind: ``analytic``, ``fitted`` or ``measured-fit``.
+            provenance: extra metadata (e.g. the files a fit used).
+        """
+        b, t = self.table_terms(max_batch_tokens)
+        step = sum(t.values())
+        name = name or f"{self.gpu.name}-{self.model.name}-tp{self.tp}" + (f"-ep{self.ep}" if self.ep > 1 else "")
+        meta = {
+            "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
+            "ep": self.ep, "dtype": getattr(self.model, "weight_dtype", "bf16"),
+            "engine": "decode in CUDA graphs at vLLM's default capture sizes (1, 2, 4, 8..512 step 8, eager "
+                      "and multiple-of-8 beyond); mixed prefill steps eager (mixed_step_time_s)",
+            "source": f"specsim.hardware.stepmodel engine-level terms; {self.gpu.source}; {self.terms.source}",
+            "date": date or _dt.date.today().isoformat(), "step_model": self.spec(),
+            **(provenance or {}),
+        }
+        return StepTimeProfile(batch_tokens=b, step_time_s=step, lookup="padded",
+                               kv_read_s_per_token=self.kv_read_s_per_token, per_request_s=self.per_request_s,
+                               mixed_step_time_s=step, prefill_attn_s_per_pair=self.prefill_attn_s_per_pair,
+                               extrapolate="error", metadata=meta, source=f"<step model {name}>")
+
+    def spec(self) -> dict[str, Any]:
+        """A JSON-serialisable description that :func:`step_model_from_spec` rebuilds."""
+        return {"model": {"class": type(self.model).__name__, **asdict(self.model)}, "gpu": asdict(self.gpu),
+                "terms": self.terms.to_dict(), "tp": self.tp, "ep": self.ep,
+                "ep_link_bytes_per_s": self.ep_link_bytes_per_s}
+
+    def with_terms(self, **changes: Any) -> "StepModel":
+        """A copy with some :class:`EngineTerms` fields replaced."""
+        return replace(self, terms=replace(self.terms, **changes))
+
+
+def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> StepModel:
+    """Rebuild a :class:`StepModel` from :meth:`StepModel.spec` (a profile's ``metadata.step_model``).
+
+    Raises:
+        SpecsimInputError: a missing or malformed part, naming it.
+    """
+    try:
+        mdict = dict(spec["model"])
+        cls_name = mdict.pop("class", "ModelConfig")
+        cls = _model_classes().get(cls_name)
+        if cls is None:
+            raise SpecsimInputError(source, None, "step_model.model.class", f"one of {sorted(_model_classes())}",
+                                    repr(cls_name))
+        model = cls(**mdict)
+        gpu = type(gpu_spec("h100"))(**spec["gpu"])
+        terms = EngineTerms(**spec["terms"])
+        return StepModel(model, gpu, terms, int(spec.get("tp", 1)), int(spec.get("ep", 1)),
+                         spec.get("ep_link_bytes_per_s"))
+    except (KeyError, TypeError) as e:
+        raise SpecsimInputError(source, None, "metadata.step_model", "a step-model spec (model, gpu, terms, tp, ep)",
+                                f"{type(e).__name__}: {e}") from None
+
+
+def _model_classes() -> dict[str, type]:
+    from specsim.production import V4Config
+    return {"ModelConfig": ModelConfig, "V4Config": V4Config}
+
+
+def step_model_of(profile: StepTimeProfile) -> StepModel | None:
+    """The :class:`StepModel` a profile was built from (``metadata.step_model``), or None for tables."""
+    spec = profile.metadata.get("step_model")
+    return None if spec is None else step_model_from_spec(spec, profile.source)
+
+
+def step_model(model: str | ModelConfig, gpu: str | GpuSpec, tp: int = 1, ep: int = 1,
+               terms: EngineTerms | None = None, **kw: Any) -> StepModel:
+    """A :class:`StepModel` from a preset name or :class:`ModelConfig` and a GPU name or spec.
+
+    Raises:
+        SpecsimInputError: unknown preset or GPU, bad tp/ep.
+    """
+    if isinstance(model, str):
+        if model not in MODELS:
+            raise SpecsimInputError(None, None, "model", f"one of {sorted(MODELS)} or a config.json",
+                                    repr(model))
+        model = MODELS[model]
+    spec = gpu_spec(gpu) if isinstance(gpu, str) else gpu
+    return StepModel(model, spec, terms or EngineTerms(), tp, ep, **kw)
+
+
+def terms_table(sm: StepModel, batch_tokens, num_requests=None, kv_tokens=0.0):
+    """A pandas DataFrame of the terms in milliseconds, one row per B, with the total (for ``--terms``)."""
+    import pandas as pd
+
+    b = np.atleast_1d(np.asarray(batch_tokens, np.float64))
+    t = sm.breakdown(b, num_requests, kv_tokens)
+    df = pd.DataFrame({"batch_tokens": b.astype(int), **{k: v * 1e3 for k, v in t.items()}})
+    df["total"] = df[list(TERMS)].sum(axis=1)
+    return df
+
+
+__all__ = ["TERMS", "EngineTerms", "StepModel", "step_model", "step_model_from_spec", "step_model_of",
+           "terms_table", "BYTES_PER_DTYPE"]
