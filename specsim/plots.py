@@ -149,3 +149,27 @@ def _frontier_axes(ax, title: str, tiers) -> None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def plot_step_terms(df, terms: list[str], out, title: str = "") -> None:
+    """Stacked area plot of a step's terms (``specsim profile show --terms``).
+
+    Args:
+        df: a frame with ``batch_tokens`` and one column per term in ms (:func:`specsim.hardware.stepmodel.terms_table`).
+        terms: the columns to stack, bottom first.
+        out: the PNG path.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.stackplot(df["batch_tokens"], *[df[t] for t in terms], labels=terms)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("B (tokens in the step)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

@@ -39,7 +39,8 @@ from scipy.optimize import least_squares
 
 from specsim.acceptance import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import ModelConfig, analytic_profile
+from specsim.hardware.analytic import analytic_profile
+from specsim.hardware.v4 import V4Config
 from specsim.hardware.drafter import drafter_cost
 from specsim.hardware.gpus import gpu_spec
 from specsim.hardware.profile import StepTimeProfile
@@ -50,27 +51,6 @@ from specsim.trace import Trace, synth_trace
 #: MTP-1's conditional acceptance (specsim.acceptance: DeepSeek-V3 report, 85-90%) and DSpark's
 #: training-data mix (PAPER.md 6; instruction-following counted as chat), shared with the acceptance model.
 TRAINING_MIX = PRODUCTION_DOMAIN_MIX
-
-
-@dataclass(frozen=True)
-class V4Config(ModelConfig):
-    """A DeepSeek-V4 shape: :class:`ModelConfig` with V4's attention projections.
-
-    V4 attention (config.json of the V4 checkpoints as read by third parties, docs/production.md):
-    q down (hidden -> q_lora_rank), q up (q_lora_rank -> heads x head_dim), one shared KV head
-    (hidden -> head_dim), grouped low-rank output (``o_groups`` groups of heads x head_dim / o_groups ->
-    o_lora_rank, then o_groups x o_lora_rank -> hidden).
-    """
-
-    o_lora_rank: int = 1024
-    o_groups: int = 8
-
-    def attention_gemms(self, tp: int) -> list[tuple[int, int]]:
-        """(N, K) of the attention projections (tp must be 1: a DP-attention rank holds them whole)."""
-        h = self.num_heads * self.head_dim
-        return [(self.q_lora_rank, self.hidden), (h, self.q_lora_rank), (self.head_dim, self.hidden),
-                (self.o_groups * self.o_lora_rank, h // self.o_groups),
-                (self.hidden, self.o_groups * self.o_lora_rank)]
 
 
 @dataclass(frozen=True)

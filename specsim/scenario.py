@@ -185,6 +185,10 @@ class DrafterConfig(_Section):
         per_draft_fraction: drafting cost per drafted position, float in [0, 10); None = the family default.
         kv_fraction: the drafter's own KV-cache tokens per target KV token, float >= 0; None = the family
             default.
+        layers: draft layers of the target's layer config for the drafter's cost from its shape (profiles
+            built by the step model), int >= 1; None = the drafter's default (dspark/dflash 5, eagle3 1,
+            mtp 1; specsim.hardware.drafter.DRAFTER_LAYERS). Setting ``base_fraction`` or
+            ``per_draft_fraction`` replaces the shape with the fraction model (0 allowed).
     """
 
     SECTION: ClassVar[str] = "drafter"
@@ -192,9 +196,12 @@ class DrafterConfig(_Section):
     base_fraction: float | None = None
     per_draft_fraction: float | None = None
     kv_fraction: float | None = None
+    layers: int | None = None
 
     def _validate(self) -> None:
         self._check_choice("name", DRAFTERS)
+        self._check(self.layers is None or (isinstance(self.layers, int) and self.layers >= 1), "layers",
+                    "an int >= 1, draft layers (leave it out for the drafter's default)")
         for key in ("base_fraction", "per_draft_fraction"):
             v = getattr(self, key)
             self._check(v is None or 0 <= v < 10, key,

@@ -21,8 +21,9 @@ from specsim.engine import ReplicaConfig
 from specsim.errors import SpecsimInputError
 from specsim.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
-from specsim.hardware.drafter import DRAFTER_FAMILY_OF
+from specsim.hardware.drafter import DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
+from specsim.hardware.stepmodel import step_model_of
 from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.kv import DRAFTER_KV_FRACTION
 from specsim.kv_capacity import kv_capacity
@@ -240,21 +241,28 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
     sc = config.scenario
     factory, pname, dname, g, prof = resolve_run(config.policy, sc, config.gamma, config.drafter, profile,
                                                  **config.knobs)
-    cost = _drafter_cost(sc, dname, drafter_cost)
+    cost = _drafter_cost(sc, dname, drafter_cost, prof)
     model = _acceptance(trace, sc, dname, g) if g > 0 else None
     cc = cluster_config(sc, g, dname, config.seed, prof)
     cluster = Cluster(trace, cc, lambda: policy_hooks(factory()), model, prof, cost, config.record_step_log)
     return _Built(cluster, pname, dname, g, prof, model)
 
 
-def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None) -> DrafterCost:
-    """The drafter's cost model: measured, else the family default with the scenario's overrides."""
-    if measured is not None:
-        return measured
-    cost = default_drafter_cost(dname)
+def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None,
+                  profile: StepTimeProfile) -> DrafterCost | ShapedDrafterCost:
+    """The drafter's cost model, first that applies: the scenario's explicit fractions (0 allowed), the
+    measured one (replay), the drafter's shape through the profile's step model (profiles built by
+    :mod:`specsim.hardware.stepmodel`), else the family's default fractions (plain tables)."""
     dc = sc.drafter
     overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction") if getattr(dc, k) is not None}
-    return replace(cost, **overrides) if dname == dc.name and overrides else cost
+    if dname == dc.name and overrides:
+        return replace(default_drafter_cost(dname), **overrides)
+    if measured is not None:
+        return measured
+    target = step_model_of(profile)
+    if target is not None and dname in DRAFTER_LAYERS:
+        return shaped_drafter_cost(dname, target, dc.layers if dname == dc.name else None)
+    return default_drafter_cost(dname)
 
 
 def _acceptance(trace, sc: Scenario, dname: str, g: int):

@@ -23,15 +23,23 @@ def shared_root() -> Path:
 @profile_app.command("show")
 def show(path: str = typer.Argument(..., help="profile JSON file or bundled name"),
          png: Path = typer.Option(None, help="PNG to write (default: FILE with .png)"),
-         min_rel: float = typer.Option(0.01, help="smallest step-time drop counted as an SPS rise")) -> None:
-    """Print a profile and write a PNG of step time and SPS(B), marking where SPS rises again."""
+         min_rel: float = typer.Option(0.01, help="smallest step-time drop counted as an SPS rise"),
+         terms: bool = typer.Option(False, "--terms", help="show the step model's terms (table + stacked plot)"),
+         context: int = typer.Option(1024, help="with --terms: cached KV tokens per request"),
+         tokens_per_request: int = typer.Option(1, help="with --terms: verified tokens per request "
+                                                "(1 = no speculation; gamma + 1 for a full verify)")) -> None:
+    """Print a profile and write a PNG of step time and SPS(B), marking where SPS rises again; with
+    ``--terms``, the step model's terms at each B instead (a table in ms and a stacked plot)."""
     from specsim.hardware.profile import resolve_profile, sps_rise_points
 
     prof = resolve_profile(path)
     for k, v in prof.metadata.items():
-        typer.echo(f"{k}: {v}")
+        typer.echo(f"{k}: {v}" if k != "step_model" else "step_model: yes (--terms shows its terms)")
     typer.echo(f"lookup: {prof.lookup}, extrapolate: {prof.extrapolate}, "
-               f"kv_read_s_per_token: {prof.kv_read_s_per_token:.4g}")
+               f"kv_read_s_per_token: {prof.kv_read_s_per_token:.4g}, per_request_s: {prof.per_request_s:.4g}")
+    if terms:
+        _show_terms(prof, context, tokens_per_request, png)
+        return
     rises = sps_rise_points(prof, min_rel)
     typer.echo(f"{'B':>6} {'step_ms':>9} {'SPS':>8}")
     for b, t in zip(prof.batch_tokens, prof.step_time_s):
@@ -43,6 +51,40 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     if out.parent.resolve() == Path(__file__).resolve().parents[1] / "data" / "profiles":
         out = Path.cwd() / out.name  # never write into the installed package
     _plot(prof, rises, out)
+    typer.echo(f"wrote {out}")
+
+
+def _out_png(prof, png: Path | None, suffix: str) -> Path:
+    """Where a profile's PNG goes: ``png``, else the profile file's name with ``suffix``, never inside the package."""
+    out = png or (Path(Path(prof.source).stem + suffix) if prof.source.endswith(".json") else Path(f"profile{suffix}"))
+    if out.parent.resolve() == Path(__file__).resolve().parents[1] / "data" / "profiles":
+        out = Path.cwd() / out.name
+    return out
+
+
+def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -> None:
+    """Print the step model's terms (ms) at B = 1, 2, 4, ... and write their stacked plot."""
+    import numpy as np
+
+    from specsim.hardware.stepmodel import TERMS, step_model_of, terms_table
+    from specsim.plots import plot_step_terms
+
+    sm = step_model_of(prof)
+    if sm is None:
+        raise SpecsimInputError(prof.source, None, "metadata.step_model",
+                                "a profile built from terms (specsim profile analytic / profile fit); this one "
+                                f"is a table (kind: {prof.metadata.get('kind', '?')})", "no step model")
+    if tokens_per_request < 1 or context < 0:
+        raise SpecsimInputError(None, None, "--tokens-per-request/--context", "an int >= 1 / >= 0",
+                                f"{tokens_per_request} / {context}")
+    b = 2 ** np.arange(int(np.log2(prof.max_batch_tokens)) + 1)
+    r = np.maximum(1, b // tokens_per_request)
+    df = terms_table(sm, b, r, r * context)
+    typer.echo(f"terms in ms per step (R = B / {tokens_per_request} requests, {context} cached tokens each):")
+    typer.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    out = _out_png(prof, png, "-terms.png")
+    plot_step_terms(df, list(TERMS), out, title=f"{prof.metadata.get('name', prof.source)}: {context} cached "
+                    f"tokens/request, {tokens_per_request} token(s)/request")
     typer.echo(f"wrote {out}")
 
 

@@ -18,7 +18,9 @@ drafter itself, e.g. from ``specsim profile measure``) the time comes from it in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
@@ -82,6 +84,103 @@ DRAFTER_FAMILIES: dict[str, DrafterCost] = {
 
 DRAFTER_FAMILY_OF = {"none": "none", "mtp": "mtp", "eagle3": "autoregressive",
                      "dflash": "parallel", "dspark": "semi-autoregressive"}
+
+
+#: Drafter shapes by name (PAPER.md 2.1-2.3): layers of the target's own layer config ("draft layers reuse
+#: the target layer config", PAPER.md 2.1) and the Markov head's rank (dspark, PAPER.md 2.1: markov_rank 256).
+#: dspark / dflash: 5 draft layers (PAPER.md 2.1, offline config of all four targets); eagle3: 1 layer
+#: (PAPER.md 2.3); mtp: one MTP module, one transformer block of the target (DeepSeek-V3 report).
+DRAFTER_LAYERS = {"dspark": 5, "dflash": 5, "eagle3": 1, "mtp": 1}
+MARKOV_RANK = 256
+HEAD_KERNELS = 4          # per head position: embedding gather, rank-256 bias GEMM, add, sample
+
+
+@dataclass(frozen=True, eq=False)
+class ShapedDrafterCost:
+    """Draft time from the drafter's own shape through the target's step model (issue 12).
+
+    The drafter is ``layers`` layers of the target's layer config on the same GPU (:class:`StepModel` of the
+    target with ``num_layers = layers``; its per-request and fixed step costs are the target step's, so 0
+    here), plus the target's LM head and sampling over every drafted position. Passes per family:
+
+    * parallel (dflash): one forward over R x gamma positions (CUDA-graph padded);
+    * semi-autoregressive (dspark): the parallel forward plus gamma sequential Markov-head passes over R
+      tokens, each a rank-``MARKOV_RANK`` x vocabulary bias GEMM and ``HEAD_KERNELS`` kernels (the sampling
+      of every position is already in the parallel forward);
+    * autoregressive (eagle3), mtp: gamma forwards over R tokens.
+
+    Each forward reads the drafter's KV: ``kv_tokens x`` its KV bytes per token (``layers`` layers).
+
+    Args:
+        family: a key of :data:`DRAFTER_FAMILIES` except ``none``.
+        model: the drafter's :class:`~specsim.hardware.stepmodel.StepModel`.
+    """
+
+    family: str
+    model: object
+    _tables: dict = field(default_factory=dict, repr=False)
+
+    def _table(self, gamma: int, size: int) -> np.ndarray:
+        """(size + 1,) seconds at R = 0..size for ``gamma`` drafts, without the KV read (cached per gamma)."""
+        have = self._tables.get(gamma)
+        if have is not None and have.size > size:
+            return have
+        n = max(size, 2 * (have.size if have is not None else 64))
+        r = np.arange(n + 1, dtype=np.float64)
+        sm = self.model
+        if self.family in ("autoregressive", "mtp"):
+            t = gamma * sm.step_time(_padded(r), r, 0.0)
+        else:
+            t = sm.step_time(_padded(r * gamma), r, 0.0)
+            if self.family == "semi-autoregressive":
+                t = t + gamma * _head_s(sm, _padded(r))
+        t[0] = 0.0
+        self._tables[gamma] = t
+        return t
+
+    def draft_time_s(self, num_requests: int, gamma: int, profile: StepTimeProfile, kv_tokens: float = 0.0) -> float:
+        """Seconds to draft ``gamma`` tokens for each of ``num_requests`` requests (``profile`` unused: the
+        drafter has its own shape; the argument keeps :class:`DrafterCost`'s signature)."""
+        if num_requests == 0 or gamma == 0:
+            return 0.0
+        passes = gamma if self.family in ("autoregressive", "mtp") else 1
+        return float(self._table(gamma, num_requests)[num_requests]
+                     + passes * self.model.kv_read_s_per_token * kv_tokens)
+
+
+def _padded(b: np.ndarray) -> np.ndarray:
+    """Token counts padded to vLLM's CUDA-graph capture sizes (1, 2, 4, multiples of 8), 0 stays 0."""
+    b = np.asarray(b, dtype=np.float64)
+    small = np.where(b <= 2, b, 4.0)
+    return np.where(b <= 4, np.where(b > 2, 4.0, small), np.ceil(b / 8.0) * 8.0)
+
+
+def _head_s(sm, r: np.ndarray) -> np.ndarray:
+    """Seconds of one Markov-head position over r requests beyond the parallel pass (which already samples
+    every position): the bias GEMM (r x rank -> vocab) and ``HEAD_KERNELS`` kernels."""
+    return np.where(r > 0, sm._gemm(r, sm.model.vocab, MARKOV_RANK) + HEAD_KERNELS * sm.terms.kernel_s, 0.0)
+
+
+def shaped_drafter_cost(drafter: str, target, layers: int | None = None) -> ShapedDrafterCost:
+    """The :class:`ShapedDrafterCost` of drafter ``drafter`` (``dspark``, ``dflash``, ``eagle3``, ``mtp``) on
+    the target's :class:`~specsim.hardware.stepmodel.StepModel` ``target``.
+
+    Args:
+        layers: draft layers (default :data:`DRAFTER_LAYERS`).
+
+    Raises:
+        SpecsimInputError: unknown drafter, layers < 1.
+    """
+    if drafter not in DRAFTER_LAYERS:
+        raise SpecsimInputError(None, None, "drafter", f"one of {sorted(DRAFTER_LAYERS)}", repr(drafter))
+    n = DRAFTER_LAYERS[drafter] if layers is None else layers
+    if n < 1:
+        raise SpecsimInputError(None, None, "drafter.layers", "an int >= 1", repr(layers))
+    m = target.model
+    shape = replace(m, name=f"{drafter}-drafter-of-{m.name}", num_layers=n,
+                    first_dense_layers=min(m.first_dense_layers, n))
+    sm = replace(target, model=shape, terms=replace(target.terms, per_request_step_s=0.0, fixed_step_s=0.0))
+    return ShapedDrafterCost(DRAFTER_FAMILY_OF[drafter], sm)
 
 
 def drafter_cost(drafter: str) -> DrafterCost:

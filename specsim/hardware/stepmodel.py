@@ -359,7 +359,7 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
 
 
 def _model_classes() -> dict[str, type]:
-    from specsim.production import V4Config
+    from specsim.hardware.v4 import V4Config
     return {"ModelConfig": ModelConfig, "V4Config": V4Config}
 
 
