@@ -1,0 +1,160 @@
+"""``specsim profile fit``: fit the step model's engine-level terms to a user's measured steps (issue 12).
+
+The fit never draws a free curve: it adjusts named :class:`~specsim.hardware.stepmodel.EngineTerms`
+(efficiencies bounded to (0, 1], times to >= 0) of a :class:`~specsim.hardware.stepmodel.StepModel` whose
+shapes (model, GPU, TP, EP) stay as given, by bounded least squares on the log of the step time, so every
+point weighs by its relative error. Each observation (:mod:`specsim.hardware.step_points`) is a step of B
+tokens from R requests reading ``R x context`` cached tokens; its prediction is the model's step time at B
+padded to the CUDA-graph capture sizes (decode steps run in graphs).
+
+Rules (tested): more parameters than fitting points is refused; observations named as holdout are never fitted
+and their error is reported apart; the written profile's metadata names the fitted files, the parameters, their
+values and the residual of every point.
+
+Recommended protocol (docs/validation.md): fit on no-speculation runs (or MTP-1 where that is all there is, as
+the paper had), then predict the speculative policies with the fitted profile; never fit on what is predicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.stepmodel import StepModel
+
+#: Parameters ``profile fit`` may free, with their bounds (efficiencies <= 1, times >= 0 and below a ceiling
+#: that no real engine approaches: 10 ms per request per step, 50 ms per step, 50 us per kernel).
+FIT_BOUNDS: dict[str, tuple[float, float]] = {
+    "bw_eff": (0.2, 1.0), "flops_eff": (0.1, 1.0), "attn_bw_eff": (0.1, 1.0), "link_eff": (0.05, 1.0),
+    "kernel_s": (0.0, 5e-5), "per_request_step_s": (0.0, 1e-2), "fixed_step_s": (0.0, 5e-2),
+    "attn_request_s": (0.0, 1e-4),
+}
+#: What ``profile fit`` frees unless told otherwise: the weight-streaming efficiency (the step's floor at
+#: small B) and the per-request cost (its slope in R).
+DEFAULT_PARAMS = ("bw_eff", "per_request_step_s")
+
+
+@dataclass(frozen=True)
+class PointResidual:
+    """One observation against the fitted model: seconds measured and predicted, relative error."""
+
+    label: str
+    source: str
+    num_requests: float
+    batch_tokens: float
+    context_tokens: float
+    measured_s: float
+    predicted_s: float
+    holdout: bool
+
+    @property
+    def rel_error(self) -> float:
+        """(predicted - measured) / measured."""
+        return self.predicted_s / self.measured_s - 1.0
+
+
+@dataclass
+class FitReport:
+    """The outcome of :func:`fit_step_model`.
+
+    Attributes:
+        model: the fitted :class:`StepModel`.
+        params: {name: fitted value} of the freed parameters.
+        points: every observation's :class:`PointResidual` (fitted and holdout).
+        fitted_sources: files the fit used; holdout_sources: files it only predicts.
+    """
+
+    model: StepModel
+    params: dict[str, float]
+    points: list[PointResidual]
+    fitted_sources: list[str] = field(default_factory=list)
+    holdout_sources: list[str] = field(default_factory=list)
+
+    def median_abs_error(self, holdout: bool) -> float | None:
+        """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
+        e = [abs(p.rel_error) for p in self.points if p.holdout == holdout]
+        return float(np.median(e)) if e else None
+
+    def provenance(self) -> dict[str, Any]:
+        """Metadata for the written profile: files, parameters, residuals."""
+        return {
+            "fit": {
+                "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
+                "median_abs_error_fitted": self.median_abs_error(False),
+                "median_abs_error_holdout": self.median_abs_error(True),
+                "points": [{"label": p.label, "source": p.source, "num_requests": round(p.num_requests, 3),
+                            "batch_tokens": round(p.batch_tokens, 3), "context_tokens": round(p.context_tokens, 1),
+                            "measured_ms": round(p.measured_s * 1e3, 4), "predicted_ms": round(p.predicted_s * 1e3, 4),
+                            "rel_error": round(p.rel_error, 4), "holdout": p.holdout} for p in self.points],
+            },
+        }
+
+
+def _padded(b: np.ndarray) -> np.ndarray:
+    from specsim.hardware.drafter import _padded as pad
+    return pad(np.ceil(np.asarray(b, np.float64)))
+
+
+def predict_observations(sm: StepModel, observations: Sequence) -> np.ndarray:
+    """(n,) predicted seconds of each observation's step (B padded to the capture sizes, K = R x context)."""
+    r = np.array([o.num_requests for o in observations], np.float64)
+    b = np.array([o.batch_tokens for o in observations], np.float64)
+    c = np.array([o.context_tokens for o in observations], np.float64)
+    return np.asarray(sm.step_time(_padded(b), r, r * c), np.float64)
+
+
+def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str] = DEFAULT_PARAMS,
+                   holdout: Sequence = ()) -> FitReport:
+    """Fit ``params`` of ``base``'s :class:`EngineTerms` to ``observations``; report ``holdout`` apart.
+
+    Args:
+        base: the shapes and the starting constants.
+        observations: fitted points (objects with ``num_requests``, ``batch_tokens``, ``context_tokens``,
+            ``step_time_s``, ``label``, ``source``; :class:`specsim.hardware.step_points.StepObservation`).
+        params: names in :data:`FIT_BOUNDS`.
+        holdout: points predicted only.
+
+    Raises:
+        SpecsimInputError: an unknown parameter, no observations, or more parameters than fitting points.
+    """
+    from scipy.optimize import least_squares
+
+    unknown = [p for p in params if p not in FIT_BOUNDS]
+    if unknown or not params or len(set(params)) != len(params):
+        raise SpecsimInputError(None, None, "--params", f"distinct names from {sorted(FIT_BOUNDS)}",
+                                ",".join(params) or "nothing")
+    if len(observations) < len(params):
+        raise SpecsimInputError(None, None, "--params",
+                                f"at most {len(observations)} parameter(s): one per fitting point at most "
+                                f"({len(observations)} point(s) to fit)", f"{len(params)}: {','.join(params)}")
+    measured = np.array([o.step_time_s for o in observations], np.float64)
+    lo = np.array([FIT_BOUNDS[p][0] for p in params])
+    hi = np.array([FIT_BOUNDS[p][1] for p in params])
+    scale = hi                                               # every parameter in units of its ceiling
+    x0 = np.clip([getattr(base.terms, p) for p in params], lo, hi)
+
+    def model_at(x: np.ndarray) -> StepModel:
+        return base.with_terms(**{p: float(v) for p, v in zip(params, x * scale)})
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.log(predict_observations(model_at(x), observations) / measured)
+
+    fit = least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac")
+    fitted = model_at(fit.x)
+    source_note = f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(
+        sorted({o.source for o in observations}))
+    fitted = fitted.with_terms(source=source_note)
+    points = _residuals(fitted, observations, False) + _residuals(fitted, holdout, True)
+    return FitReport(fitted, {p: float(getattr(fitted.terms, p)) for p in params}, points,
+                     sorted({o.source for o in observations}), sorted({o.source for o in holdout}))
+
+
+def _residuals(sm: StepModel, observations: Sequence, holdout: bool) -> list[PointResidual]:
+    if not len(observations):
+        return []
+    pred = predict_observations(sm, observations)
+    return [PointResidual(o.label, o.source, float(o.num_requests), float(o.batch_tokens), float(o.context_tokens),
+                          float(o.step_time_s), float(p), holdout) for o, p in zip(observations, pred)]
