@@ -1,4 +1,5 @@
-"""``specsim profile ...``: show, import (Vidur, splitwise-sim), generate (analytic) and measure (torch)."""
+"""``specsim profile ...``: show, import (Vidur, splitwise-sim), generate (analytic), fit (real measurements)
+and measure (torch)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
 
-profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, measure.")
+profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, fit, measure.")
 app.add_typer(profile_app, name="profile")
 
 
@@ -168,28 +169,99 @@ def import_splitwise_cmd(
 @profile_app.command("analytic")
 def analytic_cmd(
     model: str = typer.Option("llama2-7b", help="preset: llama2-7b, llama2-70b, qwen3-8b, deepseek-v3"),
-    gpu: str = typer.Option("h100", help="a100, h100, h200, b200"), tp: int = typer.Option(1),
+    config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA) instead of --model"),
+    gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
+    tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
+    weight_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
+    kv_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
-    calibrate_: bool = typer.Option(False, "--calibrate", help="refit the constants on H100 Vidur curves"),
+    calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves"),
 ) -> None:
-    """Analytic roofline profile for unmeasured hardware (labelled kind: analytic)."""
-    from specsim.hardware import analytic as an
+    """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic)."""
     from specsim.hardware.profile import save_profile
-    from specsim.hardware.vidur import calibrate_on_vidur
+    from specsim.hardware.stepmodel import EngineTerms, step_model
 
-    eff = None
+    terms = None
     if calibrate_:
+        from specsim.hardware.vidur import calibrate_on_vidur
         res = calibrate_on_vidur(shared_root())
         eff = res.efficiency
-        typer.echo(f"calibrated: bw_eff {eff.bw_eff:.4f}, flops_eff {eff.flops_eff:.4f}, "
-                   f"kernel_s {eff.kernel_s:.4g}")
+        typer.echo(f"calibrated: bw_eff {eff.bw_eff:.4f}, flops_eff {eff.flops_eff:.4f}, kernel_s {eff.kernel_s:.4g}")
         for name, (med, mx) in res.errors.items():
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
-    prof = an.analytic_profile(model, gpu, tp, max_batch_tokens, eff)
-    dest = out or Path(f"{gpu}-{model}-tp{tp}-analytic.json")
+        terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
+                            source=f"recalibrated: {eff.source}")
+    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep, terms)
+    prof = sm.profile(max_batch_tokens)
+    dest = out or Path(f"{prof.metadata['name']}-analytic.json")
     save_profile(prof, dest)
     typer.echo(f"{dest}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
-               f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens}")
+               f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens} (no KV read); "
+               f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`")
+
+
+def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None):
+    """A preset name or a parsed config.json, with dtype overrides."""
+    from dataclasses import replace
+
+    from specsim.hardware.model_config import MODELS, model_from_hf_config
+
+    if config is not None:
+        return model_from_hf_config(config, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    if model not in MODELS:
+        raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json)", repr(model))
+    over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if v}
+    return replace(MODELS[model], **over) if over else MODELS[model]
+
+
+def _gpu_arg(gpu: str):
+    """A GPU by name or a GPU spec JSON file."""
+    from specsim.hardware.gpus import resolve_gpu
+    return resolve_gpu(gpu)
+
+
+@profile_app.command("fit")
+def fit_cmd(
+    inputs: list[Path] = typer.Argument(..., help="no-speculation measurements: vllm bench serve result JSON, "
+                                                   "a CSV of (num_requests or batch_tokens, step time), or a "
+                                                   "Prometheus /metrics dump"),
+    model: str = typer.Option("llama2-7b", help="preset (or --config)"),
+    config: Path = typer.Option(None, help="a Hugging Face config.json"),
+    gpu: str = typer.Option("h100", help="a GPU name or a GPU spec JSON file"),
+    tp: int = typer.Option(1), ep: int = typer.Option(1),
+    weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
+    params: str = typer.Option(",".join(("bw_eff", "per_request_step_s")),
+                               help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
+                                    "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
+    holdout: list[Path] = typer.Option([], help="files to predict only (never fitted); repeat the option"),
+    max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output profile JSON"),
+) -> None:
+    """Fit the step model's engine-level terms to a real engine's no-speculation runs; print the residual
+    of every point (holdout files apart) and write the fitted profile."""
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.profile_fit import fit_step_model
+    from specsim.hardware.step_points import read_step_observations
+    from specsim.hardware.stepmodel import step_model
+
+    fitted_files = [p for p in inputs if p not in set(holdout)]
+    obs = read_step_observations(fitted_files)
+    held = read_step_observations(holdout) if holdout else []
+    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep)
+    rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held)
+    typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
+    typer.echo(f"{'point':<28} {'R':>7} {'ctx':>7} {'measured_ms':>12} {'model_ms':>9} {'error':>7}")
+    for p in rep.points:
+        tag = " (holdout)" if p.holdout else ""
+        typer.echo(f"{p.label[:28]:<28} {p.num_requests:>7.1f} {p.context_tokens:>7.0f} {p.measured_s * 1e3:>12.3f} "
+                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%{tag}")
+    for which, flag in (("fitted", False), ("holdout", True)):
+        m = rep.median_abs_error(flag)
+        if m is not None:
+            typer.echo(f"median |error| on {which} points: {100 * m:.1f}%")
+    prof = rep.model.profile(max_batch_tokens, kind="fitted", provenance=rep.provenance())
+    dest = out or Path(f"{prof.metadata['name']}-fitted.json")
+    save_profile(prof, dest)
+    typer.echo(f"wrote {dest}")
 
 
 @profile_app.command("measure")

@@ -1,0 +1,63 @@
+"""``profile fit``: the engine-level terms recovered from steps they generated, holdout, refusals, the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile_fit import FIT_BOUNDS, fit_step_model, predict_observations
+from specsim.hardware.stepmodel import step_model
+
+
+@dataclass(frozen=True)
+class Obs:
+    num_requests: float
+    batch_tokens: float
+    context_tokens: float
+    step_time_s: float
+    label: str = ""
+    source: str = "synthetic.csv"
+
+
+def _observed(sm, requests, context=1500.0, noise=None):
+    pts = [Obs(r, r, context, 1.0, f"R={r}") for r in requests]
+    t = predict_observations(sm, pts)
+    if noise is not None:
+        t = t * noise
+    return [replace(p, step_time_s=float(x)) for p, x in zip(pts, t)]
+
+
+def test_fit_recovers_the_terms_that_made_the_steps():
+    truth = step_model("qwen3-8b", "h100").with_terms(bw_eff=0.72, per_request_step_s=3.5e-5)
+    obs = _observed(truth, [1, 8, 32, 64, 128, 256])
+    rep = fit_step_model(step_model("qwen3-8b", "h100"), obs[::3], holdout=obs[1::3] + obs[2::3])
+    assert rep.params["bw_eff"] == pytest.approx(0.72, rel=1e-4)
+    assert rep.params["per_request_step_s"] == pytest.approx(3.5e-5, rel=1e-3)
+    assert rep.median_abs_error(True) < 1e-4
+    assert [p.holdout for p in rep.points] == [False, False, True, True, True, True]
+    prov = rep.provenance()["fit"]
+    assert prov["fitted_on"] == ["synthetic.csv"] and len(prov["points"]) == 6
+    prof = rep.model.profile(512, kind="fitted", provenance=rep.provenance())
+    assert prof.metadata["kind"] == "fitted" and prof.metadata["step_model"]["terms"]["bw_eff"] == pytest.approx(0.72,
+                                                                                                             rel=1e-4)
+
+
+def test_fit_stays_inside_the_physical_bounds():
+    # steps twice as fast as any weight streaming allows: bw_eff stops at its bound 1.0, never above
+    truth = step_model("qwen3-8b", "h100").with_terms(bw_eff=1.0)
+    obs = [replace(o, step_time_s=o.step_time_s / 2) for o in _observed(truth, [1, 4, 16])]
+    rep = fit_step_model(step_model("qwen3-8b", "h100"), obs, params=("bw_eff",))
+    assert rep.params["bw_eff"] == pytest.approx(FIT_BOUNDS["bw_eff"][1])
+    assert rep.median_abs_error(False) > 0.3                      # reported, not hidden
+
+
+def test_fit_refuses_more_parameters_than_points_and_unknown_names():
+    base = step_model("qwen3-8b", "h100")
+    obs = _observed(base, [1, 8])
+    with pytest.raises(SpecsimInputError, match="at most 2 parameter"):
+        fit_step_model(base, obs, params=("bw_eff", "per_request_step_s", "fixed_step_s"))
+    with pytest.raises(SpecsimInputError, match="--params"):
+        fit_step_model(base, obs, params=("scale",))

@@ -1,0 +1,162 @@
+"""The engine-level step model (issue 12): every term by hand, the profile it writes, the drafter from its shape."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from helpers import make_trace
+from specsim.errors import SpecsimInputError
+from specsim.hardware.analytic import MODELS
+from specsim.hardware.drafter import MARKOV_RANK, ShapedDrafterCost, shaped_drafter_cost
+from specsim.hardware.gpus import gpu_spec
+from specsim.hardware.profile import StepTimeProfile, load_profile, save_profile
+from specsim.hardware.stepmodel import (TERMS, EngineTerms, StepModel, step_model, step_model_from_spec,
+                                        step_model_of, terms_table)
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+
+H100 = gpu_spec("h100")
+#: No per-kernel cost and unit efficiencies: terms reduce to bytes / bandwidth and FLOPs / peak.
+IDEAL = EngineTerms(flops_eff=1.0, bw_eff=1.0, attn_bw_eff=1.0, attn_request_s=0.0, kernel_s=0.0, link_eff=1.0)
+
+
+def test_memory_bound_gemm_term_by_hand():
+    # Llama-2-7B at B = 1: every GEMM is memory bound; bytes = weights (2 B each) + activations in and out.
+    m = MODELS["llama2-7b"]
+    sm = StepModel(m, H100, IDEAL)
+    shapes = m.attention_gemms(1) + [(2 * m.ffn, m.hidden), (m.hidden, m.ffn)]
+    by_hand = m.num_layers * sum(2 * n * k + 2 * (k + n) for n, k in shapes) / H100.hbm_bytes_per_s
+    assert sm.breakdown([1])["gemm"][0] == pytest.approx(by_hand, rel=1e-12)
+    # fp8 weights halve the weight bytes (activations stay bf16)
+    fp8 = StepModel(replace(m, weight_dtype="fp8"), H100, IDEAL)
+    by_hand8 = m.num_layers * sum(n * k + 2 * (k + n) for n, k in shapes) / H100.hbm_bytes_per_s
+    assert fp8.breakdown([1])["gemm"][0] == pytest.approx(by_hand8, rel=1e-12)
+
+
+def test_attention_per_request_and_kv_terms_by_hand():
+    m = MODELS["qwen3-8b"]
+    terms = replace(IDEAL, attn_bw_eff=0.5, attn_request_s=1e-7, per_request_step_s=2e-5, fixed_step_s=1e-3)
+    sm = StepModel(m, H100, terms)
+    t = sm.breakdown([64], num_requests=[16], kv_tokens=[16 * 1000])
+    kv_bytes = 2 * 36 * 8 * 128 * 2                                     # K and V, 36 layers, 8 KV heads x 128
+    assert t["attention"][0] == pytest.approx(16000 * kv_bytes / (3.35e12 * 0.5) + 16 * 36 * 1e-7, rel=1e-12)
+    assert t["per_request"][0] == pytest.approx(16 * 2e-5)
+    assert t["fixed"][0] == pytest.approx(1e-3)
+    assert t["sampling"][0] == pytest.approx(3 * 64 * 151936 * 4 / 3.35e12)
+    assert t["communication"][0] == 0.0 and t["kernels"][0] == 0.0
+    assert sm.kv_read_s_per_token == pytest.approx(kv_bytes / (3.35e12 * 0.5))
+    assert sm.per_request_s == pytest.approx(2e-5 + 36 * 1e-7)
+
+
+def test_tp_all_reduce_and_ep_all_to_all_by_hand():
+    m = MODELS["llama2-70b"]
+    sm = StepModel(m, H100, IDEAL, tp=4)
+    bw, lat = sm.gpu.link_bytes_per_s, sm.gpu.link_latency_s
+    per = lat + 2 * 3 / 4 * 256 * 8192 * 2 / bw                         # ring all-reduce of B x hidden bf16
+    assert sm.breakdown([256])["communication"][0] == pytest.approx((2 * 80 + 1) * per, rel=1e-12)
+    ds = MODELS["deepseek-v3"]
+    ep = StepModel(ds, H100, IDEAL, tp=1, ep=8, ep_link_bytes_per_s=50e9)
+    size = 32 * 8 * 7168 * 2 * 7 / 8                                    # B x top_k x hidden bf16, 7/8 leave the GPU
+    assert ep.breakdown([32])["communication"][0] == pytest.approx(2 * 58 * (lat + size / 50e9), rel=1e-12)
+    with pytest.raises(SpecsimInputError, match="ep"):
+        StepModel(m, H100, IDEAL, ep=2)                                 # a dense model has no experts to split
+
+
+def test_ep_moe_sees_the_tokens_of_every_data_parallel_rank():
+    # 8 experts top-2, EP 2 (attention data-parallel over 2 ranks): a rank's 4 experts see 2 x B tokens.
+    from specsim.hardware.analytic import ModelConfig
+    moe = ModelConfig("tiny-moe", 2, 1024, 8, 8, 128, 4096, 1000, num_experts=8, top_k=2, expert_ffn=512)
+    sm = StepModel(moe, H100, IDEAL, ep=2)
+    touched = 4 * (1 - (1 - 2 / 8) ** 2)                                 # B = 1: 1.75 of the 4 local experts
+    per_expert = np.ceil(2 * 2 / 8 * 4 / touched)                         # 1 routed token-slot each -> 2
+    g = lambda m, n, k: sm._gemm(np.array([float(m)]), n, k)[0]
+    attn = sum(g(1, n, k) for n, k in moe.attention_gemms(1))
+    experts = touched * (g(per_expert, 1024, 1024) + g(per_expert, 1024, 512))
+    router = g(1, 8, 1024)
+    assert sm.breakdown([1])["gemm"][0] == pytest.approx(2 * (attn + experts + router), rel=1e-12)
+
+
+def test_efficiencies_are_bounded():
+    for bad in ({"bw_eff": 1.2}, {"flops_eff": 0.0}, {"kernel_s": -1e-6}, {"per_request_step_s": float("nan")}):
+        with pytest.raises(SpecsimInputError):
+            EngineTerms(**bad)
+
+
+def test_profile_tables_lookup_and_round_trip(tmp_path):
+    sm = step_model("qwen3-8b", "h100", terms=replace(EngineTerms(), per_request_step_s=3e-5, fixed_step_s=2e-4))
+    prof = sm.profile(1024)
+    b, parts = sm.table_terms(1024)
+    assert prof.step_time_s == pytest.approx(sum(parts.values()))
+    assert set(parts) == set(TERMS)
+    # decode: CUDA-graph padding (9 runs as 16); mixed (eager): interpolated between 8 and 16, no padding
+    assert prof.step_time(9) == prof.step_time(16)
+    assert prof.step_time(8) < prof.mixed_step_time(9) < prof.step_time(16)
+    # per-request and KV terms are added linearly
+    assert prof.step_time(64, 1000.0, 10) == pytest.approx(prof.step_time(64) + 1000 * prof.kv_read_s_per_token
+                                                           + 10 * prof.per_request_s)
+    assert prof.prefill_attention_s(np.array([100]), np.array([50])) == pytest.approx(
+        prof.prefill_attn_s_per_pair * 100 * (50 + 101 / 2))
+    path = tmp_path / "p.json"
+    save_profile(prof, path)
+    back = load_profile(path)
+    assert back.per_request_s == prof.per_request_s and back.prefill_attn_s_per_pair == prof.prefill_attn_s_per_pair
+    np.testing.assert_array_equal(back.mixed_step_time_s, prof.mixed_step_time_s)
+    rebuilt = step_model_of(back)
+    np.testing.assert_allclose(rebuilt.step_time([1, 77, 512], [1, 70, 500], 1e5), sm.step_time([1, 77, 512],
+                                                                                                 [1, 70, 500], 1e5))
+    with pytest.raises(SpecsimInputError, match="step_model"):
+        step_model_from_spec({"gpu": {}}, "x.json")
+
+
+def test_terms_table_sums_to_total():
+    df = terms_table(step_model("llama2-70b", "h100", tp=4), [1, 64, 512], [1, 64, 512], [1e3, 6.4e4, 5.12e5])
+    assert df["total"].to_numpy() == pytest.approx(df[list(TERMS)].sum(axis=1).to_numpy())
+    assert (df["communication"] > 0).all()
+
+
+def test_per_request_term_in_the_engine_closed_form():
+    # One request decoding alone (no drafter): each step costs table(1) + per_request_s x 1, so TPOT = that.
+    prof = StepTimeProfile(np.array([1, 64]), np.array([0.01, 0.01]), per_request_s=0.004)
+    trace = make_trace([0.0], [16], [20])
+    scen = load_scenario(overrides=["prefill.time_per_token_s=0.001", "engine.host_overhead_s=0"])
+    res = simulate(trace, "none", scen, profile=prof)
+    assert res.requests.tpot_s.to_numpy() == pytest.approx([0.014], abs=1e-12)
+
+
+def test_drafter_cost_from_its_shape():
+    target = step_model("qwen3-8b", "h100")
+    kv = 5000.0
+    d = {n: shaped_drafter_cost(n, target) for n in ("dspark", "dflash", "eagle3", "mtp")}
+    assert all(isinstance(c, ShapedDrafterCost) for c in d.values())
+    sm = d["dflash"].model
+    assert sm.model.num_layers == 5 and sm.terms.per_request_step_s == 0 and sm.model.hidden == 4096
+    # parallel: one forward over R x gamma positions (padded: 3 x 7 = 21 -> 24) + one KV read
+    par = d["dflash"].draft_time_s(3, 7, None, kv)
+    assert par == pytest.approx(sm.step_time([24], [3], 0.0)[0] + sm.kv_read_s_per_token * kv, rel=1e-12)
+    # semi-autoregressive: the same plus gamma Markov-head positions (bias GEMM over the vocabulary + kernels)
+    head = sm._gemm(np.array([4.0]), sm.model.vocab, MARKOV_RANK)[0] + 4 * sm.terms.kernel_s
+    assert d["dspark"].draft_time_s(3, 7, None, kv) == pytest.approx(par + 7 * head, rel=1e-12)
+    # autoregressive: gamma forwards over R tokens (3 -> 4), each reading the drafter's KV
+    ar = d["eagle3"].model
+    assert d["eagle3"].draft_time_s(3, 7, None, kv) == pytest.approx(
+        7 * (ar.step_time([4], [3], 0.0)[0] + ar.kv_read_s_per_token * kv), rel=1e-12)
+    assert d["dflash"].draft_time_s(0, 7, None) == 0.0
+    with pytest.raises(SpecsimInputError, match="layers"):
+        shaped_drafter_cost("dspark", target, layers=0)
+
+
+def test_simulation_picks_the_shaped_drafter_unless_fractions_are_set():
+    from specsim.simulation import _drafter_cost
+    prof = step_model("qwen3-8b", "h100").profile(256)
+    sc = load_scenario()
+    assert isinstance(_drafter_cost(sc, "dspark", None, prof), ShapedDrafterCost)
+    three = _drafter_cost(load_scenario(overrides=["drafter.layers=3"]), "dspark", None, prof)
+    assert three.model.model.num_layers == 3
+    zero = _drafter_cost(load_scenario(overrides=["drafter.base_fraction=0", "drafter.per_draft_fraction=0"]),
+                         "dspark", None, prof)
+    assert zero.draft_time_s(8, 7, prof) == 0.0                        # the explicit override, 0 allowed
+    table = StepTimeProfile.flat(0.01)
+    assert not isinstance(_drafter_cost(sc, "dspark", None, table), ShapedDrafterCost)   # no shape: fractions
