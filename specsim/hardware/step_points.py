@@ -431,7 +431,8 @@ def detect_format(path) -> str:
     first = head.splitlines()[0] if head else ""
     if head.startswith(("{", "[")):
         return "vllm"
-    if first.startswith("#") or _SAMPLE.match(first):
+    sample = _SAMPLE.match(first)
+    if first.startswith("#") or sample and re.fullmatch(r"[+-]?(\d[\d.eE+-]*|\.\d+|Inf|NaN)", sample.group(3)):
         return "prometheus"
     if "step_time_s" in first or "step_time_ms" in first:
         return "csv"
