@@ -277,3 +277,10 @@ def test_bad_format_and_no_paths():
         read_step_observations([DATA / "steps.csv"], fmt="xlsx")
     with pytest.raises(SpecsimInputError, match="at least one measurement file"):
         read_step_observations([])
+
+
+def test_csv_from_a_spreadsheet_with_a_byte_order_mark(tmp_path):
+    p = tmp_path / "excel.csv"
+    p.write_bytes("\ufeffnum_requests,step_time_ms\r\n4,9.1\r\n".encode("utf-8"))
+    (o,) = observations_from_csv(p)
+    assert (o.num_requests, o.step_time_s, o.line) == (4.0, pytest.approx(0.0091), 2)

@@ -253,7 +253,7 @@ def observations_from_csv(path) -> list[StepObservation]:
     """
     src = str(path)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # utf-8-sig: spreadsheet exports
             reader = csv.reader(f)
             header = next(reader, None)
             if header is None:
