@@ -1,0 +1,478 @@
+"""Step-time observations from a user's real no-speculation measurements: the inputs of ``specsim profile fit``.
+
+One reader per format a user already has, each returning :class:`StepObservation` objects, the target's step
+time at a known batch: R requests, B tokens, a mean context length. ``profile fit`` fits the engine-level terms
+to them; fitting must use runs *without* speculative decoding (the protocol of issue 12: fit on no-speculation
+runs, predict the speculative policies), so every reader refuses input that shows speculation was on.
+
+``vllm bench serve`` result JSON (:func:`observations_from_vllm_results`, ``kind="tpot"``)
+    Read with :func:`specsim.results.read_vllm_result` (one object per file, or one per line with
+    ``--append-result``); one observation per object, derived from the summary fields only:
+
+    * **step time** = ``mean_itl_ms`` / 1000 (the mean over every inter-token gap of every request, so
+      token-weighted); where the file has no ITL (``null``, 0 or absent), ``mean_tpot_ms`` / 1000 (a mean over
+      requests of (E2EL - TTFT) / (output - 1), the same value when all requests have the same output length,
+      as with ``--random-output-len`` and no range ratio). Without speculation each streamed chunk is one
+      token and each gap is one engine step the request took part in, so the mean gap is the mean step time
+      seen by a decoding request (steps weighted by the requests in them, mixed prefill steps included).
+    * **R, requests decoding at once** (Little's law: mean number in a stage = rate through it x time in it).
+      Every output token but a request's first (which its prefill step produces) closes one decode gap, so
+      the decode time summed over requests is (``total_output_tokens`` - ``completed``) x step time, and the
+      time-average number of requests decoding over the run is
+      ``R = (total_output_tokens - completed) x step_time_s / duration``.
+      This is ``output_throughput x step_time_s`` less the first tokens (``output_throughput`` =
+      ``total_output_tokens / duration``): the first token of each request is not a decode gap. In a closed
+      loop at ``max_concurrency`` N no more than N requests are ever in flight, so R > N can only come from
+      gaps that are not one token each (a server streaming several tokens per chunk makes fewer, longer gaps);
+      R is then clipped to N and the label says so (``"concurrency=8 (R 8.467 clipped to 8)"``).
+    * **B** = R (without speculation each decoding request verifies one token; the prefill chunks that share
+      some steps are not counted: the summary does not say how many steps they shared).
+    * **context** = ``total_input_tokens / completed + (total_output_tokens / completed) / 2``: a request that
+      has produced k of its n outputs reads prompt + k KV tokens, k running from 0 to n over its decode, so
+      n / 2 on average (exact for equal lengths; a token-weighted mean would weigh long outputs more).
+    * **label** ``"concurrency=N"`` when ``max_concurrency`` is set, else ``"rate=X"`` (``request_rate``,
+      ``"rate=inf"`` for an unlimited rate).
+    * **refused**: any ``spec_decode_*`` key with a value (vLLM adds them when the server reports speculative
+      decoding), and objects lacking ``duration`` > 0, ``completed`` >= 1, ``total_input_tokens`` >= 0,
+      ``total_output_tokens`` > ``completed`` or both step-time fields.
+
+CSV of steps or buckets (:func:`observations_from_csv`, ``kind="step"``)
+    A header row, then one row per engine step or per bucket of steps. Columns: exactly one of
+    ``step_time_s`` / ``step_time_ms``; ``num_requests`` (running requests) and/or ``batch_tokens`` (tokens in
+    the step; either one alone stands for both, as without speculation a decode step has B = R); optional
+    ``context_tokens`` (mean KV tokens per request; NaN where absent), ``weight`` (> 0, e.g. steps in a bucket;
+    default 1) and ``label`` (default ``"B=<batch_tokens>"``). Other columns are ignored; ``line`` is the row's
+    1-based line in the file (header = line 1).
+
+vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, ``kind="histogram"``)
+    A ``curl http://HOST:PORT/metrics > dump.prom`` of a vLLM V1 server. Histograms are cumulative since the
+    server started, so one dump gives one observation per label set (``model_name``, ``engine``: one per
+    data-parallel engine), the means since start; ``baseline=`` an earlier dump of the same server gives the
+    means between the two dumps instead (``read_step_observations(..., fmt="prometheus-delta")`` chains
+    dumps taken after each load phase). Metric names as vLLM V1 exposes them (``vllm/v1/metrics/loggers.py``):
+
+    * **step time** = ``vllm:inter_token_latency_seconds`` _sum / _count (newer vLLM), else
+      ``vllm:time_per_output_token_seconds`` _sum / _count (its older name, which vLLM V1 observes per
+      token gap, the same quantity).
+    * **B** = ``vllm:iteration_tokens_total`` _sum / _count: tokens (prompt + generated) per engine step,
+      averaged over steps.
+    * **R** = ``vllm:generation_tokens_total`` / ``vllm:iteration_tokens_total_count``: without
+      speculation each request in a step generates one token, so generated tokens per step is the mean
+      number of requests generating per step (steps of prefill only included). Where the counter is missing,
+      the ``vllm:num_requests_running`` gauge is used instead: a snapshot at the time of the dump, not a mean.
+    * **context** = ``vllm:request_prompt_tokens`` mean + ``vllm:request_generation_tokens`` mean / 2
+      (finished requests; NaN when these histograms are absent).
+    * Step time is weighted by requests per step and R by steps: they agree when the batch held steady, which
+      is why a dump per steady load phase (and ``baseline``) gives better points than one dump of a mixed day.
+    * **refused**: any ``vllm:spec_decode_*`` sample > 0 (speculation was on), a dump without the step-time
+      or iteration histograms, and (with ``baseline``) a count that fell (a restarted server).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from specsim.errors import SpecsimInputError, plain
+from specsim.results import read_vllm_result
+
+#: ``fmt`` values of :func:`read_step_observations`.
+FORMATS = ("vllm", "csv", "prometheus", "prometheus-delta")
+NO_SPEC = "a run without speculative decoding (fit on no-speculation runs only)"
+
+
+@dataclass(frozen=True)
+class StepObservation:
+    """One measured (or measurement-derived) target step time.
+
+    Attributes:
+        num_requests: R, requests in the decode batch (a mean for derived points).
+        batch_tokens: B, tokens in the step (= R without speculation and without prefill in the step).
+        context_tokens: mean KV tokens per request read by attention in the step (NaN: not known).
+        step_time_s: the step time, seconds.
+        source: the file it came from, as given.
+        line: 1-based line (CSV row, Prometheus sample) or object index (vLLM JSON) in the file, or None.
+        kind: ``"tpot"`` (derived from a benchmark's mean ITL/TPOT), ``"step"`` (a direct step-time row) or
+            ``"histogram"`` (from Prometheus histograms).
+        label: the point in words (``"concurrency=16"``, ``"rate=4"``, ``"model_name=m engine=0"``).
+        weight: relative weight for a fit (> 0).
+    """
+
+    num_requests: float
+    batch_tokens: float
+    context_tokens: float
+    step_time_s: float
+    source: str
+    line: int | None
+    kind: str
+    label: str
+    weight: float = 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# vllm bench serve results
+
+
+def _field(metrics: dict, name: str, src: str, k: int, expected: str, ok) -> float:
+    """``metrics[name]`` as a float passing ``ok``, else SpecsimInputError naming the object and field."""
+    v = metrics.get(name)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
+        raise SpecsimInputError(src, k, name, expected, plain(v) if name in metrics else "no such key")
+    return float(v)
+
+
+def _step_time_s(m: dict, src: str, k: int) -> float:
+    """Mean ITL, else mean TPOT, in seconds (module docstring)."""
+    for name in ("mean_itl_ms", "mean_tpot_ms"):
+        v = m.get(name)
+        if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            return float(v) / 1000.0
+    raise SpecsimInputError(src, k, "mean_itl_ms", "mean_itl_ms or mean_tpot_ms > 0 (a streamed run)",
+                            f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
+
+
+def _load_label(m: dict) -> str:
+    conc = m.get("max_concurrency")
+    if conc not in (None, ""):
+        return f"concurrency={conc}"
+    rate = m.get("request_rate")
+    return f"rate={rate:g}" if isinstance(rate, (int, float)) else f"rate={rate if rate is not None else 'inf'}"
+
+
+def observations_from_vllm_results(path) -> list[StepObservation]:
+    """Step-time observations from a ``vllm bench serve --save-result`` file: one per JSON object.
+
+    Derivation (Little's law for R, mean ITL or TPOT for the step) in the module docstring.
+
+    Args:
+        path: the result file (one JSON object, or one per line as ``--append-result`` writes).
+
+    Returns:
+        One ``kind="tpot"`` observation per object, in file order, ``line`` = 1-based object index.
+
+    Raises:
+        SpecsimInputError: as :func:`specsim.results.read_vllm_result` does; an object showing speculative
+            decoding (a ``spec_decode_*`` key with a value); a missing or bad ``duration``, ``completed``,
+            ``total_input_tokens``, ``total_output_tokens`` or step-time field (naming object and field).
+    """
+    src = str(path)
+    out = []
+    for k, point in enumerate(read_vllm_result(path), start=1):
+        m = point.metrics
+        spec = next((key for key in sorted(m) if key.startswith("spec_decode") and m[key] is not None), None)
+        if spec is not None:
+            raise SpecsimInputError(src, k, spec, NO_SPEC, plain(m[spec]))
+        duration = _field(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
+        completed = _field(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
+        tin = _field(m, "total_input_tokens", src, k, "a count >= 0", lambda v: v >= 0)
+        tout = _field(m, "total_output_tokens", src, k, f"a count > completed ({completed:g}: some decode)",
+                      lambda v: v > completed)
+        step_s = _step_time_s(m, src, k)
+        r = (tout - completed) * step_s / duration          # Little's law: decode time summed / duration
+        label = _load_label(m)
+        conc = m.get("max_concurrency")
+        if isinstance(conc, (int, float)) and not isinstance(conc, bool) and conc >= 1 and r > conc:
+            label += f" (R {r:.4g} clipped to {conc:g})"
+            r = float(conc)
+        out.append(StepObservation(r, r, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
+                                   label))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV
+
+CSV_COLUMNS = ("step_time_s", "step_time_ms", "num_requests", "batch_tokens", "context_tokens", "weight",
+               "label")
+
+
+def _csv_header(header: list[str], src: str) -> dict[str, int]:
+    """Column name -> index of the columns this reader uses; checks the required ones."""
+    cols = {name.strip(): i for i, name in enumerate(header)}
+    times = [c for c in ("step_time_s", "step_time_ms") if c in cols]
+    if len(times) != 1:
+        raise SpecsimInputError(src, 1, "step_time_s", "exactly one of the columns step_time_s, step_time_ms",
+                                f"columns {[c.strip() for c in header]}")
+    if "num_requests" not in cols and "batch_tokens" not in cols:
+        raise SpecsimInputError(src, 1, "num_requests", "a num_requests and/or batch_tokens column",
+                                f"columns {[c.strip() for c in header]}")
+    return {c: cols[c] for c in CSV_COLUMNS if c in cols}
+
+
+def _csv_number(row: list[str], cols: dict, name: str, src: str, line: int, expected: str, ok,
+                default: float | None = None) -> float | None:
+    """The cell of column ``name`` as a float passing ``ok``; ``default`` when the column or cell is empty."""
+    cell = row[cols[name]].strip() if name in cols and cols[name] < len(row) else ""
+    if cell == "":
+        if default is not None or name not in cols:
+            return default
+        raise SpecsimInputError(src, line, name, expected, "an empty cell")
+    try:
+        v = float(cell)
+    except ValueError:
+        raise SpecsimInputError(src, line, name, expected, repr(cell)) from None
+    if not math.isfinite(v) or not ok(v):
+        raise SpecsimInputError(src, line, name, expected, repr(cell))
+    return v
+
+
+def _csv_row(row: list[str], cols: dict, src: str, line: int) -> StepObservation:
+    tname = "step_time_s" if "step_time_s" in cols else "step_time_ms"
+    t = _csv_number(row, cols, tname, src, line, "a number > 0", lambda v: v > 0)
+    step_s = t if tname == "step_time_s" else t / 1000.0
+    r = _csv_number(row, cols, "num_requests", src, line, "a number >= 1", lambda v: v >= 1)
+    b = _csv_number(row, cols, "batch_tokens", src, line, "a number >= 1", lambda v: v >= 1)
+    r, b = (b if r is None else r), (r if b is None else b)
+    if b < r:
+        raise SpecsimInputError(src, line, "batch_tokens", f">= num_requests ({r:g}: each request adds a token)",
+                                f"{b:g}")
+    ctx = _csv_number(row, cols, "context_tokens", src, line, "a number >= 0", lambda v: v >= 0, math.nan)
+    w = _csv_number(row, cols, "weight", src, line, "a number > 0", lambda v: v > 0, 1.0)
+    label = row[cols["label"]].strip() if "label" in cols and cols["label"] < len(row) else ""
+    return StepObservation(r, b, ctx, step_s, src, line, "step", label or f"B={b:g}", w)
+
+
+def observations_from_csv(path) -> list[StepObservation]:
+    """Step-time observations from a CSV of steps or buckets of steps (columns in the module docstring).
+
+    Args:
+        path: the CSV file (comma-separated, a header row first).
+
+    Returns:
+        One ``kind="step"`` observation per non-blank row, in file order, ``line`` = its line in the file.
+
+    Raises:
+        SpecsimInputError: an unreadable file, no data rows, a header without the required columns, or a bad
+            cell (naming file, line and column).
+    """
+    src = str(path)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:  # utf-8-sig: spreadsheet exports
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise SpecsimInputError(src, 1, None, "a header row (step_time_s or step_time_ms, ...)", "nothing")
+            cols = _csv_header(header, src)
+            out = [_csv_row(row, cols, src, reader.line_num) for row in reader if any(c.strip() for c in row)]
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise SpecsimInputError(src, None, None, "a readable UTF-8 CSV file", str(e)) from None
+    if not out:
+        raise SpecsimInputError(src, None, None, "at least one data row", "a header only")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus text exposition
+
+ITL_METRICS = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+ITERATION = "vllm:iteration_tokens_total"
+GENERATED = "vllm:generation_tokens_total"
+RUNNING = "vllm:num_requests_running"
+PROMPT_HIST, GEN_HIST = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+#: One dump: (sample name, identity labels) -> (value, line). Identity labels: all but ``le`` / ``quantile``.
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, int]]
+
+
+def _labels(text: str, src: str, line: int) -> tuple[tuple[str, str], ...]:
+    """The label pairs of ``{...}`` without ``le``/``quantile``, sorted; SpecsimInputError when malformed."""
+    pairs, pos = [], 0
+    while pos < len(text.rstrip()):
+        m = _LABEL.match(text, pos)
+        if m is None:
+            raise SpecsimInputError(src, line, None, 'labels name="value", comma-separated', repr(text))
+        value = re.sub(r'\\[\\"n]', lambda e: _UNESCAPE[e.group(0)], m.group(2))
+        if m.group(1) not in ("le", "quantile"):
+            pairs.append((m.group(1), value))
+        pos = m.end()
+    return tuple(sorted(pairs))
+
+
+def _parse_prometheus(path) -> Samples:
+    """Every sample of a text-exposition file (``# HELP``/``# TYPE`` and other comments skipped).
+
+    Only ``_sum``, ``_count``, counter and gauge samples are used, so buckets of one label set share a key;
+    the last bucket line wins, harmlessly.
+    """
+    src = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecsimInputError(src, None, None, "a readable UTF-8 Prometheus text dump", str(e)) from None
+    samples: Samples = {}
+    for i, raw in enumerate(text.splitlines(), start=1):
+        s = raw.strip()
+        if not s or s.startswith("#"):
+            continue
+        m = _SAMPLE.match(s)
+        if m is None:
+            raise SpecsimInputError(src, i, None, "a sample line 'name{labels} value [timestamp]'", repr(s[:80]))
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            raise SpecsimInputError(src, i, m.group(1), "a number (or +Inf, -Inf, NaN)", repr(m.group(3))) from None
+        samples[(m.group(1), _labels(m.group(2) or "", src, i))] = (value, i)
+    return samples
+
+
+def _check_no_speculation(samples: Samples, src: str) -> None:
+    for (name, _), (value, line) in samples.items():
+        if name.startswith("vllm:spec_decode") and value > 0:
+            raise SpecsimInputError(src, line, name, NO_SPEC + ": no spec_decode samples above 0", f"{value:g}")
+
+
+def _delta(samples: Samples, base: Samples | None, name: str, key, src: str, base_src: str) -> float | None:
+    """A counter or histogram _sum/_count since ``base`` (since start without it); None when absent."""
+    if (name, key) not in samples:
+        return None
+    v, line = samples[(name, key)]
+    if base is None or (name, key) not in base:
+        return v
+    b = base[(name, key)][0]
+    if v < b:
+        raise SpecsimInputError(src, line, name, f">= its value {b:g} in the baseline {base_src} (dumps of one "
+                                "server run, in time order)", f"{v:g}")
+    return v - b
+
+
+def _ratio(samples, base, num: str, den: str, key, src, base_src) -> float | None:
+    n, d = (_delta(samples, base, x, key, src, base_src) for x in (num, den))
+    return None if n is None or d is None or d <= 0 else n / d
+
+
+def _prom_observation(samples: Samples, base: Samples | None, itl: str, key, src: str,
+                      base_src: str) -> StepObservation | None:
+    """The observation of one label set (None when no token gap was observed in the window)."""
+    label = " ".join(f"{k}={v}" for k, v in key) or "all"
+    step_s = _ratio(samples, base, f"{itl}_sum", f"{itl}_count", key, src, base_src)
+    if step_s is None:
+        return None
+    b = _ratio(samples, base, f"{ITERATION}_sum", f"{ITERATION}_count", key, src, base_src)
+    if b is None:
+        raise SpecsimInputError(src, None, f"{ITERATION}_count", f"engine steps for {label} (vLLM's "
+                                "tokens-per-step histogram, > 0)", "none")
+    r = _ratio(samples, base, GENERATED, f"{ITERATION}_count", key, src, base_src)
+    if r is None and (RUNNING, key) in samples:
+        r = samples[(RUNNING, key)][0]                      # a snapshot at the dump, not a mean
+    if r is None or r <= 0:
+        raise SpecsimInputError(src, None, GENERATED, f"generated tokens (or {RUNNING} > 0) for {label}",
+                                "none" if r is None else f"{r:g}")
+    prompt = _ratio(samples, base, f"{PROMPT_HIST}_sum", f"{PROMPT_HIST}_count", key, src, base_src)
+    gen = _ratio(samples, base, f"{GEN_HIST}_sum", f"{GEN_HIST}_count", key, src, base_src)
+    ctx = prompt + gen / 2.0 if prompt is not None and gen is not None else math.nan
+    return StepObservation(r, b, ctx, step_s, src, samples[(f"{itl}_count", key)][1], "histogram", label)
+
+
+def observations_from_prometheus(path, *, baseline=None) -> list[StepObservation]:
+    """Step-time observations from a text dump of vLLM's ``/metrics``: one per label set (derivation above).
+
+    Args:
+        path: the dump (Prometheus text exposition format, as ``curl .../metrics`` saves it).
+        baseline: an earlier dump of the same server: the observations are then the means between the two.
+
+    Returns:
+        One ``kind="histogram"`` observation per label set (``model_name``, ``engine``) with token gaps in
+        the window, in order of first appearance; ``line`` = the line of the step-time ``_count`` sample.
+
+    Raises:
+        SpecsimInputError: an unreadable or malformed dump (naming the line), speculative-decoding samples
+            above 0, no step-time histogram with observations, no engine steps or generated tokens for a
+            label set, or a count below the baseline's.
+    """
+    src = str(path)
+    samples = _parse_prometheus(path)
+    _check_no_speculation(samples, src)
+    base = None if baseline is None else _parse_prometheus(baseline)
+    itl = next((n for n in ITL_METRICS if any(name == f"{n}_count" for name, _ in samples)), None)
+    if itl is None:
+        raise SpecsimInputError(src, None, f"{ITL_METRICS[0]}_count", f"a vLLM /metrics dump with "
+                                f"{ITL_METRICS[0]} or {ITL_METRICS[1]}", "neither")
+    keys = [key for name, key in samples if name == f"{itl}_count"]
+    out = [o for key in keys
+           if (o := _prom_observation(samples, base, itl, key, src, str(baseline))) is not None]
+    if not out:
+        raise SpecsimInputError(src, None, f"{itl}_count", "token gaps observed (> 0" +
+                                (f" since {baseline})" if baseline is not None else ")"), "0")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Dispatch
+
+
+def detect_format(path) -> str:
+    """``"vllm"``, ``"csv"`` or ``"prometheus"`` for one file: by suffix, else by its first non-blank text.
+
+    Raises:
+        SpecsimInputError: an unreadable file, or one that is none of them.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        return "vllm"
+    if suffix == ".csv":
+        return "csv"
+    if suffix == ".prom":
+        return "prometheus"
+    try:
+        head = p.read_text(encoding="utf-8")[:4096].lstrip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecsimInputError(str(p), None, None, "a readable UTF-8 file", str(e)) from None
+    first = head.splitlines()[0] if head else ""
+    if head.startswith(("{", "[")):
+        return "vllm"
+    sample = _SAMPLE.match(first)
+    if first.startswith("#") or sample and re.fullmatch(r"[+-]?(\d[\d.eE+-]*|\.\d+|Inf|NaN)", sample.group(3)):
+        return "prometheus"
+    if "step_time_s" in first or "step_time_ms" in first:
+        return "csv"
+    raise SpecsimInputError(str(p), 1, None, "a vllm bench serve result (.json), a step CSV (.csv, with "
+                            "step_time_s or step_time_ms) or a Prometheus dump (.prom)", repr(first[:60]))
+
+
+def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObservation]:
+    """Step-time observations of every file, in the order given (each file's own order inside).
+
+    Args:
+        paths: one path or a sequence of paths.
+        fmt: one of :data:`FORMATS` for every file, or None to detect each file's (:func:`detect_format`).
+            ``"prometheus-delta"``: the files are dumps of one server in time order; the first gives the means
+            since start, each later one the means since the dump before it.
+
+    Raises:
+        SpecsimInputError: an unknown ``fmt``, no paths, or as the readers do.
+    """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if fmt is not None and fmt not in FORMATS:
+        raise SpecsimInputError("--format", None, "fmt", f"one of {', '.join(FORMATS)}", repr(fmt))
+    if not paths:
+        raise SpecsimInputError(None, None, "paths", "at least one measurement file", "none")
+    out: list[StepObservation] = []
+    for i, p in enumerate(paths):
+        kind = fmt or detect_format(p)
+        if kind == "prometheus-delta":
+            out += observations_from_prometheus(p, baseline=paths[i - 1] if i else None)
+        else:
+            out += _READERS[kind](p)
+    return out
+
+
+_READERS = {"vllm": observations_from_vllm_results, "csv": observations_from_csv,
+            "prometheus": observations_from_prometheus}
+
+
+def as_arrays(observations: Iterable[StepObservation]):
+    """``(num_requests, batch_tokens, context_tokens, step_time_s, weight)`` as (N,) float64 arrays."""
+    obs = list(observations)
+    return tuple(np.array([getattr(o, f) for o in obs], dtype=np.float64)
+                 for f in ("num_requests", "batch_tokens", "context_tokens", "step_time_s", "weight"))

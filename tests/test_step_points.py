@@ -1,0 +1,286 @@
+"""Step-time observations from real no-speculation measurements (issue 12, the inputs of ``profile fit``).
+
+Every expected value is derived by hand from the sample files in ``tests/data/step_points`` (README there).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.step_points import (StepObservation, as_arrays, detect_format, observations_from_csv,
+                                          observations_from_prometheus, observations_from_vllm_results,
+                                          read_step_observations)
+
+DATA = Path(__file__).parent / "data" / "step_points"
+
+
+def _err(excinfo) -> SpecsimInputError:
+    return excinfo.value
+
+
+# ---------------------------------------------------------------------------------------------
+# vllm bench serve results
+
+
+def test_vllm_result_littles_law_by_hand():
+    (o,) = observations_from_vllm_results(DATA / "vllm_c16.json")
+    # 320 requests of 1024 in / 256 out in 120 s, mean ITL 22 ms: 81,920 - 320 = 81,600 decode gaps of 22 ms
+    # = 1,795.2 s of decoding summed over requests, / 120 s = 14.96 requests decoding at once.
+    assert o.step_time_s == pytest.approx(0.022, rel=1e-12)
+    assert o.num_requests == pytest.approx(81600 * 0.022 / 120.0, rel=1e-12)
+    assert o.num_requests == pytest.approx(14.96, rel=1e-12)
+    assert o.batch_tokens == o.num_requests
+    assert o.context_tokens == pytest.approx(1024 + 256 / 2)
+    assert (o.kind, o.label, o.line, o.weight) == ("tpot", "concurrency=16", 1, 1.0)
+    assert Path(o.source).name == "vllm_c16.json"
+
+
+def test_vllm_append_file_gives_one_observation_per_object_and_falls_back_to_tpot():
+    c1, c64 = observations_from_vllm_results(DATA / "vllm_sweep_append.jsonl")
+    # concurrency 1 has mean_itl_ms null: mean TPOT 8.4 ms, (10,240 - 40) gaps over 88 s
+    assert c1.step_time_s == pytest.approx(0.0084, rel=1e-12)
+    assert c1.num_requests == pytest.approx(10200 * 0.0084 / 88.0, rel=1e-12)   # 0.97364 <= 1
+    assert c64.step_time_s == pytest.approx(0.055, rel=1e-12)
+    assert c64.num_requests == pytest.approx(163200 * 0.055 / 150.0, rel=1e-12)  # 59.84
+    assert [o.label for o in (c1, c64)] == ["concurrency=1", "concurrency=64"]
+    assert [o.line for o in (c1, c64)] == [1, 2]
+
+
+def test_vllm_open_loop_label_and_closed_loop_clip():
+    r4, c8 = observations_from_vllm_results(DATA / "vllm_rate4_and_clip.jsonl")
+    assert r4.label == "rate=4"
+    assert r4.num_requests == pytest.approx((61440 - 480) * 0.018 / 121.5, rel=1e-12)  # 9.0311
+    assert r4.context_tokens == pytest.approx(512 + 64)
+    # (12,800 - 100) x 0.020 / 30 = 8.467 > 8 users: impossible in a closed loop of 8, so clipped and said
+    assert c8.num_requests == 8.0 and c8.batch_tokens == 8.0
+    assert c8.label == "concurrency=8 (R 8.467 clipped to 8)"
+
+
+def test_vllm_result_with_speculation_is_refused():
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_vllm_results(DATA / "vllm_c16_spec.json")
+    err = _err(e)
+    assert Path(err.file).name == "vllm_c16_spec.json" and err.line == 1
+    assert err.field.startswith("spec_decode_")
+    assert "without speculative decoding" in str(err)
+
+
+@pytest.mark.parametrize("key, value, field", [
+    ("duration", 0, "duration"),
+    ("completed", None, "completed"),
+    ("total_output_tokens", 320, "total_output_tokens"),        # = completed: no decode gap at all
+    ("total_input_tokens", -1, "total_input_tokens"),
+    ("mean_itl_ms", None, "mean_itl_ms"),                        # and mean_tpot_ms removed below
+])
+def test_vllm_result_bad_fields_name_file_object_and_field(tmp_path, key, value, field):
+    obj = json.loads((DATA / "vllm_c16.json").read_text())
+    other = dict(obj, label="second")
+    other[key] = value
+    if key == "mean_itl_ms":
+        other["mean_tpot_ms"] = 0.0
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps(obj) + "\n" + json.dumps(other) + "\n")
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_vllm_results(p)
+    err = _err(e)
+    assert (err.file, err.line, err.field) == (str(p), 2, field)
+    assert str(err).startswith(f"{p}, line 2, field '{field}': expected ")
+
+
+def test_vllm_result_missing_key_says_so(tmp_path):
+    obj = json.loads((DATA / "vllm_c16.json").read_text())
+    del obj["duration"]
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(obj))
+    with pytest.raises(SpecsimInputError, match="field 'duration'.*no such key"):
+        observations_from_vllm_results(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV
+
+
+def test_csv_rows_in_ms_with_weights_and_extra_column():
+    obs = observations_from_csv(DATA / "steps.csv")
+    assert [o.line for o in obs] == [2, 3, 4, 5, 6, 7]
+    assert [o.num_requests for o in obs] == [1, 8, 32, 64, 128, 16]
+    assert [o.batch_tokens for o in obs] == [1, 8, 32, 64, 128, 528]
+    assert [o.step_time_s for o in obs] == pytest.approx([0.0079, 0.0091, 0.0136, 0.0198, 0.0332, 0.0415])
+    assert [o.weight for o in obs] == [412, 380, 655, 702, 240, 37]
+    assert obs[-1].context_tokens == 1080 and obs[-1].label == "B=528" and obs[-1].kind == "step"
+
+
+def test_csv_batch_tokens_alone_stands_for_both_and_seconds_column():
+    a, b = observations_from_csv(DATA / "buckets_seconds.csv")
+    assert (a.num_requests, a.batch_tokens, a.step_time_s, a.label) == (4.0, 4.0, 0.0085, "b4")
+    assert (b.num_requests, b.batch_tokens, b.step_time_s, b.label) == (256.0, 256.0, 0.0612, "b256")
+    assert math.isnan(a.context_tokens) and a.weight == 1.0
+
+
+@pytest.mark.parametrize("text, line, field", [
+    ("num_requests,step_time_ms\n4,9.1\n8,-1\n", 3, "step_time_ms"),
+    ("num_requests,step_time_ms\n4,9.1\n\n8,fast\n", 4, "step_time_ms"),    # blank line still counted
+    ("num_requests,step_time_s,step_time_ms\n4,0.009,9\n", 1, "step_time_s"),
+    ("batch,step_time_ms\n4,9.1\n", 1, "num_requests"),
+    ("num_requests,batch_tokens,step_time_ms\n8,4,9.1\n", 2, "batch_tokens"),
+    ("num_requests,step_time_ms\n0.5,9.1\n", 2, "num_requests"),
+    ("num_requests,step_time_ms,context_tokens\n4,9.1,-3\n", 2, "context_tokens"),
+    ("num_requests,step_time_ms,weight\n4,9.1,0\n", 2, "weight"),
+    ("num_requests,step_time_ms\n4,\n", 2, "step_time_ms"),
+])
+def test_csv_errors_name_file_line_and_column(tmp_path, text, line, field):
+    p = tmp_path / "steps.csv"
+    p.write_text(text)
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_csv(p)
+    assert (_err(e).file, _err(e).line, _err(e).field) == (str(p), line, field)
+
+
+def test_csv_header_only_is_refused(tmp_path):
+    p = tmp_path / "h.csv"
+    p.write_text("num_requests,step_time_ms\n")
+    with pytest.raises(SpecsimInputError, match="at least one data row"):
+        observations_from_csv(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus
+
+
+def test_prometheus_one_dump_means_since_start():
+    (o,) = observations_from_prometheus(DATA / "vllm_metrics_phase1.prom")
+    assert o.step_time_s == pytest.approx(1795.2 / 81600, rel=1e-12)      # ITL _sum / _count = 22 ms
+    assert o.batch_tokens == pytest.approx(409600 / 5440, rel=1e-12)      # tokens per engine step
+    assert o.num_requests == pytest.approx(81920 / 5440, rel=1e-12)       # generated tokens per step
+    assert o.context_tokens == pytest.approx(327680 / 320 + 81920 / 320 / 2)
+    assert (o.kind, o.label, o.line) == ("histogram", "engine=0 model_name=acme/dense-32b", 132)
+    assert o.batch_tokens >= o.num_requests
+
+
+def test_prometheus_delta_between_dumps_gives_the_phase_means():
+    first, second = read_step_observations([DATA / "vllm_metrics_phase1.prom", DATA / "vllm_metrics_phase2.prom"],
+                                           fmt="prometheus-delta")
+    assert first == observations_from_prometheus(DATA / "vllm_metrics_phase1.prom")[0]
+    # phase 2 alone: 163,200 gaps summing to 8,976 s; 2,720 steps of 819,200 tokens; 163,840 generated
+    assert second.step_time_s == pytest.approx(8976 / 163200, rel=1e-12)          # 55 ms
+    assert second.batch_tokens == pytest.approx(819200 / 2720, rel=1e-12)
+    assert second.num_requests == pytest.approx(163840 / 2720, rel=1e-12)
+    assert second.context_tokens == pytest.approx(655360 / 640 + 163840 / 640 / 2)
+    # without the baseline, the later dump is the whole-run mean instead
+    (whole,) = observations_from_prometheus(DATA / "vllm_metrics_phase2.prom")
+    assert whole.step_time_s == pytest.approx(10771.2 / 244800, rel=1e-12)
+
+
+def test_prometheus_restarted_server_is_refused():
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_prometheus(DATA / "vllm_metrics_phase1.prom", baseline=DATA / "vllm_metrics_phase2.prom")
+    assert "baseline" in str(e.value) and e.value.line is not None
+
+
+def test_prometheus_one_observation_per_engine():
+    e0, e1 = observations_from_prometheus(DATA / "vllm_metrics_dp2.prom")
+    assert [e0.label, e1.label] == ["engine=0 model_name=acme/dense-32b", "engine=1 model_name=acme/dense-32b"]
+    assert e1.step_time_s == pytest.approx(852.6 / 40600, rel=1e-12)          # 21 ms
+    assert e1.batch_tokens == pytest.approx(201600 / 2800, rel=1e-12)         # 72
+    assert e1.num_requests == pytest.approx(40760 / 2800, rel=1e-12)
+    assert e1.context_tokens == pytest.approx(160000 / 160 + 40760 / 160 / 2)
+    assert e0.step_time_s == pytest.approx(0.022, rel=1e-12)
+
+
+def _edited(tmp_path, drop=(), add=""):
+    lines = (DATA / "vllm_metrics_phase1.prom").read_text().splitlines()
+    keep = [ln for ln in lines if not any(ln.startswith(d) for d in drop)]
+    p = tmp_path / "m.prom"
+    p.write_text("\n".join(keep) + "\n" + add)
+    return p
+
+
+def test_prometheus_with_speculation_is_refused(tmp_path):
+    p = _edited(tmp_path, add='vllm:spec_decode_num_drafts_total{engine="0",model_name="acme/dense-32b"} 20400.0\n')
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_prometheus(p)
+    assert e.value.field == "vllm:spec_decode_num_drafts_total"
+    assert "without speculative decoding" in str(e.value)
+    # counters at zero (a server with speculation configured but idle, or never drafting) are no speculation
+    p2 = _edited(tmp_path, add='vllm:spec_decode_num_drafts_total{engine="0",model_name="acme/dense-32b"} 0.0\n')
+    assert len(observations_from_prometheus(p2)) == 1
+
+
+def test_prometheus_older_names_and_gauge_fallback(tmp_path):
+    # an older server: only vllm:time_per_output_token_seconds, no generation counter (the gauge, a snapshot)
+    p = _edited(tmp_path, drop=("vllm:inter_token_latency_seconds", "vllm:generation_tokens_total"))
+    (o,) = observations_from_prometheus(p)
+    assert o.step_time_s == pytest.approx(0.022, rel=1e-12)
+    assert o.num_requests == 16.0                                             # vllm:num_requests_running
+    q = _edited(tmp_path, drop=("vllm:request_prompt_tokens",))
+    assert math.isnan(observations_from_prometheus(q)[0].context_tokens)
+
+
+def test_prometheus_errors(tmp_path):
+    p = _edited(tmp_path, drop=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"))
+    with pytest.raises(SpecsimInputError, match="inter_token_latency_seconds"):
+        observations_from_prometheus(p)
+    p = _edited(tmp_path, drop=("vllm:iteration_tokens_total",))
+    with pytest.raises(SpecsimInputError, match="iteration_tokens_total_count"):
+        observations_from_prometheus(p)
+    p = _edited(tmp_path, add="vllm:num_requests_running{engine=0} 3\n")   # unquoted label value
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_prometheus(p)
+    assert e.value.line == len((DATA / "vllm_metrics_phase1.prom").read_text().splitlines()) + 1
+    p = _edited(tmp_path, add="vllm:num_requests_running{} many\n")
+    with pytest.raises(SpecsimInputError, match="field 'vllm:num_requests_running'"):
+        observations_from_prometheus(p)
+
+
+def test_prometheus_label_escapes_and_timestamps(tmp_path):
+    p = _edited(tmp_path, add='vllm:cache_config_info{engine="0",note="a \\"q\\", {b}\\n"} 1.0 1764520000000\n')
+    assert len(observations_from_prometheus(p)) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Dispatch
+
+
+def test_several_files_give_observations_in_the_order_given():
+    files = [DATA / "vllm_sweep_append.jsonl", DATA / "buckets_seconds.csv", DATA / "vllm_metrics_dp2.prom",
+             DATA / "vllm_c16.json"]
+    obs = read_step_observations(files)
+    assert [(Path(o.source).name, o.line) for o in obs] == [
+        ("vllm_sweep_append.jsonl", 1), ("vllm_sweep_append.jsonl", 2), ("buckets_seconds.csv", 2),
+        ("buckets_seconds.csv", 3), ("vllm_metrics_dp2.prom", 210), ("vllm_metrics_dp2.prom", 232),
+        ("vllm_c16.json", 1)]
+    assert [o.kind for o in obs] == ["tpot", "tpot", "step", "step", "histogram", "histogram", "tpot"]
+    r, b, ctx, t, w = as_arrays(obs)
+    assert r.shape == (7,) and t[-1] == pytest.approx(0.022) and math.isnan(ctx[2])
+
+
+def test_format_detection_by_content(tmp_path):
+    for src, name, fmt in [("vllm_c16.json", "a.txt", "vllm"), ("steps.csv", "b.txt", "csv"),
+                           ("vllm_metrics_phase1.prom", "c.txt", "prometheus")]:
+        (tmp_path / name).write_text((DATA / src).read_text())
+        assert detect_format(tmp_path / name) == fmt
+    assert read_step_observations(tmp_path / "a.txt") == [
+        StepObservation(**{**observations_from_vllm_results(DATA / "vllm_c16.json")[0].__dict__,
+                           "source": str(tmp_path / "a.txt")})]
+    (tmp_path / "d.txt").write_text("hello world\n")
+    with pytest.raises(SpecsimInputError, match="d.txt, line 1"):
+        detect_format(tmp_path / "d.txt")
+
+
+def test_bad_format_and_no_paths():
+    with pytest.raises(SpecsimInputError, match="one of vllm, csv, prometheus, prometheus-delta"):
+        read_step_observations([DATA / "steps.csv"], fmt="xlsx")
+    with pytest.raises(SpecsimInputError, match="at least one measurement file"):
+        read_step_observations([])
+
+
+def test_csv_from_a_spreadsheet_with_a_byte_order_mark(tmp_path):
+    p = tmp_path / "excel.csv"
+    p.write_bytes("\ufeffnum_requests,step_time_ms\r\n4,9.1\r\n".encode("utf-8"))
+    (o,) = observations_from_csv(p)
+    assert (o.num_requests, o.step_time_s, o.line) == (4.0, pytest.approx(0.0091), 2)
