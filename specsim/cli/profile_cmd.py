@@ -234,10 +234,14 @@ def fit_cmd(
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
                                     "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
     holdout: list[Path] = typer.Option([], help="files to predict only (never fitted); repeat the option"),
+    context: int = typer.Option(None, help="cached tokens per request for inputs that do not give it (CSV "
+                                           "without context_tokens, dumps without length histograms)"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output profile JSON"),
 ) -> None:
     """Fit the step model's engine-level terms to a real engine's no-speculation runs; print the residual
     of every point (holdout files apart) and write the fitted profile."""
+    from dataclasses import replace
+
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
     from specsim.hardware.step_points import read_step_observations
@@ -246,6 +250,11 @@ def fit_cmd(
     fitted_files = [p for p in inputs if p not in set(holdout)]
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
+    if context is not None:
+        obs, held = ([replace(o, context_tokens=float(context)) if o.context_tokens != o.context_tokens else o
+                      for o in group] for group in (obs, held))
+    elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
+        typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep)
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held)
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))

@@ -99,10 +99,11 @@ def _padded(b: np.ndarray) -> np.ndarray:
 
 
 def predict_observations(sm: StepModel, observations: Sequence) -> np.ndarray:
-    """(n,) predicted seconds of each observation's step (B padded to the capture sizes, K = R x context)."""
+    """(n,) predicted seconds of each observation's step (B padded to the capture sizes, K = R x context; an
+    unknown context, NaN, reads no KV: give ``context_tokens`` where the input lacks it)."""
     r = np.array([o.num_requests for o in observations], np.float64)
     b = np.array([o.batch_tokens for o in observations], np.float64)
-    c = np.array([o.context_tokens for o in observations], np.float64)
+    c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     return np.asarray(sm.step_time(_padded(b), r, r * c), np.float64)
 
 
@@ -131,6 +132,7 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                                 f"at most {len(observations)} parameter(s): one per fitting point at most "
                                 f"({len(observations)} point(s) to fit)", f"{len(params)}: {','.join(params)}")
     measured = np.array([o.step_time_s for o in observations], np.float64)
+    weight = np.sqrt(np.array([getattr(o, "weight", 1.0) for o in observations], np.float64))
     lo = np.array([FIT_BOUNDS[p][0] for p in params])
     hi = np.array([FIT_BOUNDS[p][1] for p in params])
     scale = hi                                               # every parameter in units of its ceiling
@@ -140,7 +142,7 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
         return base.with_terms(**{p: float(v) for p, v in zip(params, x * scale)})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return np.log(predict_observations(model_at(x), observations) / measured)
+        return weight * np.log(predict_observations(model_at(x), observations) / measured)
 
     fit = least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac")
     fitted = model_at(fit.x)
