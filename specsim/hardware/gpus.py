@@ -29,7 +29,8 @@ Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; cap
   / 72); NVLink 5 1.8 TB/s -> 900 GB/s. (NVIDIA GB200 NVL72 datasheet, 2024.)
 * ``l40s`` L40S 48GB (PCIe): GDDR6 864 GB/s; BF16 362.05 TFLOPS (733 with sparsity), FP8 733 (1,466 with
   sparsity); no FP4; 142 SMs; 48 GB; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional -> 32 GB/s. (NVIDIA L40S
-  GPU datasheet, 2023. The L40, not the L40S, is the 181 TFLOPS part.)
+  GPU datasheet, 2023, whose FP8 figure is 1.2% above twice its BF16 one; both kept as printed. The L40, not
+  the L40S, is the 181 TFLOPS part.)
 * ``rtx4090`` GeForce RTX 4090 24GB: GDDR6X 1,008 GB/s; BF16 165.2 TFLOPS with FP32 accumulate (what PyTorch's
   BF16 GEMMs use; FP16 with FP16 accumulate is 330.3), FP8 330.3 with FP32 accumulate (660.6 with FP16
   accumulate); no FP4; 128 SMs; 24 GB; PCIe Gen4 x16 -> 32 GB/s. (NVIDIA Ada Lovelace GPU Architecture
@@ -140,39 +141,37 @@ class GpuSpec:
         return float(value)
 
 
-def _spec(name: str, hbm_tb: float, bf16_tf: float, fp8_tf: float | None, fp4_tf: float | None, sms: int,
-          memory_bytes: float, link_gb: float, latency_s: float, source: str) -> GpuSpec:
-    """A :class:`GpuSpec` from datasheet units (TB/s, TFLOPS, GB/s unidirectional)."""
-    return GpuSpec(name=name, hbm_bytes_per_s=hbm_tb * 1e12, bf16_flops_per_s=bf16_tf * 1e12, num_sms=sms,
-                   source=source, memory_bytes=memory_bytes, link_bytes_per_s=link_gb * 1e9,
-                   link_latency_s=latency_s,
-                   fp8_flops_per_s=None if fp8_tf is None else fp8_tf * 1e12,
-                   fp4_flops_per_s=None if fp4_tf is None else fp4_tf * 1e12)
+def _spec(name: str, hbm: float, bf16: float, fp8: float | None, fp4: float | None, sms: int,
+          memory_bytes: float, link: float, latency_s: float, source: str) -> GpuSpec:
+    """A :class:`GpuSpec` from positional datasheet numbers (SI units: bytes/s, FLOP/s, bytes, s)."""
+    return GpuSpec(name=name, hbm_bytes_per_s=hbm, bf16_flops_per_s=bf16, num_sms=sms, source=source,
+                   memory_bytes=memory_bytes, link_bytes_per_s=link, link_latency_s=latency_s,
+                   fp8_flops_per_s=fp8, fp4_flops_per_s=fp4)
 
 
 GPUS: dict[str, GpuSpec] = {
-    "a100": _spec("a100", 2.039, 312, None, None, 108, 81920 * _MIB, 300, _NVLINK_LATENCY_S,
+    "a100": _spec("a100", 2.039e12, 312e12, None, None, 108, 81920 * _MIB, 300e9, _NVLINK_LATENCY_S,
                   "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB), 2021"),
-    "h100": _spec("h100", 3.35, 989.4, 1978.9, None, 132, 81559 * _MIB, 450, _NVLINK_LATENCY_S,
+    "h100": _spec("h100", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 450e9, _NVLINK_LATENCY_S,
                   "NVIDIA H100 Tensor Core GPU datasheet (SXM5), 2023"),
-    "h200": _spec("h200", 4.8, 989.4, 1978.9, None, 132, 143771 * _MIB, 450, _NVLINK_LATENCY_S,
+    "h200": _spec("h200", 4.8e12, 989.4e12, 1978.9e12, None, 132, 143771 * _MIB, 450e9, _NVLINK_LATENCY_S,
                   "NVIDIA H200 Tensor Core GPU datasheet (SXM), 2024"),
-    "h800": _spec("h800", 3.35, 989.4, 1978.9, None, 132, 81559 * _MIB, 200, _NVLINK_LATENCY_S,
+    "h800": _spec("h800", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 200e9, _NVLINK_LATENCY_S,
                   "NVIDIA H800 Tensor Core GPU product brief (SXM5), 2023"),
-    "h20": _spec("h20", 4.0, 148, 296, None, 78, 96 * _GIB, 450, _NVLINK_LATENCY_S,
+    "h20": _spec("h20", 4.0e12, 148e12, 296e12, None, 78, 96 * _GIB, 450e9, _NVLINK_LATENCY_S,
                  "NVIDIA H20 product specification, 2024"),
-    "b200": _spec("b200", 8.0, 2250, 4500, 9000, 148, 183359 * _MIB, 900, _NVLINK_LATENCY_S,
+    "b200": _spec("b200", 8.0e12, 2250e12, 4500e12, 9000e12, 148, 183359 * _MIB, 900e9, _NVLINK_LATENCY_S,
                   "NVIDIA HGX B200 datasheet, 2024"),
-    "gb200": _spec("gb200", 8.0, 2500, 5000, 10000, 148, 186 * _GIB, 900, _NVLINK_LATENCY_S,
+    "gb200": _spec("gb200", 8.0e12, 2500e12, 5000e12, 10000e12, 148, 186 * _GIB, 900e9, _NVLINK_LATENCY_S,
                    "NVIDIA GB200 NVL72 datasheet (per GPU), 2024"),
-    "l40s": _spec("l40s", 0.864, 362.05, 733, None, 142, 48 * _GIB, 32, _PCIE_LATENCY_S,
+    "l40s": _spec("l40s", 0.864e12, 362.05e12, 733e12, None, 142, 48 * _GIB, 32e9, _PCIE_LATENCY_S,
                   "NVIDIA L40S GPU datasheet, 2023"),
-    "rtx4090": _spec("rtx4090", 1.008, 165.2, 330.3, None, 128, 24 * _GIB, 32, _PCIE_LATENCY_S,
+    "rtx4090": _spec("rtx4090", 1.008e12, 165.2e12, 330.3e12, None, 128, 24 * _GIB, 32e9, _PCIE_LATENCY_S,
                      "NVIDIA Ada Lovelace GPU Architecture whitepaper (GeForce RTX 4090), 2022"),
-    "rtxpro6000": _spec("rtxpro6000", 1.792, 503.8, 1007.6, 2015.2, 188, 96 * _GIB, 64, _PCIE_LATENCY_S,
-                        "NVIDIA RTX PRO 6000 Blackwell datasheet and RTX Blackwell GPU Architecture "
+    "rtxpro6000": _spec("rtxpro6000", 1.792e12, 503.8e12, 1007.6e12, 2015.2e12, 188, 96 * _GIB, 64e9,
+                        _PCIE_LATENCY_S, "NVIDIA RTX PRO 6000 Blackwell datasheet and RTX Blackwell GPU Architecture "
                         "whitepaper, 2025"),
-    "mi300x": _spec("mi300x", 5.3, 1307.4, 2614.9, None, 304, 192 * _GIB, 448, _XGMI_LATENCY_S,
+    "mi300x": _spec("mi300x", 5.3e12, 1307.4e12, 2614.9e12, None, 304, 192 * _GIB, 448e9, _XGMI_LATENCY_S,
                     "AMD Instinct MI300X accelerator datasheet, 2023"),
 }
 
