@@ -77,12 +77,17 @@ def test_weight_bytes_moe_ep_and_tp():
     h, e, fe, n_moe = 7168, 256, 2048, 58
     expert = 3 * h * fe
     full = cfg.weight_bytes(1, 1)
+    # FP8 GEMM weights (1 byte); embeddings, LM head, routers and norms in BF16 (2 bytes).
+    bf16_params = 2 * 129280 * h + n_moe * h * e + 61 * (2 * h + 512 + 1536) + h
+    assert full == pytest.approx((cfg.total_params() - bf16_params) * 1 + bf16_params * 2)
     # EP 8: each GPU holds 32 whole routed experts instead of all 256.
     assert full - cfg.weight_bytes(1, 8) == pytest.approx(n_moe * (e - 32) * expert * 1)
-    # TP 8 without EP: every routed expert split 8 ways, same routed bytes as EP 8.
-    routed_tp8 = n_moe * e * expert / 8
-    assert routed_tp8 == n_moe * 32 * expert
-    assert cfg.weight_bytes(8, 8) < cfg.weight_bytes(1, 8)
+    # TP 8 without EP splits every routed expert 8 ways: the same routed bytes as EP 8, so the two layouts
+    # differ only by the TP-split attention, dense MLPs, shared experts and embeddings.
+    attn_saved = 61 * (sum(n * k for n, k in cfg.attention_gemms(1)) - sum(n * k for n, k in cfg.attention_gemms(8)))
+    dense_saved = (3 * 3 * h * 18432 + n_moe * expert) * 7 / 8
+    embed_saved = 2 * 129280 * h * 2 * 7 / 8
+    assert cfg.weight_bytes(1, 8) - cfg.weight_bytes(8, 1) == pytest.approx(attn_saved + dense_saved + embed_saved)
     with pytest.raises(SpecsimInputError, match="'ep'"):
         cfg.weight_bytes(1, 512)
     with pytest.raises(SpecsimInputError, match="'tp'"):

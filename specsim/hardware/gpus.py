@@ -20,7 +20,8 @@ Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; cap
 * ``h800`` H800 SXM5 80GB: H100 SXM compute and HBM3 (3.35 TB/s, BF16 989.4, FP8 1,978.9, 132 SMs, 80 GB);
   NVLink cut to 400 GB/s bidirectional -> 200 GB/s. (NVIDIA H800 Tensor Core GPU product brief, 2023.)
 * ``h20`` H20 96GB: HBM3 4.0 TB/s; BF16 148 TFLOPS, FP8 296 TFLOPS (dense); no FP4; 78 SMs; 96 GB; NVLink 900
-  GB/s -> 450 GB/s. (NVIDIA H20 product specification, 2024; SM count as the device reports it.)
+  GB/s -> 450 GB/s. (NVIDIA HGX H20 specification sheet, 2024, as distributed through NVIDIA's partners; no
+  public datasheet page exists; SM count as the device reports it.)
 * ``b200`` B200 (HGX B200, 1,000 W): HBM3e 8 TB/s; BF16 2.25 PFLOPS, FP8 4.5, FP4 9 (dense; 4.5/9/18 with
   sparsity); 148 SMs; 180 GB; NVLink 5 1.8 TB/s -> 900 GB/s. (NVIDIA HGX B200 / DGX B200 datasheets,
   2024-2025; SM count from the NVIDIA Blackwell architecture technical brief, 2024.)
@@ -159,7 +160,7 @@ GPUS: dict[str, GpuSpec] = {
     "h800": _spec("h800", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 200e9, _NVLINK_LATENCY_S,
                   "NVIDIA H800 Tensor Core GPU product brief (SXM5), 2023"),
     "h20": _spec("h20", 4.0e12, 148e12, 296e12, None, 78, 96 * _GIB, 450e9, _NVLINK_LATENCY_S,
-                 "NVIDIA H20 product specification, 2024"),
+                 "NVIDIA HGX H20 specification sheet (via partners), 2024"),
     "b200": _spec("b200", 8.0e12, 2250e12, 4500e12, 9000e12, 148, 183359 * _MIB, 900e9, _NVLINK_LATENCY_S,
                   "NVIDIA HGX B200 datasheet, 2024"),
     "gb200": _spec("gb200", 8.0e12, 2500e12, 5000e12, 10000e12, 148, 186 * _GIB, 900e9, _NVLINK_LATENCY_S,
