@@ -168,3 +168,21 @@ def test_input_errors_name_file_and_key(tmp_path):
         model_from_hf_config(tmp_path / "missing.json")
     with pytest.raises(SpecsimInputError, match="kv_dtype"):
         ModelConfig("x", 1, 8, 1, 1, 8, 8, 8, kv_dtype="int8")
+
+
+def test_deepseek_v2_lite_null_q_lora_and_nested_text_config():
+    base = json.loads((HF / "deepseek-v3.json").read_text())
+    lite = {**base, "model_type": "deepseek_v2", "q_lora_rank": None, "num_hidden_layers": 27, "hidden_size": 2048,
+            "num_attention_heads": 16, "num_key_value_heads": 16, "n_routed_experts": 64, "n_shared_experts": 2,
+            "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "first_k_dense_replace": 1,
+            "intermediate_size": 10944, "vocab_size": 102400}
+    del lite["quantization_config"]
+    cfg = model_from_hf_config(lite)
+    assert cfg.q_lora_rank == 0 and cfg.weight_dtype == "bf16"
+    assert cfg.attention_gemms(1)[0] == (16 * (128 + 64), 2048)          # plain query projection
+    assert cfg.total_params() / 1e9 == pytest.approx(15.7, rel=0.02)     # DeepSeek-V2-Lite model card: 15.7B
+    # and 2.4B activated: DeepSeek counts the LM head but not the input embedding (Mistral and Qwen count both,
+    # as active_params_per_token does); with that convention the counts agree.
+    assert (cfg.active_params_per_token() - 102400 * 2048) / 1e9 == pytest.approx(2.4, rel=0.03)
+    nested = {"model_type": "llava", "text_config": json.loads((HF / "llama-3.1-8b.json").read_text())}
+    assert model_from_hf_config(nested).total_params() == load("llama-3.1-8b").total_params()

@@ -159,8 +159,9 @@ class ModelConfig:
     def active_params_per_token(self) -> float:
         """Parameters one token runs through: all but the routed experts it is not sent to.
 
-        As Mistral counts Mixtral's 12.9B active: attention, dense MLPs, top_k routed and all shared experts,
-        routers, norms, embedding and LM head.
+        As Mistral counts Mixtral's 12.9B active and Qwen counts Qwen3-30B-A3B's 3.3B: attention, dense MLPs,
+        top_k routed and all shared experts, routers, norms, embedding and LM head. (DeepSeek's "37B
+        activated" for V3 leaves out the input embedding, 0.93B.)
         """
         unused = (self.num_layers - self.num_dense_layers) * (self.num_experts - self.top_k) \
             * 3 * self.hidden * self.expert_ffn
