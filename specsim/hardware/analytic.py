@@ -40,70 +40,13 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.gpus import GpuSpec, gpu_spec
+from specsim.hardware.model_config import MODELS, ModelConfig  # noqa: F401  (re-exported)
 from specsim.hardware.profile import StepTimeProfile
 
 TILE_M, TILE_N = 64, 128          # CUTLASS/cuBLAS-style CTA tile for bf16 GEMMs (M = tokens)
 ELEMENTWISE_PASSES = 12           # 2 norms (r+w), act (r 2x, w 1x), residual adds (r 2x, w 1x), rope
 BYTES = 2                         # bf16/fp16 weights and activations
 CUDA_GRAPH_SIZES = (1, 2, 4, *range(8, 513, 8))
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Shapes of a decoder-only model (per the model's config.json).
-
-    Attributes:
-        name: label. num_layers: transformer layers. hidden: model width. num_heads, num_kv_heads,
-        head_dim: attention heads. ffn: dense MLP width (gated: gate+up+down). vocab: vocabulary.
-        num_experts, top_k, expert_ffn, num_shared_experts, first_dense_layers: MoE (0 = dense).
-        kv_lora_rank, q_lora_rank, rope_dim: MLA attention (0 = standard GQA/MHA).
-    """
-
-    name: str
-    num_layers: int
-    hidden: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    ffn: int
-    vocab: int
-    num_experts: int = 0
-    top_k: int = 0
-    expert_ffn: int = 0
-    num_shared_experts: int = 0
-    first_dense_layers: int = 0
-    kv_lora_rank: int = 0
-    q_lora_rank: int = 0
-    rope_dim: int = 0
-
-    def attention_gemms(self, tp: int) -> list[tuple[int, int]]:
-        """(N, K) of the attention projections per shard."""
-        if self.kv_lora_rank:  # MLA: q down/up, kv down, kv up (absorbed into attention at decode), o
-            h = self.num_heads // tp
-            return [(self.q_lora_rank, self.hidden), (h * (self.head_dim + self.rope_dim), self.q_lora_rank),
-                    (self.kv_lora_rank + self.rope_dim, self.hidden),
-                    (h * 2 * self.head_dim, self.kv_lora_rank), (self.hidden, h * self.head_dim)]
-        q = self.num_heads * self.head_dim // tp
-        kv = max(1, self.num_kv_heads // tp) * self.head_dim
-        return [(q + 2 * kv, self.hidden), (self.hidden, q)]
-
-    def kv_bytes_per_token(self, tp: int) -> float:
-        """KV-cache bytes per token per shard (all layers)."""
-        if self.kv_lora_rank:
-            return self.num_layers * (self.kv_lora_rank + self.rope_dim) * BYTES
-        return 2.0 * self.num_layers * max(1, self.num_kv_heads // tp) * self.head_dim * BYTES
-
-
-#: Presets. Llama-2 shapes from meta-llama config.json; Qwen3-8B from Qwen/Qwen3-8B config.json;
-#: deepseek-v3 from deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense, 256 experts top-8, 1 shared).
-MODELS: dict[str, ModelConfig] = {
-    "llama2-7b": ModelConfig("llama2-7b", 32, 4096, 32, 32, 128, 11008, 32000),
-    "llama2-70b": ModelConfig("llama2-70b", 80, 8192, 64, 8, 128, 28672, 32000),
-    "qwen3-8b": ModelConfig("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936),
-    "deepseek-v3": ModelConfig("deepseek-v3", 61, 7168, 128, 128, 128, 18432, 129280, num_experts=256,
-                               top_k=8, expert_ffn=2048, num_shared_experts=1, first_dense_layers=3,
-                               kv_lora_rank=512, q_lora_rank=1536, rope_dim=64),
-}
 
 
 @dataclass(frozen=True)

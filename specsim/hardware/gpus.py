@@ -1,35 +1,94 @@
-"""Datasheet numbers of the GPUs specsim knows, for KV-read terms and the analytic generator.
+"""Datasheet numbers of the GPUs specsim knows, for the step-time model's terms and the analytic generator.
 
-Every number is a vendor datasheet value (dense, no structured sparsity), per GPU:
+Every FLOP/s number is a vendor datasheet value for DENSE tensor-core math (no 2:4 structured sparsity;
+datasheets that print "with sparsity" figures are halved, and the halving is said below). BF16 and FP16 run at
+the same rate on every GPU here (FP32 accumulate). ``link_bytes_per_s`` is the per-GPU *unidirectional*
+scale-up bandwidth (half the "bidirectional" figure datasheets print). ``memory_bytes`` is the capacity in
+bytes: the total the device reports (nvidia-smi memory.total, MiB) where specsim.kv_capacity already records
+it (A100, H100, H200, B200; H800 is an H100 80GB), otherwise the datasheet's GB read as GiB (memory chips come
+in binary sizes; a datasheet "80GB" HBM3 part reports 81,559 MiB).
 
-* A100 SXM4 80GB: HBM2e 2,039 GB/s, BF16/FP16 tensor 312 TFLOPS, 108 SMs
-  (NVIDIA A100 Tensor Core GPU datasheet, 2021).
-* H100 SXM5 80GB: HBM3 3.35 TB/s, BF16/FP16 tensor 989.4 TFLOPS dense (1,979 with sparsity), 132 SMs
-  (NVIDIA H100 Tensor Core GPU datasheet, 2023; SM count from the H100 architecture whitepaper).
-* H200 SXM 141GB: HBM3e 4.8 TB/s, same GH100 compute as H100 SXM (989.4 TFLOPS dense BF16), 132 SMs
-  (NVIDIA H200 Tensor Core GPU datasheet, 2024).
-* B200 (HGX B200, 180GB): HBM3e 8 TB/s, 2.25 PFLOPS dense BF16 (4.5 with sparsity), 148 SMs
-  (NVIDIA HGX B200 datasheet / DGX B200 datasheet, 2024-2025; SM count from the Blackwell
-  architecture technical brief).
+Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; capacity; link):
+
+* ``a100`` A100 SXM4 80GB: HBM2e 2,039 GB/s; BF16 312 TFLOPS (624 with sparsity); no FP8, no FP4; 108 SMs;
+  80 GB; NVLink 3 600 GB/s bidirectional -> 300 GB/s. (NVIDIA A100 Tensor Core GPU datasheet, 2021.)
+* ``h100`` H100 SXM5 80GB: HBM3 3.35 TB/s; BF16 989.4 TFLOPS (1,979 with sparsity); FP8 1,978.9 (3,958
+  with sparsity); no FP4; 132 SMs; 80 GB; NVLink 4 900 GB/s -> 450 GB/s. (NVIDIA H100 Tensor Core GPU
+  datasheet, 2023; SM count from the NVIDIA H100 Tensor Core GPU Architecture whitepaper, 2022.)
+* ``h200`` H200 SXM 141GB: HBM3e 4.8 TB/s; same GH100 compute as H100 SXM (BF16 989.4, FP8 1,978.9); 132 SMs;
+  141 GB; NVLink 900 GB/s -> 450 GB/s. (NVIDIA H200 Tensor Core GPU datasheet, 2024.)
+* ``h800`` H800 SXM5 80GB: H100 SXM compute and HBM3 (3.35 TB/s, BF16 989.4, FP8 1,978.9, 132 SMs, 80 GB);
+  NVLink cut to 400 GB/s bidirectional -> 200 GB/s. (NVIDIA H800 Tensor Core GPU product brief, 2023.)
+* ``h20`` H20 96GB: HBM3 4.0 TB/s; BF16 148 TFLOPS, FP8 296 TFLOPS (dense); no FP4; 78 SMs; 96 GB; NVLink 900
+  GB/s -> 450 GB/s. (NVIDIA HGX H20 specification sheet, 2024, as distributed through NVIDIA's partners; no
+  public datasheet page exists; SM count as the device reports it.)
+* ``b200`` B200 (HGX B200, 1,000 W): HBM3e 8 TB/s; BF16 2.25 PFLOPS, FP8 4.5, FP4 9 (dense; 4.5/9/18 with
+  sparsity); 148 SMs; 180 GB; NVLink 5 1.8 TB/s -> 900 GB/s. (NVIDIA HGX B200 / DGX B200 datasheets,
+  2024-2025; SM count from the NVIDIA Blackwell architecture technical brief, 2024.)
+* ``gb200`` B200 GPU of a GB200 NVL72 (1,200 W): HBM3e 8 TB/s (576 TB/s / 72); BF16 2.5 PFLOPS, FP8 5, FP4 10
+  (dense; the rack's 360/720/1,440 PFLOPS with sparsity / 72 / 2); 148 SMs (same die as B200); 186 GB (13.4 TB
+  / 72); NVLink 5 1.8 TB/s -> 900 GB/s. (NVIDIA GB200 NVL72 datasheet, 2024.)
+* ``l40s`` L40S 48GB (PCIe): GDDR6 864 GB/s; BF16 362.05 TFLOPS (733 with sparsity), FP8 733 (1,466 with
+  sparsity); no FP4; 142 SMs; 48 GB; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional -> 32 GB/s. (NVIDIA L40S
+  GPU datasheet, 2023, whose FP8 figure is 1.2% above twice its BF16 one; both kept as printed. The L40, not
+  the L40S, is the 181 TFLOPS part.)
+* ``rtx4090`` GeForce RTX 4090 24GB: GDDR6X 1,008 GB/s; BF16 165.2 TFLOPS with FP32 accumulate (what PyTorch's
+  BF16 GEMMs use; FP16 with FP16 accumulate is 330.3), FP8 330.3 with FP32 accumulate (660.6 with FP16
+  accumulate); no FP4; 128 SMs; 24 GB; PCIe Gen4 x16 -> 32 GB/s. (NVIDIA Ada Lovelace GPU Architecture
+  whitepaper, appendix table of the RTX 4090, 2022.)
+* ``rtxpro6000`` RTX PRO 6000 Blackwell (Workstation / Server Edition) 96GB: GDDR7 1,792 GB/s; BF16 503.8
+  TFLOPS, FP8 1,007.6, FP4 2,015.2 (dense; the 4,000 "AI TOPS" headline is FP4 with sparsity); 188 SMs; 96
+  GB; no NVLink: PCIe Gen5 x16 128 GB/s bidirectional -> 64 GB/s. (NVIDIA RTX PRO 6000 Blackwell datasheet,
+  2025; per-format rates from the NVIDIA RTX Blackwell GPU Architecture whitepaper, 2025.)
+* ``mi300x`` AMD Instinct MI300X: HBM3 5.3 TB/s; BF16 1,307.4 TFLOPS, FP8 2,614.9 (dense); no FP4; 304 CUs
+  (in ``num_sms``); 192 GB; Infinity Fabric 7 links x 128 GB/s bidirectional -> 448 GB/s. (AMD Instinct
+  MI300X accelerator datasheet, 2023.)
+
+``link_latency_s`` is an assumption, not a datasheet number: the small-message all-reduce latency NCCL reaches
+inside one NVLink/NVSwitch domain is a few microseconds (nccl-tests all_reduce_perf on 8-GPU HGX nodes), so
+specsim takes 5 us for NVLink GPUs, 8 us for MI300X over Infinity Fabric (RCCL), and 10 us for PCIe cards
+(peer-to-peer through the host bridge). It is meant to be fitted (``specsim profile fit``) where measurements
+exist.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
 
 from specsim.errors import SpecsimInputError
+
+#: Tensor dtypes :meth:`GpuSpec.flops_per_s` knows.
+DTYPES = ("bf16", "fp16", "fp8", "fp4")
+
+_GIB = 2.0 ** 30
+_MIB = 2.0 ** 20
+_NVLINK_LATENCY_S = 5e-6    # assumption (module docstring)
+_XGMI_LATENCY_S = 8e-6      # assumption (module docstring)
+_PCIE_LATENCY_S = 10e-6     # assumption (module docstring)
 
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """Peak numbers of one GPU.
+    """Peak numbers of one GPU (module docstring: every number and its source).
 
     Args:
         name: short name (``"h100"``).
         hbm_bytes_per_s: peak memory bandwidth in bytes/s.
         bf16_flops_per_s: peak dense BF16/FP16 tensor-core throughput in FLOP/s.
-        num_sms: streaming multiprocessors (waves of GEMM tiles are counted against this).
-        source: the datasheet the numbers come from.
+        num_sms: streaming multiprocessors (compute units on AMD); waves of GEMM tiles are counted against this.
+        source: the datasheet(s) the numbers come from (title and year).
+        memory_bytes: device memory capacity in bytes.
+        link_bytes_per_s: per-GPU unidirectional scale-up bandwidth in bytes/s (NVLink, Infinity Fabric, or
+            PCIe for cards without either).
+        link_latency_s: per-collective latency in seconds (an assumption; module docstring).
+        fp8_flops_per_s: peak dense FP8 tensor FLOP/s, or None where the GPU has no FP8 tensor cores.
+        fp4_flops_per_s: peak dense FP4 tensor FLOP/s, or None where the GPU has no FP4 tensor cores.
+
+    Raises:
+        SpecsimInputError: a number is not finite and > 0 (num_sms: an int >= 1), naming the field.
     """
 
     name: str
@@ -37,23 +96,189 @@ class GpuSpec:
     bf16_flops_per_s: float
     num_sms: int
     source: str
+    memory_bytes: float
+    link_bytes_per_s: float
+    link_latency_s: float
+    fp8_flops_per_s: float | None = None
+    fp4_flops_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecsimInputError(None, None, "name", "a non-empty string", repr(self.name))
+        if not isinstance(self.source, str):
+            raise SpecsimInputError(None, None, "source", "a string", repr(self.source))
+        if isinstance(self.num_sms, bool) or not isinstance(self.num_sms, int) or self.num_sms < 1:
+            raise SpecsimInputError(None, None, "num_sms", "an int >= 1", repr(self.num_sms))
+        for key in ("hbm_bytes_per_s", "bf16_flops_per_s", "memory_bytes", "link_bytes_per_s",
+                    "link_latency_s", "fp8_flops_per_s", "fp4_flops_per_s"):
+            value = getattr(self, key)
+            if value is None and key in ("fp8_flops_per_s", "fp4_flops_per_s"):
+                continue
+            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                    or value <= 0):
+                raise SpecsimInputError(None, None, key, "a finite number > 0"
+                                        + (" or null (unsupported)" if key.startswith("fp") else ""), repr(value))
+
+    def flops_per_s(self, dtype: str) -> float:
+        """Peak dense tensor FLOP/s for GEMMs in ``dtype``.
+
+        Args:
+            dtype: ``"bf16"``, ``"fp16"`` (same rate as BF16), ``"fp8"`` or ``"fp4"``.
+        Returns:
+            FLOP/s (dense, no sparsity).
+        Raises:
+            SpecsimInputError: unknown dtype, or the GPU has no tensor cores for it (naming the GPU).
+        """
+        key = str(dtype).lower()
+        if key in ("bf16", "fp16"):
+            return float(self.bf16_flops_per_s)
+        if key not in DTYPES:
+            raise SpecsimInputError(None, None, "dtype", f"one of {list(DTYPES)}", repr(dtype))
+        value = self.fp8_flops_per_s if key == "fp8" else self.fp4_flops_per_s
+        if value is None:
+            supported = [d for d in DTYPES if d in ("bf16", "fp16") or getattr(self, f"{d}_flops_per_s")]
+            raise SpecsimInputError(None, None, "dtype", f"a dtype {self.name} has tensor cores for "
+                                    f"({', '.join(supported)})", repr(dtype))
+        return float(value)
+
+
+def _spec(name: str, hbm: float, bf16: float, fp8: float | None, fp4: float | None, sms: int,
+          memory_bytes: float, link: float, latency_s: float, source: str) -> GpuSpec:
+    """A :class:`GpuSpec` from positional datasheet numbers (SI units: bytes/s, FLOP/s, bytes, s)."""
+    return GpuSpec(name=name, hbm_bytes_per_s=hbm, bf16_flops_per_s=bf16, num_sms=sms, source=source,
+                   memory_bytes=memory_bytes, link_bytes_per_s=link, link_latency_s=latency_s,
+                   fp8_flops_per_s=fp8, fp4_flops_per_s=fp4)
 
 
 GPUS: dict[str, GpuSpec] = {
-    "a100": GpuSpec("a100", 2.039e12, 312e12, 108, "NVIDIA A100 datasheet (SXM4 80GB)"),
-    "h100": GpuSpec("h100", 3.35e12, 989.4e12, 132, "NVIDIA H100 datasheet (SXM5)"),
-    "h200": GpuSpec("h200", 4.8e12, 989.4e12, 132, "NVIDIA H200 datasheet (SXM)"),
-    "b200": GpuSpec("b200", 8.0e12, 2.25e15, 148, "NVIDIA HGX B200 datasheet"),
+    "a100": _spec("a100", 2.039e12, 312e12, None, None, 108, 81920 * _MIB, 300e9, _NVLINK_LATENCY_S,
+                  "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB), 2021"),
+    "h100": _spec("h100", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 450e9, _NVLINK_LATENCY_S,
+                  "NVIDIA H100 Tensor Core GPU datasheet (SXM5), 2023"),
+    "h200": _spec("h200", 4.8e12, 989.4e12, 1978.9e12, None, 132, 143771 * _MIB, 450e9, _NVLINK_LATENCY_S,
+                  "NVIDIA H200 Tensor Core GPU datasheet (SXM), 2024"),
+    "h800": _spec("h800", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 200e9, _NVLINK_LATENCY_S,
+                  "NVIDIA H800 Tensor Core GPU product brief (SXM5), 2023"),
+    "h20": _spec("h20", 4.0e12, 148e12, 296e12, None, 78, 96 * _GIB, 450e9, _NVLINK_LATENCY_S,
+                 "NVIDIA HGX H20 specification sheet (via partners), 2024"),
+    "b200": _spec("b200", 8.0e12, 2250e12, 4500e12, 9000e12, 148, 183359 * _MIB, 900e9, _NVLINK_LATENCY_S,
+                  "NVIDIA HGX B200 datasheet, 2024"),
+    "gb200": _spec("gb200", 8.0e12, 2500e12, 5000e12, 10000e12, 148, 186 * _GIB, 900e9, _NVLINK_LATENCY_S,
+                   "NVIDIA GB200 NVL72 datasheet (per GPU), 2024"),
+    "l40s": _spec("l40s", 0.864e12, 362.05e12, 733e12, None, 142, 48 * _GIB, 32e9, _PCIE_LATENCY_S,
+                  "NVIDIA L40S GPU datasheet, 2023"),
+    "rtx4090": _spec("rtx4090", 1.008e12, 165.2e12, 330.3e12, None, 128, 24 * _GIB, 32e9, _PCIE_LATENCY_S,
+                     "NVIDIA Ada Lovelace GPU Architecture whitepaper (GeForce RTX 4090), 2022"),
+    "rtxpro6000": _spec("rtxpro6000", 1.792e12, 503.8e12, 1007.6e12, 2015.2e12, 188, 96 * _GIB, 64e9,
+                        _PCIE_LATENCY_S, "NVIDIA RTX PRO 6000 Blackwell datasheet and RTX Blackwell GPU Architecture "
+                        "whitepaper, 2025"),
+    "mi300x": _spec("mi300x", 5.3e12, 1307.4e12, 2614.9e12, None, 304, 192 * _GIB, 448e9, _XGMI_LATENCY_S,
+                    "AMD Instinct MI300X accelerator datasheet, 2023"),
+}
+
+#: Other spellings of the keys of :data:`GPUS` (after lower-casing; ``_`` and spaces read as ``-``).
+ALIASES: dict[str, str] = {
+    "a100-sxm": "a100", "a100-sxm4": "a100", "h100-sxm": "h100", "h100-sxm5": "h100", "h200-sxm": "h200",
+    "h800-sxm": "h800", "h800-sxm5": "h800", "hgx-b200": "b200", "dgx-b200": "b200", "gb200-nvl72": "gb200",
+    "rtx-4090": "rtx4090", "geforce-rtx-4090": "rtx4090", "4090": "rtx4090",
+    "rtx-pro-6000": "rtxpro6000", "rtx-pro-6000-blackwell": "rtxpro6000", "rtx6000-pro": "rtxpro6000",
+    "mi300": "mi300x", "instinct-mi300x": "mi300x", "amd-mi300x": "mi300x",
 }
 
 
 def gpu_spec(name: str) -> GpuSpec:
-    """The :class:`GpuSpec` of ``name`` (case-insensitive; ``h100_dgx`` style suffixes allowed).
+    """The :class:`GpuSpec` of ``name``: a key of :data:`GPUS` or :data:`ALIASES`, case-insensitive.
+
+    A trailing suffix is ignored (``h100_dgx``, ``h100-sxm5-80gb``, ``mi300x-oam``, ``rtx-pro-6000-server``):
+    the longest leading run of ``-``/``_``-separated parts that names a GPU wins. Form-factor suffixes do not
+    select another part (``h100-pcie`` is the SXM part's numbers).
 
     Raises:
         SpecsimInputError: unknown GPU; lists the known ones.
     """
-    key = name.lower().split("_")[0].split("-")[0]
-    if key not in GPUS:
-        raise SpecsimInputError(None, None, "gpu", f"one of {sorted(GPUS)}", repr(name))
-    return GPUS[key]
+    parts = str(name).strip().lower().replace("_", "-").replace(" ", "-").split("-")
+    for end in range(len(parts), 0, -1):
+        cand = "-".join(parts[:end])
+        for key in (cand, cand.replace("-", "")):
+            if key in GPUS:
+                return GPUS[key]
+            if key in ALIASES:
+                return GPUS[ALIASES[key]]
+    raise SpecsimInputError(None, None, "gpu", f"one of {sorted(GPUS)} or a GPU spec .json file", repr(name))
+
+
+_REQUIRED = ("name", "hbm_bytes_per_s", "bf16_flops_per_s", "num_sms", "memory_bytes", "link_bytes_per_s",
+             "link_latency_s")
+_OPTIONAL = ("fp8_flops_per_s", "fp4_flops_per_s", "source")
+
+
+def load_gpu_spec(path: str | Path) -> GpuSpec:
+    """A :class:`GpuSpec` from a JSON file (``--gpu-spec my_gpu.json``) with the field names of GpuSpec.
+
+    Required keys: ``name``, ``hbm_bytes_per_s``, ``bf16_flops_per_s``, ``num_sms``, ``memory_bytes``,
+    ``link_bytes_per_s``, ``link_latency_s`` (SI units: bytes, bytes/s, FLOP/s, s; dense, no sparsity).
+    Optional: ``fp8_flops_per_s``, ``fp4_flops_per_s`` (null or absent: unsupported) and ``source``
+    (default: the file's name). Example::
+
+        {"name": "my-gpu", "hbm_bytes_per_s": 3.35e12, "bf16_flops_per_s": 989.4e12, "num_sms": 132,
+         "memory_bytes": 85520809984, "link_bytes_per_s": 450e9, "link_latency_s": 5e-6,
+         "fp8_flops_per_s": 1978.9e12, "source": "vendor datasheet, 2024"}
+
+    Raises:
+        SpecsimInputError: unreadable file or not JSON; not an object; a missing or unknown key; a value of the
+            wrong type or not > 0 (naming the file and the key).
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise SpecsimInputError(str(path), None, None, "a readable GPU spec JSON file", str(e)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        line = getattr(e, "lineno", None)
+        raise SpecsimInputError(str(path), line, None, "a JSON object", f"invalid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise SpecsimInputError(str(path), None, None, "a JSON object of GpuSpec fields", type(data).__name__)
+    for key in _REQUIRED:
+        if key not in data:
+            raise SpecsimInputError(str(path), None, key, _expected(key), "nothing (missing)")
+    known = {f.name for f in fields(GpuSpec)}
+    for key in data:
+        if key not in known:
+            raise SpecsimInputError(str(path), None, str(key), f"one of the GpuSpec fields {sorted(known)}",
+                                    "an unknown key")
+    values = dict(data)
+    values.setdefault("source", f"user GPU spec {path.name}")
+    try:
+        return GpuSpec(**values)
+    except SpecsimInputError as e:
+        raise SpecsimInputError(str(path), None, e.field, _expected(e.field or ""), e.got) from None
+
+
+def _expected(key: str) -> str:
+    """What a GPU spec file must hold under ``key``, in words with units."""
+    return {
+        "name": "a non-empty string", "num_sms": "an int >= 1 (SMs, or CUs on AMD)",
+        "hbm_bytes_per_s": "memory bandwidth in bytes/s, a number > 0",
+        "bf16_flops_per_s": "dense BF16 tensor FLOP/s, a number > 0",
+        "memory_bytes": "device memory in bytes, a number > 0",
+        "link_bytes_per_s": "per-GPU unidirectional interconnect bandwidth in bytes/s, a number > 0",
+        "link_latency_s": "per-collective latency in seconds, a number > 0",
+        "fp8_flops_per_s": "dense FP8 tensor FLOP/s > 0, or null (unsupported)",
+        "fp4_flops_per_s": "dense FP4 tensor FLOP/s > 0, or null (unsupported)",
+        "source": "a string naming where the numbers come from",
+    }.get(key, "a GpuSpec field")
+
+
+def resolve_gpu(name_or_path: str | Path | GpuSpec) -> GpuSpec:
+    """A GPU by name (:func:`gpu_spec`) or from a ``.json`` spec file (:func:`load_gpu_spec`).
+
+    Args:
+        name_or_path: a known name (``h100``, ``mi300x``), a path ending in ``.json``, or a GpuSpec (returned).
+    Raises:
+        SpecsimInputError: unknown name, or a bad spec file.
+    """
+    if isinstance(name_or_path, GpuSpec):
+        return name_or_path
+    if isinstance(name_or_path, Path) or str(name_or_path).lower().endswith(".json"):
+        return load_gpu_spec(name_or_path)
+    return gpu_spec(str(name_or_path))

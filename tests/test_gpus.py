@@ -1,0 +1,116 @@
+"""GPU datasheet table, name lookup, dtype rates and user GPU spec files."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import fields
+
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.gpus import DTYPES, GPUS, GpuSpec, gpu_spec, load_gpu_spec, resolve_gpu
+
+KEYS = {"a100", "h100", "h200", "h800", "h20", "b200", "gb200", "l40s", "rtx4090", "rtxpro6000", "mi300x"}
+
+
+def test_every_gpu_is_listed_with_positive_numbers():
+    assert set(GPUS) == KEYS
+    for key, g in GPUS.items():
+        assert g.name == key and g.source
+        for f in fields(GpuSpec):
+            value = getattr(g, f.name)
+            if f.name in ("name", "source") or value is None:
+                continue
+            assert math.isfinite(value) and value > 0, (key, f.name)
+        assert g.flops_per_s("bf16") == g.flops_per_s("fp16") == g.bf16_flops_per_s
+        for dtype in ("fp8", "fp4"):
+            rate = getattr(g, f"{dtype}_flops_per_s")
+            if rate is None:
+                with pytest.raises(SpecsimInputError, match=key):
+                    g.flops_per_s(dtype)
+            else:
+                # Each narrower dtype doubles the dense tensor rate (the L40S datasheet's FP8 is 1.2% above 2x).
+                assert g.flops_per_s(dtype) == pytest.approx(g.bf16_flops_per_s * (2 if dtype == "fp8" else 4),
+                                                             rel=0.013)
+
+
+def test_dtype_support_matches_the_datasheets():
+    fp8 = {k for k, g in GPUS.items() if g.fp8_flops_per_s}
+    fp4 = {k for k, g in GPUS.items() if g.fp4_flops_per_s}
+    assert fp8 == KEYS - {"a100"}
+    assert fp4 == {"b200", "gb200", "rtxpro6000"}
+    with pytest.raises(SpecsimInputError, match="dtype"):
+        GPUS["h100"].flops_per_s("int8")
+    assert DTYPES == ("bf16", "fp16", "fp8", "fp4")
+
+
+def test_h100_numbers_unchanged():
+    h = gpu_spec("h100")
+    assert (h.hbm_bytes_per_s, h.bf16_flops_per_s, h.num_sms) == (3.35e12, 989.4e12, 132)
+    assert (gpu_spec("a100").hbm_bytes_per_s, gpu_spec("a100").bf16_flops_per_s) == (2.039e12, 312e12)
+    assert (gpu_spec("b200").bf16_flops_per_s, gpu_spec("h200").hbm_bytes_per_s) == (2.25e15, 4.8e12)
+    assert h.link_bytes_per_s == 450e9 and gpu_spec("h800").link_bytes_per_s == 200e9
+    assert gpu_spec("h800").bf16_flops_per_s == h.bf16_flops_per_s
+
+
+@pytest.mark.parametrize("name,key", [
+    ("H100", "h100"), ("h100_dgx", "h100"), ("h100-sxm", "h100"), ("H100-SXM5-80GB", "h100"),
+    ("MI300X", "mi300x"), ("mi300x-oam", "mi300x"), ("RTX 4090", "rtx4090"), ("geforce-rtx-4090", "rtx4090"),
+    ("rtx-pro-6000", "rtxpro6000"), ("RTX_PRO_6000_server", "rtxpro6000"), ("gb200-nvl72", "gb200"),
+    ("hgx-b200", "b200"), ("L40S", "l40s"), ("h20", "h20")])
+def test_lookup_is_tolerant(name, key):
+    assert gpu_spec(name) is GPUS[key]
+
+
+def test_unknown_gpu_lists_known_ones():
+    with pytest.raises(SpecsimInputError, match="mi300x") as err:
+        gpu_spec("v100")
+    assert err.value.field == "gpu"
+
+
+GOOD = {"name": "my-gpu", "hbm_bytes_per_s": 2e12, "bf16_flops_per_s": 400e12, "num_sms": 100,
+        "memory_bytes": 64e9, "link_bytes_per_s": 100e9, "link_latency_s": 7e-6, "fp8_flops_per_s": None}
+
+
+def test_load_gpu_spec_and_resolve(tmp_path):
+    path = tmp_path / "my_gpu.json"
+    path.write_text(json.dumps(GOOD))
+    g = load_gpu_spec(path)
+    assert (g.name, g.num_sms, g.fp8_flops_per_s, g.fp4_flops_per_s) == ("my-gpu", 100, None, None)
+    assert g.source == "user GPU spec my_gpu.json" and g.flops_per_s("bf16") == 400e12
+    assert resolve_gpu(str(path)) == g and resolve_gpu(path) == g
+    assert resolve_gpu("h100") is GPUS["h100"] and resolve_gpu(g) is g
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"memory_bytes": None}, "memory_bytes"),                 # missing (removed below)
+    ({"num_sms": 1.5}, "num_sms"),
+    ({"hbm_bytes_per_s": -1}, "hbm_bytes_per_s"),
+    ({"bf16_flops_per_s": "fast"}, "bf16_flops_per_s"),
+    ({"fp4_flops_per_s": 0}, "fp4_flops_per_s"),
+    ({"link_latency_s": float("inf")}, "link_latency_s"),
+    ({"nvlink": 900e9}, "nvlink"),                            # unknown key
+])
+def test_load_gpu_spec_errors_name_file_and_field(tmp_path, change, field):
+    data = {**GOOD, **change}
+    if change.get("memory_bytes", 0) is None:
+        del data["memory_bytes"]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecsimInputError) as err:
+        load_gpu_spec(path)
+    assert err.value.file == str(path) and err.value.field == field
+    assert str(path) in str(err.value)
+
+
+def test_load_gpu_spec_bad_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(SpecsimInputError, match="JSON object"):
+        load_gpu_spec(bad)
+    bad.write_text("{")
+    with pytest.raises(SpecsimInputError, match="invalid JSON"):
+        load_gpu_spec(bad)
+    with pytest.raises(SpecsimInputError, match="readable"):
+        load_gpu_spec(tmp_path / "none.json")
