@@ -177,8 +177,8 @@ def shaped_drafter_cost(drafter: str, target, layers: int | None = None) -> Shap
     if n < 1:
         raise SpecsimInputError(None, None, "drafter.layers", "an int >= 1", repr(layers))
     m = target.model
-    shape = replace(m, name=f"{drafter}-drafter-of-{m.name}", num_layers=n,
-                    first_dense_layers=min(m.first_dense_layers, n))
+    shape = replace(m, name=f"{drafter}-drafter-of-{m.name}", num_layers=n, linear_layers=0,
+                    first_dense_layers=min(m.first_dense_layers, n))   # draft layers: softmax attention
     sm = replace(target, model=shape, terms=replace(target.terms, per_request_step_s=0.0, fixed_step_s=0.0))
     return ShapedDrafterCost(DRAFTER_FAMILY_OF[drafter], sm)
 

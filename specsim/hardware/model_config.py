@@ -52,6 +52,12 @@ class ModelConfig:
         tie_embeddings: the LM head shares the embedding matrix.
         v_head_dim: MLA value head dim (0 = head_dim).
         shared_expert_ffn: width of one shared expert (0 = expert_ffn; Qwen2-MoE's shared expert is wider).
+        linear_layers: layers whose token mixer is linear attention (Gated DeltaNet, as Qwen3-Next / Qwen3.5
+            interleave it: ``layer_types`` or ``full_attention_interval`` of the config); they keep a fixed-size
+            recurrent state per request instead of a KV cache. 0 = every layer has softmax attention.
+        linear_key_heads, linear_value_heads, linear_key_dim, linear_value_dim: the linear-attention heads.
+        linear_conv_kernel: its short convolution's width (the conv state keeps kernel - 1 tokens).
+        attn_output_gate: the softmax-attention query projection also produces a gate (doubling its width).
 
     Raises:
         SpecsimInputError: an unknown dtype, or a size that must be >= 1 (or >= 0) is not.
@@ -78,6 +84,13 @@ class ModelConfig:
     tie_embeddings: bool = False
     v_head_dim: int = 0
     shared_expert_ffn: int = 0
+    linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_kernel: int = 0
+    attn_output_gate: bool = False
 
     def __post_init__(self) -> None:
         for key in ("weight_dtype", "kv_dtype"):
@@ -88,9 +101,15 @@ class ModelConfig:
             if getattr(self, key) < 1:
                 raise SpecsimInputError(None, None, key, "an int >= 1", repr(getattr(self, key)))
         for key in ("ffn", "num_experts", "top_k", "expert_ffn", "num_shared_experts", "first_dense_layers",
-                    "kv_lora_rank", "q_lora_rank", "rope_dim", "v_head_dim", "shared_expert_ffn"):
+                    "kv_lora_rank", "q_lora_rank", "rope_dim", "v_head_dim", "shared_expert_ffn", "linear_layers",
+                    "linear_key_heads", "linear_value_heads", "linear_key_dim", "linear_value_dim",
+                    "linear_conv_kernel"):
             if getattr(self, key) < 0:
                 raise SpecsimInputError(None, None, key, "an int >= 0", repr(getattr(self, key)))
+        if self.linear_layers and (self.linear_layers > self.num_layers or not self.linear_value_heads
+                                   or not self.linear_key_dim or not self.linear_value_dim):
+            raise SpecsimInputError(None, None, "linear_layers", f"at most num_layers ({self.num_layers}), with "
+                                    "linear-attention heads and dims set", repr(self.linear_layers))
         if self.num_experts and not 1 <= self.top_k <= self.num_experts:
             raise SpecsimInputError(None, None, "top_k", f"1..num_experts ({self.num_experts})", repr(self.top_k))
 
@@ -114,7 +133,34 @@ class ModelConfig:
                     (h * (self.head_dim + v), self.kv_lora_rank), (self.hidden, h * v)]
         q = self.num_heads * self.head_dim // tp
         kv = max(1, self.num_kv_heads // tp) * self.head_dim
-        return [(q + 2 * kv, self.hidden), (self.hidden, q)]
+        gate = q if self.attn_output_gate else 0
+        return [(q + gate + 2 * kv, self.hidden), (self.hidden, q)]
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with softmax attention (and a KV cache)."""
+        return self.num_layers - self.linear_layers
+
+    def linear_attention_gemms(self, tp: int) -> list[tuple[int, int]]:
+        """(N, K) of one linear-attention (Gated DeltaNet) layer's projections per TP shard: q, k, v and the
+        output gate z from the hidden state, the per-head beta and decay, the output; [] without such layers."""
+        if not self.linear_layers:
+            return []
+        k = self.linear_key_heads * self.linear_key_dim
+        v = self.linear_value_heads * self.linear_value_dim
+        return [((2 * k + 2 * v) // tp, self.hidden), (2 * self.linear_value_heads // tp, self.hidden),
+                (self.hidden, v // tp)]
+
+    def linear_state_bytes(self, tp: int = 1) -> float:
+        """Recurrent-state bytes one request keeps per TP shard over all linear-attention layers: the fp32
+        key x value state of every value head (read and written at each step) and the convolution's last
+        kernel - 1 inputs in bf16."""
+        if not self.linear_layers:
+            return 0.0
+        state = self.linear_value_heads * self.linear_key_dim * self.linear_value_dim * 4
+        conv_ch = 2 * self.linear_key_heads * self.linear_key_dim + self.linear_value_heads * self.linear_value_dim
+        conv = conv_ch * max(0, self.linear_conv_kernel - 1) * 2
+        return self.linear_layers * (state + conv) / tp
 
     def kv_bytes_per_token(self, tp: int = 1) -> float:
         """KV-cache bytes per token per TP shard, all layers, in ``kv_dtype``.
@@ -124,8 +170,8 @@ class ModelConfig:
         """
         nbytes = BYTES_PER_DTYPE[self.kv_dtype]
         if self.kv_lora_rank:
-            return self.num_layers * (self.kv_lora_rank + self.rope_dim) * nbytes
-        return 2.0 * self.num_layers * max(1, self.num_kv_heads // tp) * self.head_dim * nbytes
+            return self.attention_layers * (self.kv_lora_rank + self.rope_dim) * nbytes
+        return 2.0 * self.attention_layers * max(1, self.num_kv_heads // tp) * self.head_dim * nbytes
 
     @property
     def num_dense_layers(self) -> int:
@@ -144,13 +190,18 @@ class ModelConfig:
         mla = (self.kv_lora_rank + self.q_lora_rank) if self.kv_lora_rank else 0
         return self.num_layers * (2 * self.hidden + mla) + self.hidden
 
+    def _mixer_params(self, tp: int) -> int:
+        """Token-mixer projection parameters per TP shard: softmax-attention and linear-attention layers."""
+        return (self.attention_layers * sum(n * k for n, k in self.attention_gemms(tp))
+                + self.linear_layers * sum(n * k for n, k in self.linear_attention_gemms(tp)))
+
     def _embedding_params(self) -> int:
         return self.vocab * self.hidden * (1 if self.tie_embeddings else 2)
 
     def total_params(self) -> float:
         """All parameters of the model (module docstring's counting), embeddings and LM head included."""
         n_moe = self.num_layers - self.num_dense_layers
-        attn = self.num_layers * sum(n * k for n, k in self.attention_gemms(1))
+        attn = self._mixer_params(1)
         dense = self.num_dense_layers * 3 * self.hidden * self.ffn
         moe = n_moe * (3 * self.hidden * (self.num_experts * self.expert_ffn + self.shared_ffn)
                        + self.hidden * self.num_experts)
@@ -189,7 +240,7 @@ class ModelConfig:
         _check_degree("ep", ep, max(1, self.num_experts))
         w = BYTES_PER_DTYPE[self.weight_dtype]
         n_moe = self.num_layers - self.num_dense_layers
-        attn = self.num_layers * sum(n * k for n, k in self.attention_gemms(tp))
+        attn = self._mixer_params(tp)
         dense = self.num_dense_layers * 3 * self.hidden * self.ffn / tp
         routed_experts = math.ceil(self.num_experts / ep) if ep > 1 else self.num_experts / tp
         moe = n_moe * 3 * self.hidden * (routed_experts * self.expert_ffn + self.shared_ffn / tp)
@@ -287,6 +338,25 @@ def _dtype_arg(key: str, value: str | None, default: str) -> str:
     return value
 
 
+def _linear_attention_fields(r: _Reader, num_layers: int) -> dict[str, Any]:
+    """Hybrid linear-attention fields (Qwen3-Next / Qwen3.5: ``layer_types`` or ``full_attention_interval``,
+    ``linear_num_key_heads``, ``linear_num_value_heads``, ``linear_key_head_dim``, ``linear_value_head_dim``,
+    ``linear_conv_kernel_dim``, ``attn_output_gate``); empty for models without linear attention."""
+    cfg = r.cfg
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and "linear_attention" in types:
+        linear = sum(1 for t in types if t == "linear_attention")
+    elif "linear_num_value_heads" in cfg and cfg.get("full_attention_interval"):
+        interval = r.int("full_attention_interval")
+        linear = num_layers - num_layers // interval
+    else:
+        return {"attn_output_gate": bool(cfg.get("attn_output_gate", False))} if cfg.get("attn_output_gate") else {}
+    return dict(linear_layers=linear, linear_key_heads=r.int("linear_num_key_heads"),
+                linear_value_heads=r.int("linear_num_value_heads"), linear_key_dim=r.int("linear_key_head_dim"),
+                linear_value_dim=r.int("linear_value_head_dim"),
+                linear_conv_kernel=r.int("linear_conv_kernel_dim", 4), attn_output_gate=bool(cfg.get("attn_output_gate", False)))
+
+
 def _moe_fields(r: _Reader, model_type: str, num_layers: int, ffn: int) -> dict[str, int]:
     """MoE fields of ModelConfig from a Mixtral, Qwen2/3-MoE or DeepSeek-V2/V3 config (empty for dense)."""
     cfg = r.cfg
@@ -359,6 +429,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = Non
         head_dim = r.int("qk_nope_head_dim")
     else:
         head_dim = r.int("head_dim", 0, least=0) or hidden // heads
+    fields.update(_linear_attention_fields(r, num_layers))
     if not isinstance(cfg.get("tie_word_embeddings", False), bool):
         raise SpecsimInputError(src, None, "tie_word_embeddings", "true or false", repr(cfg["tie_word_embeddings"]))
     auto = _weight_dtype(cfg, src)

@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import CUDA_GRAPH_SIZES, MODELS, TILE_M, TILE_N, ModelConfig
-from specsim.hardware.gpus import GpuSpec, gpu_spec
+from specsim.hardware.analytic import CUDA_GRAPH_SIZES, TILE_M, TILE_N
+from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, ModelConfig
+from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import StepTimeProfile
 
 #: Names of the terms, in the order they are stacked in ``specsim profile show --terms``.
@@ -55,7 +56,6 @@ ACT_BYTES = 2             # bf16 activations
 LOGIT_BYTES = 4           # fp32 logits (vLLM samples in fp32)
 KERNELS_PER_LAYER_FIXED = 8   # 2 norms, activation, 2 residual adds, rope, 2 attention kernels (cache write, attn)
 SAMPLING_KERNELS = 6      # temperature, softmax, top-k/top-p, sample, rejection accept, gather
-BYTES_PER_DTYPE = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
 
 
 @dataclass(frozen=True)
@@ -108,14 +108,7 @@ class EngineTerms:
 
 def _gpu_flops(gpu: GpuSpec, dtype: str) -> float:
     """Dense tensor FLOP/s for GEMMs with ``dtype`` weights (fp8/fp4 run on their own tensor cores)."""
-    if hasattr(gpu, "flops_per_s"):
-        return float(gpu.flops_per_s("bf16" if dtype == "fp16" else dtype))
-    return float(gpu.bf16_flops_per_s)
-
-
-def _link(gpu: GpuSpec) -> tuple[float, float]:
-    """(bytes/s, latency s) of the GPU's scale-up link (datasheet; :mod:`specsim.hardware.gpus`)."""
-    return float(getattr(gpu, "link_bytes_per_s", 450e9)), float(getattr(gpu, "link_latency_s", 8e-6))
+    return float(gpu.flops_per_s(dtype))
 
 
 @dataclass(frozen=True)
@@ -123,8 +116,7 @@ class StepModel:
     """One model on one GPU type under TP/EP, with the engine's constants.
 
     Args:
-        model: the shape (:class:`ModelConfig`; ``weight_dtype`` / ``kv_dtype`` attributes when present,
-            else bf16).
+        model: the shape (:class:`ModelConfig`, with its ``weight_dtype`` and ``kv_dtype``).
         gpu: datasheet numbers.
         terms: the engine's constants.
         tp: tensor-parallel degree (attention heads, dense MLP and LM head split; all-reduce per layer).
@@ -155,7 +147,7 @@ class StepModel:
     @property
     def weight_bytes_per_param(self) -> float:
         """Bytes per weight (bf16 2, fp8 1, fp4 0.5)."""
-        return BYTES_PER_DTYPE[getattr(self.model, "weight_dtype", "bf16")]
+        return BYTES_PER_DTYPE[self.model.weight_dtype]
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -165,7 +157,7 @@ class StepModel:
     def _gemm(self, m: np.ndarray, n: int, k: int) -> np.ndarray:
         """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens."""
         g, e = self.gpu, self.terms
-        dtype = getattr(self.model, "weight_dtype", "bf16")
+        dtype = self.model.weight_dtype
         m = np.asarray(m, dtype=np.float64)
         tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
@@ -188,15 +180,18 @@ class StepModel:
         per_expert = np.ceil(np.where(touched > 0, tokens * k / E * local / np.maximum(touched, 1e-12), 0))
         ffn = m.expert_ffn // (self.tp if self.ep == 1 else 1)
         routed, _ = self._mlp(per_expert, ffn)
-        shared, _ = self._mlp(b, m.expert_ffn * max(1, m.num_shared_experts) // self.tp)
+        shared, _ = self._mlp(b, max(1, m.shared_ffn) // self.tp)
         t = touched * routed + (shared if m.num_shared_experts else 0.0) + self._gemm(b, E, m.hidden)
         return t, 2 * touched + 2 * (m.num_shared_experts > 0) + 1
 
     def _layers(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(gemm seconds, gemm kernels) of all layers over b tokens."""
         m = self.model
-        attn = sum(self._gemm(b, n, k) for n, k in m.attention_gemms(self.tp))
-        n_attn = len(m.attention_gemms(self.tp))
+        full, lin = m.attention_gemms(self.tp), m.linear_attention_gemms(self.tp)
+        mixer = (m.attention_layers * sum(self._gemm(b, n, k) for n, k in full)
+                 + m.linear_layers * sum((self._gemm(b, n, k) for n, k in lin), np.zeros_like(b))) / m.num_layers
+        n_attn = (m.attention_layers * len(full) + m.linear_layers * len(lin)) / m.num_layers
+        attn = mixer                                                      # mean token mixer per layer
         dense, n_dense = self._mlp(b, m.ffn // self.tp)
         if not m.num_experts:
             return m.num_layers * (attn + dense), np.full(b.shape, m.num_layers * (n_attn + n_dense), float)
@@ -207,7 +202,7 @@ class StepModel:
     def _comm(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(seconds, kernels) of TP all-reduces and EP all-to-alls over b tokens."""
         m, e = self.model, self.terms
-        bw, lat = _link(self.gpu)
+        bw, lat = self.gpu.link_bytes_per_s, self.gpu.link_latency_s
         t, n = np.zeros_like(b), np.zeros_like(b)
         if self.tp > 1:
             ring = 2.0 * (self.tp - 1) / self.tp
@@ -240,7 +235,7 @@ class StepModel:
         gemm, n_gemm = self._layers(b)
         elem = m.num_layers * ELEMENTWISE_PASSES * b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         attn = (kv * self.kv_bytes_per_token / (g.hbm_bytes_per_s * e.attn_bw_eff)
-                + r * m.num_layers * e.attn_request_s)
+                + r * (m.num_layers * e.attn_request_s + self.state_s_per_request))
         lm = self._gemm(b, m.vocab // self.tp, m.hidden) + b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         samp = SAMPLING_PASSES * b * m.vocab * LOGIT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         comm, n_comm = self._comm(b)
@@ -259,17 +254,24 @@ class StepModel:
         return self.kv_bytes_per_token / (self.gpu.hbm_bytes_per_s * self.terms.attn_bw_eff)
 
     @property
+    def state_s_per_request(self) -> float:
+        """Seconds per request per step to read and write its linear-attention state (0 without such layers)."""
+        return 2.0 * self.model.linear_state_bytes(self.tp) / (self.gpu.hbm_bytes_per_s * self.terms.attn_bw_eff)
+
+    @property
     def per_request_s(self) -> float:
-        """Seconds per running request per step: the per-request term plus decode attention's per-request work."""
-        return self.terms.per_request_step_s + self.model.num_layers * self.terms.attn_request_s
+        """Seconds per running request per step: the per-request term, decode attention's per-request work and
+        the linear-attention state."""
+        return (self.terms.per_request_step_s + self.model.num_layers * self.terms.attn_request_s
+                + self.state_s_per_request)
 
     @property
     def prefill_attn_s_per_pair(self) -> float:
         """Prefill-attention seconds per (chunk token x attended token) pair, all layers, one GPU."""
         m = self.model
         heads = max(1, m.num_heads // self.tp)
-        qk = m.head_dim + getattr(m, "rope_dim", 0) if getattr(m, "kv_lora_rank", 0) else m.head_dim
-        flops = 2.0 * heads * (qk + m.head_dim) * m.num_layers
+        qk = m.head_dim + m.rope_dim if m.kv_lora_rank else m.head_dim
+        flops = 2.0 * heads * (qk + (m.v_head_dim or m.head_dim)) * m.attention_layers
         return flops / (_gpu_flops(self.gpu, "bf16") * self.terms.flops_eff)
 
     def prefill_attention_s(self, chunk_tokens, context_tokens) -> float:
@@ -312,7 +314,7 @@ class StepModel:
         name = name or f"{self.gpu.name}-{self.model.name}-tp{self.tp}" + (f"-ep{self.ep}" if self.ep > 1 else "")
         meta = {
             "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
-            "ep": self.ep, "dtype": getattr(self.model, "weight_dtype", "bf16"),
+            "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,
             "engine": "decode in CUDA graphs at vLLM's default capture sizes (1, 2, 4, 8..512 step 8, eager "
                       "and multiple-of-8 beyond); mixed prefill steps eager (mixed_step_time_s)",
             "source": f"specsim.hardware.stepmodel engine-level terms; {self.gpu.source}; {self.terms.source}",
@@ -349,7 +351,7 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
             raise SpecsimInputError(source, None, "step_model.model.class", f"one of {sorted(_model_classes())}",
                                     repr(cls_name))
         model = cls(**mdict)
-        gpu = type(gpu_spec("h100"))(**spec["gpu"])
+        gpu = GpuSpec(**spec["gpu"])
         terms = EngineTerms(**spec["terms"])
         return StepModel(model, gpu, terms, int(spec.get("tp", 1)), int(spec.get("ep", 1)),
                          spec.get("ep_link_bytes_per_s"))
@@ -381,7 +383,7 @@ def step_model(model: str | ModelConfig, gpu: str | GpuSpec, tp: int = 1, ep: in
             raise SpecsimInputError(None, None, "model", f"one of {sorted(MODELS)} or a config.json",
                                     repr(model))
         model = MODELS[model]
-    spec = gpu_spec(gpu) if isinstance(gpu, str) else gpu
+    spec = resolve_gpu(gpu)
     return StepModel(model, spec, terms or EngineTerms(), tp, ep, **kw)
 
 
