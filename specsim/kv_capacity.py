@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.model_config import BYTES_PER_DTYPE
+from specsim.hardware.stepmodel import step_model_of
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, Scenario
 
@@ -152,18 +154,25 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
         return KvCapacity(int(tokens), "default" if c.kv_capacity_tokens is None else "kv_capacity_tokens",
                           c.block_size, drafter_kv_fraction)
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
-    model, dtype_bytes, tp = _model_shape(prof)
-    gpu = str(prof.metadata.get("gpu", "")).lower().split("-")[0].split("_")[0].split(" ")[0]
-    if gpu not in GPU_MEMORY_BYTES:
-        raise SpecsimInputError(prof.source, None, "metadata.gpu",
-                                f"a GPU of known memory {sorted(GPU_MEMORY_BYTES)} to derive the KV capacity",
-                                repr(prof.metadata.get("gpu")))
-    mem = GPU_MEMORY_BYTES[gpu]
-    weights = _weight_params(model, tp) * dtype_bytes
     t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
-    act = t * (2 * model.hidden + 2 * model.ffn / tp) * dtype_bytes + t * model.vocab * 4
-    per_token = (model.num_layers * (model.kv_lora_rank + model.rope_dim) if model.kv_lora_rank
-                 else 2 * model.num_layers * max(1, model.num_kv_heads // tp) * model.head_dim) * dtype_bytes
+    sm = step_model_of(prof)
+    if sm is not None:                   # a step-model profile: its shape, dtypes, TP/EP and GPU datasheet
+        model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.name, sm.gpu.memory_bytes
+        dtype_bytes = BYTES_PER_DTYPE[model.kv_dtype]
+        weights = model.weight_bytes(sm.tp, sm.ep)
+        per_token = model.kv_bytes_per_token(sm.tp)
+    else:
+        model, dtype_bytes, tp = _model_shape(prof)
+        gpu = str(prof.metadata.get("gpu", "")).lower().split("-")[0].split("_")[0].split(" ")[0]
+        if gpu not in GPU_MEMORY_BYTES:
+            raise SpecsimInputError(prof.source, None, "metadata.gpu",
+                                    f"a GPU of known memory {sorted(GPU_MEMORY_BYTES)} to derive the KV capacity",
+                                    repr(prof.metadata.get("gpu")))
+        mem = GPU_MEMORY_BYTES[gpu]
+        weights = _weight_params(model, tp) * dtype_bytes
+        per_token = (model.num_layers * (model.kv_lora_rank + model.rope_dim) if model.kv_lora_rank
+                     else 2 * model.num_layers * max(1, model.num_kv_heads // tp) * model.head_dim) * dtype_bytes
+    act = t * (2 * model.hidden + 2 * model.ffn / tp) * 2 + t * model.vocab * 4
     free = mem * c.gpu_memory_utilization - weights - act
     tokens = int(max(free, 0) // per_token) // c.block_size * c.block_size
     if tokens < c.block_size:

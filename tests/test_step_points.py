@@ -34,7 +34,8 @@ def test_vllm_result_littles_law_by_hand():
     assert o.step_time_s == pytest.approx(0.022, rel=1e-12)
     assert o.num_requests == pytest.approx(81600 * 0.022 / 120.0, rel=1e-12)
     assert o.num_requests == pytest.approx(14.96, rel=1e-12)
-    assert o.batch_tokens == o.num_requests
+    # + the prompts' chunked prefill sharing the steps: 327,680 prompt tokens / 120 s x 22 ms = 60.075 per step
+    assert o.batch_tokens == pytest.approx(14.96 + 327680 * 0.022 / 120.0, rel=1e-12)
     assert o.context_tokens == pytest.approx(1024 + 256 / 2)
     assert (o.kind, o.label, o.line, o.weight) == ("tpot", "concurrency=16", 1, 1.0)
     assert Path(o.source).name == "vllm_c16.json"
@@ -57,7 +58,7 @@ def test_vllm_open_loop_label_and_closed_loop_clip():
     assert r4.num_requests == pytest.approx((61440 - 480) * 0.018 / 121.5, rel=1e-12)  # 9.0311
     assert r4.context_tokens == pytest.approx(512 + 64)
     # (12,800 - 100) x 0.020 / 30 = 8.467 > 8 users: impossible in a closed loop of 8, so clipped and said
-    assert c8.num_requests == 8.0 and c8.batch_tokens == 8.0
+    assert c8.num_requests == 8.0 and c8.batch_tokens == pytest.approx(8.0 + 51200 * 0.020 / 30.0, rel=1e-12)
     assert c8.label == "concurrency=8 (R 8.467 clipped to 8)"
 
 

@@ -25,8 +25,10 @@ runs, predict the speculative policies), so every reader refuses input that show
       loop at ``max_concurrency`` N no more than N requests are ever in flight, so R > N can only come from
       gaps that are not one token each (a server streaming several tokens per chunk makes fewer, longer gaps);
       R is then clipped to N and the label says so (``"concurrency=8 (R 8.467 clipped to 8)"``).
-    * **B** = R (without speculation each decoding request verifies one token; the prefill chunks that share
-      some steps are not counted: the summary does not say how many steps they shared).
+    * **B** = R + ``total_input_tokens x step_time_s / duration``: each decoding request verifies one token,
+      and the prompts are prefilled in chunks that share the decode steps (vLLM's chunked prefill), so the mean
+      step also carries the prompt tokens per second times the step time (prompt tokens the prefix cache
+      skips are counted too: the summary does not say how many).
     * **context** = ``total_input_tokens / completed + (total_output_tokens / completed) / 2``: a request that
       has produced k of its n outputs reads prompt + k KV tokens, k running from 0 to n over its decode, so
       n / 2 on average (exact for equal lengths; a token-weighted mean would weigh long outputs more).
@@ -180,7 +182,8 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
         if isinstance(conc, (int, float)) and not isinstance(conc, bool) and conc >= 1 and r > conc:
             label += f" (R {r:.4g} clipped to {conc:g})"
             r = float(conc)
-        out.append(StepObservation(r, r, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
+        b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
+        out.append(StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
                                    label))
     return out
 

@@ -1,0 +1,280 @@
+"""Validation against public measurements of real engines (issue 12; docs/validation.md).
+
+Inputs: the CSVs of ``tests/data/validation`` (one row per load level of a series, every row with its source URL
+and date; their README gives the columns) and the model configs of ``tests/data/hf_configs``. For each
+no-speculation series:
+
+1. **fit** the step model's engine-level terms on at most a third of the series' points (``n // 3``, spread over
+   the loads: the lowest and, with two, the highest), using the same Little's-law derivation as
+   ``specsim profile fit`` reads from ``vllm bench serve`` results (:func:`observation_from_row`); one
+   parameter (``kernel_s``) from one point, two (``kernel_s``, ``per_request_step_s``) from two or more;
+2. **predict** every other point by simulating the benchmark: a closed loop of N users, prompts and outputs of
+   the source's mean lengths, chunked prefill in the replica (vLLM V1's default), mean TPOT and output throughput
+   of the measured window;
+3. for a speculative series, predict each point with the same fitted profile (never fitted on speculative
+   points): ``static`` verification of the source's k drafts (vLLM verifies every draft), the drafter's cost from
+   its shape, and a constant per-position acceptance solved from the source's reported acceptance length (an
+   input, stated as such); the speed-up is the predicted speculative throughput over the predicted
+   no-speculation throughput at the same N, against the measured ratio.
+
+Run ``python -m specsim.validation`` to print the tables of docs/validation.md; ``tests/test_validation.py``
+recomputes them and holds each error to its target or its documented miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.model_config import model_from_hf_config
+from specsim.hardware.profile_fit import fit_step_model
+from specsim.hardware.step_points import StepObservation
+from specsim.hardware.stepmodel import StepModel, step_model
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "validation"
+CONFIGS = REPO / "tests" / "data" / "hf_configs"
+REQUIRED = ("series", "engine", "gpu", "num_gpus", "tp", "model", "input_len", "output_len", "load_kind", "load",
+            "spec_method", "output_throughput_tok_s", "mean_tpot_ms", "source_url", "source_date")
+
+#: How each series is modelled: the model's config (``tests/data/hf_configs``), the GPU, TP / EP, weight dtype,
+#: the prefill chunk (vLLM's max_num_batched_tokens), and for speculative series the drafter and its baseline.
+#: DeepSeek-R1 has DeepSeek-V3's architecture (its model card) and ships FP8 block-quantized weights.
+SETUPS: dict[str, dict[str, Any]] = {
+    "vllm_b200_qwen3.8-27b_humaneval_nospec": dict(config="qwen3.8-27b.json", gpu="b200", chunk=16384),
+    "vllm_b200_qwen3.8-27b_mathreasoning_nospec": dict(config="qwen3.8-27b.json", gpu="b200", chunk=16384),
+    "vllm_h100_qwen3-8b_sharegpt_nospec": dict(config="qwen3-8b.json", gpu="h100", chunk=8192),
+    "vllm_h200_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="h200", tp=8,
+                                                        weight_dtype="fp8", chunk=2048),
+    "sglang_h200_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="h200", tp=8,
+                                                          weight_dtype="fp8", chunk=8192),
+    "trtllm_h200_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="h200", tp=8,
+                                                          weight_dtype="fp8", chunk=8192),
+    "vllm_mi300x_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="mi300x", tp=8,
+                                                          weight_dtype="fp8", chunk=2048),
+    "sglang_mi300x_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="mi300x", tp=8,
+                                                            weight_dtype="fp8", chunk=8192),
+}
+SPEC_SETUPS: dict[str, dict[str, Any]] = {
+    "vllm_b200_qwen3.8-27b_humaneval_dspark": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec",
+                                                   drafter="dspark"),
+    "vllm_b200_qwen3.8-27b_humaneval_mtp": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec", drafter="mtp"),
+    "vllm_b200_qwen3.8-27b_mathreasoning_dspark": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
+                                                       drafter="dspark"),
+    "vllm_b200_qwen3.8-27b_mathreasoning_mtp": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
+                                                    drafter="mtp"),
+}
+#: What a series fits, by the number of its fitting points: the GPU-side cost per kernel (the step's floor beyond
+#: streaming the weights; CUDA graphs make it far smaller than the eager calibration's) and the per-request cost.
+FIT_PARAMS = ("kernel_s", "per_request_step_s")
+USERS_REQUESTS = 8          # requests per user in a simulated closed loop (the window needs several per user)
+
+
+def load_rows(folder: Path = DATA) -> pd.DataFrame:
+    """Every CSV of ``folder`` as one frame, each row checked for its source.
+
+    Raises:
+        SpecsimInputError: a missing column, or a row without ``source_url`` / ``source_date`` (naming file and line).
+    """
+    frames = []
+    for path in sorted(Path(folder).glob("*.csv")):
+        df = pd.read_csv(path)
+        missing = [c for c in REQUIRED if c not in df.columns]
+        if missing:
+            raise SpecsimInputError(str(path), 1, missing[0], "the validation columns (README.md)", "missing")
+        for col in ("source_url", "source_date"):
+            bad = df[col].isna() | (df[col].astype(str).str.strip() == "")
+            if bad.any():
+                raise SpecsimInputError(str(path), int(np.flatnonzero(bad)[0]) + 2, col, "a source for every row",
+                                        "empty")
+        frames.append(df.assign(file=path.name, line=np.arange(len(df)) + 2))
+    if not frames:
+        raise SpecsimInputError(str(folder), None, None, "validation CSV files", "none")
+    return pd.concat(frames, ignore_index=True)
+
+
+def fit_indices(n: int) -> list[int]:
+    """Positions (in load order) of the points a series of ``n`` fits on: ``n // 3`` of them, at least one,
+    the lowest load first, then spread evenly to the highest."""
+    k = max(1, n // 3)
+    return sorted({int(round(x)) for x in np.linspace(0, n - 1, k)}) if k > 1 else [0]
+
+
+def observation_from_row(row: pd.Series) -> StepObservation:
+    """A no-speculation row as a step observation: step = mean TPOT; R = output throughput x TPOT (Little's
+    law, at most N); B = R + prompt tokens per second x TPOT (chunked prefill shares the steps); context =
+    prompt + half the output (``specsim.hardware.step_points`` explains each)."""
+    step = float(row["mean_tpot_ms"]) / 1e3
+    out_tps = float(row["output_throughput_tok_s"])
+    r = min(out_tps * step, float(row["load"]))
+    b = r + out_tps / float(row["output_len"]) * float(row["input_len"]) * step
+    ctx = float(row["input_len"]) + float(row["output_len"]) / 2
+    return StepObservation(r, b, ctx, step, row["file"], int(row["line"]), "tpot", f"N={int(row['load'])}")
+
+
+def base_model(setup: dict[str, Any], configs: Path = CONFIGS) -> StepModel:
+    """The series' unfitted :class:`StepModel` (config, GPU datasheet, TP / EP, dtype)."""
+    model = model_from_hf_config(configs / setup["config"], weight_dtype=setup.get("weight_dtype"))
+    return step_model(model, setup["gpu"], setup.get("tp", 1), setup.get("ep", 1))
+
+
+def scenario_for(setup: dict[str, Any], overrides: tuple[str, ...] = ()):
+    """A vLLM-V1-like scenario: chunked prefill in the replica, the series' chunk, KV from 90% of memory."""
+    from specsim.scenario import load_scenario
+    return load_scenario(None, ['prefill.mode="colocated"', f"prefill.chunk_tokens={setup.get('chunk', 8192)}",
+                                "cluster.max_num_seqs=1024", "cluster.gpu_memory_utilization=0.9",
+                                "engine.request_overhead_s=0.005", *overrides])
+
+
+def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "none", gamma: int | None = None,
+                 drafter: str | None = None, alpha: float | None = None, seed: int = 0) -> dict[str, float]:
+    """Simulate one closed-loop benchmark point; returns mean TPOT (ms) and output throughput (tok/s)."""
+    from specsim.simulation import simulate
+    from specsim.trace import synth_trace
+
+    n = int(row["load"])
+    over: tuple[str, ...] = ()
+    if alpha is not None:
+        over = (f"acceptance.constant_alpha={alpha}", "acceptance.sigma_request=0", "acceptance.sigma_step=0",
+                "acceptance.sigma_token=0", f"drafter.name=\"{drafter}\"")
+    trace = synth_trace(max(64, USERS_REQUESTS * n), 1.0, seed=seed,
+                        prompt_len=max(1, int(round(float(row["input_len"])))),
+                        output_len=max(2, int(round(float(row["output_len"])))))
+    sc = scenario_for(setup, over)
+    res = simulate(trace, policy, sc, seed=seed, concurrency=n, profile=profile, gamma=gamma,
+                   drafter=drafter if policy != "none" else None)
+    s = res.summary
+    return {"tpot_ms": float(s["mean_tpot_ms"]), "throughput": float(s["output_throughput"])}
+
+
+def alpha_for_acceptance_length(tau: float, k: int) -> float:
+    """Constant per-position acceptance alpha whose acceptance length with k drafts is ``tau``:
+    ``tau = (1 - alpha^(k+1)) / (1 - alpha)`` (bonus token included), solved by bisection.
+
+    Raises:
+        SpecsimInputError: tau outside (1, k + 1).
+    """
+    if not 1.0 < tau < k + 1:
+        raise SpecsimInputError(None, None, "acceptance_length", f"a value in (1, {k + 1})", repr(tau))
+    lo, hi = 0.0, 1.0 - 1e-12
+    for _ in range(100):
+        a = (lo + hi) / 2
+        if sum(a ** i for i in range(k + 1)) < tau:
+            lo = a
+        else:
+            hi = a
+    return (lo + hi) / 2
+
+
+@dataclass
+class SeriesResult:
+    """One series' fit and predictions: ``table`` has a row per point (load, measured and predicted TPOT and
+    throughput, errors, whether fitted); ``params`` the fitted terms."""
+
+    series: str
+    table: pd.DataFrame
+    params: dict[str, float]
+    model: StepModel
+    notes: list[str] = field(default_factory=list)
+
+    def median_abs_error(self, column: str) -> float:
+        """Median |error| over the predicted (not fitted) points of ``tpot_error`` or ``throughput_error``."""
+        held = self.table[~self.table["fitted"]]
+        return float(np.median(np.abs(held[column]))) if len(held) else float("nan")
+
+
+def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) -> SeriesResult:
+    """Fit and predict one no-speculation series (module docstring)."""
+    setup = SETUPS[series]
+    df = rows[rows["series"] == series].sort_values("load").reset_index(drop=True)
+    idx = fit_indices(len(df))
+    obs = [observation_from_row(df.loc[i]) for i in idx]
+    params = FIT_PARAMS[:len(obs)]
+    rep = fit_step_model(base_model(setup, configs), obs, params)
+    profile = rep.model.profile(max_batch_tokens=max(4096, setup.get("chunk", 8192) + 1024), kind="fitted",
+                                provenance=rep.provenance())
+    out = []
+    for i, row in df.iterrows():
+        pred = simulate_row(row, profile, setup)
+        out.append({"load": int(row["load"]), "fitted": i in idx,
+                    "tpot_ms": float(row["mean_tpot_ms"]), "pred_tpot_ms": pred["tpot_ms"],
+                    "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred["throughput"]})
+    t = pd.DataFrame(out)
+    t["tpot_error"] = t["pred_tpot_ms"] / t["tpot_ms"] - 1
+    t["throughput_error"] = t["pred_throughput"] / t["throughput"] - 1
+    return SeriesResult(series, t, rep.params, rep.model)
+
+
+def validate_speculative(rows: pd.DataFrame, series: str, baseline: SeriesResult,
+                         configs: Path = CONFIGS) -> pd.DataFrame:
+    """Predict a speculative series' speed-up over no speculation at each N with the baseline's fitted profile.
+
+    Returns a frame per load: measured and predicted throughputs, measured and predicted speed-up, error."""
+    spec = SPEC_SETUPS[series]
+    setup = SETUPS[spec["baseline"]]
+    profile = baseline.model.profile(max_batch_tokens=max(4096, setup.get("chunk", 8192) + 1024), kind="fitted")
+    base = baseline.table.set_index("load")
+    df = rows[rows["series"] == series].sort_values("load")
+    out = []
+    for _, row in df.iterrows():
+        k, tau = int(row["num_spec_tokens"]), float(row["acceptance_length"])
+        alpha = alpha_for_acceptance_length(tau, k)
+        pred = simulate_row(row, profile, setup, policy="static", gamma=k, drafter=spec["drafter"], alpha=alpha)
+        n = int(row["load"])
+        out.append({"load": n, "acceptance_length": tau, "alpha": alpha,
+                    "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred["throughput"],
+                    "speedup": float(row["output_throughput_tok_s"]) / base.loc[n, "throughput"],
+                    "pred_speedup": pred["throughput"] / base.loc[n, "pred_throughput"]})
+    t = pd.DataFrame(out)
+    t["speedup_error"] = t["pred_speedup"] / t["speedup"] - 1
+    return t
+
+
+def run_all(folder: Path = DATA, configs: Path = CONFIGS) -> tuple[dict[str, SeriesResult], dict[str, pd.DataFrame]]:
+    """Every series of :data:`SETUPS` and :data:`SPEC_SETUPS` present in ``folder``."""
+    rows = load_rows(folder)
+    present = set(rows["series"])
+    base = {s: validate_series(rows, s, configs) for s in SETUPS if s in present}
+    spec = {s: validate_speculative(rows, s, base[v["baseline"]], configs)
+            for s, v in SPEC_SETUPS.items() if s in present and v["baseline"] in base}
+    return base, spec
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    """A markdown table of ``df``: errors in %, times in ms, throughputs in tok/s."""
+    def cell(col: str, v: Any) -> str:
+        if isinstance(v, (bool, np.bool_)):
+            return "fit" if v else ""
+        if col.endswith("error"):
+            return f"{100 * v:+.1f}%"
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+    head = "| " + " | ".join(df.columns) + " |\n|" + "---|" * len(df.columns)
+    body = ["| " + " | ".join(cell(c, v) for c, v in zip(df.columns, r)) + " |" for r in df.itertuples(index=False)]
+    return "\n".join([head, *body])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the validation tables (markdown) for docs/validation.md."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--configs", type=Path, default=CONFIGS)
+    a = ap.parse_args(argv)
+    base, spec = run_all(a.data, a.configs)
+    for name, r in base.items():
+        print(f"\n### {name}\n\nfitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in r.params.items())
+              + f"; median |error| on predicted points: TPOT {100 * r.median_abs_error('tpot_error'):.1f}%, "
+              f"throughput {100 * r.median_abs_error('throughput_error'):.1f}%\n")
+        print(_markdown(r.table))
+    for name, t in spec.items():
+        print(f"\n### {name} (speed-up over no speculation)\n")
+        print(_markdown(t))
+
+
+if __name__ == "__main__":
+    main()
