@@ -62,12 +62,12 @@ SETUPS: dict[str, dict[str, Any]] = {
                                                             weight_dtype="fp8", chunk=8192),
 }
 SPEC_SETUPS: dict[str, dict[str, Any]] = {
-    "vllm_b200_qwen3.8-27b_humaneval_dspark": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec",
+    "vllm_b200_qwen3.8-27b_humaneval_dspark7": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec",
                                                    drafter="dspark"),
-    "vllm_b200_qwen3.8-27b_humaneval_mtp": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec", drafter="mtp"),
-    "vllm_b200_qwen3.8-27b_mathreasoning_dspark": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
+    "vllm_b200_qwen3.8-27b_humaneval_mtp2": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec", drafter="mtp"),
+    "vllm_b200_qwen3.8-27b_mathreasoning_dspark7": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
                                                        drafter="dspark"),
-    "vllm_b200_qwen3.8-27b_mathreasoning_mtp": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
+    "vllm_b200_qwen3.8-27b_mathreasoning_mtp2": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
                                                     drafter="mtp"),
 }
 #: What a series fits, by the number of its fitting points: the GPU-side cost per kernel (the step's floor beyond

@@ -12,7 +12,11 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
 ``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
                     activations over HBM per layer
 ``attention``       decode: the KV read, ``K * kv_bytes_per_token / (HBM * attn_bw_eff)``, plus
-                    ``attn_request_s`` per request per layer (FlashAttention's per-sequence work); prefill
+                    ``attn_request_s`` per request per layer (FlashAttention's per-sequence work); hybrid models'
+                    linear-attention state, read once per request and written after every token of the step
+                    (a speculative step keeps the state at each verified position to roll back to the accepted
+                    prefix; prefill chunks are charged the same, an overcharge: chunked kernels write per chunk);
+                    prefill
                     chunks: ``4 * heads * head_dim * c * (k + (c + 1) / 2)`` FLOPs per layer for a chunk of c
                     tokens over k cached ones, at ``flops_eff`` (:meth:`StepModel.prefill_attention_s`)
 ``lm_head``         the LM head over the B verified tokens (vocabulary / tp per GPU) and the embedding gather
@@ -235,7 +239,8 @@ class StepModel:
         gemm, n_gemm = self._layers(b)
         elem = m.num_layers * ELEMENTWISE_PASSES * b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         attn = (kv * self.kv_bytes_per_token / (g.hbm_bytes_per_s * e.attn_bw_eff)
-                + r * (m.num_layers * e.attn_request_s + self.state_s_per_request))
+                + r * (m.num_layers * e.attn_request_s + self.state_s_per_request)
+                + b * self.state_s_per_request)
         lm = self._gemm(b, m.vocab // self.tp, m.hidden) + b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         samp = SAMPLING_PASSES * b * m.vocab * LOGIT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         comm, n_comm = self._comm(b)
@@ -255,8 +260,10 @@ class StepModel:
 
     @property
     def state_s_per_request(self) -> float:
-        """Seconds per request per step to read and write its linear-attention state (0 without such layers)."""
-        return 2.0 * self.model.linear_state_bytes(self.tp) / (self.gpu.hbm_bytes_per_s * self.terms.attn_bw_eff)
+        """Seconds to move one request's linear-attention state once (0 without such layers): a step reads it
+        once per request and writes it after every token it verifies, since a speculative step must be able
+        to roll back to the accepted prefix (without speculation: one read and one write per request)."""
+        return self.model.linear_state_bytes(self.tp) / (self.gpu.hbm_bytes_per_s * self.terms.attn_bw_eff)
 
     @property
     def per_request_s(self) -> float:
