@@ -73,6 +73,31 @@ SPEC_SETUPS: dict[str, dict[str, Any]] = {
 #: What a series fits, by the number of its fitting points: the GPU-side cost per kernel (the step's floor beyond
 #: streaming the weights; CUDA graphs make it far smaller than the eager calibration's) and the per-request cost.
 FIT_PARAMS = ("kernel_s", "per_request_step_s")
+#: The issue's targets: median |error| of TPOT and of throughput on points not fitted; the speed-up over no
+#: speculation at each concurrency.
+TARGETS = {"tpot_error": 0.10, "throughput_error": 0.10, "speedup_error": 0.15}
+#: Misses, each with the bound it stays under (so a change that worsens it fails tests/test_validation.py) and
+#: its cause (docs/validation.md). Keys: (series, metric) for medians, (series, N) for speed-ups.
+DOCUMENTED_MISSES: dict[tuple[str, Any], tuple[float, str]] = {
+    ("vllm_h200_deepseek-r1_random3200-800_nospec", "tpot_error"): (
+        0.17, "early-2025 vLLM MoE/MLA kernels: the step grows faster than linearly in N between the two fitted "
+              "points (4 and 128), which two terms cannot follow"),
+    ("vllm_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.18, "as its TPOT"),
+    ("sglang_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (
+        0.19, "SGLang's DP attention is not modelled (TP 8 attention is): throughput at N = 8-16 over-predicted"),
+    ("vllm_mi300x_deepseek-r1_random3200-800_nospec", "throughput_error"): (
+        0.12, "as the H200 vLLM series; ROCm kernels of early 2025"),
+}
+_SPEEDUP_MISSES = {"vllm_b200_qwen3.8-27b_humaneval_dspark7": {16: 0.17, 64: 0.20, 128: 0.34},
+                   "vllm_b200_qwen3.8-27b_humaneval_mtp2": {64: 0.21, 128: 0.17},
+                   "vllm_b200_qwen3.8-27b_mathreasoning_dspark7": {16: 0.18, 32: 0.18, 64: 0.27, 128: 0.39},
+                   "vllm_b200_qwen3.8-27b_mathreasoning_mtp2": {64: 0.23, 128: 0.20}}
+SPEEDUP_MISS_CAUSE = ("per verified token the real step costs more than the model's at B = 128-1024 tokens: "
+                      "the no-speculation points only reach B ~ 160, where streaming the weights dominates, so "
+                      "the compute efficiency (flops_eff, from the H100 eager calibration) is never fitted; "
+                      "at N = 128 the DSpark server also ran out of KV (at most 74 requests running)")
+DOCUMENTED_MISSES.update({(series, n): (bound, SPEEDUP_MISS_CAUSE)
+                          for series, by_n in _SPEEDUP_MISSES.items() for n, bound in by_n.items()})
 USERS_REQUESTS = 8          # requests per user in a simulated closed loop (the window needs several per user)
 
 

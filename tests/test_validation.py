@@ -1,0 +1,100 @@
+"""Validation against public measurements of real engines (issue 12, docs/validation.md): every prediction is
+recomputed from the committed inputs and held to its target or to its documented miss."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.validation import (DATA, DOCUMENTED_MISSES, SETUPS, SPEC_SETUPS, TARGETS, alpha_for_acceptance_length,
+                                fit_indices, load_rows, observation_from_row, run_all)
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_all()
+
+
+def test_every_row_names_its_source_and_date():
+    rows = load_rows()
+    assert rows["source_url"].str.match(r"https?://").all()
+    assert rows["source_date"].astype(str).str.fullmatch(r"\d{4}-\d{2}(-\d{2})?").all()
+    assert rows["accessed"].astype(str).str.fullmatch(r"\d{4}-\d{2}-\d{2}").all()
+    # coverage the issue asks for: two GPUs, two model sizes, >= 3 loads per series, a speculative sweep
+    nospec = rows[rows["spec_method"] == "none"]
+    assert nospec["gpu"].nunique() >= 2 and nospec["model"].nunique() >= 2
+    assert (nospec.groupby("series")["load"].nunique() >= 3).sum() >= 4
+    assert set(SPEC_SETUPS) <= set(rows["series"])
+
+
+def test_a_row_without_a_source_is_refused(tmp_path):
+    df = pd.read_csv(next(DATA.glob("vllm_h100_*.csv")))
+    df.loc[1, "source_url"] = None
+    df.to_csv(tmp_path / "x.csv", index=False)
+    with pytest.raises(SpecsimInputError, match=r"x\.csv, line 3, field 'source_url'"):
+        load_rows(tmp_path)
+
+
+def test_fit_uses_at_most_a_third_of_a_series():
+    for n in range(3, 13):
+        idx = fit_indices(n)
+        assert 1 <= len(idx) <= n // 3 and idx[0] == 0 and len(set(idx)) == len(idx)
+    assert fit_indices(8) == [0, 7] and fit_indices(4) == [0]
+
+
+def test_observation_by_hand():
+    # 8 users, TPOT 10 ms, 600 tok/s out, 100 in / 300 out: R = 600 x 0.01 = 6; prompts 2 req/s x 100 = 200
+    # tokens/s share the steps, 2 per step: B = 8; context = 100 + 150
+    row = pd.Series({"mean_tpot_ms": 10.0, "output_throughput_tok_s": 600.0, "load": 8, "input_len": 100.0,
+                     "output_len": 300.0, "file": "f.csv", "line": 2})
+    o = observation_from_row(row)
+    assert (o.num_requests, o.batch_tokens, o.context_tokens) == pytest.approx((6.0, 8.0, 250.0))
+
+
+def test_alpha_from_acceptance_length():
+    a = alpha_for_acceptance_length(3.4, 7)
+    assert sum(a ** i for i in range(8)) == pytest.approx(3.4, rel=1e-9)
+    with pytest.raises(SpecsimInputError):
+        alpha_for_acceptance_length(9.0, 7)
+
+
+def _check(key, value, target):
+    bound = DOCUMENTED_MISSES.get(key, (target, ""))[0]
+    assert value <= max(target, bound), f"{key}: {100 * value:.1f}% (target {100 * target:.0f}%, documented bound " \
+                                        f"{100 * bound:.0f}%)"
+
+
+def test_no_speculation_series_meet_their_targets_or_documented_misses(results):
+    base, _ = results
+    assert set(base) == set(SETUPS)
+    for name, r in base.items():
+        t = r.table
+        assert t["fitted"].sum() == len(fit_indices(len(t)))
+        for metric in ("tpot_error", "throughput_error"):
+            _check((name, metric), r.median_abs_error(metric), TARGETS[metric])
+        assert all(v > 0 for v in r.params.values())
+
+
+def test_dense_series_meet_the_ten_percent_target(results):
+    base, _ = results
+    for name in ("vllm_b200_qwen3.8-27b_humaneval_nospec", "vllm_b200_qwen3.8-27b_mathreasoning_nospec",
+                 "vllm_h100_qwen3-8b_sharegpt_nospec"):
+        assert base[name].median_abs_error("tpot_error") <= 0.10
+        assert base[name].median_abs_error("throughput_error") <= 0.10
+
+
+def test_speedups_meet_their_target_or_documented_miss(results):
+    _, spec = results
+    assert set(spec) == set(SPEC_SETUPS)
+    for name, t in spec.items():
+        for n, err in zip(t["load"], t["speedup_error"]):
+            _check((name, int(n)), abs(err), TARGETS["speedup_error"])
+        # the qualitative result: the speed-up falls with concurrency, measured and predicted alike
+        assert np.all(np.diff(t["speedup"].to_numpy()[2:]) < 0) and np.all(np.diff(t["pred_speedup"].to_numpy()[2:]) < 0)
+    # at low concurrency every speculative prediction is within the target
+    low = pd.concat([t[t["load"] <= 4] for t in spec.values()])
+    assert (low["speedup_error"].abs() <= TARGETS["speedup_error"]).all()
