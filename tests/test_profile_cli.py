@@ -167,3 +167,74 @@ def test_entry_point_prints_the_error_on_one_line_and_exits_2(tmp_path, monkeypa
     err = capsys.readouterr().err.strip()
     assert err.startswith("specsim: error: ") and "broken_gpu.json" in err and "hbm_bytes_per_s" in err
     assert "\n" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# bundled step-model profiles (benchmarks/make_step_profiles.py)
+
+NEW = ("h100-qwen3-8b-tp1-terms", "h200-qwen3-8b-tp1-terms", "b200-qwen3-8b-tp1-terms", "h200-deepseek-v3-tp8-terms",
+       "h100-qwen3-8b-vllm-fitted", "b200-qwen3.8-27b-vllm-fitted")
+
+
+def _recipe():
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "make_step_profiles.py"
+    spec = importlib.util.spec_from_file_location("make_step_profiles", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_bundled_step_profiles_rebuild_from_their_step_model(name):
+    from specsim.hardware.profile import resolve_profile
+
+    prof = resolve_profile(name)
+    sm = step_model_of(prof)
+    assert prof.metadata["name"] == name and sm is not None
+    b = prof.batch_tokens
+    table = sm.breakdown(b, num_requests=np.zeros(b.shape), kv_tokens=0.0)
+    assert np.allclose(prof.step_time_s, sum(table.values()), rtol=1e-12)
+    assert prof.kv_read_s_per_token == pytest.approx(sm.kv_read_s_per_token, rel=1e-12)
+    assert prof.per_request_s == pytest.approx(sm.per_request_s, rel=1e-12)
+
+
+def test_bundled_terms_profiles_match_their_recipe():
+    from specsim.hardware.profile import resolve_profile
+
+    recipe = _recipe()
+    for name in recipe.TERMS:
+        prof, again = resolve_profile(name), recipe.terms_profile(name)
+        assert np.array_equal(prof.batch_tokens, again.batch_tokens)
+        assert np.allclose(prof.step_time_s, again.step_time_s, rtol=1e-12), name
+    v3 = step_model_of(resolve_profile("h200-deepseek-v3-tp8-terms"))
+    assert v3.tp == 8 and v3.model.weight_dtype == "fp8" and v3.gpu.name == "h200"
+
+
+@pytest.mark.parametrize("name", ["h100-qwen3-8b-vllm-fitted", "b200-qwen3.8-27b-vllm-fitted"])
+def test_bundled_fitted_profiles_name_their_source_and_points(name):
+    from specsim.hardware.profile import resolve_profile
+    from specsim.validation import fit_indices, load_rows
+
+    md = resolve_profile(name).metadata
+    fit = md["fit"]
+    assert md["kind"] == "fitted" and md["source_url"].startswith("https://") and md["source_date"]
+    rows = load_rows()
+    series = rows[rows["series"] == fit["series"]].sort_values("load")
+    loads = [int(x) for x in series["load"]]
+    # at most a third of the series fitted (specsim.validation), the rest predicted, each load exactly once
+    assert fit["fitted_loads"] == [loads[i] for i in fit_indices(len(loads))]
+    assert sorted(fit["fitted_loads"] + fit["predicted_loads"]) == loads
+    assert [p["label"] for p in fit["points"]] == [f"N={n}" for n in fit["fitted_loads"]]
+    assert md["source_url"] in set(series["source_url"])
+    assert step_model_of(resolve_profile(name)).terms.kernel_s == pytest.approx(fit["params"]["kernel_s"])
+
+
+def test_superseded_analytic_profiles_point_to_bundled_ones():
+    from specsim.hardware.profile import resolve_profile
+
+    for gpu in ("h100", "h200", "b200"):
+        for model in ("qwen3-8b", "deepseek-v3"):
+            old = resolve_profile(f"{gpu}-{model}-tp1-analytic")
+            new = resolve_profile(old.metadata["superseded_by"])
+            assert step_model_of(new).model.name == model
