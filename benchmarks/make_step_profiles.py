@@ -29,7 +29,7 @@ TERMS: dict[str, tuple[str, str, int, str | None, int, str]] = {
     "b200-qwen3-8b-tp1-terms": ("qwen3-8b", "b200", 1, None, 8192, "dense 8B, bf16, one GPU"),
     "h200-deepseek-v3-tp8-terms": ("deepseek-v3", "h200", 8, "fp8", 8192,
                                    "DeepSeek-V3 as served on one 8x H200 node: TP 8, fp8 block-quantised weights "
-                                   "(the checkpoint's dtype), bf16 KV (MLA latent); ~84 GB of weights per GPU"),
+                                   "(the checkpoint's dtype), bf16 KV (MLA latent); ~85 GB of weights per GPU"),
 }
 #: name -> validation series (specsim.validation.SETUPS); the table reaches the series' prefill chunk + 1,024
 FITTED: dict[str, str] = {
