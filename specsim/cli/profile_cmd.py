@@ -169,7 +169,8 @@ def import_splitwise_cmd(
 @profile_app.command("analytic")
 def analytic_cmd(
     model: str = typer.Option("llama2-7b", help="preset: llama2-7b, llama2-70b, qwen3-8b, deepseek-v3"),
-    config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA) instead of --model"),
+    config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA, hybrid linear "
+                                           "attention) instead of --model"),
     gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
@@ -177,7 +178,10 @@ def analytic_cmd(
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves"),
 ) -> None:
-    """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic)."""
+    """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
+
+    ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, l40s,
+    rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
     from specsim.hardware.profile import save_profile
     from specsim.hardware.stepmodel import EngineTerms, step_model
 
@@ -220,6 +224,25 @@ def _gpu_arg(gpu: str):
     return resolve_gpu(gpu)
 
 
+@profile_app.command("gpus")
+def gpus_cmd() -> None:
+    """The GPUs ``--gpu`` knows by name: datasheet bandwidth, dense tensor TFLOPS by dtype, SMs, memory, link
+    (unidirectional) and source (module specsim.hardware.gpus). Anything else: ``--gpu my_gpu.json``."""
+    from specsim.hardware.gpus import GPUS
+
+    def tf(v: float | None) -> str:
+        return "-" if v is None else f"{v / 1e12:,.0f}"
+
+    typer.echo(f"{'name':<11} {'HBM_TB/s':>8} {'BF16_TF':>8} {'FP8_TF':>8} {'FP4_TF':>8} {'SMs':>4} "
+               f"{'mem_GiB':>7} {'link_GB/s':>9}  source")
+    for name, g in GPUS.items():
+        typer.echo(f"{name:<11} {g.hbm_bytes_per_s / 1e12:>8.3f} {tf(g.bf16_flops_per_s):>8} "
+                   f"{tf(g.fp8_flops_per_s):>8} {tf(g.fp4_flops_per_s):>8} {g.num_sms:>4} "
+                   f"{g.memory_bytes / 2 ** 30:>7.1f} {g.link_bytes_per_s / 1e9:>9.0f}  {g.source}")
+    typer.echo("TFLOPS dense (no sparsity); link per GPU, one direction; '-': no tensor cores for that dtype. "
+               "Another GPU: --gpu my_gpu.json (docs/profiles.md).")
+
+
 @profile_app.command("fit")
 def fit_cmd(
     inputs: list[Path] = typer.Argument(..., help="no-speculation measurements: vllm bench serve result JSON, "
@@ -227,8 +250,8 @@ def fit_cmd(
                                                    "Prometheus /metrics dump"),
     model: str = typer.Option("llama2-7b", help="preset (or --config)"),
     config: Path = typer.Option(None, help="a Hugging Face config.json"),
-    gpu: str = typer.Option("h100", help="a GPU name or a GPU spec JSON file"),
-    tp: int = typer.Option(1), ep: int = typer.Option(1),
+    gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
+    tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
     params: str = typer.Option(",".join(("bw_eff", "per_request_step_s")),
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "

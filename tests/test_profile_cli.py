@@ -1,0 +1,240 @@
+"""`specsim profile analytic / show --terms / fit / gpus` from the command line (issue 12).
+
+Assertions are on the files written and on short substrings, never on wrapped output; expected values are closed
+forms of the step model (module specsim.hardware.stepmodel) or the hand-derived inputs of
+``tests/data/step_points/README.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from specsim.cli import _register, app
+from specsim.errors import SpecsimInputError
+from specsim.hardware.gpus import GPUS
+from specsim.hardware.profile import load_profile
+from specsim.hardware.profile_fit import predict_observations
+from specsim.hardware.step_points import read_step_observations
+from specsim.hardware.stepmodel import TERMS, step_model_of
+
+_register()
+RUN = CliRunner()
+DATA = Path(__file__).parent / "data"
+QWEN = DATA / "hf_configs" / "qwen3-8b.json"
+POINTS = DATA / "step_points"
+
+
+def _input_error(r) -> str:
+    """The one-line message ``specsim`` prints (exit 2) for the SpecsimInputError a command raised."""
+    assert r.exit_code != 0 and isinstance(r.exception, SpecsimInputError), (r.exit_code, r.output, r.exception)
+    return str(r.exception)
+
+
+def _analytic(tmp_path: Path, name: str, *extra: str) -> Path:
+    out = tmp_path / name
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(QWEN), "--out", str(out), *extra])
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_analytic_config_writes_a_profile_whose_step_model_rebuilds(tmp_path):
+    out = _analytic(tmp_path, "q.json", "--gpu", "h100")
+    prof = load_profile(out)
+    assert prof.metadata["kind"] == "analytic" and prof.metadata["gpu"] == "h100"
+    sm = step_model_of(prof)
+    assert sm is not None and sm.gpu == GPUS["h100"] and sm.tp == 1 and sm.model.hidden == 4096
+    # the table is the model at R = 0, K = 0; R and K enter through per_request_s and kv_read_s_per_token
+    for b, r, k in ((1, 1, 0.0), (64, 64, 64 * 1024.0), (512, 100, 3e5)):
+        assert prof.step_time(b, k, r) == pytest.approx(float(sm.step_time(b, r, k)[0]), rel=1e-9)
+
+
+def test_analytic_gpu_spec_file(tmp_path):
+    h100 = step_model_of(load_profile(_analytic(tmp_path, "h.json", "--gpu", "h100")))
+    mine = step_model_of(load_profile(_analytic(tmp_path, "m.json", "--gpu", str(DATA / "gpu_specs/my_gpu.json"))))
+    assert mine.gpu.name == "my-gpu" and mine.gpu.num_sms == 100 and mine.gpu.fp4_flops_per_s is None
+    assert load_profile(tmp_path / "m.json").metadata["gpu"] == "my-gpu"
+    # the LM head at B = 1 streams its weights: time scales with 1 / HBM bandwidth (3.35 TB/s vs 2.0 TB/s)
+    ratio = mine.breakdown(1)["lm_head"][0] / h100.breakdown(1)["lm_head"][0]
+    assert ratio == pytest.approx(3.35 / 2.0, rel=1e-9)
+
+
+def test_analytic_broken_gpu_spec_names_file_and_field(tmp_path):
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(QWEN), "--out", str(tmp_path / "x.json"),
+                         "--gpu", str(DATA / "gpu_specs/broken_gpu.json")])
+    msg = _input_error(r)
+    assert "broken_gpu.json" in msg and "hbm_bytes_per_s" in msg and "> 0" in msg
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_fp8_weights_lower_the_b1_step(tmp_path):
+    bf16 = load_profile(_analytic(tmp_path, "b.json", "--gpu", "h100"))
+    fp8 = load_profile(_analytic(tmp_path, "f.json", "--gpu", "h100", "--weight-dtype", "fp8"))
+    assert fp8.metadata["dtype"] == "fp8" and bf16.metadata["dtype"] == "bf16"
+    assert fp8.step_time(1) < 0.8 * bf16.step_time(1)
+    # weight GEMMs at B = 1 are memory-bound: half the weight bytes, the same (tiny) activation bytes
+    g8, g16 = (step_model_of(p).breakdown(1)["gemm"][0] for p in (fp8, bf16))
+    assert 0.5 < g8 / g16 < 0.501
+    # the KV cache keeps the config's dtype
+    assert fp8.kv_read_s_per_token == pytest.approx(bf16.kv_read_s_per_token, rel=1e-12)
+
+
+def test_show_terms_prints_every_term_and_writes_png(tmp_path):
+    out = _analytic(tmp_path, "q.json", "--gpu", "h100")
+    png = tmp_path / "terms.png"
+    r = RUN.invoke(app, ["profile", "show", str(out), "--terms", "--png", str(png)])
+    assert r.exit_code == 0, r.output
+    for term in TERMS:
+        assert term in r.output
+    assert "total" in r.output
+    assert png.stat().st_size > 1000
+
+
+def test_show_terms_on_a_table_profile_fails_naming_step_model():
+    r = RUN.invoke(app, ["profile", "show", "h100-llama2-7b-tp1", "--terms", "--png", "unused.png"])
+    msg = _input_error(r)
+    assert "metadata.step_model" in msg and "h100-llama2-7b-tp1.json" in msg
+    assert not Path("unused.png").exists()
+
+
+def test_fit_with_holdout_reports_residuals_and_writes_provenance(tmp_path):
+    fitted = [POINTS / "vllm_c16.json", POINTS / "vllm_sweep_append.jsonl"]
+    held = POINTS / "vllm_rate4_and_clip.jsonl"
+    out = tmp_path / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", *map(str, fitted), str(held), "--holdout", str(held),
+                         "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "fitted: bw_eff = " in r.output and "per_request_step_s = " in r.output
+    lines = r.output.splitlines()
+    assert sum("(holdout)" in ln for ln in lines) == 2                  # rate=4 and the clipped concurrency=8
+    for label in ("concurrency=16", "concurrency=1 ", "concurrency=64", "rate=4"):
+        assert any(ln.startswith(label) for ln in lines), label
+    assert "median |error| on holdout points" in r.output
+
+    prof = load_profile(out)
+    fit = prof.metadata["fit"]
+    assert prof.metadata["kind"] == "fitted"
+    assert [Path(f).name for f in fit["fitted_on"]] == ["vllm_c16.json", "vllm_sweep_append.jsonl"]
+    assert [Path(f).name for f in fit["holdout"]] == ["vllm_rate4_and_clip.jsonl"]
+    assert set(fit["params"]) == {"bw_eff", "per_request_step_s"}
+    # the points are the README's hand-derived ones (R by Little's law; the clipped one at N = 8)
+    pts = {p["label"]: p for p in fit["points"]}
+    assert pts["concurrency=16"]["num_requests"] == pytest.approx(14.96, abs=1e-3)
+    assert pts["concurrency=64"]["measured_ms"] == pytest.approx(55.0)
+    assert pts["rate=4"]["holdout"] and not pts["concurrency=1"]["holdout"]
+    # the written step model reproduces every reported prediction, fitted and holdout alike
+    sm = step_model_of(prof)
+    assert sm.terms.bw_eff == pytest.approx(fit["params"]["bw_eff"], rel=1e-12)
+    obs = read_step_observations(fitted) + read_step_observations([held])
+    pred_ms = predict_observations(sm, obs) * 1e3
+    assert np.allclose(pred_ms, [p["predicted_ms"] for p in fit["points"]], rtol=1e-4, atol=1e-4)
+
+
+def test_fit_refuses_more_params_than_points(tmp_path):
+    out = tmp_path / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", str(POINTS / "vllm_c16.json"), "--params", "bw_eff,per_request_step_s",
+                         "--out", str(out)])
+    msg = _input_error(r)
+    assert "--params" in msg and "at most 1 parameter" in msg
+    assert not out.exists()
+
+
+def test_gpus_lists_all_eleven():
+    r = RUN.invoke(app, ["profile", "gpus"])
+    assert r.exit_code == 0, r.output
+    rows = [ln.split()[0] for ln in r.output.splitlines()[1:] if ln.split() and ln.split()[0] in GPUS]
+    assert rows == list(GPUS) and len(rows) == 11
+    h100 = next(ln for ln in r.output.splitlines() if ln.startswith("h100 "))
+    assert "3.350" in h100 and "989" in h100 and "1,979" in h100 and " 132 " in h100
+    b200 = next(ln for ln in r.output.splitlines() if ln.startswith("b200 "))
+    assert "9,000" in b200                                               # dense FP4
+    a100 = next(ln for ln in r.output.splitlines() if ln.startswith("a100 "))
+    assert a100.split()[3:5] == ["-", "-"]                              # no FP8, no FP4 tensor cores
+
+
+def test_entry_point_prints_the_error_on_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
+    from specsim.cli import main
+
+    monkeypatch.setattr("sys.argv", ["specsim", "profile", "analytic", "--config", str(QWEN), "--gpu",
+                                     str(DATA / "gpu_specs/broken_gpu.json"), "--out", str(tmp_path / "x.json")])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("specsim: error: ") and "broken_gpu.json" in err and "hbm_bytes_per_s" in err
+    assert "\n" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# bundled step-model profiles (benchmarks/make_step_profiles.py)
+
+NEW = ("h100-qwen3-8b-tp1-terms", "h200-qwen3-8b-tp1-terms", "b200-qwen3-8b-tp1-terms", "h200-deepseek-v3-tp8-terms",
+       "h100-qwen3-8b-vllm-fitted", "b200-qwen3.8-27b-vllm-fitted")
+
+
+def _recipe():
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "make_step_profiles.py"
+    spec = importlib.util.spec_from_file_location("make_step_profiles", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_bundled_step_profiles_rebuild_from_their_step_model(name):
+    from specsim.hardware.profile import resolve_profile
+
+    prof = resolve_profile(name)
+    sm = step_model_of(prof)
+    assert prof.metadata["name"] == name and sm is not None
+    b = prof.batch_tokens
+    table = sm.breakdown(b, num_requests=np.zeros(b.shape), kv_tokens=0.0)
+    assert np.allclose(prof.step_time_s, sum(table.values()), rtol=1e-12)
+    assert prof.kv_read_s_per_token == pytest.approx(sm.kv_read_s_per_token, rel=1e-12)
+    assert prof.per_request_s == pytest.approx(sm.per_request_s, rel=1e-12)
+
+
+def test_bundled_terms_profiles_match_their_recipe():
+    from specsim.hardware.profile import resolve_profile
+
+    recipe = _recipe()
+    for name in recipe.TERMS:
+        prof, again = resolve_profile(name), recipe.terms_profile(name)
+        assert np.array_equal(prof.batch_tokens, again.batch_tokens)
+        assert np.allclose(prof.step_time_s, again.step_time_s, rtol=1e-12), name
+    v3 = step_model_of(resolve_profile("h200-deepseek-v3-tp8-terms"))
+    assert v3.tp == 8 and v3.model.weight_dtype == "fp8" and v3.gpu.name == "h200"
+
+
+@pytest.mark.parametrize("name", ["h100-qwen3-8b-vllm-fitted", "b200-qwen3.8-27b-vllm-fitted"])
+def test_bundled_fitted_profiles_name_their_source_and_points(name):
+    from specsim.hardware.profile import resolve_profile
+    from specsim.validation import fit_indices, load_rows
+
+    md = resolve_profile(name).metadata
+    fit = md["fit"]
+    assert md["kind"] == "fitted" and md["source_url"].startswith("https://") and md["source_date"]
+    rows = load_rows()
+    series = rows[rows["series"] == fit["series"]].sort_values("load")
+    loads = [int(x) for x in series["load"]]
+    # at most a third of the series fitted (specsim.validation), the rest predicted, each load exactly once
+    assert fit["fitted_loads"] == [loads[i] for i in fit_indices(len(loads))]
+    assert sorted(fit["fitted_loads"] + fit["predicted_loads"]) == loads
+    assert [p["label"] for p in fit["points"]] == [f"N={n}" for n in fit["fitted_loads"]]
+    assert md["source_url"] in set(series["source_url"])
+    assert step_model_of(resolve_profile(name)).terms.kernel_s == pytest.approx(fit["params"]["kernel_s"])
+
+
+def test_superseded_analytic_profiles_point_to_bundled_ones():
+    from specsim.hardware.profile import resolve_profile
+
+    for gpu in ("h100", "h200", "b200"):
+        for model in ("qwen3-8b", "deepseek-v3"):
+            old = resolve_profile(f"{gpu}-{model}-tp1-analytic")
+            new = resolve_profile(old.metadata["superseded_by"])
+            assert step_model_of(new).model.name == model
