@@ -197,7 +197,7 @@ def analytic_cmd(
                             source=f"recalibrated: {eff.source}")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep, terms)
     prof = sm.profile(max_batch_tokens)
-    dest = out or Path(f"{prof.metadata['name']}-analytic.json")
+    dest = out or Path(f"{prof.metadata['name']}-terms.json")
     save_profile(prof, dest)
     typer.echo(f"{dest}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
                f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens} (no KV read); "

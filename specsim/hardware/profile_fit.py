@@ -18,6 +18,7 @@ the paper had), then predict the speculative policies with the fitted profile; n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -85,7 +86,7 @@ class FitReport:
                 "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
-                "points": [{"label": p.label, "source": p.source, "num_requests": round(p.num_requests, 3),
+                "points": [{"label": p.label, "source": Path(p.source).name, "num_requests": round(p.num_requests, 3),
                             "batch_tokens": round(p.batch_tokens, 3), "context_tokens": round(p.context_tokens, 1),
                             "measured_ms": round(p.measured_s * 1e3, 4), "predicted_ms": round(p.predicted_s * 1e3, 4),
                             "rel_error": round(p.rel_error, 4), "holdout": p.holdout} for p in self.points],
@@ -147,11 +148,12 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     fit = least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac")
     fitted = model_at(fit.x)
     source_note = f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(
-        sorted({o.source for o in observations}))
+        sorted({Path(o.source).name for o in observations}))
     fitted = fitted.with_terms(source=source_note)
     points = _residuals(fitted, observations, False) + _residuals(fitted, holdout, True)
     return FitReport(fitted, {p: float(getattr(fitted.terms, p)) for p in params}, points,
-                     sorted({o.source for o in observations}), sorted({o.source for o in holdout}))
+                     sorted({Path(o.source).name for o in observations}),
+                     sorted({Path(o.source).name for o in holdout}))
 
 
 def _residuals(sm: StepModel, observations: Sequence, holdout: bool) -> list[PointResidual]:

@@ -143,6 +143,11 @@ class StepModel:
         if self.tp < 1 or self.ep < 1:
             raise SpecsimInputError(None, None, "tp/ep", "ints >= 1", f"tp={self.tp}, ep={self.ep}")
         m = self.model
+        try:
+            self.gpu.flops_per_s(m.weight_dtype)
+        except SpecsimInputError:
+            raise SpecsimInputError(None, None, "weight_dtype", f"a dtype {self.gpu.name} has tensor cores for",
+                                    repr(m.weight_dtype)) from None
         if self.ep > 1 and (not m.num_experts or self.ep % self.tp or m.num_experts // self.ep < 1):
             raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides a MoE model's experts",
                                     f"ep={self.ep} (tp={self.tp}, experts={m.num_experts})")
