@@ -1,19 +1,16 @@
-"""DeepSeek-V4's model shape: :class:`V4Config` (its attention projections differ from MLA's)."""
+"""DeepSeek-V4's model shape: :class:`V4Config` (its attention projections and KV cache differ from MLA's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import ModelConfig
-
-#: Weight dtypes the step model knows (:data:`specsim.hardware.stepmodel.BYTES_PER_DTYPE`).
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "fp4")
+from specsim.hardware.model_config import ModelConfig
 
 
 @dataclass(frozen=True)
 class V4Config(ModelConfig):
-    """A DeepSeek-V4 shape: :class:`ModelConfig` with V4's attention projections and KV cache.
+    """A DeepSeek-V4 shape: :class:`ModelConfig` with V4's attention projections and compressed KV cache.
 
     V4 attention (config.json of the V4 checkpoints as read by third parties, docs/production.md):
     q down (hidden -> q_lora_rank), q up (q_lora_rank -> heads x head_dim), one shared KV head
@@ -22,25 +19,20 @@ class V4Config(ModelConfig):
 
     Attributes:
         o_lora_rank, o_groups: the grouped low-rank output projection.
-        weight_dtype: weight storage dtype the step model streams (``bf16``, ``fp8``, ``fp4``;
-            :data:`specsim.hardware.stepmodel.BYTES_PER_DTYPE`).
         kv_bytes_per_layer_token: KV-cache bytes one decode step reads per cached context token per layer
             (V4's compressed sparse attention: indexer keys and compressed KV averaged over the layers,
             docs/production.md); 0 falls back to :meth:`ModelConfig.kv_bytes_per_token` of a plain cache.
 
     Raises:
-        SpecsimInputError: an unknown ``weight_dtype`` or a negative ``kv_bytes_per_layer_token``.
+        SpecsimInputError: what :class:`ModelConfig` refuses, or a negative ``kv_bytes_per_layer_token``.
     """
 
     o_lora_rank: int = 1024
     o_groups: int = 8
-    weight_dtype: str = "bf16"
     kv_bytes_per_layer_token: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.weight_dtype not in WEIGHT_DTYPES:
-            raise SpecsimInputError(None, None, "weight_dtype", f"one of {sorted(WEIGHT_DTYPES)}",
-                                    repr(self.weight_dtype))
+        super().__post_init__()
         if not self.kv_bytes_per_layer_token >= 0:
             raise SpecsimInputError(None, None, "kv_bytes_per_layer_token", "bytes >= 0",
                                     repr(self.kv_bytes_per_layer_token))
@@ -52,7 +44,7 @@ class V4Config(ModelConfig):
                 (self.o_groups * self.o_lora_rank, h // self.o_groups),
                 (self.hidden, self.o_groups * self.o_lora_rank)]
 
-    def kv_bytes_per_token(self, tp: int) -> float:
+    def kv_bytes_per_token(self, tp: int = 1) -> float:
         """KV-cache bytes read per cached token per step, all layers: ``num_layers x kv_bytes_per_layer_token``
         when set (a DP-attention rank holds the whole cache of its requests, so ``tp`` does not divide it)."""
         if self.kv_bytes_per_layer_token > 0:
