@@ -432,8 +432,9 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
         x = _fit_surrogate(dep, tiers / ratio, ctx, x)
     best = min(history, key=lambda h: _loss(h["residual_log_thr"]))
     x = np.array(list(best["params"].values()))
-    terms = replace(_model_at(dep, x).terms, source=f"EngineTerms defaults; {', '.join(dep.fit_params)} fitted to the MTP-1 frontier of "
-                           f"the DSpark paper's Fig. 7 by specsim.production.fit_mtp1")
+    note = (f"EngineTerms defaults; {', '.join(dep.fit_params)} fitted to the MTP-1 frontier of the DSpark "
+            f"paper's Fig. 7 by specsim.production.fit_mtp1")
+    terms = replace(_model_at(dep, x).terms, source=note)
     return FitResult(dep.name, best["params"], terms.to_dict(), _exposed(dep, x), kv_cap, kv_lower,
                      best["residual_log_thr"], history, ctx)
 
@@ -486,7 +487,7 @@ def profile_name(dep: Deployment) -> str:
 
 def scenario_toml(dep: Deployment, fit: FitResult) -> str:
     """The fitted scenario as TOML text, every value with its provenance in a comment."""
-    res = ", ".join(f"{k} tok/s/user: {v:+.3f}" for k, v in fit.residuals.items())
+    res = ", ".join(f"{k}: {v:+.3f}" for k, v in fit.residuals.items())
     pts = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points)
     par = ", ".join(f"{k} {v:.4g}" for k, v in fit.params.items())
     return f"""# {dep.name}: one decode rank of a DeepSeek-V4-{dep.name[3:].capitalize()}-like deployment, fitted by
@@ -494,14 +495,18 @@ def scenario_toml(dep: Deployment, fit: FitResult) -> str:
 # - Serving unit: one GPU = one data-parallel-attention rank of an EP{dep.ep} decode deployment
 #   (gpus_per_replica = 1); concurrency counts that GPU's requests (Fig. 7 and Fig. 8 of the DSpark paper
 #   agree only if throughput per GPU = concurrency x TPS/user, PAPER.md 8.5).
-# - Profile {profile_name(dep)}: the engine-level step model (specsim.hardware.stepmodel) of the whole model
-#   on one H800 (datasheet), tp 1, ep {dep.ep}, FP8 weights, V4's compressed KV bytes per context token, the
-#   EP all-to-all over 50 GB/s of InfiniBand per GPU (DeepSeek-V3 report) with FP8 dispatch / BF16 combine.
-#   Fitted to the MTP-1 frontier of Fig. 7 ({pts} tok/s/GPU at those tok/s/user), nothing else:
-#   {par} (a2a_exposed: fraction of the all-to-all left exposed by the dual micro-batch overlap);
-#   residuals log(simulated / paper throughput): {res}.
+# - Profile {profile_name(dep)}: the engine-level step model (specsim.hardware.stepmodel) of the whole
+#   model on one H800 (datasheet; FP8 weights and GEMMs), tp 1, ep {dep.ep}, V4's compressed KV bytes per
+#   context token, the EP all-to-all over 50 GB/s of InfiniBand per GPU (DeepSeek-V3 report) with FP8
+#   dispatch and BF16 combine.
+#   Fitted to the MTP-1 frontier of Fig. 7 and nothing else (tok/s/user: tok/s/GPU):
+#     {pts};
+#   freed terms (physical bounds): {par}
+#   (a2a_exposed: the fraction of the all-to-all left exposed by the dual micro-batch overlap);
+#   residuals log(simulated / paper throughput) by tier:
+#     {res}.
 # - kv_capacity_tokens: the MTP-1 points only bound it from below ({fit.kv_capacity_lower_bound} tokens =
-#   the top tier's concurrency x mean reservation); set to 256 mean reservations so Fig. 8's 200 users fit.
+#   the slowest tier's concurrency x mean reservation); set to 256 mean reservations so Fig. 8's 200 users fit.
 # - Prefill: disaggregated, sized never to queue; seconds per prompt token = 2 x active params FLOPs at 40%
 #   of an 8-GPU H800 instance (only TTFT sees it). host_overhead_s: our choice, 1 ms; ZOS hides it for
 #   mtp1 and dspark-async, so neither prediction depends on it.
