@@ -16,10 +16,11 @@ and every choice):
    ep = the deployment's EP: attention, the shared expert and the LM head over the rank's B tokens, the
    ``num_experts / ep`` local routed experts over the tokens of ``ep`` ranks, and the EP all-to-all (dispatch
    and combine per MoE layer) across nodes over InfiniBand (:func:`ep_link_bytes_per_s`).
-4. Fit (:func:`fit_mtp1`): only the engine-level terms named in ``Deployment.fit_params`` are freed, inside
-   :data:`specsim.hardware.profile_fit.FIT_BOUNDS` (efficiencies <= 1, times >= 0), by least squares of log
-   throughput at the MTP-1 frontier points of Fig. 7 on a smooth closed-loop surrogate of MTP-1
-   (:func:`surrogate_tps`), then corrected against simulated sweeps (each iteration refits the surrogate to
+4. Fit (:func:`fit_mtp1`): only the terms named in ``Deployment.fit_params`` are freed (flops_eff, kernel_s
+   and ``a2a_exposed``, the fraction of the all-to-all that the dual micro-batch overlap leaves exposed), inside
+   :data:`PARAM_BOUNDS` (:data:`specsim.hardware.profile_fit.FIT_BOUNDS`: efficiencies <= 1, times >= 0; the
+   fraction in (0, 1]), by least squares of log TPS/user at the concurrencies of the MTP-1 frontier points of
+   Fig. 7 (N = throughput / tier) on a smooth closed-loop surrogate of MTP-1 (:func:`surrogate_tps`), then corrected against simulated sweeps (each iteration refits the surrogate to
    the targets divided by the simulation/surrogate ratio at the targets' concurrencies). Nothing about
    DSpark enters the fit. The profile written is :meth:`StepModel.profile` (``metadata.step_model``), so the
    drafters' costs come from their shapes: MTP = 1 layer, DSpark-5 on V4 = 3 layers + the Markov head.

@@ -133,3 +133,9 @@ def test_superseded_profiles_still_load():
         old = resolve_profile(f"{name}-rank-fitted")
         assert old.metadata["superseded_by"] == f"{name}-rank-terms"
         assert old.step_time(100) > 0
+
+
+def test_unreached_tier_is_never_the_best_iteration():
+    from specsim.production import UNREACHED_RESIDUAL, _loss
+    assert _loss({"80": 0.1, "136": float("nan")}) == pytest.approx(0.01 + UNREACHED_RESIDUAL ** 2)
+    assert _loss({"80": 0.1, "136": float("nan")}) > _loss({"80": 0.3, "136": -1.0})
