@@ -1,7 +1,7 @@
 """The paper's production result, predicted: fit a DeepSeek-V4 decode rank to MTP-1, predict DSpark.
 
-Procedure (issue 5, "The paper's production result, predicted"; docs/production.md gives every number's
-source and every choice):
+Procedure (issue 5, redone for issue 12's step-time model; docs/production.md gives every number's source
+and every choice):
 
 1. Workload: a synthetic trace whose domains follow DSpark's training mix (PAPER.md 6: math 39.4%,
    code 38.9%, chat 17.6% + instruction-following 4.1% counted as chat) with the fitted public length
@@ -10,17 +10,20 @@ source and every choice):
    throughput per GPU = concurrency x TPS/user (e.g. Flash DSpark at N = 200: 16.1k / 200 = 80.5 tok/s/user,
    Fig. 7 gives 16.0k at 80), so the concurrency of Fig. 8 counts the requests of one GPU: a
    data-parallel-attention rank of a wide expert-parallel deployment, all ranks stepping in lockstep.
-3. Step time of the rank, :func:`rank_profile`: ``scale * analytic(B) + comm(B)`` where ``analytic`` is
-   :func:`specsim.hardware.analytic.analytic_profile` (roofline with tile/wave quantisation and CUDA-graph
-   padding) of the rank's share of the model: full attention projections and the shared expert over the
-   rank's B tokens, and ``num_experts / ep`` local routed experts that receive B x top_k tokens between
-   them, and ``comm(B) = comm_s * (B / 100) ** comm_exp`` is the expert-parallel all-to-all. ``scale``
-   (efficiency, FP4/FP8 weights, mHC streams), ``comm_s`` and ``comm_exp`` are the fitted scale and
-   shape. A KV-read term for the compressed sparse attention's indexer is set, not fitted.
-4. Fit (:func:`fit_mtp1`): least squares of log throughput at the MTP-1 frontier points of Fig. 7 on a
-   smooth closed-loop surrogate of MTP-1 (:func:`surrogate_tps`), then corrected against simulated
-   sweeps (each iteration refits the surrogate to the targets divided by the simulation/surrogate
-   ratio at the targets' concurrencies). Nothing about DSpark enters the fit.
+3. Step time of the rank, :func:`rank_step_model`: the engine-level
+   :class:`~specsim.hardware.stepmodel.StepModel` of the whole V4 model (:class:`V4Config`, FP8 weights,
+   the compressed sparse attention's KV bytes per context token) on one H800 (:data:`H800`) with tp = 1 and
+   ep = the deployment's EP: attention, the shared expert and the LM head over the rank's B tokens, the
+   ``num_experts / ep`` local routed experts over the tokens of ``ep`` ranks, and the EP all-to-all (dispatch
+   and combine per MoE layer) across nodes over InfiniBand (:func:`ep_link_bytes_per_s`).
+4. Fit (:func:`fit_mtp1`): only the terms named in ``Deployment.fit_params`` are freed (flops_eff, kernel_s
+   and ``a2a_exposed``, the fraction of the all-to-all that the dual micro-batch overlap leaves exposed), inside
+   :data:`PARAM_BOUNDS` (:data:`specsim.hardware.profile_fit.FIT_BOUNDS`: efficiencies <= 1, times >= 0; the
+   fraction in (0, 1]), by least squares of log TPS/user at the concurrencies of the MTP-1 frontier points of
+   Fig. 7 (N = throughput / tier) on a smooth closed-loop surrogate of MTP-1 (:func:`surrogate_tps`), then corrected against simulated sweeps (each iteration refits the surrogate to
+   the targets divided by the simulation/surrogate ratio at the targets' concurrencies). Nothing about
+   DSpark enters the fit. The profile written is :meth:`StepModel.profile` (``metadata.step_model``), so the
+   drafters' costs come from their shapes: MTP = 1 layer, DSpark-5 on V4 = 3 layers + the Markov head.
 5. Predict (:func:`predict`): simulate ``dspark-async`` (gamma 5, Fig. 2 DSpark rates) and ``mtp1`` on
    the fitted scenario; report the gain at the SLA tier, TPS/user at matched throughput, frontier reach,
    the verify budget per request vs concurrency, and the fit's residuals.
@@ -39,12 +42,13 @@ from scipy.optimize import least_squares
 
 from specsim.acceptance import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import analytic_profile
-from specsim.hardware.v4 import V4Config
-from specsim.hardware.drafter import drafter_cost
-from specsim.hardware.gpus import gpu_spec
+from specsim.hardware.drafter import _padded, shaped_drafter_cost
+from specsim.hardware.gpus import GpuSpec, gpu_spec
 from specsim.hardware.profile import StepTimeProfile
-from specsim.scenario import Scenario, load_scenario
+from specsim.hardware.profile_fit import FIT_BOUNDS
+from specsim.hardware.stepmodel import EngineTerms, StepModel
+from specsim.hardware.v4 import V4Config
+from specsim.scenario import Scenario
 from specsim.simulation import simulate
 from specsim.trace import Trace, synth_trace
 
@@ -53,75 +57,101 @@ from specsim.trace import Trace, synth_trace
 TRAINING_MIX = PRODUCTION_DOMAIN_MIX
 
 
+#: DeepSeek's GPU: the H800 SXM5 (:mod:`specsim.hardware.gpus`, NVIDIA H800 product brief: H100 SXM5 compute
+#: and HBM3 3.35 TB/s, dense FP8 1,978.9 TFLOPS, NVLink 400 GB/s bidirectional).
+H800 = gpu_spec("h800")
+#: InfiniBand bandwidth per GPU, bytes/s: DeepSeek-V3 technical report (arXiv:2412.19437, section 3.2.2),
+#: H800 nodes of 8 GPUs on NVLink, one 400 Gb/s InfiniBand NIC per GPU (50 GB/s).
+IB_BYTES_PER_S = 400e9 / 8
+#: Bytes the step model charges per element of a routed hidden vector, dispatch and combine alike (bf16),
+#: and the bytes DeepSeek sends: FP8 dispatch (+ a 1/128 scale), BF16 combine (DeepSeek-V3 report, 3.3.2).
+STEP_MODEL_A2A_BYTES = 2.0 + 2.0
+DEEPSEEK_A2A_BYTES = 1.0 + 4.0 / 128 + 2.0
+#: Per-layer KV bytes per context token of V4's compressed sparse attention (FP8): indexer keys (128 dims
+#: at 1/4 of the tokens) and compressed KV (512 dims at 1/4) on the half of the layers with compress ratio 4,
+#: compressed KV (512 dims at 1/128) on the other half: (32 + 128 + 4) / 2 = 82 bytes per layer.
+KV_BYTES_PER_LAYER_TOKEN = (128 / 4 + 512 / 4 + 512 / 128) / 2
+
+
+#: What the MTP-1 fit may free: :data:`FIT_BOUNDS` (efficiencies <= 1, times >= 0) and ``a2a_exposed``, the
+#: fraction of the EP all-to-all that DeepSeek's dual micro-batch overlap leaves on the critical path.
+PARAM_BOUNDS: dict[str, tuple[float, float]] = {**FIT_BOUNDS, "a2a_exposed": (0.02, 1.0)}
+
+
+def ep_link_bytes_per_s(ib_bytes_per_s: float = IB_BYTES_PER_S) -> float:
+    """The ``ep_link_bytes_per_s`` given to the step model: the InfiniBand bandwidth per GPU expressed per
+    byte the model charges (it counts BF16 both ways, DeepSeek dispatches in FP8), i.e.
+    ``ib x STEP_MODEL_A2A_BYTES / DEEPSEEK_A2A_BYTES`` (bytes/s, 1.31 x IB)."""
+    return ib_bytes_per_s * STEP_MODEL_A2A_BYTES / DEEPSEEK_A2A_BYTES
+
+
 @dataclass(frozen=True)
 class Deployment:
     """One V4 engine as served in the paper's production figures, with the targets of the fit.
 
     Attributes:
         name: ``v4-flash`` or ``v4-pro``.
-        model: the full model's shape.
+        model: the full model's shape (FP8 weights, V4's KV bytes per context token).
         ep: expert-parallel degree (local routed experts per rank = num_experts / ep); our choice.
-        gpu: datasheet used for the analytic basis (``h100``: DeepSeek's H800 has H100 SXM compute and HBM).
         mtp1_points: ((TPS/user tok/s, throughput tok/s/GPU), ...) MTP-1 frontier of Fig. 7 used in the fit.
         dspark_points: Fig. 7 DSpark frontier (never fitted; for comparison only).
         sla: the headline tier (tok/s/user) and the published gain there.
         budget: {concurrency: mean verify tokens per request} of Fig. 8 (comparison only).
-        kv_bytes_per_ctx_token: indexer/compressed-KV bytes read per context token per step (all layers).
+        fit_params: the :class:`EngineTerms` fields the MTP-1 points fit (at most one per point).
+        drafter_layers: DSpark's draft layers on V4 (PAPER.md 8.5: 3 MoE layers + the Markov head).
+        gpu: the GPU's datasheet (:data:`H800`).
     """
 
     name: str
     model: V4Config
     ep: int
-    gpu: str
     mtp1_points: tuple[tuple[float, float], ...]
     dspark_points: tuple[tuple[float, float], ...]
     sla: tuple[float, float]
     budget: dict[int, float]
-    kv_bytes_per_ctx_token: float
+    fit_params: tuple[str, ...] = ("flops_eff", "kernel_s", "a2a_exposed")
+    drafter_layers: int = 3
+    gpu: GpuSpec = H800
     concurrency: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 8, 12, 16, 25, 32, 50, 64, 100, 128, 150, 190, 200, 256)
     notes: dict[str, str] = field(default_factory=dict)
 
-    def rank_model(self) -> V4Config:
-        """The rank's share: all attention and the shared expert, num_experts / ep local routed experts."""
-        local = self.model.num_experts // self.ep
-        if local < self.model.top_k:
-            raise SpecsimInputError(None, None, "ep", f"<= {self.model.num_experts // self.model.top_k} "
-                                    f"(at least top_k local experts)", str(self.ep))
-        return replace(self.model, name=f"{self.model.name}-ep{self.ep}-rank", num_experts=local)
+    def __post_init__(self) -> None:
+        bad = [p for p in self.fit_params if p not in PARAM_BOUNDS]
+        if bad or len(self.fit_params) > len(self.mtp1_points):
+            raise SpecsimInputError(None, None, "fit_params", f"at most {len(self.mtp1_points)} names from "
+                                    f"{sorted(PARAM_BOUNDS)}", ",".join(self.fit_params))
 
 
 # Shapes: V4-Flash from the DeepseekV4Config defaults of NeMo AutoModel and the V4-Flash config.json
 # (43 layers, hidden 4096, 64 heads x 512, q_lora 1024, o_lora 1024 x 8 groups, 256 routed experts
 # top-6 of width 2048 + 1 shared, vocab 129,280; 284B total / 13B active). V4-Pro: 384 routed experts
 # top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
-# our estimate from 1.6T total / 49B active. The fitted scale and shape absorb their errors.
+# our estimate from 1.6T total / 49B active. Weights: FP8 (V4 stores routed experts in FP4 and the rest in
+# FP8; the step model takes one weight dtype, and Hopper has no FP4 tensor cores).
 V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
                     expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
-                    o_lora_rank=1024, o_groups=8)
+                    o_lora_rank=1024, o_groups=8, weight_dtype="fp8", kv_dtype="fp8",
+                    kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
 V4_PRO = V4Config("v4-pro", 61, 7168, 128, 1, 512, 3072, 129280, num_experts=384, top_k=6,
                   expert_ffn=3072, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1536,
-                  o_lora_rank=1024, o_groups=16)
-
-# Indexer keys (128 dims at 1/4 of the tokens) and compressed KV (512 dims at 1/4 and 1/128 of the tokens)
-# read per context token, FP8, over the ~half of the layers that use each (V4 compress_ratios 4 / 128).
-_KV_FLASH = 43 / 2 * (128 / 4 + 512 / 4) + 43 / 2 * 512 / 128
-_KV_PRO = 61 / 2 * (128 / 4 + 512 / 4) + 61 / 2 * 512 / 128
+                  o_lora_rank=1024, o_groups=16, weight_dtype="fp8", kv_dtype="fp8",
+                  kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
 
 DEPLOYMENTS: dict[str, Deployment] = {
     "v4-flash": Deployment(
-        "v4-flash", V4_FLASH, ep=32, gpu="h100",
+        "v4-flash", V4_FLASH, ep=32,
         mtp1_points=((80, 10600), (100, 4500), (120, 1500), (136, 630)),
         dspark_points=((80, 16000), (100, 13800), (120, 11500), (140, 9300), (160, 7100), (180, 4300),
                        (200, 2600), (231, 1200)),
         sla=(80.0, 0.51), budget={25: 4.9, 50: 4.6, 100: 4.1, 150: 3.75, 200: 3.5},
-        kv_bytes_per_ctx_token=_KV_FLASH),
+        # up to Fig. 8's 200 users: at 256, DSpark's closed-loop window does not close within 12 rounds
+        concurrency=(1, 2, 3, 4, 5, 6, 8, 12, 16, 25, 32, 50, 64, 100, 128, 150, 190, 200)),
     "v4-pro": Deployment(
-        "v4-pro", V4_PRO, ep=48, gpu="h100",
+        "v4-pro", V4_PRO, ep=48,
         mtp1_points=((30, 5000), (35, 3700), (40, 2300), (50, 830), (60, 320)),
         dspark_points=((35, 5700), (40, 5200), (50, 4200), (60, 3200), (70, 2200), (80, 1300), (90, 780),
                        (100, 450), (118, 160)),
-        sla=(35.0, 0.52), budget={5: 5.4, 25: 5.0, 50: 4.6, 100: 4.0, 150: 3.6, 190: 3.5},
-        kv_bytes_per_ctx_token=_KV_PRO),
+        sla=(35.0, 0.52), budget={5: 5.4, 25: 5.0, 50: 4.6, 100: 4.0, 150: 3.6, 190: 3.5}),
 }
 
 
@@ -137,35 +167,34 @@ def deployment(name: str) -> Deployment:
 
 
 # ------------------------------------------------------------------------------------------ profile
-def rank_profile(dep: Deployment, scale: float, comm_s: float, comm_exp: float,
-                 max_batch_tokens: int = 2048) -> StepTimeProfile:
-    """Step time of one decode rank, seconds: ``scale * analytic(B) + comm_s * (B / 100) ** comm_exp``.
+#: Where the unfitted terms come from: :class:`EngineTerms`' defaults (H100 Vidur calibration, A100
+#: FlashAttention fit, link_eff 0.8), per-request and fixed costs 0 until fitted.
+BASE_TERMS = EngineTerms(source="EngineTerms defaults; fitted terms replaced by specsim.production.fit_mtp1")
 
-    The first term is the roofline of the rank's share of the model (module docstring, step 3); the
-    second is the expert-parallel all-to-all (dispatch + combine of B x top_k hidden vectors per layer
-    over the network), whose effective bandwidth grows with message size, hence a power of B below 1
-    rather than a straight line. A KV-read term for the compressed sparse attention's indexer is added
-    per context token (set from the model's shape, not fitted).
 
-    Args:
-        dep: the deployment (its rank model, GPU and KV bytes).
-        scale: multiplier of the analytic roofline time (dimensionless, > 0).
-        comm_s: all-to-all seconds at B = 100 tokens (>= 0).
-        comm_exp: exponent of B in the all-to-all term (the shape).
-        max_batch_tokens: last B of the table (DSpark-5 at 256 users verifies up to 1,536 tokens).
+def rank_step_model(dep: Deployment, terms: EngineTerms = BASE_TERMS, a2a_exposed: float = 1.0) -> StepModel:
+    """The step model of one decode rank: the whole V4 model on one H800, tp = 1, ep = ``dep.ep``, the EP
+    all-to-all over InfiniBand (:func:`ep_link_bytes_per_s`), of which the fraction ``a2a_exposed`` is left
+    exposed by the dual micro-batch overlap (the step model sums its terms; the all-to-all's seconds are
+    multiplied by ``a2a_exposed`` through the link bandwidth, latency included only once per call).
+
+    Raises:
+        SpecsimInputError: an EP the model's experts do not allow, ``a2a_exposed`` outside (0, 1].
     """
-    base = analytic_profile(dep.rank_model(), dep.gpu, tp=1, max_batch_tokens=max_batch_tokens)
-    spec = gpu_spec(dep.gpu)
-    kv_s = dep.kv_bytes_per_ctx_token / (spec.hbm_bytes_per_s * base.metadata["bw_eff"])
-    b = base.batch_tokens.astype(float)
-    step = scale * base.step_time_s + comm_s * (b / 100.0) ** comm_exp
-    meta = dict(base.metadata, kind="analytic-fitted", model=dep.model.name, ep=dep.ep, scale=scale,
-                comm_s=comm_s, comm_exp=comm_exp,
-                source=(f"specsim.production.rank_profile: scale x analytic roofline of one DP-attention/"
-                        f"EP{dep.ep} rank of {dep.model.name} + comm_s x (B/100)^comm_exp; the three "
-                        f"parameters fitted to the MTP-1 frontier of the DSpark paper's Fig. 7 (PAPER.md 8.5)"))
-    return StepTimeProfile(base.batch_tokens, step, lookup="padded", kv_read_s_per_token=kv_s,
-                           extrapolate="error", metadata=meta, source=f"<{dep.name} rank fitted>")
+    if not 0.0 < a2a_exposed <= 1.0:
+        raise SpecsimInputError(None, None, "a2a_exposed", "a fraction in (0, 1]", repr(a2a_exposed))
+    return StepModel(dep.model, dep.gpu, terms, tp=1, ep=dep.ep,
+                     ep_link_bytes_per_s=ep_link_bytes_per_s() / a2a_exposed)
+
+
+def rank_profile(dep: Deployment, terms: EngineTerms = BASE_TERMS, a2a_exposed: float = 1.0,
+                 max_batch_tokens: int = 2048, provenance: dict[str, Any] | None = None) -> StepTimeProfile:
+    """The rank's :class:`StepTimeProfile`: :meth:`StepModel.profile` of :func:`rank_step_model`
+    (padded CUDA-graph table to ``max_batch_tokens``; DSpark-5 at 256 users verifies up to 1,536 tokens),
+    named :func:`profile_name`, kind ``fitted``, ``metadata.step_model`` set."""
+    sm = rank_step_model(dep, terms, a2a_exposed)
+    return sm.profile(max_batch_tokens, name=profile_name(dep), kind="fitted",
+                      provenance={"deployment": dep.name, **(provenance or {})})
 
 
 # ------------------------------------------------------------------------------------------ workload
@@ -175,8 +204,10 @@ def production_trace(num_requests: int, seed: int = 0) -> Trace:
 
 
 def num_requests_for(concurrency: int) -> int:
-    """Requests per closed-loop point: about eight rounds of the users, at least 64 (compute budget)."""
-    return int(max(64, 8 * concurrency))
+    """Requests per closed-loop point: about eight rounds of the users, at least 64 (compute budget); twelve
+    above 200 users, where eight rounds of the trace's long-tailed outputs can end before every user has
+    completed a request (the closed-loop window's rule)."""
+    return int(max(64, (8 if concurrency <= 200 else 12) * concurrency))
 
 
 def base_scenario(dep: Deployment, kv_capacity_tokens: int, profile_name: str = "") -> Scenario:
@@ -186,7 +217,7 @@ def base_scenario(dep: Deployment, kv_capacity_tokens: int, profile_name: str = 
                     "kv_capacity_tokens": int(kv_capacity_tokens)},
         "prefill": {"mode": "disaggregated", "num_instances": 256, "gpus_per_instance": 8,
                     "time_per_token_s": PREFILL_S_PER_TOKEN[dep.name]},
-        "drafter": {"name": "dspark"},
+        "drafter": {"name": "dspark", "layers": dep.drafter_layers},
         "engine": {"gamma": 5, "host_overhead_s": HOST_OVERHEAD_S},
     }
     if profile_name:
@@ -203,27 +234,31 @@ PREFILL_S_PER_TOKEN = {"v4-flash": 2 * 13e9 / (0.4 * 8 * 989e12), "v4-pro": 2 * 
 
 
 # ------------------------------------------------------------------------------------------ surrogate
-def surrogate_tps(profile: StepTimeProfile, concurrency: np.ndarray, mean_context_tokens: float,
+def surrogate_tps(sm: StepModel, concurrency: np.ndarray, mean_context_tokens: float,
                   alpha: float = MTP_ALPHA) -> np.ndarray:
     """Closed-loop MTP-1 TPS/user at (fractional) concurrency N, a smooth stand-in for simulation.
 
-    Every step verifies B = 2N tokens and emits 1 + alpha per request; it lasts
-    t(2N, N x context) + the MTP drafter's cost (specsim.hardware.drafter). Linear in N between
-    integers. Returns (n,) tok/s/user.
+    Every step verifies B = 2N tokens (padded to the CUDA-graph sizes) from N requests reading
+    N x context cached tokens and emits 1 + alpha per request; it lasts ``sm.step_time`` plus one MTP
+    layer's draft (:func:`specsim.hardware.drafter.shaped_drafter_cost`). Linear in N between integers.
+
+    Args:
+        sm: the rank's step model. concurrency: (n,) users. mean_context_tokens: context per request.
+
+    Returns:
+        (n,) tok/s/user.
     """
     n = np.asarray(concurrency, float)
-    lo = np.clip(np.floor(n), 1, None).astype(int)
-    hi = lo + 1
+    lo = np.clip(np.floor(n), 1, None)
     w = np.clip(n - lo, 0.0, 1.0)
-    cost = drafter_cost("mtp")
+    mtp = shaped_drafter_cost("mtp", sm)
 
     def tps(k: np.ndarray) -> np.ndarray:
-        b = np.minimum(2 * k, profile.max_batch_tokens)
-        t = profile.step_time(b, 0.0) + profile.kv_read_s_per_token * k * mean_context_tokens
-        t = t + np.array([cost.draft_time_s(int(x), 1, profile) for x in k])
+        t = sm.step_time(_padded(2 * k), k, k * mean_context_tokens)
+        t = t + np.array([mtp.draft_time_s(int(x), 1, None, x * mean_context_tokens) for x in k])
         return (1.0 + alpha) / t
 
-    return (1 - w) * tps(lo) + w * tps(hi)
+    return (1 - w) * tps(lo) + w * tps(lo + 1)
 
 
 # ------------------------------------------------------------------------------------------ sweeps
@@ -278,12 +313,19 @@ def frontier_of(points: list[dict[str, Any]]):
 # ------------------------------------------------------------------------------------------ fit
 @dataclass
 class FitResult:
-    """Fitted rank profile parameters, their residuals and the history of the correction loop."""
+    """Fitted engine-level terms, their residuals and the history of the correction loop.
+
+    Attributes:
+        params: {EngineTerms field: fitted value} (efficiencies dimensionless, times in seconds).
+        terms: the full fitted :class:`EngineTerms` as a dict.
+        a2a_exposed: the fraction of the EP all-to-all on the critical path (1 unless fitted).
+        residuals: {tier: log(simulated / paper MTP-1 throughput)}.
+    """
 
     deployment: str
-    scale: float
-    comm_s: float
-    comm_exp: float
+    params: dict[str, float]
+    terms: dict[str, Any]
+    a2a_exposed: float
     kv_capacity_tokens: int
     kv_capacity_lower_bound: int
     residuals: dict[str, float]
@@ -292,6 +334,10 @@ class FitResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def engine_terms(self) -> EngineTerms:
+        """The fitted :class:`EngineTerms`."""
+        return EngineTerms(**self.terms)
 
 
 def _mean_context(nreq: int = 4000) -> tuple[float, float]:
@@ -304,27 +350,49 @@ def _mean_context(nreq: int = 4000) -> tuple[float, float]:
     return ctx, reserve
 
 
+#: Log residual charged to a tier the simulated frontier does not reach (so such an iteration is never kept).
+UNREACHED_RESIDUAL = 3.0
+
+
+def _loss(residuals: dict[str, float]) -> float:
+    """Sum of squared log residuals, :data:`UNREACHED_RESIDUAL` for a tier not reached."""
+    r = np.array(list(residuals.values()), float)
+    return float(np.sum(np.square(np.where(np.isfinite(r), r, UNREACHED_RESIDUAL))))
+
+
+def _exposed(dep: Deployment, x: np.ndarray) -> float:
+    return float(dict(zip(dep.fit_params, x)).get("a2a_exposed", 1.0))
+
+
+def _model_at(dep: Deployment, x: np.ndarray) -> StepModel:
+    """The rank's step model with ``dep.fit_params`` set to ``x``."""
+    vals = {p: float(v) for p, v in zip(dep.fit_params, x)}
+    exposed = vals.pop("a2a_exposed", 1.0)
+    return rank_step_model(dep, replace(BASE_TERMS, **vals), exposed)
+
+
 def _fit_surrogate(dep: Deployment, targets: np.ndarray, ctx: float, x0: np.ndarray) -> np.ndarray:
-    """least_squares of log TPS at the target concurrencies N_i = thr_i / tier_i; x = (scale, comm_ms, exp)."""
-    tiers = np.array([p[0] for p in dep.mtp1_points], float)
+    """Bounded least squares of log TPS at N_i = thr_i / tier_i against ``targets`` (tok/s/user);
+    x = the values of ``dep.fit_params`` inside :data:`FIT_BOUNDS`."""
     thr = np.array([p[1] for p in dep.mtp1_points], float)
-    conc = thr / tiers
+    conc = thr / np.array([p[0] for p in dep.mtp1_points], float)
+    lo = np.array([PARAM_BOUNDS[p][0] for p in dep.fit_params])
+    hi = np.array([PARAM_BOUNDS[p][1] for p in dep.fit_params])
 
-    def res(x):
-        prof = rank_profile(dep, x[0], x[1] * 1e-3, x[2])
-        return np.log(surrogate_tps(prof, conc, ctx) / targets)
+    def res(u):
+        return np.log(surrogate_tps(_model_at(dep, u * hi), conc, ctx) / targets)
 
-    fit = least_squares(res, x0, bounds=([0.05, 0.0, 0.2], [20.0, 200.0, 1.5]), diff_step=1e-3)
-    return fit.x
+    fit = least_squares(res, np.clip(x0, lo, hi) / hi, bounds=(lo / hi, hi / hi), diff_step=1e-3)
+    return fit.x * hi
 
 
 def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Path | None = None,
              log=print) -> FitResult:
-    """Fit (scale, comm_s, comm_exp) of :func:`rank_profile` to the MTP-1 frontier points of Fig. 7.
+    """Fit ``dep.fit_params`` of the rank's :class:`EngineTerms` to the MTP-1 frontier points of Fig. 7.
 
     Surrogate least squares, then ``iterations`` simulate-and-correct rounds (module docstring, step 4);
     the iteration with the smallest sum of squared log residuals is kept.
-    KV capacity: the four points only bound it from below (the 80-tok/s point needs N = thr / tier
+    KV capacity: the MTP-1 points only bound it from below (the 80-tok/s point needs N = thr / tier
     requests running); it is set so that 256 requests of mean reservation fit, which admits Fig. 8's
     largest concurrency (200) without binding (docs/production.md).
 
@@ -338,12 +406,13 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
     kv_lower = int(np.ceil(conc_t.max() * reserve))
     kv_cap = int(np.ceil(256 * reserve / 1000.0) * 1000)
     scenario = base_scenario(dep, kv_cap)
-    x = _fit_surrogate(dep, tiers, ctx, np.array([0.8, 3.0, 0.7]))
+    x0 = np.array([getattr(BASE_TERMS, p) if p != "a2a_exposed" else 0.5 for p in dep.fit_params])
+    x = _fit_surrogate(dep, tiers, ctx, x0)
     history = []
-    resid = {}
     conc = tuple(c for c in dep.concurrency if c <= 1.6 * conc_t.max())  # from 1 user: covers the top tier
     for it in range(iterations + 1):
-        prof = rank_profile(dep, x[0], x[1] * 1e-3, x[2])
+        sm = _model_at(dep, x)
+        prof = rank_profile(dep, sm.terms, _exposed(dep, x))
         pts = sweep(dep, scenario, prof, "mtp1", conc, seed, cache_dir)
         fr = frontier_of(pts)
         sim_thr = np.array([fr.throughput_at(t) for t in tiers])
@@ -352,17 +421,22 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
         # simulated TPS at the targets' concurrencies (log-linear in N) vs the surrogate's
         n_sim = np.array([p["concurrency"] for p in pts], float)
         tps_sim = np.exp(np.interp(np.log(conc_t), np.log(n_sim), np.log([p["tps"] for p in pts])))
-        ratio = tps_sim / surrogate_tps(prof, conc_t, ctx)
-        history.append({"iteration": it, "scale": float(x[0]), "comm_ms": float(x[1]), "comm_exp": float(x[2]),
-                        "residual_log_thr": resid, "sim_over_surrogate": ratio.round(4).tolist()})
-        log(f"[{dep.name}] fit iteration {it}: scale {x[0]:.4f}, comm {x[1]:.3f} ms x (B/100)^{x[2]:.3f}, "
+        ratio = tps_sim / surrogate_tps(sm, conc_t, ctx)
+        params = {p: float(v) for p, v in zip(dep.fit_params, x)}
+        history.append({"iteration": it, "params": params, "residual_log_thr": resid,
+                        "sim_over_surrogate": ratio.round(4).tolist()})
+        log(f"[{dep.name}] fit iteration {it}: {', '.join(f'{k} {v:.4g}' for k, v in params.items())}; "
             f"log residuals {', '.join(f'{k}: {v:+.3f}' for k, v in resid.items())}")
         if it == iterations:
             break
         # the surrogate at these parameters is off by `ratio` at the targets: aim it at tier / ratio
         x = _fit_surrogate(dep, tiers / ratio, ctx, x)
-    best = min(history, key=lambda h: float(np.nansum(np.square(list(h["residual_log_thr"].values())))))
-    return FitResult(dep.name, best["scale"], best["comm_ms"] * 1e-3, best["comm_exp"], kv_cap, kv_lower,
+    best = min(history, key=lambda h: _loss(h["residual_log_thr"]))
+    x = np.array(list(best["params"].values()))
+    note = (f"EngineTerms defaults; {', '.join(dep.fit_params)} fitted to the MTP-1 frontier of the DSpark "
+            f"paper's Fig. 7 by specsim.production.fit_mtp1")
+    terms = replace(_model_at(dep, x).terms, source=note)
+    return FitResult(dep.name, best["params"], terms.to_dict(), _exposed(dep, x), kv_cap, kv_lower,
                      best["residual_log_thr"], history, ctx)
 
 
@@ -409,29 +483,38 @@ def predict(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, seed:
 # ------------------------------------------------------------------------------------------ files
 def profile_name(dep: Deployment) -> str:
     """Bundled name of the fitted rank profile (``specsim/data/profiles/<name>.json``)."""
-    return f"{dep.name}-rank-fitted"
+    return f"{dep.name}-rank-terms"
 
 
 def scenario_toml(dep: Deployment, fit: FitResult) -> str:
     """The fitted scenario as TOML text, every value with its provenance in a comment."""
-    res = ", ".join(f"{k} tok/s/user: {v:+.3f}" for k, v in fit.residuals.items())
+    res = ", ".join(f"{k}: {v:+.3f}" for k, v in fit.residuals.items())
     pts = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points)
+    par = ", ".join(f"{k} {v:.4g}" for k, v in fit.params.items())
     return f"""# {dep.name}: one decode rank of a DeepSeek-V4-{dep.name[3:].capitalize()}-like deployment, fitted by
 # `specsim production fit --model {dep.name}` (specsim/production.py; docs/production.md explains every value).
 # - Serving unit: one GPU = one data-parallel-attention rank of an EP{dep.ep} decode deployment
 #   (gpus_per_replica = 1); concurrency counts that GPU's requests (Fig. 7 and Fig. 8 of the DSpark paper
 #   agree only if throughput per GPU = concurrency x TPS/user, PAPER.md 8.5).
-# - Profile {profile_name(dep)}: scale x analytic roofline of the rank + all-to-all comm_s x (B/100)^comm_exp,
-#   fitted to the MTP-1 frontier of Fig. 7 ({pts} tok/s/GPU at those tok/s/user):
-#   scale {fit.scale:.4f}, comm_s {fit.comm_s * 1e3:.4f} ms, comm_exp {fit.comm_exp:.4f};
-#   residuals log(simulated / paper throughput): {res}.
+# - Profile {profile_name(dep)}: the engine-level step model (specsim.hardware.stepmodel) of the whole
+#   model on one H800 (datasheet; FP8 weights and GEMMs), tp 1, ep {dep.ep}, V4's compressed KV bytes per
+#   context token, the EP all-to-all over 50 GB/s of InfiniBand per GPU (DeepSeek-V3 report) with FP8
+#   dispatch and BF16 combine.
+#   Fitted to the MTP-1 frontier of Fig. 7 and nothing else (tok/s/user: tok/s/GPU):
+#     {pts};
+#   freed terms (physical bounds): {par}
+#   (a2a_exposed: the fraction of the all-to-all left exposed by the dual micro-batch overlap);
+#   residuals log(simulated / paper throughput) by tier:
+#     {res}.
 # - kv_capacity_tokens: the MTP-1 points only bound it from below ({fit.kv_capacity_lower_bound} tokens =
-#   the 80-tier concurrency x mean reservation); set to 256 mean reservations so Fig. 8's 200 users fit.
+#   the slowest tier's concurrency x mean reservation); set to 256 mean reservations so Fig. 8's 200 users fit.
 # - Prefill: disaggregated, sized never to queue; seconds per prompt token = 2 x active params FLOPs at 40%
 #   of an 8-GPU H800 instance (only TTFT sees it). host_overhead_s: our choice, 1 ms; ZOS hides it for
 #   mtp1 and dspark-async, so neither prediction depends on it.
-# - Drafter dspark, gamma 5 (DSpark-5, PAPER.md 8.5); acceptance: Fig. 2 DSpark rows (PAPER.md 8.2) with the
-#   acceptance model's default latent spreads; mtp1 forces the MTP drafter (alpha 0.875) and gamma 1.
+# - Drafter dspark, gamma 5 (DSpark-5, PAPER.md 8.5), its cost from its shape: {dep.drafter_layers} layers of the
+#   target's layer config + the Markov head (PAPER.md 8.5: 3 MoE layers); mtp1 forces the MTP drafter (1 layer,
+#   alpha 0.875) and gamma 1. Acceptance: Fig. 2 DSpark rows (PAPER.md 8.2) with the acceptance model's
+#   default latent spreads.
 
 [cluster]
 num_replicas = 1
@@ -452,6 +535,7 @@ name = "{profile_name(dep)}"
 
 [drafter]
 name = "dspark"
+layers = {dep.drafter_layers}
 
 [engine]
 gamma = 5
@@ -467,7 +551,7 @@ def write_fit(dep: Deployment, fit: FitResult, repo_root: Path) -> tuple[Path, P
     """
     from specsim.hardware.profile import save_profile
 
-    prof = rank_profile(dep, fit.scale, fit.comm_s, fit.comm_exp)
+    prof = fitted_profile(dep, fit)
     ppath = repo_root / "specsim" / "data" / "profiles" / f"{profile_name(dep)}.json"
     save_profile(prof, ppath)
     spath = repo_root / "specsim" / "scenarios" / f"{dep.name}.toml"
@@ -475,3 +559,14 @@ def write_fit(dep: Deployment, fit: FitResult, repo_root: Path) -> tuple[Path, P
     fpath = repo_root / "specsim" / "scenarios" / f"{dep.name}-fit.json"
     fpath.write_text(json.dumps(fit.to_dict(), indent=1) + "\n")
     return ppath, spath, fpath
+
+
+def fitted_profile(dep: Deployment, fit: FitResult) -> StepTimeProfile:
+    """The rank profile of a fit (:func:`rank_profile` at the fitted terms), its provenance naming the MTP-1
+    points, the freed parameters and the residuals."""
+    prov = {"fit": {"fitted_on": "MTP-1 frontier of the DSpark paper's Fig. 7 (PAPER.md 8.5): "
+                    + ", ".join(f"{t:g} tok/s/user: {y:g} tok/s/GPU" for t, y in dep.mtp1_points),
+                    "params": fit.params, "residual_log_throughput": fit.residuals,
+                    "command": f"specsim production fit --model {dep.name}"},
+            "a2a_exposed": fit.a2a_exposed, "ib_bytes_per_s": IB_BYTES_PER_S}
+    return rank_profile(dep, fit.engine_terms(), fit.a2a_exposed, provenance=prov)

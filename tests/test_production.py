@@ -1,19 +1,25 @@
-"""The production prediction (issue 5): V4 rank profiles, the MTP-1 fit's pieces, a cheap prediction."""
+"""The production prediction (issues 5 and 12): the V4 rank's step model, the MTP-1 fit's pieces, a cheap
+prediction."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specsim.hardware.analytic import analytic_profile
+from specsim.errors import SpecsimInputError
+from specsim.hardware.drafter import ShapedDrafterCost, _padded, shaped_drafter_cost
 from specsim.hardware.profile import resolve_profile
-from specsim.production import (DEPLOYMENTS, TRAINING_MIX, V4_FLASH, deployment, num_requests_for,
-                                production_trace, rank_profile, surrogate_tps)
+from specsim.hardware.profile_fit import FIT_BOUNDS
+from specsim.hardware.stepmodel import step_model_of
+from specsim.production import (DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM_BOUNDS, TRAINING_MIX, V4_FLASH,
+                                deployment, ep_link_bytes_per_s, num_requests_for, production_trace,
+                                rank_profile, rank_step_model, surrogate_tps)
 from specsim.scenario import load_scenario
-from specsim.simulation import simulate
+from specsim.simulation import _drafter_cost, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 FLASH_TOML = REPO / "specsim" / "scenarios" / "v4-flash.toml"
@@ -27,60 +33,109 @@ def test_training_mix_is_the_papers():
     assert (tr.domain == "math").sum() == 394 and (tr.domain == "chat").sum() == 217
 
 
-def test_v4_flash_attention_weights_per_layer():
+def test_v4_flash_shape_weights_and_kv():
     # q down 4096x1024, q up 1024x(64x512), kv 4096x512, grouped o 8 x (4096 -> 1024), o up 8192x4096
     params = sum(n * k for n, k in V4_FLASH.attention_gemms(1))
     assert params == 4096 * 1024 + 1024 * 32768 + 4096 * 512 + 8192 * 4096 + 4096 * 8192
+    # compressed KV: (indexer 128/4 + KV 512/4 + KV 512/128) / 2 = 82 FP8 bytes per layer per context token
+    assert V4_FLASH.kv_bytes_per_token(1) == pytest.approx(43 * 82.0)
+    assert replace(V4_FLASH, num_layers=3).kv_bytes_per_token(1) == pytest.approx(3 * 82.0)
+    with pytest.raises(SpecsimInputError, match="weight_dtype"):
+        replace(V4_FLASH, weight_dtype="int3")
 
 
-def test_rank_profile_is_scaled_roofline_plus_comm():
+def test_h800_is_h100_compute_and_hbm():
+    assert H800.name == "h800" and H800.hbm_bytes_per_s == 3.35e12 and H800.num_sms == 132
+    assert H800.bf16_flops_per_s == pytest.approx(989.4e12)
+
+
+def test_ep_all_to_all_by_hand():
+    # dispatch + combine per MoE layer: latency + B x top_k x hidden x 2 bytes x (ep-1)/ep over the link at
+    # link_eff; the link is 50 GB/s of InfiniBand per byte DeepSeek sends (FP8 dispatch + scale, BF16 combine)
+    assert IB_BYTES_PER_S == 50e9
+    assert ep_link_bytes_per_s() == pytest.approx(50e9 * 4.0 / (1.0 + 1.0 / 32 + 2.0))
     dep = deployment("v4-flash")
-    base = analytic_profile(dep.rank_model(), dep.gpu, max_batch_tokens=2048)
-    assert dep.rank_model().num_experts == 256 // 32
-    prof = rank_profile(dep, 0.5, 0.010, 0.5)
-    b = np.array([1, 104, 400, 2048])                       # on the table grid (padded lookup)
-    expected = 0.5 * base.step_time(b) + 0.010 * (b / 100.0) ** 0.5
-    assert prof.step_time(b) == pytest.approx(expected, rel=1e-12)
-    assert prof.lookup == "padded" and prof.kv_read_s_per_token > 0
+    sm = rank_step_model(dep, a2a_exposed=0.5)
+    lat = H800.link_latency_s
+    b = 100.0
+    size = b * 6 * 4096 * 2.0 * 31 / 32
+    expected = 2 * 43 * (lat + size / (2 * ep_link_bytes_per_s() * 0.8))
+    got = sm.breakdown(np.array([b]))["communication"][0]
+    assert got == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(SpecsimInputError, match="a2a_exposed"):
+        rank_step_model(dep, a2a_exposed=1.5)
 
 
-def test_mtp1_surrogate_tracks_simulation():
-    # A flat profile, no KV term: every step lasts t + the MTP draft (0.016 t), emits 1 + alpha per request.
-    from specsim.hardware.profile import StepTimeProfile
-    flat = StepTimeProfile.flat(0.02, 4096)
-    tps = surrogate_tps(flat, np.array([8.0]), 2000.0)[0]
-    assert tps == pytest.approx(1.875 / (0.02 * 1.016))
-    sc = load_scenario(None, ["prefill.num_instances=64", "prefill.time_per_token_s=1e-6"])
-    s = simulate(production_trace(64), "mtp1", sc, seed=0, concurrency=8, profile=flat).summary
-    assert s["mean_tps_per_user"] == pytest.approx(tps, rel=0.05)
+def test_rank_profile_is_the_step_model():
+    dep = deployment("v4-flash")
+    prof = rank_profile(dep, a2a_exposed=0.4)
+    sm = step_model_of(prof)                                   # rebuilt from metadata.step_model
+    assert sm.ep == 32 and sm.tp == 1 and sm.gpu.name == "h800" and sm.model.num_experts == 256
+    assert sm.ep_link_bytes_per_s == pytest.approx(ep_link_bytes_per_s() / 0.4)
+    b = np.array([1, 104, 400, 2048])                         # on the table grid (padded lookup)
+    assert prof.step_time(b) == pytest.approx(sm.step_time(b, np.zeros(4), 0.0), rel=1e-12)
+    assert prof.kv_read_s_per_token == pytest.approx(43 * 82.0 / (3.35e12 * sm.terms.attn_bw_eff))
+    assert prof.metadata["name"] == "v4-flash-rank-terms" and prof.lookup == "padded"
+
+
+def test_fit_params_bounded_and_no_more_than_points():
+    for dep in DEPLOYMENTS.values():
+        assert len(dep.fit_params) <= len(dep.mtp1_points)
+        assert all(PARAM_BOUNDS[p] == FIT_BOUNDS[p] for p in dep.fit_params if p != "a2a_exposed")
+    with pytest.raises(SpecsimInputError, match="fit_params"):
+        replace(deployment("v4-flash"), fit_params=("bw_eff", "flops_eff", "kernel_s", "fixed_step_s",
+                                                    "per_request_step_s"))
+
+
+def test_mtp1_surrogate_closed_form_and_simulation():
+    # N users verify B = 2N tokens per step, emit 1 + alpha each; the step plus one MTP layer's draft
+    dep = deployment("v4-flash")
+    sm = rank_step_model(dep, a2a_exposed=0.4)
+    ctx = 2000.0
+    step = sm.step_time(_padded(np.array([16.0])), np.array([8.0]), 8 * ctx)[0]
+    draft = shaped_drafter_cost("mtp", sm).draft_time_s(8, 1, None, 8 * ctx)
+    tps = surrogate_tps(sm, np.array([8.0]), ctx)[0]
+    assert tps == pytest.approx(1.875 / (step + draft), rel=1e-12)
+    # against the engine on the same profile (closed loop, disaggregated prefill that never queues)
+    sc = load_scenario(None, ["prefill.mode=disaggregated", "prefill.num_instances=64",
+                              "prefill.time_per_token_s=1e-6"])
+    s = simulate(production_trace(64), "mtp1", sc, seed=0, concurrency=8,
+                 profile=rank_profile(dep, a2a_exposed=0.4)).summary
+    ctx_sim = 2275.0                                           # the training mix's mean decode context
+    assert s["mean_tps_per_user"] == pytest.approx(surrogate_tps(sm, np.array([8.0]), ctx_sim)[0], rel=0.05)
 
 
 @pytest.mark.skipif(not FLASH_TOML.exists(), reason="fitted scenario not written yet")
-def test_fitted_scenario_loads_and_records_its_fit():
+def test_fitted_scenario_profile_and_drafters():
     sc = load_scenario(FLASH_TOML)
     assert sc.engine.gamma == 5 and sc.cluster.gpus_per_replica == 1 and sc.prefill.mode == "disaggregated"
+    assert sc.profile.name == "v4-flash-rank-terms" and sc.drafter.layers == 3
     prof = resolve_profile(sc.profile.name)
+    assert "step_model" in prof.metadata
     fit = json.loads((REPO / "specsim" / "scenarios" / "v4-flash-fit.json").read_text())
-    assert prof.metadata["scale"] == pytest.approx(fit["scale"])
-    # the fit's residuals are recorded for every MTP-1 tier of Fig. 7
+    sm = step_model_of(prof)
+    for p, v in fit["params"].items():                         # inside the physical bounds, and in the profile
+        lo, hi = PARAM_BOUNDS[p]
+        assert lo <= v <= hi
+        if p != "a2a_exposed":
+            assert getattr(sm.terms, p) == pytest.approx(v)
+    assert sm.ep_link_bytes_per_s == pytest.approx(ep_link_bytes_per_s() / fit.get("a2a_exposed", 1.0))
     assert set(fit["residuals"]) == {f"{t:g}" for t, _ in DEPLOYMENTS["v4-flash"].mtp1_points}
+    # the drafters' costs come from their shapes: DSpark-5 = 3 layers (+ Markov head), MTP = 1 layer
+    ds = _drafter_cost(sc, "dspark", None, prof)
+    mtp = _drafter_cost(sc, "mtp", None, prof)
+    assert isinstance(ds, ShapedDrafterCost) and ds.model.model.num_layers == 3
+    assert isinstance(mtp, ShapedDrafterCost) and mtp.model.model.num_layers == 1
 
 
-@pytest.mark.skipif(not FLASH_TOML.exists(), reason="fitted scenario not written yet")
-def test_cheap_prediction_at_100_users():
-    # One concurrency of the full prediction (docs/production.md): DSpark-5's verify budget at 100 users
-    # per GPU and the sign of the gain; MTP-1 verifies 2 tokens per request (1 draft + the anchor).
-    sc = load_scenario(FLASH_TOML)
-    prof = resolve_profile(sc.profile.name)
-    trace = production_trace(num_requests_for(100), seed=0)      # the sweep's own point
-    ds = simulate(trace, "dspark-async", sc, seed=0, concurrency=100, profile=prof).summary
-    mt = simulate(trace, "mtp1", sc, seed=0, concurrency=100, profile=prof).summary
-    assert mt["mean_verify_tokens_per_request"] == pytest.approx(2.0, abs=0.01)
-    assert ds["mean_verify_tokens_per_request"] == pytest.approx(BUDGET_AT_100, abs=0.3)
-    assert ds["output_throughput_per_gpu"] > 1.2 * mt["output_throughput_per_gpu"]
-    assert ds["mean_tps_per_user"] > 1.2 * mt["mean_tps_per_user"]
+def test_superseded_profiles_still_load():
+    for name in ("v4-flash", "v4-pro"):
+        old = resolve_profile(f"{name}-rank-fitted")
+        assert old.metadata["superseded_by"] == f"{name}-rank-terms"
+        assert old.step_time(100) > 0
 
 
-#: Predicted mean verify tokens per request of dspark-async at 100 users per GPU (paper: 4.1), from
-#: `specsim production predict --model v4-flash` (docs/production.md); regenerate it with that command.
-BUDGET_AT_100 = 5.15
+def test_unreached_tier_is_never_the_best_iteration():
+    from specsim.production import UNREACHED_RESIDUAL, _loss
+    assert _loss({"80": 0.1, "136": float("nan")}) == pytest.approx(0.01 + UNREACHED_RESIDUAL ** 2)
+    assert _loss({"80": 0.1, "136": float("nan")}) > _loss({"80": 0.3, "136": -1.0})

@@ -11,8 +11,9 @@ import typer
 from specsim import fmt
 from specsim.cli import app
 
-production_app = typer.Typer(no_args_is_help=True, help="Fit a DeepSeek-V4 decode rank to MTP-1 (Fig. 7) "
-                                                        "and predict DSpark's frontier (docs/production.md).")
+production_app = typer.Typer(no_args_is_help=True, help="Fit a DeepSeek-V4 decode rank's engine-level step terms "
+                                                        "to MTP-1 (Fig. 7) and predict DSpark's frontier "
+                                                        "(docs/production.md).")
 app.add_typer(production_app, name="production")
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -23,7 +24,8 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
             iterations: int = typer.Option(2, help="simulate-and-correct rounds after the surrogate fit"),
             cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
             write: bool = typer.Option(True, help="write the profile, scenario TOML and fit record")) -> None:
-    """Fit the rank profile's scale and shape to the MTP-1 frontier points of Fig. 7 (nothing from DSpark)."""
+    """Fit the rank's engine-level terms (flops_eff, kernel_s, the exposed all-to-all fraction; physical bounds)
+    to the MTP-1 frontier points of Fig. 7 (nothing from DSpark); writes profile <model>-rank-terms."""
     from rich.console import Console
 
     from specsim.production import deployment, fit_mtp1, write_fit
