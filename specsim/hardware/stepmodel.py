@@ -7,7 +7,8 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
 
 ==================  ===========================================================================================
 ``gemm``            weight GEMMs of every layer (attention projections, dense MLP, routed and shared experts,
-                    MoE router): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
+                    MoE router; the touched routed experts as one grouped GEMM whose tiles share the waves, as
+                    vLLM's fused MoE kernel runs them): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
                     bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`)
 ``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
                     activations over HBM per layer
@@ -179,8 +180,19 @@ class StepModel:
         h = self.model.hidden
         return self._gemm(m, 2 * ffn, h) + self._gemm(m, h, ffn), 2
 
+    def _grouped_gemm(self, groups: np.ndarray, m: np.ndarray, n: int, k: int) -> np.ndarray:
+        """Roofline seconds of one grouped GEMM (vLLM's fused MoE kernel): ``groups`` experts of (m x k) @ (k x n)
+        whose tiles are scheduled together, so waves are counted over all of them, vectorised over steps."""
+        g, e = self.gpu, self.terms
+        tiles = groups * np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
+        waves = np.ceil(tiles / g.num_sms)
+        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (_gpu_flops(g, self.model.weight_dtype) * e.flops_eff)
+        memory = groups * (n * k * self.weight_bytes_per_param + m * (k + n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
+        return np.where(groups * m > 0, np.maximum(compute, memory), 0.0)
+
     def _moe(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(seconds, kernels) of one MoE layer: touched local experts, shared experts, router."""
+        """(seconds, kernels) of one MoE layer: the touched local experts as two grouped GEMMs (gate/up, down),
+        the shared experts, the router."""
         m = self.model
         E, k = m.num_experts, m.top_k
         tokens = b * (self.ep // self.tp)                                   # tokens the GPU's experts see
@@ -188,10 +200,11 @@ class StepModel:
         touched = local * (1.0 - (1.0 - k / E) ** tokens)                   # expected distinct local experts
         per_expert = np.ceil(np.where(touched > 0, tokens * k / E * local / np.maximum(touched, 1e-12), 0))
         ffn = m.expert_ffn // (self.tp if self.ep == 1 else 1)
-        routed, _ = self._mlp(per_expert, ffn)
+        routed = (self._grouped_gemm(touched, per_expert, 2 * ffn, m.hidden)
+                  + self._grouped_gemm(touched, per_expert, m.hidden, ffn))
         shared, _ = self._mlp(b, max(1, m.shared_ffn) // self.tp)
-        t = touched * routed + (shared if m.num_shared_experts else 0.0) + self._gemm(b, E, m.hidden)
-        return t, 2 * touched + 2 * (m.num_shared_experts > 0) + 1
+        t = routed + (shared if m.num_shared_experts else 0.0) + self._gemm(b, E, m.hidden)
+        return t, np.full(b.shape, 2 + 2 * (m.num_shared_experts > 0) + 1, float)
 
     def _layers(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(gemm seconds, gemm kernels) of all layers over b tokens."""
