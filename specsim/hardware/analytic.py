@@ -1,4 +1,9 @@
-"""Analytic step-time profiles for hardware nobody has measured (``specsim profile analytic``).
+"""The earlier analytic generator (linear layers only) and the GEMM calibration the step model builds on.
+
+Superseded for profiles by :mod:`specsim.hardware.stepmodel` (issue 12: every term of a step, the drafter
+from its shape, ``specsim profile analytic`` and ``profile fit``); :func:`analytic_profile` stays for the
+earlier bundled ``*-analytic`` profiles (marked ``superseded_by``) and :func:`calibrate` supplies the step
+model's default ``flops_eff``, ``bw_eff`` and ``kernel_s``.
 
 A roofline per GEMM with tile and wave quantisation, plus memory-bound elementwise work, a fixed cost per
 kernel, a KV-read term and CUDA-graph batch padding. Labelled ``kind: analytic`` in the metadata.
@@ -105,7 +110,8 @@ def linear_step_s(model: ModelConfig, batch_tokens: np.ndarray, gpu: GpuSpec, ef
 def analytic_profile(model: str | ModelConfig, gpu: str, tp: int = 1, max_batch_tokens: int = 4096,
                      eff: Efficiency | None = None, cuda_graphs: bool = True,
                      date: str | None = None) -> StepTimeProfile:
-    """An analytic :class:`StepTimeProfile` (module docstring), labelled ``kind: analytic``.
+    """An analytic :class:`StepTimeProfile` of the linear layers (module docstring), labelled ``kind: analytic``;
+    superseded by :meth:`specsim.hardware.stepmodel.StepModel.profile`.
 
     Args:
         model: a preset name in :data:`MODELS` or a :class:`ModelConfig`.
