@@ -135,10 +135,15 @@ def _weight_params(model, tp: int) -> float:
     return model.num_layers * attn + mlp + 2 * model.vocab * model.hidden / tp
 
 
+#: gpu_memory_utilization assumed for a step-model profile when the scenario sets no capacity (vLLM's default).
+STEP_MODEL_UTILIZATION = 0.9
+
+
 def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
                 drafter_kv_fraction: float = 0.0) -> KvCapacity:
-    """A replica's KV capacity in tokens: set, the default, or derived from ``cluster.gpu_memory_utilization``
-    (the rule and its parts: :class:`KvCapacity`).
+    """A replica's KV capacity in tokens: set, derived from ``cluster.gpu_memory_utilization`` (the rule and its
+    parts: :class:`KvCapacity`), derived at vLLM's 0.9 for a step-model profile (it knows the model and GPU), or
+    the default for a plain table.
 
     Args:
         sc: the scenario; profile: the run's step-time profile (None: the scenario's, loaded when needed);
@@ -149,11 +154,14 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
             profile), or the weights and reserve leave no room for one KV block.
     """
     c = sc.cluster
-    if c.gpu_memory_utilization is None:
-        tokens = DEFAULT_KV_CAPACITY_TOKENS if c.kv_capacity_tokens is None else c.kv_capacity_tokens
-        return KvCapacity(int(tokens), "default" if c.kv_capacity_tokens is None else "kv_capacity_tokens",
-                          c.block_size, drafter_kv_fraction)
+    utilization = c.gpu_memory_utilization
+    if utilization is None and c.kv_capacity_tokens is not None:
+        return KvCapacity(int(c.kv_capacity_tokens), "kv_capacity_tokens", c.block_size, drafter_kv_fraction)
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
+    if utilization is None:
+        if step_model_of(prof) is None:          # a plain table: the default capacity (sized for Llama-2-7B)
+            return KvCapacity(DEFAULT_KV_CAPACITY_TOKENS, "default", c.block_size, drafter_kv_fraction)
+        utilization = STEP_MODEL_UTILIZATION     # a step-model profile knows its model and GPU: derive
     t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
     sm = step_model_of(prof)
     if sm is not None:                   # a step-model profile: its shape, dtypes, TP/EP and GPU datasheet
@@ -173,12 +181,12 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
         per_token = (model.num_layers * (model.kv_lora_rank + model.rope_dim) if model.kv_lora_rank
                      else 2 * model.num_layers * max(1, model.num_kv_heads // tp) * model.head_dim) * dtype_bytes
     act = t * (2 * model.hidden + 2 * model.ffn / tp) * 2 + t * model.vocab * 4
-    free = mem * c.gpu_memory_utilization - weights - act
+    free = mem * utilization - weights - act
     tokens = int(max(free, 0) // per_token) // c.block_size * c.block_size
     if tokens < c.block_size:
         raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
                                 f"room for at least one KV block: {gpu} {mem / 1e9:.1f} GB x "
-                                f"{c.gpu_memory_utilization:g} - weights {weights / 1e9:.2f} GB - activation reserve "
+                                f"{utilization:g} - weights {weights / 1e9:.2f} GB - activation reserve "
                                 f"{act / 1e9:.2f} GB leaves {free / 1e9:.2f} GB", repr(c.gpu_memory_utilization))
     return KvCapacity(tokens, "gpu_memory_utilization", c.block_size, drafter_kv_fraction, gpu, mem,
-                      c.gpu_memory_utilization, weights, act, t, float(per_token), model.name, tp, prof.source)
+                      utilization, weights, act, t, float(per_token), model.name, tp, prof.source)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
-from specsim.hardware.gpus import GPUS
+from specsim.hardware.gpus import GPUS, gpu_spec, load_gpu_spec
 from specsim.hardware.profile import load_profile
 from specsim.hardware.profile_fit import predict_observations
 from specsim.hardware.step_points import read_step_observations
@@ -105,8 +105,8 @@ def test_fit_with_holdout_reports_residuals_and_writes_provenance(tmp_path):
     fitted = [POINTS / "vllm_c16.json", POINTS / "vllm_sweep_append.jsonl"]
     held = POINTS / "vllm_rate4_and_clip.jsonl"
     out = tmp_path / "fit.json"
-    r = RUN.invoke(app, ["profile", "fit", *map(str, fitted), str(held), "--holdout", str(held),
-                         "--out", str(out)])
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", *map(str, fitted), str(held),
+                         "--holdout", str(held), "--params", "bw_eff,per_request_step_s", "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert "fitted: bw_eff = " in r.output and "per_request_step_s = " in r.output
     lines = r.output.splitlines()
@@ -136,7 +136,8 @@ def test_fit_with_holdout_reports_residuals_and_writes_provenance(tmp_path):
 
 def test_fit_refuses_more_params_than_points(tmp_path):
     out = tmp_path / "fit.json"
-    r = RUN.invoke(app, ["profile", "fit", str(POINTS / "vllm_c16.json"), "--params", "bw_eff,per_request_step_s",
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(POINTS / "vllm_c16.json"),
+                         "--params", "bw_eff,per_request_step_s",
                          "--out", str(out)])
     msg = _input_error(r)
     assert "--params" in msg and "at most 1 parameter" in msg
@@ -238,3 +239,43 @@ def test_superseded_analytic_profiles_point_to_bundled_ones():
             old = resolve_profile(f"{gpu}-{model}-tp1-analytic")
             new = resolve_profile(old.metadata["superseded_by"])
             assert step_model_of(new).model.name == model
+
+
+def test_fit_says_the_shape_and_flags_parameters_on_their_bounds(tmp_path):
+    # step times written in ms under a step_time_s header: 1000x too slow for any efficiency <= 1
+    csv = tmp_path / "ms.csv"
+    csv.write_text("num_requests,step_time_s\n1,7.6\n8,7.9\n64,9.2\n")
+    r = RUN.invoke(app, ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100", "--out",
+                         str(tmp_path / "f.json")])
+    assert r.exit_code == 0, r.output
+    assert "shape: qwen3-8b" in r.output and "on h100, TP 1" in r.output
+    assert "warning: kernel_s ended on its bound" in r.output
+    assert "misses its own points by more than 20%" in r.output
+
+
+def test_fit_needs_the_model_and_refuses_all_holdout(tmp_path):
+    f = str(POINTS / "vllm_c16.json")
+    assert "--model/--config" in _input_error(RUN.invoke(app, ["profile", "fit", f, "--gpu", "h100"]))
+    msg = _input_error(RUN.invoke(app, ["profile", "fit", f, "--holdout", f, "--model", "qwen3-8b", "--gpu", "h100"]))
+    assert "every input is a holdout" in msg
+
+
+def test_analytic_warns_when_the_weights_do_not_fit(tmp_path):
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "llama2-70b", "--gpu", "h100", "--out",
+                         str(tmp_path / "x.json")])
+    assert r.exit_code == 0, r.output
+    assert "warning:" in r.output and "exceed" in r.output
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "llama2-70b", "--gpu", "h100", "--tp", "4", "--out",
+                         str(tmp_path / "y.json")])
+    assert "warning:" not in r.output
+
+
+def test_gpu_spec_in_wrong_units_is_refused(tmp_path):
+    spec = json.loads((DATA / "gpu_specs" / "my_gpu.json").read_text())
+    spec["hbm_bytes_per_s"] = 2.0                                      # TB/s written where bytes/s belong
+    bad = tmp_path / "tb.json"
+    bad.write_text(json.dumps(spec))
+    with pytest.raises(SpecsimInputError, match="hbm_bytes_per_s"):
+        load_gpu_spec(bad)
+    with pytest.raises(SpecsimInputError, match="PCIe"):
+        gpu_spec("h100-pcie")

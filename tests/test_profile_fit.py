@@ -33,7 +33,8 @@ def _observed(sm, requests, context=1500.0, noise=None):
 def test_fit_recovers_the_terms_that_made_the_steps():
     truth = step_model("qwen3-8b", "h100").with_terms(bw_eff=0.72, per_request_step_s=3.5e-5)
     obs = _observed(truth, [1, 8, 32, 64, 128, 256])
-    rep = fit_step_model(step_model("qwen3-8b", "h100"), obs[::3], holdout=obs[1::3] + obs[2::3])
+    rep = fit_step_model(step_model("qwen3-8b", "h100"), obs[::3], ("bw_eff", "per_request_step_s"),
+                         holdout=obs[1::3] + obs[2::3])
     assert rep.params["bw_eff"] == pytest.approx(0.72, rel=1e-4)
     assert rep.params["per_request_step_s"] == pytest.approx(3.5e-5, rel=1e-3)
     assert rep.median_abs_error(True) < 1e-4
@@ -51,7 +52,8 @@ def test_fit_stays_inside_the_physical_bounds():
     obs = [replace(o, step_time_s=o.step_time_s / 2) for o in _observed(truth, [1, 4, 16])]
     rep = fit_step_model(step_model("qwen3-8b", "h100"), obs, params=("bw_eff",))
     assert rep.params["bw_eff"] == pytest.approx(FIT_BOUNDS["bw_eff"][1])
-    assert rep.median_abs_error(False) > 0.3                      # reported, not hidden
+    assert rep.at_bounds == ["bw_eff"]                             # said, not hidden
+    assert rep.median_abs_error(False) > 0.3
 
 
 def test_fit_refuses_more_parameters_than_points_and_unknown_names():

@@ -34,6 +34,10 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     from specsim.hardware.profile import resolve_profile, sps_rise_points
 
     prof = resolve_profile(path)
+    if terms and "step_model" not in prof.metadata:
+        raise SpecsimInputError(prof.source, None, "metadata.step_model",
+                                "a profile built from terms (specsim profile analytic / profile fit); this one "
+                                f"is a table (kind: {prof.metadata.get('kind', '?')})", "no step model")
     for k, v in prof.metadata.items():
         typer.echo(f"{k}: {v}" if k != "step_model" else "step_model: yes (--terms shows its terms)")
     typer.echo(f"lookup: {prof.lookup}, extrapolate: {prof.extrapolate}, "
@@ -196,12 +200,25 @@ def analytic_cmd(
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep, terms)
+    _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
     save_profile(prof, dest)
     typer.echo(f"{dest}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
                f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens} (no KV read); "
                f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`")
+
+
+def _echo_shape(sm) -> None:
+    """One line naming the model, GPU and parallelism used; a warning when the weights do not fit the GPU."""
+    m, g = sm.model, sm.gpu
+    weights = m.weight_bytes(sm.tp, sm.ep)
+    typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights, {m.kv_dtype} KV) "
+               f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
+    if weights > g.memory_bytes:
+        typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
+                   f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
+                   "describes a deployment that cannot run")
 
 
 def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None):
@@ -248,12 +265,13 @@ def fit_cmd(
     inputs: list[Path] = typer.Argument(..., help="no-speculation measurements: vllm bench serve result JSON, "
                                                    "a CSV of (num_requests or batch_tokens, step time), or a "
                                                    "Prometheus /metrics dump"),
-    model: str = typer.Option("llama2-7b", help="preset (or --config)"),
+    model: str = typer.Option(None, help="the served model: a preset (llama2-7b, llama2-70b, qwen3-8b, "
+                                         "deepseek-v3) or --config"),
     config: Path = typer.Option(None, help="a Hugging Face config.json"),
-    gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
+    gpu: str = typer.Option(..., help="the GPU measured: a name (specsim profile gpus) or a GPU spec JSON file"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
-    params: str = typer.Option(",".join(("bw_eff", "per_request_step_s")),
+    params: str = typer.Option(",".join(("kernel_s", "per_request_step_s")),
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
                                     "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
     holdout: list[Path] = typer.Option([], help="files to predict only (never fitted); repeat the option"),
@@ -265,22 +283,41 @@ def fit_cmd(
     of every point (holdout files apart) and write the fitted profile."""
     from dataclasses import replace
 
+    import numpy as np
+
     from specsim.hardware.profile import save_profile
-    from specsim.hardware.profile_fit import fit_step_model
+    from specsim.hardware.profile_fit import FIT_BOUNDS, fit_step_model
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
-    fitted_files = [p for p in inputs if p not in set(holdout)]
+    held_names = {str(p) for p in holdout}
+    fitted_files = [p for p in inputs if str(p) not in held_names]      # --holdout files are never fitted
+    if not fitted_files:
+        raise SpecsimInputError(None, None, "--holdout", "at least one input left to fit besides the holdout files",
+                                "every input is a holdout")
+    if model is None and config is None:
+        raise SpecsimInputError(None, None, "--model/--config", "the served model's shape: a preset name or a "
+                                "config.json", "neither")
+    if context is not None and context < 0:
+        raise SpecsimInputError(None, None, "--context", "an int >= 0 (cached tokens per request)", str(context))
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
+    biggest = max(o.batch_tokens for o in [*obs, *held])
+    if biggest > max_batch_tokens:
+        raise SpecsimInputError(None, None, "--max-batch-tokens", f"at least the largest measured step "
+                                f"({int(np.ceil(biggest))} tokens)", str(max_batch_tokens))
     if context is not None:
         obs, held = ([replace(o, context_tokens=float(context)) if o.context_tokens != o.context_tokens else o
                       for o in group] for group in (obs, held))
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
         typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep)
+    _echo_shape(base)
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held)
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
+    for name in rep.at_bounds:
+        typer.echo(f"warning: {name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check "
+                   "the units, the model, the GPU and TP, or leave it out of --params)")
     typer.echo(f"{'point':<28} {'R':>7} {'ctx':>7} {'measured_ms':>12} {'model_ms':>9} {'error':>7}")
     for p in rep.points:
         tag = " (holdout)" if p.holdout else ""
@@ -290,6 +327,9 @@ def fit_cmd(
         m = rep.median_abs_error(flag)
         if m is not None:
             typer.echo(f"median |error| on {which} points: {100 * m:.1f}%")
+    if (rep.median_abs_error(False) or 0.0) > 0.2:
+        typer.echo("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
+                   "step_time_ms), the model and the GPU before using the profile")
     prof = rep.model.profile(max_batch_tokens, kind="fitted", provenance=rep.provenance())
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)

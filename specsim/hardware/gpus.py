@@ -70,6 +70,16 @@ _XGMI_LATENCY_S = 8e-6      # assumption (module docstring)
 _PCIE_LATENCY_S = 10e-6     # assumption (module docstring)
 
 
+#: Plausible range of each field in SI units, to catch a value written in TB/s, TFLOPS, GB or microseconds.
+_PLAUSIBLE = {"hbm_bytes_per_s": (1e10, 1e14, "bytes/s"), "bf16_flops_per_s": (1e12, 1e17, "FLOP/s"),
+              "fp8_flops_per_s": (1e12, 1e17, "FLOP/s"), "fp4_flops_per_s": (1e12, 1e17, "FLOP/s"),
+              "memory_bytes": (1e9, 1e13, "bytes"), "link_bytes_per_s": (1e9, 1e13, "bytes/s"),
+              "link_latency_s": (1e-8, 1e-2, "seconds")}
+#: Suffixes naming a different part than the listed (SXM / OAM) one: refused rather than mapped to it.
+_OTHER_PARTS = ("pcie", "nvl")
+
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     """Peak numbers of one GPU (module docstring: every number and its source).
@@ -118,6 +128,10 @@ class GpuSpec:
                     or value <= 0):
                 raise SpecsimInputError(None, None, key, "a finite number > 0"
                                         + (" or null (unsupported)" if key.startswith("fp") else ""), repr(value))
+            lo, hi, unit = _PLAUSIBLE[key]
+            if not lo <= value <= hi:
+                raise SpecsimInputError(None, None, key, f"{unit} in [{lo:.0e}, {hi:.0e}] (SI units, not TB/s, "
+                                        "TFLOPS or GB)", repr(value))
 
     def flops_per_s(self, dtype: str) -> float:
         """Peak dense tensor FLOP/s for GEMMs in ``dtype``.
@@ -190,13 +204,17 @@ def gpu_spec(name: str) -> GpuSpec:
     """The :class:`GpuSpec` of ``name``: a key of :data:`GPUS` or :data:`ALIASES`, case-insensitive.
 
     A trailing suffix is ignored (``h100_dgx``, ``h100-sxm5-80gb``, ``mi300x-oam``, ``rtx-pro-6000-server``):
-    the longest leading run of ``-``/``_``-separated parts that names a GPU wins. Form-factor suffixes do not
-    select another part (``h100-pcie`` is the SXM part's numbers).
+    the longest leading run of ``-``/``_``-separated parts that names a GPU wins. A ``pcie`` or ``nvl`` part
+    is refused (its numbers differ from the listed SXM / OAM part's): give a GPU spec file for it.
 
     Raises:
         SpecsimInputError: unknown GPU; lists the known ones.
     """
     parts = str(name).strip().lower().replace("_", "-").replace(" ", "-").split("-")
+    if any(p in _OTHER_PARTS for p in parts[1:]):
+        raise SpecsimInputError(None, None, "gpu", "a listed part (SXM / OAM numbers: `specsim profile gpus`) or a "
+                                "GPU spec .json file for this one (PCIe and NVL parts have other bandwidth and "
+                                "clocks)", repr(name))
     for end in range(len(parts), 0, -1):
         cand = "-".join(parts[:end])
         for key in (cand, cand.replace("-", "")):

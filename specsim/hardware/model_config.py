@@ -110,6 +110,9 @@ class ModelConfig:
                                    or not self.linear_key_dim or not self.linear_value_dim):
             raise SpecsimInputError(None, None, "linear_layers", f"at most num_layers ({self.num_layers}), with "
                                     "linear-attention heads and dims set", repr(self.linear_layers))
+        if not self.kv_lora_rank and self.num_heads % self.num_kv_heads:
+            raise SpecsimInputError(None, None, "num_kv_heads", f"a divisor of num_heads ({self.num_heads}: grouped-"
+                                    "query attention shares each KV head among whole groups)", repr(self.num_kv_heads))
         if self.num_experts and not 1 <= self.top_k <= self.num_experts:
             raise SpecsimInputError(None, None, "top_k", f"1..num_experts ({self.num_experts})", repr(self.top_k))
 
@@ -428,7 +431,12 @@ def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = Non
                       rope_dim=r.int("qk_rope_head_dim"), v_head_dim=r.int("v_head_dim"))
         head_dim = r.int("qk_nope_head_dim")
     else:
-        head_dim = r.int("head_dim", 0, least=0) or hidden // heads
+        head_dim = r.int("head_dim", 0, least=0)
+        if not head_dim:
+            if hidden % heads:
+                raise SpecsimInputError(r.src, None, "hidden_size", f"a multiple of num_attention_heads ({heads}) "
+                                        "when the config gives no head_dim", str(hidden))
+            head_dim = hidden // heads
     fields.update(_linear_attention_fields(r, num_layers))
     if not isinstance(cfg.get("tie_word_embeddings", False), bool):
         raise SpecsimInputError(src, None, "tie_word_embeddings", "true or false", repr(cfg["tie_word_embeddings"]))

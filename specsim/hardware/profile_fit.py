@@ -33,9 +33,10 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "kernel_s": (0.0, 5e-5), "per_request_step_s": (0.0, 1e-2), "fixed_step_s": (0.0, 5e-2),
     "attn_request_s": (0.0, 1e-4),
 }
-#: What ``profile fit`` frees unless told otherwise: the weight-streaming efficiency (the step's floor at
-#: small B) and the per-request cost (its slope in R).
-DEFAULT_PARAMS = ("bw_eff", "per_request_step_s")
+#: What ``profile fit`` frees unless told otherwise: the GPU-side cost per kernel (the step's floor beyond
+#: streaming the weights: CUDA graphs make it far smaller than the eager calibration's 5.9 us) and the
+#: per-request cost (the step's slope in R). The protocol docs/validation.md validates.
+DEFAULT_PARAMS = ("kernel_s", "per_request_step_s")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class FitReport:
     Attributes:
         model: the fitted :class:`StepModel`.
         params: {name: fitted value} of the freed parameters.
+        at_bounds: the freed parameters that ended on a bound (the data asks for more than the bound allows:
+            wrong units, a wrong shape or GPU, or a term the model lacks).
         points: every observation's :class:`PointResidual` (fitted and holdout).
         fitted_sources: files the fit used; holdout_sources: files it only predicts.
     """
@@ -71,6 +74,7 @@ class FitReport:
     model: StepModel
     params: dict[str, float]
     points: list[PointResidual]
+    at_bounds: list[str] = field(default_factory=list)
     fitted_sources: list[str] = field(default_factory=list)
     holdout_sources: list[str] = field(default_factory=list)
 
@@ -84,6 +88,7 @@ class FitReport:
         return {
             "fit": {
                 "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
+                "at_bounds": self.at_bounds,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
                 "points": [{"label": p.label, "source": Path(p.source).name, "num_requests": round(p.num_requests, 3),
@@ -152,8 +157,14 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     fitted = fitted.with_terms(source=source_note)
     points = _residuals(fitted, observations, False) + _residuals(fitted, holdout, True)
     return FitReport(fitted, {p: float(getattr(fitted.terms, p)) for p in params}, points,
+                     [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}))
+
+
+def _at_bound(value: float, bounds: tuple[float, float]) -> bool:
+    lo, hi = bounds
+    return bool(value <= lo + 1e-6 * (hi - lo) or value >= hi - 1e-6 * (hi - lo))
 
 
 def _residuals(sm: StepModel, observations: Sequence, holdout: bool) -> list[PointResidual]:

@@ -149,9 +149,16 @@ class StepModel:
         except SpecsimInputError:
             raise SpecsimInputError(None, None, "weight_dtype", f"a dtype {self.gpu.name} has tensor cores for",
                                     repr(m.weight_dtype)) from None
-        if self.ep > 1 and (not m.num_experts or self.ep % self.tp or m.num_experts // self.ep < 1):
-            raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides a MoE model's experts",
+        if self.ep > 1 and not m.num_experts:
+            raise SpecsimInputError(None, None, "ep", "1: expert parallelism needs a MoE model", f"ep={self.ep}")
+        if self.ep > 1 and (self.ep % self.tp or m.num_experts // self.ep < 1):
+            raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides the model's experts",
                                     f"ep={self.ep} (tp={self.tp}, experts={m.num_experts})")
+        kv_ok = m.kv_lora_rank or m.num_kv_heads % self.tp == 0 or self.tp % m.num_kv_heads == 0
+        if m.num_heads % self.tp or not kv_ok:
+            raise SpecsimInputError(None, None, "tp", f"a divisor of the {m.num_heads} attention heads that divides "
+                                    f"or is a multiple of the {m.num_kv_heads} KV heads (as vLLM requires)",
+                                    str(self.tp))
 
     # ------------------------------------------------------------------ shape helpers
     @property
