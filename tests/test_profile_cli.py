@@ -279,3 +279,11 @@ def test_gpu_spec_in_wrong_units_is_refused(tmp_path):
         load_gpu_spec(bad)
     with pytest.raises(SpecsimInputError, match="PCIe"):
         gpu_spec("h100-pcie")
+
+
+def test_gpu_spec_option_reads_a_file(tmp_path):
+    out = tmp_path / "g.json"
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--gpu-spec",
+                         str(DATA / "gpu_specs" / "my_gpu.json"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert step_model_of(load_profile(out)).gpu.name == load_gpu_spec(DATA / "gpu_specs" / "my_gpu.json").name

@@ -176,6 +176,7 @@ def analytic_cmd(
     config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA, hybrid linear "
                                            "attention) instead of --model"),
     gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
+    gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (overrides --gpu)"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
     kv_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
@@ -199,7 +200,7 @@ def analytic_cmd(
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
-    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep, terms)
+    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms)
     _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
@@ -235,9 +236,15 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
     return replace(MODELS[model], **over) if over else MODELS[model]
 
 
-def _gpu_arg(gpu: str):
-    """A GPU by name or a GPU spec JSON file."""
-    from specsim.hardware.gpus import resolve_gpu
+def _gpu_arg(gpu: str | None, spec: Path | None = None):
+    """A GPU by name or a GPU spec JSON file (``--gpu-spec`` wins over ``--gpu``)."""
+    from specsim.hardware.gpus import load_gpu_spec, resolve_gpu
+
+    if spec is not None:
+        return load_gpu_spec(spec)
+    if gpu is None:
+        raise SpecsimInputError(None, None, "--gpu", "the GPU measured: a name (specsim profile gpus) or --gpu-spec "
+                                "FILE.json", "neither")
     return resolve_gpu(gpu)
 
 
@@ -268,7 +275,8 @@ def fit_cmd(
     model: str = typer.Option(None, help="the served model: a preset (llama2-7b, llama2-70b, qwen3-8b, "
                                          "deepseek-v3) or --config"),
     config: Path = typer.Option(None, help="a Hugging Face config.json"),
-    gpu: str = typer.Option(..., help="the GPU measured: a name (specsim profile gpus) or a GPU spec JSON file"),
+    gpu: str = typer.Option(None, help="the GPU measured: a name (specsim profile gpus) or a GPU spec JSON file"),
+    gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (instead of --gpu)"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
     params: str = typer.Option(",".join(("kernel_s", "per_request_step_s")),
@@ -311,7 +319,7 @@ def fit_cmd(
                       for o in group] for group in (obs, held))
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
         typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
-    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu), tp, ep)
+    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
     _echo_shape(base)
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held)
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
