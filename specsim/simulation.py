@@ -23,8 +23,8 @@ from specsim.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
-from specsim.hardware.stepmodel import step_model_of
 from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
+from specsim.hardware.stepmodel import step_model_of
 from specsim.kv import DRAFTER_KV_FRACTION
 from specsim.kv_capacity import kv_capacity
 from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize

@@ -164,3 +164,23 @@ def test_simulation_picks_the_shaped_drafter_unless_fractions_are_set():
     assert zero.draft_time_s(8, 7, prof) == 0.0                        # the explicit override, 0 allowed
     table = StepTimeProfile.flat(0.01)
     assert not isinstance(_drafter_cost(sc, "dspark", None, table), ShapedDrafterCost)   # no shape: fractions
+
+
+def test_python_api_from_config_to_fit_to_run():
+    # the notebook path: a config.json and a GPU name -> profile -> fit on measured steps -> a simulation
+    from pathlib import Path
+
+    from specsim.hardware.model_config import model_from_hf_config
+    from specsim.hardware.profile_fit import fit_step_model
+    from specsim.hardware.step_points import read_step_observations
+
+    data = Path(__file__).parent / "data"
+    sm = step_model(model_from_hf_config(data / "hf_configs" / "qwen3-8b.json"), "h100")
+    obs = read_step_observations([data / "step_points" / "vllm_c16.json", data / "step_points" / "vllm_sweep_append.jsonl"])
+    rep = fit_step_model(sm, obs[:2], holdout=obs[2:])
+    assert set(rep.params) == {"kernel_s", "per_request_step_s"} and len(rep.points) == 3
+    prof = rep.model.profile(2048, kind="fitted", provenance=rep.provenance())
+    trace = make_trace([0.0, 0.0, 0.0], [64, 64, 64], [20, 20, 20])
+    res = simulate(trace, "dspark", load_scenario(overrides=["prefill.time_per_token_s=0.0001"]), profile=prof)
+    assert res.summary["completed"] == 3
+    assert res.summary["kv_capacity"]["source"] == "gpu_memory_utilization"     # derived from the model and GPU
