@@ -130,7 +130,9 @@ class StepModel:
         ep_link_bytes_per_s: bandwidth of the all-to-all link when EP spans nodes (None: the GPU's link).
 
     Raises:
-        SpecsimInputError: tp or ep < 1, ep not a multiple of tp, fewer local experts than top_k.
+        SpecsimInputError: tp or ep < 1; a weight dtype the GPU has no tensor cores for; ep > 1 on a dense model,
+            not a multiple of tp or more than the experts; tp not dividing the attention heads or incompatible
+            with the KV heads.
     """
 
     model: ModelConfig
@@ -214,19 +216,19 @@ class StepModel:
         return t, np.full(b.shape, 2 + 2 * (m.num_shared_experts > 0) + 1, float)
 
     def _layers(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(gemm seconds, gemm kernels) of all layers over b tokens."""
+        """(gemm seconds, gemm kernels) of all layers over b tokens: token mixers (softmax- and linear-attention
+        layers) and MLPs (dense layers, MoE layers)."""
         m = self.model
         full, lin = m.attention_gemms(self.tp), m.linear_attention_gemms(self.tp)
         mixer = (m.attention_layers * sum(self._gemm(b, n, k) for n, k in full)
-                 + m.linear_layers * sum((self._gemm(b, n, k) for n, k in lin), np.zeros_like(b))) / m.num_layers
-        n_attn = (m.attention_layers * len(full) + m.linear_layers * len(lin)) / m.num_layers
-        attn = mixer                                                      # mean token mixer per layer
+                 + m.linear_layers * sum((self._gemm(b, n, k) for n, k in lin), np.zeros_like(b)))
+        n_mixer = m.attention_layers * len(full) + m.linear_layers * len(lin)
         dense, n_dense = self._mlp(b, m.ffn // self.tp)
-        if not m.num_experts:
-            return m.num_layers * (attn + dense), np.full(b.shape, m.num_layers * (n_attn + n_dense), float)
+        nd, nm = m.num_dense_layers, m.num_layers - m.num_dense_layers
+        if not nm:
+            return mixer + nd * dense, np.full(b.shape, n_mixer + nd * n_dense, float)
         moe, n_moe = self._moe(b)
-        nd, nm = m.first_dense_layers, m.num_layers - m.first_dense_layers
-        return nd * (attn + dense) + nm * (attn + moe), nd * (n_attn + n_dense) + nm * (n_attn + n_moe)
+        return mixer + nd * dense + nm * moe, n_mixer + nd * n_dense + nm * n_moe
 
     def _comm(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(seconds, kernels) of TP all-reduces and EP all-to-alls over b tokens."""
