@@ -312,11 +312,62 @@ assert abs(at[(200.0, "load-aware-cutoff")] / at[(200.0, "static")] - 1) < 0.05
 budget.round(2)'''),
 ]
 
+STEPMODEL = [
+    ("md", """# 05 Your model on your GPU: a step-model profile, fitted to your engine
+
+The step time decides what speculation is worth at load. Here we build the step model of a model from its
+Hugging Face `config.json` on a GPU from its datasheet, look at its terms, fit two engine-level terms to
+no-speculation measurements (the `vllm bench serve` results of a public vLLM run on H100, typed in
+`tests/data/validation/`), check the fit on the loads it did not see, and compare policies on the fitted
+profile. `docs/profiles.md` documents every term; `docs/validation.md` the protocol."""),
+    ("code", SETUP),
+    ("code", '''from specsim.hardware.model_config import model_from_hf_config
+from specsim.hardware.stepmodel import TERMS, step_model, terms_table
+
+model = model_from_hf_config(ROOT / "tests/data/hf_configs/qwen3-8b.json")
+sm = step_model(model, "h100")                       # datasheet numbers; default engine constants
+terms = terms_table(sm, [1, 8, 64, 256, 1024], num_requests=[1, 8, 64, 256, 1024],
+                    kv_tokens=np.array([1, 8, 64, 256, 1024]) * 1500)   # 1,500 cached tokens per request
+terms.round(3)'''),
+    ("code", '''ax = terms.set_index("batch_tokens")[list(TERMS)].plot.area(figsize=(7, 3.5), logx=True)
+ax.set_ylabel("ms per step"); ax.set_title("Qwen3-8B on H100: the step's terms")
+# closed form: the KV read is cached tokens x bytes per token / (HBM x attention efficiency)
+kv_bytes = 2 * 36 * 8 * 128 * 2
+assert terms.loc[0, "total"] > terms.loc[0, "gemm"] > 0
+assert np.isclose(sm.kv_read_s_per_token, kv_bytes / (3.35e12 * sm.terms.attn_bw_eff))'''),
+    ("md", """Fit: the public series (vLLM 0.11, 1x H100, ShareGPT, 1 to 8 users) has four loads; we fit
+`kernel_s` (the step's floor beyond streaming the weights) on the first and predict the other three by
+simulation, as `specsim.validation` does for every series."""),
+    ("code", '''from specsim.validation import load_rows, validate_series
+
+rows = load_rows(ROOT / "tests/data/validation")
+res = validate_series(rows, "vllm_h100_qwen3-8b_sharegpt_nospec", ROOT / "tests/data/hf_configs")
+print(res.params)
+held = res.table[~res.table.fitted]
+assert (held.tpot_error.abs() < 0.10).all()            # every unseen load within 10% on TPOT
+res.table.round(3)'''),
+    ("md", """The fitted profile drives a simulation like any other; its drafter cost now follows the
+drafter's shape (5 draft layers of the target's config for DSpark) and its KV capacity the GPU's memory."""),
+    ("code", '''from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+from specsim.trace import synth_trace
+
+profile = res.model.profile(4096, kind="fitted")
+trace = synth_trace(256, rate=1.0, mix="chat=0.4,code=0.3,math=0.3", seed=0, max_prompt_tokens=512,
+                    max_output_tokens=256)
+out = {p: simulate(trace, p, load_scenario(), concurrency=16, seed=0, profile=profile).summary
+       for p in ("none", "mtp1", "dspark")}
+table = pd.DataFrame(out).T[["output_throughput_per_gpu", "mean_tps_per_user", "mean_acceptance_length"]]
+assert table.loc["dspark", "mean_tps_per_user"] > table.loc["none", "mean_tps_per_user"]
+table.round(2)'''),
+]
+
 NOTEBOOKS = {
     "01_quickstart.ipynb": QUICKSTART,
     "02_policy_frontiers.ipynb": FRONTIERS,
     "03_calibration.ipynb": CALIBRATION,
     "04_custom_policy.ipynb": CUSTOM,
+    "05_step_model.ipynb": STEPMODEL,
 }
 
 
