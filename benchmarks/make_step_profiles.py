@@ -52,22 +52,16 @@ def terms_profile(name: str):
 
 def fitted_profile(name: str):
     """The ``*-vllm-fitted`` profile ``name`` of :data:`FITTED`: fitted as docs/validation.md fits it."""
-    from specsim.hardware.profile_fit import fit_step_model
-    from specsim.validation import (FIT_PARAMS, SETUPS, base_model, fit_indices, load_rows, observation_from_row,
-                                    validate_series)
+    from specsim.validation import fit_indices, load_rows, validate_series
 
     series = FITTED[name]
-    setup = SETUPS[series]
     rows = load_rows()
     df = rows[rows["series"] == series].sort_values("load").reset_index(drop=True)
     idx = fit_indices(len(df))
-    obs = [observation_from_row(df.loc[i]) for i in idx]
-    rep = fit_step_model(base_model(setup), obs, FIT_PARAMS[:len(obs)])        # what validate_series fits
-    res = validate_series(rows, series)                                        # and what it then predicts
-    assert res.params == rep.params, (res.params, rep.params)
+    res = validate_series(rows, series)                     # the fit and the predictions of docs/validation.md
     held = res.table[~res.table["fitted"]]
     first = df.iloc[0]
-    prov = rep.provenance()
+    prov = {"fit": dict(res.profile.metadata["fit"])}
     prov["fit"]["series"] = series
     prov["fit"]["fitted_loads"] = [int(df.loc[i, "load"]) for i in idx]
     prov["fit"]["predicted_loads"] = [int(x) for x in held["load"]]
@@ -84,7 +78,7 @@ def fitted_profile(name: str):
                         "no speculation",
             "source_url": str(first["source_url"]), "source_date": str(first["source_date"]),
             "validation_data": f"tests/data/validation/{first['file']}", **prov}
-    return rep.model.profile(max(4096, setup.get("chunk", 8192) + 1024), name=name, kind="fitted", provenance=meta)
+    return res.model.profile(res.profile.max_batch_tokens, name=name, kind="fitted", provenance=meta)
 
 
 def main(argv: list[str] | None = None) -> None:

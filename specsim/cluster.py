@@ -216,8 +216,8 @@ class Cluster:
         if prompt_tokens % chunk:
             sizes = np.append(sizes, prompt_tokens % chunk)
         done = cached_tokens + np.concatenate([[0], np.cumsum(sizes)[:-1]])   # tokens before each chunk
-        t = np.sum(prof.mixed_step_time(sizes, 0.0, 1))    # one request per step; attention over the cache:
-        return float(t + prof.prefill_attention_s(sizes, done))
+        t = np.sum(prof.mixed_step_time(sizes, 0.0, 1))    # one request per step, eager
+        return float(t + prof.prefill_attention_s(sizes, done))   # + each chunk's attention over what precedes it
 
     def first_token(self, idx: int) -> None:
         """A disaggregated prefill emitted the first token: the request completes or goes to decode."""

@@ -507,10 +507,8 @@ class Replica:
         total = B + int(chunk.sum())
         if not total:
             return 0.0
-        if chunk.size:                                  # prefill in the step: eager, no CUDA-graph padding
-            t = prof.mixed_step_time(total, kv_tokens, R) + self.host_overhead_s
-        else:
-            t = prof.step_time(total, kv_tokens, R) + self.host_overhead_s
+        step_time = prof.mixed_step_time if chunk.size else prof.step_time   # prefill in the step: eager
+        t = step_time(total, kv_tokens, R) + self.host_overhead_s
         if drafting and gamma:
             t += self.drafter_cost.draft_time_s(drafting, gamma, prof, kv_tokens)
         if chunk.size:

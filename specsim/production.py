@@ -42,7 +42,8 @@ from scipy.optimize import least_squares
 
 from specsim.acceptance import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim.errors import SpecsimInputError
-from specsim.hardware.drafter import _padded, shaped_drafter_cost
+from specsim.hardware.analytic import padded_tokens
+from specsim.hardware.drafter import shaped_drafter_cost
 from specsim.hardware.gpus import GpuSpec, gpu_spec
 from specsim.hardware.profile import StepTimeProfile
 from specsim.hardware.profile_fit import FIT_BOUNDS
@@ -254,7 +255,7 @@ def surrogate_tps(sm: StepModel, concurrency: np.ndarray, mean_context_tokens: f
     mtp = shaped_drafter_cost("mtp", sm)
 
     def tps(k: np.ndarray) -> np.ndarray:
-        t = sm.step_time(_padded(2 * k), k, k * mean_context_tokens)
+        t = sm.step_time(padded_tokens(2 * k), k, k * mean_context_tokens)
         t = t + np.array([mtp.draft_time_s(int(x), 1, None, x * mean_context_tokens) for x in k])
         return (1.0 + alpha) / t
 

@@ -25,7 +25,7 @@ recomputes them and holds each error to its target or its documented miss.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import pandas as pd
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.model_config import model_from_hf_config
-from specsim.hardware.profile_fit import fit_step_model
+from specsim.hardware.profile_fit import DEFAULT_PARAMS, fit_step_model
 from specsim.hardware.step_points import StepObservation
 from specsim.hardware.stepmodel import StepModel, step_model
 
@@ -71,9 +71,6 @@ SPEC_SETUPS: dict[str, dict[str, Any]] = {
     "vllm_b200_qwen3.8-27b_mathreasoning_mtp2": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
                                                     drafter="mtp"),
 }
-#: What a series fits, by the number of its fitting points: the GPU-side cost per kernel (the step's floor beyond
-#: streaming the weights; CUDA graphs make it far smaller than the eager calibration's) and the per-request cost.
-FIT_PARAMS = ("kernel_s", "per_request_step_s")
 #: The issue's targets: median |error| of TPOT and of throughput on points not fitted; the speed-up over no
 #: speculation at each concurrency.
 TARGETS = {"tpot_error": 0.10, "throughput_error": 0.10, "speedup_error": 0.15}
@@ -209,13 +206,15 @@ def alpha_for_acceptance_length(tau: float, k: int) -> float:
 @dataclass
 class SeriesResult:
     """One series' fit and predictions: ``table`` has a row per point (load, measured and predicted TPOT and
-    throughput, errors, whether fitted); ``params`` the fitted terms."""
+    throughput, errors, whether fitted); ``params`` the fitted terms; ``profile`` the fitted profile and
+    ``setup`` the engine settings the predictions ran with (:data:`SETUPS` plus the admission limit)."""
 
     series: str
     table: pd.DataFrame
     params: dict[str, float]
     model: StepModel
-    notes: list[str] = field(default_factory=list)
+    profile: Any
+    setup: dict[str, Any]
 
     def median_abs_error(self, column: str) -> float:
         """Median |error| over the predicted (not fitted) points of ``tpot_error`` or ``throughput_error``."""
@@ -229,7 +228,7 @@ def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) ->
     df = rows[rows["series"] == series].sort_values("load").reset_index(drop=True)
     idx = fit_indices(len(df))
     obs = [observation_from_row(df.loc[i]) for i in idx]
-    params = FIT_PARAMS[:len(obs)]
+    params = DEFAULT_PARAMS[:len(obs)]          # kernel_s from one point, + per_request_step_s from two
     rep = fit_step_model(base_model(setup, configs), obs, params)
     profile = rep.model.profile(max_batch_tokens=max(4096, setup.get("chunk", 8192) + 1024), kind="fitted",
                                 provenance=rep.provenance())
@@ -243,17 +242,15 @@ def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) ->
     t = pd.DataFrame(out)
     t["tpot_error"] = t["pred_tpot_ms"] / t["tpot_ms"] - 1
     t["throughput_error"] = t["pred_throughput"] / t["throughput"] - 1
-    return SeriesResult(series, t, rep.params, rep.model)
+    return SeriesResult(series, t, rep.params, rep.model, profile, setup)
 
 
-def validate_speculative(rows: pd.DataFrame, series: str, baseline: SeriesResult,
-                         configs: Path = CONFIGS) -> pd.DataFrame:
+def validate_speculative(rows: pd.DataFrame, series: str, baseline: SeriesResult) -> pd.DataFrame:
     """Predict a speculative series' speed-up over no speculation at each N with the baseline's fitted profile.
 
     Returns a frame per load: measured and predicted throughputs, measured and predicted speed-up, error."""
     spec = SPEC_SETUPS[series]
-    setup = SETUPS[spec["baseline"]]
-    profile = baseline.model.profile(max_batch_tokens=max(4096, setup.get("chunk", 8192) + 1024), kind="fitted")
+    profile, setup = baseline.profile, baseline.setup
     base = baseline.table.set_index("load")
     df = rows[rows["series"] == series].sort_values("load")
     out = []
@@ -276,7 +273,7 @@ def run_all(folder: Path = DATA, configs: Path = CONFIGS) -> tuple[dict[str, Ser
     rows = load_rows(folder)
     present = set(rows["series"])
     base = {s: validate_series(rows, s, configs) for s in SETUPS if s in present}
-    spec = {s: validate_speculative(rows, s, base[v["baseline"]], configs)
+    spec = {s: validate_speculative(rows, s, base[v["baseline"]])
             for s, v in SPEC_SETUPS.items() if s in present and v["baseline"] in base}
     return base, spec
 

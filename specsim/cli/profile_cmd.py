@@ -74,11 +74,7 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
     from specsim.hardware.stepmodel import TERMS, step_model_of, terms_table
     from specsim.plots import plot_step_terms
 
-    sm = step_model_of(prof)
-    if sm is None:
-        raise SpecsimInputError(prof.source, None, "metadata.step_model",
-                                "a profile built from terms (specsim profile analytic / profile fit); this one "
-                                f"is a table (kind: {prof.metadata.get('kind', '?')})", "no step model")
+    sm = step_model_of(prof)                      # show() has refused table profiles already
     if tokens_per_request < 1 or context < 0:
         raise SpecsimInputError(None, None, "--tokens-per-request/--context", "an int >= 1 / >= 0",
                                 f"{tokens_per_request} / {context}")

@@ -54,6 +54,19 @@ BYTES = 2                         # bf16/fp16 weights and activations
 CUDA_GRAPH_SIZES = (1, 2, 4, *range(8, 513, 8))
 
 
+def graph_grid(max_batch_tokens: int) -> np.ndarray:
+    """(n,) int64 table sizes: the CUDA-graph capture sizes up to ``max_batch_tokens``, then every multiple of 8."""
+    return np.array(sorted({*(s for s in CUDA_GRAPH_SIZES if s <= max_batch_tokens),
+                            *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
+
+
+def padded_tokens(b) -> np.ndarray:
+    """Token counts padded as :func:`graph_grid` pads them (1, 2, 4, then the next multiple of 8; 0 stays 0);
+    float64, vectorised."""
+    b = np.ceil(np.asarray(b, dtype=np.float64))
+    return np.where(b <= 2, b, np.where(b <= 4, 4.0, np.ceil(b / 8.0) * 8.0))
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """Calibrated constants: achieved fractions of peak and the fixed cost per kernel (seconds)."""
@@ -130,8 +143,7 @@ def analytic_profile(model: str | ModelConfig, gpu: str, tp: int = 1, max_batch_
         model = MODELS[model]
     spec = gpu_spec(gpu)
     eff = eff or default_efficiency()
-    grid = np.array(sorted({*(s for s in CUDA_GRAPH_SIZES if s <= max_batch_tokens),
-                            *range(8, max_batch_tokens + 1, 8)}))
+    grid = graph_grid(max_batch_tokens)
     step = linear_step_s(model, grid, spec, eff, tp)
     kv_s = model.kv_bytes_per_token(tp) / (spec.hbm_bytes_per_s * eff.bw_eff)
     meta = {

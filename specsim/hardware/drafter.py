@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.profile import StepTimeProfile
 
 
@@ -129,11 +130,11 @@ class ShapedDrafterCost:
         r = np.arange(n + 1, dtype=np.float64)
         sm = self.model
         if self.family in ("autoregressive", "mtp"):
-            t = gamma * sm.step_time(_padded(r), r, 0.0)
+            t = gamma * sm.step_time(padded_tokens(r), r, 0.0)
         else:
-            t = sm.step_time(_padded(r * gamma), r, 0.0)
+            t = sm.step_time(padded_tokens(r * gamma), r, 0.0)
             if self.family == "semi-autoregressive":
-                t = t + gamma * _head_s(sm, _padded(r))
+                t = t + gamma * _head_s(sm, padded_tokens(r))
         t[0] = 0.0
         self._tables[gamma] = t
         return t
@@ -146,13 +147,6 @@ class ShapedDrafterCost:
         passes = gamma if self.family in ("autoregressive", "mtp") else 1
         return float(self._table(gamma, num_requests)[num_requests]
                      + passes * self.model.kv_read_s_per_token * kv_tokens)
-
-
-def _padded(b: np.ndarray) -> np.ndarray:
-    """Token counts padded to vLLM's CUDA-graph capture sizes (1, 2, 4, multiples of 8), 0 stays 0."""
-    b = np.asarray(b, dtype=np.float64)
-    small = np.where(b <= 2, b, 4.0)
-    return np.where(b <= 4, np.where(b > 2, 4.0, small), np.ceil(b / 8.0) * 8.0)
 
 
 def _head_s(sm, r: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.stepmodel import StepModel
 
 #: Parameters ``profile fit`` may free, with their bounds (efficiencies <= 1, times >= 0 and below a ceiling
@@ -99,18 +100,13 @@ class FitReport:
         }
 
 
-def _padded(b: np.ndarray) -> np.ndarray:
-    from specsim.hardware.drafter import _padded as pad
-    return pad(np.ceil(np.asarray(b, np.float64)))
-
-
 def predict_observations(sm: StepModel, observations: Sequence) -> np.ndarray:
     """(n,) predicted seconds of each observation's step (B padded to the capture sizes, K = R x context; an
     unknown context, NaN, reads no KV: give ``context_tokens`` where the input lacks it)."""
     r = np.array([o.num_requests for o in observations], np.float64)
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
-    return np.asarray(sm.step_time(_padded(b), r, r * c), np.float64)
+    return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64)
 
 
 def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str] = DEFAULT_PARAMS,

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import CUDA_GRAPH_SIZES, TILE_M, TILE_N
+from specsim.hardware.analytic import TILE_M, TILE_N, graph_grid
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import StepTimeProfile
@@ -109,11 +109,6 @@ class EngineTerms:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return asdict(self)
-
-
-def _gpu_flops(gpu: GpuSpec, dtype: str) -> float:
-    """Dense tensor FLOP/s for GEMMs with ``dtype`` weights (fp8/fp4 run on their own tensor cores)."""
-    return float(gpu.flops_per_s(dtype))
 
 
 @dataclass(frozen=True)
@@ -180,7 +175,7 @@ class StepModel:
         m = np.asarray(m, dtype=np.float64)
         tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
-        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (_gpu_flops(g, dtype) * e.flops_eff)
+        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(dtype) * e.flops_eff)
         memory = (n * k * self.weight_bytes_per_param + (m * k + m * n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(m > 0, np.maximum(compute, memory), 0.0)
 
@@ -195,7 +190,7 @@ class StepModel:
         g, e = self.gpu, self.terms
         tiles = groups * np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
-        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (_gpu_flops(g, self.model.weight_dtype) * e.flops_eff)
+        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(self.model.weight_dtype) * e.flops_eff)
         memory = groups * (n * k * self.weight_bytes_per_param + m * (k + n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(groups * m > 0, np.maximum(compute, memory), 0.0)
 
@@ -306,7 +301,7 @@ class StepModel:
         heads = max(1, m.num_heads // self.tp)
         qk = m.head_dim + m.rope_dim if m.kv_lora_rank else m.head_dim
         flops = 2.0 * heads * (qk + (m.v_head_dim or m.head_dim)) * m.attention_layers
-        return flops / (_gpu_flops(self.gpu, "bf16") * self.terms.flops_eff)
+        return flops / (self.gpu.flops_per_s("bf16") * self.terms.flops_eff)
 
     def prefill_attention_s(self, chunk_tokens, context_tokens) -> float:
         """Seconds of causal attention for prefill chunks of c tokens over k cached tokens (summed).
@@ -321,8 +316,7 @@ class StepModel:
     # ------------------------------------------------------------------ the profile
     def grid(self, max_batch_tokens: int) -> np.ndarray:
         """The table's batch sizes: the CUDA-graph capture sizes, then every multiple of 8 (int64)."""
-        return np.array(sorted({*(s for s in CUDA_GRAPH_SIZES if s <= max_batch_tokens),
-                                *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
+        return graph_grid(max_batch_tokens)
 
     def table_terms(self, max_batch_tokens: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(grid, {term: (n,) s}) of the B-dependent terms at R = 0 and K = 0 (the profile's table parts)."""
