@@ -122,7 +122,7 @@ class Cluster:
         self.num_blocks = first.num_blocks
         self.kv_capacity_tokens = config.kv_capacity_tokens
         draws = row_draws(acceptance, config.seed, self.workload.domain, self.workload.output) if acceptance else None
-        self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(), acceptance=acceptance,
+        self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(),
                                  profile=profile, drafter_cost=drafter_cost, draws=draws,
                                  workload=self.workload, records=self.records, on_done=self.on_complete)
                          for rc in config.replicas]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
+from specsim import kernels
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -127,6 +129,16 @@ class LatentRows:
         out[:, 2] = u[:, 2 * g + 1:]
         return out
 
+    def outcomes(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray,
+                 gamma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts at ``anchors``: the same
+        numbers as ``model.confidences`` and ``model.accepted`` of :meth:`rows`, in one compiled pass
+        (:func:`specsim.kernels.latent_outcomes`)."""
+        m = self.model
+        scales, shifts = m._lin
+        return kernels.latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._scale, scales, shifts,
+                                       float(m.conf_low_ratio), m._inv_t[0], _QUANTILES, _TAIL, gamma)
+
 
 class StoredRows:
     """Whole-request draws kept per running request, for acceptance models that are not the latent model
@@ -157,6 +169,13 @@ class StoredRows:
         if not keys.size:
             return np.zeros((0, 3, self.gamma))
         return np.stack([self._store[int(k)][int(p)] for k, p in zip(keys, anchors)])
+
+    def outcomes(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray,
+                 gamma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts of :meth:`rows`."""
+        rows = self.rows(keys, anchors, base)[:, :, :gamma]
+        conf_raw, conf = self.model.confidences(rows[:, 0], rows[:, 1])
+        return conf_raw, conf, self.model.accepted(rows[:, 0], rows[:, 2])
 
 
 def row_draws(model, seed: int, domain: np.ndarray, output: np.ndarray):

@@ -3,7 +3,7 @@
 The split follows nano-vllm's scheduler / model-runner: :class:`Replica` schedules (admission, KV blocks,
 preemption, the policy's decision, prefill packing) and costs a step from the profile; what happens inside
 the step (outcomes) is revealed only when it ends. The replica sees only what it needs (its config, the
-policy's hooks, the acceptance model, the profile, the drafter cost, a draw source, the read-only workload
+policy's hooks, the profile, the drafter cost, a draw source (which owns the acceptance model), the read-only workload
 and a :class:`~specsim.records.Records` sink), never the cluster.
 
 A step:
@@ -33,6 +33,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from specsim import kernels
 from specsim.errors import SpecsimInputError
 from specsim.kv import BlockPool, blocks_for
 from specsim.policies.base import OracleView, SchedulingView
@@ -140,7 +141,7 @@ class StepPlan:
 
     decode: np.ndarray        # (R,) slot indices of decoding requests
     verify_len: np.ndarray    # (R,) clipped verify lengths
-    draws: np.ndarray | None  # (R, 3, gamma) [logit_q, noise, u] rows (outcomes revealed only when the step ends)
+    accept: np.ndarray        # (R, gamma) bool hidden outcomes (revealed only when the step ends)
     conf_raw: np.ndarray      # (R, gamma) raw confidences
     conf: np.ndarray          # (R, gamma) calibrated
     prefill: np.ndarray       # (n,) slot indices getting prefill chunks
@@ -166,21 +167,21 @@ class Replica:
         env: the SimPy environment.
         config: this replica's :class:`ReplicaConfig`.
         hooks: the policy's hooks (:func:`specsim.policies.base.policy_hooks`).
-        acceptance: the acceptance model (None when gamma is 0).
         profile: the target's step-time profile.
         drafter_cost: the drafter's cost model.
-        draws: the run's draw source (:func:`specsim.draws.row_draws`): a request's rows at an anchor.
+        draws: the run's draw source (:func:`specsim.draws.row_draws`): a request's drafts' confidences and
+            hidden outcomes at an anchor (None when gamma is 0).
         workload: the read-only per-request inputs.
         records: the run's record sink.
         on_done: ``on_done(ids, now_s)`` when requests complete.
         lazy_kv: allow lazy KV accounting (False: exact every step; for tests).
     """
 
-    def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, acceptance, profile,
+    def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, profile,
                  drafter_cost, draws, workload: Workload, records: Records,
                  on_done: Callable[[np.ndarray, float], None], lazy_kv: bool = True) -> None:
         self.env, self.config, self.hooks = env, config, hooks
-        self.acceptance, self.profile, self.drafter_cost = acceptance, profile, drafter_cost
+        self.profile, self.drafter_cost = profile, drafter_cost
         self.draws, self.workload, self.records, self.on_done = draws, workload, records, on_done
         self.index = config.index
         self.pool = BlockPool(config.num_blocks, config.prefix_caching)
@@ -191,7 +192,6 @@ class Replica:
         self.cached_keys: dict[int, tuple] = {}    # cache keys each running request holds
         self._views: deque[SchedulingView | None] = deque(maxlen=2)
         self._idle: simpy.Event | None = None
-        self._depth = np.arange(config.gamma)[None, :]
         self._paged = config.kv_allocation == "paged"
         self._lazy = lazy_kv and self._paged
         self._owed = 0                             # blocks lazy steps may have grown into since the last sync
@@ -389,7 +389,7 @@ class Replica:
         kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
         gamma = self._proposal(decode, kv_tokens)
         can_draft = self._draft_room(decode, gamma)
-        draws, conf_raw, conf, capacity, verify_len = self._decide(decode, gamma, can_draft, kv_tokens)
+        accept, conf_raw, conf, capacity, verify_len = self._decide(decode, gamma, can_draft, kv_tokens)
         verify_len = self._clip(decode, verify_len, can_draft)
         B = decode.size + int(verify_len.sum())
         prefill, chunk = self._pack_prefill(B)
@@ -397,7 +397,7 @@ class Replica:
         duration = self._cost(decode.size, B, prefill, chunk, drafting, gamma, kv_tokens)
         if self._lazy and not self._exact:
             self._owed += s.size * self.growth_bound
-        return StepPlan(decode=decode, verify_len=verify_len, draws=draws, conf_raw=conf_raw, conf=conf,
+        return StepPlan(decode=decode, verify_len=verify_len, accept=accept, conf_raw=conf_raw, conf=conf,
                         prefill=prefill, chunk=chunk, duration_s=duration, capacity=capacity, gamma=gamma,
                         batch_tokens=B + int(chunk.sum()), num_preempted=preempted, num_waiting=waiting)
 
@@ -425,35 +425,33 @@ class Replica:
         return fits | (need == 0)
 
     def _decide(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray, kv_tokens: float):
-        """The step's drafts and the policy's verify lengths (unclipped): (draws, c_raw, c, capacity, l)."""
+        """The step's drafts and the policy's verify lengths (unclipped): (accept, c_raw, c, capacity, l)."""
         R, h, s = decode.size, self.hooks, self.slots
-        anchors = s.num_generated[decode]                                  # anchor p = tokens so far
-        draws = self.draws.rows(s.draw_key[decode], anchors, s.draw_base[decode]) if R and gamma else None
-        conf_raw, conf = self._draft(draws, R, gamma, can_draft)
+        accept, conf_raw, conf = self._draft(decode, gamma, can_draft)
         capacity = -1
         if R and h.capacity is not None:
             old = self._views[0] if len(self._views) == 2 else None
             capacity = self._check_int(h.capacity(old, s.request[decode], R), "capacity", None)
         if not R:
             self._views.append(None)
-            return draws, conf_raw, conf, capacity, np.zeros(0, np.int64)
-        view = self._view(decode, draws, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
+            return accept, conf_raw, conf, capacity, np.zeros(0, np.int64)
+        view = self._view(decode, accept, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
         self._views.append(view)
-        return draws, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
+        return accept, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
 
-    def _draft(self, draws: np.ndarray | None, R: int, gamma: int, can_draft: np.ndarray):
-        """(conf_raw, conf) of this step's drafts from their (R, 3, gamma) rows; requests that cannot draft
-        get confidence 0."""
-        if draws is None:
+    def _draft(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray):
+        """(accept, conf_raw, conf), each (R, gamma), of this step's drafts at each request's anchor (its
+        tokens so far); requests that cannot draft get confidence 0. ``accept`` is hidden until the step ends."""
+        s, R = self.slots, decode.size
+        if not (R and gamma):
             z = np.zeros((R, gamma))
-            return z, z
-        conf_raw, conf = self.acceptance.confidences(draws[:, 0], draws[:, 1])
-        if gamma < self.config.gamma:
-            conf_raw, conf = conf_raw[:, :gamma], conf[:, :gamma]
+            return np.zeros((R, gamma), bool), z, z
+        conf_raw, conf, accept = self.draws.outcomes(s.draw_key[decode], s.num_generated[decode],
+                                                     s.draw_base[decode], gamma)
         if not can_draft.all():
             conf_raw[~can_draft] = 0.0
             conf[~can_draft] = 0.0
-        return conf_raw, conf
+        return accept, conf_raw, conf
 
     def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray) -> np.ndarray:
         """Clip verify lengths to the remaining output - 1, the drafter's room and (exact steps) the KV left."""
@@ -522,12 +520,12 @@ class Replica:
         return 0.0 if self.hooks.fits_zos else self.config.host_overhead_s
 
     # ----------------------------------------------------------------- policy results and views
-    def _view(self, decode, draws, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
+    def _view(self, decode, accept, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
         s = self.slots
         whole = decode.size == s.size                    # every slot decodes: the view keeps the arrays as they are
         pick = (lambda a: a) if whole else (lambda a: a[decode])
         ids = pick(s.request)
-        extra = {"accept": self._accept(draws)} if self.hooks.view_cls is OracleView else {}
+        extra = {"accept": accept} if self.hooks.view_cls is OracleView else {}
         return self.hooks.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
             domains=self.workload.domain[ids], conf_raw=conf_raw, conf=conf,
@@ -535,10 +533,6 @@ class Replica:
             hist_drafts_verified=pick(s.drafts_verified), hist_drafts_accepted=pick(s.drafts_accepted),
             last_verify_len=pick(s.last_verify_len), last_accepted=pick(s.last_accepted),
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
-
-    def _accept(self, draws: np.ndarray) -> np.ndarray:
-        """(R, gamma) hidden outcomes from a step's (R, 3, gamma) [logit_q, noise, u] rows."""
-        return self.acceptance.accepted(draws[:, 0], draws[:, 2])
 
     def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
         arr = result if type(result) is np.ndarray else np.asarray(result)
@@ -574,11 +568,7 @@ class Replica:
         s, d, l = self.slots, plan.decode, plan.verify_len
         if not d.size:
             return np.zeros(0, np.int64)
-        if plan.gamma:
-            acc = self._accept(plan.draws)                                     # (R, gamma) hidden until now
-            accepted = (acc & (self._depth < l[:, None])).cumprod(axis=1).sum(axis=1)
-        else:
-            accepted = np.zeros(d.size, np.int64)
+        accepted = kernels.accepted_prefix(plan.accept, l)                    # hidden until now
         self.records.itl(now - s.last_emit_s[d], now)
         s.last_emit_s[d] = now
         self._advance_decode(d, l, accepted)

@@ -76,11 +76,13 @@ class DSpark(PolicyBase):
         R = view.num_requests
         if R == 0 or view.gamma == 0:
             return np.zeros(R, dtype=np.int64)
-        a_sorted, r_sorted = ranked_candidates(view.survival())
-        theta = theta_curve(R, a_sorted, view)                             # (N+1,)
-        no_gain = theta[1:] <= theta[:-1]                                  # admission n+1 does not raise
-        n = int(no_gain.argmax()) if no_gain.any() else theta.size - 1
-        return lengths_from_top(n, r_sorted, R)
+        limit = view.profile.batch_limit
+        n_max = R * view.gamma if limit is None else max(0, min(R * view.gamma, limit - R))
+        step_times = view.profile.step_time_range(R, n_max + 1, view.kv_tokens, R)   # (N+1,) B = R .. R+N
+        # ranked_candidates + theta_curve + the first-no-gain scan, in one compiled pass (same numbers);
+        # imported here so that listing the policies does not load numba and scipy
+        from specsim.kernels import dspark_greedy
+        return dspark_greedy(view.conf, step_times, R)
 
 
 class DSparkAsync(PolicyBase):

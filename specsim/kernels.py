@@ -1,0 +1,176 @@
+"""Compiled hot loops of the engine step (numba): the latent draws and outcomes, the DSpark scan, acceptance.
+
+Each kernel computes, bit for bit, what a reference numpy expression elsewhere computes (named in its
+docstring; ``tests/test_kernels.py`` checks the equality on random inputs): the kernels only remove the
+per-call overhead of some twenty small numpy operations per step, which dominates at the tens to hundreds of
+running requests a replica holds (benchmarks/bench_engine.py). scipy's own ``ndtri`` and ``expit`` are
+called through their Cython C entry points, so the numbers are scipy's.
+
+Compiled on first use (about a second) and cached beside this file (``cache=True``; numba falls back to its
+user cache directory where that is not writable).
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding
+import numba
+import numpy as np
+from numba.extending import get_cython_function_address
+
+
+def _scipy_double_fn(name: str, symbol: str):
+    """scipy.special's C function ``name`` (double -> double) as a numba external function (cacheable)."""
+    llvmlite.binding.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", name))
+    return numba.types.ExternalFunction(symbol, numba.types.float64(numba.types.float64))
+
+
+_ndtri = _scipy_double_fn("ndtri", "specsim_scipy_ndtri")
+_expit = _scipy_double_fn("__pyx_fuse_0expit", "specsim_scipy_expit")     # fuse 0: the double version
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_INV_2_32 = 2.0 ** -32
+
+
+@numba.njit(cache=True, inline="always")
+def _mix(x):
+    x ^= x >> np.uint64(30)
+    x *= _M1
+    x ^= x >> np.uint64(27)
+    x *= _M2
+    x ^= x >> np.uint64(31)
+    return x
+
+
+@numba.njit(cache=True, inline="always")
+def _normal(u, quantiles, table_n, tail):
+    t = u * table_n
+    i = np.intp(t)
+    if i < tail or i >= table_n - tail:
+        return _ndtri(u)
+    lo = quantiles[i]
+    return lo + (t - i) * (quantiles[i + 1] - lo)
+
+
+@numba.njit(cache=True)
+def latent_outcomes(keys, anchors, base, scale, lin_scale, lin_shift, low_ratio, inv_t, quantiles, tail,
+                    gamma):
+    """(conf_raw, conf, accept), each (R, gamma), of requests ``keys`` (R,) uint64 at ``anchors`` (R,) int64.
+
+    The same numbers as ``LatentRows.rows`` (SplitMix64 uniforms, tabulated normal quantiles) followed by
+    ``AcceptanceModel.confidences`` and ``AcceptanceModel.accepted``, for the first ``gamma`` of the model's
+    G drafts (``base`` is (R, G); ``scale`` (2G + 1,) [sigma_step, sigma_token x G, sigma_conf x G];
+    ``lin_scale``, ``lin_shift``, ``inv_t`` (G,); ``low_ratio`` the model's ``conf_low_ratio``).
+    """
+    R, G = base.shape
+    cols = 3 * G + 1
+    words = (cols + 1) // 2
+    table_n = quantiles.size - 1
+    conf_raw = np.empty((R, gamma))
+    conf = np.empty((R, gamma))
+    accept = np.empty((R, gamma), np.bool_)
+    u = np.empty(2 * words)
+    for r in range(R):
+        start = np.uint64(anchors[r]) * np.uint64(words)
+        for w in range(words):
+            x = _mix((start + np.uint64(w)) * _GOLDEN + keys[r])
+            u[2 * w] = (np.float64(x >> np.uint64(32)) + 0.5) * _INV_2_32
+            u[2 * w + 1] = (np.float64(x & _LOW32) + 0.5) * _INV_2_32
+        e = _normal(u[0], quantiles, table_n, tail) * scale[0]
+        for k in range(gamma):
+            logit_q = (base[r, k] + _normal(u[1 + k], quantiles, table_n, tail) * scale[1 + k]) + e
+            lin = logit_q + _normal(u[1 + G + k], quantiles, table_n, tail) * scale[1 + G + k]
+            if low_ratio != 1.0:
+                lin += (low_ratio - 1.0) * min(lin, 0.0)
+            lin *= lin_scale[k]
+            lin += lin_shift[k]
+            conf_raw[r, k] = _expit(lin)
+            conf[r, k] = _expit(lin * inv_t[k])
+            accept[r, k] = u[1 + 2 * G + k] < _expit(logit_q)
+    return conf_raw, conf, accept
+
+
+@numba.njit(cache=True)
+def accepted_prefix(accept, verify_len):
+    """(R,) int64 accepted drafts: the leading run of True in ``accept`` (R, gamma) within each verify length,
+    i.e. ``(accept & (arange(gamma) < l[:, None])).cumprod(axis=1).sum(axis=1)``."""
+    R = accept.shape[0]
+    out = np.zeros(R, np.int64)
+    for r in range(R):
+        n = 0
+        while n < verify_len[r] and accept[r, n]:
+            n += 1
+        out[r] = n
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _before(a, b, head, pos):
+    """Candidate order: higher survival first; ties: lower position, then lower request (a stable sort of the
+    position-major flat array, as ``policies.dspark.ranked_candidates``)."""
+    if head[a] != head[b]:
+        return head[a] > head[b]
+    if pos[a] != pos[b]:
+        return pos[a] < pos[b]
+    return a < b
+
+
+@numba.njit(cache=True, inline="always")
+def _sift_down(heap, size, i, head, pos):
+    item = heap[i]
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        if child + 1 < size and _before(heap[child + 1], heap[child], head, pos):
+            child += 1
+        if not _before(heap[child], item, head, pos):
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = item
+
+
+@numba.njit(cache=True)
+def dspark_greedy(conf, step_times, num_requests):
+    """Verify lengths (R,) int64 of DSpark's Algorithm 1 on calibrated confidences ``conf`` (R, gamma).
+
+    ``step_times`` (N + 1,) are the step times, seconds, at B = R .. R + N (N = the candidates the profile
+    may score). The same result as ``policies.dspark``'s ``ranked_candidates`` + ``theta_curve`` +
+    first-no-gain scan: candidates in survival order (ties: position, then request), tau_n = (sum of the n
+    best survivals) + R, Theta_n = tau_n / step_time(R + n), stop before the first admission that does not
+    raise Theta. Survival falls along each request's drafts, so the order is a merge of the R rows: a heap of
+    the rows' next candidates yields it one candidate at a time, O((R + n) log R) for the n admitted instead
+    of sorting all R x gamma.
+    """
+    R, G = conf.shape
+    lengths = np.zeros(R, np.int64)                  # also each row's next position
+    n_max = min(R * G, step_times.size - 1)
+    if n_max <= 0:
+        return lengths
+    head = np.empty(R)                               # survival of each row's next candidate
+    heap = np.arange(R)
+    for r in range(R):
+        head[r] = conf[r, 0]
+    size = R
+    for i in range(R // 2 - 1, -1, -1):
+        _sift_down(heap, size, i, head, lengths)
+    total = 0.0
+    theta = num_requests * (1.0 / step_times[0])
+    for n in range(n_max):
+        top = heap[0]
+        total += head[top]
+        nxt = (total + num_requests) * (1.0 / step_times[n + 1])
+        if nxt <= theta:
+            break
+        theta = nxt
+        lengths[top] += 1
+        if lengths[top] < G:
+            head[top] *= conf[top, lengths[top]]
+        else:
+            size -= 1
+            heap[0] = heap[size]
+        _sift_down(heap, size, 0, head, lengths)
+    return lengths

@@ -1,0 +1,77 @@
+"""The compiled kernels compute, bit for bit, the numpy expressions they replace (specsim/kernels.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specsim import kernels
+from specsim.acceptance import build_acceptance_model
+from specsim.draws import LatentRows
+from specsim.policies.dspark import lengths_from_top, ranked_candidates, theta_curve
+
+
+def _numpy_dspark(conf: np.ndarray, step_times: np.ndarray, R: int) -> np.ndarray:
+    """The reference: rank all candidates, Theta curve, first admission that does not raise Theta."""
+    a_sorted, r_sorted = ranked_candidates(conf.cumprod(axis=1))
+    theta = theta_curve(R, a_sorted, lambda b: 1.0 / step_times[b - R], max_batch_tokens=R + step_times.size - 1)
+    no_gain = theta[1:] <= theta[:-1]
+    n = int(no_gain.argmax()) if no_gain.any() else theta.size - 1
+    return lengths_from_top(n, r_sorted, R)
+
+
+@pytest.mark.parametrize("gamma,domain,low_ratio", [(7, "code", None), (5, "chat", 1.0), (3, "math", None)])
+def test_latent_outcomes_equal_rows_then_confidences(gamma, domain, low_ratio):
+    model = build_acceptance_model("dspark", gamma, domains=(domain,))
+    if low_ratio is not None:
+        object.__setattr__(model, "conf_low_ratio", low_ratio)
+    n = 3000
+    src = LatentRows(model, 11, n)
+    keys, base = map(np.array, zip(*[src.request_state(i, domain) for i in range(n)]))
+    anchors = (np.arange(n) * 7) % 400
+    rows = src.rows(keys, anchors, base)
+    ref_raw, ref_conf = model.confidences(rows[:, 0], rows[:, 1])
+    ref_acc = model.accepted(rows[:, 0], rows[:, 2])
+    for g in (gamma, 1):                                   # all drafts, and a shorter proposal
+        conf_raw, conf, accept = src.outcomes(keys, anchors, base, g)
+        np.testing.assert_array_equal(conf_raw, ref_raw[:, :g])
+        np.testing.assert_array_equal(conf, ref_conf[:, :g])
+        np.testing.assert_array_equal(accept, ref_acc[:, :g])
+    assert 0.3 < ref_acc.mean() < 0.95                   # the tails (ndtri) and the table were both exercised
+    assert (np.abs(rows[:, 1]) > 2.4 * model.sigma_conf).any()
+
+
+def test_accepted_prefix_is_the_leading_run_within_the_verify_length():
+    rng = np.random.default_rng(0)
+    accept = rng.random((500, 7)) < 0.8
+    l = rng.integers(0, 8, 500)
+    ref = (accept & (np.arange(7)[None, :] < l[:, None])).cumprod(axis=1).sum(axis=1)
+    np.testing.assert_array_equal(kernels.accepted_prefix(accept, l), ref)
+    assert kernels.accepted_prefix(np.array([[True, True, False, True]]), np.array([4]))[0] == 2
+
+
+def test_dspark_greedy_by_hand():
+    # R = 2, survivals [0.9, 0.45] and [0.8, 0.4]; flat step time: Theta rises while tau does, so all 4
+    # candidates are admitted; a step time that doubles at B = 4 stops after the two best (0.9, 0.8).
+    conf = np.array([[0.9, 0.5], [0.8, 0.5]])
+    np.testing.assert_array_equal(kernels.dspark_greedy(conf, np.full(5, 0.01), 2), [2, 2])
+    np.testing.assert_array_equal(kernels.dspark_greedy(conf, np.array([0.01, 0.01, 0.01, 0.02, 0.02]), 2), [1, 1])
+    np.testing.assert_array_equal(kernels.dspark_greedy(conf, np.array([0.01]), 2), [0, 0])   # nothing scoreable
+
+
+@settings(max_examples=300, deadline=None)
+@given(R=st.integers(1, 80), G=st.integers(1, 8), seed=st.integers(0, 2**32 - 1), power=st.floats(0.02, 1.0),
+       ties=st.booleans(), cap=st.floats(0.0, 1.0))
+def test_dspark_greedy_equals_the_numpy_policy(R, G, seed, power, ties, cap):
+    rng = np.random.default_rng(seed)
+    conf = rng.random((R, G)) ** power
+    if ties:                                               # exact ties: saturated confidences and dead rows
+        conf[rng.random((R, G)) < 0.2] = 1.0
+        conf[rng.random(R) < 0.1] = 0.0
+        conf = np.round(conf, 1)
+    n = max(1, int(cap * R * G)) + 1                       # the profile may score fewer than all candidates
+    b = np.arange(R, R + n)
+    step_times = 0.01 + 2e-5 * b + 0.001 * ((b % 64) > 56)
+    np.testing.assert_array_equal(kernels.dspark_greedy(conf, step_times, R), _numpy_dspark(conf, step_times, R))
