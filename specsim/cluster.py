@@ -212,12 +212,17 @@ class Cluster:
             return c.prefill_time_per_token_s * prompt_tokens
         chunk = min(c.prefill_chunk_tokens, self.profile.batch_limit or c.prefill_chunk_tokens)  # beyond if extrapolating
         prof = self.profile
-        sizes = np.full(prompt_tokens // chunk, chunk, dtype=np.int64)
-        if prompt_tokens % chunk:
-            sizes = np.append(sizes, prompt_tokens % chunk)
-        done = cached_tokens + np.concatenate([[0], np.cumsum(sizes)[:-1]])   # tokens before each chunk
-        t = np.sum(prof.mixed_step_time(sizes, 0.0, 1))    # one request per step, eager
-        return float(t + prof.prefill_attention_s(sizes, done))   # + each chunk's attention over what precedes it
+        if prompt_tokens <= chunk:                          # one chunk: the same sums, on scalars
+            return float(prof.mixed_step_time(prompt_tokens, 0.0, 1)
+                         + prof.prefill_attention_s(prompt_tokens, cached_tokens))
+        full, rest = divmod(prompt_tokens, chunk)
+        sizes = np.full(full + (rest > 0), chunk, dtype=np.int64)
+        times = np.full(sizes.size, prof.mixed_step_time(chunk, 0.0, 1))     # one request per step, eager
+        if rest:
+            sizes[-1] = rest
+            times[-1] = prof.mixed_step_time(rest, 0.0, 1)
+        done = cached_tokens + chunk * np.arange(sizes.size)                 # tokens before each chunk
+        return float(np.sum(times) + prof.prefill_attention_s(sizes, done))  # + each chunk's attention so far
 
     def first_token(self, idx: int) -> None:
         """A disaggregated prefill emitted the first token: the request completes or goes to decode."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, fields
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 import simpy
@@ -77,6 +77,16 @@ def _ints() -> np.ndarray:
     return np.zeros(0, np.int64)
 
 
+_NONE = _ints()                     # no slots (read-only: shared by every step that has none)
+_NONE.setflags(write=False)
+
+
+def _at(arr: np.ndarray, decode: np.ndarray) -> np.ndarray:
+    """``arr[decode]`` of a per-slot array ((R,) or (R, k)); the array itself, uncopied, when ``decode`` is every
+    slot (it is an ascending index array of distinct slots, so same size means all of them)."""
+    return arr if decode.size == arr.shape[0] else arr[decode]
+
+
 @dataclass
 class Slots:
     """Running requests' state, one entry per slot in admission order: named (R,) arrays (DESIGN.md words).
@@ -121,23 +131,28 @@ class Slots:
 
     def append(self, rows: list[dict]) -> None:
         """Append one slot per dict of field values (every field given), in order."""
-        for f in fields(self):
-            old = getattr(self, f.name)
-            setattr(self, f.name, np.concatenate([old, np.array([r[f.name] for r in rows], old.dtype)]))
+        d = self.__dict__
+        for name in _SLOT_FIELDS:
+            old = d[name]
+            d[name] = np.concatenate([old, np.array([r[name] for r in rows], old.dtype)])
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` (R,) is True, in order."""
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name)[mask])
+        d = self.__dict__
+        for name in _SLOT_FIELDS:
+            d[name] = d[name][mask]
 
     def take(self, slot: int) -> dict[str, object]:
         """One slot's values as a dict (for parking a preempted request)."""
-        return {f.name: getattr(self, f.name)[slot] for f in fields(self)}
+        return {name: self.__dict__[name][slot] for name in _SLOT_FIELDS}
 
 
-@dataclass(frozen=True)
-class StepPlan:
-    """What a step will do, fixed before its duration elapses (arrays over the R decoding requests)."""
+_SLOT_FIELDS = tuple(f.name for f in fields(Slots))
+
+
+class StepPlan(NamedTuple):
+    """What a step will do, fixed before its duration elapses (arrays over the R decoding requests; immutable,
+    a NamedTuple because one is built every step)."""
 
     decode: np.ndarray        # (R,) slot indices of decoding requests
     verify_len: np.ndarray    # (R,) clipped verify lengths
@@ -149,6 +164,8 @@ class StepPlan:
     duration_s: float
     capacity: int
     gamma: int                # drafts proposed this step
+    verified_drafts: int      # sum of verify_len
+    prefill_tokens: int       # sum of chunk
     batch_tokens: int         # decode B plus prefill chunk tokens
     num_preempted: int
     num_waiting: int
@@ -386,20 +403,23 @@ class Replica:
     def _plan(self, preempted: int, waiting: int) -> StepPlan:
         s = self.slots
         decode = np.flatnonzero(s.prefill_left == 0)
-        kv_tokens = float((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
+        kv_tokens = float(_at(s.prompt_tokens, decode).sum() + _at(s.num_generated, decode).sum())
         gamma = self._proposal(decode, kv_tokens)
         can_draft = self._draft_room(decode, gamma)
         accept, conf_raw, conf, capacity, verify_len = self._decide(decode, gamma, can_draft, kv_tokens)
         verify_len = self._clip(decode, verify_len, can_draft)
-        B = decode.size + int(verify_len.sum())
-        prefill, chunk = self._pack_prefill(B)
-        drafting = int(can_draft.sum()) if gamma else 0
-        duration = self._cost(decode.size, B, prefill, chunk, drafting, gamma, kv_tokens)
+        verified = int(verify_len.sum())
+        B = decode.size + verified
+        prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (_NONE, _NONE)
+        prefill_tokens = int(chunk.sum())
+        drafting = (decode.size if can_draft is None else int(can_draft.sum())) if gamma else 0
+        duration = self._cost(decode.size, B, prefill, chunk, prefill_tokens, drafting, gamma, kv_tokens)
         if self._lazy and not self._exact:
             self._owed += s.size * self.growth_bound
         return StepPlan(decode=decode, verify_len=verify_len, accept=accept, conf_raw=conf_raw, conf=conf,
                         prefill=prefill, chunk=chunk, duration_s=duration, capacity=capacity, gamma=gamma,
-                        batch_tokens=B + int(chunk.sum()), num_preempted=preempted, num_waiting=waiting)
+                        verified_drafts=verified, prefill_tokens=prefill_tokens, batch_tokens=B + prefill_tokens,
+                        num_preempted=preempted, num_waiting=waiting)
 
     def _proposal(self, decode: np.ndarray, kv_tokens: float) -> int:
         """Drafts proposed this step: gamma, or the policy's ``proposal_length`` (asked before drafting)."""
@@ -410,11 +430,12 @@ class Replica:
         view = self._view(decode, None, empty, empty, kv_tokens, None, gamma)
         return self._check_int(h.proposal_length(view), "proposal_length", gamma)
 
-    def _draft_room(self, decode: np.ndarray, gamma: int) -> np.ndarray:
-        """(R,) bool: requests whose drafter KV share fits (FCFS); they draft, the others verify nothing."""
+    def _draft_room(self, decode: np.ndarray, gamma: int) -> np.ndarray | None:
+        """(R,) bool: requests whose drafter KV share fits (FCFS); they draft, the others verify nothing.
+        None when every request drafts (no drafter KV to allocate, or a lazy step)."""
         cfg, s = self.config, self.slots
         if not self._exact or gamma == 0 or cfg.drafter_kv_fraction == 0:
-            return np.ones(decode.size, bool)
+            return None
         ctx = s.prompt_tokens[decode] + s.num_generated[decode] + gamma
         need = np.maximum(blocks_for(np.ceil(ctx * cfg.drafter_kv_fraction).astype(np.int64), cfg.block_size)
                           - s.draft_kv_blocks[decode], 0)
@@ -422,16 +443,17 @@ class Replica:
         granted = np.where(fits, need, 0)
         self.pool.take(int(granted.sum()))
         s.draft_kv_blocks[decode] += granted
-        return fits | (need == 0)
+        can = fits | (need == 0)
+        return None if can.all() else can
 
-    def _decide(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray, kv_tokens: float):
+    def _decide(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray | None, kv_tokens: float):
         """The step's drafts and the policy's verify lengths (unclipped): (accept, c_raw, c, capacity, l)."""
         R, h, s = decode.size, self.hooks, self.slots
         accept, conf_raw, conf = self._draft(decode, gamma, can_draft)
         capacity = -1
         if R and h.capacity is not None:
             old = self._views[0] if len(self._views) == 2 else None
-            capacity = self._check_int(h.capacity(old, s.request[decode], R), "capacity", None)
+            capacity = self._check_int(h.capacity(old, _at(s.request, decode), R), "capacity", None)
         if not R:
             self._views.append(None)
             return accept, conf_raw, conf, capacity, np.zeros(0, np.int64)
@@ -439,29 +461,29 @@ class Replica:
         self._views.append(view)
         return accept, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
 
-    def _draft(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray):
+    def _draft(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray | None):
         """(accept, conf_raw, conf), each (R, gamma), of this step's drafts at each request's anchor (its
         tokens so far); requests that cannot draft get confidence 0. ``accept`` is hidden until the step ends."""
         s, R = self.slots, decode.size
         if not (R and gamma):
             z = np.zeros((R, gamma))
             return np.zeros((R, gamma), bool), z, z
-        conf_raw, conf, accept = self.draws.outcomes(s.draw_key[decode], s.num_generated[decode],
-                                                     s.draw_base[decode], gamma)
-        if not can_draft.all():
+        conf_raw, conf, accept = self.draws.outcomes(_at(s.draw_key, decode), _at(s.num_generated, decode),
+                                                     _at(s.draw_base, decode), gamma)
+        if can_draft is not None:
             conf_raw[~can_draft] = 0.0
             conf[~can_draft] = 0.0
         return accept, conf_raw, conf
 
-    def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray) -> np.ndarray:
+    def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray | None) -> np.ndarray:
         """Clip verify lengths to the remaining output - 1, the drafter's room and (exact steps) the KV left."""
         s = self.slots
-        lmax = s.output_tokens[decode] - s.num_generated[decode] - 1          # never verify past the output
+        lmax = _at(s.output_tokens, decode) - _at(s.num_generated, decode) - 1     # never verify past the output
         over = verify_len > lmax
         if over.any():
             self.records.num_clips += int(over.sum())
             verify_len = np.minimum(verify_len, lmax)
-        if not can_draft.all():
+        if can_draft is not None:
             verify_len = np.where(can_draft, verify_len, 0)
         if self._exact and self._paged and verify_len.size:
             verify_len = self._lookahead(decode, verify_len)
@@ -498,11 +520,11 @@ class Replica:
         keep = take > 0
         return waiting[keep], take[keep]
 
-    def _cost(self, R: int, B: int, prefill: np.ndarray, chunk: np.ndarray, drafting: int, gamma: int,
-              kv_tokens: float) -> float:
+    def _cost(self, R: int, B: int, prefill: np.ndarray, chunk: np.ndarray, prefill_tokens: int, drafting: int,
+              gamma: int, kv_tokens: float) -> float:
         """Seconds of the step: target step + host + drafter + prefill attention + emissions."""
         s, prof, cfg = self.slots, self.profile, self.config
-        total = B + int(chunk.sum())
+        total = B + prefill_tokens
         if not total:
             return 0.0
         step_time = prof.mixed_step_time if chunk.size else prof.step_time   # prefill in the step: eager
@@ -522,16 +544,15 @@ class Replica:
     # ----------------------------------------------------------------- policy results and views
     def _view(self, decode, accept, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
         s = self.slots
-        whole = decode.size == s.size                    # every slot decodes: the view keeps the arrays as they are
-        pick = (lambda a: a) if whole else (lambda a: a[decode])
-        ids = pick(s.request)
+        ids = _at(s.request, decode)                     # every slot decodes: the view keeps the arrays as they are
         extra = {"accept": accept} if self.hooks.view_cls is OracleView else {}
         return self.hooks.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
             domains=self.workload.domain[ids], conf_raw=conf_raw, conf=conf,
-            num_generated=pick(s.num_generated), prompt_tokens=pick(s.prompt_tokens), kv_tokens=kv_tokens,
-            hist_drafts_verified=pick(s.drafts_verified), hist_drafts_accepted=pick(s.drafts_accepted),
-            last_verify_len=pick(s.last_verify_len), last_accepted=pick(s.last_accepted),
+            num_generated=_at(s.num_generated, decode), prompt_tokens=_at(s.prompt_tokens, decode),
+            kv_tokens=kv_tokens, hist_drafts_verified=_at(s.drafts_verified, decode),
+            hist_drafts_accepted=_at(s.drafts_accepted, decode), last_verify_len=_at(s.last_verify_len, decode),
+            last_accepted=_at(s.last_accepted, decode),
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
     def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
@@ -569,7 +590,7 @@ class Replica:
         if not d.size:
             return np.zeros(0, np.int64)
         accepted = kernels.accepted_prefix(plan.accept, l)                    # hidden until now
-        self.records.itl(now - s.last_emit_s[d], now)
+        self.records.itl(now - _at(s.last_emit_s, d), now)
         s.last_emit_s[d] = now
         self._advance_decode(d, l, accepted)
         if self.records.record_step_log:
@@ -625,12 +646,12 @@ class Replica:
         self.records.step(StepRecord(
             replica=self.index, step=self.step_index, start_s=start, duration_s=now - start,
             num_running=self.slots.size, num_decode=R, batch_tokens=plan.batch_tokens,
-            verified_drafts=int(plan.verify_len.sum()), accepted_drafts=num_acc,
-            emitted_tokens=num_acc + R + recomputed, prefill_tokens=int(plan.chunk.sum()), capacity=plan.capacity,
+            verified_drafts=plan.verified_drafts, accepted_drafts=num_acc,
+            emitted_tokens=num_acc + R + recomputed, prefill_tokens=plan.prefill_tokens, capacity=plan.capacity,
             host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
             kv_blocks_used=self.pool.num_blocks - self.pool.num_available,
             num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
-        if self._stall(R + int(plan.chunk.sum())):
+        if self._stall(R + plan.prefill_tokens):
             raise RuntimeError(f"replica {self.index} cannot progress: {self.slots.size} running, "
                                f"{len(self.queue)} queued, {self.pool.num_available} KV blocks available")
 

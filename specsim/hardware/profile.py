@@ -215,8 +215,8 @@ class StepTimeProfile:
         """Extra seconds of attention for prefill chunks in a mixed (colocated) step.
 
         Args:
-            chunk_tokens: (n,) prompt tokens each prefill chunk processes this step.
-            context_tokens: (n,) prompt tokens of the same requests already in the KV cache.
+            chunk_tokens: (n,) prompt tokens each prefill chunk processes this step (or one int).
+            context_tokens: (n,) prompt tokens of the same requests already in the KV cache (or one int).
 
         The base table charges ``prefill_attn_s_per_pair * sum(c * (k + (c + 1) / 2))`` (causal attention of
         c chunk tokens over k cached ones; the step model's coefficient), 0 for plain tables (the linear
@@ -225,6 +225,9 @@ class StepTimeProfile:
         """
         if not self.prefill_attn_s_per_pair:
             return 0.0
+        if isinstance(chunk_tokens, (int, np.integer)):          # one chunk: the same arithmetic on scalars
+            c, k = float(chunk_tokens), float(context_tokens)
+            return float(self.prefill_attn_s_per_pair * (c * (k + (c + 1.0) / 2.0)))
         c = np.asarray(chunk_tokens, dtype=np.float64)
         k = np.asarray(context_tokens, dtype=np.float64)
         return float(self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0)))
