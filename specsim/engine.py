@@ -131,16 +131,19 @@ class Slots:
 
     def append(self, rows: list[dict]) -> None:
         """Append one slot per dict of field values (every field given), in order."""
-        d = self.__dict__
+        d, n = self.__dict__, len(rows)
         for name in _SLOT_FIELDS:
             old = d[name]
-            d[name] = np.concatenate([old, np.array([r[name] for r in rows], old.dtype)])
+            new = np.empty((old.shape[0] + n,) + old.shape[1:], old.dtype)
+            new[:old.shape[0]] = old
+            new[old.shape[0]:] = [r[name] for r in rows] if n > 1 else rows[0][name]
+            d[name] = new
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` (R,) is True, in order."""
-        d = self.__dict__
+        d, kept = self.__dict__, np.flatnonzero(mask)
         for name in _SLOT_FIELDS:
-            d[name] = d[name][mask]
+            d[name] = d[name][kept]
 
     def take(self, slot: int) -> dict[str, object]:
         """One slot's values as a dict (for parking a preempted request)."""
@@ -584,39 +587,25 @@ class Replica:
         if done.size:
             self._release(done, now)
 
-    def _emit_decode(self, plan: StepPlan, start: float, now: float) -> np.ndarray:
-        """Reveal the step's outcomes; emit accepted prefix + 1 per decoding request (arrays replaced)."""
+    def _emit_decode(self, plan: StepPlan, start: float, now: float) -> int:
+        """Reveal the step's outcomes; each decoding request emits its accepted prefix + 1 (the view's arrays
+        are replaced, never written in place: :func:`specsim.kernels.emit_decode`). Returns accepted drafts."""
         s, d, l = self.slots, plan.decode, plan.verify_len
         if not d.size:
-            return np.zeros(0, np.int64)
-        accepted = kernels.accepted_prefix(plan.accept, l)                    # hidden until now
-        self.records.itl(now - _at(s.last_emit_s, d), now)
-        s.last_emit_s[d] = now
-        self._advance_decode(d, l, accepted)
+            return 0
+        (accepted, gaps_s, s.num_generated, s.decode_steps, s.drafts_verified, s.drafts_accepted,
+         num_accepted) = kernels.emit_decode(d, l, plan.accept, now, s.last_emit_s, s.num_generated,
+                                             s.decode_steps, s.drafts_verified, s.drafts_accepted)
+        self.records.itl(gaps_s, now)
+        if d.size == s.size:                                                   # every slot decoded
+            s.last_verify_len, s.last_accepted = l, accepted
+        else:
+            s.last_verify_len, s.last_accepted = s.last_verify_len.copy(), s.last_accepted.copy()
+            s.last_verify_len[d], s.last_accepted[d] = l, accepted
         if self.records.record_step_log:
             self.records.step_log((self.step_index, self.index, start, now - start, s.request[d], plan.gamma, l,
                                    accepted, plan.conf_raw, plan.conf))
-        return accepted
-
-    def _advance_decode(self, d: np.ndarray, l: np.ndarray, accepted: np.ndarray) -> None:
-        """Count the step in the decoding slots ``d``; the view's arrays are replaced, never written in place."""
-        s = self.slots
-        if d.size == s.size:                                                   # every slot decoded
-            s.num_generated = s.num_generated + accepted + 1
-            s.decode_steps = s.decode_steps + 1
-            s.drafts_verified = s.drafts_verified + l
-            s.drafts_accepted = s.drafts_accepted + accepted
-            s.last_verify_len, s.last_accepted = l, accepted
-            return
-        for name, add in (("num_generated", accepted + 1), ("decode_steps", 1), ("drafts_verified", l),
-                          ("drafts_accepted", accepted)):
-            arr = getattr(s, name).copy()
-            arr[d] += add
-            setattr(s, name, arr)
-        for name, val in (("last_verify_len", l), ("last_accepted", accepted)):
-            arr = getattr(s, name).copy()
-            arr[d] = val
-            setattr(s, name, arr)
+        return num_accepted
 
     def _advance_prefill(self, plan: StepPlan, now: float) -> int:
         """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns finished recomputes."""
@@ -640,9 +629,8 @@ class Replica:
             self.records.first_token(s.request[first], now)
         return int(again.size)
 
-    def _record(self, plan: StepPlan, start: float, now: float, accepted: np.ndarray, recomputed: int) -> None:
+    def _record(self, plan: StepPlan, start: float, now: float, num_acc: int, recomputed: int) -> None:
         R = plan.decode.size
-        num_acc = int(accepted.sum())
         self.records.step(StepRecord(
             replica=self.index, step=self.step_index, start_s=start, duration_s=now - start,
             num_running=self.slots.size, num_decode=R, batch_tokens=plan.batch_tokens,

@@ -1,4 +1,4 @@
-"""Compiled hot loops of the engine step (numba): the latent draws and outcomes, the DSpark scan, acceptance.
+"""Compiled hot loops of the engine step (numba): the latent draws and outcomes, the DSpark scan, emission.
 
 Each kernel computes, bit for bit, what a reference numpy expression elsewhere computes (named in its
 docstring; ``tests/test_kernels.py`` checks the equality on random inputs): the kernels only remove the
@@ -92,20 +92,6 @@ def latent_outcomes(keys, anchors, base, scale, lin_scale, lin_shift, low_ratio,
     return conf_raw, conf, accept
 
 
-@numba.njit(cache=True)
-def accepted_prefix(accept, verify_len):
-    """(R,) int64 accepted drafts: the leading run of True in ``accept`` (R, gamma) within each verify length,
-    i.e. ``(accept & (arange(gamma) < l[:, None])).cumprod(axis=1).sum(axis=1)``."""
-    R = accept.shape[0]
-    out = np.zeros(R, np.int64)
-    for r in range(R):
-        n = 0
-        while n < verify_len[r] and accept[r, n]:
-            n += 1
-        out[r] = n
-    return out
-
-
 @numba.njit(cache=True, inline="always")
 def _before(a, b, head, pos):
     """Candidate order: higher survival first; ties: lower position, then lower request (a stable sort of the
@@ -174,3 +160,38 @@ def dspark_greedy(conf, step_times, num_requests):
             heap[0] = heap[size]
         _sift_down(heap, size, 0, head, lengths)
     return lengths
+
+
+@numba.njit(cache=True)
+def emit_decode(decode, verify_len, accept, now_s, last_emit_s, num_generated, decode_steps, drafts_verified,
+                drafts_accepted):
+    """Reveal a step's outcomes for the decoding slots ``decode`` (R,): returns ``(accepted, gaps_s,
+    num_generated, decode_steps, drafts_verified, drafts_accepted, num_accepted)``.
+
+    ``accepted`` (R,) is each request's leading run of accepted drafts within its verify length,
+    ``(accept & (arange(gamma) < verify_len[:, None])).cumprod(axis=1).sum(axis=1)``; ``gaps_s`` (R,) ``now_s - last_emit_s[decode]`` (seconds
+    since each request's previous emission), and ``last_emit_s[decode]`` is set to ``now_s`` in place; the four
+    per-slot counters come back as new (S,) arrays (the inputs, which views may hold, are not written): each
+    decoding slot adds accepted + 1 emitted tokens, one step, its verify length and its accepted drafts.
+    ``num_accepted`` is ``accepted.sum()``.
+    """
+    R = decode.size
+    accepted = np.empty(R, np.int64)
+    gaps_s = np.empty(R)
+    generated, steps = num_generated.copy(), decode_steps.copy()
+    verified, acc = drafts_verified.copy(), drafts_accepted.copy()
+    total = 0
+    for i in range(R):
+        s = decode[i]
+        n = 0
+        while n < verify_len[i] and accept[i, n]:
+            n += 1
+        accepted[i] = n
+        total += n
+        gaps_s[i] = now_s - last_emit_s[s]
+        last_emit_s[s] = now_s
+        generated[s] += n + 1
+        steps[s] += 1
+        verified[s] += verify_len[i]
+        acc[s] += n
+    return accepted, gaps_s, generated, steps, verified, acc, total

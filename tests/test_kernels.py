@@ -43,13 +43,35 @@ def test_latent_outcomes_equal_rows_then_confidences(gamma, domain, low_ratio):
     assert (np.abs(rows[:, 1]) > 2.4 * model.sigma_conf).any()
 
 
-def test_accepted_prefix_is_the_leading_run_within_the_verify_length():
+@pytest.mark.parametrize("whole", [True, False])
+def test_emit_decode_equals_the_numpy_update(whole):
     rng = np.random.default_rng(0)
-    accept = rng.random((500, 7)) < 0.8
-    l = rng.integers(0, 8, 500)
-    ref = (accept & (np.arange(7)[None, :] < l[:, None])).cumprod(axis=1).sum(axis=1)
-    np.testing.assert_array_equal(kernels.accepted_prefix(accept, l), ref)
-    assert kernels.accepted_prefix(np.array([[True, True, False, True]]), np.array([4]))[0] == 2
+    S, G = 60, 7
+    decode = np.arange(S) if whole else np.sort(rng.choice(S, 25, replace=False))
+    R = decode.size
+    accept = rng.random((R, G)) < 0.8
+    l = rng.integers(0, G + 1, R)
+    counters = [rng.integers(0, 500, S) for _ in range(4)]
+    frozen = [c.copy() for c in counters]
+    last_emit = rng.random(S)
+    before = last_emit.copy()
+    accepted, gaps, gen, steps, ver, acc, total = kernels.emit_decode(decode, l, accept, 2.5, last_emit, *counters)
+    ref = (accept & (np.arange(G)[None, :] < l[:, None])).cumprod(axis=1).sum(axis=1)
+    np.testing.assert_array_equal(accepted, ref)
+    assert total == ref.sum()
+    np.testing.assert_array_equal(gaps, 2.5 - before[decode])
+    np.testing.assert_array_equal(last_emit[decode], 2.5)
+    untouched = np.setdiff1d(np.arange(S), decode)
+    np.testing.assert_array_equal(last_emit[untouched], before[untouched])
+    for new, old, add in zip((gen, steps, ver, acc), frozen, (ref + 1, 1, l, ref)):
+        want = old.copy()
+        want[decode] += add
+        np.testing.assert_array_equal(new, want)
+    for c, f in zip(counters, frozen):                     # the inputs (which views may hold) are not written
+        np.testing.assert_array_equal(c, f)
+    one = kernels.emit_decode(np.array([0]), np.array([4]), np.array([[True, True, False, True]]), 1.0,
+                              np.zeros(1), *[np.zeros(1, np.int64)] * 4)
+    assert one[0][0] == 2 and one[2][0] == 3              # 2 accepted drafts + the target's own token
 
 
 def test_dspark_greedy_by_hand():
