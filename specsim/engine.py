@@ -410,7 +410,7 @@ class Replica:
         gamma = self._proposal(decode, kv_tokens)
         can_draft = self._draft_room(decode, gamma)
         accept, conf_raw, conf, capacity, verify_len = self._decide(decode, gamma, can_draft, kv_tokens)
-        verify_len = self._clip(decode, verify_len, can_draft)
+        verify_len = self._clip(decode, verify_len, can_draft, gamma)
         verified = int(verify_len.sum())
         B = decode.size + verified
         prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (_NONE, _NONE)
@@ -462,7 +462,7 @@ class Replica:
             return accept, conf_raw, conf, capacity, np.zeros(0, np.int64)
         view = self._view(decode, accept, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
         self._views.append(view)
-        return accept, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
+        return accept, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R)
 
     def _draft(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray | None):
         """(accept, conf_raw, conf), each (R, gamma), of this step's drafts at each request's anchor (its
@@ -478,14 +478,17 @@ class Replica:
             conf[~can_draft] = 0.0
         return accept, conf_raw, conf
 
-    def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray | None) -> np.ndarray:
-        """Clip verify lengths to the remaining output - 1, the drafter's room and (exact steps) the KV left."""
+    def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray | None,
+              gamma: int) -> np.ndarray:
+        """Check the policy's lengths are in [0, gamma]; clip them to the remaining output - 1, the drafter's
+        room and (exact steps) the KV left."""
         s = self.slots
-        lmax = _at(s.output_tokens, decode) - _at(s.num_generated, decode) - 1     # never verify past the output
-        over = verify_len > lmax
-        if over.any():
-            self.records.num_clips += int(over.sum())
-            verify_len = np.minimum(verify_len, lmax)
+        verify_len, num_clipped, low, high = kernels.clip_to_output(verify_len, decode, s.output_tokens,
+                                                                    s.num_generated)
+        if not (0 <= low and high <= gamma):
+            raise SpecsimInputError(None, None, f"policy {self.hooks.name}", f"verify lengths in [0, {gamma}]",
+                                    f"values in [{low}, {high}]")
+        self.records.num_clips += num_clipped
         if can_draft is not None:
             verify_len = np.where(can_draft, verify_len, 0)
         if self._exact and self._paged and verify_len.size:
@@ -558,16 +561,19 @@ class Replica:
             last_accepted=_at(s.last_accepted, decode),
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
-    def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
+    def _check_lengths(self, result, R: int) -> np.ndarray:
+        """The policy's verify lengths as an (R,) int64 array (their range is checked by :meth:`_clip`)."""
         arr = result if type(result) is np.ndarray else np.asarray(result)
         if arr.shape != (R,) or arr.dtype.kind not in "iub":             # signed, unsigned ints or bools
             raise SpecsimInputError(None, None, f"policy {self.hooks.name}",
                                     f"verify lengths as an integer array of shape ({R},)",
                                     f"{arr.dtype} array of shape {arr.shape}")
-        if R and not (0 <= arr.min() and arr.max() <= gamma):
-            raise SpecsimInputError(None, None, f"policy {self.hooks.name}", f"verify lengths in [0, {gamma}]",
-                                    f"values in [{arr.min()}, {arr.max()}]")
-        return arr if arr.dtype == np.int64 else arr.astype(np.int64)
+        if arr.dtype == np.int64:
+            return arr
+        if arr.dtype.kind == "u" and R and arr.max() > np.iinfo(np.int64).max:
+            raise SpecsimInputError(None, None, f"policy {self.hooks.name}", "verify lengths in [0, gamma]",
+                                    f"values up to {arr.max()}")
+        return arr.astype(np.int64)
 
     def _check_int(self, result, hook: str, upper: int | None) -> int:
         ok = not isinstance(result, (bool, np.bool_)) and isinstance(result, (int, np.integer)) and result >= 0
@@ -579,23 +585,26 @@ class Replica:
     # ----------------------------------------------------------------- the step ends
     def _finish(self, plan: StepPlan, start: float) -> None:
         now = self.env.now
-        accepted = self._emit_decode(plan, start, now)
+        accepted, finished = self._emit_decode(plan, start, now)
         recomputed = self._advance_prefill(plan, now)
         self._record(plan, start, now, accepted, recomputed)
         self.step_index += 1
-        done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
-        if done.size:
-            self._release(done, now)
+        if finished or plan.prefill.size:                 # a finished prefill may complete a 1-token output
+            done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
+            if done.size:
+                self._release(done, now)
 
-    def _emit_decode(self, plan: StepPlan, start: float, now: float) -> int:
+    def _emit_decode(self, plan: StepPlan, start: float, now: float) -> tuple[int, int]:
         """Reveal the step's outcomes; each decoding request emits its accepted prefix + 1 (the view's arrays
-        are replaced, never written in place: :func:`specsim.kernels.emit_decode`). Returns accepted drafts."""
+        are replaced, never written in place: :func:`specsim.kernels.emit_decode`).
+        Returns (accepted drafts, requests that reached their output length)."""
         s, d, l = self.slots, plan.decode, plan.verify_len
         if not d.size:
-            return 0
+            return 0, 0
         (accepted, gaps_s, s.num_generated, s.decode_steps, s.drafts_verified, s.drafts_accepted,
-         num_accepted) = kernels.emit_decode(d, l, plan.accept, now, s.last_emit_s, s.num_generated,
-                                             s.decode_steps, s.drafts_verified, s.drafts_accepted)
+         num_accepted, num_finished) = kernels.emit_decode(d, l, plan.accept, now, s.last_emit_s, s.num_generated,
+                                                           s.decode_steps, s.drafts_verified, s.drafts_accepted,
+                                                           s.output_tokens)
         self.records.itl(gaps_s, now)
         if d.size == s.size:                                                   # every slot decoded
             s.last_verify_len, s.last_accepted = l, accepted
@@ -605,7 +614,7 @@ class Replica:
         if self.records.record_step_log:
             self.records.step_log((self.step_index, self.index, start, now - start, s.request[d], plan.gamma, l,
                                    accepted, plan.conf_raw, plan.conf))
-        return num_accepted
+        return num_accepted, num_finished
 
     def _advance_prefill(self, plan: StepPlan, now: float) -> int:
         """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns finished recomputes."""

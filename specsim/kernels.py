@@ -164,16 +164,17 @@ def dspark_greedy(conf, step_times, num_requests):
 
 @numba.njit(cache=True)
 def emit_decode(decode, verify_len, accept, now_s, last_emit_s, num_generated, decode_steps, drafts_verified,
-                drafts_accepted):
+                drafts_accepted, output_tokens):
     """Reveal a step's outcomes for the decoding slots ``decode`` (R,): returns ``(accepted, gaps_s,
-    num_generated, decode_steps, drafts_verified, drafts_accepted, num_accepted)``.
+    num_generated, decode_steps, drafts_verified, drafts_accepted, num_accepted, num_finished)``.
 
     ``accepted`` (R,) is each request's leading run of accepted drafts within its verify length,
     ``(accept & (arange(gamma) < verify_len[:, None])).cumprod(axis=1).sum(axis=1)``; ``gaps_s`` (R,) ``now_s - last_emit_s[decode]`` (seconds
     since each request's previous emission), and ``last_emit_s[decode]`` is set to ``now_s`` in place; the four
     per-slot counters come back as new (S,) arrays (the inputs, which views may hold, are not written): each
     decoding slot adds accepted + 1 emitted tokens, one step, its verify length and its accepted drafts.
-    ``num_accepted`` is ``accepted.sum()``.
+    ``num_accepted`` is ``accepted.sum()``; ``num_finished`` how many decoding slots reached their
+    ``output_tokens``.
     """
     R = decode.size
     accepted = np.empty(R, np.int64)
@@ -181,6 +182,7 @@ def emit_decode(decode, verify_len, accept, now_s, last_emit_s, num_generated, d
     generated, steps = num_generated.copy(), decode_steps.copy()
     verified, acc = drafts_verified.copy(), drafts_accepted.copy()
     total = 0
+    finished = 0
     for i in range(R):
         s = decode[i]
         n = 0
@@ -194,4 +196,31 @@ def emit_decode(decode, verify_len, accept, now_s, last_emit_s, num_generated, d
         steps[s] += 1
         verified[s] += verify_len[i]
         acc[s] += n
-    return accepted, gaps_s, generated, steps, verified, acc, total
+        finished += generated[s] >= output_tokens[s]
+    return accepted, gaps_s, generated, steps, verified, acc, total, finished
+
+
+@numba.njit(cache=True)
+def clip_to_output(verify_len, decode, output_tokens, num_generated):
+    """A policy's verify lengths (R,) int64 clipped so that no request verifies past its output: returns
+    ``(clipped, num_clipped, low, high)``.
+
+    ``clipped`` is ``minimum(verify_len, output_tokens[decode] - num_generated[decode] - 1)`` (a new array),
+    ``num_clipped`` how many were lowered, ``low`` / ``high`` the unclipped lengths' min and max (0 when
+    R = 0), for the engine's range check.
+    """
+    R = verify_len.size
+    clipped = np.empty(R, np.int64)
+    num_clipped = 0
+    low = verify_len[0] if R else 0
+    high = low
+    for i in range(R):
+        v = verify_len[i]
+        low, high = min(low, v), max(high, v)
+        s = decode[i]
+        lmax = output_tokens[s] - num_generated[s] - 1
+        if v > lmax:
+            v = lmax
+            num_clipped += 1
+        clipped[i] = v
+    return clipped, num_clipped, low, high

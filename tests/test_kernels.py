@@ -55,7 +55,9 @@ def test_emit_decode_equals_the_numpy_update(whole):
     frozen = [c.copy() for c in counters]
     last_emit = rng.random(S)
     before = last_emit.copy()
-    accepted, gaps, gen, steps, ver, acc, total = kernels.emit_decode(decode, l, accept, 2.5, last_emit, *counters)
+    output = rng.integers(1, 520, S)
+    accepted, gaps, gen, steps, ver, acc, total, finished = kernels.emit_decode(decode, l, accept, 2.5, last_emit,
+                                                                                *counters, output)
     ref = (accept & (np.arange(G)[None, :] < l[:, None])).cumprod(axis=1).sum(axis=1)
     np.testing.assert_array_equal(accepted, ref)
     assert total == ref.sum()
@@ -67,11 +69,26 @@ def test_emit_decode_equals_the_numpy_update(whole):
         want = old.copy()
         want[decode] += add
         np.testing.assert_array_equal(new, want)
+    assert finished == (gen[decode] >= output[decode]).sum() > 0
     for c, f in zip(counters, frozen):                     # the inputs (which views may hold) are not written
         np.testing.assert_array_equal(c, f)
     one = kernels.emit_decode(np.array([0]), np.array([4]), np.array([[True, True, False, True]]), 1.0,
-                              np.zeros(1), *[np.zeros(1, np.int64)] * 4)
-    assert one[0][0] == 2 and one[2][0] == 3              # 2 accepted drafts + the target's own token
+                              np.zeros(1), *[np.zeros(1, np.int64)] * 4, np.array([3]))
+    assert one[0][0] == 2 and one[2][0] == 3 and one[7] == 1   # 2 accepted drafts + the target's own token
+
+
+def test_clip_to_output():
+    rng = np.random.default_rng(1)
+    S = 40
+    decode = np.sort(rng.choice(S, 30, replace=False))
+    output, generated = rng.integers(2, 30, S), rng.integers(0, 10, S)
+    generated = np.minimum(generated, output - 1)
+    l = rng.integers(0, 8, decode.size)
+    clipped, n, low, high = kernels.clip_to_output(l, decode, output, generated)
+    lmax = output[decode] - generated[decode] - 1
+    np.testing.assert_array_equal(clipped, np.minimum(l, lmax))
+    assert n == (l > lmax).sum() > 0 and (low, high) == (l.min(), l.max())
+    assert kernels.clip_to_output(np.zeros(0, np.int64), decode[:0], output, generated)[1:] == (0, 0, 0)
 
 
 def test_dspark_greedy_by_hand():

@@ -8,9 +8,18 @@ Survival falls along a request's prefix, so any top-n set (ties broken by positi
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
+
+
+@functools.cache
+def _kernels():
+    """specsim.kernels, imported on first use (listing the policies does not load numba and scipy)."""
+    from specsim import kernels
+    return kernels
 
 
 def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,10 +88,8 @@ class DSpark(PolicyBase):
         limit = view.profile.batch_limit
         n_max = R * view.gamma if limit is None else max(0, min(R * view.gamma, limit - R))
         step_times = view.profile.step_time_range(R, n_max + 1, view.kv_tokens, R)   # (N+1,) B = R .. R+N
-        # ranked_candidates + theta_curve + the first-no-gain scan, in one compiled pass (same numbers);
-        # imported here so that listing the policies does not load numba and scipy
-        from specsim.kernels import dspark_greedy
-        return dspark_greedy(view.conf, step_times, R)
+        # ranked_candidates + theta_curve + the first-no-gain scan, in one compiled pass (same numbers)
+        return _kernels().dspark_greedy(view.conf, step_times, R)
 
 
 class DSparkAsync(PolicyBase):
