@@ -211,6 +211,7 @@ class Replica:
         self.parked: dict[int, dict] = {}          # preempted requests' state, by trace index
         self.cached_keys: dict[int, tuple] = {}    # cache keys each running request holds
         self._views: deque[SchedulingView | None] = deque(maxlen=2)
+        self._domains: tuple = (None, None)        # (request ids array, their domains) of the last view
         self._idle: simpy.Event | None = None
         self._paged = config.kv_allocation == "paged"
         self._lazy = lazy_kv and self._paged
@@ -405,16 +406,18 @@ class Replica:
     # ----------------------------------------------------------------- the step: view, decide, cost, pack
     def _plan(self, preempted: int, waiting: int) -> StepPlan:
         s = self.slots
-        decode = np.flatnonzero(s.prefill_left == 0)
-        kv_tokens = float(_at(s.prompt_tokens, decode).sum() + _at(s.num_generated, decode).sum())
+        decode, kv_tokens = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated)
+        kv_tokens = float(kv_tokens)
         gamma = self._proposal(decode, kv_tokens)
         can_draft = self._draft_room(decode, gamma)
         accept, conf_raw, conf, capacity, verify_len = self._decide(decode, gamma, can_draft, kv_tokens)
-        verify_len = self._clip(decode, verify_len, can_draft, gamma)
-        verified = int(verify_len.sum())
+        verify_len, verified = self._clip(decode, verify_len, can_draft, gamma)
         B = decode.size + verified
-        prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (_NONE, _NONE)
-        prefill_tokens = int(chunk.sum())
+        if decode.size < s.size:                          # some slots are (re-)prefilling
+            prefill, chunk = self._pack_prefill(B)
+            prefill_tokens = int(chunk.sum())
+        else:
+            prefill, chunk, prefill_tokens = _NONE, _NONE, 0
         drafting = (decode.size if can_draft is None else int(can_draft.sum())) if gamma else 0
         duration = self._cost(decode.size, B, prefill, chunk, prefill_tokens, drafting, gamma, kv_tokens)
         if self._lazy and not self._exact:
@@ -479,21 +482,23 @@ class Replica:
         return accept, conf_raw, conf
 
     def _clip(self, decode: np.ndarray, verify_len: np.ndarray, can_draft: np.ndarray | None,
-              gamma: int) -> np.ndarray:
+              gamma: int) -> tuple[np.ndarray, int]:
         """Check the policy's lengths are in [0, gamma]; clip them to the remaining output - 1, the drafter's
-        room and (exact steps) the KV left."""
+        room and (exact steps) the KV left. Returns (verify lengths, their sum)."""
         s = self.slots
-        verify_len, num_clipped, low, high = kernels.clip_to_output(verify_len, decode, s.output_tokens,
-                                                                    s.num_generated)
+        verify_len, total, num_clipped, low, high = kernels.clip_to_output(verify_len, decode, s.output_tokens,
+                                                                           s.num_generated)
         if not (0 <= low and high <= gamma):
             raise SpecsimInputError(None, None, f"policy {self.hooks.name}", f"verify lengths in [0, {gamma}]",
                                     f"values in [{low}, {high}]")
         self.records.num_clips += num_clipped
+        if can_draft is None and not (self._exact and self._paged and verify_len.size):
+            return verify_len, total
         if can_draft is not None:
             verify_len = np.where(can_draft, verify_len, 0)
         if self._exact and self._paged and verify_len.size:
             verify_len = self._lookahead(decode, verify_len)
-        return verify_len
+        return verify_len, int(verify_len.sum())
 
     def _lookahead(self, decode: np.ndarray, verify_len: np.ndarray) -> np.ndarray:
         """Allocate blocks for prompt + generated + l + 1 tokens, FCFS; a request that does not fit verifies fewer."""
@@ -551,10 +556,12 @@ class Replica:
     def _view(self, decode, accept, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
         s = self.slots
         ids = _at(s.request, decode)                     # every slot decodes: the view keeps the arrays as they are
+        if ids is not self._domains[0]:                  # same ids array (no admission or release): same domains
+            self._domains = (ids, self.workload.domain[ids])
         extra = {"accept": accept} if self.hooks.view_cls is OracleView else {}
         return self.hooks.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
-            domains=self.workload.domain[ids], conf_raw=conf_raw, conf=conf,
+            domains=self._domains[1], conf_raw=conf_raw, conf=conf,
             num_generated=_at(s.num_generated, decode), prompt_tokens=_at(s.prompt_tokens, decode),
             kv_tokens=kv_tokens, hist_drafts_verified=_at(s.drafts_verified, decode),
             hist_drafts_accepted=_at(s.drafts_accepted, decode), last_verify_len=_at(s.last_verify_len, decode),

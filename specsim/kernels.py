@@ -203,15 +203,16 @@ def emit_decode(decode, verify_len, accept, now_s, last_emit_s, num_generated, d
 @numba.njit(cache=True)
 def clip_to_output(verify_len, decode, output_tokens, num_generated):
     """A policy's verify lengths (R,) int64 clipped so that no request verifies past its output: returns
-    ``(clipped, num_clipped, low, high)``.
+    ``(clipped, total, num_clipped, low, high)``.
 
     ``clipped`` is ``minimum(verify_len, output_tokens[decode] - num_generated[decode] - 1)`` (a new array),
-    ``num_clipped`` how many were lowered, ``low`` / ``high`` the unclipped lengths' min and max (0 when
+    ``total`` its sum, ``num_clipped`` how many were lowered, ``low`` / ``high`` the unclipped lengths' min and max (0 when
     R = 0), for the engine's range check.
     """
     R = verify_len.size
     clipped = np.empty(R, np.int64)
     num_clipped = 0
+    total = 0
     low = verify_len[0] if R else 0
     high = low
     for i in range(R):
@@ -223,4 +224,21 @@ def clip_to_output(verify_len, decode, output_tokens, num_generated):
             v = lmax
             num_clipped += 1
         clipped[i] = v
-    return clipped, num_clipped, low, high
+        total += v
+    return clipped, total, num_clipped, low, high
+
+
+@numba.njit(cache=True)
+def decoding_slots(prefill_left, prompt_tokens, num_generated):
+    """``(decode, kv_tokens)``: the slots with no prefill left, ``flatnonzero(prefill_left == 0)`` (R,) int64,
+    and the KV tokens their step reads, ``sum(prompt_tokens + num_generated)`` over them (an int)."""
+    n = prefill_left.size
+    decode = np.empty(n, np.int64)
+    R = 0
+    kv_tokens = 0
+    for s in range(n):
+        if prefill_left[s] == 0:
+            decode[R] = s
+            R += 1
+            kv_tokens += prompt_tokens[s] + num_generated[s]
+    return decode[:R].copy(), kv_tokens

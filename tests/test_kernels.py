@@ -84,11 +84,21 @@ def test_clip_to_output():
     output, generated = rng.integers(2, 30, S), rng.integers(0, 10, S)
     generated = np.minimum(generated, output - 1)
     l = rng.integers(0, 8, decode.size)
-    clipped, n, low, high = kernels.clip_to_output(l, decode, output, generated)
+    clipped, total, n, low, high = kernels.clip_to_output(l, decode, output, generated)
     lmax = output[decode] - generated[decode] - 1
     np.testing.assert_array_equal(clipped, np.minimum(l, lmax))
-    assert n == (l > lmax).sum() > 0 and (low, high) == (l.min(), l.max())
-    assert kernels.clip_to_output(np.zeros(0, np.int64), decode[:0], output, generated)[1:] == (0, 0, 0)
+    assert n == (l > lmax).sum() > 0 and (low, high) == (l.min(), l.max()) and total == clipped.sum()
+    assert kernels.clip_to_output(np.zeros(0, np.int64), decode[:0], output, generated)[1:] == (0, 0, 0, 0)
+
+
+def test_decoding_slots():
+    left = np.array([0, 5, 0, 0, 12, 0])
+    prompt, generated = np.arange(10, 16), np.array([1, 0, 3, 4, 0, 9])
+    decode, kv = kernels.decoding_slots(left, prompt, generated)
+    np.testing.assert_array_equal(decode, [0, 2, 3, 5])
+    assert kv == (10 + 1) + (12 + 3) + (13 + 4) + (15 + 9)
+    none, kv0 = kernels.decoding_slots(np.zeros(0, np.int64), prompt[:0], generated[:0])
+    assert none.size == 0 and kv0 == 0
 
 
 def test_dspark_greedy_by_hand():

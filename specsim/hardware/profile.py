@@ -187,7 +187,8 @@ class StepTimeProfile:
         Raises:
             SpecsimInputError: as :meth:`step_time` beyond the table.
         """
-        if self.mixed_step_time_s is None or np.max(batch_tokens) > self.max_batch_tokens:
+        largest = batch_tokens if type(batch_tokens) is int else np.max(batch_tokens)
+        if self.mixed_step_time_s is None or largest > self.max_batch_tokens:
             return self.step_time(batch_tokens, kv_tokens, num_requests)
         t = np.interp(batch_tokens, self.batch_tokens, self.mixed_step_time_s)
         t = t + self.kv_read_s_per_token * kv_tokens + self.per_request_s * num_requests

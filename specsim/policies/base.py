@@ -69,10 +69,10 @@ class SchedulingView:
                      "hist_drafts_verified", "hist_drafts_accepted", "last_verify_len", "last_accepted"):
             arr = getattr(self, name)
             if arr.flags.writeable:
-                if arr.base is not None:           # a view of someone's array: freeze our own view of it
+                if isinstance(arr.base, np.ndarray):   # a view of someone's array: freeze our own view of it
                     arr = arr.view()
                     object.__setattr__(self, name, arr)
-                arr.setflags(write=False)          # an array the view owns (the engine's copies): freeze it
+                arr.setflags(write=False)          # an array nobody else writes (the engine's, replaced each step)
 
     @property
     def num_requests(self) -> int:
