@@ -555,17 +555,19 @@ class Replica:
     # ----------------------------------------------------------------- policy results and views
     def _view(self, decode, accept, conf_raw, conf, kv_tokens, capacity, gamma) -> SchedulingView:
         s = self.slots
-        ids = _at(s.request, decode)                     # every slot decodes: the view keeps the arrays as they are
+        shown = (s.request, s.num_generated, s.prompt_tokens, s.drafts_verified, s.drafts_accepted,
+                 s.last_verify_len, s.last_accepted)
+        if decode.size < s.size:                         # else every slot decodes: the arrays serve as they are
+            shown = tuple(a[decode] for a in shown)
+        ids, generated, prompt, verified, accepted, last_verify_len, last_accepted = shown
         if ids is not self._domains[0]:                  # same ids array (no admission or release): same domains
             self._domains = (ids, self.workload.domain[ids])
         extra = {"accept": accept} if self.hooks.view_cls is OracleView else {}
         return self.hooks.view_cls(
             step=self.step_index, now_s=self.env.now, gamma=gamma, request_ids=ids,
-            domains=self._domains[1], conf_raw=conf_raw, conf=conf,
-            num_generated=_at(s.num_generated, decode), prompt_tokens=_at(s.prompt_tokens, decode),
-            kv_tokens=kv_tokens, hist_drafts_verified=_at(s.drafts_verified, decode),
-            hist_drafts_accepted=_at(s.drafts_accepted, decode), last_verify_len=_at(s.last_verify_len, decode),
-            last_accepted=_at(s.last_accepted, decode),
+            domains=self._domains[1], conf_raw=conf_raw, conf=conf, num_generated=generated,
+            prompt_tokens=prompt, kv_tokens=kv_tokens, hist_drafts_verified=verified,
+            hist_drafts_accepted=accepted, last_verify_len=last_verify_len, last_accepted=last_accepted,
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
     def _check_lengths(self, result, R: int) -> np.ndarray:
