@@ -216,13 +216,16 @@ class Cluster:
             return float(prof.mixed_step_time(prompt_tokens, 0.0, 1)
                          + prof.prefill_attention_s(prompt_tokens, cached_tokens))
         full, rest = divmod(prompt_tokens, chunk)
-        sizes = np.full(full + (rest > 0), chunk, dtype=np.int64)
-        times = np.full(sizes.size, prof.mixed_step_time(chunk, 0.0, 1))     # one request per step, eager
+        times = np.full(full + (rest > 0), prof.mixed_step_time(chunk, 0.0, 1))  # one request per step, eager
+        if rest:
+            times[-1] = prof.mixed_step_time(rest, 0.0, 1)
+        if not prof.charges_prefill_attention:
+            return float(times.sum())
+        sizes = np.full(times.size, chunk, dtype=np.int64)
         if rest:
             sizes[-1] = rest
-            times[-1] = prof.mixed_step_time(rest, 0.0, 1)
         done = cached_tokens + chunk * np.arange(sizes.size)                 # tokens before each chunk
-        return float(np.sum(times) + prof.prefill_attention_s(sizes, done))  # + each chunk's attention so far
+        return float(times.sum() + prof.prefill_attention_s(sizes, done))   # + each chunk's attention so far
 
     def first_token(self, idx: int) -> None:
         """A disaggregated prefill emitted the first token: the request completes or goes to decode."""

@@ -54,6 +54,17 @@ def _normal(u, quantiles, table_n, tail):
     return lo + (t - i) * (quantiles[i + 1] - lo)
 
 
+@numba.njit(cache=True, inline="always")
+def _uniforms(key, anchor, u):
+    """Fill ``u`` (2 * words,) with the stream's uniforms at ``anchor`` (``specsim.draws.uniforms``' layout)."""
+    words = u.size // 2
+    start = np.uint64(anchor) * np.uint64(words)
+    for w in range(words):
+        x = _mix((start + np.uint64(w)) * _GOLDEN + key)
+        u[2 * w] = (np.float64(x >> np.uint64(32)) + 0.5) * _INV_2_32
+        u[2 * w + 1] = (np.float64(x & _LOW32) + 0.5) * _INV_2_32
+
+
 @numba.njit(cache=True)
 def latent_outcomes(keys, anchors, base, scale, lin_scale, lin_shift, low_ratio, inv_t, quantiles, tail,
                     gamma):
@@ -65,19 +76,12 @@ def latent_outcomes(keys, anchors, base, scale, lin_scale, lin_shift, low_ratio,
     ``lin_scale``, ``lin_shift``, ``inv_t`` (G,); ``low_ratio`` the model's ``conf_low_ratio``).
     """
     R, G = base.shape
-    cols = 3 * G + 1
-    words = (cols + 1) // 2
     table_n = quantiles.size - 1
-    conf_raw = np.empty((R, gamma))
-    conf = np.empty((R, gamma))
+    conf_raw, conf = np.empty((R, gamma)), np.empty((R, gamma))
     accept = np.empty((R, gamma), np.bool_)
-    u = np.empty(2 * words)
+    u = np.empty(2 * ((3 * G + 2) // 2))                    # columns e, eps x G, noise x G, u x G (+ 1 spare)
     for r in range(R):
-        start = np.uint64(anchors[r]) * np.uint64(words)
-        for w in range(words):
-            x = _mix((start + np.uint64(w)) * _GOLDEN + keys[r])
-            u[2 * w] = (np.float64(x >> np.uint64(32)) + 0.5) * _INV_2_32
-            u[2 * w + 1] = (np.float64(x & _LOW32) + 0.5) * _INV_2_32
+        _uniforms(keys[r], anchors[r], u)
         e = _normal(u[0], quantiles, table_n, tail) * scale[0]
         for k in range(gamma):
             logit_q = (base[r, k] + _normal(u[1 + k], quantiles, table_n, tail) * scale[1 + k]) + e
@@ -119,46 +123,56 @@ def _sift_down(heap, size, i, head, pos):
     heap[i] = item
 
 
+@numba.njit(cache=True, inline="always")
+def _row_heap(conf, pos):
+    """(heap, head): a heap of the R rows ordered by their first candidates (``head``, (R,) survivals)."""
+    R = conf.shape[0]
+    head = conf[:, 0].copy()
+    heap = np.arange(R)
+    for i in range(R // 2 - 1, -1, -1):
+        _sift_down(heap, R, i, head, pos)
+    return heap, head
+
+
+@numba.njit(cache=True, inline="always")
+def _admit_top(heap, size, head, conf, pos):
+    """Admit the top row's candidate: the row moves on to its next draft, or leaves the heap after its last.
+    Returns the heap's new size."""
+    top = heap[0]
+    pos[top] += 1
+    if pos[top] < conf.shape[1]:
+        head[top] *= conf[top, pos[top]]
+    else:
+        size -= 1
+        heap[0] = heap[size]
+    _sift_down(heap, size, 0, head, pos)
+    return size
+
+
 @numba.njit(cache=True)
 def dspark_greedy(conf, step_times, num_requests):
-    """Verify lengths (R,) int64 of DSpark's Algorithm 1 on calibrated confidences ``conf`` (R, gamma).
+    """Verify lengths (R,) int64 of DSpark's Algorithm 1 on calibrated confidences ``conf`` (R, gamma), with
+    ``step_times`` (N + 1,) the step times, seconds, at B = R .. R + N (N: the candidates the profile scores).
 
-    ``step_times`` (N + 1,) are the step times, seconds, at B = R .. R + N (N = the candidates the profile
-    may score). The same result as ``policies.dspark``'s ``ranked_candidates`` + ``theta_curve`` +
-    first-no-gain scan: candidates in survival order (ties: position, then request), tau_n = (sum of the n
-    best survivals) + R, Theta_n = tau_n / step_time(R + n), stop before the first admission that does not
-    raise Theta. Survival falls along each request's drafts, so the order is a merge of the R rows: a heap of
-    the rows' next candidates yields it one candidate at a time, O((R + n) log R) for the n admitted instead
-    of sorting all R x gamma.
+    As ``policies.dspark``'s ``ranked_candidates`` + ``theta_curve`` + first-no-gain scan: tau_n = (sum of the
+    n best survivals) + R, Theta_n = tau_n / step_time(R + n), stop before the first admission that does not
+    raise Theta. Survival falls along a row, so the ranking is a heap merge of the R rows, O((R + n) log R).
     """
     R, G = conf.shape
     lengths = np.zeros(R, np.int64)                  # also each row's next position
     n_max = min(R * G, step_times.size - 1)
     if n_max <= 0:
         return lengths
-    head = np.empty(R)                               # survival of each row's next candidate
-    heap = np.arange(R)
-    for r in range(R):
-        head[r] = conf[r, 0]
-    size = R
-    for i in range(R // 2 - 1, -1, -1):
-        _sift_down(heap, size, i, head, lengths)
-    total = 0.0
+    heap, head = _row_heap(conf, lengths)            # head: survival of each row's next candidate
+    size, total = R, 0.0
     theta = num_requests * (1.0 / step_times[0])
     for n in range(n_max):
-        top = heap[0]
-        total += head[top]
+        total += head[heap[0]]
         nxt = (total + num_requests) * (1.0 / step_times[n + 1])
         if nxt <= theta:
             break
         theta = nxt
-        lengths[top] += 1
-        if lengths[top] < G:
-            head[top] *= conf[top, lengths[top]]
-        else:
-            size -= 1
-            heap[0] = heap[size]
-        _sift_down(heap, size, 0, head, lengths)
+        size = _admit_top(heap, size, head, conf, lengths)
     return lengths
 
 
@@ -168,34 +182,28 @@ def emit_decode(decode, verify_len, accept, now_s, last_emit_s, num_generated, d
     """Reveal a step's outcomes for the decoding slots ``decode`` (R,): returns ``(accepted, gaps_s,
     num_generated, decode_steps, drafts_verified, drafts_accepted, num_accepted, num_finished)``.
 
-    ``accepted`` (R,) is each request's leading run of accepted drafts within its verify length,
-    ``(accept & (arange(gamma) < verify_len[:, None])).cumprod(axis=1).sum(axis=1)``; ``gaps_s`` (R,) ``now_s - last_emit_s[decode]`` (seconds
-    since each request's previous emission), and ``last_emit_s[decode]`` is set to ``now_s`` in place; the four
-    per-slot counters come back as new (S,) arrays (the inputs, which views may hold, are not written): each
-    decoding slot adds accepted + 1 emitted tokens, one step, its verify length and its accepted drafts.
-    ``num_accepted`` is ``accepted.sum()``; ``num_finished`` how many decoding slots reached their
-    ``output_tokens``.
+    ``accepted`` (R,): each request's leading run of accepted drafts within its verify length,
+    ``(accept & (arange(gamma) < verify_len[:, None])).cumprod(axis=1).sum(axis=1)``, and its sum
+    ``num_accepted``; ``gaps_s`` (R,): ``now_s - last_emit_s[decode]``, seconds (``last_emit_s[decode]`` is
+    set to ``now_s`` in place). The four counters come back as new (S,) arrays (the inputs, which views may
+    hold, are not written), each decoding slot adding accepted + 1 tokens, one step, its verify length and its
+    accepted drafts; ``num_finished`` counts the decoding slots that reached their ``output_tokens``.
     """
     R = decode.size
-    accepted = np.empty(R, np.int64)
-    gaps_s = np.empty(R)
+    accepted, gaps_s = np.empty(R, np.int64), np.empty(R)
     generated, steps = num_generated.copy(), decode_steps.copy()
     verified, acc = drafts_verified.copy(), drafts_accepted.copy()
-    total = 0
-    finished = 0
+    total = finished = 0
     for i in range(R):
-        s = decode[i]
-        n = 0
+        s, n = decode[i], 0
         while n < verify_len[i] and accept[i, n]:
             n += 1
         accepted[i] = n
         total += n
         gaps_s[i] = now_s - last_emit_s[s]
         last_emit_s[s] = now_s
-        generated[s] += n + 1
-        steps[s] += 1
-        verified[s] += verify_len[i]
-        acc[s] += n
+        generated[s], steps[s] = generated[s] + n + 1, steps[s] + 1
+        verified[s], acc[s] = verified[s] + verify_len[i], acc[s] + n
         finished += generated[s] >= output_tokens[s]
     return accepted, gaps_s, generated, steps, verified, acc, total, finished
 

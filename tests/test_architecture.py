@@ -10,7 +10,7 @@ import pytest
 import specsim
 
 PKG = Path(specsim.__file__).resolve().parent
-CORE = ["engine.py", "cluster.py", "kv.py", "workload.py", "draws.py"]
+CORE = ["engine.py", "cluster.py", "kv.py", "workload.py", "draws.py", "kernels.py"]
 
 
 @pytest.mark.parametrize("name", CORE)

@@ -212,6 +212,11 @@ class StepTimeProfile:
         """Steps per second, ``1 / step_time(B)``, scalar or array like ``batch_tokens``."""
         return 1.0 / self.step_time(batch_tokens, kv_tokens, num_requests)
 
+    @property
+    def charges_prefill_attention(self) -> bool:
+        """Whether :meth:`prefill_attention_s` can be nonzero (else callers may skip building its inputs)."""
+        return bool(self.prefill_attn_s_per_pair)
+
     def prefill_attention_s(self, chunk_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
         """Extra seconds of attention for prefill chunks in a mixed (colocated) step.
 
@@ -305,6 +310,11 @@ class PrefillAttentionProfile(StepTimeProfile):
         object.__setattr__(self, "prefill_context_tokens", k)
         object.__setattr__(self, "prefill_ms_per_layer", m)
         object.__setattr__(self, "_prefill_interp", RegularGridInterpolator((c, k), m))
+
+    @property
+    def charges_prefill_attention(self) -> bool:
+        """Always: the measured grid charges every chunk."""
+        return True
 
     def prefill_attention_s(self, chunk_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
         """Seconds of prefill attention for the chunks of a mixed step (see the class docstring).

@@ -22,6 +22,10 @@ from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
 
 
+_VIEW_ARRAYS = ("request_ids", "domains", "conf_raw", "conf", "num_generated", "prompt_tokens",
+                "hist_drafts_verified", "hist_drafts_accepted", "last_verify_len", "last_accepted")
+
+
 @dataclass(frozen=True, eq=False)
 class SchedulingView:
     """Everything a causal policy may read at one engine step of one replica. All arrays are read-only.
@@ -65,13 +69,12 @@ class SchedulingView:
     drafter_cost: Any = None
 
     def __post_init__(self) -> None:
-        for name in ("request_ids", "domains", "conf_raw", "conf", "num_generated", "prompt_tokens",
-                     "hist_drafts_verified", "hist_drafts_accepted", "last_verify_len", "last_accepted"):
-            arr = getattr(self, name)
+        fields = self.__dict__
+        for name in _VIEW_ARRAYS:
+            arr = fields[name]
             if arr.flags.writeable:
                 if isinstance(arr.base, np.ndarray):   # a view of someone's array: freeze our own view of it
-                    arr = arr.view()
-                    object.__setattr__(self, name, arr)
+                    arr = fields[name] = arr.view()
                 arr.setflags(write=False)          # an array nobody else writes (the engine's, replaced each step)
 
     @property
