@@ -1,16 +1,19 @@
 """Compiled hot loops of the engine step (numba): the latent draws and outcomes, the DSpark scan, emission.
 
 Each kernel computes, bit for bit, what a reference numpy expression elsewhere computes (named in its
-docstring; ``tests/test_kernels.py`` checks the equality on random inputs): the kernels only remove the
-per-call overhead of some twenty small numpy operations per step, which dominates at the tens to hundreds of
-running requests a replica holds (benchmarks/bench_engine.py). scipy's own ``ndtri`` and ``expit`` are
-called through their Cython C entry points, so the numbers are scipy's.
+docstring; ``tests/test_kernels.py`` checks the equality on random inputs). They remove the per-call overhead
+of some twenty small numpy operations per step, which dominates at the tens to hundreds of running requests a
+replica holds (benchmarks/bench_engine.py), and DSpark's scan merges the sorted rows instead of sorting every
+candidate. scipy's own ``ndtri`` and ``expit`` are called through their Cython C entry points, so the numbers
+are scipy's.
 
-Compiled on first use (about a second) and cached beside this file (``cache=True``; numba falls back to its
-user cache directory where that is not writable).
+Compiled on first use (about 2 s for all of them) and cached beside this file (``cache=True``; numba falls
+back to its user cache directory where that is not writable).
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import llvmlite.binding
 import numba
@@ -19,13 +22,28 @@ from numba.extending import get_cython_function_address
 
 
 def _scipy_double_fn(name: str, symbol: str):
-    """scipy.special's C function ``name`` (double -> double) as a numba external function (cacheable)."""
-    llvmlite.binding.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", name))
-    return numba.types.ExternalFunction(symbol, numba.types.float64(numba.types.float64))
+    """scipy.special's C function ``name`` for doubles, as a numba external function (cacheable), called as
+    ``f(x, 0)``: Cython's C signature is ``double (double, int __pyx_skip_dispatch)``. A fused function's
+    double version is found by that signature, which its capsule names.
+
+    Raises:
+        ImportError: this scipy has no such double function.
+    """
+    import scipy.special.cython_special as cs
+
+    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+    for candidate in [name] + [f"__pyx_fuse_{i}{name}" for i in range(4)]:
+        capsule = cs.__pyx_capi__.get(candidate)
+        if capsule is not None and get_name(capsule).startswith(b"double (double, int"):
+            llvmlite.binding.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special",
+                                                                            candidate))
+            return numba.types.ExternalFunction(symbol, numba.types.float64(numba.types.float64,
+                                                                            numba.types.intc))
+    raise ImportError(f"scipy.special.cython_special has no double version of {name}")
 
 
 _ndtri = _scipy_double_fn("ndtri", "specsim_scipy_ndtri")
-_expit = _scipy_double_fn("__pyx_fuse_0expit", "specsim_scipy_expit")     # fuse 0: the double version
+_expit = _scipy_double_fn("expit", "specsim_scipy_expit")
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -49,7 +67,7 @@ def _normal(u, quantiles, table_n, tail):
     t = u * table_n
     i = np.intp(t)
     if i < tail or i >= table_n - tail:
-        return _ndtri(u)
+        return _ndtri(u, 0)
     lo = quantiles[i]
     return lo + (t - i) * (quantiles[i + 1] - lo)
 
@@ -90,9 +108,9 @@ def latent_outcomes(keys, anchors, base, scale, lin_scale, lin_shift, low_ratio,
                 lin += (low_ratio - 1.0) * min(lin, 0.0)
             lin *= lin_scale[k]
             lin += lin_shift[k]
-            conf_raw[r, k] = _expit(lin)
-            conf[r, k] = _expit(lin * inv_t[k])
-            accept[r, k] = u[1 + 2 * G + k] < _expit(logit_q)
+            conf_raw[r, k] = _expit(lin, 0)
+            conf[r, k] = _expit(lin * inv_t[k], 0)
+            accept[r, k] = u[1 + 2 * G + k] < _expit(logit_q, 0)
     return conf_raw, conf, accept
 
 
