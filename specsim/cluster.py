@@ -216,9 +216,10 @@ class Cluster:
             return float(prof.mixed_step_time(prompt_tokens, 0.0, 1)
                          + prof.prefill_attention_s(prompt_tokens, cached_tokens))
         full, rest = divmod(prompt_tokens, chunk)
-        times = np.full(full + (rest > 0), prof.mixed_step_time(chunk, 0.0, 1))  # one request per step, eager
+        each = prof.mixed_step_time(np.array([chunk, rest or chunk]), 0.0, 1)   # one request per step, eager;
+        times = np.full(full + (rest > 0), each[0])        # the table is chosen by the largest chunk, as for all
         if rest:
-            times[-1] = prof.mixed_step_time(rest, 0.0, 1)
+            times[-1] = each[1]
         if not prof.charges_prefill_attention:
             return float(times.sum())
         sizes = np.full(times.size, chunk, dtype=np.int64)

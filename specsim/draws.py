@@ -172,10 +172,12 @@ class StoredRows:
 
     def outcomes(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray,
                  gamma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts of :meth:`rows`."""
-        rows = self.rows(keys, anchors, base)[:, :, :gamma]
+        """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts of :meth:`rows` (the model's
+        confidences are computed on all its drafts, then cut: its calibration is per position)."""
+        rows = self.rows(keys, anchors, base)
         conf_raw, conf = self.model.confidences(rows[:, 0], rows[:, 1])
-        return conf_raw, conf, self.model.accepted(rows[:, 0], rows[:, 2])
+        accept = self.model.accepted(rows[:, 0], rows[:, 2])
+        return conf_raw[:, :gamma], conf[:, :gamma], accept[:, :gamma]
 
 
 def row_draws(model, seed: int, domain: np.ndarray, output: np.ndarray):

@@ -459,13 +459,13 @@ class Replica:
         capacity = -1
         if R and h.capacity is not None:
             old = self._views[0] if len(self._views) == 2 else None
-            capacity = self._check_int(h.capacity(old, _at(s.request, decode), R), "capacity", None)
+            capacity = self._check_int(h.capacity(old, s.request[decode], R), "capacity", None)   # a copy: the hook's own
         if not R:
             self._views.append(None)
             return accept, conf_raw, conf, capacity, np.zeros(0, np.int64)
         view = self._view(decode, accept, conf_raw, conf, kv_tokens, None if capacity < 0 else capacity, gamma)
         self._views.append(view)
-        return accept, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R)
+        return accept, conf_raw, conf, capacity, self._check_lengths(h.decide(view), R, gamma)
 
     def _draft(self, decode: np.ndarray, gamma: int, can_draft: np.ndarray | None):
         """(accept, conf_raw, conf), each (R, gamma), of this step's drafts at each request's anchor (its
@@ -570,7 +570,7 @@ class Replica:
             hist_drafts_accepted=accepted, last_verify_len=last_verify_len, last_accepted=last_accepted,
             profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
 
-    def _check_lengths(self, result, R: int) -> np.ndarray:
+    def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
         """The policy's verify lengths as an (R,) int64 array (their range is checked by :meth:`_clip`)."""
         arr = result if type(result) is np.ndarray else np.asarray(result)
         if arr.shape != (R,) or arr.dtype.kind not in "iub":             # signed, unsigned ints or bools
@@ -580,7 +580,7 @@ class Replica:
         if arr.dtype == np.int64:
             return arr
         if arr.dtype.kind == "u" and R and arr.max() > np.iinfo(np.int64).max:
-            raise SpecsimInputError(None, None, f"policy {self.hooks.name}", "verify lengths in [0, gamma]",
+            raise SpecsimInputError(None, None, f"policy {self.hooks.name}", f"verify lengths in [0, {gamma}]",
                                     f"values up to {arr.max()}")
         return arr.astype(np.int64)
 

@@ -12,8 +12,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-#: Columns of the per-step frame (one row per engine step of a replica); times in seconds.
-
 
 class StepRecord(NamedTuple):
     """One engine step of one replica, fixed when the step ends (immutable; a NamedTuple, cheap to build).
@@ -53,6 +51,8 @@ class StepRecord(NamedTuple):
 #: Columns of the per-step frame (one row per engine step of a replica); times in seconds.
 STEP_COLUMNS = list(StepRecord._fields)
 
+_ITL_PACK_STEPS = 4096          # steps whose per-step gap arrays are packed into one (Records.itl)
+
 
 class Records:
     """Every per-request and per-step record of one run (arrays indexed by trace position).
@@ -84,8 +84,9 @@ class Records:
         self.num_kv_clips = 0
         self.record_step_log = record_step_log
         self._steps: list[StepRecord] = []
-        self._itl: list[np.ndarray] = []
-        self._itl_end_s: list[float] = []
+        self._itl: list[np.ndarray] = []            # gaps of the latest steps, one array per step ...
+        self._itl_end_s: list[float] = []           # ... and when each step ended
+        self._itl_packed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # (gaps, step ends, counts)
         self._log: list[tuple] = []
         self.replica_prefix: dict[str, list[int]] = {}   # instance name -> [hit tokens, lookup tokens]
 
@@ -98,6 +99,15 @@ class Records:
         """Inter-emission gaps (s) of the requests emitting in a step that ends at ``end_s``."""
         self._itl.append(gaps_s)
         self._itl_end_s.append(end_s)
+        if len(self._itl) == _ITL_PACK_STEPS:
+            self._pack_itl()
+
+    def _pack_itl(self) -> None:
+        """Pack the latest steps' gaps into one array: a kept array per step costs about 100 bytes of header
+        (more for the compiled kernels' arrays), over a million steps in long runs."""
+        counts = np.fromiter((g.size for g in self._itl), np.int64, len(self._itl))
+        self._itl_packed.append((np.concatenate(self._itl), np.array(self._itl_end_s), counts))
+        self._itl, self._itl_end_s = [], []
 
     def recompute_emit(self, ids: np.ndarray, gaps_s: np.ndarray, end_s: float) -> None:
         """Each of ``ids`` finished re-prefilling after a preemption and emitted one token."""
@@ -129,11 +139,14 @@ class Records:
         return pd.DataFrame(self._steps, columns=STEP_COLUMNS)
 
     def itl_s(self, window: tuple[float, float] | None = None) -> np.ndarray:
-        """(E,) inter-emission gaps in seconds; with a window, only emissions inside (start, end]."""
+        """(E,) inter-emission gaps in seconds, in step order; with a window, only emissions inside (start, end]."""
+        if self._itl:
+            self._pack_itl()
         if window is None:
-            parts = self._itl
+            parts = [gaps for gaps, _, _ in self._itl_packed]
         else:
-            parts = [g for g, t in zip(self._itl, self._itl_end_s) if window[0] < t <= window[1]]
+            parts = [gaps[np.repeat((window[0] < ends) & (ends <= window[1]), counts)]
+                     for gaps, ends, counts in self._itl_packed]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def prefix_hit_rates(self) -> dict[str, float | None]:

@@ -340,3 +340,63 @@ def test_closed_loop_itl_covers_the_window_only(prod_trace):
     # `none` on a flat profile: every gap inside the window is one step (or a join wait), never the long
     # gaps of the run's tail where few users remain
     assert res.summary["window"]["mean_itl_ms"] == pytest.approx(10.0, rel=0.05)
+
+
+def test_capacity_hook_gets_its_own_writable_copy_of_the_running_ids():
+    """A capacity hook may work on running_ids in place (e.g. sort it); the engine's slots are untouched, so the
+    run is the same as without the in-place work (regression: the engine once passed its own array)."""
+    from specsim.policies.dspark import DSparkAsync
+
+    calls = []
+
+    class SortingAsync(DSparkAsync):
+        name = "sorting-async"
+
+        def capacity(self, old_view, running_ids, num_running):
+            calls.append(running_ids.flags.writeable)
+            running_ids[:] = running_ids[::-1].copy()
+            return super().capacity(old_view, np.sort(running_ids), num_running)
+
+    trace = make_trace([0.0] * 12, [64] * 12, [60 + 7 * i for i in range(12)])
+    ref = simulate(trace, DSparkAsync(), seed=1)
+    res = simulate(trace, SortingAsync(), seed=1)
+    assert calls and all(calls)
+    np.testing.assert_array_equal(res.requests.done_s, ref.requests.done_s)
+
+
+def test_prefill_time_chooses_one_table_by_the_largest_chunk():
+    """Disaggregated prefill in chunks of 512 on a profile measured to B = 256 that extrapolates: the largest
+    chunk is beyond the eager (mixed) table, so every chunk is costed on the decode table (700 tokens = 512 +
+    188: 0.024 + 0.013875 s), as the array lookup does for all chunks at once."""
+    from types import SimpleNamespace
+
+    from specsim.cluster import Cluster
+
+    prof = StepTimeProfile(np.array([1, 128, 256]), np.array([0.010, 0.012, 0.016]), extrapolate="linear",
+                           lookup="linear", mixed_step_time_s=np.array([0.011, 0.014, 0.020]))
+    fake = SimpleNamespace(config=SimpleNamespace(prefill_time_per_token_s=0.0, prefill_chunk_tokens=512),
+                           profile=prof)
+    assert Cluster.prefill_time_s(fake, 700) == pytest.approx(0.024 + 0.013875, abs=1e-15)
+    assert Cluster.prefill_time_s(fake, 700) == float(np.sum(prof.mixed_step_time(np.array([512, 188]))))
+    assert Cluster.prefill_time_s(fake, 200) == pytest.approx(0.014 + 72 / 128 * 0.006, abs=1e-15)   # eager table
+
+
+def test_empirical_acceptance_with_a_proposal_shorter_than_gamma(tmp_path):
+    """The replayed model calibrates per position: a proposal of k < gamma drafts shows k columns and runs
+    (regression: its confidences were once computed on k columns against gamma temperatures)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    G, n = 7, 400
+    req = np.repeat(np.arange(40), 10).astype(str)
+    pd.DataFrame({"request_id": req, "domain": np.array(["chat", "code", "math", "chat"] * 100),
+                  "accept": list(rng.random((n, G)) < 0.7),
+                  "conf_raw": list(np.clip(rng.random((n, G)), 0.05, 0.95))}).to_parquet(tmp_path / "blocks.parquet")
+    (tmp_path / "model.json").write_text(json.dumps({"temperatures": [1.3] * G}))
+    scen = load_scenario(overrides=[f'acceptance.model="empirical:{tmp_path}"'])
+    trace = make_trace([0.0] * 6, [32] * 6, [40] * 6, ["chat", "code", "math"] * 2)
+    full = simulate(trace, _Propose(7), scen, seed=1, record_step_log=True).step_log
+    three = simulate(trace, _Propose(3), scen, seed=1, record_step_log=True).step_log
+    assert {len(c) for c in three.conf} == {3}
+    first = three.conf.iloc[0]
+    np.testing.assert_array_equal(first, full.conf.iloc[0][:3])     # same request, same anchor: same numbers

@@ -184,3 +184,20 @@ def test_provenance_records_effective_knobs_and_profile():
 def test_rate_scale_with_concurrency_refused():
     with pytest.raises(SpecsimInputError, match="open loop only"):
         simulate(load_trace(DATA / "closed_loop_rate_scale.jsonl"), "none", flat(), concurrency=2, rate_scale=4.0)
+
+
+def test_itl_gaps_are_packed_in_step_order_and_windowed():
+    """Records packs per-step gap arrays every few thousand steps; the gaps come back in step order, and a
+    window keeps exactly the steps that ended inside it."""
+    from specsim.records import _ITL_PACK_STEPS, Records
+
+    rec = Records(1)
+    n = 2 * _ITL_PACK_STEPS + 7
+    for step in range(n):
+        rec.itl(np.full(step % 3 + 1, float(step)), end_s=float(step))
+    every = np.concatenate([np.full(step % 3 + 1, float(step)) for step in range(n)])
+    np.testing.assert_array_equal(rec.itl_s(), every)
+    window = (_ITL_PACK_STEPS - 2.0, _ITL_PACK_STEPS + 1.0)           # steps 4095, 4096, 4097 (across a pack)
+    np.testing.assert_array_equal(rec.itl_s(window), every[(every > window[0]) & (every <= window[1])])
+    rec.itl(np.array([9.5]), end_s=float(n))                           # more after a read
+    assert rec.itl_s().size == every.size + 1 and rec.itl_s()[-1] == 9.5
