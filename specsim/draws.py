@@ -105,6 +105,9 @@ class LatentRows:
         self._columns = 3 * self.gamma + 1          # e, eps (gamma), noise (gamma), u (gamma)
         self._scale = np.concatenate([[model.sigma_step], np.full(self.gamma, model.sigma_token),
                                       np.full(self.gamma, model.sigma_conf)])
+        scales, shifts = model._lin                 # the model's terms as latent_outcomes takes them
+        self._model_terms = (self._scale, scales, shifts, float(model.conf_low_ratio), model._inv_t[0],
+                             _QUANTILES, _TAIL)
         # every request's key and latent difficulty z_r (counter -1 of its stream), drawn at once
         self._keys = request_keys(self.seed, np.arange(num_requests))
         self._z = std_normal(uniforms(self._keys, np.full(num_requests, -1), 1))[:, 0] * model.sigma_request
@@ -134,10 +137,7 @@ class LatentRows:
         """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts at ``anchors``: the same
         numbers as ``model.confidences`` and ``model.accepted`` of :meth:`rows`, in one compiled pass
         (:func:`specsim.kernels.latent_outcomes`)."""
-        m = self.model
-        scales, shifts = m._lin
-        return kernels.latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._scale, scales, shifts,
-                                       float(m.conf_low_ratio), m._inv_t[0], _QUANTILES, _TAIL, gamma)
+        return kernels.latent_outcomes(keys, np.asarray(anchors, np.int64), base, *self._model_terms, gamma)
 
 
 class StoredRows:

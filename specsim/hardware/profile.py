@@ -33,6 +33,8 @@ Lookup rules (explicit, tested):
 
 from __future__ import annotations
 
+import functools
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,12 +132,12 @@ class StepTimeProfile:
         dense.setflags(write=False)
         object.__setattr__(self, "_dense", dense)
 
-    @property
+    @functools.cached_property
     def max_batch_tokens(self) -> int:
         """The largest measured batch size in tokens."""
         return int(self.batch_tokens[-1])
 
-    @property
+    @functools.cached_property
     def batch_limit(self) -> int | None:
         """The largest B a scheduler may score: the last measured size, or None (no limit) when the
         profile extrapolates linearly beyond it."""
