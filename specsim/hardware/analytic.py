@@ -39,7 +39,7 @@ elementwise ops, eager, no attention); the per-model error is reported by ``spec
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -204,8 +204,3 @@ _CALIBRATED = Efficiency(bw_eff=0.8958, flops_eff=0.6693, kernel_s=5.878e-6,
 def default_efficiency() -> Efficiency:
     """The calibrated constants used by :func:`analytic_profile` when none are given."""
     return _CALIBRATED
-
-
-def with_source(eff: Efficiency, source: str) -> Efficiency:
-    """A copy of ``eff`` with another provenance string."""
-    return replace(eff, source=source)

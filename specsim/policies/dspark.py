@@ -37,6 +37,14 @@ def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat[order], order % max(R, 1)
 
 
+def scored_candidates(num_requests: int, num_candidates: int, batch_limit: int | None) -> int:
+    """N, how many of the ranked candidates a scheduler scores: all of them, or as many as keep R + N within
+    the profile's ``batch_limit`` (None: no limit)."""
+    if batch_limit is None:
+        return num_candidates
+    return max(0, min(num_candidates, batch_limit - num_requests))
+
+
 def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens: int | None = None) -> np.ndarray:
     """Theta_n = (R + sum of the n best survivals) * SPS(R + n), for n = 0..N. Shape (N+1,).
 
@@ -52,9 +60,7 @@ def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens:
     """
     if max_batch_tokens is None:
         max_batch_tokens = view.profile.batch_limit
-    n_max = a_sorted.size
-    if max_batch_tokens is not None:
-        n_max = max(0, min(n_max, max_batch_tokens - num_requests))
+    n_max = scored_candidates(num_requests, a_sorted.size, max_batch_tokens)
     tau = np.empty(n_max + 1)
     tau[0] = 0.0
     a_sorted[:n_max].cumsum(out=tau[1:])
@@ -85,8 +91,7 @@ class DSpark(PolicyBase):
         R = view.num_requests
         if R == 0 or view.gamma == 0:
             return np.zeros(R, dtype=np.int64)
-        limit = view.profile.batch_limit
-        n_max = R * view.gamma if limit is None else max(0, min(R * view.gamma, limit - R))
+        n_max = scored_candidates(R, R * view.gamma, view.profile.batch_limit)
         step_times = view.profile.step_time_range(R, n_max + 1, view.kv_tokens, R)   # (N+1,) B = R .. R+N
         # ranked_candidates + theta_curve + the first-no-gain scan, in one compiled pass (same numbers)
         return _kernels().dspark_greedy(view.conf, step_times, R)
