@@ -158,12 +158,12 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
     if utilization is None and c.kv_capacity_tokens is not None:
         return KvCapacity(int(c.kv_capacity_tokens), "kv_capacity_tokens", c.block_size, drafter_kv_fraction)
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
+    sm = step_model_of(prof)
     if utilization is None:
-        if step_model_of(prof) is None:          # a plain table: the default capacity (sized for Llama-2-7B)
+        if sm is None:                           # a plain table: the default capacity (sized for Llama-2-7B)
             return KvCapacity(DEFAULT_KV_CAPACITY_TOKENS, "default", c.block_size, drafter_kv_fraction)
         utilization = STEP_MODEL_UTILIZATION     # a step-model profile knows its model and GPU: derive
     t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
-    sm = step_model_of(prof)
     if sm is not None:                   # a step-model profile: its shape, dtypes, TP/EP and GPU datasheet
         model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.name, sm.gpu.memory_bytes
         dtype_bytes = BYTES_PER_DTYPE[model.kv_dtype]
