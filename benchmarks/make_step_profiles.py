@@ -6,7 +6,7 @@ Not a benchmark: a reproducible recipe for the committed JSON. Two kinds:
   datasheet with the default :class:`~specsim.hardware.stepmodel.EngineTerms` (``kind: analytic``), the same as
   ``specsim profile analytic --model M --gpu G --tp T [--weight-dtype D]``;
 * ``*-vllm-fitted.json``: the engine-level terms fitted on a public vLLM no-speculation series of
-  ``tests/data/validation`` exactly as :func:`specsim.validation.validate_series` fits them (at most a third of
+  ``tests/data/validation`` exactly as :func:`specsim.studies.validation.validate_series` fits them (at most a third of
   the points), with the source URL and date, the fitted points and the errors on the points it predicts.
 
 Usage: ``python benchmarks/make_step_profiles.py [--out specsim/data/profiles] [--only NAME ...]``.
@@ -31,7 +31,7 @@ TERMS: dict[str, tuple[str, str, int, str | None, int, str]] = {
                                    "DeepSeek-V3 as served on one 8x H200 node: TP 8, fp8 block-quantised weights "
                                    "(the checkpoint's dtype), bf16 KV (MLA latent); ~85 GB of weights per GPU"),
 }
-#: name -> validation series (specsim.validation.SETUPS); the table reaches the series' prefill chunk + 1,024
+#: name -> validation series (specsim.studies.validation.SETUPS); the table reaches the series' prefill chunk + 1,024
 FITTED: dict[str, str] = {
     "h100-qwen3-8b-vllm-fitted": "vllm_h100_qwen3-8b_sharegpt_nospec",
     "b200-qwen3.8-27b-vllm-fitted": "vllm_b200_qwen3.8-27b_humaneval_nospec",
@@ -52,7 +52,7 @@ def terms_profile(name: str):
 
 def fitted_profile(name: str):
     """The ``*-vllm-fitted`` profile ``name`` of :data:`FITTED`: fitted as docs/validation.md fits it."""
-    from specsim.validation import fit_indices, load_rows, validate_series
+    from specsim.studies.validation import fit_indices, load_rows, validate_series
 
     series = FITTED[name]
     rows = load_rows()
@@ -68,7 +68,7 @@ def fitted_profile(name: str):
     prov["fit"]["median_abs_error_predicted_tpot"] = round(float(np.median(np.abs(held["tpot_error"]))), 4)
     prov["fit"]["median_abs_error_predicted_throughput"] = round(
         float(np.median(np.abs(held["throughput_error"]))), 4)
-    prov["fit"]["how"] = ("specsim.validation: step = mean TPOT, R = output throughput x TPOT (Little's law, <= N), "
+    prov["fit"]["how"] = ("specsim.studies.validation: step = mean TPOT, R = output throughput x TPOT (Little's law, <= N), "
                           "B = R + prompt tokens per step, context = prompt + output / 2; the other loads "
                           "predicted by simulation (docs/validation.md)")
     dtype = first["dtype"] if isinstance(first["dtype"], str) else "dtype not given"

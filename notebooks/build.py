@@ -37,7 +37,7 @@ budget. The trace is synthetic and small (64 requests, short prompts) so the not
     ("code", SETUP),
     ("code", '''from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import synth_trace
+from specsim.workload.trace import synth_trace
 
 trace = synth_trace(64, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=0,
                     max_prompt_tokens=256, max_output_tokens=192)
@@ -92,7 +92,7 @@ plt.tight_layout()'''),
 FRONTIERS = [
     ("md", """# 02 Policy frontiers: a small sweep, Pareto frontiers, SLA tiers
 
-A sweep runs every (policy, load, seed) point; `specsim.frontier` turns the points into Pareto
+A sweep runs every (policy, load, seed) point; `specsim.analysis.frontier` turns the points into Pareto
 frontiers of (TPS/user, throughput per GPU) and compares the policies at SLA tiers (a TPS/user target).
 The scenario is chosen to be compute-bound enough for the verification budget to matter: one A100
 serving Llama-2-7B (`a100-llama2-7b-tp1`, step time 10 ms at 64 tokens, 35 ms at 512) with an
@@ -101,9 +101,9 @@ EAGLE-3-style drafter. Three loads, one seed, short requests: about 15 s of simu
     ("code", '''import tempfile
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, run_sweep, load_records, results_frame
-from specsim.frontier import compare, frontiers, budget_curve
+from specsim.analysis.frontier import compare, frontiers, budget_curve
 from specsim.sweep import seed_spread
-from specsim.trace import synth_trace
+from specsim.workload.trace import synth_trace
 
 scenario = load_scenario(None, ["profile.name=a100-llama2-7b-tp1", "drafter.name=eagle3"])
 trace = synth_trace(400, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=0,
@@ -156,7 +156,7 @@ budget.round(2)'''),
     ("md", """One page to look at: `specsim report DIR` (here `write_report`) writes a self-contained HTML file
 with the frontiers, the verification budget, the SLA-tier and goodput tables and the sweep's provenance; it
 opens offline (docs/report.md)."""),
-    ("code", '''from specsim.report import write_report
+    ("code", '''from specsim.analysis.report import write_report
 
 page = write_report(out_dir, tiers=TIERS)
 assert page.kind == "sweep" and page.path.stat().st_size > 10_000
@@ -164,7 +164,7 @@ print(page.path.name, "figures:", ", ".join(page.figures))'''),
     ("md", """Which threshold should SpecDec++ run at each tier? `specsim tune` (here `tune`) searches the knob per
 tier with fewer simulated points than the knob x load grid, saving each point as a sweep record
 (docs/tuning.md); `specsim compare DIR` then shows the tuned row beside the untuned policies."""),
-    ("code", '''from specsim.tune import TuneSpec, parse_knob, tune
+    ("code", '''from specsim.sweep.tune import TuneSpec, parse_knob, tune
 
 tspec = TuneSpec("specdecpp", parse_knob("threshold=0.05:0.95:0.15", "specdecpp"), tuple(TIERS), (4, 16, 64),
                  seeds=(0,), num_requests=32, requests_per_user=6)
@@ -184,11 +184,11 @@ draft (`static`, so every position gets a label), fit sequential temperature sca
 requests, and compare reliability diagrams and ECE per position on the other half: what
 `specsim calibrate LOG --out DIR` does from the shell (docs/calibration.md)."""),
     ("code", SETUP),
-    ("code", '''from specsim.calibration import (apply_temperatures, calibrate_step_log, reliability, split_by_request,
+    ("code", '''from specsim.acceptance.calibration import (apply_temperatures, calibrate_step_log, reliability, split_by_request,
                                  step_log_arrays, survival)
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import synth_trace
+from specsim.workload.trace import synth_trace
 
 trace = synth_trace(128, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=1,
                     max_prompt_tokens=256, max_output_tokens=256)
@@ -272,10 +272,10 @@ view = SchedulingView(step=0, now_s=0.0, gamma=gamma, request_ids=np.arange(R),
                       profile=resolve_profile("a100-llama2-7b-tp1"))
 assert (LoadAwareCutoff()(view) == 3).all()'''),
     ("code", '''import tempfile
-from specsim.frontier import compare, frontiers
+from specsim.analysis.frontier import compare, frontiers
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, results_frame, run_sweep, seed_spread
-from specsim.trace import synth_trace
+from specsim.workload.trace import synth_trace
 
 scenario = load_scenario(None, ["profile.name=a100-llama2-7b-tp1", "drafter.name=eagle3"])
 trace = synth_trace(400, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=0,
@@ -337,8 +337,8 @@ assert terms.loc[0, "total"] > terms.loc[0, "gemm"] > 0
 assert np.isclose(sm.kv_read_s_per_token, kv_bytes / (3.35e12 * sm.terms.attn_bw_eff))'''),
     ("md", """Fit: the public series (vLLM 0.11, 1x H100, ShareGPT, 1 to 8 users) has four loads; we fit
 `kernel_s` (the step's floor beyond streaming the weights) on the first and predict the other three by
-simulation, as `specsim.validation` does for every series."""),
-    ("code", '''from specsim.validation import load_rows, validate_series
+simulation, as `specsim.studies.validation` does for every series."""),
+    ("code", '''from specsim.studies.validation import load_rows, validate_series
 
 rows = load_rows(ROOT / "tests/data/validation")
 res = validate_series(rows, "vllm_h100_qwen3-8b_sharegpt_nospec", ROOT / "tests/data/hf_configs")
@@ -350,7 +350,7 @@ res.table.round(3)'''),
 drafter's shape (5 draft layers of the target's config for DSpark) and its KV capacity the GPU's memory."""),
     ("code", '''from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import synth_trace
+from specsim.workload.trace import synth_trace
 
 profile = res.model.profile(4096, kind="fitted")
 trace = synth_trace(256, rate=1.0, mix="chat=0.4,code=0.3,math=0.3", seed=0, max_prompt_tokens=512,

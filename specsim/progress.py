@@ -53,7 +53,7 @@ def progress_ticker(cluster: Any, total: int, report: ProgressCallback, interval
     report) when the event queue holds nothing else.
 
     Args:
-        cluster: a :class:`specsim.cluster.Cluster` (its ``env`` and ``records`` are read, never written).
+        cluster: a :class:`specsim.engine.cluster.Cluster` (its ``env`` and ``records`` are read, never written).
         total: the trace's request count.
         report: the callback; interval_s: the first interval, simulated seconds > 0; wall_s: see above.
     """

@@ -88,7 +88,7 @@ class ClusterConfig(_Section):
         kv_capacity_tokens: KV-cache capacity per replica in tokens, int >= ``block_size``; None =
             :data:`DEFAULT_KV_CAPACITY_TOKENS`, or derived from ``gpu_memory_utilization`` when that is set.
         gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
-            float in (0, 1] (:func:`specsim.kv_capacity.kv_capacity`); None = off. Setting it together with
+            float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = off. Setting it together with
             ``kv_capacity_tokens`` is an error.
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
             or ``reserve`` (prompt + max output + lookahead reserved at admission, never preempts).
@@ -214,7 +214,7 @@ class DrafterConfig(_Section):
 @dataclass(frozen=True)
 class AcceptanceConfig(_Section):
     """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
-    (specsim.acceptance).
+    (specsim.acceptance.model).
 
     The latent and confidence parameters are tuned to PAPER.md sections 4 and 8.4 (values and measurements
     in docs/acceptance.md).

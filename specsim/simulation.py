@@ -16,22 +16,22 @@ import numpy as np
 import pandas as pd
 
 import specsim
-from specsim.cluster import ClosedLoopWindow, Cluster, ClusterConfig
-from specsim.engine import ReplicaConfig
+from specsim.engine.cluster import ClosedLoopWindow, Cluster, ClusterConfig
+from specsim.engine.replica import ReplicaConfig
 from specsim.errors import SpecsimInputError
-from specsim.fitting import resolve_acceptance_model
+from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.hardware.stepmodel import step_model_of
-from specsim.kv import DRAFTER_KV_FRACTION
-from specsim.kv_capacity import kv_capacity
-from specsim.metrics import domain_breakdown, memory_summary, request_frame, summarize
+from specsim.engine.kv import DRAFTER_KV_FRACTION
+from specsim.hardware.kv_capacity import kv_capacity
+from specsim.analysis.metrics import domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies import make_policy, policy_knobs
 from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
-from specsim.steplog import write_step_log
+from specsim.analysis.steplog import write_step_log
 
 
 @dataclass
@@ -39,10 +39,10 @@ class SimulationResult:
     """Everything one run produced.
 
     Attributes:
-        summary: flat metrics dict (specsim.metrics names) plus policy, seed, wall_time_s, provenance.
-        requests: one row per trace request (specsim.metrics.request_frame).
-        steps: one row per engine step (specsim.cluster.STEP_COLUMNS).
-        step_log: per (step, request) rows in the specsim.steplog format, or None when not recorded.
+        summary: flat metrics dict (specsim.analysis.metrics names) plus policy, seed, wall_time_s, provenance.
+        requests: one row per trace request (specsim.analysis.metrics.request_frame).
+        steps: one row per engine step (specsim.engine.cluster.STEP_COLUMNS).
+        step_log: per (step, request) rows in the specsim.analysis.steplog format, or None when not recorded.
     """
 
     summary: dict[str, Any]
@@ -160,7 +160,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
 
     Args:
-        trace: a :class:`specsim.trace.Trace`.
+        trace: a :class:`specsim.workload.trace.Trace`.
         profile: override the scenario's step-time profile.
         drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
         progress: a :data:`specsim.progress.ProgressCallback` told (done, total, simulated s) as the run goes.

@@ -7,7 +7,7 @@ import numpy as np
 from specsim.hardware.profile import StepTimeProfile
 from specsim.policies.base import SchedulingView
 from specsim.scenario import load_scenario
-from specsim.trace import Trace
+from specsim.workload.trace import Trace
 
 
 def make_trace(arrival_s, prompt, output, domain=None) -> Trace:

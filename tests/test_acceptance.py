@@ -9,14 +9,14 @@ import pytest
 from typer.testing import CliRunner
 from scipy.special import expit, logit
 
-from specsim import calibration as cal
-from specsim.acceptance import (DATASET_DOMAIN, FIG2_ALPHA, FIG4_TAU, PRODUCTION_DOMAIN_MIX, TABLE1_DATASETS,
+from specsim.acceptance import calibration as cal
+from specsim.acceptance.model import (DATASET_DOMAIN, FIG2_ALPHA, FIG4_TAU, PRODUCTION_DOMAIN_MIX, TABLE1_DATASETS,
                                 TABLE1_TAU, build_acceptance_model, builtin_table, implied_tau)
 from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import Trace, load_trace
+from specsim.workload.trace import Trace, load_trace
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"

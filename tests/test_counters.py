@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.counters import (RATE_FLOOR, from_counts, from_survival, load_counters, parse_vllm_metrics, rate_table,
+from specsim.acceptance.counters import (RATE_FLOOR, from_counts, from_survival, load_counters, parse_vllm_metrics, rate_table,
                               read_counters_csv)
 from specsim.errors import SpecsimInputError
 

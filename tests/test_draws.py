@@ -1,4 +1,4 @@
-"""Counter-based draws (specsim.draws): exact quantiles, common random numbers, the latent model's distribution."""
+"""Counter-based draws (specsim.engine.draws): exact quantiles, common random numbers, the latent model's distribution."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from scipy import stats
 from scipy.special import expit, ndtri
 
-from specsim.acceptance import build_acceptance_model
-from specsim.draws import LatentRows, request_keys, std_normal, uniforms
+from specsim.acceptance.model import build_acceptance_model
+from specsim.engine.draws import LatentRows, request_keys, std_normal, uniforms
 
 
 def test_std_normal_matches_the_exact_quantile_everywhere():

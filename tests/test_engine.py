@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import homogeneous_scenario, make_trace
-from specsim.acceptance import build_acceptance_model
+from specsim.acceptance.model import build_acceptance_model
 from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
 from specsim.scenario import load_scenario
@@ -79,10 +79,10 @@ def _reference_static_run(trace, k, step_s, prefill_per_token, seed, alpha):
         start = max(free_at, trace.arrival_s[i])
         prefill_done[i] = free_at = start + prefill_per_token * trace.prompt_tokens[i]
     # no latent spread: every draft's acceptance probability is sigmoid(beta_k); the uniform of draft k at anchor
-    # p is column 2k+1+k of the request's counter-based stream (specsim.draws: e, eps_1..k, noise_1..k, u_1..k)
+    # p is column 2k+1+k of the request's counter-based stream (specsim.engine.draws: e, eps_1..k, noise_1..k, u_1..k)
     from scipy.special import expit
 
-    from specsim.draws import request_keys, uniforms
+    from specsim.engine.draws import request_keys, uniforms
     keys = request_keys(seed, np.arange(n))
     p_accept = expit(model.beta("chat"))
     gen = np.ones(n, int)
@@ -134,7 +134,7 @@ def test_engine_matches_plain_loop_reference():
 def prod_trace():
     """The bundled trace's first 300 requests, outputs capped at 160 tokens, arrivals 3x compressed."""
     from conftest import REPO
-    from specsim.trace import load_trace
+    from specsim.workload.trace import load_trace
     full = load_trace(REPO / "traces" / "prod.jsonl").head(300)
     return make_trace(full.arrival_s / 3.0, full.prompt_tokens, np.minimum(full.output_tokens, 160),
                       list(full.domain))
@@ -370,7 +370,7 @@ def test_prefill_time_chooses_one_table_by_the_largest_chunk():
     188: 0.024 + 0.013875 s), as the array lookup does for all chunks at once."""
     from types import SimpleNamespace
 
-    from specsim.cluster import Cluster
+    from specsim.engine.cluster import Cluster
 
     prof = StepTimeProfile(np.array([1, 128, 256]), np.array([0.010, 0.012, 0.016]), extrapolate="linear",
                            lookup="linear", mixed_step_time_s=np.array([0.011, 0.014, 0.020]))

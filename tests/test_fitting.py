@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from specsim.acceptance import FIG2_ALPHA, load_rate_table
+from specsim.acceptance.model import FIG2_ALPHA, load_rate_table
 from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
-from specsim.fitting import EmpiricalAcceptanceModel, logged_blocks, write_fit
+from specsim.acceptance.fitting import EmpiricalAcceptanceModel, logged_blocks, write_fit
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import load_trace
+from specsim.workload.trace import load_trace
 from tests.conftest import REPO
 
 RUN = CliRunner()

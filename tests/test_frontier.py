@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.frontier import Frontier, budget_curve, compare, comparison_json, pareto_mask, sla_table
+from specsim.analysis.frontier import Frontier, budget_curve, compare, comparison_json, pareto_mask, sla_table
 from specsim.hardware.drafter import drafter_cost
 from specsim.hardware.profile import StepTimeProfile, save_profile
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, results_frame, run_sweep
-from specsim.trace import Trace, load_trace
+from specsim.workload.trace import Trace, load_trace
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden" / "regression_frontier.json"
@@ -310,7 +310,7 @@ def test_frontier_ends_within_tolerance():
 
 
 def test_request_goodput_table_hand_computed(tier_boundary_dir):
-    from specsim.frontier import request_goodput_table
+    from specsim.analysis.frontier import request_goodput_table
 
     recs = load_records(tier_boundary_dir)
     # each request: ttft 62.5 ms, tpot 20 ms, e2el 62.5 + 50 x 20 = 1062.5 ms; duration 201.0625 s

@@ -1,4 +1,4 @@
-"""The compiled kernels compute, bit for bit, the numpy expressions they replace (specsim/kernels.py)."""
+"""The compiled kernels compute, bit for bit, the numpy expressions they replace (specsim/engine/kernels.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specsim import kernels
-from specsim.acceptance import build_acceptance_model
-from specsim.draws import LatentRows
+from specsim.engine import kernels
+from specsim.acceptance.model import build_acceptance_model
+from specsim.engine.draws import LatentRows
 from specsim.policies.dspark import lengths_from_top, ranked_candidates, theta_curve
 
 

@@ -8,11 +8,11 @@ import pytest
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
-from specsim.kv import DRAFTER_KV_FRACTION
+from specsim.engine.kv import DRAFTER_KV_FRACTION
 from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, ClusterConfig, load_scenario
-from specsim.kv_capacity import kv_capacity
+from specsim.hardware.kv_capacity import kv_capacity
 from specsim.simulation import simulate
-from specsim.trace import Trace
+from specsim.workload.trace import Trace
 
 
 def test_llama2_7b_on_h100_at_90_percent_by_hand():

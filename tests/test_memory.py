@@ -13,7 +13,7 @@ from helpers import make_trace
 from specsim.hardware.profile import StepTimeProfile
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import load_trace
+from specsim.workload.trace import load_trace
 
 DATA = Path(__file__).parent / "data"
 ALL_POLICIES = ["none", "mtp1", "static", "specdecpp", "dspark", "dspark-async", "dspark-global", "oracle"]
@@ -70,7 +70,7 @@ def test_heavy_preemption_conserves_tokens(policy, mode):
 
 def test_lazy_accounting_decides_as_exact_accounting(monkeypatch):
     """The lazy KV path (skipped block arithmetic while memory is ample) changes no decision."""
-    from specsim import engine
+    from specsim.engine import replica as engine
     rng = np.random.default_rng(7)
     n = 80
     trace = make_trace(np.sort(rng.uniform(0, 3, n)), rng.integers(50, 1500, n), rng.integers(2, 400, n))
@@ -164,7 +164,7 @@ def test_cached_prompt_skips_prefill_compute():
 
 def test_mooncake_hit_rate_matches_hash_ids(shared):
     """One replica, no eviction: the simulated token hit rate equals the rate computed from the hash_ids."""
-    from specsim.trace import convert_mooncake
+    from specsim.workload.trace import convert_mooncake
     path = shared / "data" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
     if not path.exists():
         pytest.skip("the Mooncake trace is not in the shared folder")

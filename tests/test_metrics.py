@@ -14,10 +14,10 @@ import simpy
 
 from conftest import REPO
 from specsim.errors import SpecsimInputError
-from specsim.metrics import (REL_TOL, add_goodput, at_least, at_most, good_requests, latency_stats, parse_goodput)
+from specsim.analysis.metrics import (REL_TOL, add_goodput, at_least, at_most, good_requests, latency_stats, parse_goodput)
 from specsim.scenario import load_scenario
 from specsim.simulation import HORIZON_RULE, run_until, simulate
-from specsim.trace import load_trace
+from specsim.workload.trace import load_trace
 
 DATA = REPO / "tests" / "data"
 
@@ -189,7 +189,7 @@ def test_rate_scale_with_concurrency_refused():
 def test_itl_gaps_are_packed_in_step_order_and_windowed():
     """Records packs per-step gap arrays every few thousand steps; the gaps come back in step order, and a
     window keeps exactly the steps that ended inside it."""
-    from specsim.records import _ITL_PACK_STEPS, Records
+    from specsim.engine.records import _ITL_PACK_STEPS, Records
 
     rec = Records(1)
     n = 2 * _ITL_PACK_STEPS + 7

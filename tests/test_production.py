@@ -16,7 +16,7 @@ from specsim.hardware.drafter import ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.profile import resolve_profile
 from specsim.hardware.profile_fit import FIT_BOUNDS
 from specsim.hardware.stepmodel import step_model_of
-from specsim.production import (DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM_BOUNDS, TRAINING_MIX, V4_FLASH,
+from specsim.studies.production import (DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM_BOUNDS, TRAINING_MIX, V4_FLASH,
                                 deployment, ep_link_bytes_per_s, num_requests_for, production_trace,
                                 rank_profile, rank_step_model, surrogate_tps)
 from specsim.scenario import load_scenario
@@ -137,6 +137,6 @@ def test_superseded_profiles_still_load():
 
 
 def test_unreached_tier_is_never_the_best_iteration():
-    from specsim.production import UNREACHED_RESIDUAL, _loss
+    from specsim.studies.production import UNREACHED_RESIDUAL, _loss
     assert _loss({"80": 0.1, "136": float("nan")}) == pytest.approx(0.01 + UNREACHED_RESIDUAL ** 2)
     assert _loss({"80": 0.1, "136": float("nan")}) > _loss({"80": 0.3, "136": -1.0})

@@ -215,7 +215,7 @@ def test_bundled_terms_profiles_match_their_recipe():
 @pytest.mark.parametrize("name", ["h100-qwen3-8b-vllm-fitted", "b200-qwen3.8-27b-vllm-fitted"])
 def test_bundled_fitted_profiles_name_their_source_and_points(name):
     from specsim.hardware.profile import resolve_profile
-    from specsim.validation import fit_indices, load_rows
+    from specsim.studies.validation import fit_indices, load_rows
 
     md = resolve_profile(name).metadata
     fit = md["fit"]
@@ -223,7 +223,7 @@ def test_bundled_fitted_profiles_name_their_source_and_points(name):
     rows = load_rows()
     series = rows[rows["series"] == fit["series"]].sort_values("load")
     loads = [int(x) for x in series["load"]]
-    # at most a third of the series fitted (specsim.validation), the rest predicted, each load exactly once
+    # at most a third of the series fitted (specsim.studies.validation), the rest predicted, each load exactly once
     assert fit["fitted_loads"] == [loads[i] for i in fit_indices(len(loads))]
     assert sorted(fit["fitted_loads"] + fit["predicted_loads"]) == loads
     assert [p["label"] for p in fit["points"]] == [f"N={n}" for n in fit["fitted_loads"]]

@@ -28,7 +28,7 @@ import pytest
 
 from conftest import REPO
 from specsim.cli import main
-from specsim.report import RUN_FIGURES, SWEEP_FIGURES, shown, write_report
+from specsim.analysis.report import RUN_FIGURES, SWEEP_FIGURES, shown, write_report
 
 PROD = str(REPO / "traces" / "prod.jsonl")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

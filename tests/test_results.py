@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
-from specsim.results import (VLLM_HEAD_KEYS, load_measured, measured_for_plot, read_guidellm_result,
+from specsim.analysis.results import (VLLM_HEAD_KEYS, load_measured, measured_for_plot, read_guidellm_result,
                              read_results, read_vllm_result, save_measured, vllm_result, write_vllm_result)
 from specsim.simulation import simulate
-from specsim.trace import save_trace, synth_trace
+from specsim.workload.trace import save_trace, synth_trace
 from helpers import homogeneous_scenario
 
 DATA = Path(__file__).parent / "data"
@@ -184,7 +184,7 @@ def test_import_results_cli_and_plot(tmp_path):
 
 def test_plot_frontiers_draws_measured_points(tmp_path):
     """A measured point far from the simulated ones stretches the axes: the PNG differs from one without it."""
-    from specsim.plots import plot_frontiers
+    from specsim.analysis.plots import plot_frontiers
     from specsim.sweep import SweepSpec, load_records, run_sweep
 
     tr = synth_trace(24, 4.0, prompt_len=100, output_len=16)

@@ -18,7 +18,7 @@ from specsim.scenario import load_scenario
 from specsim.cli.sweep_cmd import parse_list
 from specsim.sweep import (SweepProgress, SweepSpec, expand_points, load_records, points_dir,
                            policy_uses_threshold, read_record, results_frame, run_sweep, seed_spread, write_record)
-from specsim.trace import Trace, save_trace
+from specsim.workload.trace import Trace, save_trace
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -316,7 +316,7 @@ def _new_modules(first: str, then: str) -> list[str]:
 
 
 def test_frontier_reads_records_without_loading_the_runner():
-    loaded = _new_modules("specsim", "specsim.frontier")
+    loaded = _new_modules("specsim", "specsim.analysis.frontier")
     assert "specsim.sweep.store" in loaded and "specsim.sweep.tables" in loaded
     assert not {"specsim.sweep.runner", "specsim.sweep.executors", "specsim.sweep.point",
                 "specsim.simulation"} & set(loaded)

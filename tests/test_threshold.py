@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specsim.acceptance import build_acceptance_model
+from specsim.acceptance.model import build_acceptance_model
 from specsim.hardware.profile import resolve_profile
 from specsim.policies import make_policy
 from specsim.policies.base import SchedulingView
 from specsim.policies.threshold import ConfidenceThreshold
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import load_trace
+from specsim.workload.trace import load_trace
 from tests.conftest import REPO
 
 # The paper's Fig. 5 sweep (PAPER.md 8.4) is measured in runs: tests/test_acceptance.py::test_fig5_endpoints_in_runs.

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.trace import (LENGTH_MODELS, Trace, convert_azure, convert_mooncake, fit_length_models,
+from specsim.workload.trace import (LENGTH_MODELS, Trace, convert_azure, convert_mooncake, fit_length_models,
                            load_trace, save_trace, synth_trace, trace_stats,
                            truncated_lognormal_mean)
 

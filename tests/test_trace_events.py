@@ -11,12 +11,12 @@ import pytest
 
 from conftest import REPO
 from specsim.cli import main
-from specsim.cluster import ClosedLoopWindow
+from specsim.engine.cluster import ClosedLoopWindow
 from specsim.progress import command_line, run_progress
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.trace import Trace
-from specsim.trace_events import ARGS_COLUMNS, trace_events, write_trace_events
+from specsim.workload.trace import Trace
+from specsim.analysis.trace_events import ARGS_COLUMNS, trace_events, write_trace_events
 
 
 def _trace(n: int = 30) -> Trace:

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.frontier import read_tuned, tuned_rows
+from specsim.analysis.frontier import read_tuned, tuned_rows
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, run_sweep
-from specsim.trace import Trace, save_trace
-from specsim.tune import KnobRange, TuneSpec, parse_knob, tune, tuned_path
+from specsim.workload.trace import Trace, save_trace
+from specsim.sweep.tune import KnobRange, TuneSpec, parse_knob, tune, tuned_path
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = f"{REPO / 'policies' / 'template.py'}:SurvivalCutoff"
@@ -190,7 +190,7 @@ def test_result_file_and_compare_rows(searched_then_grid, tmp_path):
     assert {r["config"]["policy"] for r in recs} == {"mtp1", "specdecpp"} and len(tuned) == 1
     assert {r["config"]["knobs"].get("threshold") for r in recs if r["config"]["policy"] == "specdecpp"} == {0.8}
     assert len(recs) == 2 * len(LOADS) * len(SEEDS)
-    from specsim.frontier import compare
+    from specsim.analysis.frontier import compare
 
     table = tuned_rows(compare(recs, [TIERS[0]], "specdecpp"), tuned)
     label = f"specdecpp tuned threshold (threshold={d['tiers'][0]['value']:g})"

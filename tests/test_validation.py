@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.validation import (DATA, DOCUMENTED_MISSES, SETUPS, SPEC_SETUPS, TARGETS, alpha_for_acceptance_length,
+from specsim.studies.validation import (DATA, DOCUMENTED_MISSES, SETUPS, SPEC_SETUPS, TARGETS, alpha_for_acceptance_length,
                                 fit_indices, load_rows, observation_from_row, run_all)
 
 

@@ -18,13 +18,13 @@ import typer
 from specsim import fmt
 from specsim.cli import app
 
-#: Default ECE bins: DeepSpec's 20, the value of ``specsim.calibration.N_BINS`` (kept here so that
+#: Default ECE bins: DeepSpec's 20, the value of ``specsim.acceptance.calibration.N_BINS`` (kept here so that
 #: ``--help`` needs no numeric library; a test checks that the two agree).
 DEFAULT_BINS = 20
 
 
 def _table(report):
-    """The rich table of a :class:`specsim.calibration.CalibrationReport`, one row per draft position."""
+    """The rich table of a :class:`specsim.acceptance.calibration.CalibrationReport`, one row per draft position."""
     from rich.table import Table
 
     t = Table(title="STS calibration (held-out half of the requests; ECE of cumulative survival, "
@@ -40,7 +40,7 @@ def _table(report):
 
 @app.command("calibrate")
 def calibrate(
-    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.steplog)"),
+    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.analysis.steplog)"),
     out: Path = typer.Option(..., "--out", help="output folder"),
     n_bins: int = typer.Option(DEFAULT_BINS, "--bins", min=2, help="ECE bins (DeepSpec uses 20)"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="write reliability and histogram PNGs"),
@@ -48,8 +48,8 @@ def calibrate(
     """Fit per-position STS temperatures on step logs; report ECE and AUROC before and after."""
     from rich.console import Console
 
-    from specsim import calibration as cal
-    from specsim.steplog import read_step_logs
+    from specsim.acceptance import calibration as cal
+    from specsim.analysis.steplog import read_step_logs
 
     df = read_step_logs(logs)
     report = cal.calibrate_step_log(df, source=[p.name for p in logs], n_bins=n_bins, warn_to_stderr=False)

@@ -1,13 +1,13 @@
 """``specsim fit LOGS... --out DIR`` and ``specsim counters FILE --out table.json``.
 
-``fit`` builds two acceptance models from step logs (format: :mod:`specsim.steplog`):
+``fit`` builds two acceptance models from step logs (format: :mod:`specsim.analysis.steplog`):
 - ``DIR/model.json``: the parametric latent model (pooled conditional rates per domain, latent spreads,
   confidence distortion, STS temperatures); use it with ``--set acceptance.model=fitted:DIR``, or only
   its rates with ``--set acceptance.table=DIR/model.json``;
 - ``DIR/blocks.parquet``: the fully labelled logged blocks, replayed by ``--set acceptance.model=empirical:DIR``.
 
 ``counters`` converts aggregate per-position counters (a counters CSV or a vLLM ``/metrics`` dump,
-:mod:`specsim.counters`) into a rate table ``{"alpha": {domain: [...]}}`` for ``acceptance.table``,
+:mod:`specsim.acceptance.counters`) into a rate table ``{"alpha": {domain: [...]}}`` for ``acceptance.table``,
 printing each configuration's acceptance length (tokens per step, bonus included) and acceptance rate
 (accepted / drafted tokens); counters of adaptive-length runs are rejected (they cannot be turned into
 conditional rates).
@@ -28,7 +28,7 @@ from specsim.errors import SpecsimInputError
 
 @app.command("fit")
 def fit(
-    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.steplog)"),
+    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.analysis.steplog)"),
     out: Path = typer.Option(..., "--out", help="output folder"),
     max_evals: int = typer.Option(400, "--max-evals", min=10, help="Nelder-Mead evaluations of the moment fit"),
 ) -> None:
@@ -36,8 +36,8 @@ def fit(
     from rich.console import Console
     from rich.table import Table
 
-    from specsim.fitting import write_fit
-    from specsim.steplog import read_step_logs
+    from specsim.acceptance.fitting import write_fit
+    from specsim.analysis.steplog import read_step_logs
 
     model = write_fit(read_step_logs(logs), out, [p.name for p in logs], max_evals=max_evals)
     console = Console()
@@ -63,7 +63,7 @@ def counters(
     config: Optional[list[str]] = typer.Option(None, "--config", help="CSV config_id(s) to keep (default all)"),
 ) -> None:
     """Convert per-position acceptance counters to a rate table {"alpha": {domain: [...]}}."""
-    from specsim.counters import load_counters, rate_table
+    from specsim.acceptance.counters import load_counters, rate_table
 
     table = rate_table(load_counters(path, domain=domain, configs=config), source=path.name)
     try:

@@ -28,7 +28,7 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
     to the MTP-1 frontier points of Fig. 7 (nothing from DSpark); writes profile <model>-rank-terms."""
     from rich.console import Console
 
-    from specsim.production import deployment, fit_mtp1, write_fit
+    from specsim.studies.production import deployment, fit_mtp1, write_fit
 
     dep = deployment(model)
     fit = fit_mtp1(dep, iterations=iterations, cache_dir=cache)
@@ -50,7 +50,7 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
     from rich.console import Console
 
     from specsim.hardware.profile import resolve_profile
-    from specsim.production import deployment, predict
+    from specsim.studies.production import deployment, predict
     from specsim.scenario import load_scenario
 
     dep = deployment(model)
@@ -68,7 +68,7 @@ def print_prediction(out: dict, console) -> None:
     """Tables: SLA gain, TPS/user at matched throughput, budget per request, frontier vs the paper.
 
     Args:
-        out: the dict :func:`specsim.production.predict` returns.
+        out: the dict :func:`specsim.studies.production.predict` returns.
         console: a ``rich.console.Console`` to print on.
     """
     from rich.table import Table

@@ -72,7 +72,7 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
     import numpy as np
 
     from specsim.hardware.stepmodel import TERMS, step_model_of, terms_table
-    from specsim.plots import plot_step_terms
+    from specsim.analysis.plots import plot_step_terms
 
     sm = step_model_of(prof)                      # show() has refused table profiles already
     if tokens_per_request < 1 or context < 0:

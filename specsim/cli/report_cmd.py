@@ -19,7 +19,7 @@ def report(
 ) -> None:
     """Write one HTML page (figures inline, opens offline) for a run or a sweep."""
     from specsim.errors import SpecsimInputError
-    from specsim.report import write_report
+    from specsim.analysis.report import write_report
 
     try:
         tier_values = tuple(float(t) for t in tiers.split(",") if t.strip())

@@ -35,12 +35,12 @@ def write_result_format(res, result_format: Optional[str], out: Optional[Path]) 
     """Write ``res`` (a SimulationResult) in ``result_format`` into ``out``; returns the file or None.
 
     ``vllm`` writes ``out/vllm_result.json`` with the keys of ``vllm bench serve --save-result``
-    (:func:`specsim.results.vllm_result`).
+    (:func:`specsim.analysis.results.vllm_result`).
     """
     check_result_format(result_format, out)
     if result_format is None:
         return None
-    from specsim.results import write_vllm_result
+    from specsim.analysis.results import write_vllm_result
 
     return write_vllm_result(res, Path(out) / RESULT_FORMATS[result_format])
 
@@ -58,7 +58,7 @@ def import_results(
     from rich.console import Console
     from rich.table import Table
 
-    from specsim.results import read_results, save_measured
+    from specsim.analysis.results import read_results, save_measured
 
     points = read_results(files, gpus=gpus, label=label)
     save_measured(points, out)

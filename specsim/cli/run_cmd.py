@@ -106,11 +106,11 @@ def run(
                                                 "Chrome trace events (JSON; Perfetto opens it)."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
-    from specsim.metrics import add_goodput, parse_goodput
+    from specsim.analysis.metrics import add_goodput, parse_goodput
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.cli.results_cmd import check_result_format, write_result_format
-    from specsim.trace import load_trace
+    from specsim.workload.trace import load_trace
 
     check_result_format(result_format, out)
     if num_requests is not None and num_requests < 1:
@@ -137,7 +137,7 @@ def run(
                     "gamma": gamma, "drafter": drafter, "threshold": threshold, "num_requests": num_requests,
                     "max_sim_s": max_sim_s, "goodput": slos or None}}
     if trace_events is not None:
-        from specsim.trace_events import write_trace_events
+        from specsim.analysis.trace_events import write_trace_events
         write_trace_events(res.steps, trace_events, f"specsim run: {res.summary['policy']}")
     if out is not None:
         res.save(out)

@@ -189,10 +189,10 @@ def sweep(
     --concurrency and --rate-scales may be given together (closed- and open-loop points in one sweep);
     --requests-per-user needs --concurrency.
     """
-    from specsim.metrics import parse_goodput
+    from specsim.analysis.metrics import parse_goodput
     from specsim.scenario import load_scenario
     from specsim.sweep import load_records, results_frame, run_sweep
-    from specsim.trace import load_trace
+    from specsim.workload.trace import load_trace
 
     if requests_per_user is not None and not concurrency:
         raise SpecsimInputError("--requests-per-user", None, None, "--requests-per-user with --concurrency (it "
@@ -253,8 +253,8 @@ def failed_text(df, width: int | None = None) -> str:
 
 
 def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
-    """vLLM's request goodput per curve and load (:func:`specsim.frontier.request_goodput_table`), as text."""
-    from specsim.frontier import request_goodput_table
+    """vLLM's request goodput per curve and load (:func:`specsim.analysis.frontier.request_goodput_table`), as text."""
+    from specsim.analysis.frontier import request_goodput_table
 
     tab = request_goodput_table(records, slos_ms)
     limits = " ".join(f"{k}<={v:g}ms" for k, v in slos_ms.items())
@@ -285,14 +285,14 @@ def compare(
     goodput: list[str] = typer.Option([], "--goodput", help=_GOODPUT_HELP),
 ) -> None:
     """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
-    from specsim.frontier import compare as compare_table, comparison_json
-    from specsim.metrics import parse_goodput
+    from specsim.analysis.frontier import compare as compare_table, comparison_json
+    from specsim.analysis.metrics import parse_goodput
 
     tier_list = parse_list(tiers, float, "tiers")
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
     if bad:
         raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", f"{bad[0]:g}")
-    from specsim.frontier import read_tuned, tuned_rows
+    from specsim.analysis.frontier import read_tuned, tuned_rows
 
     slos = parse_goodput(goodput)
     recs, tuned = read_tuned(sweep_dir, _records(sweep_dir))     # tuning-only points left out (specsim tune)
@@ -321,7 +321,7 @@ def _compare_row(r, has_oracle: bool) -> list[str]:
 
 
 def compare_text(tab, sweep_dir, width: int | None = None) -> str:
-    """:func:`specsim.frontier.compare`'s table and the notes that explain its columns, as text.
+    """:func:`specsim.analysis.frontier.compare`'s table and the notes that explain its columns, as text.
 
     Every curve name, tier and number is shown whole at any ``width`` (None: the terminal's): the table
     is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`).
@@ -350,14 +350,14 @@ def plot(
 ) -> None:
     """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8), throughput.png per sweep directory, and
     tuned.png where a directory holds tuning results (specsim tune)."""
-    from specsim.frontier import read_tuned
-    from specsim.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
+    from specsim.analysis.frontier import read_tuned
+    from specsim.analysis.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 
     split = [(d.name, *read_tuned(d, _records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
     recs = [(name, r) for name, r, _ in split]
     dest = out or sweep_dirs[0] / "plots"
     tier_list = parse_list(tiers, float, "tiers") if tiers else []
-    from specsim.results import measured_for_plot
+    from specsim.analysis.results import measured_for_plot
     written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, measured_for_plot(sweep_dirs, measured))]
     for name, r in recs:
         suffix = f"-{name}" if len(recs) > 1 else ""

@@ -1,4 +1,4 @@
-"""``specsim tune``: the best knob value of a policy per SLA tier (specsim.tune), beside untuned policies.
+"""``specsim tune``: the best knob value of a policy per SLA tier (specsim.sweep.tune), beside untuned policies.
 
 Top-level imports stay light (typer and the standard library): the library is imported inside the
 command, so ``specsim tune --help`` loads no numeric library.
@@ -53,8 +53,8 @@ def tune(
     from specsim.cli.sweep_cmd import parse_list
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
-    from specsim.trace import load_trace
-    from specsim.tune import TuneSpec, parse_knob, tune as run_tune, write_tuned
+    from specsim.workload.trace import load_trace
+    from specsim.sweep.tune import TuneSpec, parse_knob, tune as run_tune, write_tuned
 
     spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),
                     tiers=tuple(parse_list(tiers, float, "tiers")),

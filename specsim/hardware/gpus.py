@@ -4,7 +4,7 @@ Every FLOP/s number is a vendor datasheet value for DENSE tensor-core math (no 2
 datasheets that print "with sparsity" figures are halved, and the halving is said below). BF16 and FP16 run at
 the same rate on every GPU here (FP32 accumulate). ``link_bytes_per_s`` is the per-GPU *unidirectional*
 scale-up bandwidth (half the "bidirectional" figure datasheets print). ``memory_bytes`` is the capacity in
-bytes: the total the device reports (nvidia-smi memory.total, MiB) where specsim.kv_capacity already records
+bytes: the total the device reports (nvidia-smi memory.total, MiB) where specsim.hardware.kv_capacity already records
 it (A100, H100, H200, B200; H800 is an H100 80GB), otherwise the datasheet's GB read as GiB (memory chips come
 in binary sizes; a datasheet "80GB" HBM3 part reports 81,559 MiB).
 

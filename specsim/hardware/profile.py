@@ -470,7 +470,7 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
     Args:
         profile: the run's profile.
         steps: the run's steps frame (``batch_tokens``, ``num_decode``, ``verified_drafts``, ``prefill_tokens``
-            columns, :data:`specsim.records.STEP_COLUMNS`).
+            columns, :data:`specsim.engine.records.STEP_COLUMNS`).
         gamma: the run's block length.
 
     Returns:

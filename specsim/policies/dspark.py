@@ -17,8 +17,8 @@ from specsim.policies.base import PolicyBase, SchedulingView
 
 @functools.cache
 def _kernels():
-    """specsim.kernels, imported on first use (listing the policies does not load numba and scipy)."""
-    from specsim import kernels
+    """specsim.engine.kernels, imported on first use (listing the policies does not load numba and scipy)."""
+    from specsim.engine import kernels
     return kernels
 
 

@@ -14,7 +14,7 @@ tables only read and write records):
 * :mod:`~specsim.sweep.tables`: records as DataFrames (:func:`results_frame`, :func:`seed_spread`).
 * :mod:`~specsim.sweep.runner`: :func:`run_sweep`, reporting progress through an optional callback.
 
-:mod:`specsim.frontier` reads records through ``store`` and ``tables`` only. Parsing of comma lists
+:mod:`specsim.analysis.frontier` reads records through ``store`` and ``tables`` only. Parsing of comma lists
 and the progress bar live in the CLI (``specsim/cli/sweep_cmd.py``).
 
 Every name below is importable from ``specsim.sweep`` and loaded on first use (PEP 562), so importing

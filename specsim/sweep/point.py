@@ -1,7 +1,7 @@
 """Running one sweep point: a :func:`specsim.simulation.simulate` call turned into a record.
 
-Per point, a record keeps the run's summary (``vllm bench serve`` names, see specsim.metrics) and, for
-SLA attainment and goodput (specsim.frontier), the per-request TPS/user and output tokens of the
+Per point, a record keeps the run's summary (``vllm bench serve`` names, see specsim.analysis.metrics) and, for
+SLA attainment and goodput (specsim.analysis.frontier), the per-request TPS/user and output tokens of the
 measured multi-token requests (closed loop: those issued inside the window).
 
 Failed points (a :class:`SpecsimInputError`, e.g. a closed-loop window that never opens because the

@@ -203,7 +203,7 @@ def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint
     Args:
         spec: the sweep axes.
         scenario: the resolved scenario.
-        trace: the full trace (:class:`specsim.trace.Trace`); points use its first ``num_requests``.
+        trace: the full trace (:class:`specsim.workload.trace.Trace`); points use its first ``num_requests``.
 
     Raises:
         SpecsimInputError: unknown policy, drafter or profile.

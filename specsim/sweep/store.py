@@ -11,7 +11,7 @@ Layout of a sweep directory ``DIR``:
 Resume rule (:func:`finished_ids`): a point is done when its record is valid and its status is ``ok``,
 or ``error`` unless failed points are retried; leftover temporary files and invalid records are deleted.
 
-This module knows nothing about how points are run: :mod:`specsim.frontier` reads records through it
+This module knows nothing about how points are run: :mod:`specsim.analysis.frontier` reads records through it
 without importing the sweep runner or its executors.
 """
 
@@ -157,7 +157,7 @@ def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, po
         out_dir: the sweep directory (created if missing).
         spec: the sweep's :class:`specsim.sweep.SweepSpec` (any dataclass).
         scenario: the resolved :class:`specsim.scenario.Scenario`.
-        trace: the full :class:`specsim.trace.Trace`.
+        trace: the full :class:`specsim.workload.trace.Trace`.
         points: the sweep's points (objects with an ``id``).
 
     Returns:

@@ -24,7 +24,7 @@ else:
 
 from specsim.backends.torch.replay import COMPARED, compare, domain_prompts, math_problems, run_replay  # noqa: E402
 from specsim.errors import SpecsimInputError  # noqa: E402
-from specsim.trace import Trace  # noqa: E402
+from specsim.workload.trace import Trace  # noqa: E402
 
 
 def _trace(n: int = 6, output_base: int = 80) -> Trace:

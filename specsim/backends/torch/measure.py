@@ -9,7 +9,7 @@
   alpha_k = P(draft k accepted | drafts 1..k-1 accepted) = (#rows with accepted >= k) / (#rows with
   accepted >= k-1) over every step of every request.
 * :func:`calibration_report`: ECE/AUROC of the DSpark confidence head before and after STS, through
-  :func:`specsim.calibration.calibrate_step_log` (fit on half the requests, evaluated on the other half).
+  :func:`specsim.acceptance.calibration.calibrate_step_log` (fit on half the requests, evaluated on the other half).
 """
 
 from __future__ import annotations
@@ -116,8 +116,8 @@ def acceptance_curves(target, drafters: dict, prompts, gamma: int, max_new_token
 
 
 def calibration_report(step_log: pd.DataFrame):
-    """ECE/AUROC per position of the raw and STS-calibrated confidences (see :mod:`specsim.calibration`)."""
-    from specsim.calibration import calibrate_step_log
+    """ECE/AUROC per position of the raw and STS-calibrated confidences (see :mod:`specsim.acceptance.calibration`)."""
+    from specsim.acceptance.calibration import calibrate_step_log
     return calibrate_step_log(step_log, source=["torch backend static run"], warn_to_stderr=False)
 
 

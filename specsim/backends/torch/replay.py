@@ -10,19 +10,19 @@ models"):
    of the trace's ``prompt_tokens``; each generates exactly ``output_tokens`` tokens (EOS ignored). One
    iteration = prefill of the newly arrived requests (one forward, their first token) + one speculative
    step (draft, policy, verify, accept) of the requests that were already running: the colocated
-   prefill of the simulator's engine (``specsim.engine``), where a request prefilled in step t first
+   prefill of the simulator's engine (``specsim.engine.replica``), where a request prefilled in step t first
    decodes in step t+1. Times are real wall-clock seconds of each iteration on a virtual clock that
    jumps over idle gaps to the next arrival (no sleeping), so arrivals and queueing are as in the trace.
 2. **Predict** (:func:`predict`): the simulator runs the same trace, open loop, with the same policy
    object type, a colocated scenario with one replica (prefill chunk budget large enough to prefill
    every waiting prompt in one step, as the replay does), an acceptance model fitted by
-   :func:`specsim.fitting.write_fit` from a DIFFERENT run's step log (another seed and/or policy; never the
+   :func:`specsim.acceptance.fitting.write_fit` from a DIFFERENT run's step log (another seed and/or policy; never the
    run being predicted), the step-time profile of the target measured on this machine
    (:func:`specsim.backends.torch.measure.measure_profile`) and the drafter's measured cost (a linear
    fit of logged draft time against running requests, from the fitting run's log).
 3. **Compare** (:func:`compare`): relative error (predicted - measured) / measured per metric.
 
-Metrics come from :func:`specsim.metrics.summarize` on both sides (the replay builds the same request
+Metrics come from :func:`specsim.analysis.metrics.summarize` on both sides (the replay builds the same request
 and step frames as the simulator's cluster), so names and definitions are those of ``specsim run``.
 
 torch is imported inside the functions that need it: importing this module needs only numpy/pandas.
@@ -41,7 +41,7 @@ import pandas as pd
 
 from specsim.errors import SpecsimInputError
 
-#: Metrics of the side-by-side table: (summary key, label). Names as in specsim.metrics.
+#: Metrics of the side-by-side table: (summary key, label). Names as in specsim.analysis.metrics.
 COMPARED = (("mean_acceptance_length", "mean acceptance length (tok/step)"),
             ("acceptance_rate", "acceptance rate"),
             ("mean_verify_tokens_per_request", "mean verify tokens per request"),
@@ -121,11 +121,11 @@ class ReplayRun:
     """What a replay measured.
 
     Attributes:
-        summary: :func:`specsim.metrics.summarize` of the run plus policy, seed, target, drafter, gamma.
-        requests: per-request frame (the columns of :func:`specsim.metrics.request_frame`).
-        steps: per-iteration frame (:data:`specsim.records.STEP_COLUMNS` plus ``prefill_s`` and
+        summary: :func:`specsim.analysis.metrics.summarize` of the run plus policy, seed, target, drafter, gamma.
+        requests: per-request frame (the columns of :func:`specsim.analysis.metrics.request_frame`).
+        steps: per-iteration frame (:data:`specsim.engine.records.STEP_COLUMNS` plus ``prefill_s`` and
             ``draft_time_s``, seconds, and ``kv_tokens``, context tokens of the decoding requests).
-        step_log: per (step, request) rows (:mod:`specsim.steplog` format, wall-clock times).
+        step_log: per (step, request) rows (:mod:`specsim.analysis.steplog` format, wall-clock times).
     """
 
     summary: dict[str, Any]
@@ -142,7 +142,7 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
         target, drafter: torch target and drafter (:mod:`specsim.backends.torch.workflow` loaders).
         policy: a policy name or object (the same objects as the simulator's).
         profile: the step-time profile the policy sees (:class:`~specsim.hardware.profile.StepTimeProfile`).
-        trace: a :class:`specsim.trace.Trace` (N requests).
+        trace: a :class:`specsim.workload.trace.Trace` (N requests).
         prompts: N token-id lists (:func:`domain_prompts`).
         gamma: draft block length; seed: per-request random streams ``SeedSequence([seed, i])``.
         greedy, temperature: acceptance by argmax match, or rejection sampling at ``temperature``.
@@ -154,8 +154,8 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
     from collections import deque
 
     from specsim.backends.torch.decode import SpecDecoder
-    from specsim.records import STEP_COLUMNS
-    from specsim.metrics import summarize
+    from specsim.engine.records import STEP_COLUMNS
+    from specsim.analysis.metrics import summarize
     from specsim.policies import make_policy
 
     pol = make_policy(policy, gamma=gamma) if isinstance(policy, str) else policy
@@ -436,9 +436,9 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
 
     from specsim.backends.torch.measure import measure_profile
     from specsim.backends.torch.workflow import BUNDLED, load_drafters, load_target
-    from specsim.fitting import write_fit
+    from specsim.acceptance.fitting import write_fit
     from specsim.hardware.profile import load_profile, save_profile
-    from specsim.steplog import read_step_log
+    from specsim.analysis.steplog import read_step_log
 
     say = progress or (lambda s: None)
     if (fit_logs is None) == (fit_seed is None):
@@ -535,7 +535,7 @@ def _max_context(target) -> int | None:
 
 
 def _save_run(run: ReplayRun, d: Path) -> None:
-    from specsim.steplog import write_step_log
+    from specsim.analysis.steplog import write_step_log
     d.mkdir(parents=True, exist_ok=True)
     (d / "summary.json").write_text(json.dumps(run.summary, indent=1, default=float) + "\n")
     run.requests.to_parquet(d / "requests.parquet", index=False)

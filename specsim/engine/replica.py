@@ -4,7 +4,7 @@ The split follows nano-vllm's scheduler / model-runner: :class:`Replica` schedul
 preemption, the policy's decision, prefill packing) and costs a step from the profile; what happens inside
 the step (outcomes) is revealed only when it ends. The replica sees only what it needs (its config, the
 policy's hooks, the profile, the drafter cost, a draw source (which owns the acceptance model), the read-only workload
-and a :class:`~specsim.records.Records` sink), never the cluster.
+and a :class:`~specsim.engine.records.Records` sink), never the cluster.
 
 A step:
 
@@ -33,12 +33,12 @@ from typing import Callable, NamedTuple
 import numpy as np
 import simpy
 
-from specsim import kernels
+from specsim.engine import kernels
 from specsim.errors import SpecsimInputError
-from specsim.kv import BlockPool, blocks_for
+from specsim.engine.kv import BlockPool, blocks_for
 from specsim.policies.base import OracleView, SchedulingView
-from specsim.records import Records, StepRecord
-from specsim.workload import Workload
+from specsim.engine.records import Records, StepRecord
+from specsim.engine.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class Slots:
     ``request`` is the trace index; ``num_generated`` output tokens emitted so far; ``prefill_left`` prompt (or,
     after a preemption, prompt + generated) tokens still to prefill; ``kv_blocks`` target KV blocks held (cached
     prefix blocks included), ``kv_cached`` how many of those are shared cache blocks, ``draft_kv_blocks`` the
-    drafter's blocks; ``draw_key`` and ``draw_base`` (R, gamma) the request's random stream (specsim.draws);
+    drafter's blocks; ``draw_key`` and ``draw_base`` (R, gamma) the request's random stream (specsim.engine.draws);
     ``decode_steps`` and the
     history for causal policies (flushed to the records when the request leaves or is preempted).
 
@@ -189,7 +189,7 @@ class Replica:
         hooks: the policy's hooks (:func:`specsim.policies.base.policy_hooks`).
         profile: the target's step-time profile.
         drafter_cost: the drafter's cost model.
-        draws: the run's draw source (:func:`specsim.draws.row_draws`): a request's drafts' confidences and
+        draws: the run's draw source (:func:`specsim.engine.draws.row_draws`): a request's drafts' confidences and
             hidden outcomes at an anchor (None when gamma is 0).
         workload: the read-only per-request inputs.
         records: the run's record sink.
@@ -605,7 +605,7 @@ class Replica:
 
     def _emit_decode(self, plan: StepPlan, start: float, now: float) -> tuple[int, int]:
         """Reveal the step's outcomes; each decoding request emits its accepted prefix + 1 (the view's arrays
-        are replaced, never written in place: :func:`specsim.kernels.emit_decode`).
+        are replaced, never written in place: :func:`specsim.engine.kernels.emit_decode`).
         Returns (accepted drafts, requests that reached their output length)."""
         s, d, l = self.slots, plan.decode, plan.verify_len
         if not d.size:

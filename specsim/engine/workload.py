@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specsim.kv import prefix_block_keys
+from specsim.engine.kv import prefix_block_keys
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,7 +30,7 @@ class Workload:
 
     @classmethod
     def from_trace(cls, trace, block_size: int) -> "Workload":
-        """Build from a :class:`specsim.trace.Trace` (arrays copied, read-only)."""
+        """Build from a :class:`specsim.workload.trace.Trace` (arrays copied, read-only)."""
         arrays = [np.array(trace.prompt_tokens, np.int64), np.array(trace.output_tokens, np.int64),
                   np.array(trace.domain, dtype=object)]
         for a in arrays:

@@ -2,13 +2,13 @@
 
 * :func:`plot_frontiers`: throughput per GPU vs mean TPS/user, every load point (seed mean with its
   seed min-max as error bars) and each curve's Pareto frontier joined by the interpolation rule of
-  specsim.frontier; one panel per sweep directory, side by side, SLA tiers as dotted verticals (the
+  specsim.analysis.frontier; one panel per sweep directory, side by side, SLA tiers as dotted verticals (the
   layout of the paper's Fig. 7: PAPER.md section 8.5). Measured points (real ``vllm bench serve`` or
-  guidellm runs read by :mod:`specsim.results`) are drawn on every panel as black stars labelled
+  guidellm runs read by :mod:`specsim.analysis.results`) are drawn on every panel as black stars labelled
   ``measured: ...``, on the same axes.
 * :func:`plot_budget`: mean verify tokens per request vs concurrency (the paper's Fig. 8).
 * :func:`plot_throughput_vs_load`: throughput per GPU vs concurrency (or rate scale).
-* :func:`plot_tuned_frontiers`: the untuned curves' frontiers with each tuned frontier (specsim.tune)
+* :func:`plot_tuned_frontiers`: the untuned curves' frontiers with each tuned frontier (specsim.sweep.tune)
   drawn over them: its throughput per tier (seed std as error bars), each point labelled with its knob value.
 """
 
@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from specsim.frontier import X, Y, frontiers  # noqa: E402
+from specsim.analysis.frontier import X, Y, frontiers  # noqa: E402
 from specsim.sweep import results_frame, seed_spread  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
                    tiers: Sequence[float] = (), measured: Sequence[Any] = ()) -> Path:
     """Throughput per GPU vs TPS/user, one panel per (title, records) pair; returns the PNG path.
 
-    ``measured``: :class:`specsim.results.MeasuredPoint` objects drawn on every panel (points without
+    ``measured``: :class:`specsim.analysis.results.MeasuredPoint` objects drawn on every panel (points without
     TPS/user or throughput are skipped).
     """
     fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
@@ -113,7 +113,7 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
 
     Args:
         panels: (title, records without tuning-only points, tuning results), as
-            :func:`specsim.frontier.read_tuned` returns them.
+            :func:`specsim.analysis.frontier.read_tuned` returns them.
         out_png: the PNG to write; tiers: SLA tiers drawn as dotted verticals.
 
     Returns:

@@ -28,7 +28,7 @@ def trace_events(steps: pd.DataFrame, title: str = "specsim") -> dict[str, Any]:
     """The Chrome trace-event object of a run's step frame.
 
     Args:
-        steps: the per-step frame (:data:`specsim.records.STEP_COLUMNS`; times in seconds).
+        steps: the per-step frame (:data:`specsim.engine.records.STEP_COLUMNS`; times in seconds).
         title: shown as each replica process's label.
 
     Returns:

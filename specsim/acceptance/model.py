@@ -24,7 +24,7 @@ temperature: the shift moves c = 0.5, as the paper's 0.53 -> 0.47 point requires
     s_1 = conf_scale, h_1 = conf_shift;  s_k = conf_scale_later, h_k = conf_shift_later for k >= 2
 
 The calibrated confidence the policies see is Sequential Temperature Scaling of the raw one,
-c = sigmoid(logit(c_raw) / T_k) (PAPER.md section 4), with T fitted by :func:`specsim.calibration.fit_sts`
+c = sigmoid(logit(c_raw) / T_k) (PAPER.md section 4), with T fitted by :func:`specsim.acceptance.calibration.fit_sts`
 on a separate simulated sample when the model is built, or read from a ``temperatures.json``. Both
 confidences are cheap on (R, gamma) arrays: two ``expit`` of the same linear map.
 
@@ -499,7 +499,7 @@ class AcceptanceModel:
 
     def _fit_sts(self) -> np.ndarray:
         """STS temperatures fitted on a simulated sample (fixed seed, domains by :meth:`_weights`)."""
-        from specsim.calibration import fit_sts
+        from specsim.acceptance.calibration import fit_sts
 
         rng = np.random.default_rng(_MODEL_SEED)
         w = self._weights()
@@ -589,7 +589,7 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
             name (fig2, fig4, dspark5, mtp) or a JSON rate-table path.
         rates: inline ``{domain: [a_1, ...]}``; added to (and overriding rows of) the table.
         model: None only: this builds the latent model above. A scenario's ``fitted:DIR`` or ``empirical:DIR``
-            is built by :func:`specsim.fitting.resolve_acceptance_model`, which knows every kind (fitting
+            is built by :func:`specsim.acceptance.fitting.resolve_acceptance_model`, which knows every kind (fitting
             builds on this module, never the reverse).
         temperatures: None (STS fitted at build time) or a ``specsim calibrate`` temperatures.json.
         calibration: "sts" or "none".
@@ -601,11 +601,11 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
     """
     if model:
         raise SpecsimInputError(None, None, "acceptance.model", "'' here (fitted and empirical models are built "
-                                "by specsim.fitting.resolve_acceptance_model)", repr(model))
+                                "by specsim.acceptance.fitting.resolve_acceptance_model)", repr(model))
     params = {k: float(v) for k, v in params.items() if k in _LATENT_KEYS}
     temps = None
     if temperatures:
-        from specsim.calibration import load_temperatures
+        from specsim.acceptance.calibration import load_temperatures
         temps = tuple(float(t) for t in load_temperatures(temperatures))
     weights = None
     if constant_alpha:  # None (or 0) = off

@@ -2,10 +2,10 @@
 
 The question "which threshold is best at 150 tok/s/user?" has a brute-force answer: sweep every
 (knob value, load, seed) of a grid, build each knob value's Pareto frontier and read it at the tier
-(:mod:`specsim.frontier`). :func:`tune` finds the same pick with far fewer simulated points:
+(:mod:`specsim.analysis.frontier`). :func:`tune` finds the same pick with far fewer simulated points:
 
 * Load bracketing. At a fixed knob value only the two load points whose TPS/user bracket the tier
-  matter, since the frontier is interpolated linearly between adjacent points (specsim.frontier).
+  matter, since the frontier is interpolated linearly between adjacent points (specsim.analysis.frontier).
   Closed-loop TPS/user falls as load grows, so the bracket is found by bisection over the sorted load
   list, started from the bracket a neighbouring knob value already found (usually a hit) and from
   every point already simulated at this knob value; one load past the bracket is checked as well,
@@ -29,7 +29,7 @@ The question "which threshold is best at 150 tok/s/user?" has a brute-force answ
 Points are sweep points (:mod:`specsim.sweep`): the same ids, the same records in ``DIR/points/``,
 each written as soon as it finishes, so a killed tune resumes where it stopped and reuses whatever a
 sweep into the same directory already computed. The result goes to ``DIR/tuned/<policy>-<knob>.json``
-(:func:`specsim.frontier.read_tuned` reads it for ``specsim compare`` and ``specsim plot``).
+(:func:`specsim.analysis.frontier.read_tuned` reads it for ``specsim compare`` and ``specsim plot``).
 
 Assumptions, said plainly: TPS/user falls with load (up to seed noise) and the throughput at a tier is
 unimodal in the knob over the grid. Where either fails, the search can miss the grid's best; the
@@ -49,7 +49,7 @@ from typing import Any, Callable
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.frontier import X, Y, Frontier
+from specsim.analysis.frontier import X, Y, Frontier
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
 from specsim.sweep.point import PointTask
@@ -210,7 +210,7 @@ class TierResult:
         significant: the mean paired difference exceeds two standard errors (False with one seed).
         scores: ``{knob value: seed-mean throughput at the tier}`` of every value the search simulated.
         frontier: the pick's frontier from its simulated points (``tps_per_user``, ``throughput_per_gpu``,
-            ``loads``), as specsim.frontier builds it.
+            ``loads``), as specsim.analysis.frontier builds it.
     """
 
     tier: float
@@ -343,7 +343,7 @@ class _Evaluator:
         return np.array(x, float), np.array(y, float), np.array(loads, float)
 
     def frontier(self, k: int, seed_index: int | None = None) -> Frontier:
-        """The Pareto frontier of knob value ``k``'s simulated points (specsim.frontier's rule)."""
+        """The Pareto frontier of knob value ``k``'s simulated points (specsim.analysis.frontier's rule)."""
         x, y, loads = self.xy(k, seed_index)
         return Frontier.from_points(f"{self.spec.policy} {self.spec.knob.name}={self.values[k]:g}", x, y, loads)
 

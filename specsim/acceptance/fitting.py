@@ -1,11 +1,11 @@
-"""Acceptance models fitted from step logs (format: :mod:`specsim.steplog`): empirical and parametric.
+"""Acceptance models fitted from step logs (format: :mod:`specsim.analysis.steplog`): empirical and parametric.
 
 Both plug into ``specsim run`` through the scenario (``[acceptance] model = "empirical:DIR"`` or
 ``"fitted:DIR"``, DIR written by ``specsim fit``) and implement the engine's acceptance API
-(:class:`specsim.acceptance.AcceptanceModel`: ``draw_request``, ``confidences``, ``accepted``, ``alpha``...).
+(:class:`specsim.acceptance.model.AcceptanceModel`: ``draw_request``, ``confidences``, ``accepted``, ``alpha``...).
 
 :func:`resolve_acceptance_model` builds whichever model a scenario's ``[acceptance]`` names (the latent
-model of :mod:`specsim.acceptance` or one of these two); it lives here because only this module knows
+model of :mod:`specsim.acceptance.model` or one of these two); it lives here because only this module knows
 every kind, and the dependency points one way (fitting -> acceptance).
 
 * Empirical (:class:`EmpiricalAcceptanceModel`): replays real blocks. Only *fully labelled* rows are used
@@ -14,12 +14,12 @@ every kind, and the dependency points one way (fitting -> acceptance).
   that request-level difficulty is kept). Rows of the draws are anchors: logged block j is laid over its
   own emitted tokens (accepted + 1 rows), so a full-verify replay of one logged request follows it step
   for step. Confidences are the logged raw ones; calibrated ones are STS on the log.
-* Parametric (:func:`fit_parametric`): the latent model of :mod:`specsim.acceptance`. Per domain the
+* Parametric (:func:`fit_parametric`): the latent model of :mod:`specsim.acceptance.model`. Per domain the
   pooled conditional rates alpha_k = (# accepted at k) / (# reached k) over labelled rows; the latent
   spreads and confidence distortion by simulated moments: the per-position mean and spread of
   logit(c_raw), its correlation across positions of a step and across steps of a request, and the
   accepted rate among reached drafts in four bins of raw confidence, matched by Nelder-Mead on a
-  simulation with fixed random numbers; STS temperatures from :func:`specsim.calibration.fit_sts`.
+  simulation with fixed random numbers; STS temperatures from :func:`specsim.acceptance.calibration.fit_sts`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import pandas as pd
 from scipy.optimize import minimize
 from scipy.special import expit, logit
 
-from specsim.acceptance import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
-from specsim.calibration import fit_sts, load_temperatures, step_log_arrays
+from specsim.acceptance.model import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
+from specsim.acceptance.calibration import fit_sts, load_temperatures, step_log_arrays
 from specsim.errors import SpecsimInputError
 from specsim.scenario import AcceptanceConfig
 
@@ -387,7 +387,7 @@ def resolve_acceptance_model(drafter: str, gamma: int, model: str = "", temperat
     Args:
         drafter: the drafter family (dspark, dflash, eagle3, mtp).
         gamma: block length.
-        model: "" (the latent model, :func:`specsim.acceptance.build_acceptance_model`), ``fitted:DIR`` (a
+        model: "" (the latent model, :func:`specsim.acceptance.model.build_acceptance_model`), ``fitted:DIR`` (a
             ``specsim fit`` parametric model: rates, latent and confidence parameters, temperatures from
             DIR/model.json) or ``empirical:DIR`` (replay of logged blocks, :class:`EmpiricalAcceptanceModel`).
         temperatures: "" or a ``specsim calibrate`` temperatures.json (replaces fitted temperatures).
@@ -396,10 +396,10 @@ def resolve_acceptance_model(drafter: str, gamma: int, model: str = "", temperat
             parameters), used by the latent model.
 
     Returns:
-        An :class:`specsim.acceptance.AcceptanceModel` or an :class:`EmpiricalAcceptanceModel`.
+        An :class:`specsim.acceptance.model.AcceptanceModel` or an :class:`EmpiricalAcceptanceModel`.
 
     Raises:
-        SpecsimInputError: see :func:`specsim.acceptance.build_acceptance_model` and :func:`load_fitted_model`.
+        SpecsimInputError: see :func:`specsim.acceptance.model.build_acceptance_model` and :func:`load_fitted_model`.
     """
     if not model:
         return build_acceptance_model(drafter, gamma, temperatures=temperatures, calibration=calibration,

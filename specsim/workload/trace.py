@@ -1074,7 +1074,7 @@ def synth_trace(num_requests: int | None, rate: float, *, arrival: str = "poisso
         span_s: seconds > 0, the last arrival after rescaling (N >= 2).
         output_len, prompt_len: fixed or uniform lengths (:func:`parse_length_spec`).
         lengths: (prompt, output) int arrays of equal length M >= 1
-            (:func:`specsim.trace_formats.load_lengths_csv`).
+            (:func:`specsim.workload.formats.load_lengths_csv`).
         prefix_groups, prefix_tokens, questions_per_group: the shared-prefix groups (0 = none).
 
     Raises:

@@ -74,7 +74,7 @@ def _normal(u, quantiles, table_n, tail):
 
 @numba.njit(cache=True, inline="always")
 def _uniforms(key, anchor, u):
-    """Fill ``u`` (2 * words,) with the stream's uniforms at ``anchor`` (``specsim.draws.uniforms``' layout)."""
+    """Fill ``u`` (2 * words,) with the stream's uniforms at ``anchor`` (``specsim.engine.draws.uniforms``' layout)."""
     words = u.size // 2
     start = np.uint64(anchor) * np.uint64(words)
     for w in range(words):

@@ -22,8 +22,8 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
 * Fraction of the oracle: y_A(t) / y_oracle(t) when the ``oracle`` policy is in the sweep (the oracle
   curve with the same knobs when it was swept over knobs too, else its only curve).
 * Tolerance: every comparison of a TPS/user or a throughput against a tier (frontier status, interpolation,
-  SLA attainment) uses :func:`specsim.metrics.at_least` / :func:`specsim.metrics.at_most` (relative
-  tolerance ``specsim.metrics.REL_TOL``): a point whose TPS/user equals the tier up to rounding
+  SLA attainment) uses :func:`specsim.analysis.metrics.at_least` / :func:`specsim.analysis.metrics.at_most` (relative
+  tolerance ``specsim.analysis.metrics.REL_TOL``): a point whose TPS/user equals the tier up to rounding
   (49.99999999999478 at tier 50) meets it, in the frontier and in attainment alike; a tier within the
   tolerance of a frontier end reads that end's value.
 * Spread over seeds: the frontier is also built per seed; ``throughput_std`` is the standard deviation
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
-from specsim.metrics import at_least, at_most
+from specsim.analysis.metrics import at_least, at_most
 from specsim.sweep.tables import results_frame, seed_spread
 
 X = "mean_tps_per_user"
@@ -174,7 +174,7 @@ def sla_table(records: list[dict[str, Any]], tiers: Iterable[float]) -> pd.DataF
 
 
 def _record_goodput(rec: dict[str, Any], slos_ms: dict[str, float]) -> tuple[float, float]:
-    """(share of good requests, request goodput req/s) of one record under vLLM's rule (specsim.metrics)."""
+    """(share of good requests, request goodput req/s) of one record under vLLM's rule (specsim.analysis.metrics)."""
     lat = rec.get("latencies")
     if lat is None:
         raise SpecsimInputError(str(rec.get("id")), None, "latencies",
@@ -192,7 +192,7 @@ def request_goodput_table(records: list[dict[str, Any]], slos_ms: dict[str, floa
     """vLLM's request goodput per (curve, mode, load), seed means of the ``ok`` points.
 
     A request is good when every limit of ``slos_ms`` holds (``{"ttft"|"tpot"|"e2el": ms}``,
-    :func:`specsim.metrics.parse_goodput`; a one-token request's TPOT is 0); ``request_goodput`` = good
+    :func:`specsim.analysis.metrics.parse_goodput`; a one-token request's TPOT is 0); ``request_goodput`` = good
     requests / the point's duration (the window's in closed loop), req/s; ``good_share`` = good / measured.
 
     Returns:
@@ -355,7 +355,7 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
 
 # --------------------------------------------------------------------------------------------- tuned frontiers
 def read_tuned(sweep_dir: Any, records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The untuned records of a directory and its tuning results (``DIR/tuned/*.json``, :mod:`specsim.tune`).
+    """The untuned records of a directory and its tuning results (``DIR/tuned/*.json``, :mod:`specsim.sweep.tune`).
 
     A tune's points sample a policy's knob sparsely, so as curves of their own they would be partial
     frontiers: the records of a tuned policy are left out, except the points of the tune's untuned

@@ -1,6 +1,6 @@
 """What a run recorded: per-request arrays and per-step rows, owned by one :class:`Records` collector.
 
-Replicas and the cluster write here (through the methods below); :mod:`specsim.metrics` reads it. Nothing
+Replicas and the cluster write here (through the methods below); :mod:`specsim.analysis.metrics` reads it. Nothing
 here runs the simulation, so the flow is one way: engine -> records -> metrics.
 """
 
@@ -59,7 +59,7 @@ class Records:
 
     Args:
         num_requests: N, the trace's length.
-        record_step_log: keep per (step, request) rows (the specsim.steplog format).
+        record_step_log: keep per (step, request) rows (the specsim.analysis.steplog format).
 
     Per-request attributes are (N,) arrays, NaN / -1 / 0 until set: times in seconds (``arrival_s``,
     ``queued_s`` when the request reaches the scheduler after its fixed overhead, ``prefill_start_s``,
@@ -158,7 +158,7 @@ class Records:
         return out
 
     def step_log_frame(self, request_id: np.ndarray, domain: np.ndarray) -> pd.DataFrame:
-        """Per (step, request) rows in the specsim.steplog format (columns built in one pass each)."""
+        """Per (step, request) rows in the specsim.analysis.steplog format (columns built in one pass each)."""
         cols = ["step", "replica", "time_s", "step_time_s", "request_id", "domain", "gamma", "verify_len",
                 "num_accepted", "conf_raw", "conf"]
         if not self._log:

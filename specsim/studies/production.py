@@ -5,7 +5,7 @@ and every choice):
 
 1. Workload: a synthetic trace whose domains follow DSpark's training mix (PAPER.md 6: math 39.4%,
    code 38.9%, chat 17.6% + instruction-following 4.1% counted as chat) with the fitted public length
-   models of :func:`specsim.trace.synth_trace`; closed-loop concurrency sweeps.
+   models of :func:`specsim.workload.trace.synth_trace`; closed-loop concurrency sweeps.
 2. Serving unit: one decode *rank* (gpus_per_replica = 1). Fig. 7 and Fig. 8 agree only if
    throughput per GPU = concurrency x TPS/user (e.g. Flash DSpark at N = 200: 16.1k / 200 = 80.5 tok/s/user,
    Fig. 7 gives 16.0k at 80), so the concurrency of Fig. 8 counts the requests of one GPU: a
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from specsim.acceptance import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
+from specsim.acceptance.model import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.drafter import shaped_drafter_cost
@@ -51,9 +51,9 @@ from specsim.hardware.stepmodel import EngineTerms, StepModel
 from specsim.hardware.v4 import V4Config
 from specsim.scenario import Scenario
 from specsim.simulation import simulate
-from specsim.trace import Trace, synth_trace
+from specsim.workload.trace import Trace, synth_trace
 
-#: MTP-1's conditional acceptance (specsim.acceptance: DeepSeek-V3 report, 85-90%) and DSpark's
+#: MTP-1's conditional acceptance (specsim.acceptance.model: DeepSeek-V3 report, 85-90%) and DSpark's
 #: training-data mix (PAPER.md 6; instruction-following counted as chat), shared with the acceptance model.
 TRAINING_MIX = PRODUCTION_DOMAIN_MIX
 
@@ -170,7 +170,7 @@ def deployment(name: str) -> Deployment:
 # ------------------------------------------------------------------------------------------ profile
 #: Where the unfitted terms come from: :class:`EngineTerms`' defaults (H100 Vidur calibration, A100
 #: FlashAttention fit, link_eff 0.8), per-request and fixed costs 0 until fitted.
-BASE_TERMS = EngineTerms(source="EngineTerms defaults; fitted terms replaced by specsim.production.fit_mtp1")
+BASE_TERMS = EngineTerms(source="EngineTerms defaults; fitted terms replaced by specsim.studies.production.fit_mtp1")
 
 
 def rank_step_model(dep: Deployment, terms: EngineTerms = BASE_TERMS, a2a_exposed: float = 1.0) -> StepModel:
@@ -265,12 +265,11 @@ def surrogate_tps(sm: StepModel, concurrency: np.ndarray, mean_context_tokens: f
 # ------------------------------------------------------------------------------------------ sweeps
 def _code_hash() -> str:
     """sha256 of the simulator sources a point depends on, so a code change invalidates cached points."""
-    root = Path(__file__).resolve().parent
-    files = sorted([*root.glob("*.py"), *(root / "policies").glob("*.py"), *(root / "hardware").glob("*.py")])
+    root = Path(__file__).resolve().parent.parent
+    files = sorted(f for f in root.rglob("*.py") if not {"cli", "backends", "studies"} & set(f.relative_to(root).parts))
     h = hashlib.sha256()
     for f in files:
-        if f.name != "production.py":
-            h.update(f.read_bytes())
+        h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -303,8 +302,8 @@ def sweep(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, policy:
 
 
 def frontier_of(points: list[dict[str, Any]]):
-    """The Pareto frontier (specsim.frontier rules) of sweep points."""
-    from specsim.frontier import Frontier
+    """The Pareto frontier (specsim.analysis.frontier rules) of sweep points."""
+    from specsim.analysis.frontier import Frontier
 
     x = np.array([p["tps"] for p in points], float)
     y = np.array([p["thr"] for p in points], float)
@@ -435,7 +434,7 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
     best = min(history, key=lambda h: _loss(h["residual_log_thr"]))
     x = np.array(list(best["params"].values()))
     note = (f"EngineTerms defaults; {', '.join(dep.fit_params)} fitted to the MTP-1 frontier of the DSpark "
-            f"paper's Fig. 7 by specsim.production.fit_mtp1")
+            f"paper's Fig. 7 by specsim.studies.production.fit_mtp1")
     terms = replace(_model_at(dep, x).terms, source=note)
     return FitResult(dep.name, best["params"], terms.to_dict(), _exposed(dep, x), kv_cap, kv_lower,
                      best["residual_log_thr"], history, ctx)
@@ -493,7 +492,7 @@ def scenario_toml(dep: Deployment, fit: FitResult) -> str:
     pts = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points)
     par = ", ".join(f"{k} {v:.4g}" for k, v in fit.params.items())
     return f"""# {dep.name}: one decode rank of a DeepSeek-V4-{dep.name[3:].capitalize()}-like deployment, fitted by
-# `specsim production fit --model {dep.name}` (specsim/production.py; docs/production.md explains every value).
+# `specsim production fit --model {dep.name}` (specsim/studies/production.py; docs/production.md explains every value).
 # - Serving unit: one GPU = one data-parallel-attention rank of an EP{dep.ep} decode deployment
 #   (gpus_per_replica = 1); concurrency counts that GPU's requests (Fig. 7 and Fig. 8 of the DSpark paper
 #   agree only if throughput per GPU = concurrency x TPS/user, PAPER.md 8.5).

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtri
 
-from specsim import kernels
+from specsim.engine import kernels
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -87,7 +87,7 @@ def std_normal(u: np.ndarray) -> np.ndarray:
 
 
 class LatentRows:
-    """On-demand draws of the latent acceptance model (:class:`specsim.acceptance.AcceptanceModel`).
+    """On-demand draws of the latent acceptance model (:class:`specsim.acceptance.model.AcceptanceModel`).
 
     Distribution exactly as ``AcceptanceModel.draw_request``: for request r at anchor p and draft k,
     ``logit_q = beta_k(domain_r) + z_r + e_{r,p} + eps_{r,p,k}`` with z ~ N(0, sigma_request),
@@ -136,13 +136,13 @@ class LatentRows:
                  gamma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts at ``anchors``: the same
         numbers as ``model.confidences`` and ``model.accepted`` of :meth:`rows`, in one compiled pass
-        (:func:`specsim.kernels.latent_outcomes`)."""
+        (:func:`specsim.engine.kernels.latent_outcomes`)."""
         return kernels.latent_outcomes(keys, np.asarray(anchors, np.int64), base, *self._model_terms, gamma)
 
 
 class StoredRows:
     """Whole-request draws kept per running request, for acceptance models that are not the latent model
-    (e.g. :class:`specsim.fitting.EmpiricalAcceptanceModel`, which replays logged requests): each request's
+    (e.g. :class:`specsim.acceptance.fitting.EmpiricalAcceptanceModel`, which replays logged requests): each request's
     (P, gamma) rows are drawn once by ``model.draw_request`` from SeedSequence([seed, request]).
 
     Same interface as :class:`LatentRows` (the key is the request index; ``base`` is unused).

@@ -205,7 +205,7 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> tuple[str, str, list[str]]:
 
 
 def _run_goodput(s: dict[str, Any], rq: pd.DataFrame | None, tiers: tuple[float, ...]) -> str:
-    """SLA attainment and goodput per TPS/user tier over the measured multi-token requests (specsim.frontier's
+    """SLA attainment and goodput per TPS/user tier over the measured multi-token requests (specsim.analysis.frontier's
     rule: goodput = throughput per GPU x output tokens of requests meeting the tier / all their tokens)."""
     head = ""
     if "request_goodput" in s:
@@ -331,7 +331,7 @@ def _timeline(plt, st: pd.DataFrame | None):
 
 # -------------------------------------------------------------------------------------------- sweep page
 def _sweep_page(d: Path, tiers: tuple[float, ...]) -> tuple[str, str, list[str]]:
-    from specsim.frontier import X, Y, budget_curve, frontiers, sla_table
+    from specsim.analysis.frontier import X, Y, budget_curve, frontiers, sla_table
     from specsim.sweep import load_records, results_frame, seed_spread
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
@@ -370,7 +370,7 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> tuple[str, str, list[str]]
 
 
 def _sweep_frontier(plt, sp: pd.DataFrame, fr: dict, tiers: tuple[float, ...]):
-    from specsim.frontier import X, Y
+    from specsim.analysis.frontier import X, Y
 
     fig, ax = plt.subplots(figsize=(6.8, 4.6))
     cmap = plt.get_cmap("tab10")

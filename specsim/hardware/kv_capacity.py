@@ -36,7 +36,7 @@ class KvCapacity:
     ``A = T x (2 hidden + 2 ffn / tp) x dtype_bytes + T x vocab x 4`` (one layer's hidden and MLP
     activations plus the fp32 logits), with ``T = max_num_seqs x (gamma + 1)`` (the largest verify batch;
     plus ``prefill.chunk_tokens`` when prefill is colocated). The pool holds the drafter's KV too: the
-    engine charges ``drafter_kv_fraction`` target blocks per target token from it (specsim.kv), so the
+    engine charges ``drafter_kv_fraction`` target blocks per target token from it (specsim.engine.kv), so the
     target alone can hold ``tokens / (1 + drafter_kv_fraction)`` tokens when every request drafts.
 
     Attributes:

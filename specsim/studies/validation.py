@@ -18,7 +18,7 @@ no-speculation series:
    input, stated as such); the speed-up is the predicted speculative throughput over the predicted
    no-speculation throughput at the same N, against the measured ratio.
 
-Run ``python -m specsim.validation`` to print the tables of docs/validation.md; ``tests/test_validation.py``
+Run ``python -m specsim.studies.validation`` to print the tables of docs/validation.md; ``tests/test_validation.py``
 recomputes them and holds each error to its target or its documented miss.
 """
 
@@ -38,7 +38,7 @@ from specsim.hardware.profile_fit import DEFAULT_PARAMS, fit_step_model
 from specsim.hardware.step_points import StepObservation
 from specsim.hardware.stepmodel import StepModel, step_model
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "validation"
 CONFIGS = REPO / "tests" / "data" / "hf_configs"
 REQUIRED = ("series", "engine", "gpu", "num_gpus", "tp", "model", "input_len", "output_len", "load_kind", "load",
@@ -167,7 +167,7 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
                  drafter: str | None = None, alpha: float | None = None, seed: int = 0) -> dict[str, float]:
     """Simulate one closed-loop benchmark point; returns mean TPOT (ms) and output throughput (tok/s)."""
     from specsim.simulation import simulate
-    from specsim.trace import synth_trace
+    from specsim.workload.trace import synth_trace
 
     n = int(row["load"])
     over: tuple[str, ...] = ()

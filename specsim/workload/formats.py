@@ -1,8 +1,8 @@
 """More trace formats: BurstGPT, any CSV/JSONL through a column map, lengths CSVs.
 
-Kept apart from :mod:`specsim.trace` (the canonical format, the Azure and Mooncake converters and the
+Kept apart from :mod:`specsim.workload.trace` (the canonical format, the Azure and Mooncake converters and the
 synthetic generator) so that each module stays one concept; every function here returns a
-:class:`~specsim.trace.Trace` or plain arrays and raises :class:`~specsim.errors.SpecsimInputError`
+:class:`~specsim.workload.trace.Trace` or plain arrays and raises :class:`~specsim.errors.SpecsimInputError`
 naming the file, the 1-based line, the column and what was expected.
 
 * :func:`convert_burstgpt`: the BurstGPT trace (Wang et al., "BurstGPT: A Real-world Workload Dataset
@@ -14,7 +14,7 @@ naming the file, the 1-based line, the column and what was expected.
 * :func:`convert_table`: a CSV or JSONL file in any layout, read through a column map such as
   ``arrival_s=ts,prompt_tokens=in,output_tokens=out`` with a time unit and an origin.
 * :func:`load_lengths_csv`: (prompt, output) length pairs from a CSV such as the ShareGPT lengths file
-  (columns ``num_prefill_tokens,num_decode_tokens``), for :func:`specsim.trace.synth_trace`.
+  (columns ``num_prefill_tokens,num_decode_tokens``), for :func:`specsim.workload.trace.synth_trace`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
-from specsim.trace import DEFAULT_DOMAIN, Trace
+from specsim.workload.trace import DEFAULT_DOMAIN, Trace
 
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 FAILED_RULES = ("drop", "keep")
@@ -184,7 +184,7 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
         return _read_csv(path, "a CSV file")
     if fmt != "jsonl":
         raise SpecsimInputError(None, None, "format", "csv or jsonl", repr(fmt))
-    from specsim.trace import _iter_json_lines  # the canonical reader's line checks, reused
+    from specsim.workload.trace import _iter_json_lines  # the canonical reader's line checks, reused
 
     lines, objs = [], []
     for line, obj in _iter_json_lines(path):

@@ -27,9 +27,9 @@ Definitions (the `specsim run` issue, DESIGN.md):
 * Goodput (``--goodput``), as ``vllm bench serve --goodput`` defines it: a request is good when every given
   limit holds (TTFT, TPOT, E2EL in ms; a one-token request's TPOT counts as 0, as in vLLM);
   ``request_goodput`` = good requests / ``duration_s`` (the window's in the window block). The tier-based
-  figure of :mod:`specsim.frontier` (tok/s/GPU from requests meeting a TPS/user tier) keeps its own name.
+  figure of :mod:`specsim.analysis.frontier` (tok/s/GPU from requests meeting a TPS/user tier) keeps its own name.
 * Tolerance: every comparison of a float against a tier, SLO or limit uses :func:`at_least` /
-  :func:`at_most` (relative tolerance :data:`REL_TOL`), in this module and in :mod:`specsim.frontier`, so a
+  :func:`at_most` (relative tolerance :data:`REL_TOL`), in this module and in :mod:`specsim.analysis.frontier`, so a
   value that equals its bound up to rounding meets it.
 """
 
@@ -104,8 +104,8 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
     """One row per trace request: times (s), token counts, speculative and memory counters, status.
 
     Args:
-        records: the run's :class:`specsim.records.Records`.
-        workload: its :class:`specsim.workload.Workload`.
+        records: the run's :class:`specsim.engine.records.Records`.
+        workload: its :class:`specsim.engine.workload.Workload`.
         trace: the trace (for request ids).
     """
     r, n = records, len(workload.prompt)
@@ -191,7 +191,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
 
     Args:
         requests: :func:`request_frame` output.
-        steps: the per-step frame (specsim.records.STEP_COLUMNS).
+        steps: the per-step frame (specsim.engine.records.STEP_COLUMNS).
         itl_s: (E,) inter-emission gaps in seconds over the whole run.
         window: closed-loop measurement window (start_s, end_s), or None for open loop.
         decode_gpus: GPUs of the decode replicas; prefill_gpus: GPUs of the prefill pool.

@@ -381,6 +381,6 @@ def rate_table(counters: Mapping[str, AcceptanceCounters], source: str) -> dict:
             cond = np.clip(np.nan_to_num(cond, nan=RATE_FLOOR), RATE_FLOOR, 1 - RATE_FLOOR)
         alpha[name] = [round(float(x), 6) for x in cond]
     return {"alpha": alpha, "source": source,
-            "method": "conditional rates alpha_k = s_k / s_(k-1) from survival counters (specsim.counters)",
+            "method": "conditional rates alpha_k = s_k / s_(k-1) from survival counters (specsim.acceptance.counters)",
             "mean_acceptance_length": {n: c.mean_acceptance_length for n, c in counters.items()},
             "acceptance_rate": {n: c.acceptance_rate for n, c in counters.items()}}

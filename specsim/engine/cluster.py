@@ -1,7 +1,7 @@
 """The serving cluster: arrivals (open or closed loop), request overheads, prefill, routers, decode replicas.
 
 Data flows one way: :func:`specsim.simulation.simulate` builds a :class:`Cluster`, runs it, and hands its
-:class:`~specsim.records.Records` to :mod:`specsim.metrics`. Replicas never see the cluster: they get their
+:class:`~specsim.engine.records.Records` to :mod:`specsim.analysis.metrics`. Replicas never see the cluster: they get their
 inputs and a completion callback.
 
 * Open loop: requests arrive at the trace's ``arrival_s`` (divided by ``rate_scale``).
@@ -32,17 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from specsim.acceptance import AcceptanceModel
-from specsim.draws import row_draws
-from specsim.engine import Replica, ReplicaConfig
-from specsim.kv import BlockPool, blocks_for
-from specsim.records import Records
-from specsim.workload import Workload
+from specsim.acceptance.model import AcceptanceModel
+from specsim.engine.draws import row_draws
+from specsim.engine.replica import Replica, ReplicaConfig
+from specsim.engine.kv import BlockPool, blocks_for
+from specsim.engine.records import Records
+from specsim.engine.workload import Workload
 
 
 @dataclass
 class ClosedLoopWindow:
-    """The measurement window of a closed-loop run: [start_s, end_s] (see specsim.metrics)."""
+    """The measurement window of a closed-loop run: [start_s, end_s] (see specsim.analysis.metrics)."""
 
     start_s: float
     end_s: float
@@ -53,7 +53,7 @@ class ClusterConfig:
     """What the cluster needs beyond its replicas' configs (resolved from the scenario by the simulation).
 
     Attributes:
-        replicas: one :class:`~specsim.engine.ReplicaConfig` per decode replica.
+        replicas: one :class:`~specsim.engine.replica.ReplicaConfig` per decode replica.
         kv_capacity_tokens: a replica's KV capacity as configured, tokens (``num_blocks`` is it floored to blocks).
         router: ``round-robin``, ``least-outstanding`` or ``prefix-aware``.
         colocated: chunked prefill inside the replicas (else a disaggregated prefill pool).
@@ -61,7 +61,7 @@ class ClusterConfig:
         prefill_time_per_token_s: fixed prefill seconds per token, or None to use the profile.
         prefill_chunk_tokens: chunk size for the profile-based prefill time.
         request_overhead_s: fixed seconds per request before it reaches the scheduler.
-        seed: the run seed (request r's draws come from its own counter-based stream, specsim.draws).
+        seed: the run seed (request r's draws come from its own counter-based stream, specsim.engine.draws).
     """
 
     replicas: tuple[ReplicaConfig, ...]
@@ -103,13 +103,13 @@ class Cluster:
     """Router, prefill and decode replicas for one simulation run (one SimPy environment).
 
     Args:
-        trace: the workload's trace (a :class:`specsim.trace.Trace`).
+        trace: the workload's trace (a :class:`specsim.workload.trace.Trace`).
         config: the resolved :class:`ClusterConfig`.
         make_hooks: zero-argument callable returning a fresh policy's hooks per replica.
         acceptance: the acceptance model (None when gamma is 0).
         profile: the replicas' step-time profile.
         drafter_cost: the drafter's cost model.
-        record_step_log: keep per (step, request) rows (the specsim.steplog format).
+        record_step_log: keep per (step, request) rows (the specsim.analysis.steplog format).
     """
 
     def __init__(self, trace, config: ClusterConfig, make_hooks, acceptance: AcceptanceModel | None, profile,

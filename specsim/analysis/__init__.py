@@ -1,0 +1,1 @@
+"""Records to answers: metrics, frontiers, tables, plots, the report, result files, step log, trace events."""

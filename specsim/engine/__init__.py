@@ -1,0 +1,1 @@
+"""The simulated cluster: cluster (arrivals, router, prefill), replica, KV, draws, kernels, records, workload."""

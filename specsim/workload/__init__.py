@@ -1,0 +1,1 @@
+"""Request traces: format and validation, converters, length models, synthetic generator."""
