@@ -194,7 +194,7 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     loop0, cpu0 = time.perf_counter(), time.process_time()
     run_until(cluster.env, config.max_sim_s)
     for rep in cluster.replicas:
-        rep.flush_running()
+        rep.report_running()
     timing = {"event_loop_wall_s": time.perf_counter() - loop0, "event_loop_cpu_s": time.process_time() - cpu0}
     result = _summarise(trace, config, built, window)
     result.summary.update(timing)

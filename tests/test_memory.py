@@ -70,13 +70,13 @@ def test_heavy_preemption_conserves_tokens(policy, mode):
 
 def test_lazy_accounting_decides_as_exact_accounting(monkeypatch):
     """The lazy KV path (skipped block arithmetic while memory is ample) changes no decision."""
-    from specsim.engine import replica as engine
+    from specsim.engine.kv_manager import KVManager
     rng = np.random.default_rng(7)
     n = 80
     trace = make_trace(np.sort(rng.uniform(0, 3, n)), rng.integers(50, 1500, n), rng.integers(2, 400, n))
     scen = _scenario("cluster.kv_capacity_tokens=20000")
     lazy = simulate(trace, "dspark", scen, seed=1)
-    monkeypatch.setattr(engine.Replica, "_growth_bound", lambda self: 10 ** 9)   # never lazy
+    monkeypatch.setattr(KVManager, "_growth_bound", lambda self: 10 ** 9)   # never lazy
     exact = simulate(trace, "dspark", scen, seed=1)
     assert lazy.summary["num_preemptions"] > 0
     cols = ["done_s", "first_token_s", "preemptions", "recomputed_tokens", "verified_drafts", "accepted_drafts"]

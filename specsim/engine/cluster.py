@@ -27,6 +27,7 @@ inputs and a completion callback.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,7 @@ from specsim.acceptance.model import AcceptanceModel
 from specsim.engine.draws import row_draws
 from specsim.engine.replica import Replica, ReplicaConfig
 from specsim.engine.kv import BlockPool, blocks_for
+from specsim.engine.kv_manager import cache_prefilled_prompt
 from specsim.engine.records import Records
 from specsim.engine.workload import Workload
 
@@ -142,15 +144,14 @@ class Cluster:
     def arrive(self, idx: int) -> simpy.Event:
         """Request ``idx`` enters the system now; returns an event that fires when it leaves."""
         rec, w = self.records, self.workload
-        rec.arrival_s[idx] = self.env.now
-        rec.issued[idx] = True
+        rec.request_arrived(idx, self.env.now)
         done = self.env.event()
         tokens = int(w.prompt[idx] + w.output[idx])
         need = int(blocks_for(tokens, w.block_size))
         if need > self.num_blocks:
-            rec.unservable_reason[idx] = (
+            rec.request_unservable(idx, (
                 f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}) "
-                f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}")
+                f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}"))
             done.succeed()
             return done
         self._count(+1)
@@ -163,7 +164,7 @@ class Cluster:
 
     def _enter(self, idx: int) -> None:
         """After its fixed overhead the request reaches prefill (disaggregated) or a replica (colocated)."""
-        self.records.queued_s[idx] = self.env.now
+        self.records.request_queued(idx, self.env.now)
         if self.config.colocated:
             self.route(idx)
         else:
@@ -177,14 +178,13 @@ class Cluster:
         inst = yield store.get()
         if chosen is None:
             inst.outstanding += 1
-        self.records.prefill_start_s[idx] = self.env.now
+        self.records.prefill_started(idx, self.env.now)
         dt = self._prefill_with_cache(inst, idx)
         yield self.env.timeout(dt)
-        self._cache_prompt(inst, idx)
+        cache_prefilled_prompt(inst.pool, self.workload.prefix_keys(idx))
         inst.outstanding -= 1
         store.put(inst)
-        self.records.prefill_s[idx] = dt
-        self.first_token(idx)
+        self.first_token(idx, dt)
 
     def _prefill_with_cache(self, inst: PrefillInstance, idx: int) -> float:
         """Seconds to prefill request ``idx`` on ``inst``, skipping its cached prefix (at least 1 token computed)."""
@@ -192,18 +192,6 @@ class Cluster:
         hit = min(inst.pool.match(self.workload.prefix_keys(idx)), (prompt - 1) // bs) * bs
         self.records.prefix_lookup(inst.name, idx, hit, prompt)
         return self.prefill_time_s(prompt - hit, hit)
-
-    def _cache_prompt(self, inst: PrefillInstance, idx: int) -> None:
-        """The instance's cache keeps the request's shareable prompt blocks (evictable once it leaves)."""
-        pool, keys = inst.pool, self.workload.prefix_keys(idx)
-        if not keys or not pool.prefix_caching:
-            return
-        hit = pool.match(keys)
-        pool.acquire_cached(keys[:hit])
-        pool.take(len(keys) - hit)
-        new = pool.publish(keys[hit:])
-        pool.drop_cached(keys[:hit] + new)
-        pool.release(len(keys) - hit - len(new))
 
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds to prefill ``prompt_tokens`` tokens after ``cached_tokens`` cached ones (module docstring rule)."""
@@ -228,20 +216,20 @@ class Cluster:
         done = cached_tokens + chunk * np.arange(sizes.size)                 # tokens before each chunk
         return float(times.sum() + prof.prefill_attention_s(sizes, done))   # + each chunk's attention so far
 
-    def first_token(self, idx: int) -> None:
-        """A disaggregated prefill emitted the first token: the request completes or goes to decode."""
+    def first_token(self, idx: int, prefill_s: float) -> None:
+        """A disaggregated prefill of ``prefill_s`` seconds emitted the first token: the request completes or
+        goes to decode (its replica learns when the token was emitted, for the next inter-token gap)."""
         now = self.env.now
-        rec = self.records
-        rec.first_token_s[idx] = now
-        rec.emitted_tokens[idx] = 1
+        self.records.prefilled(idx, now, prefill_s)
         if self.workload.output[idx] <= 1:
             self.on_complete(np.array([idx]), now)
         else:
-            self.route(idx)
+            self.route(idx, now)
 
     # ----------------------------------------------------------------- routing
-    def route(self, idx: int) -> None:
-        """Send a request to a decode replica by the configured router."""
+    def route(self, idx: int, first_token_s: float = math.nan) -> None:
+        """Send a request to a decode replica by the configured router (``first_token_s``: when its prefill
+        emitted the first token, NaN when the replica prefills it)."""
         router = self.config.router
         if router == "round-robin":
             rep = self.replicas[self._rr % len(self.replicas)]
@@ -252,7 +240,7 @@ class Cluster:
             keys = self.workload.prefix_keys(idx)                    # computed once, matched per replica
             rep = min(balanced(self.replicas, lambda r: r.num_outstanding),
                       key=lambda r: (-r.pool.match(keys), r.num_outstanding, r.index))
-        rep.enqueue(idx)
+        rep.enqueue(idx, first_token_s)
 
     def _pick_prefill(self, idx: int) -> PrefillInstance | None:
         """The prefill instance for ``idx`` under the prefix-aware router (None: any free one, FCFS)."""
@@ -265,7 +253,7 @@ class Cluster:
     # ----------------------------------------------------------------- completion and bookkeeping
     def on_complete(self, ids: np.ndarray, now: float) -> None:
         """Requests ``ids`` finished at ``now``: record, and wake their closed-loop users."""
-        self.records.done_s[ids] = now
+        self.records.requests_done(ids, now)
         for idx in ids.tolist():
             self._count(-1)
             self._done_events.pop(idx).succeed()

@@ -1,7 +1,8 @@
 """What a run recorded: per-request arrays and per-step rows, owned by one :class:`Records` collector.
 
-Replicas and the cluster write here (through the methods below); :mod:`specsim.analysis.metrics` reads it. Nothing
-here runs the simulation, so the flow is one way: engine -> records -> metrics.
+Replicas and the cluster write here only through the named methods below (tests/test_architecture.py checks that
+nobody else writes its arrays), and never read back what another layer wrote; :mod:`specsim.analysis.metrics` and
+the simulation read it. Nothing here runs the simulation, so the flow is one way: engine -> records -> metrics.
 """
 
 from __future__ import annotations
@@ -48,6 +49,30 @@ class StepRecord(NamedTuple):
     num_waiting: int
 
 
+class StepLogRow(NamedTuple):
+    """One step's per-request step-log rows (the specsim.analysis.steplog format), kept as the step's arrays.
+
+    Attributes:
+        step, replica: the replica's step index and the replica index.
+        start_s, duration_s: when the step started and how long it took, seconds.
+        request: (R,) trace indices of the decoding requests.
+        gamma: drafts proposed per request this step.
+        verify_len, num_accepted: (R,) verify lengths and accepted drafts.
+        conf_raw, conf: (R, gamma) raw and calibrated confidences.
+    """
+
+    step: int
+    replica: int
+    start_s: float
+    duration_s: float
+    request: np.ndarray
+    gamma: int
+    verify_len: np.ndarray
+    num_accepted: np.ndarray
+    conf_raw: np.ndarray
+    conf: np.ndarray
+
+
 #: Columns of the per-step frame (one row per engine step of a replica); times in seconds.
 STEP_COLUMNS = list(StepRecord._fields)
 
@@ -87,10 +112,65 @@ class Records:
         self._itl: list[np.ndarray] = []            # gaps of the latest steps, one array per step ...
         self._itl_end_s: list[float] = []           # ... and when each step ended
         self._itl_packed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # (gaps, step ends, counts)
-        self._log: list[tuple] = []
+        self._log: list[StepLogRow] = []
         self.replica_prefix: dict[str, list[int]] = {}   # instance name -> [hit tokens, lookup tokens]
 
-    # ----------------------------------------------------------------- writers
+    # ----------------------------------------------------------------- writers: the cluster
+    def request_arrived(self, idx: int, now_s: float) -> None:
+        """Request ``idx`` was issued and entered the system at ``now_s``."""
+        self.arrival_s[idx] = now_s
+        self.issued[idx] = True
+
+    def request_unservable(self, idx: int, reason: str) -> None:
+        """Request ``idx`` can never be served (``reason``: why, for the summary)."""
+        self.unservable_reason[idx] = reason
+
+    def request_queued(self, idx: int, now_s: float) -> None:
+        """Request ``idx`` reached the scheduler (after its fixed overhead) at ``now_s``."""
+        self.queued_s[idx] = now_s
+
+    def prefill_started(self, idx: int, now_s: float) -> None:
+        """A disaggregated prefill instance started request ``idx`` at ``now_s``."""
+        self.prefill_start_s[idx] = now_s
+
+    def prefilled(self, idx: int, now_s: float, prefill_s: float) -> None:
+        """A disaggregated prefill of ``prefill_s`` seconds emitted request ``idx``'s first token at ``now_s``."""
+        self.prefill_s[idx] = prefill_s
+        self.first_token_s[idx] = now_s
+        self.emitted_tokens[idx] = 1
+
+    def requests_done(self, ids: np.ndarray, now_s: float) -> None:
+        """Requests ``ids`` completed at ``now_s``."""
+        self.done_s[ids] = now_s
+
+    # ----------------------------------------------------------------- writers: the replicas
+    def request_admitted(self, idx: int, replica: int, now_s: float) -> None:
+        """Request ``idx`` got a slot on ``replica`` at ``now_s`` for the first time."""
+        self.admitted_s[idx] = now_s
+        self.replica[idx] = replica
+
+    def request_preempted(self, idx: int) -> None:
+        """Request ``idx`` was preempted by recompute."""
+        self.preemptions[idx] += 1
+
+    def recompute_admitted(self, idx: int, recompute_tokens: int) -> None:
+        """Preempted request ``idx`` was admitted again and will re-prefill ``recompute_tokens`` tokens."""
+        self.recomputed_tokens[idx] += recompute_tokens
+
+    def request_counters(self, ids: np.ndarray, *, decode_steps: np.ndarray, verified_drafts: np.ndarray,
+                         accepted_drafts: np.ndarray, emitted_tokens: np.ndarray) -> None:
+        """Requests ``ids``' decode counters so far ((n,) arrays each; written when a request leaves, is
+        preempted, or the run ends)."""
+        self.decode_steps[ids] = decode_steps
+        self.verified_drafts[ids] = verified_drafts
+        self.accepted_drafts[ids] = accepted_drafts
+        self.emitted_tokens[ids] = emitted_tokens
+
+    def count_clips(self, num_output: int, num_kv: int) -> None:
+        """A step clipped ``num_output`` verify lengths to the remaining output and ``num_kv`` to the KV left."""
+        self.num_clips += num_output
+        self.num_kv_clips += num_kv
+
     def step(self, rec: StepRecord) -> None:
         """Append one step's record."""
         self._steps.append(rec)
@@ -119,8 +199,8 @@ class Records:
         self.first_token_s[ids] = now_s
         self.prefill_s[ids] = now_s - self.admitted_s[ids]
 
-    def step_log(self, row: tuple) -> None:
-        """One step's per-request rows: (step, replica, start, duration, ids, gamma, l, accepted, c_raw, c)."""
+    def step_log(self, row: StepLogRow) -> None:
+        """One step's per-request rows."""
         self._log.append(row)
 
     def prefix_lookup(self, instance: str, idx: int, hit_tokens: int, lookup_tokens: int) -> None:
@@ -163,7 +243,9 @@ class Records:
                 "num_accepted", "conf_raw", "conf"]
         if not self._log:
             return pd.DataFrame({c: [] for c in cols})
-        step, rep, start, dur, ids, g, l, a, cr, cc = zip(*self._log)
+        log = self._log
+        ids = [row.request for row in log]
+        g = [row.gamma for row in log]
         counts = np.fromiter((x.size for x in ids), np.int64, len(ids))
 
         def per_row(values, dtype):                          # one value per step -> one per (step, request)
@@ -178,13 +260,15 @@ class Records:
             return pd.Series(arr.to_pandas(), copy=False)
 
         df = pd.DataFrame({
-            "step": per_row(step, np.int64), "replica": per_row(rep, np.int64),
-            "time_s": per_row(start, np.float64), "step_time_s": per_row(dur, np.float64),
+            "step": per_row([row.step for row in log], np.int64),
+            "replica": per_row([row.replica for row in log], np.int64),
+            "time_s": per_row([row.start_s for row in log], np.float64),
+            "step_time_s": per_row([row.duration_s for row in log], np.float64),
             "request_id": pd.array(np.asarray(request_id, dtype=object)[ids_all], dtype="string"),
             "domain": pd.array(np.asarray(domain, dtype=object)[ids_all], dtype="string"),
-            "gamma": per_row(g, np.int64), "verify_len": np.concatenate(l).astype(np.int64),
-            "num_accepted": np.concatenate(a).astype(np.int64),
+            "gamma": per_row(g, np.int64), "verify_len": np.concatenate([row.verify_len for row in log]).astype(np.int64),
+            "num_accepted": np.concatenate([row.num_accepted for row in log]).astype(np.int64),
         })
-        df["conf_raw"] = conf_lists(cr)
-        df["conf"] = conf_lists(cc)
+        df["conf_raw"] = conf_lists([row.conf_raw for row in log])
+        df["conf"] = conf_lists([row.conf for row in log])
         return df

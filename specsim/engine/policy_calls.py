@@ -1,0 +1,125 @@
+"""The scheduler's calls into a verification policy: the read-only views it builds and the checks of what the
+policy returns (STYLE.md 3: the engine checks each result and names the policy in the error).
+
+A policy is reached only through its :class:`~specsim.policies.base.PolicyHooks`: ``proposal_length`` (asked
+before drafting), ``capacity`` (asked with the view of two steps ago) and ``decide`` (the verify lengths).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+import numpy as np
+
+from specsim.engine.state import Slots
+from specsim.engine.workload import Workload
+from specsim.errors import SpecsimInputError
+from specsim.policies.base import OracleView, SchedulingView
+
+
+class DecodeBatch(NamedTuple):
+    """The decoding requests of one step before the policy's decision."""
+
+    step: int                 # the replica's step index
+    now_s: float              # when the step starts, seconds
+    decode: np.ndarray        # (R,) slot indices of the decoding requests, ascending
+    kv_tokens: float          # KV tokens the decoding requests read
+    gamma: int                # drafts proposed per request this step
+
+
+class Drafts(NamedTuple):
+    """A step's drafts, each (R, gamma): the hidden outcomes (revealed only when the step ends) and the raw and
+    calibrated confidences the policy sees."""
+
+    accept: np.ndarray
+    conf_raw: np.ndarray
+    conf: np.ndarray
+
+
+class Decision(NamedTuple):
+    """The policy's decision: (R,) int64 verify lengths (unclipped) and its ``capacity`` value (-1: none)."""
+
+    verify_len: np.ndarray
+    capacity: int
+
+
+class PolicyCalls:
+    """Ask one replica's policy, through read-only views of its running requests.
+
+    Args:
+        hooks: the policy's hooks (:func:`specsim.policies.base.policy_hooks`).
+        slots: the replica's running requests (read only here).
+        workload: the read-only per-request inputs (for the requests' domains).
+        profile: the target's step-time profile (shown in the view).
+        drafter_cost: the drafter's cost model (shown in the view).
+    """
+
+    def __init__(self, hooks, slots: Slots, workload: Workload, profile, drafter_cost) -> None:
+        self.hooks, self.slots, self.workload = hooks, slots, workload
+        self.profile, self.drafter_cost = profile, drafter_cost
+        self.name = hooks.name
+        self._views: deque[SchedulingView | None] = deque(maxlen=2)
+        self._domains: tuple = (None, None)        # (request ids array, their domains) of the last view
+
+    def proposal(self, batch: DecodeBatch) -> DecodeBatch:
+        """The batch with the drafts proposed this step: gamma, or the policy's ``proposal_length``."""
+        h = self.hooks
+        if not (batch.decode.size and batch.gamma and h.proposal_length is not None):
+            return batch
+        empty = np.zeros((batch.decode.size, 0))
+        view = self._view(batch, Drafts(None, empty, empty), None)
+        gamma = self._check_int(h.proposal_length(view), "proposal_length", batch.gamma)
+        return batch if gamma == batch.gamma else batch._replace(gamma=gamma)
+
+    def decide(self, batch: DecodeBatch, drafts: Drafts) -> Decision:
+        """Ask ``capacity`` (with the view of two steps ago) and ``decide`` (with this step's view)."""
+        R, h, decode = batch.decode.size, self.hooks, batch.decode
+        capacity = -1
+        if R and h.capacity is not None:
+            old = self._views[0] if len(self._views) == 2 else None
+            capacity = self._check_int(h.capacity(old, self.slots.request[decode], R), "capacity", None)
+        if not R:
+            self._views.append(None)
+            return Decision(np.zeros(0, np.int64), capacity)
+        view = self._view(batch, drafts, None if capacity < 0 else capacity)
+        self._views.append(view)
+        return Decision(self._check_lengths(h.decide(view), R, batch.gamma), capacity)
+
+    def _view(self, batch: DecodeBatch, drafts: Drafts, capacity: int | None) -> SchedulingView:
+        s, decode = self.slots, batch.decode
+        shown = (s.request, s.num_generated, s.prompt_tokens, s.drafts_verified, s.drafts_accepted,
+                 s.last_verify_len, s.last_accepted)
+        if decode.size < s.size:                         # else every slot decodes: the arrays serve as they are
+            shown = tuple(a[decode] for a in shown)
+        ids, generated, prompt, verified, accepted, last_verify_len, last_accepted = shown
+        if ids is not self._domains[0]:                  # same ids array (no admission or release): same domains
+            self._domains = (ids, self.workload.domain[ids])
+        extra = {"accept": drafts.accept} if self.hooks.view_cls is OracleView else {}
+        return self.hooks.view_cls(
+            step=batch.step, now_s=batch.now_s, gamma=batch.gamma, request_ids=ids,
+            domains=self._domains[1], conf_raw=drafts.conf_raw, conf=drafts.conf, num_generated=generated,
+            prompt_tokens=prompt, kv_tokens=batch.kv_tokens, hist_drafts_verified=verified,
+            hist_drafts_accepted=accepted, last_verify_len=last_verify_len, last_accepted=last_accepted,
+            profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
+
+    def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
+        """The policy's verify lengths as an (R,) int64 array (their range is checked by the scheduler)."""
+        arr = result if type(result) is np.ndarray else np.asarray(result)
+        if arr.shape != (R,) or arr.dtype.kind not in "iub":             # signed, unsigned ints or bools
+            raise SpecsimInputError(None, None, f"policy {self.name}",
+                                    f"verify lengths as an integer array of shape ({R},)",
+                                    f"{arr.dtype} array of shape {arr.shape}")
+        if arr.dtype == np.int64:
+            return arr
+        if arr.dtype.kind == "u" and R and arr.max() > np.iinfo(np.int64).max:
+            raise SpecsimInputError(None, None, f"policy {self.name}", f"verify lengths in [0, {gamma}]",
+                                    f"values up to {arr.max()}")
+        return arr.astype(np.int64)
+
+    def _check_int(self, result, hook: str, upper: int | None) -> int:
+        ok = not isinstance(result, (bool, np.bool_)) and isinstance(result, (int, np.integer)) and result >= 0
+        if not ok or (upper is not None and result > upper):
+            want = "an int >= 0" if upper is None else f"an int in [0, {upper}]"
+            raise SpecsimInputError(None, None, f"policy {self.name}, {hook}", want, repr(result))
+        return int(result)

@@ -1,0 +1,124 @@
+"""One replica's settings and its running requests' state (the arrays the scheduler, the KV manager and the
+step runner share; DESIGN.md words).
+
+:class:`ReplicaConfig` is resolved from the scenario by the cluster; :class:`Slots` holds one entry per running
+request in admission order. Nothing here allocates KV blocks or runs a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """The settings of one decode replica (resolved from the scenario by the cluster).
+
+    Attributes:
+        index: replica index.
+        gamma: drafts per request per step (0 without a drafter).
+        colocated: prefill in chunks inside the replica's steps (else requests arrive prefilled).
+        max_num_seqs: running requests at most.
+        kv_allocation: ``"paged"`` (blocks on demand, preemption) or ``"reserve"`` (prompt + output up front).
+        num_blocks, block_size: KV capacity in blocks of ``block_size`` tokens.
+        prefix_caching: reuse cached prefix blocks.
+        chunk_tokens: token budget of a step for prefill / recompute chunks (decode tokens count against it).
+        host_overhead_s: CPU scheduling per step, seconds (0 for policies that fit ZOS).
+        emission_overhead_s: seconds per emitting request per step (output processing).
+        drafter_kv_fraction: drafter KV per target KV token.
+    """
+
+    index: int
+    gamma: int
+    colocated: bool
+    max_num_seqs: int
+    kv_allocation: str
+    num_blocks: int
+    block_size: int
+    prefix_caching: bool
+    chunk_tokens: int
+    host_overhead_s: float
+    emission_overhead_s: float = 0.0
+    drafter_kv_fraction: float = 0.0
+
+
+def _ints() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
+NO_SLOTS = _ints()                  # no slots (read-only: shared by every step that has none)
+NO_SLOTS.setflags(write=False)
+
+
+def at_slots(arr: np.ndarray, decode: np.ndarray) -> np.ndarray:
+    """``arr[decode]`` of a per-slot array ((R,) or (R, k)); the array itself, uncopied, when ``decode`` is every
+    slot (it is an ascending index array of distinct slots, so same size means all of them)."""
+    return arr if decode.size == arr.shape[0] else arr[decode]
+
+
+@dataclass
+class Slots:
+    """Running requests' state, one entry per slot in admission order: named (R,) arrays (DESIGN.md words).
+
+    ``request`` is the trace index; ``num_generated`` output tokens emitted so far; ``prefill_left`` prompt (or,
+    after a preemption, prompt + generated) tokens still to prefill; ``kv_blocks`` target KV blocks held (cached
+    prefix blocks included), ``kv_cached`` how many of those are shared cache blocks, ``draft_kv_blocks`` the
+    drafter's blocks; ``draw_key`` and ``draw_base`` (R, gamma) the request's random stream (specsim.engine.draws);
+    ``decode_steps`` and the
+    history for causal policies (flushed to the records when the request leaves or is preempted).
+
+    The arrays a scheduling view shows (``request``, ``prompt_tokens``, ``num_generated``, the history) are
+    never written in place: an update replaces the array, so a view keeps them without copying.
+    """
+
+    request: np.ndarray = field(default_factory=_ints)
+    prompt_tokens: np.ndarray = field(default_factory=_ints)
+    output_tokens: np.ndarray = field(default_factory=_ints)
+    num_generated: np.ndarray = field(default_factory=_ints)
+    prefill_left: np.ndarray = field(default_factory=_ints)
+    kv_blocks: np.ndarray = field(default_factory=_ints)
+    kv_cached: np.ndarray = field(default_factory=_ints)
+    draft_kv_blocks: np.ndarray = field(default_factory=_ints)
+    draw_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    draw_base: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    decode_steps: np.ndarray = field(default_factory=_ints)
+    drafts_verified: np.ndarray = field(default_factory=_ints)
+    drafts_accepted: np.ndarray = field(default_factory=_ints)
+    last_verify_len: np.ndarray = field(default_factory=_ints)
+    last_accepted: np.ndarray = field(default_factory=_ints)
+    last_emit_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+
+    @classmethod
+    def empty(cls, gamma: int) -> "Slots":
+        """No running request; ``draw_base`` rows have ``gamma`` columns."""
+        return cls(draw_base=np.zeros((0, gamma)))
+
+    @property
+    def size(self) -> int:
+        """Number of running requests."""
+        return self.request.size
+
+    def append(self, rows: list[dict]) -> None:
+        """Append one slot per dict of field values (every field given), in order."""
+        d, n = self.__dict__, len(rows)
+        for name in _SLOT_FIELDS:
+            old = d[name]
+            new = np.empty((old.shape[0] + n,) + old.shape[1:], old.dtype)
+            new[:old.shape[0]] = old
+            new[old.shape[0]:] = [r[name] for r in rows] if n > 1 else rows[0][name]
+            d[name] = new
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the slots where ``mask`` (R,) is True, in order."""
+        d, kept = self.__dict__, np.flatnonzero(mask)
+        for name in _SLOT_FIELDS:
+            d[name] = d[name][kept]
+
+    def row(self, slot: int) -> dict[str, object]:
+        """One slot's values as a dict (for parking a preempted request)."""
+        return {name: self.__dict__[name][slot] for name in _SLOT_FIELDS}
+
+
+_SLOT_FIELDS = tuple(f.name for f in fields(Slots))

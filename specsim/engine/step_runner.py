@@ -1,0 +1,118 @@
+"""The replica's step runner: what a planned step costs, and what it did once its time has elapsed (nano-vllm's
+``ModelRunner`` for a simulator: no model runs, a step-time profile prices it and the hidden outcomes are revealed).
+
+* cost (:meth:`StepRunner.step_time_s`): ``step_time(B)`` at B = sum_r (1 + l_r) plus prefill / recompute chunk
+  tokens, the host overhead unless the policy fits ZOS, the drafter's time for the requests that drafted, the
+  prefill chunks' attention, and the per-emission cost (DESIGN.md, the step-time issue);
+* reveal and emit (:meth:`StepRunner.finish`): each decoding request emits its accepted prefix + 1 tokens; a
+  finished (re-)prefill emits one token; the step's record (and, when asked, its per-request step-log rows)
+  goes to the records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specsim.engine import kernels
+from specsim.engine.kv_manager import KVManager
+from specsim.engine.records import Records, StepLogRow, StepRecord
+from specsim.engine.scheduler import StepOutcome, StepPlan
+from specsim.engine.state import ReplicaConfig, Slots
+from specsim.engine.workload import Workload
+
+
+class StepRunner:
+    """Prices and finishes one replica's steps (see the module docstring).
+
+    Args (keyword-only):
+        config: the replica's :class:`~specsim.engine.state.ReplicaConfig`.
+        slots: the running requests' state (shared with the scheduler).
+        kv: the replica's KV manager (a finished prefill publishes its prefix blocks to the cache).
+        fits_zos: the policy fits zero-overhead scheduling (no host overhead charged).
+        profile: the target's step-time profile.
+        drafter_cost: the drafter's cost model.
+        workload: the read-only per-request inputs.
+        records: the run's record sink.
+    """
+
+    def __init__(self, *, config: ReplicaConfig, slots: Slots, kv: KVManager, fits_zos: bool, profile,
+                 drafter_cost, workload: Workload, records: Records) -> None:
+        self.config, self.slots, self.kv = config, slots, kv
+        self.profile, self.drafter_cost, self.workload, self.records = profile, drafter_cost, workload, records
+        self.host_overhead_s = 0.0 if fits_zos else config.host_overhead_s   # CPU scheduling charged per step
+
+    def step_time_s(self, plan: StepPlan) -> float:
+        """Seconds of the step: target step + host + drafter + prefill attention + emissions."""
+        s, prof, batch = self.slots, self.profile, plan.batch
+        if not plan.batch_tokens:
+            return 0.0
+        R, kv_tokens = batch.decode.size, batch.kv_tokens
+        step_time = prof.mixed_step_time if plan.chunk.size else prof.step_time   # prefill in the step: eager
+        t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
+        if plan.num_drafting and batch.gamma:
+            t += self.drafter_cost.draft_time_s(plan.num_drafting, batch.gamma, prof, kv_tokens)
+        if plan.chunk.size:
+            ctx = s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
+            t += prof.prefill_attention_s(plan.chunk, ctx)
+        return float(t + self.config.emission_overhead_s * R)
+
+    def finish(self, plan: StepPlan, end_s: float) -> StepOutcome:
+        """The step ends at ``end_s``: reveal outcomes, emit tokens, advance prefills, record the step."""
+        num_accepted, num_finished = self._emit_decode(plan, end_s)
+        num_recomputed = self._advance_prefill(plan, end_s)
+        R = plan.batch.decode.size
+        start_s = plan.batch.now_s
+        self.records.step(StepRecord(
+            replica=self.config.index, step=plan.batch.step, start_s=start_s, duration_s=end_s - start_s,
+            num_running=self.slots.size, num_decode=R, batch_tokens=plan.batch_tokens,
+            verified_drafts=plan.verified_drafts, accepted_drafts=num_accepted,
+            emitted_tokens=num_accepted + R + num_recomputed, prefill_tokens=plan.prefill_tokens,
+            capacity=plan.capacity, host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
+            kv_blocks_used=self.kv.num_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
+        return StepOutcome(num_decode_finished=num_finished, progress_tokens=R + plan.prefill_tokens)
+
+    def _emit_decode(self, plan: StepPlan, end_s: float) -> tuple[int, int]:
+        """Reveal the step's outcomes; each decoding request emits its accepted prefix + 1 (the view's arrays
+        are replaced, never written in place: :func:`specsim.engine.kernels.emit_decode`).
+        Returns (accepted drafts, requests that reached their output length)."""
+        s, d, l = self.slots, plan.batch.decode, plan.verify_len
+        if not d.size:
+            return 0, 0
+        (accepted, gaps_s, s.num_generated, s.decode_steps, s.drafts_verified, s.drafts_accepted,
+         num_accepted, num_finished) = kernels.emit_decode(d, l, plan.drafts.accept, end_s, s.last_emit_s,
+                                                           s.num_generated, s.decode_steps, s.drafts_verified,
+                                                           s.drafts_accepted, s.output_tokens)
+        self.records.itl(gaps_s, end_s)
+        if d.size == s.size:                                                   # every slot decoded
+            s.last_verify_len, s.last_accepted = l, accepted
+        else:
+            s.last_verify_len, s.last_accepted = s.last_verify_len.copy(), s.last_accepted.copy()
+            s.last_verify_len[d], s.last_accepted[d] = l, accepted
+        if self.records.record_step_log:
+            self.records.step_log(StepLogRow(
+                step=plan.batch.step, replica=self.config.index, start_s=plan.batch.now_s,
+                duration_s=end_s - plan.batch.now_s, request=s.request[d], gamma=plan.batch.gamma, verify_len=l,
+                num_accepted=accepted, conf_raw=plan.drafts.conf_raw, conf=plan.drafts.conf))
+        return num_accepted, num_finished
+
+    def _advance_prefill(self, plan: StepPlan, end_s: float) -> int:
+        """Apply the step's prefill chunks; finished (re-)prefills emit one token. Returns finished recomputes."""
+        if not plan.prefill.size:
+            return 0
+        s = self.slots
+        s.prefill_left[plan.prefill] -= plan.chunk
+        done = plan.prefill[s.prefill_left[plan.prefill] == 0]
+        for slot in done.tolist():
+            idx = int(s.request[slot])
+            s.kv_cached[slot] += self.kv.publish_prefix(idx, self.workload.prefix_keys(idx), int(s.kv_cached[slot]))
+        first = done[s.num_generated[done] == 0]
+        again = done[s.num_generated[done] > 0]
+        if again.size:                                   # a recompute finished: its next token is sampled
+            self.records.recompute_emit(s.request[again], end_s - s.last_emit_s[again], end_s)
+        generated = s.num_generated.copy()
+        generated[done] += 1
+        s.num_generated = generated
+        s.last_emit_s[done] = end_s
+        if first.size:
+            self.records.first_token(s.request[first], end_s)
+        return int(again.size)
