@@ -186,6 +186,7 @@ class Scheduler:
 
     # ----------------------------------------------------------------- the step's plan
     def _plan(self, now_s: float, preempted: int, waiting: int) -> StepPlan:
+        """Draft, ask the policy, limit its verify lengths (allocating their KV) and pack prefill chunks."""
         s = self.slots
         decode, kv_tokens = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated)
         batch = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens), self.config.gamma))
