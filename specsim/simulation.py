@@ -19,6 +19,7 @@ import specsim
 from specsim.engine.cluster import ClosedLoopWindow, Cluster, ClusterConfig
 from specsim.engine.replica import ReplicaConfig
 from specsim.errors import SpecsimInputError
+from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, shaped_drafter_cost
@@ -329,6 +330,8 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()
     summary["provenance"] = _provenance(trace, config, built)
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
+    if built.gamma > 0:                       # vLLM's spec_decode_* and DeepSpec's names for the run (issue 23)
+        summary["acceptance_exchange"] = acceptance_report(log, steps)
     return SimulationResult(summary, requests, steps, log)
 
 

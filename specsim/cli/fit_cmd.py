@@ -57,20 +57,28 @@ def fit(
 
 @app.command("counters")
 def counters(
-    path: Path = typer.Argument(..., help="counters CSV or a vLLM Prometheus /metrics text dump"),
+    path: Path = typer.Argument(..., help="counters CSV, a vLLM Prometheus /metrics text dump, or (with --format) "
+                                "a vllm bench serve result, DeepSpec evaluator output, Spec-Bench answers or a "
+                                "vLLM synthetic-acceptance config"),
     out: Path = typer.Option(..., "--out", help="rate-table JSON to write"),
     domain: str = typer.Option("chat", "--domain", help="domain name for a /metrics dump (one configuration)"),
     config: Optional[list[str]] = typer.Option(None, "--config", help="CSV config_id(s) to keep (default all)"),
+    format_: str = typer.Option("counters", "--format", help="counters (CSV or /metrics), vllm-bench, deepspec, "
+                                "specbench or vllm-synthetic"),
+    num_spec_tokens: Optional[int] = typer.Option(None, "--num-spec-tokens", help="K, positions every step "
+                                                  "verified (required by --format specbench)"),
 ) -> None:
-    """Convert per-position acceptance counters to a rate table {"alpha": {domain: [...]}}."""
+    """Convert per-position acceptance (counters, bench results, evaluator output) to a rate table."""
     from specsim.acceptance.counters import load_counters, rate_table
 
-    table = rate_table(load_counters(path, domain=domain, configs=config), source=path.name)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(table, indent=1) + "\n")
-    except OSError as e:
-        raise SpecsimInputError(str(out), None, "--out", "a writable file path", e.strerror or type(e).__name__) from None
+    if format_ == "counters":
+        found = load_counters(path, domain=domain, configs=config)
+    else:
+        from specsim.acceptance.exchange import load_acceptance
+        found = load_acceptance(path, format_, num_spec_tokens=num_spec_tokens,
+                                name=domain if format_ == "vllm-bench" else None)
+    table = rate_table(found, source=path.name)
+    _write_json(out, table)
     for name, rates in table["alpha"].items():
         typer.echo(f"{name}: " + " ".join(fmt.number(r, 3) for r in rates)
                    + f"  (tau {fmt.number(table['mean_acceptance_length'][name], 3)})  acceptance rate"
@@ -78,3 +86,60 @@ def counters(
     typer.echo("tau = acceptance length (tokens per step, the bonus token included); "
                "acceptance rate = accepted / drafted tokens")
     typer.echo(f"wrote {out}; use --set acceptance.table={out}")
+
+
+def _write_json(out: Path, obj: dict) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(obj, indent=1) + "\n")
+    except OSError as e:
+        raise SpecsimInputError(str(out), None, "--out", "a writable file path", e.strerror or type(e).__name__) from None
+
+
+@app.command("export-acceptance")
+def export_acceptance_cmd(
+    out: Path = typer.Option(..., "--out", help="JSON to write (vLLM synthetic settings + DeepSpec names)"),
+    table: Optional[Path] = typer.Option(None, "--table", help="a rate table ({'alpha': {domain: [...]}}, e.g. "
+                                         "from specsim counters or specsim fit's model.json)"),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="a specsim run --out folder (its step_log.parquet)"),
+    drafter: Optional[str] = typer.Option(None, "--drafter", help="the scenario's acceptance model of this drafter"),
+    gamma: Optional[int] = typer.Option(None, "--gamma", help="positions to export (default: all / the scenario's)"),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="scenario TOML for --drafter"),
+) -> None:
+    """Export per-position acceptance as vLLM's synthetic_acceptance_rates (and DeepSpec's metric names)."""
+    from specsim.acceptance.counters import from_survival
+    from specsim.acceptance.exchange import VLLM_CHECKED, export_acceptance, model_counters, run_acceptance
+
+    given = [x for x in (table, run_dir, drafter) if x is not None]
+    if len(given) != 1:
+        raise SpecsimInputError("export-acceptance", None, "--table/--run/--drafter", "exactly one source",
+                                f"{len(given)} given")
+    if table is not None:
+        try:
+            alpha = json.loads(table.read_text())["alpha"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SpecsimInputError(str(table), None, "alpha", "a rate table {'alpha': {domain: [...]}}",
+                                    type(e).__name__) from None
+        found, source = model_counters(alpha, gamma, table.name), table.name
+    elif run_dir is not None:
+        import numpy as np
+
+        from specsim.analysis.steplog import read_step_log
+        per = run_acceptance(read_step_log(run_dir / "step_log.parquet"))
+        found = {d: from_survival(np.nan_to_num(np.array(v["survival"], float)), d) for d, v in per.items()}
+        source = f"run {run_dir.name}"
+    else:
+        from specsim.acceptance.fitting import resolve_acceptance_model
+        from specsim.scenario import load_scenario
+        sc = load_scenario(scenario, [])
+        g = gamma or sc.engine.gamma
+        model = resolve_acceptance_model(drafter, g, **sc.to_dict()["acceptance"])
+        found, source = model_counters(model.alpha, g, f"{drafter} acceptance model"), model.source or drafter
+    doc = export_acceptance(found, str(source))
+    _write_json(out, doc)
+    for dom, cfg in doc["speculative_config"].items():
+        typer.echo(f"{dom}: synthetic_acceptance_rates " + " ".join(fmt.number(r, 3) for r in
+                   cfg["synthetic_acceptance_rates"]) + f"  (synthetic_acceptance_length "
+                   f"{fmt.number(doc['synthetic_acceptance_length'][dom], 3)})")
+    typer.echo(f"checked against {VLLM_CHECKED['synthetic_keys']}")
+    typer.echo(f"wrote {out}; pass one domain's object in vllm serve --speculative-config (with method and model)")
