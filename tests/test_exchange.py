@@ -161,4 +161,4 @@ def test_a_run_reports_vllm_and_deepspec_names_and_exports(tmp_path):
     r = CliRunner().invoke(app, ["export-acceptance", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "e.json")])
     assert r.exit_code == 0, r.output
     back = read_vllm_synthetic(tmp_path / "e.json")
-    np.testing.assert_allclose(back["all"].survival, rates, atol=1e-6)
+    np.testing.assert_allclose(back["all"].survival, ex["synthetic_acceptance_rates"], atol=1e-6)
