@@ -28,7 +28,7 @@ from specsim.hardware.profile import StepTimeProfile, range_report, resolve_prof
 from specsim.hardware.stepmodel import step_model_of
 from specsim.engine.kv import DRAFTER_KV_FRACTION
 from specsim.hardware.kv_capacity import kv_capacity
-from specsim.analysis.metrics import domain_breakdown, memory_summary, request_frame, summarize
+from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies import make_policy, policy_knobs
 from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
@@ -123,6 +123,8 @@ class RunConfig:
         gamma, drafter: override the scenario's (see :func:`resolve_run`).
         knobs: policy knobs, over the scenario's ``[policy.knobs]``.
         record_step_log: keep per (step, request) rows.
+        metric_percentiles: extra latency percentiles to report (vLLM's ``--metric-percentiles``), kept beside
+            :data:`specsim.analysis.metrics.PERCENTILES` (other tools read those keys).
     """
 
     policy: Any = "dspark"
@@ -135,6 +137,7 @@ class RunConfig:
     drafter: str | None = None
     knobs: dict = field(default_factory=dict)
     record_step_log: bool = False
+    metric_percentiles: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         def bad(name: str, want: str, got: Any) -> None:
@@ -157,7 +160,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
              concurrency: int | None = None, rate_scale: float = 1.0, max_sim_s: float | None = None,
              gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | None = None,
              record_step_log: bool = False, drafter_cost: DrafterCost | None = None,
-             progress=None, **knobs: Any) -> SimulationResult:
+             progress=None, metric_percentiles: tuple[float, ...] = (), **knobs: Any) -> SimulationResult:
     """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
 
     Args:
@@ -173,7 +176,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     """
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
-                       record_step_log=record_step_log)
+                       record_step_log=record_step_log, metric_percentiles=tuple(metric_percentiles))
     return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
 
 
@@ -314,7 +317,8 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
                         prefill_gpus=0 if cluster.config.colocated
                         else sc.prefill.num_instances * sc.prefill.gpus_per_instance,
                         mean_in_system=_mean_in_system(cluster, rec, requests),
-                        window_itl_s=rec.itl_s(win) if win is not None else None)
+                        window_itl_s=rec.itl_s(win) if win is not None else None,
+                        percentiles=tuple(sorted(set(PERCENTILES) | set(config.metric_percentiles))))
     completed = requests.status == "completed"
     summary.update(memory_summary(rec, requests))
     summary["clipped_verify_lengths"] = rec.num_clips

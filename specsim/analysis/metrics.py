@@ -78,12 +78,43 @@ def _pword(p: float) -> str:
     return str(int(p)) if float(p).is_integer() else str(p)
 
 
-def latency_stats(name: str, values_s: np.ndarray) -> dict[str, float | None]:
-    """``mean_``, ``median_``, ``std_`` and ``p<P>_`` (for P in :data:`PERCENTILES`) ``<name>_ms`` of ``values_s``.
+def parse_percentiles(text: str | None) -> tuple[float, ...]:
+    """``--metric-percentiles`` as ``vllm bench serve`` takes it: ``"50,90,99"`` -> (50.0, 90.0, 99.0).
+
+    None or "" gives :data:`PERCENTILES`. Values are sorted and deduplicated.
+
+    Raises:
+        SpecsimInputError: a value that is not a number in (0, 100].
+    """
+    if not text:
+        return PERCENTILES
+    out = set()
+    for part in str(text).replace(" ", ",").split(","):
+        if not part:
+            continue
+        try:
+            p = float(part)
+        except ValueError:
+            p = float("nan")
+        if not (np.isfinite(p) and 0 < p <= 100):
+            raise SpecsimInputError("--metric-percentiles", None, "metric_percentiles",
+                                    "comma-separated percentiles in (0, 100], e.g. '50,90,99'", repr(part))
+        out.add(p)
+    return tuple(sorted(out)) or PERCENTILES
+
+
+def percentile_key(p: float, name: str) -> str:
+    """vLLM's key of percentile ``p`` of metric ``name``: (99.9, "ttft") -> ``p99.9_ttft_ms``."""
+    return f"p{_pword(p)}_{name}_ms"
+
+
+def latency_stats(name: str, values_s: np.ndarray, percentiles=PERCENTILES) -> dict[str, float | None]:
+    """``mean_``, ``median_``, ``std_`` and ``p<P>_`` (for P in ``percentiles``) ``<name>_ms`` of ``values_s``.
 
     Args:
         name: ``ttft``, ``tpot``, ``itl`` or ``e2el``.
         values_s: (n,) latencies in seconds; every value is None when n == 0.
+        percentiles: the P values (default :data:`PERCENTILES`; ``--metric-percentiles`` sets them).
 
     Returns:
         ``{"mean_ttft_ms": ..., "median_ttft_ms": ..., "std_ttft_ms": ..., "p50_ttft_ms": ..., "p90_ttft_ms": ...,
@@ -91,11 +122,11 @@ def latency_stats(name: str, values_s: np.ndarray) -> dict[str, float | None]:
     """
     v = np.asarray(values_s, float)
     if v.size == 0:
-        keys = ["mean", "median", "std"] + [f"p{_pword(p)}" for p in PERCENTILES]
+        keys = ["mean", "median", "std"] + [f"p{_pword(p)}" for p in percentiles]
         return {f"{k}_{name}_ms": None for k in keys}
     out = {f"mean_{name}_ms": float(v.mean() * 1e3), f"median_{name}_ms": float(np.median(v) * 1e3),
            f"std_{name}_ms": float(v.std() * 1e3)}
-    for p, q in zip(PERCENTILES, np.percentile(v, PERCENTILES)):
+    for p, q in zip(percentiles, np.percentile(v, percentiles)):
         out[f"p{_pword(p)}_{name}_ms"] = float(q * 1e3)
     return out
 
@@ -151,7 +182,7 @@ def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
 
 
 def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, duration: float,
-             out_tokens: int, decode_gpus: int) -> dict[str, Any]:
+             out_tokens: int, decode_gpus: int, percentiles=PERCENTILES) -> dict[str, Any]:
     """The figures of one scope: ``measured`` requests, ``steps``, ITL gaps, ``duration`` s, ``out_tokens``."""
     multi = measured[measured.output_tokens > 1]
     req_steps = float(steps.num_decode.sum())
@@ -165,10 +196,10 @@ def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, dur
     }
     out["output_throughput_per_gpu"] = (out["output_throughput"] / decode_gpus
                                         if out["output_throughput"] is not None else None)
-    out.update(latency_stats("ttft", measured.ttft_s.to_numpy()))
-    out.update(latency_stats("tpot", multi.tpot_s.to_numpy()))
-    out.update(latency_stats("itl", itl_s))
-    out.update(latency_stats("e2el", measured.e2el_s.to_numpy()))
+    out.update(latency_stats("ttft", measured.ttft_s.to_numpy(), percentiles))
+    out.update(latency_stats("tpot", multi.tpot_s.to_numpy(), percentiles))
+    out.update(latency_stats("itl", itl_s, percentiles))
+    out.update(latency_stats("e2el", measured.e2el_s.to_numpy(), percentiles))
     out["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None
     out["median_tps_per_user"] = float(multi.tps_per_user.median()) if len(multi) else None
     out["num_single_token"] = int((measured.output_tokens == 1).sum())
@@ -186,7 +217,7 @@ def window_mask(requests: pd.DataFrame, window: tuple[float, float]) -> pd.Serie
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *, window: tuple[float, float] | None,
               decode_gpus: int, prefill_gpus: int, mean_in_system: float | None,
-              window_itl_s: np.ndarray | None = None) -> dict[str, Any]:
+              window_itl_s: np.ndarray | None = None, percentiles=PERCENTILES) -> dict[str, Any]:
     """Summary metrics of one run (scopes: the module docstring).
 
     Args:
@@ -197,6 +228,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
         decode_gpus: GPUs of the decode replicas; prefill_gpus: GPUs of the prefill pool.
         mean_in_system: time-average number of requests in the system over the run, for Little's law.
         window_itl_s: (E',) the gaps of emissions inside the window (closed loop; None: none given).
+        percentiles: latency percentiles to report (``--metric-percentiles``; default :data:`PERCENTILES`).
 
     Returns:
         A flat dict of whole-run figures (times in ms, throughput in tok/s) plus, in closed loop, a
@@ -214,7 +246,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
         "total_input_tokens": int(done.prompt_tokens.sum()),
         "total_output_tokens": int(done.output_tokens.sum()),
     }
-    out.update(_figures(done, steps, itl_s, duration, out["total_output_tokens"], decode_gpus))
+    out.update(_figures(done, steps, itl_s, duration, out["total_output_tokens"], decode_gpus, percentiles))
     out["decode_gpus"] = decode_gpus
     out["prefill_gpus"] = prefill_gpus
     out["steps"] = int(len(steps))
@@ -230,7 +262,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
         w: dict[str, Any] = {"start_s": float(start), "end_s": float(end), "requests_issued": int(issued.sum()),
                              "output_tokens": tokens}
         w.update(_figures(measured, steps[in_win], np.zeros(0) if window_itl_s is None else window_itl_s,
-                          float(end - start), tokens, decode_gpus))
+                          float(end - start), tokens, decode_gpus, percentiles))
         out["window"] = w
     return out
 

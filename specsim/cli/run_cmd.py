@@ -35,7 +35,7 @@ DOMAIN_COLUMNS = ("requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user
                   "acceptance_rate")
 
 
-def summary_text(s: dict, width: int | None = None) -> str:
+def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     """The run summary as text: the metrics (whole run), the closed-loop window, the per-domain breakdown.
 
     Every name and number is shown whole at any ``width`` (:func:`specsim.fmt.table` stacks a table that
@@ -45,13 +45,14 @@ def summary_text(s: dict, width: int | None = None) -> str:
         s: a run summary (``SimulationResult.summary``: vllm-bench metric names, ``load``, ``per_domain``,
             ``window`` in closed loop).
         width: characters to fit (None: the terminal's width).
+        percentiles: ``--metric-percentiles``: show these latency percentiles in place of the default rows.
     """
     load = s["load"]
     where = (f"closed loop, {load['concurrency']} users" if load["mode"] == "closed"
              else f"open loop x{load['rate_scale']:g}")
     title = (f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}), seed {s['seed']}, "
              f"{where}; whole run (completed requests, first arrival to last completion)")
-    parts = [fmt.table(["metric", "value"], [[k, fmt.value(s.get(k))] for k in SUMMARY_ROWS if k in s],
+    parts = [fmt.table(["metric", "value"], [[k, fmt.value(s.get(k))] for k in _rows(percentiles) if k in s],
                        title=title, width=width)]
     w = s.get("window")
     if w:
@@ -69,6 +70,22 @@ def summary_text(s: dict, width: int | None = None) -> str:
     if notices:
         parts.append(fmt.table([], [], width=width, notes=notices))
     return "\n\n".join(parts)
+
+
+def _rows(percentiles) -> tuple[str, ...]:
+    """:data:`SUMMARY_ROWS`, its percentile rows replaced by ``percentiles`` when given (vLLM's order)."""
+    if not percentiles:
+        return SUMMARY_ROWS
+    from specsim.analysis.metrics import percentile_key
+    out: list[str] = []
+    for k in SUMMARY_ROWS:
+        if k.startswith("p") and k.endswith("_ms"):
+            continue
+        out.append(k)
+        for name in ("ttft", "tpot", "itl", "e2el"):
+            if k == f"mean_{name}_ms":
+                out.extend(percentile_key(p, name) for p in percentiles)
+    return tuple(out)
 
 
 def print_summary(s: dict, console=None) -> None:
@@ -104,15 +121,24 @@ def run(
                                                 " with the keys of vllm bench serve --save-result."),
     trace_events: Optional[Path] = typer.Option(None, "--trace-events", help="Write per-replica steps as "
                                                 "Chrome trace events (JSON; Perfetto opens it)."),
+    metric_percentiles: Optional[str] = typer.Option(
+        None, "--metric-percentiles", help="Latency percentiles to report, as vllm bench serve: '50,90,99' "
+        "(p<P>_ttft_ms, _tpot_ms, _itl_ms, _e2el_ms; the default 50,90,99,99.9 stay in the JSON)."),
+    csv: bool = typer.Option(False, "--csv", help="With --out: also write summary.csv (one flat row), "
+                             "requests.csv and steps.csv."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
-    from specsim.analysis.metrics import add_goodput, parse_goodput
+    from specsim.analysis.metrics import add_goodput, parse_goodput, parse_percentiles
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.cli.results_cmd import check_result_format, write_result_format
     from specsim.workload.trace import load_trace
 
     check_result_format(result_format, out)
+    if csv and out is None:
+        raise SpecsimInputError("--csv", None, None, "--csv with --out (the CSV files go beside the Parquet ones)",
+                                "--csv without --out")
+    pcts = parse_percentiles(metric_percentiles) if metric_percentiles else ()
     if num_requests is not None and num_requests < 1:
         raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
     _check_conflicts(policy, concurrency, rate_scale, gamma, drafter)
@@ -126,7 +152,8 @@ def run(
     with run_progress(len(tr)) as bar:
         res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency,
                        rate_scale=1.0 if rate_scale is None else rate_scale, max_sim_s=max_sim_s, gamma=gamma,
-                       drafter=drafter, record_step_log=out is not None, progress=bar, **knobs)
+                       drafter=drafter, record_step_log=out is not None, progress=bar,
+                       metric_percentiles=pcts, **knobs)
     res.summary["command_line"] = command_line()
     if slos:
         add_goodput(res.summary, res.requests, slos)
@@ -142,11 +169,14 @@ def run(
     if out is not None:
         res.save(out)
         write_result_format(res, result_format, out)
+        if csv:
+            from specsim.analysis.tables_out import write_run_csv
+            write_run_csv(res.summary, res.requests, res.steps, out)
     if as_json:
         print(json.dumps(res.summary, default=float))
     else:
         print(res.summary["kv_capacity"]["describe"])
-        print_summary(res.summary)
+        print(summary_text(res.summary, percentiles=pcts))
         if out is not None:
             print(f"records written to {out}")
 

@@ -21,6 +21,8 @@ from specsim.errors import SpecsimInputError
 
 _fmt = fmt.number
 
+_PCT_HELP = ("Latency percentiles, as vllm bench serve: '50,90,99' (TTFT, TPOT, E2EL per load point; tables, "
+             "--json and --csv).")
 _GOODPUT_HELP = ("Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' (quoted, or repeat "
                  "the option); a request is good when every given limit holds; request_goodput = good requests/s.")
 
@@ -183,13 +185,16 @@ def sweep(
     force: bool = typer.Option(False, "--force", help="Recompute every point."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar or table."),
     goodput: list[str] = typer.Option([], "--goodput", help=_GOODPUT_HELP),
+    metric_percentiles: Optional[str] = typer.Option(None, "--metric-percentiles", help=_PCT_HELP),
+    csv: bool = typer.Option(False, "--csv", help="Also write <out>/results.csv (one row per point, with the "
+                             "--metric-percentiles columns) and <out>/load_percentiles.csv."),
 ) -> None:
     """Run every (policy, knobs, load, seed) point; finished points are kept and skipped on re-runs.
 
     --concurrency and --rate-scales may be given together (closed- and open-loop points in one sweep);
     --requests-per-user needs --concurrency.
     """
-    from specsim.analysis.metrics import parse_goodput
+    from specsim.analysis.metrics import parse_goodput, parse_percentiles
     from specsim.scenario import load_scenario
     from specsim.sweep import load_records, results_frame, run_sweep
     from specsim.workload.trace import load_trace
@@ -199,6 +204,7 @@ def sweep(
                                 "applies to closed-loop points only)", f"--requests-per-user {requests_per_user} "
                                 "without --concurrency")
     slos = parse_goodput(goodput)
+    pcts = parse_percentiles(metric_percentiles)
     spec = _spec(policies, concurrency, rate_scales, seeds, base_seed, gamma, threshold, num_requests=num_requests,
                  requests_per_user=requests_per_user, max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
@@ -211,14 +217,42 @@ def sweep(
     print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
           + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
           + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
-    if quiet:
-        return
     recs = load_records(out, [p.id for p in res.points])
     df = results_frame(recs)
-    texts = [spread_text(df), failed_text(df), goodput_text(recs, slos) if slos else ""]
+    if csv:
+        _write_sweep_csv(recs, df, Path(out), pcts)
+    if quiet:
+        return
+    texts = [spread_text(df), failed_text(df), goodput_text(recs, slos) if slos else "",
+             percentile_text(recs, df, pcts) if metric_percentiles else ""]
     for text in texts:
         if text:
             print(text)
+
+
+def _write_sweep_csv(recs: list, df, out: Path, pcts) -> None:
+    """``results.csv`` (results_frame + per-point percentiles) and ``load_percentiles.csv`` in ``out``."""
+    from specsim.analysis.tables_out import load_percentiles, point_percentiles, write_csv
+
+    per = point_percentiles(recs, pcts)
+    full = df.merge(per, on="id", how="left") if len(per) else df
+    print(f"wrote {write_csv(full, out / 'results.csv')} and "
+          f"{write_csv(load_percentiles(recs, df, pcts), out / 'load_percentiles.csv')}")
+
+
+def percentile_text(recs: list, df, pcts, width: int | None = None) -> str:
+    """TTFT, TPOT and E2EL percentiles per (curve, load), pooled over seeds (``--metric-percentiles``), as text."""
+    from specsim.analysis.metrics import percentile_key
+    from specsim.analysis.tables_out import load_percentiles
+
+    tab = load_percentiles(recs, df, pcts)
+    if tab.empty:
+        return ""
+    cols = [percentile_key(p, n) for n in ("ttft", "tpot", "e2el") for p in pcts]
+    rows = [[r["curve"], f"{r['load']:g}", str(r["num_seeds"])] + [fmt.number(r[c]) for c in cols]
+            for _, r in tab.iterrows()]
+    return fmt.table(["curve", "load", "seeds", *cols], rows, keys=2, width=width,
+                     title="latency percentiles (ms) per load point, pooled over seeds' measured requests")
 
 
 def spread_text(df, width: int | None = None) -> str:
@@ -283,10 +317,13 @@ def compare(
                                            help="Curve the gains are measured against (default: mtp1 when swept)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
     goodput: list[str] = typer.Option([], "--goodput", help=_GOODPUT_HELP),
+    metric_percentiles: Optional[str] = typer.Option(None, "--metric-percentiles", help=_PCT_HELP),
+    csv: Optional[Path] = typer.Option(None, "--csv", help="Also write the tier table as CSV here (and, with "
+                                       "--metric-percentiles, <stem>_percentiles.csv beside it)."),
 ) -> None:
     """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
     from specsim.analysis.frontier import compare as compare_table, comparison_json
-    from specsim.analysis.metrics import parse_goodput
+    from specsim.analysis.metrics import parse_goodput, parse_percentiles
 
     tier_list = parse_list(tiers, float, "tiers")
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
@@ -295,17 +332,43 @@ def compare(
     from specsim.analysis.frontier import read_tuned, tuned_rows
 
     slos = parse_goodput(goodput)
+    pcts = parse_percentiles(metric_percentiles)
     recs, tuned = read_tuned(sweep_dir, _records(sweep_dir))     # tuning-only points left out (specsim tune)
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
+    tab = compare_table(recs, tier_list, baseline or None)
+    if csv is not None:
+        _write_compare_csv(tab, recs, csv, pcts if metric_percentiles else None)
     if as_json:
         js = comparison_json(recs, tier_list, baseline or None, slos or None)
+        if metric_percentiles:
+            from specsim.analysis.tables_out import load_percentiles
+            from specsim.sweep import results_frame
+            js["latency_percentiles"] = json.loads(load_percentiles(recs, results_frame(recs), pcts)
+                                                   .to_json(orient="records"))
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
-    print(compare_text(tuned_rows(compare_table(recs, tier_list, baseline or None), tuned), sweep_dir))
+    print(compare_text(tuned_rows(tab, tuned), sweep_dir))
     if slos:
         print()
         print(goodput_text(recs, slos))
+    if metric_percentiles:
+        from specsim.sweep import results_frame
+        print()
+        print(percentile_text(recs, results_frame(recs), pcts))
+
+
+def _write_compare_csv(tab, recs: list, path: Path, pcts) -> None:
+    """The tier table as CSV at ``path`` (and the load percentiles beside it when ``pcts``)."""
+    from specsim.analysis.tables_out import load_percentiles, write_csv
+
+    written = [write_csv(tab, path)]
+    if pcts:
+        from specsim.sweep import results_frame
+        written.append(write_csv(load_percentiles(recs, results_frame(recs), pcts),
+                                 path.with_name(f"{path.stem}_percentiles.csv")))
+    import sys
+    print("wrote " + " and ".join(str(p) for p in written), file=sys.stderr)
 
 
 def _compare_row(r, has_oracle: bool) -> list[str]:
