@@ -32,6 +32,7 @@ from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summa
 from specsim.policies import make_policy, policy_knobs
 from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
+from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.analysis.steplog import write_step_log
 
 
@@ -334,6 +335,9 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()
     summary["provenance"] = _provenance(trace, config, built)
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
+    if config.concurrency is None and "stage" in (getattr(trace, "extra", None) or {}):   # load stages (issue 23)
+        summary["stages"] = stage_breakdown(requests, steps, trace, config.rate_scale,
+                                            tuple(sorted(set(PERCENTILES) | set(config.metric_percentiles))))
     if built.gamma > 0:                       # vLLM's spec_decode_* and DeepSpec's names for the run (issue 23)
         summary["acceptance_exchange"] = acceptance_report(log, steps)
     return SimulationResult(summary, requests, steps, log)

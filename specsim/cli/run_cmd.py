@@ -35,8 +35,12 @@ DOMAIN_COLUMNS = ("requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user
                   "acceptance_rate")
 
 
+STAGE_COLUMNS = ("start_s", "end_s", "requests", "request_rate", "request_throughput", "output_throughput",
+                 "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_tps_per_user")
+
+
 def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
-    """The run summary as text: the metrics (whole run), the closed-loop window, the per-domain breakdown.
+    """The run summary as text: the metrics (whole run), the closed-loop window, load stages, the per-domain breakdown.
 
     Every name and number is shown whole at any ``width`` (:func:`specsim.fmt.table` stacks a table that
     does not fit).
@@ -59,6 +63,10 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
         parts.append(fmt.table(["window", "value"], [[k, fmt.value(w.get(k))] for k in WINDOW_ROWS if k in w],
                                title="closed-loop measurement window (requests issued inside it; sweeps and "
                                      "frontiers use these figures)", width=width))
+    if s.get("stages"):
+        rows = [[str(st["stage"])] + [fmt.value(st.get(c)) for c in STAGE_COLUMNS] for st in s["stages"]]
+        parts.append(fmt.table(["stage", *STAGE_COLUMNS], rows, width=width,
+                               title="per load stage (requests arriving in it; rates and throughput over its span)"))
     rows = [[dom] + [fmt.value(m.get(c)) for c in DOMAIN_COLUMNS] for dom, m in s["per_domain"].items()]
     parts.append(fmt.table(["domain", *DOMAIN_COLUMNS], rows, width=width,
                            title=f"per domain ({s['completed']} completed requests of the whole run)"))

@@ -100,7 +100,7 @@ def convert(
 
 @trace_app.command("synth")
 def synth(
-    rate: float = typer.Option(..., "--rate", help="Mean arrival rate, requests per second."),
+    rate: float = typer.Option(None, "--rate", help="Mean arrival rate, requests per second (or --stages)."),
     out: Path = typer.Option(..., "--out", help="Output canonical JSONL trace."),
     num_requests: int = typer.Option(None, "--num-requests",
                                      help="Number of requests (or --duration, or --questions-per-group)."),
@@ -125,6 +125,9 @@ def synth(
     prefix_tokens: int = typer.Option(0, "--prefix-tokens", help="Tokens of each group's system prompt."),
     questions_per_group: int = typer.Option(None, "--questions-per-group",
                                             help="Requests per group (sets the count to groups x questions)."),
+    stages: str = typer.Option(None, "--stages", help="Load stages in place of --rate and a count: RATE:SECONDS "
+                               "or RATE->RATE:SECONDS (linear ramp), comma-separated, e.g. '2:60,2->8:120,8:60'; "
+                               "runs report per-stage figures."),
 ) -> None:
     """Draw a synthetic trace with fitted per-domain lengths (see traces/README.md)."""
     from specsim.workload.trace import save_trace, synth_trace
@@ -137,6 +140,21 @@ def synth(
         from specsim.workload.formats import load_lengths_csv
 
         lengths = load_lengths_csv(lengths_csv)
+    if stages is not None:
+        from specsim.workload.stages import parse_stages, staged_trace
+
+        clash = [f for f, v in (("--rate", rate), ("--num-requests", num_requests), ("--duration", duration),
+                                ("--span", span), ("--prefix-groups", prefix_groups or None)) if v is not None]
+        if clash:
+            raise SpecsimInputError(clash[0], None, None, "--stages alone sets the rates and durations", clash[0])
+        trace = staged_trace(parse_stages(stages), arrival=arrival.value, cv=cv, seed=seed, mix=mix,
+                             max_prompt_tokens=max_prompt, max_output_tokens=max_output, output_len=output_len,
+                             prompt_len=prompt_len, lengths=lengths)
+        save_trace(trace, out)
+        typer.echo(_summary_line(trace, out))
+        return
+    if rate is None:
+        raise SpecsimInputError("--rate", None, "rate", "a rate in requests/s (or --stages)", "none")
     trace = synth_trace(num_requests, rate, arrival=arrival.value, cv=cv, mix=mix, seed=seed,
                         max_prompt_tokens=max_prompt, max_output_tokens=max_output, duration_s=duration,
                         span_s=span, output_len=output_len, prompt_len=prompt_len, lengths=lengths,

@@ -30,6 +30,8 @@ Canonical JSONL, one request per line (blank lines are skipped)::
     prompt_tokens): the first ``prefix_tokens`` tokens of the prompt are a system prompt shared by
     every request of the group, so every request of a group has the same ``prefix_tokens``.
 
+* Load-stage fields (``stage``, ``stage_start_s``, ``stage_end_s``) and conversation-session fields
+  (``session_id``, ``turn``, ``think_s``): optional, defined in :mod:`specsim.workload.extra`.
 * Other fields are ignored.
 
 Every problem raises :class:`~specsim.errors.SpecsimInputError` naming the file, the 1-based line,
@@ -56,6 +58,7 @@ import pandas as pd
 from scipy.special import ndtr, ndtri
 
 from specsim.errors import SpecsimInputError, plain
+from specsim.workload import extra as extra_fields
 
 DEFAULT_DOMAIN = "chat"
 
@@ -81,6 +84,8 @@ class Trace:
         prefix_tokens: (N,) int64 length of the group's shared prefix, in [1, prompt_tokens] where
             ``prefix_group`` is given (the same for every request of a group), 0 elsewhere.
             Default: zeros.
+        extra: optional per-request columns of :mod:`specsim.workload.extra` (load stages, conversation
+            sessions) as ``{field: (N,) array}``; ``{}`` by default.
 
     The arrays are copied and made read-only; after construction the four prefix columns are
     never None (the defaults above are filled in). A request has ``hash_ids`` or a
@@ -99,6 +104,7 @@ class Trace:
     hash_block_tokens: np.ndarray | None = None
     prefix_group: np.ndarray | None = None
     prefix_tokens: np.ndarray | None = None
+    extra: dict | None = None
 
     def __post_init__(self) -> None:
         cols = {
@@ -126,6 +132,7 @@ class Trace:
             a.flags.writeable = False
             object.__setattr__(self, name, a)
         object.__setattr__(self, "hash_ids", hash_ids)
+        object.__setattr__(self, "extra", extra_fields.normalise(self.extra, n, self.source))
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -158,6 +165,8 @@ class Trace:
             h.update(self.hash_block_tokens.astype("<i8").tobytes())
             h.update(json.dumps(self.prefix_group.tolist(), separators=(",", ":")).encode())
             h.update(self.prefix_tokens.astype("<i8").tobytes())
+        for k in sorted(self.extra):                       # stages / sessions (absent: earlier hashes kept)
+            h.update(f"\nextra-{k}\n".encode() + json.dumps(self.extra[k].tolist(), separators=(",", ":")).encode())
         return h.hexdigest()
 
     def head(self, n: int) -> Trace:
@@ -169,7 +178,7 @@ class Trace:
                   if self.has_prefix_info else {})
         return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
                      self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]",
-                     **prefix)
+                     extra={k: v[:n] for k, v in self.extra.items()}, **prefix)
 
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain.
@@ -184,6 +193,7 @@ class Trace:
             cols.update(hash_ids=pd.Series(self.hash_ids, dtype=object),
                         hash_block_tokens=self.hash_block_tokens, prefix_group=self.prefix_group,
                         prefix_tokens=self.prefix_tokens)
+        cols.update(self.extra)                            # stage / session columns (specsim.workload.extra)
         return pd.DataFrame(cols)
 
 
@@ -500,6 +510,7 @@ def load_trace(path) -> Trace:
     src = str(path)
     ids, arr, pro, out, dom = [], [], [], [], []
     prefix = _PrefixReader(src)
+    extra = extra_fields.ExtraReader(src)
     id_line: dict[str, int] = {}
     prev_arrival, prev_line = 0.0, 0
     for line, obj in _iter_json_lines(path):
@@ -523,9 +534,10 @@ def load_trace(path) -> Trace:
         out.append(_get(obj, "output_tokens", "count", src, line))
         dom.append(d)
         prefix.read(obj, pro[-1], line)
+        extra.read(obj, line)
     return Trace(np.array(ids, dtype=object), np.array(arr, dtype=np.float64),
                  np.array(pro, dtype=np.int64), np.array(out, dtype=np.int64),
-                 np.array(dom, dtype=object), source=src, **prefix.columns())
+                 np.array(dom, dtype=object), source=src, extra=extra.columns(), **prefix.columns())
 
 
 def _prefix_fields(trace: Trace, i: int) -> str:
@@ -560,7 +572,8 @@ def save_trace(trace: Trace, path) -> None:
                                               trace.output_tokens.tolist(), trace.domain.tolist())):
         head = "{" if default_ids else '{"request_id":' + json.dumps(rid) + ","
         rows.append(f'{head}"arrival_s":{a!r},"prompt_tokens":{p},"output_tokens":{o},'
-                    f'"domain":{json.dumps(d)}{_prefix_fields(trace, i)}}}\n')
+                    f'"domain":{json.dumps(d)}{_prefix_fields(trace, i)}'
+                    f'{extra_fields.json_fields(trace.extra, i)}}}\n')
     try:
         Path(path).write_text("".join(rows), encoding="utf-8")
     except OSError as e:                                   # a folder, a missing parent, no permission
