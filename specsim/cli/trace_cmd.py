@@ -26,6 +26,7 @@ class SourceFormat(str, Enum):
     mooncake = "mooncake"
     burstgpt = "burstgpt"
     table = "table"
+    sharegpt = "sharegpt"
 
 
 class Slots(str, Enum):
@@ -70,6 +71,15 @@ def convert(
                                   help="table: unit of the arrival column: s, ms, us, ns, min, h or datetime."),
     origin: str = typer.Option("first", "--origin", help="table: first (from the earliest arrival), zero "
                                "(values as they are) or a number of seconds to subtract."),
+    rate: float = typer.Option(1.0, "--rate", help="sharegpt: sessions started per second (Poisson)."),
+    think: str = typer.Option("exp:5", "--think", help="sharegpt: think time before each later turn: const:S, "
+                              "exp:MEAN, uniform:LO:HI or lognormal:MEDIAN:SIGMA (seconds)."),
+    tokenizer: str = typer.Option(None, "--tokenizer", help="sharegpt: a Hugging Face tokenizer for token counts "
+                                  "(used when transformers is installed; else --chars-per-token)."),
+    chars_per_token: float = typer.Option(4.0, "--chars-per-token", help="sharegpt: characters per token without "
+                                          "a tokenizer (OpenAI's English rule of thumb: 4)."),
+    max_turns: int = typer.Option(None, "--max-turns", help="sharegpt: keep the first K turns of a session."),
+    seed: int = typer.Option(0, "--seed", help="sharegpt: seed of session starts and think times."),
 ) -> None:
     """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT) or any table to canonical JSONL."""
     from specsim.workload.trace import convert_azure, convert_mooncake, save_trace
@@ -86,6 +96,15 @@ def convert(
         kept = "kept as 1-token requests" if keep_failed else "dropped"
         typer.echo(f"{info['rows']} rows, {info['model_filtered']} of other models left out, "
                    f"{info['failed']} failed (Response tokens 0) {kept}")
+    elif source_format is SourceFormat.sharegpt:
+        from specsim.workload.conversations import parse_think, read_conversations, session_trace, token_counter
+
+        count, how = token_counter(tokenizer, chars_per_token)
+        convs, skipped = read_conversations(src, count)
+        trace = session_trace(convs, rate=rate, think=parse_think(think), seed=seed, domain=domain or "chat",
+                              max_turns=max_turns, source=str(src))
+        typer.echo(f"{len(convs)} conversations ({skipped} without a full turn skipped), {len(trace)} turns; "
+                   f"token counts: {how}")
     else:
         from specsim.workload.formats import convert_table
 
@@ -128,6 +147,11 @@ def synth(
     stages: str = typer.Option(None, "--stages", help="Load stages in place of --rate and a count: RATE:SECONDS "
                                "or RATE->RATE:SECONDS (linear ramp), comma-separated, e.g. '2:60,2->8:120,8:60'; "
                                "runs report per-stage figures."),
+    sessions: int = typer.Option(None, "--sessions", help="Multi-turn sessions started at --rate per second "
+                                 "(each turn reuses the whole previous context; with --turns and --think)."),
+    turns: int = typer.Option(2, "--turns", help="Turns per session (--sessions)."),
+    think: str = typer.Option("exp:5", "--think", help="Think time before each later turn (--sessions): const:S, "
+                              "exp:MEAN, uniform:LO:HI or lognormal:MEDIAN:SIGMA (seconds)."),
 ) -> None:
     """Draw a synthetic trace with fitted per-domain lengths (see traces/README.md)."""
     from specsim.workload.trace import save_trace, synth_trace
@@ -155,6 +179,17 @@ def synth(
         return
     if rate is None:
         raise SpecsimInputError("--rate", None, "rate", "a rate in requests/s (or --stages)", "none")
+    if sessions is not None:
+        from specsim.workload.conversations import parse_think, session_trace, synthetic_conversations
+
+        convs = synthetic_conversations(sessions, turns, seed=seed, mix=mix, max_prompt_tokens=max_prompt,
+                                        max_output_tokens=max_output, output_len=output_len, prompt_len=prompt_len)
+        trace = session_trace(convs, rate=rate, think=parse_think(think), seed=seed,
+                              arrival="constant" if arrival is Arrival.constant else "poisson",
+                              source=f"synthetic sessions seed {seed}")
+        save_trace(trace, out)
+        typer.echo(_summary_line(trace, out))
+        return
     trace = synth_trace(num_requests, rate, arrival=arrival.value, cv=cv, mix=mix, seed=seed,
                         max_prompt_tokens=max_prompt, max_output_tokens=max_output, duration_s=duration,
                         span_s=span, output_len=output_len, prompt_len=prompt_len, lengths=lengths,

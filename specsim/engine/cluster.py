@@ -23,6 +23,12 @@ inputs and a completion callback.
   ties by outstanding requests, among the instances within a load guard of the least loaded: :data:`BALANCE_ABS`).
 * A request whose prompt + output tokens need more KV blocks than a replica has can never be served: it is
   counted ``unservable`` at arrival with its reason and never blocks the requests behind it.
+* Conversation sessions (:mod:`specsim.engine.sessions`): a later turn is issued ``think_s`` after the previous
+  turn completes (in open loop by a process per session, in closed loop by the user running the session), and
+  the previous turn's whole context (prompt + output full blocks) stays cached, evictable, in the decode
+  replica that served it and, disaggregated, in the prefill instance that prefilled it (an assumption: a KV
+  store such as Mooncake's keeps the conversation reachable from prefill). A closed-loop user takes the next
+  session's first turn; the window closes when the last session starts.
 """
 
 from __future__ import annotations
@@ -37,8 +43,9 @@ from specsim.acceptance.model import AcceptanceModel
 from specsim.engine.draws import row_draws
 from specsim.engine.replica import Replica, ReplicaConfig
 from specsim.engine.kv import BlockPool, blocks_for
-from specsim.engine.kv_manager import cache_prefilled_prompt
+from specsim.engine.kv_manager import cache_context, cache_prefilled_prompt
 from specsim.engine.records import Records
+from specsim.engine.sessions import Sessions
 from specsim.engine.workload import Workload
 
 
@@ -139,6 +146,8 @@ class Cluster:
         self._rr = 0
         self.in_system, self._area, self._last_t = 0, 0.0, 0.0      # Little's-law integral
         self._done_events: dict[int, simpy.Event] = {}
+        self.sessions = Sessions.from_trace(trace, self.workload)
+        self._prefilled_on: dict[int, PrefillInstance] = {}          # sessions: where a turn was prefilled
 
     # ----------------------------------------------------------------- request lifecycle
     def arrive(self, idx: int) -> simpy.Event:
@@ -182,6 +191,8 @@ class Cluster:
         dt = self._prefill_with_cache(inst, idx)
         yield self.env.timeout(dt)
         cache_prefilled_prompt(inst.pool, self.workload.prefix_keys(idx))
+        if self.sessions is not None:
+            self._prefilled_on[idx] = inst
         inst.outstanding -= 1
         store.put(inst)
         self.first_token(idx, dt)
@@ -256,7 +267,28 @@ class Cluster:
         self.records.requests_done(ids, now)
         for idx in ids.tolist():
             self._count(-1)
+            if self.sessions is not None:
+                self._keep_context(idx)
             self._done_events.pop(idx).succeed()
+
+    def _keep_context(self, idx: int) -> None:
+        """A session turn completed: its whole context stays cached where its next turn will look (module doc)."""
+        keys = self.sessions.context_keys(idx)
+        inst = self._prefilled_on.pop(idx, None)
+        pools = [inst.pool] if inst is not None else []
+        rep = int(self.records.replica[idx])
+        pools += [self.replicas[rep].pool] if rep >= 0 else []
+        for pool in pools:
+            cache_context(pool, keys)
+
+    def _chain(self, idx: int):
+        """SimPy process: issue request ``idx``, then its session's later turns, each its think time after the
+        previous one completes; ends when the last turn completes."""
+        while idx >= 0:
+            yield self.arrive(idx)
+            idx, think = self.sessions.follow_up(idx) if self.sessions is not None else (-1, 0.0)
+            if idx >= 0 and think > 0:
+                yield self.env.timeout(think)
 
     def _count(self, delta: int) -> None:
         now = self.env.now
@@ -272,27 +304,34 @@ class Cluster:
 
     # ----------------------------------------------------------------- drivers
     def open_loop(self, rate_scale: float):
-        """SimPy process: issue every trace request at its arrival time / ``rate_scale``."""
+        """SimPy process: issue every trace request at its arrival time / ``rate_scale`` (a session's later turns
+        follow its first one, see :meth:`_chain`)."""
         arrivals = np.asarray(self.trace.arrival_s, np.float64) / rate_scale
-        for idx, t in enumerate(arrivals):
+        order = range(len(arrivals)) if self.sessions is None else self.sessions.starts.tolist()
+        for idx in order:
+            t = arrivals[idx]
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
-            self.arrive(idx)
+            if self.sessions is None:
+                self.arrive(idx)
+            else:
+                self.env.process(self._chain(idx))
 
     def closed_loop(self, concurrency: int, window: ClosedLoopWindow):
-        """SimPy process: ``concurrency`` users issue the trace's requests in order, each after its last one."""
-        n = len(self.trace)
+        """SimPy process: ``concurrency`` users issue the trace's requests (sessions) in order, each after its last."""
+        order = list(range(len(self.trace))) if self.sessions is None else self.sessions.starts.tolist()
+        n = len(order)
         next_idx = [0]
         first_done: list[float] = []
 
         def user():
             first = True
             while next_idx[0] < n:
-                idx = next_idx[0]
+                idx = order[next_idx[0]]
                 next_idx[0] += 1
                 if next_idx[0] == n:
                     window.end_s = self.env.now
-                yield self.arrive(idx)
+                yield from self._chain(idx)
                 if first:
                     first_done.append(self.env.now)
                     first = False

@@ -64,6 +64,26 @@ def cache_prefilled_prompt(pool: BlockPool, keys: tuple[int, ...]) -> None:
     pool.release(len(keys) - hit - len(new))
 
 
+def cache_context(pool: BlockPool, keys: tuple[int, ...]) -> int:
+    """A finished conversation turn's whole context ``keys`` (prompt + output full blocks) stays cached, evictable,
+    for its next turn (:mod:`specsim.engine.sessions`); returns the number of keys kept.
+
+    Keys already cached are refreshed; blocks for the missing ones are taken (evicting least recently freed cached
+    blocks when no free one is left) as far as blocks are available, and the keys after the first that does not
+    fit are not kept (a prefix stays a prefix). As vLLM's prefix caching keeps a finished request's full blocks.
+    """
+    if not keys or not pool.prefix_caching:
+        return 0
+    hit = pool.match(keys)
+    pool.acquire_cached(keys[:hit])
+    need = min(len(keys) - hit, pool.num_available)
+    pool.take(need)
+    new = pool.publish(keys[hit:hit + need])
+    pool.drop_cached(keys[:hit] + new)
+    pool.release(need - len(new))
+    return hit + need
+
+
 class KVManager:
     """One replica's KV blocks: its pool, the blocks each running request holds, and the accounting mode.
 
