@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -165,8 +166,13 @@ def sweep(
     policies: str = typer.Option("mtp1,static,specdecpp,dspark,dspark-async", "--policies",
                                  help="Comma-separated policy names or path/file.py:Name."),
     concurrency: Optional[str] = typer.Option(None, "--concurrency",
-                                              help="Closed-loop users, e.g. 1,2,4,...,256."),
-    rate_scales: Optional[str] = typer.Option(None, "--rate-scales", help="Open-loop rate scales, e.g. 0.5,1,2."),
+                                              help="Closed-loop users, e.g. 1,2,4,...,256, or auto (found per "
+                                                   "policy so that every --tiers tier is bracketed)."),
+    rate_scales: Optional[str] = typer.Option(None, "--rate-scales", help="Open-loop rate scales, e.g. 0.5,1,2, "
+                                              "or auto."),
+    tiers: str = typer.Option("40,60,80", "--tiers", help="With auto: the SLA tiers (TPS/user) to bracket."),
+    max_load: Optional[float] = typer.Option(None, "--max-load", help="With auto: the load cap (default 4096 "
+                                             "users, or rate scales within x1024 of 1)."),
     seeds: int = typer.Option(1, "--seeds", help="Number of seeds per point (base-seed .. base-seed+N-1)."),
     base_seed: int = typer.Option(0, "--base-seed", help="First seed."),
     gamma: Optional[str] = typer.Option(None, "--gamma", help="Gamma values to sweep, e.g. 3,5,7."),
@@ -205,19 +211,26 @@ def sweep(
                                 "without --concurrency")
     slos = parse_goodput(goodput)
     pcts = parse_percentiles(metric_percentiles)
-    spec = _spec(policies, concurrency, rate_scales, seeds, base_seed, gamma, threshold, num_requests=num_requests,
-                 requests_per_user=requests_per_user, max_sim_s=max_sim_s, drafter=drafter)
+    auto = _auto_mode(concurrency, rate_scales)
+    spec = _spec(policies, "1" if auto == "closed" else concurrency, "1" if auto == "open" else rate_scales, seeds,
+                 base_seed, gamma, threshold, num_requests=num_requests, requests_per_user=requests_per_user,
+                 max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
+    run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     with _ProgressBar(not quiet) as bar:
-        res = run_sweep(spec, scen, tr, out, executor=executor, jobs=jobs, address=address,
-                        retry_failed=retry_failed, force=force, progress=bar)
+        if auto:
+            ids = _run_auto(spec, auto, tiers, max_load, scen, tr, out, run_kw, bar, quiet)
+        else:
+            res = run_sweep(spec, scen, tr, out, progress=bar, **run_kw)
+            ids = [p.id for p in res.points]
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
-    print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
-          + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
-          + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
-    recs = load_records(out, [p.id for p in res.points])
+    if not auto:
+        print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
+              + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
+              + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
+    recs = load_records(out, ids)
     df = results_frame(recs)
     if csv:
         _write_sweep_csv(recs, df, Path(out), pcts)
@@ -228,6 +241,47 @@ def sweep(
     for text in texts:
         if text:
             print(text)
+
+
+def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:
+    """``closed`` / ``open`` when that load axis is ``auto`` (the other one must then be absent), else None."""
+    c_auto, r_auto = concurrency == "auto", rate_scales == "auto"
+    if (c_auto and rate_scales) or (r_auto and concurrency):
+        raise SpecsimInputError("--concurrency" if c_auto else "--rate-scales", None, None,
+                                "auto for one load axis, without the other axis", f"--concurrency {concurrency} "
+                                f"--rate-scales {rate_scales}")
+    return "closed" if c_auto else "open" if r_auto else None
+
+
+def _run_auto(spec, mode: str, tiers: str, max_load: float | None, scen, tr, out: Path, run_kw: dict, bar,
+              quiet: bool) -> list[str]:
+    """The auto load search (:mod:`specsim.sweep.auto`); prints the number of runs and each tier's bracket."""
+    from specsim.sweep.auto import auto_sweep
+
+    tier_list = parse_list(tiers, float, "tiers")
+    if not tier_list or any(not (math.isfinite(x) and x > 0) for x in tier_list):
+        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", tiers)
+    note = (lambda i, loads: None) if quiet else (lambda i, loads: print(
+        f"auto round {i}: " + "; ".join(f"{p} {','.join(f'{x:g}' for x in v)}" for p, v in loads.items()),
+        file=sys.stderr))
+    res = auto_sweep(spec, mode, tier_list, scen, tr, out, max_load=max_load, on_round=note, progress=bar, **run_kw)
+    print(f"auto ({'concurrency' if mode == 'closed' else 'rate scales'}): {res.runs} runs ({res.computed} "
+          f"computed, {res.skipped} already done) in {res.rounds} rounds, {len(res.failed)} failed; "
+          f"{res.wall_time_s:.1f} s; results in {out}")
+    for p, loads in res.loads.items():
+        stop = f" (stopped: {'; '.join(res.stopped[p])})" if res.stopped.get(p) else ""
+        print(f"  {p}: loads {','.join(f'{x:g}' for x in loads)}{stop}")
+    for curve, st in res.brackets.items():
+        fr = res.frontier.get(curve, {})
+        print(f"  {curve}: " + ", ".join(f"tier {t:g} {s}" + (" (saturated above it: compare says uncovered)"
+                                                             if s == "bracketed" and fr.get(t) == "uncovered" else "")
+                                        for t, s in st.items()))
+    (Path(out) / "auto.json").write_text(json.dumps({
+        "mode": mode, "tiers": tier_list, "loads": res.loads, "runs": res.runs, "rounds": res.rounds,
+        "brackets": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.brackets.items()},
+        "frontier": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.frontier.items()},
+        "stopped": res.stopped, "failed": res.failed}, indent=1) + "\n")
+    return res.ids
 
 
 def _write_sweep_csv(recs: list, df, out: Path, pcts) -> None:

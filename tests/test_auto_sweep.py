@@ -1,0 +1,71 @@
+"""sweep --concurrency auto / --rate-scales auto (issue 23): the load range is found per policy so that every
+requested tier is bracketed, resumably."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from specsim.cli import _register, app
+from specsim.scenario import load_scenario
+from specsim.sweep import SweepSpec, load_records, results_frame, seed_spread
+from specsim.sweep.auto import auto_sweep, bracket_status
+from specsim.workload.trace import synth_trace
+
+_register()
+BUNDLED = Path(__file__).resolve().parents[1] / "traces" / "prod.jsonl"
+
+
+def test_bracket_status():
+    assert bracket_status(np.array([300.0, 120.0, 40.0]), 80) == "bracketed"
+    assert bracket_status(np.array([300.0, 120.0]), 80) == "unbracketed"
+    assert bracket_status(np.array([70.0, 30.0]), 80) == "infeasible"
+    assert bracket_status(np.array([80.0]), 80) == "bracketed"          # equal counts on both sides
+
+
+def _tps_by_load(out: Path, policy: str) -> np.ndarray:
+    df = results_frame(load_records(out))
+    spread = seed_spread(df[df.policy == policy])
+    return spread.sort_values("load").mean_tps_per_user_mean.to_numpy()
+
+
+def test_auto_concurrency_brackets_every_tier_for_every_policy_on_the_bundled_trace(tmp_path):
+    out, tiers = tmp_path / "auto", [80.0, 150.0]
+    args = ["sweep", "--trace", str(BUNDLED), "--out", str(out), "--policies", "mtp1,dspark", "--concurrency",
+            "auto", "--tiers", "80,150", "--num-requests", "32", "--requests-per-user", "8", "--executor", "serial",
+            "--quiet"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    auto = json.loads((out / "auto.json").read_text())
+    n_points = len(list((out / "points").glob("*.json")))
+    assert auto["runs"] == n_points and f"{n_points} runs ({n_points} computed, 0 already done)" in r.output
+    for policy in ("mtp1", "dspark"):
+        tps = _tps_by_load(out, policy)                            # checked from the stored records themselves
+        for tier in tiers:
+            assert tps.max() >= tier >= tps.min(), (policy, tier, tps)
+            assert auto["brackets"][policy][f"{tier:g}"] == "bracketed"
+        assert auto["loads"][policy][0] == 1.0                      # concurrency 1, the lightest load
+    # resumable: the same command replays the search from the records and computes nothing
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert f"{n_points} runs (0 computed, {n_points} already done)" in again.output
+    assert json.loads((out / "auto.json").read_text())["loads"] == auto["loads"]
+
+
+def test_auto_rate_scales_go_down_for_a_tier_the_trace_rate_is_too_slow_for(tmp_path):
+    tr = synth_trace(60, rate=40.0, seed=1, output_len=128, prompt_len=256)
+    res = auto_sweep(SweepSpec(policies=("static",), rate_scales=(1.0,)), "open", [400.0], load_scenario(), tr,
+                     tmp_path / "o", executor="serial")
+    assert res.brackets["static"][400.0] == "bracketed"
+    assert min(res.loads["static"]) < 1.0                            # halved: scale 1 was too slow for the tier
+    assert res.runs == len(res.ids) == len(res.loads["static"])
+
+
+def test_auto_needs_one_load_axis(tmp_path):
+    r = CliRunner().invoke(app, ["sweep", "--trace", str(BUNDLED), "--out", str(tmp_path), "--concurrency", "auto",
+                                 "--rate-scales", "1,2"])
+    assert r.exit_code != 0 and "auto for one load axis" in str(r.exception)
