@@ -447,30 +447,28 @@ def _nones(a: np.ndarray) -> list:
 def acceptance_report(step_log: pd.DataFrame | None, steps: pd.DataFrame) -> dict:
     """The ``summary.json`` block: vLLM's ``spec_decode_*`` names and DeepSpec's names for one run.
 
-    Whole-run aggregates from the step frame (always): ``spec_decode_num_drafts`` (request-steps with a decode;
-    with a step log, those that verified drafts, as vLLM counts), ``spec_decode_draft_tokens`` (verified
-    drafts), ``spec_decode_accepted_tokens``, ``spec_decode_acceptance_rate`` (percent, as vLLM),
-    ``spec_decode_acceptance_length`` (1 + accepted / num_drafts, vLLM's formula) and DeepSpec's ``accept_len``
-    (tokens per request-step, bonus included, every decode step a proposal as in DeepSpec's loop) and ``verify_rate`` (emitted / (verified drafts + request-steps)). With a step log, the per-position
-    ``spec_decode_per_position_acceptance_rates`` (accepted at k / request-steps that verified drafts, vLLM's
-    denominator), DeepSpec's ``accept_rate@k`` and the ``synthetic_acceptance_rates`` to replay on vLLM
-    (:func:`run_acceptance` survival).
+    vLLM's keys follow :func:`specsim.analysis.results.vllm_result` (every request-step is one draft):
+    ``spec_decode_acceptance_rate`` (percent, accepted / verified drafts), ``spec_decode_acceptance_length``
+    (1 + accepted / request-steps), ``spec_decode_num_drafts``, ``spec_decode_draft_tokens``,
+    ``spec_decode_accepted_tokens`` from the step frame; with a step log,
+    ``spec_decode_per_position_acceptance_rates`` (request-steps accepting position k / request-steps).
+    DeepSpec's: ``accept_len`` (tokens per request-step, bonus included; every decode step is a proposal, as in
+    DeepSpec's loop), ``verify_rate`` (emitted / (verified drafts + request-steps)) and, with a step log,
+    ``accept_rate@k`` (its own definition, :func:`run_acceptance`). With a step log, also the
+    ``synthetic_acceptance_rates`` to replay the run's acceptance on vLLM (:func:`run_acceptance` survival).
     """
     req_steps = float(steps.num_decode.sum()) if len(steps) else 0.0
     verified = float(steps.verified_drafts.sum()) if len(steps) else 0.0
     accepted = float(steps.accepted_drafts.sum()) if len(steps) else 0.0
     length = (req_steps + accepted) / req_steps if req_steps else None
-    vllm = {"spec_decode_num_drafts": int(req_steps), "spec_decode_draft_tokens": int(verified),
-            "spec_decode_accepted_tokens": int(accepted),
-            "spec_decode_acceptance_rate": 100.0 * accepted / verified if verified else None,
-            "spec_decode_acceptance_length": length}
+    vllm = {"spec_decode_acceptance_rate": 100.0 * accepted / verified if verified else None,
+            "spec_decode_acceptance_length": length, "spec_decode_num_drafts": int(req_steps),
+            "spec_decode_draft_tokens": int(verified), "spec_decode_accepted_tokens": int(accepted)}
     deep = {"accept_len": length, "verify_rate": (req_steps + accepted) / (verified + req_steps) if req_steps else None}
     out = {"vllm": vllm, "deepspec": deep, "vllm_checked": VLLM_CHECKED}
     if step_log is not None and len(step_log):
         per = run_acceptance(step_log)["all"]
-        n = max(per["num_drafts"], 1)                  # vLLM counts request-steps that carried drafts
-        vllm["spec_decode_num_drafts"] = per["num_drafts"]
-        vllm["spec_decode_acceptance_length"] = 1.0 + accepted / n
+        n = max(len(step_log), 1)                      # every request-step is one draft (results.py's rule)
         vllm["spec_decode_per_position_acceptance_rates"] = [a / n for a in per["accepted_per_pos"]]
         deep.update({f"accept_rate@{i}": r for i, r in enumerate(per["accept_rate_at_pos"])})
         out["synthetic_acceptance_rates"] = per["survival"]
