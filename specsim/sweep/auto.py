@@ -134,6 +134,9 @@ def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: s
         idle = all(len(x) >= 3 and _gain(x) < SATURATION_GAIN and _gain(x[:-1]) < SATURATION_GAIN for x in tps)
         if lo / 2 >= 1.0 / cap and not idle:
             out.append(lo / 2)
+        elif (why := "lighter loads stopped raising TPS/user (the tier is infeasible)" if idle
+                else f"load floor {1.0 / cap:g}") not in stopped:
+            stopped.append(why)
     return [x for x in out if x not in loads]
 
 
