@@ -31,6 +31,15 @@ TERMS: dict[str, tuple[str, str, int, str | None, int, str]] = {
                                    "DeepSeek-V3 as served on one 8x H200 node: TP 8, fp8 block-quantised weights "
                                    "(the checkpoint's dtype), bf16 KV (MLA latent); ~85 GB of weights per GPU"),
 }
+#: name -> (preset model, gpu, tp, weight dtype, max B, CUDA-graph capture limit in tokens, why): profiles whose
+#: engine captures fewer graph sizes than vLLM's default 512 (issue 20)
+CAPTURE: dict[str, tuple[str, str, int, str | None, int, int, str]] = {
+    "h200-deepseek-v3-tp8-graphs256-terms": (
+        "deepseek-v3", "h200", 8, "fp8", 8192, 256,
+        "DeepSeek-V3 on one 8x H200 node (TP 8, fp8) with CUDA graphs captured up to 256 tokens, vLLM's "
+        "min(2 x max_num_seqs, 512) at max_num_seqs 128: a K = 7 verification batch (8 tokens per request) of "
+        "more than 32 requests runs eager, paying every kernel launch from the host"),
+}
 #: name -> validation series (specsim.studies.validation.SETUPS); the table reaches the series' prefill chunk + 1,024
 FITTED: dict[str, str] = {
     "h100-qwen3-8b-vllm-fitted": "vllm_h100_qwen3-8b_sharegpt_nospec",
@@ -48,6 +57,19 @@ def terms_profile(name: str):
     model, gpu, tp, dtype, max_b, why = TERMS[name]
     shape = replace(MODELS[model], weight_dtype=dtype) if dtype else MODELS[model]
     return step_model(shape, gpu, tp).profile(max_b, name=name, provenance={"deployment": why})
+
+
+def capture_profile(name: str):
+    """The ``*-graphs<N>-terms`` profile ``name`` of :data:`CAPTURE`."""
+    from dataclasses import replace
+
+    from specsim.hardware.model_config import MODELS
+    from specsim.hardware.stepmodel import EngineTerms, step_model
+
+    model, gpu, tp, dtype, max_b, cap, why = CAPTURE[name]
+    shape = replace(MODELS[model], weight_dtype=dtype) if dtype else MODELS[model]
+    terms = replace(EngineTerms(), cudagraph_max_tokens=cap)
+    return step_model(shape, gpu, tp, terms=terms).profile(max_b, name=name, provenance={"deployment": why})
 
 
 def fitted_profile(name: str):
@@ -90,10 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", nargs="*", default=None)
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    for name in [*TERMS, *FITTED]:
+    for name in [*TERMS, *CAPTURE, *FITTED]:
         if a.only and name not in a.only:
             continue
-        prof = terms_profile(name) if name in TERMS else fitted_profile(name)
+        prof = (terms_profile(name) if name in TERMS else capture_profile(name) if name in CAPTURE
+                else fitted_profile(name))
         dest = a.out / f"{name}.json"
         save_profile(prof, dest)
         print(f"{dest.name}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, {prof.step_time(256) * 1e3:.2f} ms at "

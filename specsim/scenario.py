@@ -479,10 +479,24 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     """
     scen = _apply(Scenario(), _read_toml(DEFAULT_SCENARIO), str(DEFAULT_SCENARIO))
     if path is not None:
-        scen = _apply(scen, _read_toml(Path(path)), str(path))
-        scen = replace(scen, source=str(path))
+        doc = _read_toml(Path(path))
+        scen = replace(_apply(scen, doc, str(path)), source=str(path))
+        scen = _profile_beside(scen, doc, Path(path))
     for item in overrides or []:
         scen = _apply(scen, parse_override(item), f"--set {item}")
+    return scen
+
+
+def _profile_beside(scen: Scenario, doc: dict[str, Any], path: Path) -> Scenario:
+    """A relative profile path the scenario file names resolves against the file's folder (issue 20), so a
+    scenario and its profile travel together; a name that is not a file there (a bundled name, a path relative
+    to the working folder) is kept as written."""
+    name = doc.get("profile", {}).get("name") if isinstance(doc.get("profile"), dict) else None
+    if not isinstance(name, str) or Path(name).is_absolute():
+        return scen
+    beside = path.parent / name
+    if beside.suffix == ".json" and beside.is_file():
+        return replace(scen, profile=replace(scen.profile, name=str(beside)))
     return scen
 
 

@@ -22,7 +22,8 @@ from specsim.errors import SpecsimInputError
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
-from specsim.hardware.drafter import DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, shaped_drafter_cost
+from specsim.hardware.drafter import (DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, drafter_kv_fraction,
+                                      shaped_drafter_cost)
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.hardware.stepmodel import step_model_of
@@ -99,6 +100,11 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
     prof = profile or resolve_profile(scenario.profile.name, scenario.profile.lookup)
+    chunk = scenario.prefill.chunk_tokens            # colocated: mixed steps reach it (prefill shares the steps)
+    if scenario.prefill.mode == "colocated" and prof.batch_limit is not None and prof.max_batch_tokens < chunk:
+        raise SpecsimInputError(prof.source, None, "batch_tokens", f"a profile reaching the scenario's prefill "
+                                f"chunk of {chunk} tokens (prefill.chunk_tokens; build it with profile analytic "
+                                f"--max-batch-tokens {chunk} or more)", f"last size {prof.max_batch_tokens}")
     return factory, probe.name, dname, g, prof
 
 
@@ -270,6 +276,15 @@ def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None,
     return default_drafter_cost(dname)
 
 
+def _drafter_kv_fraction(sc: Scenario, dname: str, profile: StepTimeProfile | None) -> float:
+    """The drafter's KV per target KV token: from the two shapes where the profile has a step model (issue 20),
+    else the family's constant (:data:`specsim.engine.kv.DRAFTER_KV_FRACTION`, plain tables)."""
+    target = step_model_of(profile) if profile is not None else None
+    if target is not None and dname in DRAFTER_LAYERS:
+        return drafter_kv_fraction(dname, target, sc.drafter.layers if dname == sc.drafter.name else None)
+    return DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[dname]]
+
+
 def _acceptance(trace, sc: Scenario, dname: str, g: int):
     """The acceptance model of the trace's domains; an unknown domain names its first line."""
     domains = np.asarray(trace.domain, dtype=object)
@@ -290,7 +305,7 @@ def cluster_config(sc: Scenario, gamma: int, drafter: str, seed: int,
     block = c.block_size
     kv_fraction = sc.drafter.kv_fraction
     if kv_fraction is None:
-        kv_fraction = DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]] if gamma > 0 else 0.0
+        kv_fraction = _drafter_kv_fraction(sc, drafter, profile) if gamma > 0 else 0.0
     kv_tokens = kv_capacity(sc, profile, gamma, float(kv_fraction)).tokens
     replicas = tuple(ReplicaConfig(
         index=i, gamma=gamma, colocated=sc.prefill.mode == "colocated", max_num_seqs=c.max_num_seqs,

@@ -56,6 +56,24 @@ def test_fit_stays_inside_the_physical_bounds():
     assert rep.median_abs_error(False) > 0.3
 
 
+def test_fit_warns_when_a_constant_lands_an_order_of_magnitude_from_its_default():
+    # steps made with attn_request_s 20x and kernel_s 1/20 of their defaults: the fit recovers both and names
+    # them, instead of hiding them (kernel_s's ceiling, 50 us, is 8.5x its default: above it the bound warns)
+    base = step_model("qwen3-8b", "h100")
+    truth = base.with_terms(attn_request_s=20 * base.terms.attn_request_s, kernel_s=base.terms.kernel_s / 20)
+    rep = fit_step_model(base, _observed(truth, [1, 16, 64]), ("attn_request_s", "kernel_s"))
+    assert rep.far_from_default["attn_request_s"] == pytest.approx(20.0, rel=1e-3)
+    assert rep.far_from_default["kernel_s"] == pytest.approx(0.05, rel=1e-3)
+    assert any(w.startswith("attn_request_s = ") and "order of magnitude" in w for w in rep.warnings())
+    assert any(w.startswith("kernel_s = ") for w in rep.warnings())
+    assert rep.provenance()["fit"]["far_from_default"] == rep.far_from_default
+    # within a factor 10 either way: no warning; a default of 0 (per_request_step_s) is never compared
+    near = fit_step_model(base, _observed(base.with_terms(kernel_s=3 * base.terms.kernel_s,
+                                                          per_request_step_s=1e-4), [1, 16, 64]),
+                          ("kernel_s", "per_request_step_s"))
+    assert near.far_from_default == {} and near.warnings() == []
+
+
 def test_fit_refuses_more_parameters_than_points_and_unknown_names():
     base = step_model("qwen3-8b", "h100")
     obs = _observed(base, [1, 8])
@@ -63,3 +81,18 @@ def test_fit_refuses_more_parameters_than_points_and_unknown_names():
         fit_step_model(base, obs, params=("bw_eff", "per_request_step_s", "fixed_step_s"))
     with pytest.raises(SpecsimInputError, match="--params"):
         fit_step_model(base, obs, params=("scale",))
+
+
+def test_prefill_sharing_steps_predicted_as_the_engine_runs_them():
+    # P = B - R prompt tokens per step in chunks of c: a share f = P / c of the steps carries R + c tokens
+    # (eager), the rest R tokens (graph-padded); at the mean B a concave MoE step would be overstated
+    sm = step_model("deepseek-v3", "h200", tp=8)
+    o = Obs(4.0, 4.0 + 20.0, 2000.0, 1.0)
+    f = 20.0 / 2048
+    by_hand = (1 - f) * sm.step_time([4.0], [4.0], [8000.0])[0] + f * sm.step_time([4.0 + 2048], [4.0], [8000.0])[0]
+    assert predict_observations(sm, [o], chunk_tokens=2048)[0] == pytest.approx(by_hand, rel=1e-12)
+    assert predict_observations(sm, [o], chunk_tokens=2048)[0] < predict_observations(sm, [o])[0]
+    # a step whose prompt tokens fill the chunk: every step carries them
+    full = Obs(4.0, 4.0 + 3000.0, 2000.0, 1.0)
+    assert predict_observations(sm, [full], chunk_tokens=2048)[0] == pytest.approx(
+        sm.step_time([3004.0], [4.0], [8000.0])[0], rel=1e-12)

@@ -83,6 +83,32 @@ def test_ep_moe_sees_the_tokens_of_every_data_parallel_rank():
     assert sm.breakdown([1])["gemm"][0] == pytest.approx(2 * (attn + up + down + router), rel=1e-12)
 
 
+def _routed_s(sm: StepModel, b: np.ndarray) -> np.ndarray:
+    """The routed experts' seconds in one MoE layer: the MoE layer less its shared experts and router."""
+    m = sm.model
+    shared, _ = sm._mlp(b, max(1, m.shared_ffn) // sm.tp)
+    return sm._moe(b)[0] - (shared if m.num_shared_experts else 0.0) - sm._gemm(b, m.num_experts, m.hidden)
+
+
+def test_routed_experts_at_tp2_ep1_cost_half_of_tp1():
+    # Issue 20: EP 1 with TP 2 splits each expert's FFN over the two ranks, every rank sees all B tokens, so
+    # the routed experts' time halves (exactly where both are memory bound; within one wave of tiles when
+    # compute bound). It used to be b * (ep // tp) = 0 tokens, i.e. free.
+    ds = MODELS["deepseek-v3"]
+    b = np.array([1.0, 8.0, 64.0, 512.0, 4096.0])
+    one = _routed_s(StepModel(ds, H100, IDEAL, tp=1), b)
+    two = _routed_s(StepModel(ds, H100, IDEAL, tp=2), b)
+    assert np.all(one > 0) and np.all(two > 0)
+    np.testing.assert_allclose(two[:4] / one[:4], 0.5, rtol=0.01)          # memory bound: the bytes halve
+    # compute bound (4096 tokens): the tiles halve, but waves of 132 SMs round up, so at most a wave's share more
+    assert 0.5 <= two[4] / one[4] <= 0.55
+    # and TP 8 / EP 1 grows with B as EP 8 does (the same routed bytes per GPU, the same tokens per GPU)
+    tp8 = _routed_s(StepModel(ds, H100, IDEAL, tp=8), b)
+    ep8 = _routed_s(StepModel(ds, H100, IDEAL, tp=8, ep=8), b)
+    assert tp8[-1] > 10 * tp8[0]
+    np.testing.assert_allclose(tp8, ep8, rtol=0.35)
+
+
 def test_efficiencies_are_bounded():
     for bad in ({"bw_eff": 1.2}, {"flops_eff": 0.0}, {"kernel_s": -1e-6}, {"per_request_step_s": float("nan")}):
         with pytest.raises(SpecsimInputError):

@@ -79,6 +79,12 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
         raise SpecsimInputError(None, None, "--tokens-per-request/--context", "an int >= 1 / >= 0",
                                 f"{tokens_per_request} / {context}")
     b = 2 ** np.arange(int(np.log2(prof.max_batch_tokens)) + 1)
+    cap = sm.terms.cudagraph_max_tokens
+    if 0 < cap < prof.max_batch_tokens:                 # the cliff: the last captured size and the first eager one
+        b = np.unique(np.concatenate([b, [cap, cap + 8]]))
+        jump_ms = sm.breakdown([cap + 8])["eager"][0] * 1e3
+        typer.echo(f"CUDA graphs up to B = {cap} tokens; beyond, eager: + {jump_ms:.3f} ms per step "
+                   f"({sm.terms.eager_kernel_s * 1e6:.2g} us per kernel launch)")
     r = np.maximum(1, b // tokens_per_request)
     df = terms_table(sm, b, r, r * context)
     typer.echo(f"terms in ms per step (R = B / {tokens_per_request} requests, {context} cached tokens each):")
@@ -104,6 +110,10 @@ def _plot(prof, rises, out: Path) -> None:
     idx = np.searchsorted(b, rises)
     a2.plot(rises, 1 / t[idx], "rv", label="SPS rises again")
     a2.set_ylabel("SPS (steps/s)")
+    cap = prof.metadata.get("cudagraph_max_tokens")
+    if cap:                                          # the CUDA-graph capture limit: eager steps beyond it
+        for ax in (a1, a2):
+            ax.axvline(cap, color="grey", ls="--", lw=0.8, label="CUDA-graph capture limit (eager beyond)")
     a2.set_xlabel("B (tokens in the step)")
     a2.set_xscale("log", base=2)
     a2.legend()
@@ -178,6 +188,8 @@ def analytic_cmd(
     kv_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves"),
+    cudagraph_max_tokens: int = typer.Option(512, help="largest CUDA-graph size in tokens (vLLM's "
+                                                       "max_cudagraph_capture_size; 0 = eager); eager beyond"),
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
@@ -197,6 +209,7 @@ def analytic_cmd(
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms)
+    sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
@@ -282,15 +295,27 @@ def fit_cmd(
     context: int = typer.Option(None, help="cached tokens per request for inputs that do not give it (CSV "
                                            "without context_tokens, dumps without length histograms)"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output profile JSON"),
+    chunk_tokens: int = typer.Option(None, help="prompt tokens one prefill-sharing step carries (the engine's "
+                                                "max_num_batched_tokens, or the prompt length if shorter): such "
+                                                "steps fitted as the engine runs them (MoE); default: the mean B"),
+    cudagraph_max_tokens: int = typer.Option(512, help="the engine's largest CUDA-graph size in tokens (vLLM's "
+                                                       "max_cudagraph_capture_size; 0 = eager)"),
+    spec: list[Path] = typer.Option([], help="speculative vllm bench serve results: fit speculation's own terms "
+                                            "(spec_step_s from one point, + spec_request_s from two); repeat"),
+    drafter: str = typer.Option("eagle3", help="the speculative runs' drafter (dspark, dflash, eagle3, mtp)"),
+    acceptance_length: float = typer.Option(None, help="the speculative runs' acceptance length (default: the "
+                                                        "files' spec_decode_acceptance_length)"),
+    num_spec_tokens: int = typer.Option(None, help="drafts per step (default: the files' spec_decode_* counts)"),
 ) -> None:
-    """Fit the step model's engine-level terms to a real engine's no-speculation runs; print the residual
-    of every point (holdout files apart) and write the fitted profile."""
+    """Fit the step model's engine-level terms to a real engine's no-speculation runs (and, with --spec,
+    speculation's own terms to speculative runs); print the residual of every point (holdout files apart)
+    and write the fitted profile."""
     from dataclasses import replace
 
     import numpy as np
 
     from specsim.hardware.profile import save_profile
-    from specsim.hardware.profile_fit import FIT_BOUNDS, fit_step_model
+    from specsim.hardware.profile_fit import fit_step_model
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
@@ -316,12 +341,14 @@ def fit_cmd(
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
         typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
+    base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(base)
-    rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held)
+    if chunk_tokens is not None and chunk_tokens < 1:
+        raise SpecsimInputError(None, None, "--chunk-tokens", "an int >= 1 (tokens)", str(chunk_tokens))
+    rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held, chunk_tokens)
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
-    for name in rep.at_bounds:
-        typer.echo(f"warning: {name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check "
-                   "the units, the model, the GPU and TP, or leave it out of --params)")
+    for line in rep.warnings():
+        typer.echo(f"warning: {line}")
     typer.echo(f"{'point':<28} {'R':>7} {'ctx':>7} {'measured_ms':>12} {'model_ms':>9} {'error':>7}")
     for p in rep.points:
         tag = " (holdout)" if p.holdout else ""
@@ -334,10 +361,38 @@ def fit_cmd(
     if (rep.median_abs_error(False) or 0.0) > 0.2:
         typer.echo("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
                    "step_time_ms), the model and the GPU before using the profile")
-    prof = rep.model.profile(max_batch_tokens, kind="fitted", provenance=rep.provenance())
+    fitted_model, prov = _fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
+    prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
     typer.echo(f"wrote {dest}")
+
+
+def _fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
+                           chunk_tokens: int | None = None):
+    """(model, provenance): ``rep``'s model with speculation's terms fitted to ``spec`` (or at their sourced
+    defaults, said so), printing the fit and the split of per-request and per-token cost."""
+    from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
+
+    sm, prov = rep.model, rep.provenance()
+    typer.echo("note: without speculation every request verifies one token per step, so per_request_step_s "
+               "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
+               "varied prompt lengths separate them")
+    if not spec:
+        typer.echo(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
+                   f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
+                   "given (--spec FILE to fit them)")
+        return sm, prov
+    obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
+    srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
+    typer.echo("fitted speculation terms: " + ", ".join(f"{n} = {v:.4g} s" for n, v in srep.params.items()))
+    for line in srep.warnings():
+        typer.echo(f"warning: {line}")
+    for p in srep.points:
+        typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
+                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")
+    prov["fit"]["speculation"] = srep.provenance()["fit"]
+    return srep.model, prov
 
 
 @profile_app.command("measure")

@@ -2,8 +2,9 @@
 ``ModelRunner`` for a simulator: no model runs, a step-time profile prices it and the hidden outcomes are revealed).
 
 * cost (:meth:`StepRunner.step_time_s`): ``step_time(B)`` at B = sum_r (1 + l_r) plus prefill / recompute chunk
-  tokens, the host overhead unless the policy fits ZOS, the drafter's time for the requests that drafted, the
-  prefill chunks' attention, and the per-emission cost (DESIGN.md, the step-time issue);
+  tokens, the host overhead unless the policy fits ZOS, the drafter's time for the requests that drafted,
+  speculation's own work while speculation is configured (``profile.speculation_s``, issue 20), the prefill
+  chunks' attention, and the per-emission cost (DESIGN.md, the step-time issue);
 * reveal and emit (:meth:`StepRunner.finish`): each decoding request emits its accepted prefix + 1 tokens; a
   finished (re-)prefill emits one token; the step's record (and, when asked, its per-request step-log rows)
   goes to the records.
@@ -42,7 +43,8 @@ class StepRunner:
         self.host_overhead_s = 0.0 if fits_zos else config.host_overhead_s   # CPU scheduling charged per step
 
     def step_time_s(self, plan: StepPlan) -> float:
-        """Seconds of the step: target step + host + drafter + prefill attention + emissions."""
+        """Seconds of the step: target step + host + drafter + speculation's own work + prefill attention +
+        emissions."""
         s, prof, batch = self.slots, self.profile, plan.batch
         if not plan.batch_tokens:
             return 0.0
@@ -51,6 +53,8 @@ class StepRunner:
         t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
         if plan.num_drafting and batch.gamma:
             t += self.drafter_cost.draft_time_s(plan.num_drafting, batch.gamma, prof, kv_tokens)
+        if self.config.gamma:                          # speculation configured: its own work (issue 20)
+            t += prof.speculation_s(R, plan.num_drafting * batch.gamma)
         if plan.chunk.size:
             ctx = s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
             t += prof.prefill_attention_s(plan.chunk, ctx)

@@ -94,6 +94,9 @@ DRAFTER_FAMILY_OF = {"none": "none", "mtp": "mtp", "eagle3": "autoregressive",
 DRAFTER_LAYERS = {"dspark": 5, "dflash": 5, "eagle3": 1, "mtp": 1}
 MARKOV_RANK = 256
 HEAD_KERNELS = 4          # per head position: embedding gather, rank-256 bias GEMM, add, sample
+#: EAGLE-3's reduced draft vocabulary (``draft_vocab_size`` of its checkpoints, e.g. SpecForge's
+#: ``configs/llama3-8B-eagle3.json`` and the EAGLE-3 reference configs: 32,000 of the target's 128,256 tokens).
+EAGLE3_DRAFT_VOCAB = 32000
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,11 +173,46 @@ def shaped_drafter_cost(drafter: str, target, layers: int | None = None) -> Shap
     n = DRAFTER_LAYERS[drafter] if layers is None else layers
     if n < 1:
         raise SpecsimInputError(None, None, "drafter.layers", "an int >= 1", repr(layers))
-    m = target.model
-    shape = replace(m, name=f"{drafter}-drafter-of-{m.name}", num_layers=n, linear_layers=0,
-                    first_dense_layers=min(m.first_dense_layers, n))   # draft layers: softmax attention
-    sm = replace(target, model=shape, terms=replace(target.terms, per_request_step_s=0.0, fixed_step_s=0.0))
+    sm = replace(target, model=drafter_shape(drafter, target.model, n),
+                 terms=replace(target.terms, per_request_step_s=0.0, fixed_step_s=0.0))
     return ShapedDrafterCost(DRAFTER_FAMILY_OF[drafter], sm)
+
+
+def drafter_kv_fraction(drafter: str, target, layers: int | None = None) -> float:
+    """The drafter's KV bytes per target KV byte, per token, from the two shapes (issue 20): the KV of the
+    drafter's own layers (:func:`drafter_shape`) over the target's on the same GPU (``target``: its
+    :class:`~specsim.hardware.stepmodel.StepModel`; a hybrid target's linear-attention layers hold no KV).
+
+    Raises:
+        SpecsimInputError: an unknown drafter, layers < 1.
+    """
+    if drafter not in DRAFTER_LAYERS:
+        raise SpecsimInputError(None, None, "drafter", f"one of {sorted(DRAFTER_LAYERS)}", repr(drafter))
+    n = DRAFTER_LAYERS[drafter] if layers is None else layers
+    if n < 1:
+        raise SpecsimInputError(None, None, "drafter.layers", "an int >= 1", repr(layers))
+    mine = drafter_shape(drafter, target.model, n).kv_bytes_per_token(target.tp)
+    return float(mine / target.model.kv_bytes_per_token(target.tp))
+
+
+def drafter_shape(drafter: str, m, layers: int, draft_vocab: int = EAGLE3_DRAFT_VOCAB):
+    """The drafter's own :class:`~specsim.hardware.model_config.ModelConfig` from the target's ``m`` (issue 20).
+
+    * eagle3: ``layers`` dense decoder layers at the target's hidden size (EAGLE-3's draft layer is a plain
+      Llama layer even on a MoE target: its MLP is the target's dense ``ffn``, or top-k experts' worth where the
+      target has no dense layer) and a head over ``draft_vocab`` tokens (:data:`EAGLE3_DRAFT_VOCAB`);
+    * mtp: ``layers`` target-shaped layers (a MoE layer on a MoE target, as DeepSeek-V3's MTP module is) with
+      the target's own head;
+    * dspark / dflash: ``layers`` layers of the target's layer config (PAPER.md 2.1), softmax attention.
+    """
+    name = f"{drafter}-drafter-of-{m.name}"
+    if drafter == "eagle3":
+        ffn = m.ffn or m.expert_ffn * max(1, m.top_k)
+        return replace(m, name=name, num_layers=layers, linear_layers=0, num_experts=0, top_k=0, expert_ffn=0,
+                       num_shared_experts=0, first_dense_layers=0, shared_expert_ffn=0, ffn=ffn,
+                       vocab=min(draft_vocab, m.vocab), tie_embeddings=False)
+    dense = 0 if drafter == "mtp" else min(m.first_dense_layers, layers)
+    return replace(m, name=name, num_layers=layers, linear_layers=0, first_dense_layers=dense)
 
 
 def drafter_cost(drafter: str) -> DrafterCost:

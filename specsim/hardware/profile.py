@@ -66,6 +66,9 @@ class StepTimeProfile:
             (eager, no CUDA-graph padding: always ``linear`` lookup); None = the decode table.
         prefill_attn_s_per_pair: seconds of prefill attention per (chunk token x attended token) pair
             (:meth:`prefill_attention_s`); 0 = none.
+        spec_step_s, spec_request_s, spec_zero_draft_pays: speculation's own overhead (:meth:`speculation_s`;
+            step-model profiles carry :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults, plain
+            tables 0 unless their file sets the JSON keys of the same names).
 
     Raises:
         SpecsimInputError: NaN or non-positive times, unsorted or duplicate sizes, length mismatch,
@@ -82,6 +85,9 @@ class StepTimeProfile:
     per_request_s: float = 0.0
     mixed_step_time_s: np.ndarray | None = None
     prefill_attn_s_per_pair: float = 0.0
+    spec_step_s: float = 0.0
+    spec_request_s: float = 0.0
+    spec_zero_draft_pays: bool = False
 
     def __post_init__(self) -> None:
         b = np.asarray(self.batch_tokens, dtype=np.int64)
@@ -107,7 +113,11 @@ class StepTimeProfile:
             raise SpecsimInputError(src, None, f"batch_tokens[{i}]",
                                     "strictly increasing sizes (no duplicates)",
                                     f"{int(b[i])} after {int(b[i - 1])}")
-        for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair"):
+        if not isinstance(self.spec_zero_draft_pays, (bool, np.bool_)):
+            raise SpecsimInputError(src, None, "spec_zero_draft_pays", "true or false",
+                                    repr(self.spec_zero_draft_pays))
+        for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair", "spec_step_s",
+                    "spec_request_s"):
             v = getattr(self, key)
             if not np.isfinite(v) or v < 0:
                 raise SpecsimInputError(src, None, key, "a finite value >= 0", repr(v))
@@ -214,6 +224,20 @@ class StepTimeProfile:
         """Steps per second, ``1 / step_time(B)``, scalar or array like ``batch_tokens``."""
         return 1.0 / self.step_time(batch_tokens, kv_tokens, num_requests)
 
+    def speculation_s(self, num_requests: int, drafts: int) -> float:
+        """Seconds of speculation's own work in a step of a speculating engine (issue 20): ``spec_step_s +
+        spec_request_s * num_requests`` when the step proposes drafts, and when it proposes none only if
+        ``spec_zero_draft_pays`` (vLLM's dynamic draft length at K = 0 pays, vLLM issue 49548; an engine that
+        switches speculation off for the step runs the plain path, vLLM PR 5000); 0 for a step without decoding
+        requests. The engine adds it to the step time of every step while speculation is configured.
+
+        Args:
+            num_requests: R, decoding requests in the step. drafts: draft tokens proposed this step (all requests).
+        """
+        if num_requests <= 0 or (drafts <= 0 and not self.spec_zero_draft_pays):
+            return 0.0
+        return self.spec_step_s + self.spec_request_s * num_requests
+
     @property
     def charges_prefill_attention(self) -> bool:
         """Whether :meth:`prefill_attention_s` can be nonzero (else callers may skip building its inputs)."""
@@ -253,6 +277,9 @@ class StepTimeProfile:
             **({"prefill_attn_s_per_pair": self.prefill_attn_s_per_pair} if self.prefill_attn_s_per_pair else {}),
             **({"mixed_step_time_s": [float(x) for x in self.mixed_step_time_s]}
                if self.mixed_step_time_s is not None else {}),
+            **({"spec_step_s": self.spec_step_s, "spec_request_s": self.spec_request_s,
+                "spec_zero_draft_pays": bool(self.spec_zero_draft_pays)}
+               if self.spec_step_s or self.spec_request_s else {}),
         }
 
     @classmethod
@@ -312,6 +339,20 @@ class PrefillAttentionProfile(StepTimeProfile):
         object.__setattr__(self, "prefill_context_tokens", k)
         object.__setattr__(self, "prefill_ms_per_layer", m)
         object.__setattr__(self, "_prefill_interp", RegularGridInterpolator((c, k), m))
+
+    def speculation_s(self, num_requests: int, drafts: int) -> float:
+        """Seconds of speculation's own work in a step of a speculating engine (issue 20): ``spec_step_s +
+        spec_request_s * num_requests`` when the step proposes drafts, and when it proposes none only if
+        ``spec_zero_draft_pays`` (vLLM's dynamic draft length at K = 0 pays, vLLM issue 49548; an engine that
+        switches speculation off for the step runs the plain path, vLLM PR 5000); 0 for a step without decoding
+        requests. The engine adds it to the step time of every step while speculation is configured.
+
+        Args:
+            num_requests: R, decoding requests in the step. drafts: draft tokens proposed this step (all requests).
+        """
+        if num_requests <= 0 or (drafts <= 0 and not self.spec_zero_draft_pays):
+            return 0.0
+        return self.spec_step_s + self.spec_request_s * num_requests
 
     @property
     def charges_prefill_attention(self) -> bool:
@@ -382,11 +423,15 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
         if key in doc and not isinstance(doc[key], kind) and not (key == "prefill_attention" and doc[key] is None):
             raise SpecsimInputError(src, None, key, "a string" if kind is str else "an object", _shown(doc[key]))
     coef = {}
-    for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair"):
+    for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair", "spec_step_s", "spec_request_s"):
         v = doc.get(key, 0.0)
         if type(v) not in (int, float):
             raise SpecsimInputError(src, None, key, "a number of seconds >= 0", _shown(v))
         coef[key] = float(v)
+    pays = doc.get("spec_zero_draft_pays", False)
+    if type(pays) is not bool:
+        raise SpecsimInputError(src, None, "spec_zero_draft_pays", "true or false", _shown(pays))
+    coef["spec_zero_draft_pays"] = pays
     mixed = doc.get("mixed_step_time_s")
     if mixed is not None and not isinstance(mixed, list):
         raise SpecsimInputError(src, None, "mixed_step_time_s", "a list of numbers", _shown(mixed))

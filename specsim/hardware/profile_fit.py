@@ -32,7 +32,8 @@ from specsim.hardware.stepmodel import StepModel
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "bw_eff": (0.2, 1.0), "flops_eff": (0.1, 1.0), "attn_bw_eff": (0.1, 1.0), "link_eff": (0.05, 1.0),
     "kernel_s": (0.0, 5e-5), "per_request_step_s": (0.0, 1e-2), "fixed_step_s": (0.0, 5e-2),
-    "attn_request_s": (0.0, 1e-4),
+    "attn_request_s": (0.0, 1e-4), "spec_step_s": (0.0, 5e-2), "spec_request_s": (0.0, 1e-2),
+    "eager_kernel_s": (0.0, 5e-5),
 }
 #: What ``profile fit`` frees unless told otherwise: the GPU-side cost per kernel (the step's floor beyond
 #: streaming the weights: CUDA graphs make it far smaller than the eager calibration's 5.9 us) and the
@@ -70,6 +71,9 @@ class FitReport:
             wrong units, a wrong shape or GPU, or a term the model lacks).
         points: every observation's :class:`PointResidual` (fitted and holdout).
         fitted_sources: files the fit used; holdout_sources: files it only predicts.
+        far_from_default: {name: fitted / default} of the freed parameters that landed an order of magnitude
+            (x10 or /10) or more from their :class:`EngineTerms` default (issue 20: a ``kernel_s`` fitted 10x too
+            large hid MoE experts that cost nothing); parameters whose default is 0 are not compared.
     """
 
     model: StepModel
@@ -78,6 +82,16 @@ class FitReport:
     at_bounds: list[str] = field(default_factory=list)
     fitted_sources: list[str] = field(default_factory=list)
     holdout_sources: list[str] = field(default_factory=list)
+    far_from_default: dict[str, float] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        """One line per freed parameter that ended on a bound or an order of magnitude from its default."""
+        out = [f"{name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check the units, "
+               "the model, the GPU and TP, or leave it out of --params)" for name in self.at_bounds]
+        out += [f"{name} = {self.params[name]:.4g} is {ratio:.3g}x its default {self.params[name] / ratio:.4g}: "
+                "an order of magnitude away; the term is absorbing a cost the model's shapes miss (check the model, "
+                "TP / EP, the dtype and the GPU)" for name, ratio in self.far_from_default.items()]
+        return out
 
     def median_abs_error(self, holdout: bool) -> float | None:
         """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
@@ -89,7 +103,7 @@ class FitReport:
         return {
             "fit": {
                 "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
-                "at_bounds": self.at_bounds,
+                "at_bounds": self.at_bounds, "far_from_default": self.far_from_default,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
                 "points": [{"label": p.label, "source": Path(p.source).name, "num_requests": round(p.num_requests, 3),
@@ -100,17 +114,33 @@ class FitReport:
         }
 
 
-def predict_observations(sm: StepModel, observations: Sequence) -> np.ndarray:
-    """(n,) predicted seconds of each observation's step (B padded to the capture sizes, K = R x context; an
-    unknown context, NaN, reads no KV: give ``context_tokens`` where the input lacks it)."""
+def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: int | None = None) -> np.ndarray:
+    """(n,) predicted seconds of each observation's mean step (K = R x context; an unknown context, NaN, reads
+    no KV: give ``context_tokens`` where the input lacks it).
+
+    Without ``chunk_tokens`` the step is the model's at the mean B (padded to the capture sizes). With it, the
+    engine's chunked prefill is followed (issue 20): the P = B - R prompt tokens per step arrive as chunks of
+    ``chunk_tokens``, so a share f = min(1, P / chunk) of the steps carries D + P / f tokens (unpadded, as the
+    engine runs mixed steps) and the rest verify D tokens in a CUDA graph; the mean step is
+    ``(1 - f) t(D) + f t(D + P / f)``, D the decode tokens (``decode_tokens`` where the observation has it, as
+    speculative ones do: R (1 + K); else R) and P = B - D. It matters where the step time is concave in B
+    (MoE: the touched experts saturate), where the cost at the mean B overstates the mean cost.
+    """
     r = np.array([o.num_requests for o in observations], np.float64)
+    d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
-    return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64)
+    if not chunk_tokens:
+        return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64)
+    p = np.maximum(b - d, 0.0)
+    f = np.minimum(1.0, p / chunk_tokens)
+    decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
+    mixed = np.asarray(sm.step_time(np.ceil(d + p / np.maximum(f, 1e-12)), r, r * c), np.float64)
+    return np.where(f > 0, (1.0 - f) * decode + f * mixed, decode)
 
 
 def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str] = DEFAULT_PARAMS,
-                   holdout: Sequence = ()) -> FitReport:
+                   holdout: Sequence = (), chunk_tokens: int | None = None) -> FitReport:
     """Fit ``params`` of ``base``'s :class:`EngineTerms` to ``observations``; report ``holdout`` apart.
 
     Args:
@@ -119,13 +149,16 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
             ``step_time_s``, ``label``, ``source``; :class:`specsim.hardware.step_points.StepObservation`).
         params: names in :data:`FIT_BOUNDS`.
         holdout: points predicted only.
+        chunk_tokens: tokens of prompt one prefill-sharing step carries: the engine's prefill chunk (vLLM
+            ``max_num_batched_tokens``) or the prompt length where shorter; such steps are predicted as the engine
+            runs them (:func:`predict_observations`); None: at the mean B.
 
     Raises:
         SpecsimInputError: an unknown parameter, no observations, or more parameters than fitting points.
     """
     from scipy.optimize import least_squares
 
-    unknown = [p for p in params if p not in FIT_BOUNDS]
+    unknown = [p for p in params if p not in FIT_BOUNDS or p.startswith("spec_")]   # spec terms: spec_fit
     if unknown or not params or len(set(params)) != len(params):
         raise SpecsimInputError(None, None, "--params", f"distinct names from {sorted(FIT_BOUNDS)}",
                                 ",".join(params) or "nothing")
@@ -144,18 +177,36 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
         return base.with_terms(**{p: float(v) for p, v in zip(params, x * scale)})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return weight * np.log(predict_observations(model_at(x), observations) / measured)
+        return weight * np.log(predict_observations(model_at(x), observations, chunk_tokens) / measured)
 
     fit = least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac")
     fitted = model_at(fit.x)
     source_note = f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(
         sorted({Path(o.source).name for o in observations}))
     fitted = fitted.with_terms(source=source_note)
-    points = _residuals(fitted, observations, False) + _residuals(fitted, holdout, True)
+    points = _residuals(fitted, observations, False, chunk_tokens) + _residuals(fitted, holdout, True, chunk_tokens)
     return FitReport(fitted, {p: float(getattr(fitted.terms, p)) for p in params}, points,
                      [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
                      sorted({Path(o.source).name for o in observations}),
-                     sorted({Path(o.source).name for o in holdout}))
+                     sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params))
+
+
+#: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.
+FAR_FACTOR = 10.0
+
+
+def _far_from_default(sm: StepModel, params: Sequence[str]) -> dict[str, float]:
+    """{name: fitted / default} of the parameters at least :data:`FAR_FACTOR` away from their
+    :class:`EngineTerms` default (defaults of 0 are skipped: nothing to compare against)."""
+    from specsim.hardware.stepmodel import EngineTerms
+
+    default = EngineTerms()
+    out = {}
+    for p in params:
+        d, v = getattr(default, p), getattr(sm.terms, p)
+        if d > 0 and (v >= FAR_FACTOR * d or v <= d / FAR_FACTOR):
+            out[p] = float(v / d)
+    return out
 
 
 def _at_bound(value: float, bounds: tuple[float, float]) -> bool:
@@ -163,9 +214,10 @@ def _at_bound(value: float, bounds: tuple[float, float]) -> bool:
     return bool(value <= lo + 1e-6 * (hi - lo) or value >= hi - 1e-6 * (hi - lo))
 
 
-def _residuals(sm: StepModel, observations: Sequence, holdout: bool) -> list[PointResidual]:
+def _residuals(sm: StepModel, observations: Sequence, holdout: bool,
+               chunk_tokens: int | None = None) -> list[PointResidual]:
     if not len(observations):
         return []
-    pred = predict_observations(sm, observations)
+    pred = predict_observations(sm, observations, chunk_tokens)
     return [PointResidual(o.label, o.source, float(o.num_requests), float(o.batch_tokens), float(o.context_tokens),
                           float(o.step_time_s), float(p), holdout) for o, p in zip(observations, pred)]

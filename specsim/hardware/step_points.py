@@ -12,7 +12,9 @@ runs, predict the speculative policies), so every reader refuses input that show
     * **step time** = ``mean_itl_ms`` / 1000 (the mean over every inter-token gap of every request, so
       token-weighted); where the file has no ITL (``null``, 0 or absent), ``mean_tpot_ms`` / 1000 (a mean over
       requests of (E2EL - TTFT) / (output - 1), the same value when all requests have the same output length,
-      as with ``--random-output-len`` and no range ratio). Without speculation each streamed chunk is one
+      as with ``--random-output-len`` and no range ratio); a file without either mean key (results that give
+      medians only, as SGLang's ``bench_serving`` can) uses ``median_itl_ms``, then ``median_tpot_ms``. Without speculation
+      each streamed chunk is one
       token and each gap is one engine step the request took part in, so the mean gap is the mean step time
       seen by a decoding request (steps weighted by the requests in them, mixed prefill steps included).
     * **R, requests decoding at once** (Little's law: mean number in a stage = rate through it x time in it).
@@ -130,12 +132,15 @@ def _field(metrics: dict, name: str, src: str, k: int, expected: str, ok) -> flo
 
 
 def _step_time_s(m: dict, src: str, k: int) -> float:
-    """Mean ITL, else mean TPOT, in seconds (module docstring)."""
-    for name in ("mean_itl_ms", "mean_tpot_ms"):
+    """Mean ITL, else mean TPOT; in a file without either mean key (medians only, as SGLang's ``bench_serving``
+    can give), median ITL, else median TPOT; in seconds (module docstring)."""
+    names = ("mean_itl_ms", "mean_tpot_ms") if "mean_itl_ms" in m or "mean_tpot_ms" in m else (
+        "median_itl_ms", "median_tpot_ms")              # a file without the means (medians only)
+    for name in names:
         v = m.get(name)
         if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
             return float(v) / 1000.0
-    raise SpecsimInputError(src, k, "mean_itl_ms", "mean_itl_ms or mean_tpot_ms > 0 (a streamed run)",
+    raise SpecsimInputError(src, k, "mean_itl_ms", "mean or median ITL or TPOT > 0 (a streamed run)",
                             f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
 
 

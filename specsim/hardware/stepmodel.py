@@ -29,11 +29,14 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
 ``kernels``         ``kernel_s`` per kernel (GEMMs, elementwise, attention, communication, sampling)
 ``communication``   TP all-reduce (2 per layer and the LM head's gather) and EP all-to-all (dispatch and
                     combine per MoE layer): ``latency + size / (link * link_eff)``, ring factor ``2 (n-1)/n``
+``eager``           ``eager_kernel_s`` per kernel for a step of B > ``cudagraph_max_tokens`` tokens: beyond the
+                    CUDA-graph capture limit the engine launches every kernel from the host (issue 20)
 ==================  ===========================================================================================
 
-Decode-only steps run in CUDA graphs: B is padded to the next captured size (vLLM's default capture sizes
-1, 2, 4 and multiples of 8 up to 512; eager beyond, on a multiple-of-8 grid); steps that carry prefill
-chunks run eager with no padding (:meth:`StepModel.profile` writes both tables). Every constant of
+Decode-only steps run in CUDA graphs: B is padded to the next captured size (1, 2, 4 and multiples of 8 up
+to ``cudagraph_max_tokens``, vLLM's default 512; eager beyond, on a multiple-of-8 grid, paying the ``eager``
+term); steps that carry prefill chunks run with no padding, in piecewise graphs up to the limit and eager
+beyond it (:meth:`StepModel.profile` writes both tables). Every constant of
 :class:`EngineTerms` is an efficiency <= 1 or a time >= 0 and names its source.
 """
 
@@ -53,7 +56,7 @@ from specsim.hardware.profile import StepTimeProfile
 
 #: Names of the terms, in the order they are stacked in ``specsim profile show --terms``.
 TERMS = ("gemm", "elementwise", "attention", "lm_head", "sampling", "per_request", "fixed", "kernels",
-         "communication")
+         "communication", "eager")
 
 ELEMENTWISE_PASSES = 12   # 2 norms (r+w), activation (r 2x, w 1x), residual adds (r 2x, w 1x), rope
 SAMPLING_PASSES = 3       # softmax (read + write) and the sampling/rejection read of fp32 logits
@@ -79,6 +82,26 @@ class EngineTerms:
         fixed_step_s: per step, seconds (0 until fitted).
         link_eff: achieved fraction of the GPU's link bandwidth in collectives (0.8: our assumption, the
             bus bandwidth nccl-tests reports on NVLink is 75-85% of the link's peak).
+        spec_step_s: speculation's own fixed cost per speculative step, seconds (rejection sampling launch, draft
+            metadata, the extra CPU-GPU synchronisation); spec_request_s: its cost per request in such a step.
+            Defaults 7.75e-4 s and 8.4e-5 s: the two-point line through vLLM issue 49548's measurement (comment
+            of 2026-08-24: vLLM 0.27.1, 1x H100 NVL, a 31B FP8 target with a drafter, dynamic speculation held at
+            K = 0; mean TPOT 14.374 -> 15.317 ms at 2 users and 77.164 -> 93.820 ms at 189 users over no
+            speculation), i.e. (0.943 - 2 x 0.0840) ms fixed and (16.656 - 0.943) / 187 ms per request. An upper
+            bound: at K = 0 vLLM still runs the drafter's forward to keep its KV in step, which specsim charges
+            as the drafter's own time on steps that draft (docs/profiles.md, "Speculation's own overhead").
+        spec_zero_draft_pays: whether a speculative step that proposes no drafts still pays the two terms:
+            True as vLLM's dynamic draft length at K = 0 does (issue 49548), False (default) as an engine that
+            switches speculation off for the step runs the plain path (vLLM PR 5000's disable-by-batch-size).
+        cudagraph_max_tokens: the largest captured CUDA-graph size in tokens; a step of more tokens runs eager
+            (0: no graphs, ``--enforce-eager``). Default 512: vLLM's ``max_cudagraph_capture_size`` default,
+            ``min(2 x max_num_seqs, 512)`` (vLLM >= 0.11 compilation config). SGLang's ``--cuda-graph-max-bs``
+            counts requests: tokens = requests x (1 + draft tokens); its default is 256 at TP < 4 and 512 at
+            TP >= 4 on 80-90 GB GPUs (``server_args.py``; 160 in 0.4-era versions). docs/profiles.md.
+        eager_kernel_s: host launch time per kernel of an eager step, seconds (4.4e-6: ~8 ms per eager verify
+            forward of ~1,800 kernel launches, imp PR 856 on Qwen3-Coder-30B; xLLM PR 713's Qwen3-0.6B TPOT,
+            4.20 ms eager against 2.72 ms in graphs at concurrency 1, gives ~4.1 us over its ~360 kernels).
+            Charged in full, an upper bound where GPU kernels are long enough to hide their launches.
         source: provenance of the values.
 
     Raises:
@@ -93,15 +116,29 @@ class EngineTerms:
     per_request_step_s: float = 0.0
     fixed_step_s: float = 0.0
     link_eff: float = 0.8
+    spec_step_s: float = 7.75e-4
+    spec_request_s: float = 8.4e-5
+    spec_zero_draft_pays: bool = False
+    cudagraph_max_tokens: int = 512
+    eager_kernel_s: float = 4.4e-6
     source: str = ("defaults: efficiencies and kernel_s calibrated on the H100 Vidur curves, attention on the "
-                   "A100 Vidur FlashAttention profile, per-request and fixed costs unfitted (0)")
+                   "A100 Vidur FlashAttention profile, per-request and fixed costs unfitted (0), speculation's "
+                   "overhead from vLLM issue 49548")
 
     def __post_init__(self) -> None:
         for f in ("flops_eff", "bw_eff", "attn_bw_eff", "link_eff"):
             v = getattr(self, f)
             if not (np.isfinite(v) and 0.0 < v <= 1.0):
                 raise SpecsimInputError(None, None, f"terms.{f}", "an efficiency in (0, 1]", repr(v))
-        for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s"):
+        if not isinstance(self.spec_zero_draft_pays, (bool, np.bool_)):
+            raise SpecsimInputError(None, None, "terms.spec_zero_draft_pays", "true or false",
+                                    repr(self.spec_zero_draft_pays))
+        cap = self.cudagraph_max_tokens
+        if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 0:
+            raise SpecsimInputError(None, None, "terms.cudagraph_max_tokens", "an int >= 0 (tokens; 0 = no graphs)",
+                                    repr(cap))
+        for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s", "spec_step_s",
+                  "spec_request_s", "eager_kernel_s"):
             v = getattr(self, f)
             if not (np.isfinite(v) and v >= 0.0):
                 raise SpecsimInputError(None, None, f"terms.{f}", "a time >= 0 s", repr(v))
@@ -196,10 +233,17 @@ class StepModel:
 
     def _moe(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(seconds, kernels) of one MoE layer: the touched local experts as two grouped GEMMs (gate/up, down),
-        the shared experts, the router."""
+        the shared experts, the router.
+
+        Layouts (vLLM's fused MoE, ``--enable-expert-parallel`` or not): with EP = 1 every GPU holds every
+        expert with its FFN split over the TP ranks (each expert's GEMMs are ``expert_ffn / tp`` wide) and sees
+        all B tokens; with EP > 1 (a multiple of TP) each GPU holds ``E / ep`` whole experts and sees the tokens
+        of the ``ep / tp`` data-parallel attention groups, ``B * ep / tp``. Either way every routed token costs
+        its top-k experts' GEMMs somewhere (issue 20: EP 1 at TP > 1 used to see ``B * (1 // tp) = 0`` tokens).
+        """
         m = self.model
         E, k = m.num_experts, m.top_k
-        tokens = b * (self.ep // self.tp)                                   # tokens the GPU's experts see
+        tokens = b * max(1, self.ep // self.tp)                             # tokens the GPU's experts see
         local = E // self.ep
         touched = local * (1.0 - (1.0 - k / E) ** tokens)                   # expected distinct local experts
         per_expert = np.ceil(np.where(touched > 0, tokens * k / E * local / np.maximum(touched, 1e-12), 0))
@@ -266,10 +310,11 @@ class StepModel:
         lm = self._gemm(b, m.vocab // self.tp, m.hidden) + b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         samp = SAMPLING_PASSES * b * m.vocab * LOGIT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         comm, n_comm = self._comm(b)
-        kernels = (n_gemm + m.num_layers * KERNELS_PER_LAYER_FIXED + 2 + SAMPLING_KERNELS + n_comm) * e.kernel_s
+        n_kernels = n_gemm + m.num_layers * KERNELS_PER_LAYER_FIXED + 2 + SAMPLING_KERNELS + n_comm
+        eager = np.where(b > e.cudagraph_max_tokens, n_kernels * e.eager_kernel_s, 0.0)
         return {"gemm": gemm, "elementwise": elem, "attention": attn, "lm_head": lm, "sampling": samp,
                 "per_request": r * e.per_request_step_s, "fixed": np.full(b.shape, e.fixed_step_s),
-                "kernels": kernels, "communication": comm}
+                "kernels": n_kernels * e.kernel_s, "communication": comm, "eager": eager}
 
     def step_time(self, batch_tokens, num_requests=None, kv_tokens=0.0) -> np.ndarray:
         """(n,) seconds: the sum of :meth:`breakdown`."""
@@ -343,16 +388,21 @@ class StepModel:
         meta = {
             "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
             "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,
-            "engine": "decode in CUDA graphs at vLLM's default capture sizes (1, 2, 4, 8..512 step 8, eager "
-                      "and multiple-of-8 beyond); mixed prefill steps eager (mixed_step_time_s)",
+            "engine": f"decode in CUDA graphs at capture sizes 1, 2, 4, 8..{self.terms.cudagraph_max_tokens} step 8 "
+                      "(eager and multiple-of-8 beyond); mixed prefill steps unpadded (mixed_step_time_s), eager "
+                      "beyond the same limit",
+            "cudagraph_max_tokens": int(self.terms.cudagraph_max_tokens),
             "source": f"specsim.hardware.stepmodel engine-level terms; {self.gpu.source}; {self.terms.source}",
             "date": date or _dt.date.today().isoformat(), "step_model": self.spec(),
             **(provenance or {}),
         }
+        e = self.terms
         return StepTimeProfile(batch_tokens=b, step_time_s=step, lookup="padded",
                                kv_read_s_per_token=self.kv_read_s_per_token, per_request_s=self.per_request_s,
                                mixed_step_time_s=step, prefill_attn_s_per_pair=self.prefill_attn_s_per_pair,
-                               extrapolate="error", metadata=meta, source=f"<step model {name}>")
+                               extrapolate="error", metadata=meta, source=f"<step model {name}>",
+                               spec_step_s=e.spec_step_s, spec_request_s=e.spec_request_s,
+                               spec_zero_draft_pays=bool(e.spec_zero_draft_pays))
 
     def spec(self) -> dict[str, Any]:
         """A JSON-serialisable description that :func:`step_model_from_spec` rebuilds."""
@@ -365,8 +415,14 @@ class StepModel:
         return replace(self, terms=replace(self.terms, **changes))
 
 
+#: Terms a profile written before issue 20 does not name keep the values it was built with: no speculation
+#: overhead and no eager term (a profile never gains a cost silently when it is loaded).
+PRE_ISSUE_20_TERMS = {"spec_step_s": 0.0, "spec_request_s": 0.0, "eager_kernel_s": 0.0}
+
+
 def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> StepModel:
-    """Rebuild a :class:`StepModel` from :meth:`StepModel.spec` (a profile's ``metadata.step_model``).
+    """Rebuild a :class:`StepModel` from :meth:`StepModel.spec` (a profile's ``metadata.step_model``; terms it
+    does not name take :data:`PRE_ISSUE_20_TERMS`, then the :class:`EngineTerms` defaults).
 
     Raises:
         SpecsimInputError: a missing or malformed part, naming it.
@@ -380,7 +436,7 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
                                     repr(cls_name))
         model = cls(**mdict)
         gpu = GpuSpec(**spec["gpu"])
-        terms = EngineTerms(**spec["terms"])
+        terms = EngineTerms(**{**PRE_ISSUE_20_TERMS, **spec["terms"]})
         return StepModel(model, gpu, terms, int(spec.get("tp", 1)), int(spec.get("ep", 1)),
                          spec.get("ep_link_bytes_per_s"))
     except (KeyError, TypeError) as e:

@@ -71,30 +71,42 @@ SPEC_SETUPS: dict[str, dict[str, Any]] = {
     "vllm_b200_qwen3.8-27b_mathreasoning_mtp2": dict(baseline="vllm_b200_qwen3.8-27b_mathreasoning_nospec",
                                                     drafter="mtp"),
 }
-#: The issue's targets: median |error| of TPOT and of throughput on points not fitted; the speed-up over no
-#: speculation at each concurrency.
-TARGETS = {"tpot_error": 0.10, "throughput_error": 0.10, "speedup_error": 0.15}
+#: The targets: median |error| of TPOT and of throughput on points not fitted (issue 12); the speed-up over no
+#: speculation at each concurrency, with speculation's own terms at their sourced defaults (issue 20: 10%).
+TARGETS = {"tpot_error": 0.10, "throughput_error": 0.10, "speedup_error": 0.10}
 #: Misses, each with the bound it stays under (so a change that worsens it fails tests/test_validation.py) and
 #: its cause (docs/validation.md). Keys: (series, metric) for medians, (series, N) for speed-ups.
 _TTFT_CAUSE = ("the sources' time to first token is 1-4 s already at N = 4 (3,200-token prompts; the step model "
                "prefills them in ~0.25 s and its prefill is never fitted: the fit reads TPOT), and in a closed loop "
                "throughput = N x output / (TTFT + output x TPOT), so where TTFT is a visible share the throughput is "
                "over-predicted even with TPOT right")
+_MOE_CAUSE = ("with the routed experts charged (issue 20) the predicted step rises with B faster than these engines' "
+              "between the two fitted loads: TP 8 / EP 1 is modelled for every engine, while SGLang ran DP attention "
+              "and TRT-LLM EP 4, and the early-2025 MoE kernels' cost is absorbed by two fitted constants")
 DOCUMENTED_MISSES: dict[tuple[str, Any], tuple[float, str]] = {
-    ("vllm_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.18, _TTFT_CAUSE),
-    ("sglang_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.19, _TTFT_CAUSE),
-    ("vllm_mi300x_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.12, _TTFT_CAUSE),
+    ("vllm_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.13, _TTFT_CAUSE),
+    ("sglang_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.12, _TTFT_CAUSE),
+    ("trtllm_h200_deepseek-r1_random3200-800_nospec", "tpot_error"): (0.13, _MOE_CAUSE),
+    ("sglang_mi300x_deepseek-r1_random3200-800_nospec", "tpot_error"): (0.12, _MOE_CAUSE),
 }
-_SPEEDUP_MISSES = {"vllm_b200_qwen3.8-27b_humaneval_dspark7": {16: 0.17, 64: 0.20, 128: 0.34},
-                   "vllm_b200_qwen3.8-27b_humaneval_mtp2": {64: 0.21, 128: 0.17},
-                   "vllm_b200_qwen3.8-27b_mathreasoning_dspark7": {16: 0.18, 32: 0.18, 64: 0.27, 128: 0.39},
-                   "vllm_b200_qwen3.8-27b_mathreasoning_mtp2": {64: 0.23, 128: 0.20}}
-SPEEDUP_MISS_CAUSE = ("per verified token the real step costs more than the model's at B = 128-1024 tokens: "
-                      "the no-speculation points only reach B ~ 160, where streaming the weights dominates, so "
-                      "the compute efficiency (flops_eff, from the H100 eager calibration) is never fitted; "
-                      "at N = 128 the DSpark server also ran out of KV (at most 74 requests running)")
+_SPEEDUP_MISSES = {"vllm_b200_qwen3.8-27b_humaneval_dspark7": {128: 0.13},
+                   "vllm_b200_qwen3.8-27b_mathreasoning_dspark7": {128: 0.20}}
+SPEEDUP_MISS_CAUSE = ("too high where DSpark's verification batch is largest (B = 8 R, ~600 tokens at N = 128, beyond "
+                      "the 512-token CUDA-graph limit): the no-speculation points only reach B ~ 160, where streaming "
+                      "the weights dominates, so the GEMMs' compute efficiency (flops_eff, the H100 eager calibration) "
+                      "is never fitted; the DSpark server also ran out of KV at N = 128 (at most 74 requests running, "
+                      "median TTFT 11 s)")
+_MTP_CAUSE = ("too low at 128 users: speculation's own terms at their sourced defaults (vLLM issue 49548) are an upper "
+              "bound, since they include the drafter's forward that vLLM runs even at K = 0 and specsim also charges "
+              "as the drafter's time; at R ~ 128 their per-request part (~11 ms per step) dominates the overcharge")
 DOCUMENTED_MISSES.update({(series, n): (bound, SPEEDUP_MISS_CAUSE)
                           for series, by_n in _SPEEDUP_MISSES.items() for n, bound in by_n.items()})
+DOCUMENTED_MISSES[("vllm_b200_qwen3.8-27b_humaneval_mtp2", 128)] = (0.12, _MTP_CAUSE)
+#: Second protocol (``spec_step_s`` fitted on each speculative series' N = 1 point): the largest |speed-up error|
+#: over its loads, held as a bound (issue 20's target is 5%; docs/validation.md gives each miss's cause).
+FITTED_SPEEDUP_BOUNDS = {"vllm_b200_qwen3.8-27b_humaneval_dspark7": 0.12, "vllm_b200_qwen3.8-27b_humaneval_mtp2": 0.09,
+                         "vllm_b200_qwen3.8-27b_mathreasoning_dspark7": 0.19,
+                         "vllm_b200_qwen3.8-27b_mathreasoning_mtp2": 0.05}
 USERS_REQUESTS = 8          # requests per user in a simulated closed loop (the window needs several per user)
 
 
@@ -229,7 +241,11 @@ def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) ->
     idx = fit_indices(len(df))
     obs = [observation_from_row(df.loc[i]) for i in idx]
     params = DEFAULT_PARAMS[:len(obs)]          # kernel_s from one point, + per_request_step_s from two
-    rep = fit_step_model(base_model(setup, configs), obs, params)
+    base = base_model(setup, configs)
+    # MoE: the step is concave in B (touched experts saturate), so prefill-sharing steps are fitted as the engine
+    # runs them (a prompt shorter than the chunk is one chunk); dense: near-linear, fitted at the mean B
+    chunk = int(min(setup.get("chunk", 8192), df["input_len"].min())) if base.model.num_experts else None
+    rep = fit_step_model(base, obs, params, chunk_tokens=chunk)
     profile = rep.model.profile(max_batch_tokens=max(4096, setup.get("chunk", 8192) + 1024), kind="fitted",
                                 provenance=rep.provenance())
     setup = {**setup, "max_num_seqs": admission_limit(obs[-1], int(df.loc[idx[-1], "load"]))}
@@ -245,37 +261,65 @@ def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) ->
     return SeriesResult(series, t, rep.params, rep.model, profile, setup)
 
 
-def validate_speculative(rows: pd.DataFrame, series: str, baseline: SeriesResult) -> pd.DataFrame:
-    """Predict a speculative series' speed-up over no speculation at each N with the baseline's fitted profile.
+def spec_observation_from_row(row: pd.Series):
+    """A speculative row as :class:`specsim.hardware.spec_fit.SpecObservation`: step = TPOT x tau, R = output
+    throughput x TPOT (at most N), B = R (1 + k) + prompt tokens per step, context = prompt + output / 2."""
+    from specsim.hardware.spec_fit import SpecObservation
 
-    Returns a frame per load: measured and predicted throughputs, measured and predicted speed-up, error."""
+    per_token = float(row["mean_tpot_ms"]) / 1e3
+    tau, k = float(row["acceptance_length"]), int(row["num_spec_tokens"])
+    out_tps = float(row["output_throughput_tok_s"])
+    r = min(out_tps * per_token, float(row["load"]))
+    step = per_token * tau
+    b = r * (1 + k) + out_tps / float(row["output_len"]) * float(row["input_len"]) * step
+    return SpecObservation(r, b, float(row["input_len"]) + float(row["output_len"]) / 2, step, k, tau, row["file"],
+                           int(row["line"]), f"N={int(row['load'])} (speculative)")
+
+
+def validate_speculative(rows: pd.DataFrame, series: str, baseline: SeriesResult) -> tuple[pd.DataFrame, float]:
+    """Predict a speculative series' speed-up over no speculation at each N with the baseline's fitted profile,
+    twice: with speculation's own terms at their sourced defaults, and with ``spec_step_s`` fitted on the
+    series' lowest-load point (:func:`specsim.hardware.spec_fit.fit_speculation`; that point is then fitted).
+
+    Returns (a frame per load: measured and predicted throughputs, speed-ups and errors, ``fitted_*`` for the
+    second protocol; the fitted ``spec_step_s``)."""
+    from specsim.hardware.spec_fit import fit_speculation
+
     spec = SPEC_SETUPS[series]
     profile, setup = baseline.profile, baseline.setup
     base = baseline.table.set_index("load")
     df = rows[rows["series"] == series].sort_values("load")
+    chunk = int(min(setup.get("chunk", 8192), df["input_len"].min()))    # one verify batch of R (1 + k) tokens
+    srep = fit_speculation(baseline.model, [spec_observation_from_row(df.iloc[0])], spec["drafter"],
+                           chunk_tokens=chunk)
+    fitted = srep.model.profile(profile.max_batch_tokens, kind="fitted", provenance=srep.provenance())
     out = []
     for _, row in df.iterrows():
         k, tau = int(row["num_spec_tokens"]), float(row["acceptance_length"])
         alpha = alpha_for_acceptance_length(tau, k)
-        pred = simulate_row(row, profile, setup, policy="static", gamma=k, drafter=spec["drafter"], alpha=alpha)
+        pred = [simulate_row(row, p, setup, policy="static", gamma=k, drafter=spec["drafter"], alpha=alpha)
+                for p in (profile, fitted)]
         n = int(row["load"])
         out.append({"load": n, "acceptance_length": tau, "alpha": alpha,
-                    "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred["throughput"],
+                    "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred[0]["throughput"],
                     "speedup": float(row["output_throughput_tok_s"]) / base.loc[n, "throughput"],
-                    "pred_speedup": pred["throughput"] / base.loc[n, "pred_throughput"]})
+                    "pred_speedup": pred[0]["throughput"] / base.loc[n, "pred_throughput"],
+                    "fitted_pred_speedup": pred[1]["throughput"] / base.loc[n, "pred_throughput"]})
     t = pd.DataFrame(out)
     t["speedup_error"] = t["pred_speedup"] / t["speedup"] - 1
-    return t
+    t["fitted_speedup_error"] = t["fitted_pred_speedup"] / t["speedup"] - 1
+    return t, srep.params["spec_step_s"]
 
 
-def run_all(folder: Path = DATA, configs: Path = CONFIGS) -> tuple[dict[str, SeriesResult], dict[str, pd.DataFrame]]:
-    """Every series of :data:`SETUPS` and :data:`SPEC_SETUPS` present in ``folder``."""
+def run_all(folder: Path = DATA, configs: Path = CONFIGS):
+    """Every series of :data:`SETUPS` and :data:`SPEC_SETUPS` present in ``folder``: ({series:
+    :class:`SeriesResult`}, {speculative series: speed-up frame}, {speculative series: fitted spec_step_s})."""
     rows = load_rows(folder)
     present = set(rows["series"])
     base = {s: validate_series(rows, s, configs) for s in SETUPS if s in present}
     spec = {s: validate_speculative(rows, s, base[v["baseline"]])
             for s, v in SPEC_SETUPS.items() if s in present and v["baseline"] in base}
-    return base, spec
+    return base, {s: t for s, (t, _) in spec.items()}, {s: x for s, (_, x) in spec.items()}
 
 
 def _markdown(df: pd.DataFrame) -> str:
@@ -297,14 +341,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--configs", type=Path, default=CONFIGS)
     a = ap.parse_args(argv)
-    base, spec = run_all(a.data, a.configs)
+    base, spec, fitted = run_all(a.data, a.configs)
     for name, r in base.items():
         print(f"\n### {name}\n\nfitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in r.params.items())
               + f"; median |error| on predicted points: TPOT {100 * r.median_abs_error('tpot_error'):.1f}%, "
               f"throughput {100 * r.median_abs_error('throughput_error'):.1f}%\n")
         print(_markdown(r.table))
     for name, t in spec.items():
-        print(f"\n### {name} (speed-up over no speculation)\n")
+        print(f"\n### {name} (speed-up over no speculation)\n\n`fitted_*`: spec_step_s = {fitted[name]:.4g} s fitted "
+              "on the lowest load (N = 1), the rest at the sourced defaults\n")
         print(_markdown(t))
 
 

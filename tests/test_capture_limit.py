@@ -1,0 +1,67 @@
+"""The CUDA-graph capture limit and the eager step beyond it (issue 20)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile import resolve_profile
+from specsim.hardware.stepmodel import EngineTerms, step_model, step_model_of
+
+
+def test_inside_the_capture_size_a_batch_costs_its_padded_graph_size_beyond_it_the_eager_cost():
+    terms = replace(EngineTerms(), cudagraph_max_tokens=256, eager_kernel_s=5e-6)
+    sm = step_model("qwen3-8b", "h100", terms=terms)
+    prof = sm.profile(1024)
+    # inside: 250 tokens run in the 256 graph, the graph's GPU time only
+    assert prof.step_time(250) == prof.step_time(256) == pytest.approx(sm.step_time([256], [0])[0], rel=1e-12)
+    assert sm.breakdown([256])["eager"][0] == 0.0
+    # beyond: 260 tokens run eager (multiple-of-8 grid: 264), every kernel launched from the host
+    eager = sm.breakdown([264], [0])                                     # the table: R = 0, K = 0
+    n_kernels = eager["kernels"][0] / terms.kernel_s
+    assert eager["eager"][0] == pytest.approx(n_kernels * 5e-6, rel=1e-12)
+    assert prof.step_time(260) == pytest.approx(sum(v[0] for v in eager.values()), rel=1e-12)
+    # the cliff: the first eager size costs its GPU time plus the launches, more than the last graph
+    gpu_only = sum(v[0] for k, v in eager.items() if k != "eager")
+    assert prof.step_time(260) - gpu_only == pytest.approx(n_kernels * 5e-6, rel=1e-9)
+    assert prof.step_time(260) > prof.step_time(256) + 0.9 * n_kernels * 5e-6
+    # mixed (prefill-sharing) steps: no padding, eager beyond the same limit
+    assert prof.mixed_step_time(264) == pytest.approx(prof.step_time(264), rel=1e-12)
+    assert prof.metadata["cudagraph_max_tokens"] == 256
+    # no graphs at all (--enforce-eager): every size pays the launches
+    none = step_model("qwen3-8b", "h100", terms=replace(terms, cudagraph_max_tokens=0))
+    assert none.breakdown([1])["eager"][0] > 0
+
+
+def test_capture_terms_are_checked_and_travel_with_the_profile():
+    with pytest.raises(SpecsimInputError, match="cudagraph_max_tokens"):
+        EngineTerms(cudagraph_max_tokens=-1)
+    with pytest.raises(SpecsimInputError, match="eager_kernel_s"):
+        EngineTerms(eager_kernel_s=-1e-6)
+    sm = step_model("qwen3-8b", "h100", terms=replace(EngineTerms(), cudagraph_max_tokens=128))
+    back = step_model_of(sm.profile(512))
+    assert back.terms.cudagraph_max_tokens == 128
+
+
+def test_bundled_moe_profile_with_a_capture_limit_has_its_cliff():
+    # h200-deepseek-v3-tp8-graphs256-terms: DeepSeek-V3 on 8x H200 (TP 8, fp8) with CUDA graphs captured up to
+    # 256 tokens (vLLM's min(2 x max_num_seqs, 512) at max_num_seqs 128): a K = 7 verification batch of more
+    # than 32 requests runs eager
+    prof = resolve_profile("h200-deepseek-v3-tp8-graphs256-terms")
+    sm = step_model_of(prof)
+    assert sm.terms.cudagraph_max_tokens == 256 and sm.model.num_experts == 256 and sm.tp == 8
+    jump = prof.step_time(264) - prof.step_time(256)
+    slope = (prof.step_time(256) - prof.step_time(128)) / 128          # per token inside the graphs
+    assert jump > 20 * slope * 8                                        # a cliff, not the usual 8 tokens' worth
+    assert np.all(np.diff(prof.step_time_s[prof.batch_tokens > 256]) >= -1e-12)
+
+
+def test_a_profile_written_before_the_new_terms_keeps_its_costs():
+    # v4-flash-rank-terms was written before issue 20: its step model gains no eager or speculation term
+    prof = resolve_profile("v4-flash-rank-terms")
+    terms = step_model_of(prof).terms
+    assert (terms.eager_kernel_s, terms.spec_step_s, terms.spec_request_s) == (0.0, 0.0, 0.0)
+    assert prof.speculation_s(64, 64) == 0.0

@@ -1,0 +1,195 @@
+"""Speculation's own overhead (issue 20): named step terms, the zero-draft setting, the engine's charge."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from helpers import make_trace
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile import StepTimeProfile, load_profile, save_profile
+from specsim.hardware.stepmodel import EngineTerms, step_model
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+
+FIXED, PER_REQUEST = 1e-3, 1e-4
+
+
+class _Propose:
+    """Proposes ``k`` drafts before drafting and verifies all of them (k = 0: speculation on, no drafts)."""
+
+    name = "propose-k"
+    fits_zos = True
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def proposal_length(self, view):
+        return self.k
+
+    def __call__(self, view):
+        return np.full(view.num_requests, view.gamma)
+
+
+def _flat(pays: bool) -> StepTimeProfile:
+    return replace(StepTimeProfile.flat(0.02, 4096), spec_step_s=FIXED, spec_request_s=PER_REQUEST,
+                   spec_zero_draft_pays=pays)
+
+
+def _decode_steps(policy, profile, outputs=(30, 30)):
+    """Steps of a run whose prompts are prefilled elsewhere, so every step decodes only (no drafter cost)."""
+    n = len(outputs)
+    trace = make_trace([0.0] * n, [50] * n, list(outputs))
+    sc = load_scenario(overrides=["prefill.time_per_token_s=0.001", f"prefill.num_instances={n}",
+                                  "drafter.base_fraction=0", "drafter.per_draft_fraction=0"])
+    res = simulate(trace, policy, sc, profile=profile, gamma=3, record_step_log=True)
+    s = res.steps
+    return s[s["num_decode"] > 0]
+
+
+def test_speculation_s_by_hand():
+    p = _flat(False)
+    assert p.speculation_s(8, 24) == pytest.approx(FIXED + 8 * PER_REQUEST)
+    assert p.speculation_s(8, 0) == 0.0                                  # speculation switched off: plain path
+    assert _flat(True).speculation_s(8, 0) == pytest.approx(FIXED + 8 * PER_REQUEST)   # vLLM dynamic K = 0
+    assert p.speculation_s(0, 0) == 0.0 and _flat(True).speculation_s(0, 5) == 0.0     # nothing decodes
+    assert StepTimeProfile.flat(0.02).speculation_s(8, 24) == 0.0         # a plain table charges none
+
+
+def test_zero_draft_step_costs_a_plain_step_plus_exactly_the_terms_where_the_engine_pays_them():
+    plain = _decode_steps("none", _flat(True))
+    pays = _decode_steps(_Propose(0), _flat(True))
+    off = _decode_steps(_Propose(0), _flat(False))
+    assert len(plain) == len(pays) == len(off) > 10
+    extra = FIXED + PER_REQUEST * pays["num_decode"].to_numpy()
+    np.testing.assert_allclose(pays["duration_s"].to_numpy(), plain["duration_s"].to_numpy() + extra, rtol=0,
+                               atol=1e-12)
+    np.testing.assert_allclose(off["duration_s"].to_numpy(), plain["duration_s"].to_numpy(), rtol=0, atol=1e-12)
+
+
+def test_a_step_that_proposes_drafts_pays_the_terms_either_way():
+    for pays in (True, False):
+        steps = _decode_steps(_Propose(2), _flat(pays))
+        expect = 0.02 + FIXED + PER_REQUEST * steps["num_decode"].to_numpy()
+        np.testing.assert_allclose(steps["duration_s"].to_numpy(), expect, rtol=0, atol=1e-12)
+
+
+def test_step_model_profiles_carry_the_sourced_defaults_and_round_trip(tmp_path):
+    terms = EngineTerms()
+    assert (terms.spec_step_s, terms.spec_request_s, terms.spec_zero_draft_pays) == (7.75e-4, 8.4e-5, False)
+    # the defaults are the two-point line through vLLM issue 49548's K = 0 measurement (2 and 189 users)
+    for users, plain_ms, k0_ms in ((2, 14.374, 15.317), (189, 77.164, 93.820)):
+        assert terms.spec_step_s + users * terms.spec_request_s == pytest.approx((k0_ms - plain_ms) / 1e3, rel=0.01)
+    prof = step_model("qwen3-8b", "h100", terms=replace(terms, spec_zero_draft_pays=True)).profile(256)
+    assert (prof.spec_step_s, prof.spec_request_s, prof.spec_zero_draft_pays) == (7.75e-4, 8.4e-5, True)
+    path = tmp_path / "p.json"
+    save_profile(prof, path)
+    back = load_profile(path)
+    assert (back.spec_step_s, back.spec_request_s, back.spec_zero_draft_pays) == (7.75e-4, 8.4e-5, True)
+
+
+def test_bad_speculation_terms_are_named(tmp_path):
+    with pytest.raises(SpecsimInputError, match="spec_request_s"):
+        EngineTerms(spec_request_s=-1.0)
+    with pytest.raises(SpecsimInputError, match="spec_zero_draft_pays"):
+        EngineTerms(spec_zero_draft_pays="yes")
+    path = tmp_path / "bad.json"
+    path.write_text('{"batch_tokens": [1, 8], "step_time_s": [0.01, 0.02], "spec_zero_draft_pays": 1}')
+    with pytest.raises(SpecsimInputError, match="spec_zero_draft_pays"):
+        load_profile(path)
+
+
+# ------------------------------------------------------------------ fitting the speculation terms
+from pathlib import Path  # noqa: E402
+
+from specsim.hardware.drafter import shaped_drafter_cost  # noqa: E402
+from specsim.hardware.spec_fit import (SpecObservation, fit_speculation, predict_speculative,  # noqa: E402
+                                       spec_observations_from_vllm_results)
+
+POINTS = Path(__file__).parent / "data" / "step_points"
+
+
+def _spec_points(sm, requests, k=3, tau=2.5, context=1200.0):
+    d = shaped_drafter_cost("eagle3", sm)
+    pts = [SpecObservation(r, r * (1 + k), context, 1.0, k, tau, "spec.json", None, f"R={r}") for r in requests]
+    t = predict_speculative(sm, d, pts)
+    return [replace(p, step_time_s=float(x)) for p, x in zip(pts, t)]
+
+
+def test_fit_recovers_the_speculation_terms_and_only_them():
+    base = step_model("qwen3-8b", "h100").with_terms(kernel_s=4e-6, per_request_step_s=3e-5)
+    truth = base.with_terms(spec_step_s=1.5e-3, spec_request_s=5e-5)
+    obs = _spec_points(truth, [2, 16, 64])
+    rep = fit_speculation(base, obs[:2], "eagle3", holdout=obs[2:])
+    assert rep.params == pytest.approx({"spec_step_s": 1.5e-3, "spec_request_s": 5e-5}, rel=1e-4)
+    assert rep.model.terms.kernel_s == 4e-6 and rep.model.terms.per_request_step_s == 3e-5   # held
+    assert rep.median_abs_error(True) < 1e-5 and [p.holdout for p in rep.points] == [False, False, True]
+    # a single low-load point fits the fixed part only
+    one = fit_speculation(base.with_terms(spec_request_s=5e-5), obs[:1], "eagle3")
+    assert set(one.params) == {"spec_step_s"} and one.params["spec_step_s"] == pytest.approx(1.5e-3, rel=1e-4)
+    with pytest.raises(SpecsimInputError, match="spec-params"):
+        fit_speculation(base, obs[:1], "eagle3", params=("spec_step_s", "spec_request_s"))
+    with pytest.raises(SpecsimInputError, match="--params"):          # no-speculation points cannot fit them
+        from specsim.hardware.profile_fit import fit_step_model
+        fit_step_model(base, obs, ("spec_step_s",))
+
+
+def test_vllm_speculative_result_read_by_hand():
+    # tests/data/step_points/vllm_c16_spec.json: TPOT 12.9 ms, tau 2.836, 86610 draft tokens in 28870 drafts
+    (o,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json")
+    assert o.num_spec_tokens == 3 and o.acceptance_length == 2.836
+    assert o.step_time_s == pytest.approx(12.9e-3 * 2.836)
+    r = (81920 - 320) * 12.9e-3 / 70.0
+    assert o.num_requests == pytest.approx(r)
+    assert o.batch_tokens == pytest.approx(r * 4 + 327680 * 12.9e-3 * 2.836 / 70.0)
+    assert o.context_tokens == pytest.approx(1024 + 256 / 2)
+    (given,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=2.0,
+                                                   num_spec_tokens=1)
+    assert given.num_spec_tokens == 1 and given.step_time_s == pytest.approx(12.9e-3 * 2.0)
+    with pytest.raises(SpecsimInputError, match="acceptance_length"):
+        spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=3.5,
+                                            num_spec_tokens=2)
+    with pytest.raises(SpecsimInputError, match="spec_decode_acceptance_length"):
+        spec_observations_from_vllm_results(POINTS / "vllm_c16.json")    # no speculation in it, none given
+
+
+def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+
+    _register()
+    run = CliRunner()
+    base = ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(POINTS / "vllm_c16.json")]
+    r = run.invoke(app, [*base, "--params", "kernel_s", "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    assert "speculation terms: the defaults spec_step_s = 0.000775 s" in r.output
+    assert "per-request and the per-verified-token cost together" in r.output
+    assert load_profile(tmp_path / "a.json").spec_step_s == 7.75e-4
+    r = run.invoke(app, [*base, "--params", "kernel_s", "--spec", str(POINTS / "vllm_c16_spec.json"),
+                         "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    assert "fitted speculation terms: spec_step_s = " in r.output and "spec_request_s" not in r.output.split(
+        "fitted speculation terms:")[1].splitlines()[0]
+    prof = load_profile(tmp_path / "b.json")
+    fit = prof.metadata["fit"]["speculation"]
+    assert fit["params"]["spec_step_s"] == prof.spec_step_s and len(fit["points"]) == 1
+    assert abs(fit["points"][0]["rel_error"]) < 1e-3 or fit["at_bounds"] == ["spec_step_s"]
+
+
+def test_a_result_with_median_itl_only_is_read(tmp_path):
+    # SGLang's bench_serving can give medians only: the step falls back to median ITL, then median TPOT
+    import json
+
+    from specsim.hardware.step_points import observations_from_vllm_results
+
+    doc = json.loads((POINTS / "vllm_c16.json").read_text())
+    for key in ("mean_itl_ms", "mean_tpot_ms"):
+        doc.pop(key, None)
+    doc["median_itl_ms"] = 21.5
+    path = tmp_path / "sglang.json"
+    path.write_text(json.dumps(doc))
+    (o,) = observations_from_vllm_results(path)
+    assert o.step_time_s == pytest.approx(0.0215)
