@@ -180,7 +180,7 @@ BUILT_INS = {
     "mtp1": (True, SchedulingView, False, False, {}),
     "specdecpp": (False, SchedulingView, False, False, {"threshold": 0.3}),
     "threshold": (False, SchedulingView, False, False, {"threshold": 0.3}),
-    "dspark": (False, SchedulingView, False, False, {"early_stop": "paper", "diagnose": False}),
+    "dspark": (False, SchedulingView, False, False, {"early_stop": "hull", "diagnose": False}),
     "dspark-async": (True, SchedulingView, True, False, {}),
     "dspark-global": (False, ReferenceView, False, False, {}),
     "oracle": (True, OracleView, False, False, {}),

@@ -234,9 +234,9 @@ class DSpark(PolicyBase):
 
     name = "dspark"
     fits_zos = False  # sizes the batch from this step's confidences
-    knobs = {"early_stop": "paper", "diagnose": False}
+    knobs = {"early_stop": "hull", "diagnose": False}
 
-    def __init__(self, early_stop: str = "paper", diagnose: bool = False) -> None:
+    def __init__(self, early_stop: str = "hull", diagnose: bool = False) -> None:
         if early_stop not in EARLY_STOP_RULES:
             raise ValueError(f"early_stop: expected one of {EARLY_STOP_RULES}, got {early_stop!r}")
         self.early_stop, self.diagnose = early_stop, bool(diagnose)
