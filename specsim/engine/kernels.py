@@ -9,7 +9,9 @@ compiles. :func:`twin` is the one place that picks which one a call runs:
 
 * the compiled loop twin when numba imports and compiles it (about 2 s for all of them on first use, then
   cached beside the source files, ``cache=True``; numba falls back to its user cache directory where that is
-  not writable);
+  not writable). numba keys that cache by the twin's own source file only: after editing a helper that lives
+  in another module (``confidence_logit`` and ``logistic`` in acceptance/model.py, used by draws.py's twin),
+  touch the twin's file or delete its ``__pycache__/*.nbi``; the bit-equality tests catch a stale twin;
 * the numpy definition when ``SPECSIM_NO_NUMBA=1`` is set, when numba is not installed, or when numba fails to
   compile the twin (a warning names it). The suite passes both ways.
 
