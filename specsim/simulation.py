@@ -245,6 +245,7 @@ class _Built:
     gamma: int
     profile: StepTimeProfile
     acceptance: Any
+    policies: list = field(default_factory=list)   # the policy objects the replicas run (for their diagnostics)
 
 
 def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_cost: DrafterCost | None) -> _Built:
@@ -255,8 +256,29 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
     cost = _drafter_cost(sc, dname, drafter_cost, prof)
     model = _acceptance(trace, sc, dname, g) if g > 0 else None
     cc = cluster_config(sc, g, dname, config.seed, prof)
-    cluster = Cluster(trace, cc, lambda: policy_hooks(factory()), model, prof, cost, config.record_step_log)
-    return _Built(cluster, pname, dname, g, prof, model)
+    policies: list = []
+    cluster = Cluster(trace, cc, lambda: policy_hooks(_keep(policies, factory())), model, prof, cost,
+                      config.record_step_log)
+    return _Built(cluster, pname, dname, g, prof, model, policies)
+
+
+def _keep(policies: list, policy: Any) -> Any:
+    """``policy``, appended to ``policies`` (once)."""
+    if not any(p is policy for p in policies):
+        policies.append(policy)
+    return policy
+
+
+def policy_diagnostics(policies: list) -> dict[str, Any] | None:
+    """The opt-in diagnostics of a run's policy objects (their ``diagnostics()``, e.g. dspark's with
+    ``diagnose = true``), numbers summed over the replicas' policies; None when none reports any."""
+    found = [d for p in policies if callable(getattr(p, "diagnostics", None)) and (d := p.diagnostics())]
+    if not found:
+        return None
+    out = dict(found[0])
+    for d in found[1:]:
+        out.update({k: out[k] + v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return out
 
 
 def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None,
@@ -345,6 +367,9 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
         summary["window"]["per_domain"] = domain_breakdown(
             requests, completed & (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1]))
     summary["profile_range"] = range_report(built.profile, steps, built.gamma)   # padded / capped steps
+    diagnostics = policy_diagnostics(built.policies)
+    if diagnostics is not None:
+        summary["policy_diagnostics"] = diagnostics
     summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
     summary["kv_capacity"] = kv_capacity(sc, built.profile, built.gamma,
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()

@@ -39,7 +39,7 @@ LAYERS: dict[str, set[str]] = {
 #: unnoticed (remove an entry when its import goes).
 UPWARD: dict[tuple[str, str], str] = {
     ("analysis", "sweep"): "frontier, report and plots read sweep tables (sweep.tune reads the frontier)",
-    ("policies", "engine"): "policies/dspark.py calls engine/kernels.py's compiled DSpark scan",
+    ("policies", "engine"): "policies/dspark.py makes the compiled twins of its scan and hull with engine/kernels.twin",
     ("acceptance", "analysis"): "acceptance/calibration.py reads the step-log format (analysis/steplog.py)",
     ("hardware", "analysis"): "hardware/step_points.py reads vLLM results (analysis/results.py)",
 }

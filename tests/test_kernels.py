@@ -1,26 +1,68 @@
-"""The compiled kernels compute, bit for bit, the numpy expressions they replace (specsim/engine/kernels.py)."""
+"""Numpy definitions and their compiled twins (specsim/engine/kernels.py): equal bit for bit, and each right.
+
+The equality tests need numba (skipped under ``SPECSIM_NO_NUMBA=1``); the checks of the definitions run
+either way.
+"""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import expit, ndtri
 
-from specsim.engine import kernels
-from specsim.acceptance.model import build_acceptance_model
-from specsim.engine.draws import LatentRows
-from specsim.policies.dspark import lengths_from_top, ranked_candidates, theta_curve
+from specsim.acceptance.model import build_acceptance_model, logistic
+from specsim.engine import draws, kernels
+from specsim.engine.draws import LatentRows, normal_quantile
+from specsim.policies.dspark import greedy_lengths, lower_convex_minorant
+
+needs_numba = pytest.mark.skipif(not kernels.compiled(), reason="numba unavailable or SPECSIM_NO_NUMBA=1")
 
 
-def _numpy_dspark(conf: np.ndarray, step_times: np.ndarray, R: int) -> np.ndarray:
-    """The reference: rank all candidates, Theta curve, first admission that does not raise Theta."""
-    a_sorted, r_sorted = ranked_candidates(conf.cumprod(axis=1))
-    theta = theta_curve(R, a_sorted, lambda b: 1.0 / step_times[b - R], max_batch_tokens=R + step_times.size - 1)
-    no_gain = theta[1:] <= theta[:-1]
-    n = int(no_gain.argmax()) if no_gain.any() else theta.size - 1
-    return lengths_from_top(n, r_sorted, R)
+def both(fn, *args):
+    """(numpy form's result, compiled twin's result) of a twin ``fn`` on copies of the same inputs."""
+    copy = lambda a: a.copy() if isinstance(a, np.ndarray) else a  # noqa: E731
+    return fn.numpy_form(*map(copy, args)), kernels.compiled_twin(fn)(*map(copy, args))
 
+
+def assert_same(a, b):
+    assert type(a) is type(b) or not isinstance(a, tuple)
+    if isinstance(a, tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    else:
+        np.testing.assert_array_equal(a, b)
+        assert np.asarray(a).dtype.kind == np.asarray(b).dtype.kind
+
+
+# --------------------------------------------------------------------------- the shared scalar formulas
+
+def test_as241_is_the_exact_normal_quantile():
+    p = np.concatenate([np.linspace(1e-300, 1e-10, 50), np.linspace(1e-6, 1 - 1e-6, 20_001),
+                        [2.0 ** -33, 1 - 2.0 ** -33, 0.5, 0.075, 0.925]])
+    z = np.array([normal_quantile(x) for x in p])
+    np.testing.assert_allclose(z, ndtri(p), rtol=1e-14, atol=1e-15)
+    assert normal_quantile(0.5) == 0.0 and normal_quantile(0.975) == pytest.approx(1.959963984540054, abs=1e-15)
+
+
+def test_logistic_is_scipys_expit_bit_for_bit():
+    x = np.random.default_rng(0).normal(0.0, 6.0, 200_000)
+    np.testing.assert_array_equal(expit(x), [logistic(v) for v in x])
+    assert logistic(0.0) == 0.5
+
+
+def test_std_normal_table_and_tails_use_as241():
+    u = np.array([0.3, 0.5 + 1e-9, 1e-4, 1 - 1e-4])
+    z = draws.std_normal(u)
+    assert z[2] == normal_quantile(1e-4) and z[3] == normal_quantile(1 - 1e-4)      # the tails, exact
+    assert abs(z[0] - ndtri(0.3)) < 3e-6 and z[0] != ndtri(0.3)                       # the table, interpolated
+
+
+# ------------------------------------------------------------------------------ draws and confidences
 
 @pytest.mark.parametrize("gamma,domain,low_ratio", [(7, "code", None), (5, "chat", 1.0), (3, "math", None)])
 def test_latent_outcomes_equal_rows_then_confidences(gamma, domain, low_ratio):
@@ -39,12 +81,16 @@ def test_latent_outcomes_equal_rows_then_confidences(gamma, domain, low_ratio):
         np.testing.assert_array_equal(conf_raw, ref_raw[:, :g])
         np.testing.assert_array_equal(conf, ref_conf[:, :g])
         np.testing.assert_array_equal(accept, ref_acc[:, :g])
-    assert 0.3 < ref_acc.mean() < 0.95                   # the tails (ndtri) and the table were both exercised
+        if kernels.compiled():
+            assert_same(*both(draws.latent_outcomes, keys, anchors.astype(np.int64), base, src._terms, g))
+    assert 0.3 < ref_acc.mean() < 0.95                   # the tails (AS 241) and the table were both exercised
     assert (np.abs(rows[:, 1]) > 2.4 * model.sigma_conf).any()
 
 
+# --------------------------------------------------------------------------------- the step's passes
+
 @pytest.mark.parametrize("whole", [True, False])
-def test_emit_decode_equals_the_numpy_update(whole):
+def test_emit_decode_by_its_definition(whole):
     rng = np.random.default_rng(0)
     S, G = 60, 7
     decode = np.arange(S) if whole else np.sort(rng.choice(S, 25, replace=False))
@@ -58,7 +104,7 @@ def test_emit_decode_equals_the_numpy_update(whole):
     output = rng.integers(1, 520, S)
     accepted, gaps, gen, steps, ver, acc, total, finished = kernels.emit_decode(decode, l, accept, 2.5, last_emit,
                                                                                 *counters, output)
-    ref = (accept & (np.arange(G)[None, :] < l[:, None])).cumprod(axis=1).sum(axis=1)
+    ref = np.array([next((j for j in range(l[i]) if not accept[i, j]), l[i]) for i in range(R)])
     np.testing.assert_array_equal(accepted, ref)
     assert total == ref.sum()
     np.testing.assert_array_equal(gaps, 2.5 - before[decode])
@@ -75,6 +121,8 @@ def test_emit_decode_equals_the_numpy_update(whole):
     one = kernels.emit_decode(np.array([0]), np.array([4]), np.array([[True, True, False, True]]), 1.0,
                               np.zeros(1), *[np.zeros(1, np.int64)] * 4, np.array([3]))
     assert one[0][0] == 2 and one[2][0] == 3 and one[7] == 1   # 2 accepted drafts + the target's own token
+    if kernels.compiled():
+        assert_same(*both(kernels.emit_decode, decode, l, accept, 2.5, before.copy(), *frozen, output))
 
 
 def test_clip_to_output():
@@ -89,6 +137,8 @@ def test_clip_to_output():
     np.testing.assert_array_equal(clipped, np.minimum(l, lmax))
     assert n == (l > lmax).sum() > 0 and (low, high) == (l.min(), l.max()) and total == clipped.sum()
     assert kernels.clip_to_output(np.zeros(0, np.int64), decode[:0], output, generated)[1:] == (0, 0, 0, 0)
+    if kernels.compiled():
+        assert_same(*both(kernels.clip_to_output, l, decode, output, generated))
 
 
 def test_decoding_slots():
@@ -99,21 +149,35 @@ def test_decoding_slots():
     assert kv == (10 + 1) + (12 + 3) + (13 + 4) + (15 + 9)
     none, kv0 = kernels.decoding_slots(np.zeros(0, np.int64), prompt[:0], generated[:0])
     assert none.size == 0 and kv0 == 0
+    if kernels.compiled():
+        assert_same(*both(kernels.decoding_slots, left, prompt, generated))
 
 
-def test_dspark_greedy_by_hand():
+# ------------------------------------------------------------------------------- DSpark's scan and hull
+
+def test_greedy_lengths_by_hand():
     # R = 2, survivals [0.9, 0.45] and [0.8, 0.4]; flat step time: Theta rises while tau does, so all 4
     # candidates are admitted; a step time that doubles at B = 4 stops after the two best (0.9, 0.8).
     conf = np.array([[0.9, 0.5], [0.8, 0.5]])
-    np.testing.assert_array_equal(kernels.dspark_greedy(conf, np.full(5, 0.01), 2), [2, 2])
-    np.testing.assert_array_equal(kernels.dspark_greedy(conf, np.array([0.01, 0.01, 0.01, 0.02, 0.02]), 2), [1, 1])
-    np.testing.assert_array_equal(kernels.dspark_greedy(conf, np.array([0.01]), 2), [0, 0])   # nothing scoreable
+    np.testing.assert_array_equal(greedy_lengths(conf, np.full(5, 0.01), 2), [2, 2])
+    np.testing.assert_array_equal(greedy_lengths(conf, np.array([0.01, 0.01, 0.01, 0.02, 0.02]), 2), [1, 1])
+    np.testing.assert_array_equal(greedy_lengths(conf, np.array([0.01]), 2), [0, 0])   # nothing scoreable
 
 
+def test_lower_convex_minorant_by_hand():
+    y = np.array([1.0, 3.0, 2.0, 2.8, 6.0, 4.0])
+    # vertices (0, 1), (2, 2), (5, 4): the chords 1 -> 2 over two steps and 2 -> 4 over three
+    np.testing.assert_allclose(lower_convex_minorant(y), [1.0, 1.5, 2.0, 2.0 + 2 / 3, 2.0 + 4 / 3, 4.0])
+    np.testing.assert_array_equal(lower_convex_minorant(np.array([5.0])), [5.0])
+    convex = np.array([1.0, 1.5, 2.5, 4.0])
+    np.testing.assert_array_equal(lower_convex_minorant(convex), convex)
+
+
+@needs_numba
 @settings(max_examples=300, deadline=None)
 @given(R=st.integers(1, 80), G=st.integers(1, 8), seed=st.integers(0, 2**32 - 1), power=st.floats(0.02, 1.0),
-       ties=st.booleans(), cap=st.floats(0.0, 1.0))
-def test_dspark_greedy_equals_the_numpy_policy(R, G, seed, power, ties, cap):
+       ties=st.booleans(), cap=st.floats(0.0, 1.0), hull=st.booleans())
+def test_dspark_scan_and_hull_equal_their_twins(R, G, seed, power, ties, cap, hull):
     rng = np.random.default_rng(seed)
     conf = rng.random((R, G)) ** power
     if ties:                                               # exact ties: saturated confidences and dead rows
@@ -122,5 +186,10 @@ def test_dspark_greedy_equals_the_numpy_policy(R, G, seed, power, ties, cap):
         conf = np.round(conf, 1)
     n = max(1, int(cap * R * G)) + 1                       # the profile may score fewer than all candidates
     b = np.arange(R, R + n)
-    step_times = 0.01 + 2e-5 * b + 0.001 * ((b % 64) > 56)
-    np.testing.assert_array_equal(kernels.dspark_greedy(conf, step_times, R), _numpy_dspark(conf, step_times, R))
+    step_times = 0.01 + 2e-5 * b + 0.001 * ((b % 64) > 56) + (1e-4 * rng.random(n) if ties else 0.0)
+    if hull:
+        h, h_twin = both(lower_convex_minorant, step_times)
+        assert_same(h, h_twin)
+        assert (h <= step_times).all() and (np.diff(h, 2) >= -1e-15).all()
+        step_times = h
+    assert_same(*both(greedy_lengths, conf, step_times, R))

@@ -23,7 +23,10 @@ from specsim.policies.dspark import ranked_candidates
 @pytest.mark.parametrize("c2", [0.0, 0.3, 0.9, 1.0])
 def test_appendix_a_dspark_early_stop_returns_zero_whatever_c2(c2):
     view = make_view([[0.8, c2]], sps_values=[1.0, 0.5, 0.45])
-    assert DSpark()(view).tolist() == [0]
+    assert DSpark(early_stop="paper")(view).tolist() == [0]
+    # the hull rule scores B = 2 on the chord from (1, 1 s) to (3, 2.22 s): T = 1.61 s, Theta_1 = 1.8 / 1.61 >
+    # Theta_0 = 1, so draft 1 is admitted whatever c2; draft 2 then needs 1.8 + 0.8 c2 > 1.117 * 2.22 (c2 > 0.85)
+    assert DSpark(early_stop="hull")(view).tolist() == ([2] if c2 > 0.85 else [1])
 
 
 def _global_search(view):
@@ -74,7 +77,7 @@ def test_dspark_theta_rises_at_every_admission_and_stops_at_first_drop():
         conf = rng.uniform(0.05, 0.99, (R, g))
         sps = 1.0 / np.cumsum(rng.uniform(0.01, 1.0, R * (g + 1)))     # decreasing SPS, any shape
         view = make_view(conf, sps)
-        lens = DSpark()(view)
+        lens = DSpark(early_stop="paper")(view)
         surv = np.cumprod(conf, axis=1)
         a_sorted, _ = ranked_candidates(surv)
         n = int(lens.sum())
@@ -177,7 +180,7 @@ BUILT_INS = {
     "mtp1": (True, SchedulingView, False, False, {}),
     "specdecpp": (False, SchedulingView, False, False, {"threshold": 0.3}),
     "threshold": (False, SchedulingView, False, False, {"threshold": 0.3}),
-    "dspark": (False, SchedulingView, False, False, {}),
+    "dspark": (False, SchedulingView, False, False, {"early_stop": "hull", "diagnose": False}),
     "dspark-async": (True, SchedulingView, True, False, {}),
     "dspark-global": (False, ReferenceView, False, False, {}),
     "oracle": (True, OracleView, False, False, {}),
@@ -263,7 +266,9 @@ def test_unknown_knob_names_the_policy_the_knob_and_the_accepted_knobs():
     assert str(e.value) == ("field 'policy specdecpp, knob thresold': expected one of the knobs policy specdecpp "
                             "accepts: threshold, got 0.2")
     with pytest.raises(SpecsimInputError, match="no knobs"):
-        make_policy("dspark", threshold=0.3)                               # no knob is forced into a policy
+        make_policy("dspark-global", threshold=0.3)                        # no knob is forced into a policy
+    with pytest.raises(SpecsimInputError, match="early_stop"):
+        make_policy("dspark", early_stop="convex")                         # out of range, from the constructor
     with pytest.raises(SpecsimInputError, match="knob threshold.*float"):
         make_policy("specdecpp", threshold="high")
     with pytest.raises(SpecsimInputError, match="threshold"):

@@ -32,9 +32,10 @@ def make_view(cls, conf, profile, accept=None):
 
 @pytest.mark.parametrize("c2", [0.9, 0.0])
 def test_appendix_a_dspark_stops_early_whatever_c2(c2):
+    # Algorithm 1 as printed (early_stop="paper"):
     # Theta_0 = 1 * 1.0 = 1.0 > Theta_1 = 1.8 * 0.5 = 0.9: early stop returns 0 before c_2 is looked at.
     view = make_view(SchedulingView, [[0.8, c2]], APPENDIX_A)
-    assert DSpark()(view).tolist() == [0]
+    assert DSpark(early_stop="paper")(view).tolist() == [0]
 
 
 def test_appendix_a_global_search_reads_c2():
@@ -82,8 +83,8 @@ def small_run():
     return scenario, trace
 
 
-def _thr(trace, policy, scenario, concurrency, profile=None):
-    s = simulate(trace, policy, scenario, seed=0, concurrency=concurrency, profile=profile).summary
+def _thr(trace, policy, scenario, concurrency, profile=None, **knobs):
+    s = simulate(trace, policy, scenario, seed=0, concurrency=concurrency, profile=profile, **knobs).summary
     return s["output_throughput_per_gpu"]
 
 
@@ -95,16 +96,19 @@ def test_oracle_bounds_every_causal_policy(small_run):
 
 
 def test_sawtooth_early_stop_loses_what_global_search_recovers(small_run):
-    # Same host overhead for both (neither fits ZOS). Measured margins (docs/production.md): the early
-    # stop loses ~40% at 64 users on the jagged profile; we assert a loss > 15%.
+    # Same host overhead for both (neither fits ZOS). Measured margins (docs/production.md): the paper's early
+    # stop loses ~40% at 64 users on the jagged profile; we assert a loss > 15%. The hull rule (dspark's
+    # default, docs/policies.md) recovers it: within 5% of the global search.
     scenario, trace = small_run
     jagged = resolve_profile("h100-llama2-7b-tp1")
-    early, best = _thr(trace, "dspark", scenario, 64, jagged), _thr(trace, "dspark-global", scenario, 64, jagged)
-    assert best > 1.15 * early
+    best = _thr(trace, "dspark-global", scenario, 64, jagged)
+    assert best > 1.15 * _thr(trace, "dspark", scenario, 64, jagged, early_stop="paper")
+    assert _thr(trace, "dspark", scenario, 64, jagged, early_stop="hull") >= 0.95 * best
     # A linear (smooth) table: Theta is unimodal along the greedy path, the two searches agree exactly.
     b, t = jagged.batch_tokens, jagged.step_time_s
     slope, icpt = np.polyfit(b[b <= 1024], t[b <= 1024], 1)
     linear = StepTimeProfile(np.array([1, 4096]), icpt + slope * np.array([1.0, 4096.0]),
                              kv_read_s_per_token=jagged.kv_read_s_per_token)
-    early, best = _thr(trace, "dspark", scenario, 64, linear), _thr(trace, "dspark-global", scenario, 64, linear)
-    assert best == pytest.approx(early, rel=1e-3)
+    best = _thr(trace, "dspark-global", scenario, 64, linear)
+    for rule in ("paper", "hull"):
+        assert best == pytest.approx(_thr(trace, "dspark", scenario, 64, linear, early_stop=rule), rel=1e-3)

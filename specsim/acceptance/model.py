@@ -51,6 +51,7 @@ faces the same realisations and they stay hidden until verification.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -248,6 +249,33 @@ def check_rates(alpha: dict, src: str) -> dict[str, tuple[float, ...]]:
     return out
 
 
+# ------------------------------------------------------------------------------------ the two formulas
+
+def logistic(x: float) -> float:
+    """The logistic sigma(x) = 1 / (1 + exp(-x)) of one float, with the C library's ``exp``.
+
+    This is the formula every confidence and acceptance probability uses. On arrays the model calls
+    ``scipy.special.expit``, whose element function is this same expression with the same C ``exp`` (scipy's
+    ``_logit.h``; tests/test_kernels.py checks the two bit for bit); numpy's own ``np.exp`` is avoided on
+    arrays because its SIMD kernels differ from the C library in the last bit on AVX-512 machines, which would
+    break the equality of the numpy and compiled forms (:mod:`specsim.engine.kernels`). Raises OverflowError
+    for x < -709 in plain Python (compiled code returns 0 there, as ``expit`` does).
+    """
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def confidence_logit(x, noise, low_ratio: float, scale, shift):
+    """logit(c_raw) = s_k m(x + n) + h_k with m(y) = y + (low_ratio - 1) min(y, 0) (module docstring).
+
+    Elementwise on float64 arrays (``scale``, ``shift`` (gamma,) broadcast on the last axis) or on floats (the
+    compiled twin's form); the same operations in the same order either way.
+    """
+    lin = x + noise
+    if low_ratio != 1.0:
+        lin = lin + (low_ratio - 1.0) * np.minimum(lin, 0.0)
+    return lin * scale + shift
+
+
 # ---------------------------------------------------------------------------------------------- model
 
 @dataclass(frozen=True)
@@ -406,16 +434,11 @@ class AcceptanceModel:
     def raw_logit(self, logit_q: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """logit(c_raw) = s_k m(x + n) + h_k, float64. (..., gamma) -> (..., gamma)."""
         scales, shifts = self._lin
-        lin = logit_q.astype(np.float64)
-        lin += noise
-        if self.conf_low_ratio != 1.0:                            # m(y) = y + (ratio - 1) min(y, 0)
-            lin += (self.conf_low_ratio - 1.0) * np.minimum(lin, 0.0)
-        lin *= scales
-        lin += shifts
-        return lin
+        return confidence_logit(logit_q.astype(np.float64), noise, self.conf_low_ratio, scales, shifts)
 
     def confidences(self, logit_q: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Raw and calibrated (STS: sigmoid(logit(c_raw) / T_k)) confidences, float64, same shape."""
+        """Raw and calibrated (STS: sigmoid(logit(c_raw) / T_k)) confidences, float64, same shape
+        (``expit`` is :func:`logistic` per element)."""
         lin = self.raw_logit(logit_q, noise)                      # (..., gamma)
         return expit(lin), expit(lin * self._inv_t[0])
 
