@@ -1,8 +1,9 @@
 """Number formatting for tables and one-line summaries: one rule for every command.
 
 Every formatter maps a missing value (``None``) and a non-finite float (NaN, +-inf) to :data:`MISSING`, so a
-table never shows ``nan``; integers and numpy scalars are accepted wherever floats are. Only the standard
-library is imported here: the CLI renders with it before any numeric library is loaded.
+table never shows ``nan``; integers and numpy scalars are accepted wherever floats are. :func:`table` is the
+one table renderer of every command (``rich``, imported when a table is drawn); no numeric library is
+imported here, so the CLI renders before one is loaded.
 """
 
 from __future__ import annotations
@@ -67,75 +68,141 @@ def terminal_width(default: int = 80) -> int:
     return max(20, shutil.get_terminal_size((default, 24)).columns)
 
 
-def _wrap(text: str, width: int, indent: str = "") -> list[str]:
-    """``text`` wrapped at spaces only: a word (a name or a number) is never split, even when longer than width."""
-    import textwrap
+def _is_number(cell: str) -> bool:
+    """Whether a formatted cell reads as a number (``1,234.5``, ``-5.0%``, ``+12%``, ``-``): never wrapped."""
+    s = cell.strip().rstrip("%").lstrip("+-").replace(",", "")
+    return cell.strip() == MISSING or s.replace(".", "", 1).isdigit() or s.lower() in ("inf", "nan")
 
-    return textwrap.wrap(text, width=max(1, width), initial_indent=indent, subsequent_indent=indent,
-                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+
+def _longest_word(texts) -> int:
+    """Characters of the longest space-free word in ``texts`` (the narrowest a column can be without a cut)."""
+    return max((len(w) for t in texts for w in t.split()), default=0)
+
+
+def _least_width(columns: list[str], body: list[list[str]], i: int, keys: int) -> int:
+    """The narrowest column ``i`` can be with nothing cut: a number column its widest cell and its whole
+    header (neither wraps); a text column its longest word (it wraps at spaces)."""
+    cells = [r[i] for r in body]
+    if i >= keys and all(_is_number(c) for c in cells):
+        return max([len(columns[i])] + [len(c) for c in cells])
+    return _longest_word([columns[i]] + cells)
+
+
+def _fits(columns: list[str], body: list[list[str]], idx: list[int], keys: int, width: int) -> bool:
+    """Whether the table of columns ``idx`` fits ``width`` with nothing cut (2 spaces between columns)."""
+    return sum(_least_width(columns, body, i, keys) for i in idx) + 2 * (len(idx) - 1) <= width
+
+
+def _column_groups(columns: list[str], body: list[list[str]], keys: int, width: int) -> list[list[int]]:
+    """Split the value columns into groups that fit ``width`` beside the key columns (each group a table).
+
+    Greedy, left to right, by :func:`_fits`. One value column per group at the least.
+    """
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    for i in range(keys, len(columns)):
+        if cur and not _fits(columns, body, list(range(keys)) + cur + [i], keys, width):
+            groups.append(cur)
+            cur = []
+        cur.append(i)
+    if cur or not groups:
+        groups.append(cur)
+    return groups
+
+
+def _rule_box():
+    """rich's SIMPLE_HEAD box drawn in ASCII: a ``-`` rule under the header, nothing else (logs stay plain)."""
+    from rich.box import Box
+
+    return Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+
+
+def _rich_table(columns: list[str], body: list[list[str]], idx: list[int], keys: int):
+    """A rich ``Table`` of the columns ``idx``: keys left-aligned; numbers right-aligned, never wrapped; no
+    column narrower than its longest word (so wrapping happens at spaces only)."""
+    from rich.table import Table
+
+    t = Table(box=_rule_box(), show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))   # + the divider: 2 spaces
+    for i in idx:
+        cells = [r[i] for r in body]
+        numeric = i >= keys and all(_is_number(c) for c in cells)
+        least = _least_width(columns, body, i, keys)
+        t.add_column(columns[i], justify="right" if numeric else "left", no_wrap=numeric, overflow="fold",
+                     min_width=least)                          # rich adds the padding to min_width
+    for r in body:
+        t.add_row(*(r[i] for i in idx))
+    return t
+
+
+def _stacked(columns: list[str], body: list[list[str]], i: int, keys: int):
+    """Column ``i`` when even the keys and it alone do not fit: a one-column table, per row the key cells on
+    one line and the value, right-aligned, on the next (nothing cut)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(box=_rule_box(), show_edge=False, pad_edge=False, padding=(0, 0), expand=True)
+    t.add_column(" / ".join(columns[:keys] + [columns[i]]), overflow="fold")
+    for r in body:
+        t.add_row(Group(Text("  ".join(r[:keys])), Text(r[i], justify="right")))
+    return t
 
 
 def table(columns, rows, *, title: str | None = None, width: int | None = None, keys: int = 1,
           notes=()) -> str:
-    """A plain-text table that shows every name and number whole at any width (never truncated).
+    """The one table renderer of every command: a ``rich`` table rendered to plain text at ``width`` columns.
 
-    Layouts, the first that fits ``width``: (1) wide: one line per row, columns aligned (numbers right,
-    the ``keys`` leading columns left); (2) transposed (``keys == 1`` only): one line per column, one
-    column per row, headed by the rows' keys; (3) stacked: per row a heading of its key cells
-    (``name: value``), then one ``column  value`` line per other column (a value that does not fit
-    beside its name goes on the next line, indented). Titles and notes wrap at spaces only. A single word longer than ``width`` is printed
-    whole on its own line (the terminal folds it; the text keeps it whole).
+    Numbers (cells such as ``1,234.5``, ``-5.0%``, ``-``) are right-aligned and never wrapped; names and other
+    text wrap at spaces only when the terminal is narrow. When the columns do not fit ``width`` even at
+    their minimum, the value columns are split into several tables, each repeating the ``keys`` leading
+    columns (so every row is still identified), as pandas splits a wide frame. Titles and notes wrap at
+    spaces. When even the keys and one value column do not fit, that column is shown per row as the keys on
+    one line and the value under them. No line is wider than ``width`` unless a single word is (rich then
+    folds it).
 
     Args:
         columns: (c,) column names.
         rows: (r, c) cells, already formatted as strings (:func:`value`, :func:`number`, ...).
-        title: a line above the table, or None.
+        title: a line above the (first) table, or None.
         width: the width to fit, characters (None: :func:`terminal_width`).
-        keys: how many leading columns identify a row (left-aligned; the stacked layout's heading).
+        keys: how many leading columns identify a row (left-aligned, repeated in every split).
         notes: lines printed below the table (wrapped at spaces).
 
     Returns:
-        The table as text, lines joined by ``\\n`` (no trailing newline).
+        The table as text, lines joined by ``\\n`` (no trailing newline, no trailing spaces).
 
     Raises:
         ValueError: a row whose length differs from ``columns``.
     """
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
     width = terminal_width() if width is None else int(width)
     cols = [str(c) for c in columns]
     body = [[str(x) for x in r] for r in rows]
     for r in body:
         if len(r) != len(cols):
             raise ValueError(f"a row of {len(r)} cells for {len(cols)} columns")
-    out: list[str] = _wrap(title, width) if title else []
-    widths = [max([len(c)] + [len(r[i]) for r in body]) for i, c in enumerate(cols)]
-    if sum(widths) + 2 * (len(cols) - 1) <= width:
-        def line(cells):
-            return "  ".join(c.ljust(w) if i < keys else c.rjust(w)
-                             for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-        out.append(line(cols))
-        out.append("  ".join("-" * w for w in widths))
-        out.extend(line(r) for r in body)
-    elif keys == 1 and body and _fits_transposed(cols, body, width):
-        flipped = [[c] + [r[i] for r in body] for i, c in enumerate(cols) if i > 0]
-        return table([cols[0]] + [r[0] for r in body], flipped, title=title, width=10 ** 6, keys=1, notes=notes)
-    else:
-        name_w = max((len(c) for c in cols[keys:]), default=0)
-        for r in body:
-            head = "  ".join(f"{c}: {v}" for c, v in zip(cols[:keys], r[:keys]))
-            out.extend(_wrap(head, width) if keys else [])
-            for c, v in zip(cols[keys:], r[keys:]):
-                if 2 + name_w + 2 + len(v) <= width:
-                    out.append(f"  {c.ljust(name_w)}  {v}")
-                else:
-                    out.append(f"  {c}")
-                    out.extend(_wrap(v, width, "      "))
-    for n in notes:
-        out.extend(_wrap(n, width))
-    return "\n".join(out)
-
-
-def _fits_transposed(cols: list[str], body: list[list[str]], width: int) -> bool:
-    """Whether the transposed layout of :func:`table` (columns as lines) fits ``width``."""
-    first = max(len(c) for c in cols)
-    rest = [max([len(r[0])] + [len(x) for x in r[1:]]) for r in body]
-    return first + sum(rest) + 2 * len(rest) <= width
+    console = Console(file=io.StringIO(), width=width, color_system=None, highlight=False, emoji=False,
+                      markup=False, force_terminal=False, legacy_windows=False)
+    if title:
+        console.print(Text(title), overflow="fold")
+    if cols:
+        keys = min(keys, len(cols))
+        groups = _column_groups(cols, body, keys, width)
+        for n, g in enumerate(groups):
+            if n:
+                console.print()
+            idx = list(range(keys)) + g
+            if len(g) == 1 and keys and not _fits(cols, body, idx, keys, width):
+                console.print(_stacked(cols, body, g[0], keys))
+            else:
+                console.print(_rich_table(cols, body, idx, keys))
+    for note in notes:
+        console.print(Text(str(note)), overflow="fold")
+    lines = [line.rstrip() for line in console.file.getvalue().splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)

@@ -3,9 +3,10 @@
 :func:`progress_ticker` is a SimPy process that reports (finished requests, total, simulated seconds) to a
 callback every ``interval_s`` simulated seconds and ends when no other event is pending, so a run ends
 exactly as without it (it only reads records; SimPy orders the other events as before).
-:func:`run_progress` is the terminal side: a rich progress bar on stderr, drawn only when stderr is a
-terminal (quiet in pipes, CI and notebooks). Imports here are the standard library only; rich is imported
-when a bar is drawn.
+:class:`ProgressBar` is the one progress bar of every long command (``run``, ``sweep``, ``tune``, ...): done /
+total, elapsed, ETA on a terminal's stderr; one summary line instead when stderr is not a terminal (pipes,
+CI, notebooks). :func:`run_progress` draws it over a run's requests. Imports here are the standard library
+only; rich is imported when a bar is drawn.
 """
 
 from __future__ import annotations
@@ -71,6 +72,72 @@ def progress_ticker(cluster: Any, total: int, report: ProgressCallback, interval
         last = now
 
 
+class ProgressBar:
+    """The progress bar of every long command, on stderr: ``LABEL [bar] done/total UNIT elapsed ETA note``.
+
+    Use as a context manager and call :meth:`update` (or call the object with a
+    :class:`specsim.sweep.runner.SweepProgress`). On a terminal it draws a rich bar (no refresh thread:
+    process pools fork workers, which must not inherit a held lock); elsewhere it draws nothing while
+    running and prints one line at the end (``LABEL: done/total UNIT in S s``). Disabled, it prints nothing.
+
+    Args:
+        label: what runs (``"sweep"``, ``"tune"``).
+        unit: what is counted (``"points"``, ``"requests"``).
+        enabled: False for ``--quiet``.
+        terminal: force the terminal (bar) or not (summary line); None = whether stderr is a terminal.
+        total_note: a word after the total when it is an upper bound (``"at most"``), or "".
+    """
+
+    def __init__(self, label: str, unit: str = "points", enabled: bool = True, terminal: bool | None = None,
+                 total_note: str = "") -> None:
+        self.label, self.unit, self.enabled, self.total_note = label, unit, enabled, total_note
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self.bar: Any = None
+        self.task: Any = None
+        self.done, self.total, self.t0 = 0, 0, time.monotonic()
+
+    def __enter__(self) -> "ProgressBar":
+        self.t0 = time.monotonic()
+        if self.enabled and self.terminal:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+            self.bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
+                                TextColumn(f"{self.unit}{' (' + self.total_note + ')' if self.total_note else ''}"),
+                                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                TextColumn("{task.description}"), console=Console(stderr=True), transient=False,
+                                auto_refresh=False)
+            self.bar.__enter__()
+        return self
+
+    def update(self, done: int, total: int | None = None, note: str = "") -> None:
+        """Record ``done`` of ``total`` (None: unchanged) and redraw; ``note``: what runs now."""
+        self.done, self.total = int(done), int(self.total if total is None else total)
+        if self.bar is None:
+            return
+        if self.task is None:   # the first report: the total and what finished before this run
+            self.task = self.bar.add_task(note, total=self.total, completed=self.done)
+        self.bar.update(self.task, total=self.total, completed=self.done, description=note)
+        self.bar.refresh()
+
+    def __call__(self, ev) -> None:
+        """A :class:`specsim.sweep.runner.SweepProgress` report (the sweep library's callback)."""
+        more = f" (+{len(ev.running) - 1})" if len(ev.running) > 1 else ""
+        self.update(ev.done, ev.total, (ev.running[0].label() + more) if ev.running else "")
+
+    def summary(self) -> str:
+        """The line printed at the end off a terminal: ``LABEL: done/total UNIT in S s``."""
+        return f"{self.label}: {self.done}/{self.total} {self.unit} in {time.monotonic() - self.t0:.1f} s"
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            if self.task is not None:
+                self.bar.update(self.task, description="")
+            self.bar.__exit__(*exc)
+        elif self.enabled and exc[0] is None:
+            print(self.summary(), file=sys.stderr)
+
+
 @contextmanager
 def run_progress(total: int, enabled: bool | None = None) -> Iterator[ProgressCallback | None]:
     """A rich progress bar of ``total`` requests on stderr; yields its callback, or None when not drawn.
@@ -84,19 +151,13 @@ def run_progress(total: int, enabled: bool | None = None) -> Iterator[ProgressCa
     if not enabled:
         yield None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(TextColumn("run"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
-                   TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(stderr=True),
-                   transient=True)
     last = [0.0]
-    with bar:
-        task = bar.add_task("", total=total)
+    with ProgressBar("run", "requests", terminal=True) as bar:
+        bar.update(0, total)
 
         def report(done: int, n: int, now_s: float) -> None:
             t = time.monotonic()
             if t - last[0] >= 0.1 or done >= n:
                 last[0] = t
-                bar.update(task, completed=done, description=f"simulated {now_s:,.1f} s")
+                bar.update(done, n, f"simulated {now_s:,.1f} s")
         yield report

@@ -267,7 +267,7 @@ def _specsim_at(columns: int, *args: str):
     return p.returncode, p.stdout, p.stderr
 
 
-@pytest.mark.parametrize("columns", [40, 80])
+@pytest.mark.parametrize("columns", [40, 80, 200])
 def test_run_tables_show_every_name_and_number_whole(columns):
     from specsim.cli.run_cmd import DOMAIN_COLUMNS, SUMMARY_ROWS, WINDOW_ROWS
 
@@ -287,20 +287,24 @@ def test_run_tables_show_every_name_and_number_whole(columns):
         assert dom in tokens
         for c in DOMAIN_COLUMNS:
             assert c in tokens and fmt.value(m[c]) in tokens, (dom, c, columns)
+    assert max(len(line) for line in out.splitlines()) <= columns
 
 
-@pytest.mark.parametrize("width", [40, 80])
+@pytest.mark.parametrize("width", [40, 80, 200])
 def test_fmt_table_never_cuts_a_word(width):
-    cols = ["domain", "requests", "mean_ttft_ms", "mean_acceptance_length", "a_really_long_metric_name_of_45_chars_"]
+    cols = ["domain", "requests", "mean_ttft_ms", "mean_acceptance_length", "a_really_long_metric_name_of_38_chars"]
     rows = [["chat", "12", "123,456.789", "3.210", "1"], ["code-with-a-long-domain-name", "4", "1.5", "4.5", "-"]]
     text = fmt.table(cols, rows, title="a title that is long enough to wrap at forty columns for sure", width=width,
                      notes=["a note that says what the columns mean, in words that wrap at spaces only"])
-    tokens = {t.rstrip(":") for t in text.split()}          # the stacked layout heads a row with "domain: chat"
+    tokens = set(text.replace(" / ", " ").split())          # the stacked fallback heads "domain / column"
     assert set(cols) <= tokens and {c for r in rows for c in r} <= tokens
-    assert all(len(line) <= width or len(line.split()) == 1 for line in text.splitlines())
-    # a table that fits is one line per row
-    wide = fmt.table(["a", "b"], [["x", "1"], ["y", "22"]], width=width).splitlines()
-    assert wide == ["a   b", "-  --", "x   1", "y  22"]
+    assert max(len(line) for line in text.splitlines()) <= width
+    # a table that fits is one line per row, numbers right-aligned under a rule
+    assert fmt.table(["a", "b"], [["x", "1"], ["y", "22"]], width=width).splitlines() == [
+        "a   b", "-----", "x   1", "y  22"]
+    # too wide for one table: the value columns are split, every split repeats the key column
+    split = fmt.table(["k", "v1", "v2"], [["row", "1" * 15, "2" * 15]], width=25).split("\n\n")
+    assert len(split) == 2 and all(part.splitlines()[2].startswith("row") for part in split)
 
 
 def test_closed_loop_json_scopes(monkeypatch, capsys):
@@ -315,6 +319,39 @@ def test_closed_loop_json_scopes(monkeypatch, capsys):
     assert w["output_tokens"] == 50 and w["requests_issued"] == 2 and round(w["output_throughput"], 2) == 47.96
 
 
+def test_goodput_in_vllms_form_is_the_repeated_option():
+    from specsim.cli import vllm_goodput_args
+
+    assert vllm_goodput_args(["run", "--goodput", "ttft:500", "tpot:10", "--json"]) == [
+        "run", "--goodput", "ttft:500", "--goodput", "tpot:10", "--json"]
+    # the quoted form and the repeated option are left as they are; a KEY:VALUE word elsewhere too
+    assert vllm_goodput_args(["--goodput", "ttft:500 tpot:10"]) == ["--goodput", "ttft:500 tpot:10"]
+    assert vllm_goodput_args(["--goodput", "--goodput", "ttft:1"]) == ["--goodput", "--goodput", "ttft:1"]
+    assert vllm_goodput_args(["--trace", "ttft:1", "tpot:2"]) == ["--trace", "ttft:1", "tpot:2"]
+    assert vllm_goodput_args(["--goodput=ttft:5", "e2el:9", "x.jsonl"]) == [
+        "--goodput=ttft:5", "--goodput", "e2el:9", "x.jsonl"]
+
+
+def test_help_lists_the_everyday_commands_first_and_flags_as_flags(monkeypatch, capsys):
+    from specsim.cli import FIRST_COMMANDS
+
+    import typer.main
+
+    from specsim.cli import _register, app
+
+    _register()
+    group = typer.main.get_command(app)
+    names = group.list_commands(None)
+    first = [c for c in FIRST_COMMANDS if c in names]
+    assert names[:len(first)] == first and names[len(first):] == sorted(names[len(first):])
+    assert {"run", "sweep", "compare", "plot", "report"} <= set(first)
+    code, out, _ = run_cli(monkeypatch, capsys, "--help")
+    assert code == 0 and out.index(" run ") < out.index(" calibrate ")
+    code, out, _ = run_cli(monkeypatch, capsys, "compare", "--help")
+    json_line = next(line for line in out.splitlines() if "--json" in line)
+    assert "<bool>" not in json_line and "bool" not in json_line.lower().split("print")[0]
+
+
 def test_run_goodput_option(monkeypatch, capsys):
     code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", str(DATA / "closed_loop_tail.jsonl"), "--policy",
                              "none", "--concurrency", "1", *FLAT20, "--goodput", "e2el:1042.5", "--goodput", "ttft:100",
@@ -325,6 +362,11 @@ def test_run_goodput_option(monkeypatch, capsys):
     assert s["good_requests"] == 2 and s["request_goodput"] == pytest.approx(2 / 11.2275)
     assert s["window"]["good_requests"] == 1 and s["window"]["request_goodput"] == pytest.approx(1 / 1.0425)
     assert s["goodput_slos_ms"] == {"e2el": 1042.5, "ttft": 100.0}
+    # vLLM's form: one --goodput, the pairs as separate words
+    code, out2, err = run_cli(monkeypatch, capsys, "run", "--trace", str(DATA / "closed_loop_tail.jsonl"), "--policy",
+                              "none", "--concurrency", "1", *FLAT20, "--goodput", "e2el:1042.5", "ttft:100", "--json")
+    assert code == 0, err
+    assert json.loads(out2)["good_requests"] == 2 and json.loads(out2)["goodput_slos_ms"] == s["goodput_slos_ms"]
     code, _, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--goodput", "itl:5")
     assert code == 2 and "goodput" in err and len(err.strip().splitlines()) == 1
 
@@ -378,3 +420,40 @@ def test_provenance_records_the_effective_threshold(monkeypatch, capsys, tmp_pat
         assert pv["command"]["options"]["set"] == ["policy.knobs.threshold=0.3"]
         assert pv["effective"]["profile"]["lookup"] in ("linear", "padded")
         assert "extrapolate" in pv["effective"]["profile"]
+
+
+def test_thrashing_warning_names_the_share_and_the_limit():
+    from specsim.cli.run_cmd import THRASHING_SHARE, summary_text, thrashing_warning
+
+    # the 64-user tour run: 217k tokens recomputed against 162k output tokens, 121 preemptions
+    s = {"recomputed_tokens": 217_000, "total_output_tokens": 162_000, "num_preemptions": 121}
+    w = thrashing_warning(s)
+    assert w.startswith("warning: thrashing") and "217,000" in w and "162,000" in w and "134%" in w
+    assert thrashing_warning({**s, "recomputed_tokens": int(THRASHING_SHARE * 162_000)}) is None   # at the limit
+    assert thrashing_warning({**s, "recomputed_tokens": 0}) is None
+    assert thrashing_warning({"total_output_tokens": 0, "recomputed_tokens": 5}) is None
+    assert THRASHING_SHARE == 0.25
+
+
+def test_trace_synth_span_says_the_rate_changed(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "t.jsonl"
+    code, so, se = run_cli(monkeypatch, capsys, "trace", "synth", "--rate", "4", "--num-requests", "41", "--span",
+                           "60", "--out", str(out))
+    assert code == 0, se
+    # 41 arrivals rescaled so the last is at 60 s: (41 - 1) / 60 req/s, not 4
+    assert "warning: --span 60 rescaled" in se and f"{40 / 60:.3f} req/s" in se and "--rate 4" in se
+    code, so, se = run_cli(monkeypatch, capsys, "trace", "synth", "--rate", "4", "--num-requests", "41", "--out",
+                           str(out))
+    assert code == 0 and "warning" not in se
+
+
+def test_run_says_where_every_file_went(monkeypatch, capsys, tmp_path):
+    ev, out = tmp_path / "ev.json", tmp_path / "run"
+    code, so, se = run_cli(monkeypatch, capsys, "run", "--trace", str(DATA / "closed_loop_tail.jsonl"), "--policy",
+                           "none", "--concurrency", "1", *FLAT20, "--out", str(out), "--trace-events", str(ev),
+                           "--result-format", "vllm", "--json")
+    assert code == 0, se
+    json.loads(so)                                      # stdout stays one JSON object
+    written = {line.rsplit("written to ", 1)[1] for line in se.splitlines() if "written to " in line}
+    on_disk = {str(p) for p in out.iterdir()} | {str(ev)}
+    assert written == on_disk

@@ -326,7 +326,7 @@ def test_request_goodput_table_hand_computed(tier_boundary_dir):
         request_goodput_table(old, {"tpot": 20})
 
 
-@pytest.mark.parametrize("width", [40, 80])
+@pytest.mark.parametrize("width", [40, 80, 200])
 def test_compare_table_shows_every_name_and_number_whole(regression_dir, width):
     from specsim.cli.sweep_cmd import _compare_row, compare_text
 
@@ -341,8 +341,8 @@ def test_compare_table_shows_every_name_and_number_whole(regression_dir, width):
                 assert tok in tokens, f"{tok!r} cut at width {width}"
     for name in ("tok/s/GPU", "TPS@match", "gain@match", "goodput*", "attain*", "infeasible:", "uncovered:"):
         assert name in tokens
-    # no line is wider than the width, except one holding a single word longer than it
-    assert all(len(line) <= width or len(line.split()) == 1 for line in text.splitlines())
+    # no line is wider than the width (the sweep's tmp path in the title is a word rich folds)
+    assert max(len(line) for line in text.splitlines()) <= width
 
 
 def test_cli_compare_goodput(tier_boundary_dir):

@@ -94,6 +94,17 @@ def test_show_terms_prints_every_term_and_writes_png(tmp_path):
     assert png.stat().st_size > 1000
 
 
+def test_show_writes_no_file_without_png(tmp_path, monkeypatch):
+    out = _analytic(tmp_path, "q.json", "--gpu", "h100")
+    monkeypatch.chdir(tmp_path)
+    before = set(tmp_path.iterdir())
+    for extra in ([], ["--terms"]):
+        r = RUN.invoke(app, ["profile", "show", str(out), *extra])
+        assert r.exit_code == 0, r.output
+        assert "written to" not in r.output
+    assert set(tmp_path.iterdir()) == before
+
+
 def test_show_terms_on_a_table_profile_fails_naming_step_model():
     r = RUN.invoke(app, ["profile", "show", "h100-llama2-7b-tp1", "--terms", "--png", "unused.png"])
     msg = _input_error(r)

@@ -9,6 +9,10 @@ that needs them, so ``specsim --help`` and ``specsim CMD --help`` load none of t
 Exit status of :func:`main`: 0 on success; 2 for a usage error (unknown option, bad value, missing
 argument) or a :class:`~specsim.errors.SpecsimInputError`, each printed as one line on stderr; 130 when
 interrupted (Ctrl-C); 1 when aborted; a command's own ``typer.Exit(code)`` otherwise.
+
+Only typer's public API is used (``typer.Typer``, ``typer.core.TyperGroup``, ``typer.Exit``, ``typer.Abort``):
+click's usage errors are recognised by their documented interface (``format_message()``, ``exit_code``),
+not by importing the click copy typer 0.29 vendors, so no typer version pin is needed.
 """
 
 from __future__ import annotations
@@ -16,16 +20,45 @@ from __future__ import annotations
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from specsim.errors import SpecsimInputError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+#: Commands listed first by ``specsim --help``, in this order (the everyday path: simulate, sweep, decide, show);
+#: the others follow alphabetically.
+FIRST_COMMANDS = ("run", "sweep", "compare", "recommend", "plot", "report")
+
+#: Metrics ``--goodput`` takes (vLLM's ``--goodput`` keys, as ``vllm bench serve`` names them).
+GOODPUT_KEYS = ("ttft", "tpot", "itl", "e2el")
+
+
+class _Commands(TyperGroup):
+    """The command list of ``specsim --help``: :data:`FIRST_COMMANDS` first, then the rest alphabetically."""
+
+    def list_commands(self, ctx) -> list[str]:
+        names = list(super().list_commands(ctx))
+        first = [n for n in FIRST_COMMANDS if n in names]
+        return first + sorted(n for n in names if n not in first)
+
+
+app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
                   help="Simulate speculative-decoding verification policies on LLM serving clusters.")
 
 #: Exit status of a usage error or a bad input (click's usage-error status).
 EXIT_USAGE = 2
 #: Exit status after Ctrl-C (128 + SIGINT), as typer returns it.
 EXIT_INTERRUPTED = 130
+
+
+def written_to(path, what: str = "", to_stderr: bool = False) -> None:
+    """Say where a command wrote a file: ``WHAT written to PATH`` (one line per file, every command).
+
+    Args:
+        path: the file or folder written.
+        what: what it holds (``"summary"``, ``"figure"``), or "" for the bare path.
+        to_stderr: print on stderr (commands whose stdout is JSON).
+    """
+    print(f"{what + ' ' if what else ''}written to {path}", file=sys.stderr if to_stderr else sys.stdout)
 
 
 def _register() -> None:
@@ -37,6 +70,25 @@ def _register() -> None:
     for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
         if mod.endswith("_cmd"):
             importlib.import_module(f"specsim.cli.{mod}")
+    _flags_as_flags(app)
+
+
+def _flags_as_flags(group: typer.Typer) -> None:
+    """Show every boolean option as a bare flag in ``--help`` (``--json``, not ``--json <bool>``).
+
+    typer 0.29 prints a ``<bool>`` type beside flags, which reads as if a value were expected (``--json true``
+    is an error); an empty metavar, set on each command's ``typer.Option`` of a ``bool`` parameter that has
+    none, shows the flag alone. Sub-groups (``specsim trace ...``) are walked too.
+    """
+    import inspect
+
+    for cmd in group.registered_commands:
+        for p in inspect.signature(cmd.callback).parameters.values():
+            info = p.default
+            if p.annotation in (bool, "bool") and isinstance(info, typer.models.OptionInfo) and info.metavar is None:
+                info.metavar = ""
+    for sub in group.registered_groups:
+        _flags_as_flags(sub.typer_instance)
 
 
 def _one_line(text: str) -> str:
@@ -44,7 +96,32 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _usage_error(e: typer.TyperException) -> int:
+def vllm_goodput_args(argv: list[str]) -> list[str]:
+    """Accept vLLM's ``--goodput ttft:500 tpot:10`` (one flag, several words) beside ``--goodput 'ttft:500 tpot:10'``.
+
+    ``vllm bench serve`` declares ``--goodput`` with ``nargs="+"``; click options take one value, so every
+    ``KEY:VALUE`` word (KEY in :data:`GOODPUT_KEYS`) that directly follows a ``--goodput`` value is turned
+    into a repeated ``--goodput KEY:VALUE``. Anything else is left as it is.
+
+    Args:
+        argv: the command line without the program name.
+
+    Returns:
+        The command line with each such word preceded by ``--goodput``.
+    """
+    out: list[str] = []
+    value_next = extra_ok = False       # the next word is --goodput's value / a KEY:VALUE word may follow one
+    for a in argv:
+        if extra_ok and a.split(":", 1)[0] in GOODPUT_KEYS and ":" in a:
+            out += ["--goodput", a]
+            continue
+        extra_ok = (value_next and a != "--goodput") or a.startswith("--goodput=")
+        value_next = a == "--goodput"
+        out.append(a)
+    return out
+
+
+def _usage_error(e: Exception) -> int:
     """Print a click/typer usage error as one stderr line; return its exit status (2 for usage errors).
 
     ``NoArgsIsHelpError`` (a group called without a command) is the exception: typer has already printed
@@ -69,7 +146,8 @@ def main() -> None:
     """
     try:
         _register()
-        rc = app(standalone_mode=False)    # a command's return value, or the code of a typer.Exit it raised
+        rc = app(args=vllm_goodput_args(sys.argv[1:]), prog_name="specsim",
+                 standalone_mode=False)    # a command's return value, or the code of a typer.Exit it raised
     except SpecsimInputError as e:
         print(f"specsim: error: {_one_line(e)}", file=sys.stderr)
         rc = EXIT_USAGE
@@ -80,6 +158,8 @@ def main() -> None:
         rc = 1
     except KeyboardInterrupt:               # outside a command; typer turns one inside into 130 itself
         rc = EXIT_INTERRUPTED
-    except typer.TyperException as e:       # click usage errors (typer vendors click)
+    except Exception as e:                 # click's usage errors, by their public interface (any typer version)
+        if not (callable(getattr(e, "format_message", None)) and hasattr(e, "exit_code")):
+            raise
         rc = _usage_error(e)
     sys.exit(rc if isinstance(rc, int) else 0)

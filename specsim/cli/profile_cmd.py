@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from specsim import fmt
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
 
@@ -23,14 +24,14 @@ def shared_root() -> Path:
 
 @profile_app.command("show")
 def show(path: str = typer.Argument(..., help="profile JSON file or bundled name"),
-         png: Path = typer.Option(None, help="PNG to write (default: FILE with .png)"),
+         png: Path = typer.Option(None, help="also write a PNG here (step time and SPS, or the stacked terms)"),
          min_rel: float = typer.Option(0.01, help="smallest step-time drop counted as an SPS rise"),
          terms: bool = typer.Option(False, "--terms", help="show the step model's terms (table + stacked plot)"),
          context: int = typer.Option(1024, help="with --terms: cached KV tokens per request"),
          tokens_per_request: int = typer.Option(1, help="with --terms: verified tokens per request "
                                                 "(1 = no speculation; gamma + 1 for a full verify)")) -> None:
-    """Print a profile and write a PNG of step time and SPS(B), marking where SPS rises again; with
-    ``--terms``, the step model's terms at each B instead (a table in ms and a stacked plot)."""
+    """Print a profile (step time and SPS per B, marking where SPS rises again); with ``--terms``, the step
+    model's terms at each B instead (a table in ms). ``--png FILE`` also draws it; nothing is written without it."""
     from specsim.hardware.profile import resolve_profile, sps_rise_points
 
     prof = resolve_profile(path)
@@ -46,25 +47,13 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
         _show_terms(prof, context, tokens_per_request, png)
         return
     rises = sps_rise_points(prof, min_rel)
-    typer.echo(f"{'B':>6} {'step_ms':>9} {'SPS':>8}")
-    for b, t in zip(prof.batch_tokens, prof.step_time_s):
-        mark = "  <- SPS rises" if b in rises else ""
-        typer.echo(f"{b:>6} {t * 1e3:>9.3f} {1 / t:>8.1f}{mark}")
+    typer.echo(fmt.table(["B", "step_ms", "SPS", "SPS rises"],
+                         [[fmt.value(int(b)), fmt.number(t * 1e3, 3), fmt.number(1 / t, 1), "yes" if b in rises else ""]
+                          for b, t in zip(prof.batch_tokens, prof.step_time_s)]))
     typer.echo(f"{len(rises)} points where SPS rises again (drop > {100 * min_rel:.0f}%): {rises.tolist()}")
-    out = png or Path(prof.source).with_suffix(".png") if prof.source.endswith(".json") else png
-    out = Path(out or "profile.png")
-    if out.parent.resolve() == Path(__file__).resolve().parents[1] / "data" / "profiles":
-        out = Path.cwd() / out.name  # never write into the installed package
-    _plot(prof, rises, out)
-    typer.echo(f"wrote {out}")
-
-
-def _out_png(prof, png: Path | None, suffix: str) -> Path:
-    """Where a profile's PNG goes: ``png``, else the profile file's name with ``suffix``, never inside the package."""
-    out = png or (Path(Path(prof.source).stem + suffix) if prof.source.endswith(".json") else Path(f"profile{suffix}"))
-    if out.parent.resolve() == Path(__file__).resolve().parents[1] / "data" / "profiles":
-        out = Path.cwd() / out.name
-    return out
+    if png is not None:
+        _plot(prof, rises, png)
+        typer.echo(f"figure written to {png}")
 
 
 def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -> None:
@@ -88,11 +77,12 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
     r = np.maximum(1, b // tokens_per_request)
     df = terms_table(sm, b, r, r * context)
     typer.echo(f"terms in ms per step (R = B / {tokens_per_request} requests, {context} cached tokens each):")
-    typer.echo(df.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    out = _out_png(prof, png, "-terms.png")
-    plot_step_terms(df, list(TERMS), out, title=f"{prof.metadata.get('name', prof.source)}: {context} cached "
-                    f"tokens/request, {tokens_per_request} token(s)/request")
-    typer.echo(f"wrote {out}")
+    typer.echo(fmt.table(list(df.columns), [[fmt.value(v) if not isinstance(v, float) else fmt.number(v, 3)
+                                              for v in row] for row in df.itertuples(index=False)]))
+    if png is not None:
+        plot_step_terms(df, list(TERMS), png, title=f"{prof.metadata.get('name', prof.source)}: {context} cached "
+                        f"tokens/request, {tokens_per_request} token(s)/request")
+        typer.echo(f"figure written to {png}")
 
 
 def _plot(prof, rises, out: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from specsim import fmt
-from specsim.cli import app
+from specsim.cli import app, written_to
 from specsim.errors import SpecsimInputError
 
 
@@ -30,6 +30,24 @@ WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_toke
                "output_throughput_per_gpu", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
                "mean_itl_ms", "mean_e2el_ms", "mean_tps_per_user", "mean_acceptance_length",
                "mean_verify_tokens_per_request", "good_requests", "request_goodput")
+
+#: Thrashing: a run warns when its recomputed tokens (prefill redone after KV preemptions) exceed this share of
+#: its output tokens. At 25% a quarter of the useful work is paid again, which a serving engineer would fix
+#: (fewer users per replica, more KV blocks) rather than report; vLLM's scheduler logs each preemption
+#: for the same reason (docs.vllm.ai, "Preemption" in the optimization guide).
+THRASHING_SHARE = 0.25
+
+
+def thrashing_warning(s: dict) -> str | None:
+    """The thrashing warning of run summary ``s``, or None when recomputed tokens stay within
+    :data:`THRASHING_SHARE` of ``total_output_tokens``."""
+    recomputed, output = s.get("recomputed_tokens") or 0, s.get("total_output_tokens") or 0
+    if output <= 0 or recomputed <= THRASHING_SHARE * output:
+        return None
+    return (f"warning: thrashing: {recomputed:,} tokens recomputed after {s.get('num_preemptions', 0):,} "
+            f"preemptions against {output:,} output tokens ({recomputed / output:.0%}, over the "
+            f"{THRASHING_SHARE:.0%} limit): the KV cache is too small for this load (fewer users or more KV blocks)")
+
 
 DOMAIN_COLUMNS = ("requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
                   "acceptance_rate")
@@ -74,6 +92,9 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
         parts.append(fmt.table([], [], width=width, notes=[
             f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
             "capacity (see unservable_requests in --json, or unservable_reason in requests.parquet with --out)"]))
+    thrash = thrashing_warning(s)
+    if thrash:
+        parts.append(fmt.table([], [], width=width, notes=[thrash]))
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
     if notices:
         parts.append(fmt.table([], [], width=width, notes=notices))
@@ -121,8 +142,8 @@ def run(
         "processed, so a request that finishes exactly at T is completed; requests still running are unfinished."),
     goodput: list[str] = typer.Option(
         [], "--goodput", help="Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' "
-        "(quoted, or repeat the option); a request is good when every given limit holds; adds good_requests and "
-        "request_goodput (good requests/s)."),
+        "(quoted, unquoted as vLLM takes it, or the option repeated); a request is good when every given limit "
+        "holds; adds good_requests and request_goodput (good requests/s)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write summary.json and Parquet records here."),
     result_format: Optional[str] = typer.Option(None, "--result-format", help="vllm: also write <out>/vllm_result.json"
@@ -174,19 +195,24 @@ def run(
     if trace_events is not None:
         from specsim.analysis.trace_events import write_trace_events
         write_trace_events(res.steps, trace_events, f"specsim run: {res.summary['policy']}")
+        written_to(trace_events, "Chrome trace events (Perfetto)", to_stderr=True)
     if out is not None:
         res.save(out)
-        write_result_format(res, result_format, out)
+        for name in ("summary.json", "requests.parquet", "steps.parquet", "step_log.parquet"):
+            if (Path(out) / name).is_file():
+                written_to(Path(out) / name, to_stderr=True)
+        vllm = write_result_format(res, result_format, out)
+        if vllm is not None:
+            written_to(vllm, "vllm bench serve result", to_stderr=True)
         if csv:
             from specsim.analysis.tables_out import write_run_csv
-            write_run_csv(res.summary, res.requests, res.steps, out)
+            for p in write_run_csv(res.summary, res.requests, res.steps, out):
+                written_to(p, to_stderr=True)
     if as_json:
         print(json.dumps(res.summary, default=float))
     else:
-        print(res.summary["kv_capacity"]["describe"])
+        print(fmt.table([], [], notes=[res.summary["kv_capacity"]["describe"]]))
         print(summary_text(res.summary, percentiles=pcts))
-        if out is not None:
-            print(f"records written to {out}")
 
 
 def _check_conflicts(policy: str, concurrency: int | None, rate_scale: float | None, gamma: int | None,

@@ -1,8 +1,8 @@
 """``specsim sweep``, ``specsim compare``, ``specsim plot``: load sweeps, SLA-tier tables, figures.
 
-The command line's side of sweeps lives here: parsing comma lists (``1,2,4,...,256``) and the progress
-bar, drawn from the library's progress callback. Top-level imports stay light (typer and the standard
-library; specsim.errors is imported with the package anyway): the library, rich and pandas are
+The command line's side of sweeps lives here: parsing comma lists (``1,2,4,...,256``) and the tables; the
+progress bar is :class:`specsim.progress.ProgressBar`, fed by the library's progress callback. Top-level
+imports stay light (typer and the standard library; specsim.errors is imported with the package anyway): the library, rich and pandas are
 imported inside the commands, so ``specsim --help`` does not pay for them.
 """
 
@@ -24,8 +24,9 @@ _fmt = fmt.number
 
 _PCT_HELP = ("Latency percentiles, as vllm bench serve: '50,90,99' (TTFT, TPOT, E2EL per load point; tables, "
              "--json and --csv).")
-_GOODPUT_HELP = ("Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' (quoted, or repeat "
-                 "the option); a request is good when every given limit holds; request_goodput = good requests/s.")
+_GOODPUT_HELP = ("Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' (quoted, unquoted "
+                 "as vLLM takes it, or the option repeated); a request is good when every given limit holds; "
+                 "request_goodput = good requests/s.")
 
 
 # --------------------------------------------------------------------------------------------- lists
@@ -102,48 +103,6 @@ def _progression(start: float, end: float, step: Callable[[float], float]) -> li
     return None
 
 
-# --------------------------------------------------------------------------------------------- progress
-class _ProgressBar:
-    """A rich progress bar on stderr (points done / total, elapsed, ETA, the point(s) running now).
-
-    Use as a context manager; the object itself is the library's progress callback
-    (:class:`specsim.sweep.SweepProgress` reports). Disabled, it draws nothing.
-    """
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bar: Any = None
-
-    def __enter__(self) -> "_ProgressBar":
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
-            # no refresh thread: the process pool forks workers, which must not inherit a held lock
-            self.bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
-                                console=Console(stderr=True), transient=False, auto_refresh=False)
-            self.bar.__enter__()
-            self.task = None
-        return self
-
-    def __call__(self, ev) -> None:
-        if self.bar is None:
-            return
-        more = f" (+{len(ev.running) - 1})" if len(ev.running) > 1 else ""
-        desc = (ev.running[0].label() + more) if ev.running else ""
-        if self.task is None:   # the first report: the total and the points finished before this run
-            self.task = self.bar.add_task(desc, total=ev.total, completed=ev.done)
-        self.bar.update(self.task, total=ev.total, completed=ev.done, description=desc)
-        self.bar.refresh()
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            if self.task is not None:
-                self.bar.update(self.task, description="")
-            self.bar.__exit__(*exc)
-
-
 # --------------------------------------------------------------------------------------------- sweep
 def _spec(policies: str, concurrency: str | None, rate_scales: str | None, seeds: int, base_seed: int,
           gamma: str | None, threshold: str | None, **rest: Any):
@@ -218,7 +177,8 @@ def sweep(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
-    with _ProgressBar(not quiet) as bar:
+    from specsim.progress import ProgressBar
+    with ProgressBar("sweep", "points", enabled=not quiet) as bar:
         if auto:
             ids = _run_auto(spec, auto, tiers, max_load, scen, tr, out, run_kw, bar, quiet)
         else:
@@ -229,7 +189,7 @@ def sweep(
     if not auto:
         print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
               + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
-              + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; results in {out}")
+              + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; records written to {out / 'points'}")
     recs = load_records(out, ids)
     df = results_frame(recs)
     if csv:
@@ -320,13 +280,20 @@ def spread_text(df, width: int | None = None) -> str:
 
     if df.empty or not (df.status == "ok").any():
         return ""
-    rows = [[r.curve, f"{r.load:g}", str(r.num_seeds),
-             f"{fmt.number(r.mean_tps_per_user_mean)} +- {fmt.number(r.mean_tps_per_user_std)}",
-             f"{fmt.number(r.output_throughput_per_gpu_mean, 0)} +- {fmt.number(r.output_throughput_per_gpu_std, 0)}",
-             fmt.number(r.mean_verify_tokens_per_request_mean, 2)] for _, r in seed_spread(df).iterrows()]
-    return fmt.table(["curve", "load", "seeds", "TPS/user", "tok/s/GPU", "verify tok/req"], rows, keys=2,
-                     width=width, title="seed spread per load point (mean +- std over seeds; closed loop: the "
-                                        "measurement window)")
+    sp = seed_spread(df)
+    multi = bool((sp.num_seeds > 1).any())          # a spread exists only with two or more seeds
+    rows = []
+    for _, r in sp.iterrows():
+        row = [r.curve, f"{r.load:g}", str(r.num_seeds), fmt.number(r.mean_tps_per_user_mean)]
+        row += [fmt.number(r.mean_tps_per_user_std) if r.num_seeds > 1 else fmt.MISSING] if multi else []
+        row += [fmt.number(r.output_throughput_per_gpu_mean, 0)]
+        row += [fmt.number(r.output_throughput_per_gpu_std, 0) if r.num_seeds > 1 else fmt.MISSING] if multi else []
+        rows.append(row + [fmt.number(r.mean_verify_tokens_per_request_mean, 2)])
+    cols = ["curve", "load", "seeds", "TPS/user"] + (["+-std"] if multi else []) + ["tok/s/GPU"]
+    cols += (["+-std"] if multi else []) + ["verify tok/req"]
+    what = "mean and std over seeds" if multi else "one seed: no spread"
+    return fmt.table(cols, rows, keys=2, width=width,
+                     title=f"per load point ({what}; closed loop: the measurement window)")
 
 
 def failed_text(df, width: int | None = None) -> str:

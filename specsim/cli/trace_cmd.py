@@ -197,6 +197,21 @@ def synth(
                         questions_per_group=questions_per_group)
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
+    if span is not None:
+        typer.echo(span_warning(trace, rate, span), err=True)
+
+
+def span_warning(trace, rate: float, span: float) -> str:
+    """The warning ``trace synth --span`` prints: the arrivals were rescaled, so the trace's rate is not --rate.
+
+    ``--span`` stretches or squeezes the drawn arrival times so the last one lands at ``span`` seconds;
+    the mean rate becomes (requests - 1) / span whatever ``--rate`` was (``trace_stats``' rate).
+    """
+    from specsim.workload.trace import trace_stats
+
+    st = trace_stats(trace)
+    return (f"warning: --span {span:g} rescaled the arrivals: the trace's mean rate is "
+            f"{fmt.number(st['rate_req_per_s'], 3)} req/s, not --rate {rate:g} (leave --span out to keep the rate)")
 
 
 @trace_app.command("stats")
@@ -205,9 +220,6 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Count, span, rate, inter-arrival CV and per-domain prompt/output lengths of a trace."""
-    from rich.console import Console
-    from rich.table import Table
-
     from specsim.workload.trace import load_trace, trace_stats
 
     trace = load_trace(file)
@@ -215,16 +227,11 @@ def stats(
     if as_json:
         typer.echo(json.dumps({"file": str(file), "content_hash": trace.content_hash(), **st}))
         return
-    console = Console()
-    console.print(f"[bold]{file}[/bold]  {st['num_requests']:,} requests, span "
-                  f"{fmt.number(st['span_s'], 3)} s, rate {fmt.number(st['rate_req_per_s'], 3)} req/s, "
-                  f"inter-arrival CV {fmt.number(st['interarrival_cv'], 3)}", soft_wrap=True)  # never wrapped
-    table = Table(title="Lengths per domain (tokens; in = prompt, out = output)")
-    for col in ("domain", "n", "share", "in mean", "in p50", "in p99",
-                "out mean", "out p50", "out p99"):
-        table.add_column(col, justify="left" if col == "domain" else "right")
-    for name, row in st["domains"].items():
-        table.add_row(name, fmt.value(row["num_requests"]), fmt.percent(row["num_requests"] / st["num_requests"]),
-                      *(fmt.number(row[f"{k}_{s}"], 0) for k in ("prompt", "output")
-                        for s in ("mean", "p50", "p99")))
-    console.print(table)
+    rows = [[name, fmt.value(row["num_requests"]), fmt.percent(row["num_requests"] / st["num_requests"]),
+             *(fmt.number(row[f"{k}_{s}"], 0) for k in ("prompt", "output") for s in ("mean", "p50", "p99"))]
+            for name, row in st["domains"].items()]
+    print(fmt.table(["domain", "n", "share", "in mean", "in p50", "in p99", "out mean", "out p50", "out p99"], rows,
+                    title=f"{file}: {st['num_requests']:,} requests, span {fmt.number(st['span_s'], 3)} s, rate "
+                          f"{fmt.number(st['rate_req_per_s'], 3)} req/s, inter-arrival CV "
+                          f"{fmt.number(st['interarrival_cv'], 3)}; lengths per domain (tokens; in = prompt, "
+                          "out = output)"))

@@ -6,19 +6,13 @@ command, so ``specsim tune --help`` loads no numeric library.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from specsim import fmt
 from specsim.cli import app
-
-
-def _fmt(v, digits: int = 0) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return f"{v:,.{digits}f}"
 
 
 @app.command()
@@ -48,8 +42,6 @@ def tune(
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
-    from rich.console import Console
-
     from specsim.cli.sweep_cmd import parse_list
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
@@ -63,22 +55,20 @@ def tune(
                     requests_per_user=requests_per_user, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
-    console = Console(stderr=True)
-    live = not quiet and console.is_terminal          # a counter on a terminal only, as sweeps draw a bar
-
-    def progress(n: int) -> None:
-        console.file.write(f"\rtune: {n} points simulated")
-        console.file.flush()
-    res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs,
-                   progress=progress if live else None)
-    if live:
-        console.file.write("\n")
+    from specsim.progress import ProgressBar
+    # the search stops once each tier's pick is bracketed: the full grid is an upper bound (so is the ETA)
+    with ProgressBar("tune", "points", enabled=not quiet,
+                     total_note="at most; the search stops early" if method == "search" else "") as bar:
+        bar.update(0, spec.grid_runs)
+        res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs,
+                       progress=lambda n: bar.update(n))
     names = tuple(p.strip() for p in (policy if untuned is None else untuned).split(",") if p.strip())
     untuned_ids: list[str] = []
     if names:
-        sw = run_sweep(SweepSpec(policies=names, concurrency=spec.loads, seeds=spec.seeds, num_requests=num_requests,
-                                 requests_per_user=requests_per_user, drafter=drafter),
-                       scen, tr, out, executor=executor, jobs=jobs, progress=False)
+        with ProgressBar("untuned", "points", enabled=not quiet) as bar:
+            sw = run_sweep(SweepSpec(policies=names, concurrency=spec.loads, seeds=spec.seeds,
+                                     num_requests=num_requests, requests_per_user=requests_per_user, drafter=drafter),
+                           scen, tr, out, executor=executor, jobs=jobs, progress=bar)
         untuned_ids = [p.id for p in sw.points]
     path = write_tuned(out, res, untuned_ids)
     if quiet:
@@ -87,27 +77,32 @@ def tune(
     _print_result(res, path, len(untuned_ids))
 
 
-def _print_result(res, path: Path, num_untuned: int) -> None:
-    """The per-tier picks, the runs used against the full grid, and where the result is."""
-    from rich.console import Console
-    from rich.table import Table
-
+def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> str:
+    """The per-tier picks, the runs used against the full grid, and where the result is, as text
+    (:func:`specsim.fmt.table`; ``width``: characters to fit, None: the terminal's)."""
     k = res.spec.knob.name
-    t = Table(title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
-    for c in ["tier", "status", k, "tok/s/GPU", "std (n)", "2nd", "2nd tok/s", "wins", "signif."]:
-        t.add_column(c, justify="right", no_wrap=True)
+    multi = len(res.spec.seeds) > 1
+    cols = ["tier", "status", k, "tok/s/GPU"] + (["+-std", "seeds"] if multi else []) + ["2nd", "2nd tok/s"]
+    cols += ["wins", "signif."] if multi else []
+    rows = []
     for r in res.tiers:
-        t.add_row(f"{r.tier:g}", r.status, "-" if r.value is None else f"{r.value:g}", _fmt(r.throughput_per_gpu),
-                  f"{_fmt(r.throughput_std)} ({r.num_seeds})", "-" if r.runner_up is None else f"{r.runner_up:g}",
-                  _fmt(r.runner_up_throughput), f"{r.seed_wins}/{len(res.spec.seeds)}",
-                  "yes" if r.significant else "no")
-    console = Console()
-    if not console.is_terminal:                     # a pipe or file: no terminal width to fit, keep every cell whole
-        console = Console(width=max(console.width, 120))
-    console.print(t)
-    console.print(f"{res.num_runs} simulated points of the {res.grid_runs}-point knob x load grid "
-                  f"({res.num_runs / res.grid_runs:.0%}; {res.computed} computed now, {res.reused} reused)"
-                  + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result in {path}")
-    console.print("std (n): standard deviation over the n seeds whose own frontier reaches the tier; 2nd: the "
-                  "runner-up value; wins: seeds where the pick beats it; signif.: their mean difference exceeds two "
-                  "standard errors. uncovered: even the heaviest load beats the tier (a lower bound: add loads).")
+        row = [f"{r.tier:g}", r.status, "-" if r.value is None else f"{r.value:g}", fmt.number(r.throughput_per_gpu, 0)]
+        row += [fmt.number(r.throughput_std, 0), str(r.num_seeds)] if multi else []
+        row += ["-" if r.runner_up is None else f"{r.runner_up:g}", fmt.number(r.runner_up_throughput, 0)]
+        row += [f"{r.seed_wins}/{len(res.spec.seeds)}", "yes" if r.significant else "no"] if multi else []
+        rows.append(row)
+    notes = [f"{res.num_runs} simulated points of the {res.grid_runs}-point knob x load grid "
+             f"({res.num_runs / res.grid_runs:.0%}; {res.computed} computed now, {res.reused} reused)"
+             + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result written to {path}",
+             "2nd: the runner-up value; uncovered: even the heaviest load beats the tier (a lower bound: add loads)."]
+    if multi:
+        notes.append("+-std, seeds: standard deviation over the seeds whose own frontier reaches the tier; wins: "
+                     "seeds where the pick beats the runner-up; signif.: their mean difference exceeds two standard "
+                     "errors.")
+    return fmt.table(cols, rows, keys=1, width=width, notes=notes,
+                     title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
+
+
+def _print_result(res, path: Path, num_untuned: int) -> None:
+    """Print :func:`result_text` at the terminal's width."""
+    print(result_text(res, path, num_untuned))

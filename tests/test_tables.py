@@ -1,0 +1,48 @@
+"""The one table renderer (specsim.fmt.table) at 40, 80 and 200 columns, and the sweep's seed-spread table."""
+
+from __future__ import annotations
+
+import pytest
+
+from specsim import fmt
+from specsim.cli.sweep_cmd import spread_text
+from specsim.sweep import results_frame, seed_spread
+from test_frontier import synthetic_records
+
+WIDTHS = [40, 80, 200]
+
+
+def _numbers(text: str) -> set[str]:
+    return set(text.replace(" / ", " ").split())
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_spread_table_fits_and_keeps_every_number(width):
+    df = results_frame(synthetic_records())
+    text = spread_text(df, width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    tokens = _numbers(text)
+    for _, r in seed_spread(df).iterrows():
+        assert {r.curve, f"{r.load:g}", fmt.number(r.mean_tps_per_user_mean), fmt.number(r.mean_tps_per_user_std),
+                fmt.number(r.output_throughput_per_gpu_mean, 0), fmt.number(r.output_throughput_per_gpu_std, 0),
+                fmt.number(r.mean_verify_tokens_per_request_mean, 2)} <= tokens
+
+
+def test_spread_table_shows_no_spread_with_one_seed():
+    df = results_frame(synthetic_records())
+    one = spread_text(df[df.seed == 0], 200)
+    assert "+-" not in one and "std" not in one.split() and "one seed" in one
+    # two seeds: the std columns are there, seeds +-1 around the mean (the records' construction): std sqrt(2)
+    two = spread_text(df, 200)
+    assert two.count("+-std") == 2 and fmt.number(2 ** 0.5) in two.split()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_numbers_are_never_wrapped_even_when_the_text_is(width):
+    cols = ["policy", "note", "tok/s/GPU", "gain"]
+    rows = [["dspark-async tuned threshold", "a long free-text note that has to wrap at narrow widths",
+             "12,345,678", "+123.4%"], ["mtp1", "baseline", "9,876", "-"]]
+    text = fmt.table(cols, rows, keys=1, width=width, title="t")
+    assert max(len(line) for line in text.splitlines()) <= width
+    tokens = _numbers(text)
+    assert {"12,345,678", "+123.4%", "9,876", "dspark-async", "threshold", "mtp1"} <= tokens
