@@ -117,18 +117,31 @@ def _rule_box():
     return Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 
 
-def _rich_table(columns: list[str], body: list[list[str]], idx: list[int], keys: int):
-    """A rich ``Table`` of the columns ``idx``: keys left-aligned; numbers right-aligned, never wrapped; no
-    column narrower than its longest word (so wrapping happens at spaces only)."""
+def _widths(columns: list[str], body: list[list[str]], idx: list[int], keys: int, width: int) -> list[int]:
+    """Each column's width: its natural width (widest cell or header) when the table fits ``width``, else the
+    text columns narrowed, widest first, down to their longest word until it fits (numbers keep theirs)."""
+    least = [_least_width(columns, body, i, keys) for i in idx]
+    w = [max([len(columns[i])] + [len(r[i]) for r in body]) for i in idx]
+    excess = sum(w) + 2 * (len(idx) - 1) - width
+    while excess > 0:
+        room = [j for j in range(len(w)) if w[j] > least[j]]
+        if not room:
+            break
+        j = max(room, key=lambda j: w[j])
+        w[j] -= 1
+        excess -= 1
+    return w
+
+
+def _rich_table(columns: list[str], body: list[list[str]], idx: list[int], keys: int, width: int = 10 ** 6):
+    """A rich ``Table`` of the columns ``idx`` at the widths of :func:`_widths`: keys left-aligned; numbers
+    right-aligned, never wrapped; text wrapped at spaces only (no column narrower than its longest word)."""
     from rich.table import Table
 
     t = Table(box=_rule_box(), show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))   # + the divider: 2 spaces
-    for i in idx:
-        cells = [r[i] for r in body]
-        numeric = i >= keys and all(_is_number(c) for c in cells)
-        least = _least_width(columns, body, i, keys)
-        t.add_column(columns[i], justify="right" if numeric else "left", no_wrap=numeric, overflow="fold",
-                     min_width=least)                          # rich adds the padding to min_width
+    for i, w in zip(idx, _widths(columns, body, idx, keys, width)):
+        numeric = i >= keys and all(_is_number(r[i]) for r in body)
+        t.add_column(columns[i], justify="right" if numeric else "left", no_wrap=numeric, overflow="fold", width=w)
     for r in body:
         t.add_row(*(r[i] for i in idx))
     return t
@@ -199,7 +212,7 @@ def table(columns, rows, *, title: str | None = None, width: int | None = None, 
             if len(g) == 1 and keys and not _fits(cols, body, idx, keys, width):
                 console.print(_stacked(cols, body, g[0], keys))
             else:
-                console.print(_rich_table(cols, body, idx, keys))
+                console.print(_rich_table(cols, body, idx, keys, width))
     for note in notes:
         console.print(Text(str(note)), overflow="fold")
     lines = [line.rstrip() for line in console.file.getvalue().splitlines()]

@@ -46,3 +46,17 @@ def test_numbers_are_never_wrapped_even_when_the_text_is(width):
     assert max(len(line) for line in text.splitlines()) <= width
     tokens = _numbers(text)
     assert {"12,345,678", "+123.4%", "9,876", "dspark-async", "threshold", "mtp1"} <= tokens
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_several_text_columns_narrow_before_any_number(width):
+    # import-results' layout: three key columns of text (one with spaces) and two number columns
+    cols = ["file", "tool", "load", "TPS/user", "tok/s per GPU", "TPS/user from"]
+    rows = [["guidellm_report.json", "guidellm", "constant rate 3.0 req/s", "50.0", "150.0", "1000 / mean TPOT"],
+            ["vllm_bench_serve_c16.json", "vllm", "concurrency 16", "50.0", "300.0", "1000 / mean TPOT"]]
+    text = fmt.table(cols, rows, keys=3, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    tokens = _numbers(text)
+    assert {"150.0", "300.0", "50.0", "guidellm_report.json", "vllm_bench_serve_c16.json", "concurrency"} <= tokens
+    assert all(len(line.split()) for line in text.splitlines() if "GPU" in line)   # the header is whole
+    assert "GPU" in tokens and "tok/s" in tokens

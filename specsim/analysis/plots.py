@@ -10,6 +10,17 @@
 * :func:`plot_throughput_vs_load`: throughput per GPU vs concurrency (or rate scale).
 * :func:`plot_tuned_frontiers`: the untuned curves' frontiers with each tuned frontier (specsim.sweep.tune)
   drawn over them: its throughput per tier (seed std as error bars), each point labelled with its knob value.
+
+Every figure follows the same rules: SLA tiers are dotted verticals labelled with their value; the title says
+what was swept (curves, load range, seeds); tick labels are plain numbers (``1 2 4 8``, not ``2^0``); error
+bars, and their legend glyphs, only where there are two or more seeds; legends sit outside the axes, right
+of the plot, so they never cover data.
+
+One TPS/user estimator per figure (:func:`tps_estimator`): the simulator's is the mean over requests of each
+request's TPS/user (``mean_tps_per_user``); a ``vllm bench serve`` summary file without ``--save-detailed``
+gives only mean TPOT, so when a drawn measured point has only that, every point of the figure, simulated
+ones included, uses 1000 / mean TPOT (the x-axis label says which). The two differ by Jensen's inequality
+(1000 / mean TPOT <= the per-request mean).
 """
 
 from __future__ import annotations
@@ -23,8 +34,37 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from specsim.analysis.frontier import X, Y, frontiers  # noqa: E402
+from specsim.analysis.frontier import X, Y, Frontier, frontiers  # noqa: E402
 from specsim.sweep import results_frame, seed_spread  # noqa: E402
+
+
+#: The two TPS/user estimators (see the module docstring): label -> x-axis text.
+ESTIMATORS = {"per-request": "TPS/user (tok/s; mean over requests of each request's TPS/user)",
+              "1000 / mean TPOT": "TPS/user (tok/s; 1000 / mean TPOT, as vllm bench serve summaries give it)"}
+#: The column of a results frame holding the 1000 / mean TPOT estimator.
+X_TPOT = "tps_per_user_from_mean_tpot"
+
+
+def tps_estimator(measured: Sequence[Any]) -> str:
+    """The TPS/user estimator of a frontier figure: ``"per-request"`` unless a drawn measured point only has
+    ``"1000 / mean TPOT"`` (:class:`specsim.analysis.results.MeasuredPoint.tps_per_user_basis`)."""
+    drawn = [p for p in measured if p.tps_per_user is not None and p.throughput_per_gpu is not None]
+    return "1000 / mean TPOT" if any(p.tps_per_user_basis != "per-request" for p in drawn) else "per-request"
+
+
+def swept_title(name: str, records: list[dict[str, Any]]) -> str:
+    """What a sweep folder swept, for a figure title: ``NAME: curves; closed loop 1-64 users; 3 seeds``."""
+    df = results_frame(records)
+    if df.empty:
+        return name
+    parts = [", ".join(sorted(df.curve.unique()))]
+    for mode, sub in df.groupby("mode", sort=True):
+        lo, hi = sub.load.min(), sub.load.max()
+        span = f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+        parts.append(f"closed loop {span} users" if mode == "closed" else f"open loop x{span} rate")
+    n = df.seed.nunique()
+    parts.append(f"{n} seed{'s' if n > 1 else ''}")
+    return f"{name}: " + "; ".join(parts)
 
 
 def _colors(curves: Sequence[str]) -> dict[str, Any]:
@@ -37,23 +77,41 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
     """Throughput per GPU vs TPS/user, one panel per (title, records) pair; returns the PNG path.
 
     ``measured``: :class:`specsim.analysis.results.MeasuredPoint` objects drawn on every panel (points without
-    TPS/user or throughput are skipped).
+    TPS/user or throughput are skipped). Simulated and measured points share one TPS/user estimator
+    (:func:`tps_estimator`); a panel's title is :func:`swept_title` of its name.
     """
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
+    est = tps_estimator(measured)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.4 * len(panels), 4.6), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
-        sp = seed_spread(results_frame(recs))
+        sp, fr, x_col = _spread_and_frontiers(recs, est)
         colors = _colors(sp.curve.unique())
-        for curve, f in frontiers(sp).items():
+        for curve, f in fr.items():
             sub = sp[sp.curve == curve]
             c = colors[curve]
-            x, y = sub[f"{X}_mean"].to_numpy(), sub[f"{Y}_mean"].to_numpy()
-            xerr = np.abs(np.vstack([x - sub[f"{X}_min"], sub[f"{X}_max"] - x]))
-            yerr = np.abs(np.vstack([y - sub[f"{Y}_min"], sub[f"{Y}_max"] - y]))
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=3.5, color=c, alpha=0.45, lw=0.8)
+            x, y = sub[f"{x_col}_mean"].to_numpy(), sub[f"{Y}_mean"].to_numpy()
+            if (sub.num_seeds > 1).any():
+                xerr = np.abs(np.vstack([x - sub[f"{x_col}_min"], sub[f"{x_col}_max"] - x]))
+                yerr = np.abs(np.vstack([y - sub[f"{Y}_min"], sub[f"{Y}_max"] - y]))
+                ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=3.5, color=c, alpha=0.45, lw=0.8)
+            else:
+                ax.plot(x, y, "o", ms=3.5, color=c, alpha=0.45)
             ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
         _draw_measured(ax, measured)
-        _frontier_axes(ax, title, tiers)
+        _frontier_axes(ax, swept_title(title, recs), tiers, ESTIMATORS[est])
     return _save(fig, out_png)
+
+
+def _spread_and_frontiers(recs: list[dict[str, Any]], estimator: str):
+    """Seed spread and frontiers of ``recs`` on the TPS/user ``estimator``; returns (spread, frontiers, x column)."""
+    df = results_frame(recs)
+    if estimator == "per-request":
+        sp = seed_spread(df)
+        return sp, frontiers(sp), X
+    df[X_TPOT] = 1000.0 / df["mean_tpot_ms"]
+    sp = seed_spread(df, [X_TPOT, Y])
+    fr = {str(c): Frontier.from_points(str(c), sub[f"{X_TPOT}_mean"].to_numpy(), sub[f"{Y}_mean"].to_numpy(),
+                                       sub["load"].to_numpy()) for c, sub in sp.groupby("curve", sort=True)}
+    return sp, fr, X_TPOT
 
 
 def _draw_measured(ax, measured: Sequence[Any]) -> None:
@@ -72,29 +130,51 @@ def _per_load(records: list[dict[str, Any]], metric: str, ax, ylabel: str) -> No
     colors = _colors(sp.curve.unique())
     for curve, sub in sp.groupby("curve", sort=True):
         sub = sub.sort_values("load")
-        ax.errorbar(sub["load"], sub[f"{metric}_mean"], yerr=sub[f"{metric}_std"], marker="o", ms=3.5,
-                    color=colors[curve], lw=1.5, capsize=2, label=curve)
+        if (sub.num_seeds > 1).any():       # error bars (and their legend glyph) only with a spread to show
+            ax.errorbar(sub["load"], sub[f"{metric}_mean"], yerr=sub[f"{metric}_std"], marker="o", ms=3.5,
+                        color=colors[curve], lw=1.5, capsize=2, label=curve)
+        else:
+            ax.plot(sub["load"], sub[f"{metric}_mean"], marker="o", ms=3.5, color=colors[curve], lw=1.5, label=curve)
     modes = set(sp["mode"])
     ax.set_xscale("log", base=2)
+    _plain_ticks(ax.xaxis, sorted(sp["load"].unique()))
     ax.set_xlabel("concurrent requests per cluster" if modes == {"closed"} else "load (concurrency or rate scale)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
+
+
+def _plain_ticks(axis, values: Sequence[float]) -> None:
+    """Tick a log axis at the swept values, written as plain numbers (``1 2 4 8``, not ``2^0 .. 2^3``)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    vals = [float(v) for v in values if v > 0]
+    if len(vals) > 12:                       # keep about a dozen labels
+        vals = vals[::int(np.ceil(len(vals) / 12))]
+    axis.set_major_locator(FixedLocator(vals))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+
+
+def _legend_outside(ax) -> None:
+    """The legend right of the axes (never over the data); nothing when no artist is labelled."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
 
 
 def plot_budget(records: list[dict[str, Any]], out_png: str | Path, title: str = "") -> Path:
     """Mean verify tokens per request (1 + l_r, mean over request-steps) vs load, seed mean +- std."""
-    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    fig, ax = plt.subplots(figsize=(7.4, 4.4))
     _per_load(records, "mean_verify_tokens_per_request", ax, "mean verify tokens per request")
-    ax.set_title(title or "verification budget per request")
+    ax.set_title(title or "verification budget per request", fontsize=10)
     return _save(fig, out_png)
 
 
 def plot_throughput_vs_load(records: list[dict[str, Any]], out_png: str | Path, title: str = "") -> Path:
     """Output throughput per GPU vs load, seed mean +- std."""
-    fig, ax = plt.subplots(figsize=(6.2, 4.4))
+    fig, ax = plt.subplots(figsize=(7.4, 4.4))
     _per_load(records, Y, ax, "output throughput per GPU (tok/s)")
-    ax.set_title(title or "throughput vs load")
+    ax.set_title(title or "throughput vs load", fontsize=10)
     return _save(fig, out_png)
 
 
@@ -102,7 +182,7 @@ def _save(fig, out_png: str | Path) -> Path:
     p = Path(out_png)
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(p, dpi=130)
+    fig.savefig(p, dpi=130, bbox_inches="tight")        # keeps the legends outside the axes in the file
     plt.close(fig)
     return p
 
@@ -119,7 +199,7 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
     Returns:
         The PNG path.
     """
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7.4 * len(panels), 4.6), squeeze=False)
     for ax, (title, recs, tuned) in zip(axes[0], panels):
         if recs:
             sp = seed_spread(results_frame(recs))
@@ -131,24 +211,34 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
             x = np.array([r["tier"] for r in ok], float)
             y = np.array([r["throughput_per_gpu"] for r in ok], float)
             e = np.array([r["throughput_std"] if r["throughput_std"] is not None else 0.0 for r in ok], float)
-            ax.errorbar(x, y, yerr=e, fmt="D--", ms=6, color="black" if i == 0 else plt.get_cmap("Dark2")(i),
-                        lw=1.6, capsize=3, label=t["curve"])
-            for r in ok:
+            color = "black" if i == 0 else plt.get_cmap("Dark2")(i)
+            if len(t["spec"].get("seeds", ())) > 1:
+                ax.errorbar(x, y, yerr=e, fmt="D--", ms=6, color=color, lw=1.6, capsize=3, label=t["curve"])
+            else:
+                ax.plot(x, y, "D--", ms=6, color=color, lw=1.6, label=t["curve"])
+            for j, r in enumerate(ok):      # alternate above / below, shifted per tuned curve: no overlap
+                dy = (10 + 9 * i) * (1 if j % 2 == 0 else -1)
                 ax.annotate(f"{t['spec']['knob']['name']}={r['value']:g}", (r["tier"], r["throughput_per_gpu"]),
-                            textcoords="offset points", xytext=(5, 6), fontsize=7)
-        _frontier_axes(ax, title, tiers)
+                            textcoords="offset points", xytext=(4, dy), fontsize=7, va="center", color=color,
+                            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+        _frontier_axes(ax, swept_title(title, recs) if recs else title, tiers)
     return _save(fig, out_png)
 
 
-def _frontier_axes(ax, title: str, tiers) -> None:
-    """Tier lines, axis labels, title, grid and legend of one frontier panel."""
+def _frontier_axes(ax, title: str, tiers, xlabel: str = ESTIMATORS["per-request"]) -> None:
+    """Labelled tier lines, axis labels, title, grid and the legend (outside) of one frontier panel."""
+    from matplotlib.transforms import blended_transform_factory
+
+    top = blended_transform_factory(ax.transData, ax.transAxes)       # x in data, y in axes fraction
     for t in tiers:
         ax.axvline(t, color="0.5", ls=":", lw=1)
-    ax.set_xlabel("TPS/user (tok/s, mean over requests)")
+        ax.text(t, 0.99, f" SLA {t:g} tok/s", transform=top, rotation=90, va="top", ha="right", fontsize=7,
+                color="0.35")
+    ax.set_xlabel(xlabel, fontsize=9)
     ax.set_ylabel("output throughput per GPU (tok/s)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
 
 
 def plot_step_terms(df, terms: list[str], out, title: str = "") -> None:
@@ -169,7 +259,8 @@ def plot_step_terms(df, terms: list[str], out, title: str = "") -> None:
     ax.set_xlabel("B (tokens in the step)")
     ax.set_ylabel("step time (ms)")
     ax.set_title(title, fontsize=9)
-    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    _plain_ticks(ax.xaxis, list(df["batch_tokens"]))
+    _legend_outside(ax)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -11,31 +11,28 @@ Writes into DIR:
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
 
 from specsim import fmt
-from specsim.cli import app
+from specsim.cli import app, written_to
 
 #: Default ECE bins: DeepSpec's 20, the value of ``specsim.acceptance.calibration.N_BINS`` (kept here so that
 #: ``--help`` needs no numeric library; a test checks that the two agree).
 DEFAULT_BINS = 20
 
 
-def _table(report):
-    """The rich table of a :class:`specsim.acceptance.calibration.CalibrationReport`, one row per draft position."""
-    from rich.table import Table
-
-    t = Table(title="STS calibration (held-out half of the requests; ECE of cumulative survival, "
-                    f"{report.n_bins} bins)")
-    for col in ("pos", "T", "n eval", "accept", "ECE raw %", "ECE STS %", "AUROC raw", "AUROC STS"):
-        t.add_column(col, justify="right")
-    for r in report.metrics.itertuples():
-        t.add_row(str(r.position), fmt.number(r.temperature, 3), fmt.value(r.n_eval), fmt.number(r.accept_rate, 3),
-                  fmt.number(100 * r.ece_raw, 2), fmt.number(100 * r.ece_sts, 2), fmt.number(r.auroc_raw, 3),
-                  fmt.number(r.auroc_sts, 3))
-    return t
+def _table(report, width: int | None = None) -> str:
+    """The table of a :class:`specsim.acceptance.calibration.CalibrationReport`, one row per draft position, as
+    text (:func:`specsim.fmt.table`)."""
+    rows = [[str(r.position), fmt.number(r.temperature, 3), fmt.value(r.n_eval), fmt.number(r.accept_rate, 3),
+             fmt.number(100 * r.ece_raw, 2), fmt.number(100 * r.ece_sts, 2), fmt.number(r.auroc_raw, 3),
+             fmt.number(r.auroc_sts, 3)] for r in report.metrics.itertuples()]
+    return fmt.table(["pos", "T", "n eval", "accept", "ECE raw %", "ECE STS %", "AUROC raw", "AUROC STS"], rows,
+                     width=width, title="STS calibration (held-out half of the requests; ECE of cumulative "
+                                        f"survival, {report.n_bins} bins)")
 
 
 @app.command("calibrate")
@@ -46,8 +43,6 @@ def calibrate(
     plots: bool = typer.Option(True, "--plots/--no-plots", help="write reliability and histogram PNGs"),
 ) -> None:
     """Fit per-position STS temperatures on step logs; report ECE and AUROC before and after."""
-    from rich.console import Console
-
     from specsim.acceptance import calibration as cal
     from specsim.analysis.steplog import read_step_logs
 
@@ -64,8 +59,9 @@ def calibrate(
         calibrated = cal.apply_temperatures(conf, report.temperatures)
         cal.plot_reliability(conf, calibrated, labels, known, out / "reliability.png", n_bins)
         cal.plot_survival_hist(conf, calibrated, known, out / "survival_hist.png", n_bins)
-    console = Console()
-    console.print(_table(report))
+    print(_table(report))
     for w in report.warnings:
-        Console(stderr=True).print(f"[yellow]warning:[/yellow] {w}")
-    console.print(f"wrote {out / 'temperatures.json'}")
+        print(f"warning: {w}", file=sys.stderr)
+    for name in ("temperatures.json", "metrics.csv", "metrics.json") + (
+            ("reliability.png", "survival_hist.png") if plots else ()):
+        written_to(out / name)

@@ -22,7 +22,7 @@ from typing import Optional
 import typer
 
 from specsim import fmt
-from specsim.cli import app
+from specsim.cli import app, written_to
 from specsim.errors import SpecsimInputError
 
 
@@ -33,26 +33,20 @@ def fit(
     max_evals: int = typer.Option(400, "--max-evals", min=10, help="Nelder-Mead evaluations of the moment fit"),
 ) -> None:
     """Fit empirical and parametric acceptance models from step logs."""
-    from rich.console import Console
-    from rich.table import Table
-
     from specsim.acceptance.fitting import write_fit
     from specsim.analysis.steplog import read_step_logs
 
     model = write_fit(read_step_logs(logs), out, [p.name for p in logs], max_evals=max_evals)
-    console = Console()
-    t = Table(title=f"fitted acceptance ({model['num_blocks']} blocks, {model['num_requests']} requests, "
-                    f"{model['num_dropped_rows']} rows dropped as not fully labelled)")
-    t.add_column("domain")
-    t.add_column("alpha_1..alpha_G")
-    t.add_column("tau", justify="right")
-    for dom, rates in model["alpha"].items():
-        t.add_row(dom, " ".join(fmt.number(r, 3) for r in rates), fmt.number(model["implied_tau"][dom], 3))
-    console.print(t)
-    console.print("latent/confidence: " + ", ".join(f"{k}={fmt.number(v, 3)}" for k, v in model["params"].items()))
-    console.print("STS temperatures: " + " ".join(fmt.number(x, 3) for x in model["temperatures"]))
-    console.print(f"wrote {out / 'model.json'} and {out / 'blocks.parquet'}; use "
-                  f"--set acceptance.model=fitted:{out} or empirical:{out}")
+    rows = [[dom, fmt.number(model["implied_tau"][dom], 3), " ".join(fmt.number(r, 3) for r in rates)]
+            for dom, rates in model["alpha"].items()]
+    print(fmt.table(["domain", "tau", "alpha_1..alpha_G"], rows, notes=[
+        "latent/confidence: " + ", ".join(f"{k}={fmt.number(v, 3)}" for k, v in model["params"].items()),
+        "STS temperatures: " + " ".join(fmt.number(x, 3) for x in model["temperatures"]),
+        f"use --set acceptance.model=fitted:{out} or empirical:{out}"],
+        title=f"fitted acceptance ({model['num_blocks']} blocks, {model['num_requests']} requests, "
+              f"{model['num_dropped_rows']} rows dropped as not fully labelled)"))
+    written_to(out / "model.json")
+    written_to(out / "blocks.parquet")
 
 
 @app.command("counters")
@@ -85,7 +79,8 @@ def counters(
                    f" {fmt.number(table['acceptance_rate'][name], 3)}")
     typer.echo("tau = acceptance length (tokens per step, the bonus token included); "
                "acceptance rate = accepted / drafted tokens")
-    typer.echo(f"wrote {out}; use --set acceptance.table={out}")
+    typer.echo(f"use --set acceptance.table={out}")
+    written_to(out)
 
 
 def _write_json(out: Path, obj: dict) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import typer
 
+from specsim import fmt
 from specsim.cli import app
 
 
@@ -41,9 +42,6 @@ def policies(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object {name: description}."),
 ) -> None:
     """List the available verification policies with a one-line description each."""
-    from rich.console import Console
-    from rich.table import Table
-
     from specsim.policies import available_policies
 
     registry = available_policies()
@@ -51,11 +49,5 @@ def policies(
     if as_json:
         print(json.dumps({"registered": registry, "plugin_files": files}, indent=1))
         return
-    t = Table(title="verification policies (--policy NAME)", show_header=True)
-    t.add_column("name")
-    t.add_column("description")
-    for name, desc in registry.items():
-        t.add_row(name, desc)
-    for spec, desc in files.items():
-        t.add_row(spec, desc)
-    Console(width=140).print(t)
+    rows = [[name, desc] for name, desc in {**registry, **files}.items()]
+    print(fmt.table(["name", "description"], rows, title="verification policies (--policy NAME)"))

@@ -36,7 +36,7 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
     console.print(json.dumps({k: v for k, v in fit.to_dict().items() if k != "iterations"}, indent=1))
     if write:
         for p in write_fit(dep, fit, REPO):
-            console.print(f"wrote {p.relative_to(REPO)}")
+            console.print(f"written to {p.relative_to(REPO)}")
 
 
 @production_app.command("predict")
@@ -47,8 +47,6 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
                 cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
                 json_out: Optional[Path] = typer.Option(None, "--json", help="write the full result here")) -> None:
     """Simulate dspark-async (DSpark-5) against mtp1 on the fitted scenario; compare with the paper."""
-    from rich.console import Console
-
     from specsim.hardware.profile import resolve_profile
     from specsim.studies.production import deployment, predict
     from specsim.scenario import load_scenario
@@ -58,25 +56,22 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
     prof = resolve_profile(sc.profile.name, sc.profile.lookup or None)
     conc = tuple(int(x) for x in concurrency.split(",")) if concurrency else None
     out = predict(dep, sc, prof, seed=seed, concurrency=conc, cache_dir=cache)
-    print_prediction(out, Console())
+    print_prediction(out)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(out, indent=1, default=float) + "\n")
+        print(f"written to {json_out}")
 
 
-def print_prediction(out: dict, console) -> None:
-    """Tables: SLA gain, TPS/user at matched throughput, budget per request, frontier vs the paper.
+def print_prediction(out: dict, console=None) -> None:
+    """Print one table: SLA gain, TPS/user at matched throughput, budget per request, frontier vs the paper.
 
     Args:
         out: the dict :func:`specsim.studies.production.predict` returns.
-        console: a ``rich.console.Console`` to print on.
+        console: unused (kept for callers); the table is :func:`specsim.fmt.table` at the terminal's width.
     """
-    from rich.table import Table
-
     tier = out["sla_tier"]
-    t = Table(title=f"{out['deployment']}: dspark-async (DSpark-5) vs mtp1, predicted")
-    for c in ("quantity", "predicted", "paper"):
-        t.add_column(c, justify="right")
+    t = _Rows()
     thr = out["throughput_at_sla"]
     t.add_row(f"mtp1 tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["mtp1"], 0), "(fitted)")
     t.add_row(f"dspark tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["dspark-async"], 0), "")
@@ -93,4 +88,15 @@ def print_prediction(out: dict, console) -> None:
     t.add_row("mtp1 verify tokens/request", ", ".join(f"{v:g}" for v in out["mtp1_budget_values"]), "2")
     for k, m in out["dspark_frontier_vs_paper"].items():
         t.add_row(f"dspark tok/s/GPU at {k} tok/s/user", fmt.number(m["predicted"], 0), fmt.number(m["paper"], 0))
-    console.print(t)
+    print(fmt.table(["quantity", "predicted", "paper"], t.rows,
+                    title=f"{out['deployment']}: dspark-async (DSpark-5) vs mtp1, predicted"))
+
+
+class _Rows:
+    """Rows collected for :func:`specsim.fmt.table` (``add_row`` as rich's Table has it)."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[str]] = []
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(list(cells))

@@ -44,7 +44,6 @@ def replay(
 ) -> None:
     """Replay a trace with real models and compare the simulator's prediction with it."""
     from rich.console import Console
-    from rich.table import Table
 
     from specsim.workload.trace import load_trace
     try:
@@ -60,16 +59,16 @@ def replay(
                      acceptance=acceptance, threads=threads, progress=lambda s: console.print(f"[dim]{s}[/dim]"))
     rows = rep["comparison"]
     cal = "predicted_calibrated" in rows[0]
-    t = Table(title=f"replay {policy} on {target} vs simulation (acceptance fitted from {rep['fit_source']})")
-    for col in ["metric", "measured", "predicted", "rel. error"] + (["predicted (cal.)", "rel. error (cal.)"]
-                                                                   if cal else []):
-        t.add_column(col, justify="left" if col == "metric" else "right")
+    cols = ["metric", "measured", "predicted", "rel. error"] + (["predicted (cal.)", "rel. error (cal.)"]
+                                                                if cal else [])
+    cells = []
     for r in rows:
-        cells = [r["label"], fmt.number(r["measured"], 3), fmt.number(r["predicted"], 3),
-                 fmt.percent(r["rel_error"], signed=True)]
+        cells.append([r["label"], fmt.number(r["measured"], 3), fmt.number(r["predicted"], 3),
+                      fmt.percent(r["rel_error"], signed=True)])
         if cal:
-            cells += [fmt.number(r["predicted_calibrated"], 3), fmt.percent(r["rel_error_calibrated"], signed=True)]
-        t.add_row(*cells)
-    console.print(t)
-    console.print("predicted: measured target profile + drafter cost; cal.: step cost calibrated on the "
-                  f"fitting run. Files under {out}")
+            cells[-1] += [fmt.number(r["predicted_calibrated"], 3),
+                          fmt.percent(r["rel_error_calibrated"], signed=True)]
+    print(fmt.table(cols, cells, title=f"replay {policy} on {target} vs simulation (acceptance fitted from "
+                                       f"{rep['fit_source']})",
+                    notes=["predicted: measured target profile + drafter cost; cal.: step cost calibrated on the "
+                           f"fitting run. Files written under {out}"]))

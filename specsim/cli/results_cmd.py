@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from specsim import fmt
-from specsim.cli import app
+from specsim.cli import app, written_to
 from specsim.errors import SpecsimInputError
 
 #: ``--result-format`` values of ``specsim run`` and the file each writes into ``--out``.
@@ -55,21 +55,15 @@ def import_results(
     label: Optional[str] = typer.Option(None, "--label", help="Legend text for every point (default: from the file)."),
 ) -> None:
     """Turn real vllm bench serve / guidellm results into measured points for specsim plot's frontier."""
-    from rich.console import Console
-    from rich.table import Table
-
     from specsim.analysis.results import read_results, save_measured
 
     points = read_results(files, gpus=gpus, label=label)
     save_measured(points, out)
-    t = Table(title=f"{len(points)} measured points -> {out}")
-    for col in ("file", "tool", "load", "TPS/user", "tok/s per GPU", "TPS/user from"):
-        numeric = col in ("TPS/user", "tok/s per GPU")
-        t.add_column(col, justify="right" if numeric else "left", no_wrap=numeric)
-    for p in points:
-        t.add_row(Path(p.source).name, p.tool, p.load, fmt.number(p.tps_per_user, 1),
-                  fmt.number(p.throughput_per_gpu, 1), p.tps_per_user_basis)
-    Console().print(t)
+    rows = [[Path(p.source).name, p.tool, p.load, fmt.number(p.tps_per_user, 1), fmt.number(p.throughput_per_gpu, 1),
+             p.tps_per_user_basis] for p in points]
+    print(fmt.table(["file", "tool", "load", "TPS/user", "tok/s per GPU", "TPS/user from"], rows, keys=3,
+                    title=f"{len(points)} measured points"))
+    written_to(out, "measured points")
     missing = [p.label for p in points if p.tps_per_user is None or p.throughput_per_gpu is None]
     if missing:
         typer.echo(f"warning: {len(missing)} points lack TPOT or throughput and are not plotted: {missing}")

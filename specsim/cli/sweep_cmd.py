@@ -450,4 +450,4 @@ def plot(
     if any(t for _, _, t in split):
         written.append(plot_tuned_frontiers(split, dest / "tuned.png", tier_list))
     for p in written:
-        print(p)
+        print(f"figure written to {p}")

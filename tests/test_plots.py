@@ -1,0 +1,78 @@
+"""Figures explain themselves: labelled tier lines, a title saying what was swept, plain ticks, error bars only
+with a seed spread, legends outside the axes, one TPS/user estimator for simulated and measured points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specsim.analysis import plots
+from specsim.analysis.results import MeasuredPoint
+from test_frontier import synthetic_records
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions save, kept open for inspection (in call order)."""
+    kept = []
+
+    def keep(fig, out_png):
+        fig.canvas.draw()
+        kept.append(fig)
+        return out_png
+    monkeypatch.setattr(plots, "_save", keep)
+    yield kept
+    for f in kept:
+        plots.plt.close(f)
+
+
+def _records(seeds=(0, 1)):
+    recs = [r for r in synthetic_records() if r["config"]["seed"] in seeds]
+    for r in recs:                      # a TPOT consistent with nothing in particular: 1000 / TPOT = 2 x TPS/user
+        r["summary"]["mean_tpot_ms"] = 500.0 / r["summary"]["mean_tps_per_user"]
+    return recs
+
+
+def _legend_outside(ax) -> bool:
+    leg = ax.get_legend()
+    return leg is not None and leg.get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+def test_frontier_figure_labels_tiers_title_and_keeps_the_legend_off_the_data(figures):
+    plots.plot_frontiers([("runs/prod", _records(seeds=(0,)))], "unused.png", tiers=[100, 150])
+    ax = figures[0].axes[0]
+    texts = [t.get_text().strip() for t in ax.texts]
+    assert "SLA 100 tok/s" in texts and "SLA 150 tok/s" in texts
+    assert ax.get_title() == "runs/prod: A, B, oracle; closed loop 1-16 users; 1 seed"
+    assert not ax.containers                          # one seed: no error bars anywhere
+    assert _legend_outside(ax)
+    assert "mean over requests" in ax.get_xlabel()
+
+
+def test_error_bars_only_with_several_seeds(figures):
+    plots.plot_frontiers([("two", _records())], "unused.png")
+    plots.plot_budget(_records(), "unused.png")
+    plots.plot_budget(_records(seeds=(0,)), "unused.png")
+    assert figures[0].axes[0].containers and figures[1].axes[0].containers
+    assert not figures[2].axes[0].containers
+    # plain tick labels at the swept loads: 1 4 16, not 2^0 2^2 2^4
+    ax = figures[2].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16"]
+    assert _legend_outside(ax)
+
+
+def test_one_tps_estimator_for_simulated_and_measured_points(figures):
+    summary_only = MeasuredPoint("bench.json", "vllm", "measured: vllm", "concurrency 16", 1, 50.0,
+                                 "1000 / mean TPOT", 900.0)
+    per_request = MeasuredPoint("d.json", "vllm", "measured: detailed", "concurrency 4", 1, 30.0, "per-request",
+                                300.0)
+    assert plots.tps_estimator([per_request]) == "per-request"
+    assert plots.tps_estimator([per_request, summary_only]) == "1000 / mean TPOT"
+    recs = _records(seeds=(0,))
+    plots.plot_frontiers([("p", recs)], "unused.png", measured=[summary_only])
+    ax = figures[0].axes[0]
+    assert "1000 / mean TPOT" in ax.get_xlabel()
+    # the simulated points moved to 1000 / mean TPOT = 2 x their per-request TPS/user
+    xs = np.sort(np.concatenate([line.get_xdata() for line in ax.lines if line.get_marker() == "o"]))
+    want = np.sort([2 * r["summary"]["mean_tps_per_user"] for r in recs])
+    assert xs == pytest.approx(want)
