@@ -423,7 +423,7 @@ def test_provenance_records_the_effective_threshold(monkeypatch, capsys, tmp_pat
 
 
 def test_thrashing_warning_names_the_share_and_the_limit():
-    from specsim.cli.run_cmd import THRASHING_SHARE, summary_text, thrashing_warning
+    from specsim.analysis.metrics import THRASHING_SHARE, thrashing_warning
 
     # the 64-user tour run: 217k tokens recomputed against 162k output tokens, 121 preemptions
     s = {"recomputed_tokens": 217_000, "total_output_tokens": 162_000, "num_preemptions": 121}

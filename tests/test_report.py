@@ -28,7 +28,8 @@ import pytest
 
 from conftest import REPO
 from specsim.cli import main
-from specsim.analysis.report import RUN_FIGURES, SWEEP_FIGURES, shown, write_report
+from specsim import fmt
+from specsim.analysis.report import RUN_FIGURES, SWEEP_FIGURES, decision_rows, shown, write_report
 
 PROD = str(REPO / "traces" / "prod.jsonl")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -79,10 +80,12 @@ def test_run_page_is_self_contained_and_shows_the_summary(run_dir):
     assert "<script" not in page and "@import" not in page and "url(" not in page
     for fid in RUN_FIGURES:
         assert f'<figure id="fig-{fid}"><img' in page
-    cells = dict(re.findall(r'data-key="([^"]+)">([^<]*)<', page))
-    assert {"completed", "mean_ttft_ms", "output_throughput_per_gpu", "mean_acceptance_length"} <= set(cells)
-    for key, text in cells.items():
-        assert text == shown(s[key]), key
+    cells = re.findall(r'data-key="([^"]+)" data-value="([^"]+)">([^<]*)<', page)
+    assert {"completed", "mean_ttft_ms", "output_throughput_per_gpu", "mean_acceptance_length"} <= {
+        k for k, _, _ in cells}
+    for key, exact, text in cells:
+        assert text == fmt.value(s[key]), key          # written as the CLI writes it
+        assert float(exact) == s[key], key              # and the exact number beside it
     import html
     assert html.escape(s["command_line"]) in page
 
@@ -205,13 +208,14 @@ def browser(tmp_path_factory):
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
 
-        def open_page(path: Path) -> _Cdp:
+        def open_page(path: Path, width: int = 1200, height: int = 900) -> _Cdp:
             targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30).read())
             page = next(t for t in targets if t["type"] == "page")
             cdp = _Cdp(page["webSocketDebuggerUrl"])
             for domain in ("Page", "Runtime", "Log"):
                 cdp.call(f"{domain}.enable")
-            cdp.call("Emulation.setDeviceMetricsOverride", width=1200, height=900, deviceScaleFactor=1, mobile=False)
+            cdp.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                     mobile=False)
             cdp.events.clear()
             cdp.call("Page.navigate", url=path.resolve().as_uri())
             cdp.wait_for("Page.loadEventFired")
@@ -232,10 +236,13 @@ _JS = """JSON.stringify({
             x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};
   }),
   numbers: Object.fromEntries(Array.from(document.querySelectorAll('[data-key]')).map(
-    e => [e.dataset.key, e.textContent.trim()])),
+    e => [e.dataset.key, e.dataset.value ?? e.textContent.trim()])),
   command: (document.getElementById('command-line') || {}).textContent,
   points: Array.from(document.querySelectorAll('#points tr')).map(
-    tr => Array.from(tr.children).map(c => c.textContent.trim())),
+    tr => Array.from(tr.children).map(c => c.dataset.value ?? c.textContent.trim())),
+  winners: Array.from(document.querySelectorAll('.winner')).map(e => {
+    const r = e.getBoundingClientRect(); return {text: e.textContent.trim(), bottom: r.bottom + window.scrollY};
+  }),
 })"""
 
 
@@ -323,3 +330,48 @@ def test_the_browser_checks_catch_a_blank_figure_and_a_console_error(browser, tm
     state = json.loads(cdp.call("Runtime.evaluate", expression=_JS, returnByValue=True)["result"]["value"])
     with pytest.raises(AssertionError, match="looks blank"):
         _check_figures(cdp, state, ["blank"])
+
+
+def _covered_tier(sweep_dir: Path) -> float:
+    """A tier inside dspark's frontier range of the fixture sweep (so it has a winner)."""
+    from specsim.analysis.frontier import frontiers
+    from specsim.sweep import load_records, results_frame, seed_spread
+
+    f = frontiers(seed_spread(results_frame(load_records(sweep_dir))))["dspark"]
+    return float(np.floor(np.mean(f.tps_per_user)))
+
+
+def test_sweep_page_leads_with_the_winner_per_tier_and_full_provenance(sweep_dir, tmp_path):
+    from specsim.analysis.frontier import compare
+    from specsim.sweep import load_records
+
+    tier = _covered_tier(sweep_dir)
+    rep = write_report(sweep_dir, tmp_path / "s.html", tiers=(tier, 10_000.0))
+    page = rep.path.read_text()
+    recs = load_records(sweep_dir)
+    rows = decision_rows(compare(recs, [tier, 10_000.0], "mtp1"))
+    assert [r["curve"] is not None for r in rows] == [True, False]          # 10,000 tok/s/user: nobody
+    w = rows[0]
+    assert f"At {tier:g} tok/s/user: <b>{w['curve']}</b>, {fmt.number(w['throughput_per_gpu'], 0)} tok/s/GPU" in page
+    # the answer comes before the frontier figure, which comes before every detail table
+    assert page.index('class="winner"') < page.index('id="fig-frontier"') < page.index('<table')
+    # provenance: every point's trace slice, every curve's acceptance source
+    ids = re.findall(r'<table id="point-sources">(.*?)</table>', page, re.S)[0]
+    assert all(r["id"] in ids for r in recs) and ids.count("first 16 requests of") == len(recs)
+    curves = re.findall(r'<table id="curve-sources">(.*?)</table>', page, re.S)[0]
+    for r in recs:
+        assert str(r["provenance"]["acceptance_source"]) in curves
+    assert "mtp1" in curves and "dspark" in curves
+
+
+def test_winner_line_is_on_the_first_screen_in_headless_chromium(browser, sweep_dir, tmp_path):
+    tier = _covered_tier(sweep_dir)
+    rep = write_report(sweep_dir, tmp_path / "first.html", tiers=(tier,))
+    cdp = browser(rep.path, width=1280, height=800)
+    assert _console_errors(cdp) == []
+    state = json.loads(cdp.call("Runtime.evaluate", expression=_JS, returnByValue=True)["result"]["value"])
+    assert state["winners"] and state["winners"][0]["text"].startswith(f"At {tier:g} tok/s/user: ")
+    assert "tok/s/GPU" in state["winners"][0]["text"]
+    assert all(w["bottom"] <= 800 for w in state["winners"])             # 1280 x 800: no scrolling needed
+    fig = next(f for f in state["figures"] if f["id"] == "fig-frontier")
+    assert fig["y"] < 800 and fig["loaded"]                                 # the frontier starts on screen too

@@ -116,3 +116,21 @@ def test_the_bar_is_quiet_off_a_terminal(capsys):
     with run_progress(10, enabled=True) as bar:
         bar(10, 10, 1.0)
     assert capsys.readouterr().out == ""
+
+
+def test_progress_bar_off_a_terminal_prints_one_summary_line(capsys):
+    from specsim.progress import ProgressBar
+
+    with ProgressBar("tune", "points", terminal=False) as bar:
+        bar.update(0, 12)
+        bar.update(5, note="specdecpp threshold=0.5")
+        bar.update(12)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("tune: 12/12 points in ") and err[0].endswith(" s")
+    with ProgressBar("sweep", enabled=False, terminal=False) as bar:     # --quiet: nothing at all
+        bar.update(1, 2)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(RuntimeError), ProgressBar("sweep", terminal=False) as bar:   # no summary after a failure
+        bar.update(1, 2)
+        raise RuntimeError("boom")
+    assert capsys.readouterr().err == ""

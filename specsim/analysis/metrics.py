@@ -346,3 +346,21 @@ def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[s
             "acceptance_rate": float(sub.accepted_drafts.sum() / ver) if ver else None,
         }
     return out
+
+
+#: Thrashing: a run warns when its recomputed tokens (prefill redone after KV preemptions) exceed this share of
+#: its output tokens. At 25% a quarter of the useful work is paid again, which a serving engineer would fix
+#: (fewer users per replica, more KV blocks) rather than report; vLLM's scheduler logs each preemption
+#: for the same reason (docs.vllm.ai, "Preemption" in the optimization guide).
+THRASHING_SHARE = 0.25
+
+
+def thrashing_warning(s: dict) -> str | None:
+    """The thrashing warning of run summary ``s``, or None when recomputed tokens stay within
+    :data:`THRASHING_SHARE` of ``total_output_tokens``."""
+    recomputed, output = s.get("recomputed_tokens") or 0, s.get("total_output_tokens") or 0
+    if output <= 0 or recomputed <= THRASHING_SHARE * output:
+        return None
+    return (f"warning: thrashing: {recomputed:,} tokens recomputed after {s.get('num_preemptions', 0):,} "
+            f"preemptions against {output:,} output tokens ({recomputed / output:.0%}, over the "
+            f"{THRASHING_SHARE:.0%} limit): the KV cache is too small for this load (fewer users or more KV blocks)")

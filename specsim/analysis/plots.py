@@ -80,8 +80,15 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
     TPS/user or throughput are skipped). Simulated and measured points share one TPS/user estimator
     (:func:`tps_estimator`); a panel's title is :func:`swept_title` of its name.
     """
+    return _save(frontier_figure(panels, tiers, measured), out_png)
+
+
+def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: Sequence[float] = (),
+                    measured: Sequence[Any] = (), width_in: float = 7.4, height_in: float = 4.6):
+    """The open matplotlib figure :func:`plot_frontiers` saves (``specsim report`` inlines it); the caller
+    closes it. ``width_in``, ``height_in``: one panel's size in inches."""
     est = tps_estimator(measured)
-    fig, axes = plt.subplots(1, len(panels), figsize=(7.4 * len(panels), 4.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
         sp, fr, x_col = _spread_and_frontiers(recs, est)
         colors = _colors(sp.curve.unique())
@@ -98,7 +105,7 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
             ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
         _draw_measured(ax, measured)
         _frontier_axes(ax, swept_title(title, recs), tiers, ESTIMATORS[est])
-    return _save(fig, out_png)
+    return fig
 
 
 def _spread_and_frontiers(recs: list[dict[str, Any]], estimator: str):

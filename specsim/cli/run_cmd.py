@@ -31,24 +31,6 @@ WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_toke
                "mean_itl_ms", "mean_e2el_ms", "mean_tps_per_user", "mean_acceptance_length",
                "mean_verify_tokens_per_request", "good_requests", "request_goodput")
 
-#: Thrashing: a run warns when its recomputed tokens (prefill redone after KV preemptions) exceed this share of
-#: its output tokens. At 25% a quarter of the useful work is paid again, which a serving engineer would fix
-#: (fewer users per replica, more KV blocks) rather than report; vLLM's scheduler logs each preemption
-#: for the same reason (docs.vllm.ai, "Preemption" in the optimization guide).
-THRASHING_SHARE = 0.25
-
-
-def thrashing_warning(s: dict) -> str | None:
-    """The thrashing warning of run summary ``s``, or None when recomputed tokens stay within
-    :data:`THRASHING_SHARE` of ``total_output_tokens``."""
-    recomputed, output = s.get("recomputed_tokens") or 0, s.get("total_output_tokens") or 0
-    if output <= 0 or recomputed <= THRASHING_SHARE * output:
-        return None
-    return (f"warning: thrashing: {recomputed:,} tokens recomputed after {s.get('num_preemptions', 0):,} "
-            f"preemptions against {output:,} output tokens ({recomputed / output:.0%}, over the "
-            f"{THRASHING_SHARE:.0%} limit): the KV cache is too small for this load (fewer users or more KV blocks)")
-
-
 DOMAIN_COLUMNS = ("requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
                   "acceptance_rate")
 
@@ -92,6 +74,7 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
         parts.append(fmt.table([], [], width=width, notes=[
             f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
             "capacity (see unservable_requests in --json, or unservable_reason in requests.parquet with --out)"]))
+    from specsim.analysis.metrics import thrashing_warning
     thrash = thrashing_warning(s)
     if thrash:
         parts.append(fmt.table([], [], width=width, notes=[thrash]))
