@@ -256,12 +256,11 @@ def gpus_cmd() -> None:
     def tf(v: float | None) -> str:
         return "-" if v is None else f"{v / 1e12:,.0f}"
 
-    typer.echo(f"{'name':<11} {'HBM_TB/s':>8} {'BF16_TF':>8} {'FP8_TF':>8} {'FP4_TF':>8} {'SMs':>4} "
-               f"{'mem_GiB':>7} {'link_GB/s':>9}  source")
-    for name, g in GPUS.items():
-        typer.echo(f"{name:<11} {g.hbm_bytes_per_s / 1e12:>8.3f} {tf(g.bf16_flops_per_s):>8} "
-                   f"{tf(g.fp8_flops_per_s):>8} {tf(g.fp4_flops_per_s):>8} {g.num_sms:>4} "
-                   f"{g.memory_bytes / 2 ** 30:>7.1f} {g.link_bytes_per_s / 1e9:>9.0f}  {g.source}")
+    rows = [[name, fmt.number(g.hbm_bytes_per_s / 1e12, 3), tf(g.bf16_flops_per_s), tf(g.fp8_flops_per_s),
+             tf(g.fp4_flops_per_s), fmt.value(g.num_sms), fmt.number(g.memory_bytes / 2 ** 30, 1),
+             fmt.number(g.link_bytes_per_s / 1e9, 0), g.source] for name, g in GPUS.items()]
+    typer.echo(fmt.table(["name", "HBM_TB/s", "BF16_TF", "FP8_TF", "FP4_TF", "SMs", "mem_GiB", "link_GB/s",
+                          "source"], rows))
     typer.echo("TFLOPS dense (no sparsity); link per GPU, one direction; '-': no tensor cores for that dtype. "
                "Another GPU: --gpu my_gpu.json (docs/profiles.md).")
 
@@ -339,11 +338,11 @@ def fit_cmd(
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
     for line in rep.warnings():
         typer.echo(f"warning: {line}")
-    typer.echo(f"{'point':<28} {'R':>7} {'ctx':>7} {'measured_ms':>12} {'model_ms':>9} {'error':>7}")
-    for p in rep.points:
-        tag = " (holdout)" if p.holdout else ""
-        typer.echo(f"{p.label[:28]:<28} {p.num_requests:>7.1f} {p.context_tokens:>7.0f} {p.measured_s * 1e3:>12.3f} "
-                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%{tag}")
+    typer.echo(fmt.table(["point", "R", "ctx", "measured_ms", "model_ms", "error", "set"],
+                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(p.context_tokens, 0),
+                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
+                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
+                          for p in rep.points]))
     for which, flag in (("fitted", False), ("holdout", True)):
         m = rep.median_abs_error(flag)
         if m is not None:
@@ -355,7 +354,7 @@ def fit_cmd(
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
-    typer.echo(f"wrote {dest}")
+    typer.echo(f"profile written to {dest}")
 
 
 def _fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
