@@ -196,7 +196,7 @@ def sweep(
         _write_sweep_csv(recs, df, Path(out), pcts)
     if quiet:
         return
-    texts = [spread_text(df), failed_text(df), goodput_text(recs, slos) if slos else "",
+    texts = [spread_text(df), failed_text(df), thrashing_text(df), goodput_text(recs, slos) if slos else "",
              percentile_text(recs, df, pcts) if metric_percentiles else ""]
     for text in texts:
         if text:
@@ -296,6 +296,21 @@ def spread_text(df, width: int | None = None) -> str:
                      title=f"per load point ({what}; closed loop: the measurement window)")
 
 
+def thrashing_text(df) -> str:
+    """A warning naming the points that thrash (:func:`specsim.analysis.metrics.thrashing_warning`'s rule), or ""."""
+    from specsim.analysis.metrics import THRASHING_SHARE
+
+    if df.empty or "recomputed_tokens" not in df:
+        return ""
+    bad = df[(df.status == "ok") & (df.recomputed_tokens > THRASHING_SHARE * df.total_output_tokens)]
+    if bad.empty:
+        return ""
+    where = ", ".join(dict.fromkeys(f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()))
+    return fmt.table([], [], notes=[f"warning: thrashing at {len(bad)} points ({where}): recomputed tokens exceed "
+                                    f"{THRASHING_SHARE:.0%} of output tokens; the KV cache is too small for "
+                                    "those loads"])
+
+
 def failed_text(df, width: int | None = None) -> str:
     """The failed points, one row per (curve, load, error) with their seeds, as text (errors wrap, never cut)."""
     bad = df[df.status != "ok"] if not df.empty else df
@@ -392,12 +407,14 @@ def _write_compare_csv(tab, recs: list, path: Path, pcts) -> None:
     print("wrote " + " and ".join(str(p) for p in written), file=sys.stderr)
 
 
-def _compare_row(r, has_oracle: bool) -> list[str]:
-    """One row of the comparison table, formatted (``-`` where a value is not defined)."""
+def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
+    """One row of the comparison table, formatted (``-`` where a value is not defined; the seed spread only
+    when ``multi_seed``)."""
     thr = _fmt(r.throughput_per_gpu, 0) if r.status == "ok" else r.status
     gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
     mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
-    row = [f"{r.tier:g}", r.curve, thr, _fmt(r.throughput_std, 0), gain, _fmt(r.tps_at_matched_throughput), mg]
+    row = [f"{r.tier:g}", r.curve, thr] + ([_fmt(r.throughput_std, 0)] if multi_seed else [])
+    row += [gain, _fmt(r.tps_at_matched_throughput), mg]
     if has_oracle:
         row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
     return row + [_fmt(r.best_goodput_per_gpu, 0), _fmt(r.best_goodput_load, 0),
@@ -411,10 +428,11 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
     is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`).
     """
     has_oracle = tab.oracle_fraction.notna().any()
-    cols = ["tier", "curve", "tok/s/GPU", "+-seeds", "gain", "TPS@match", "gain@match"]
+    multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
+    cols = ["tier", "curve", "tok/s/GPU"] + (["+-seeds"] if multi else []) + ["gain", "TPS@match", "gain@match"]
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*"]
-    rows = [_compare_row(r, has_oracle) for _, r in tab.iterrows()]
+    rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
     notes = ["TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*.",
