@@ -282,7 +282,8 @@ def test_cli_sweep_prints_the_spread_and_writes_the_manifest(tmp_path):
     r = CliRunner().invoke(app, ["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "mtp1",
                                  "--concurrency", "1,2", "--num-requests", "12", "--executor", "serial"])
     assert r.exit_code == 0, r.output
-    assert "2 points: 2 computed" in r.output and "seed spread" in r.output
+    assert "2 points: 2 computed" in r.output and "per load point (one seed: no spread" in r.output
+    assert "+-" not in r.output                                    # one seed: no spread shown
     man = json.loads((out / "sweep.json").read_text())
     assert man["trace_sha"] == small_trace().content_hash() and len(man["point_ids"]) == 2
 
