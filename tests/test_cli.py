@@ -378,3 +378,11 @@ def test_provenance_records_the_effective_threshold(monkeypatch, capsys, tmp_pat
         assert pv["command"]["options"]["set"] == ["policy.knobs.threshold=0.3"]
         assert pv["effective"]["profile"]["lookup"] in ("linear", "padded")
         assert "extrapolate" in pv["effective"]["profile"]
+
+
+def test_a_misspelt_policy_knob_exits_2_naming_the_closest_knob(monkeypatch, capsys):
+    """Issue 24 item 10: a typo in ``--set policy.knobs.*`` is refused before the run."""
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--policy", "specdecpp", "--num-requests",
+                             "4", "--set", "policy.knobs.threshhold=0.9")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "policy.knobs.threshhold" in err and "closest valid: 'threshold'" in err

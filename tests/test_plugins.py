@@ -65,7 +65,7 @@ def test_plug_ins_declare_their_knobs_and_hooks():
 def test_plug_in_unknown_knob_names_the_knobs_it_accepts():
     with pytest.raises(SpecsimInputError) as e:
         load_plugin(TEMPLATE, thresh=0.5)
-    assert e.value.field == "policy survival-cutoff, knob thresh" and e.value.expected.endswith("threshold")
+    assert e.value.field == "policy survival-cutoff, knob thresh" and e.value.expected.endswith("threshold (closest valid: 'threshold')")
     with pytest.raises(SpecsimInputError, match="ema, prior_alpha, probe_every"):
         make_policy(SMARTSPEC, alpha=0.5)
 
