@@ -205,7 +205,7 @@ def test_help_constants_match_the_library():
     from specsim.acceptance.calibration import N_BINS
     from specsim.cli.calibrate_cmd import DEFAULT_BINS
     from specsim.cli.trace_cmd import DOMAINS
-    from specsim.workload.trace import LENGTH_MODELS
+    from specsim.workload import LENGTH_MODELS
     assert DEFAULT_BINS == N_BINS and DOMAINS == tuple(LENGTH_MODELS)
 
 

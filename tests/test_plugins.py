@@ -21,7 +21,7 @@ from specsim.errors import SpecsimInputError
 from specsim.policies import available_policies, load_plugin, make_policy, policy_knobs
 from specsim.policies import plugins
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 from helpers import homogeneous_scenario, make_view
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -167,7 +167,7 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
                  drafter: str | None = None, alpha: float | None = None, seed: int = 0) -> dict[str, float]:
     """Simulate one closed-loop benchmark point; returns mean TPOT (ms) and output throughput (tok/s)."""
     from specsim.simulation import simulate
-    from specsim.workload.trace import synth_trace
+    from specsim.workload import synth_trace
 
     n = int(row["load"])
     over: tuple[str, ...] = ()
