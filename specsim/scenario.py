@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, did_you_mean
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
@@ -464,7 +464,8 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
     new = {}
     for section, values in updates.items():
         if section not in SECTIONS:
-            raise SpecsimInputError(src, None, section, f"a scenario section, one of {sorted(SECTIONS)}")
+            raise SpecsimInputError(src, None, section, f"a scenario section, one of {sorted(SECTIONS)}"
+                                    f"{did_you_mean(section, SECTIONS)}")
         if not isinstance(values, dict):
             raise SpecsimInputError(src, None, section, "a table of key = value", repr(values))
         cls = SECTIONS[section]
@@ -476,7 +477,7 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
                 hint = (f" (policy knobs go in [policy.knobs]: --set policy.knobs.{key}=...)"
                         if section == "policy" else "")
                 raise SpecsimInputError(src, None, f"{section}.{key}",
-                                        f"one of the keys {sorted(known)}{hint}")
+                                        f"one of the keys {sorted(known)}{did_you_mean(key, known)}{hint}")
             old = getattr(cur, key)
             kw[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
         try:
