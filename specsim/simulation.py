@@ -5,7 +5,6 @@ This is the library form of ``specsim run``; notebooks call :func:`simulate` dir
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
