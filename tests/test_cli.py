@@ -386,3 +386,11 @@ def test_a_misspelt_policy_knob_exits_2_naming_the_closest_knob(monkeypatch, cap
                              "4", "--set", "policy.knobs.threshhold=0.9")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "policy.knobs.threshhold" in err and "closest valid: 'threshold'" in err
+
+
+def test_a_misspelt_trace_field_exits_2_naming_file_line_key_and_closest_field(monkeypatch, capsys):
+    """Issue 24 item 10: ``domian`` no longer runs silently as ``chat``."""
+    src = str(REPO / "tests" / "data" / "field_typo_domain.jsonl")
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", src, "--policy", "none")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert src in err and "line 1" in err and "'domian'" in err and "closest valid: 'domain'" in err

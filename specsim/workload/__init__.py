@@ -24,8 +24,8 @@ _EXPORTS = {
     "convert_azure": "converters", "convert_burstgpt": "converters", "convert_mooncake": "converters",
     "convert_table": "converters", "load_lengths_csv": "converters", "parse_column_map": "converters",
     "parse_wall_times": "converters",
-    "LENGTH_MODELS": "lengths", "LengthModel": "lengths", "fit_length_models": "lengths", "parse_length_spec": "lengths",
-    "parse_mix": "lengths", "truncated_lognormal_mean": "lengths",
+    "LENGTH_MODELS": "lengths", "LengthModel": "lengths", "fit_length_models": "lengths",
+    "parse_length_spec": "lengths", "parse_mix": "lengths", "truncated_lognormal_mean": "lengths",
     "ARRIVALS": "synth", "synth_trace": "synth",
 }
 

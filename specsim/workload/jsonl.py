@@ -62,9 +62,11 @@ def _check_keys(obj: dict, src: str, line: int) -> None:
     for key in obj:
         if key in FIELDS or key == EXTRA_FIELD or key.startswith(EXTRA_PREFIX):
             continue
-        raise SpecsimInputError(src, line, key, f"a trace field ({', '.join(FIELDS)}){did_you_mean(key, FIELDS)}; "
-                                f"fields of your own go in an '{EXTRA_FIELD}' object or start with "
-                                f"'{EXTRA_PREFIX}'", "an unknown field")
+        shown = json.dumps(key)[1:-1]                      # one line, escapes visible
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise SpecsimInputError(src, line, shown, f"a trace field ({', '.join(FIELDS)})"
+                                f"{did_you_mean(key, FIELDS)}; fields of your own go in an '{EXTRA_FIELD}' "
+                                f"object or start with '{EXTRA_PREFIX}'", "an unknown field")
     if EXTRA_FIELD in obj and not isinstance(obj[EXTRA_FIELD], dict):
         raise SpecsimInputError(src, line, EXTRA_FIELD, "a JSON object of your own fields",
                                 _describe(obj[EXTRA_FIELD]))
