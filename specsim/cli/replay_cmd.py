@@ -46,7 +46,7 @@ def replay(
     from rich.console import Console
     from rich.table import Table
 
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
     try:
         from specsim.backends.torch.replay import run_replay
         import torch  # noqa: F401
