@@ -41,7 +41,7 @@ from types import ModuleType
 
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 REPO = Path(__file__).resolve().parent.parent
 MIX = "chat=0.2,code=0.4,math=0.4"           # the bundled traces/prod.jsonl's domain shares, rounded

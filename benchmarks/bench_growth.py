@@ -55,7 +55,7 @@ def saturation_rate(quick: bool) -> float:
     """Closed-loop completed requests/s of the default scenario at 2 x max_num_seqs users (see the module doc)."""
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
-    from specsim.workload.trace import synth_trace
+    from specsim.workload import synth_trace
 
     scenario = load_scenario()
     users = 2 * int(getattr(scenario.cluster, "max_num_seqs", 256))
@@ -70,7 +70,7 @@ def saturation_rate(quick: bool) -> float:
 def child(num_requests: int, rate: float) -> None:
     """Run one size in this process and print one JSON line of its figures."""
     from specsim.simulation import simulate
-    from specsim.workload.trace import synth_trace
+    from specsim.workload import synth_trace
 
     trace = synth_trace(num_requests, rate, seed=0)
     wall0, cpu0 = time.perf_counter(), time.process_time()

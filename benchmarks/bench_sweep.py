@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, run_sweep
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -38,7 +38,7 @@ import pandas as pd
 
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "specsim" / "scenarios" / "vidur-codellama34b-a100-tp2.toml"

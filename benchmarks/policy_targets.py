@@ -48,7 +48,7 @@ def measure(policy: str, concurrency: int, scenario: Path | None = None, num_req
     """
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
 
     trace = load_trace(TRACE).head(num_requests)
     summary = simulate(trace, policy, load_scenario(scenario, [KV]), seed=0, concurrency=concurrency,

@@ -18,7 +18,7 @@ import numpy as np
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 
 def linear_fit(profile: StepTimeProfile, max_b: int = 1024) -> StepTimeProfile:

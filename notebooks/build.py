@@ -37,7 +37,7 @@ budget. The trace is synthetic and small (64 requests, short prompts) so the not
     ("code", SETUP),
     ("code", '''from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 trace = synth_trace(64, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=0,
                     max_prompt_tokens=256, max_output_tokens=192)
@@ -103,7 +103,7 @@ from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, run_sweep, load_records, results_frame
 from specsim.analysis.frontier import compare, frontiers, budget_curve
 from specsim.sweep import seed_spread
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 scenario = load_scenario(None, ["profile.name=a100-llama2-7b-tp1", "drafter.name=eagle3"])
 trace = synth_trace(400, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=0,
@@ -188,7 +188,7 @@ requests, and compare reliability diagrams and ECE per position on the other hal
                                  step_log_arrays, survival)
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 trace = synth_trace(128, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=1,
                     max_prompt_tokens=256, max_output_tokens=256)
@@ -275,7 +275,7 @@ assert (LoadAwareCutoff()(view) == 3).all()'''),
 from specsim.analysis.frontier import compare, frontiers
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, results_frame, run_sweep, seed_spread
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 scenario = load_scenario(None, ["profile.name=a100-llama2-7b-tp1", "drafter.name=eagle3"])
 trace = synth_trace(400, rate=20.0, mix="chat=0.4,code=0.3,math=0.3", seed=0,
@@ -350,7 +350,7 @@ res.table.round(3)'''),
 drafter's shape (5 draft layers of the target's config for DSpark) and its KV capacity the GPU's memory."""),
     ("code", '''from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 profile = res.model.profile(4096, kind="fitted")
 trace = synth_trace(256, rate=1.0, mix="chat=0.4,code=0.3,math=0.3", seed=0, max_prompt_tokens=512,

@@ -59,3 +59,21 @@ def plain(value: object) -> str:
     if isinstance(value, float) and value != value:
         return "NaN"
     return repr(value)
+
+
+def closest(word: str, choices) -> str | None:
+    """The valid name nearest to the typo ``word`` among ``choices``, or None when none is close.
+
+    Uses :func:`difflib.get_close_matches` (ratio cutoff 0.6, the standard library's default), so
+    ``threshhold`` gives ``threshold`` and ``domian`` gives ``domain``.
+    """
+    import difflib
+
+    match = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1)
+    return match[0] if match else None
+
+
+def did_you_mean(word: str, choices) -> str:
+    """``" (closest valid: 'name')"`` for the nearest of ``choices`` to ``word`` (:func:`closest`), else ``""``."""
+    match = closest(word, choices)
+    return f" (closest valid: '{match}')" if match else ""

@@ -37,13 +37,29 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, did_you_mean
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
 #: KV capacity per replica, tokens, when neither ``kv_capacity_tokens`` nor ``gpu_memory_utilization`` is set
 #: (default.toml gives its derivation: Llama-2-7B fp16 on one 80 GB H100 at 90% memory utilisation).
 DEFAULT_KV_CAPACITY_TOKENS = 110000
+
+#: The latent acceptance model's nine parameters, in order, with their tuned defaults (PAPER.md sections 4 and
+#: 8.4; values and measurements in docs/acceptance.md). The one home of these names and numbers: the scenario's
+#: ``[acceptance]`` section, :class:`specsim.acceptance.model.AcceptanceModel` and ``specsim fit`` read them here
+#: (default.toml repeats the values for readers; tests/test_scenario.py checks they agree).
+LATENT_DEFAULTS: dict[str, float] = {
+    "sigma_request": 1.03,
+    "sigma_step": 0.89,
+    "sigma_token": 1.16,
+    "sigma_conf": 0.54,
+    "conf_scale": 1.07,
+    "conf_shift": 0.34,
+    "conf_scale_later": 1.12,
+    "conf_shift_later": 0.19,
+    "conf_low_ratio": 0.53,
+}
 
 ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
 KV_ALLOCATIONS = ("paged", "reserve")
@@ -240,15 +256,15 @@ class AcceptanceConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "acceptance"
-    sigma_request: float = 1.03
-    sigma_step: float = 0.89
-    sigma_token: float = 1.16
-    sigma_conf: float = 0.54
-    conf_scale: float = 1.07
-    conf_shift: float = 0.34
-    conf_scale_later: float = 1.12
-    conf_shift_later: float = 0.19
-    conf_low_ratio: float = 0.53
+    sigma_request: float = LATENT_DEFAULTS["sigma_request"]
+    sigma_step: float = LATENT_DEFAULTS["sigma_step"]
+    sigma_token: float = LATENT_DEFAULTS["sigma_token"]
+    sigma_conf: float = LATENT_DEFAULTS["sigma_conf"]
+    conf_scale: float = LATENT_DEFAULTS["conf_scale"]
+    conf_shift: float = LATENT_DEFAULTS["conf_shift"]
+    conf_scale_later: float = LATENT_DEFAULTS["conf_scale_later"]
+    conf_shift_later: float = LATENT_DEFAULTS["conf_shift_later"]
+    conf_low_ratio: float = LATENT_DEFAULTS["conf_low_ratio"]
     constant_alpha: float | None = None
     table: str | None = None
     rates: dict[str, list[float]] = field(default_factory=dict)
@@ -448,7 +464,8 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
     new = {}
     for section, values in updates.items():
         if section not in SECTIONS:
-            raise SpecsimInputError(src, None, section, f"a scenario section, one of {sorted(SECTIONS)}")
+            raise SpecsimInputError(src, None, section, f"a scenario section, one of {sorted(SECTIONS)}"
+                                    f"{did_you_mean(section, SECTIONS)}")
         if not isinstance(values, dict):
             raise SpecsimInputError(src, None, section, "a table of key = value", repr(values))
         cls = SECTIONS[section]
@@ -460,7 +477,7 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
                 hint = (f" (policy knobs go in [policy.knobs]: --set policy.knobs.{key}=...)"
                         if section == "policy" else "")
                 raise SpecsimInputError(src, None, f"{section}.{key}",
-                                        f"one of the keys {sorted(known)}{hint}")
+                                        f"one of the keys {sorted(known)}{did_you_mean(key, known)}{hint}")
             old = getattr(cur, key)
             kw[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
         try:

@@ -16,7 +16,7 @@ from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import Trace, load_trace
+from specsim.workload import Trace, load_trace
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"

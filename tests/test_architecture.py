@@ -20,12 +20,13 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 #: import which. Read top-down; an entry lists every part it may import.
 UTILITIES = {"errors", "fmt", "progress", "__init__"}     # usable from every level (__init__: the version)
 LAYERS: dict[str, set[str]] = {
-    "cli": {"backends", "studies", "sweep", "simulation", "analysis", "engine", "policies", "acceptance", "hardware",
-            "workload", "scenario"},
+    "cli": {"backends", "studies", "sweep", "simulation", "run_config", "analysis", "engine", "policies", "acceptance",
+            "hardware", "workload", "scenario"},
     "backends": {"simulation", "analysis", "engine", "policies", "acceptance", "hardware", "scenario"},
     "studies": {"simulation", "analysis", "acceptance", "hardware", "workload", "scenario"},
-    "sweep": {"simulation", "analysis", "policies", "hardware", "scenario"},
-    "simulation": {"analysis", "engine", "policies", "acceptance", "hardware", "scenario"},
+    "sweep": {"simulation", "run_config", "analysis", "policies", "hardware", "scenario"},
+    "simulation": {"run_config", "analysis", "engine", "policies", "acceptance", "hardware", "scenario"},
+    "run_config": {"engine", "policies", "hardware", "scenario"},
     "analysis": {"hardware"},
     "engine": {"policies", "acceptance"},
     "policies": {"hardware"},

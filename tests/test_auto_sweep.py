@@ -14,7 +14,7 @@ from specsim.cli import _register, app
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, results_frame, seed_spread
 from specsim.sweep.auto import auto_sweep, bracket_status
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 
 _register()
 BUNDLED = Path(__file__).resolve().parents[1] / "traces" / "prod.jsonl"

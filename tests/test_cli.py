@@ -205,7 +205,7 @@ def test_help_constants_match_the_library():
     from specsim.acceptance.calibration import N_BINS
     from specsim.cli.calibrate_cmd import DEFAULT_BINS
     from specsim.cli.trace_cmd import DOMAINS
-    from specsim.workload.trace import LENGTH_MODELS
+    from specsim.workload import LENGTH_MODELS
     assert DEFAULT_BINS == N_BINS and DOMAINS == tuple(LENGTH_MODELS)
 
 
@@ -457,3 +457,19 @@ def test_run_says_where_every_file_went(monkeypatch, capsys, tmp_path):
     written = {line.rsplit("written to ", 1)[1] for line in se.splitlines() if "written to " in line}
     on_disk = {str(p) for p in out.iterdir()} | {str(ev)}
     assert written == on_disk
+
+
+def test_a_misspelt_policy_knob_exits_2_naming_the_closest_knob(monkeypatch, capsys):
+    """Issue 24 item 10: a typo in ``--set policy.knobs.*`` is refused before the run."""
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--policy", "specdecpp", "--num-requests",
+                             "4", "--set", "policy.knobs.threshhold=0.9")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "policy.knobs.threshhold" in err and "closest valid: 'threshold'" in err
+
+
+def test_a_misspelt_trace_field_exits_2_naming_file_line_key_and_closest_field(monkeypatch, capsys):
+    """Issue 24 item 10: ``domian`` no longer runs silently as ``chat``."""
+    src = str(REPO / "tests" / "data" / "field_typo_domain.jsonl")
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", src, "--policy", "none")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert src in err and "line 1" in err and "'domian'" in err and "closest valid: 'domain'" in err

@@ -14,7 +14,7 @@ from specsim.scenario import load_scenario
 from specsim.simulation import simulate
 from specsim.workload.conversations import (parse_think, read_conversations, session_trace,
                                             synthetic_conversations, token_counter)
-from specsim.workload.trace import load_trace, save_trace
+from specsim.workload import load_trace, save_trace
 
 DATA = Path(__file__).parent / "data" / "conversations"
 

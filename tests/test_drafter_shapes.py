@@ -10,7 +10,7 @@ from specsim.hardware.drafter import (EAGLE3_DRAFT_VOCAB, drafter_kv_fraction, d
 from specsim.hardware.model_config import MODELS
 from specsim.hardware.stepmodel import step_model
 from specsim.scenario import load_scenario
-from specsim.simulation import cluster_config
+from specsim.run_config import drafter_kv_fraction as run_kv_fraction
 
 
 def test_eagle3_on_a_moe_target_is_one_dense_layer_with_the_draft_vocabulary():
@@ -47,6 +47,7 @@ def test_drafter_kv_share_follows_the_shapes():
     assert drafter_kv_fraction("mtp", ds) == pytest.approx(1 / 61)
     # the run uses it where the profile has a step model; a plain table keeps the family constant
     prof = qwen.profile(512)
-    cfg = cluster_config(load_scenario(overrides=['drafter.name="dspark"', "drafter.layers=3"]), 7, "dspark", 0, prof)
-    assert cfg.replicas[0].drafter_kv_fraction == pytest.approx(3 / 36)
+    sc = load_scenario(overrides=['drafter.name="dspark"', "drafter.layers=3"])
+    assert run_kv_fraction(sc, "dspark", 7, prof) == pytest.approx(3 / 36)
+    assert run_kv_fraction(sc, "dspark", 0, prof) == 0.0                  # nothing drafts: no share
     assert np.isfinite(drafter_kv_fraction("mtp", qwen))

@@ -134,7 +134,7 @@ def test_engine_matches_plain_loop_reference():
 def prod_trace():
     """The bundled trace's first 300 requests, outputs capped at 160 tokens, arrivals 3x compressed."""
     from conftest import REPO
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
     full = load_trace(REPO / "traces" / "prod.jsonl").head(300)
     return make_trace(full.arrival_s / 3.0, full.prompt_tokens, np.minimum(full.output_tokens, 160),
                       list(full.domain))

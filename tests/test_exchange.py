@@ -143,7 +143,7 @@ def test_a_run_reports_vllm_and_deepspec_names_and_exports(tmp_path):
 
     from specsim.cli import _register, app
     from specsim.simulation import simulate
-    from specsim.workload.trace import synth_trace
+    from specsim.workload import synth_trace
 
     tr = synth_trace(40, rate=4.0, seed=3)
     res = simulate(tr, "static", seed=1, gamma=3, record_step_log=True)

@@ -15,7 +15,7 @@ from specsim.errors import SpecsimInputError
 from specsim.acceptance.fitting import EmpiricalAcceptanceModel, logged_blocks, write_fit
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 from tests.conftest import REPO
 
 RUN = CliRunner()

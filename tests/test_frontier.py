@@ -16,7 +16,7 @@ from specsim.hardware.drafter import drafter_cost
 from specsim.hardware.profile import StepTimeProfile, save_profile
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, results_frame, run_sweep
-from specsim.workload.trace import Trace, load_trace
+from specsim.workload import Trace, load_trace
 
 TESTS = Path(__file__).resolve().parent
 GOLDEN = TESTS / "golden" / "regression_frontier.json"

@@ -270,7 +270,7 @@ ZONES = st.sampled_from([None, dt.timezone.utc, dt.timezone(dt.timedelta(hours=1
        st.integers(0, 6))
 def test_azure_times_match_datetime(times, zone, sep, zone_form, extra_digits):
     """Property with an oracle: arrivals equal Python's datetime differences, for every accepted form."""
-    from specsim.workload.trace import convert_azure
+    from specsim.workload import convert_azure
 
     times = sorted(t.replace(tzinfo=zone) for t in times)
 

@@ -16,7 +16,7 @@ from specsim.hardware.profile import (PrefillAttentionProfile, StepTimeProfile, 
                                       save_profile, sps_rise_points)
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 
 _register()
 

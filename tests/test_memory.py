@@ -13,7 +13,7 @@ from helpers import make_trace
 from specsim.hardware.profile import StepTimeProfile
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 
 DATA = Path(__file__).parent / "data"
 ALL_POLICIES = ["none", "mtp1", "static", "specdecpp", "dspark", "dspark-async", "dspark-global", "oracle"]
@@ -164,7 +164,7 @@ def test_cached_prompt_skips_prefill_compute():
 
 def test_mooncake_hit_rate_matches_hash_ids(shared):
     """One replica, no eviction: the simulated token hit rate equals the rate computed from the hash_ids."""
-    from specsim.workload.trace import convert_mooncake
+    from specsim.workload import convert_mooncake
     path = shared / "data" / "traces" / "mooncake_fast25" / "conversation_trace.jsonl"
     if not path.exists():
         pytest.skip("the Mooncake trace is not in the shared folder")

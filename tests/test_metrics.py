@@ -17,7 +17,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import (REL_TOL, add_goodput, at_least, at_most, good_requests, latency_stats, parse_goodput)
 from specsim.scenario import load_scenario
 from specsim.simulation import HORIZON_RULE, run_until, simulate
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 
 DATA = REPO / "tests" / "data"
 

@@ -14,7 +14,7 @@ from specsim.analysis.tables_out import summary_row
 from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
 from specsim.simulation import simulate
-from specsim.workload.trace import save_trace, synth_trace
+from specsim.workload import save_trace, synth_trace
 
 _register()
 

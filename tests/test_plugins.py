@@ -21,7 +21,7 @@ from specsim.errors import SpecsimInputError
 from specsim.policies import available_policies, load_plugin, make_policy, policy_knobs
 from specsim.policies import plugins
 from specsim.simulation import simulate
-from specsim.workload.trace import synth_trace
+from specsim.workload import synth_trace
 from helpers import homogeneous_scenario, make_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def test_plug_ins_declare_their_knobs_and_hooks():
 def test_plug_in_unknown_knob_names_the_knobs_it_accepts():
     with pytest.raises(SpecsimInputError) as e:
         load_plugin(TEMPLATE, thresh=0.5)
-    assert e.value.field == "policy survival-cutoff, knob thresh" and e.value.expected.endswith("threshold")
+    assert e.value.field == "policy survival-cutoff, knob thresh" and e.value.expected.endswith("threshold (closest valid: 'threshold')")
     with pytest.raises(SpecsimInputError, match="ema, prior_alpha, probe_every"):
         make_policy(SMARTSPEC, alpha=0.5)
 

@@ -264,7 +264,7 @@ def test_unknown_knob_names_the_policy_the_knob_and_the_accepted_knobs():
         make_policy("specdecpp", gamma=7, thresold=0.2)
     assert e.value.field == "policy specdecpp, knob thresold" and "threshold" in e.value.expected
     assert str(e.value) == ("field 'policy specdecpp, knob thresold': expected one of the knobs policy specdecpp "
-                            "accepts: threshold, got 0.2")
+                            "accepts: threshold (closest valid: 'threshold'), got 0.2")
     with pytest.raises(SpecsimInputError, match="no knobs"):
         make_policy("dspark-global", threshold=0.3)                        # no knob is forced into a policy
     with pytest.raises(SpecsimInputError, match="early_stop"):
@@ -315,3 +315,22 @@ def test_declared_knobs_of_plug_in_objects(tmp_path):
     assert make_policy(f"{path}:Level", level=0).level == 0
     with pytest.raises(SpecsimInputError, match="level.*knob lvl"):
         make_policy(f"{path}:Level", lvl=0)
+
+
+def test_a_misspelt_scenario_knob_names_the_key_and_the_closest_valid_one():
+    """Issue 24 item 10: ``--set policy.knobs.threshhold=0.9`` with specdecpp is refused, not run at the default."""
+    from specsim.policies.registry import run_knobs
+    from specsim.run_config import resolve_policy
+    from specsim.scenario import load_scenario
+
+    sc = load_scenario(overrides=["policy.knobs.threshhold=0.9"])
+    with pytest.raises(SpecsimInputError) as e:
+        resolve_policy("specdecpp", sc, None, None)
+    assert e.value.field == "policy.knobs.threshhold" and "closest valid: 'threshold'" in e.value.expected
+    # a knob another policy declares stays valid for the shared table: dspark runs, specdecpp reads it
+    sc = load_scenario(overrides=["policy.knobs.threshold=0.9"])
+    assert resolve_policy("dspark", sc, None, None).knobs == {}
+    assert resolve_policy("specdecpp", sc, None, None).knobs == {"threshold": 0.9}
+    # the run's own knob wins over the table's; the declared default fills the rest
+    assert run_knobs("specdecpp", {"threshold": 0.9}, {"threshold": 0.2}) == {"threshold": 0.2}
+    assert run_knobs("specdecpp", {}, {}) == {"threshold": make_policy("specdecpp").threshold}

@@ -20,7 +20,8 @@ from specsim.studies.production import (DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM
                                 deployment, ep_link_bytes_per_s, num_requests_for, production_trace,
                                 rank_profile, rank_step_model, surrogate_tps)
 from specsim.scenario import load_scenario
-from specsim.simulation import _drafter_cost, simulate
+from specsim.run_config import drafter_cost_of as _drafter_cost
+from specsim.simulation import simulate
 
 REPO = Path(__file__).resolve().parent.parent
 FLASH_TOML = REPO / "specsim" / "scenarios" / "v4-flash.toml"

@@ -9,7 +9,7 @@ import pytest
 
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import convert_azure, convert_mooncake
+from specsim.workload import convert_azure, convert_mooncake
 
 CASES = {
     # name: (loader, rate_scale, scenario overrides)

@@ -18,7 +18,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.results import (VLLM_HEAD_KEYS, load_measured, measured_for_plot, read_guidellm_result,
                              read_results, read_vllm_result, save_measured, vllm_result, write_vllm_result)
 from specsim.simulation import simulate
-from specsim.workload.trace import save_trace, synth_trace
+from specsim.workload import save_trace, synth_trace
 from helpers import homogeneous_scenario
 
 DATA = Path(__file__).parent / "data"

@@ -12,7 +12,7 @@ from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
 from specsim.simulation import simulate
 from specsim.workload.stages import Stage, parse_stages, stage_arrivals, staged_trace
-from specsim.workload.trace import load_trace, save_trace
+from specsim.workload import load_trace, save_trace
 
 _register()
 

@@ -179,7 +179,7 @@ def test_drafter_cost_from_its_shape():
 
 
 def test_simulation_picks_the_shaped_drafter_unless_fractions_are_set():
-    from specsim.simulation import _drafter_cost
+    from specsim.run_config import drafter_cost_of as _drafter_cost
     prof = step_model("qwen3-8b", "h100").profile(256)
     sc = load_scenario()
     assert isinstance(_drafter_cost(sc, "dspark", None, prof), ShapedDrafterCost)

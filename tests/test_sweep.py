@@ -18,7 +18,7 @@ from specsim.scenario import load_scenario
 from specsim.cli.sweep_cmd import parse_list
 from specsim.sweep import (SweepProgress, SweepSpec, expand_points, load_records, points_dir,
                            policy_uses_threshold, read_record, results_frame, run_sweep, seed_spread, write_record)
-from specsim.workload.trace import Trace, save_trace
+from specsim.workload import Trace, save_trace
 
 REPO = Path(__file__).resolve().parent.parent
 

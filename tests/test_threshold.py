@@ -12,7 +12,7 @@ from specsim.policies.base import SchedulingView
 from specsim.policies.threshold import ConfidenceThreshold
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import load_trace
+from specsim.workload import load_trace
 from tests.conftest import REPO
 
 # The paper's Fig. 5 sweep (PAPER.md 8.4) is measured in runs: tests/test_acceptance.py::test_fig5_endpoints_in_runs.

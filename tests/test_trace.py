@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.workload.trace import (LENGTH_MODELS, Trace, convert_azure, convert_mooncake, fit_length_models,
+from specsim.workload import (LENGTH_MODELS, Trace, convert_azure, convert_mooncake, fit_length_models,
                            load_trace, save_trace, synth_trace, trace_stats,
                            truncated_lognormal_mean)
 
@@ -686,3 +686,24 @@ def test_cli_convert_azure_iso_and_mixed(tmp_path, monkeypatch, capsys):
     assert rc == 2 and stdout == ""
     assert len(err.strip().splitlines()) == 1
     assert "line 3" in err and "TIMESTAMP" in err and "mixes zone-aware and naive" in err
+
+
+def test_an_unknown_trace_field_names_file_line_key_and_the_closest_field():
+    """Issue 24 item 10: ``domian`` is refused instead of silently running as ``chat``."""
+    src = DATA / "field_typo_domain.jsonl"
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(src)
+    e = ei.value
+    assert (e.file, e.line, e.field) == (str(src), 1, "domian") and "closest valid: 'domain'" in e.expected
+
+
+def test_own_fields_with_the_x_prefix_are_accepted_and_not_read(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"arrival_s":0,"prompt_tokens":5,"output_tokens":2,"domain":"code","x_user":"u7","x_n":[1]}\n'
+                 '{"arrival_s":1,"prompt_tokens":6,"output_tokens":3,"x_turn":{"a":2}}\n')
+    t = load_trace(p)
+    assert t.domain.tolist() == ["code", "chat"] and t.prompt_tokens.tolist() == [5, 6] and t.extra == {}
+    p.write_text('{"arrival_s":0,"prompt_tokens":5,"output_tokens":2,"stag":1}\n')
+    with pytest.raises(SpecsimInputError) as ei:
+        load_trace(p)
+    assert (ei.value.line, ei.value.field) == (1, "stag") and "closest valid: 'stage'" in ei.value.expected

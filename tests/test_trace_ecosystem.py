@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from specsim.cli import _register, app
 from specsim.errors import SpecsimInputError
-from specsim.workload.trace import load_trace, parse_length_spec, save_trace, synth_trace
-from specsim.workload.formats import convert_burstgpt, convert_table, load_lengths_csv, parse_column_map
+from specsim.workload import load_trace, parse_length_spec, save_trace, synth_trace
+from specsim.workload import convert_burstgpt, convert_table, load_lengths_csv, parse_column_map
 
 DATA = Path(__file__).parent / "data"
 BURST = DATA / "burstgpt_sample.csv"

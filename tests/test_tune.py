@@ -14,7 +14,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.frontier import read_tuned, tuned_rows
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, run_sweep
-from specsim.workload.trace import Trace, save_trace
+from specsim.workload import Trace, save_trace
 from specsim.sweep.tune import KnobRange, TuneSpec, parse_knob, tune, tuned_path
 
 REPO = Path(__file__).resolve().parent.parent

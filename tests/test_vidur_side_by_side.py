@@ -25,7 +25,7 @@ def side_by_side(shared):
     """(specsim SimulationResult, Vidur's summary dict, anchor folder)."""
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
 
     anchor = shared / "anchors" / "vidur_run"
     vidur = json.loads((anchor / "vidur_metrics_summary.json").read_text())

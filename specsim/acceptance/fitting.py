@@ -37,13 +37,12 @@ from scipy.special import expit, logit
 from specsim.acceptance.model import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
 from specsim.acceptance.calibration import fit_sts, load_temperatures, step_log_arrays
 from specsim.errors import SpecsimInputError
-from specsim.scenario import AcceptanceConfig
+from specsim.scenario import LATENT_DEFAULTS
 
 _BIG = np.float32(20.0)            # |logit| of a replayed outcome: sigmoid(+-20) is 1 or 0 against u = 0.5
 _CONF_CLIP = 1e-6
-FIT_PARAMS = ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "conf_scale", "conf_shift",
-              "conf_scale_later", "conf_shift_later", "conf_low_ratio")
-_START = {k: getattr(AcceptanceConfig(), k) for k in FIT_PARAMS}     # the tuned defaults start the search
+FIT_PARAMS = tuple(LATENT_DEFAULTS)          # every latent and confidence parameter is fitted
+_START = dict(LATENT_DEFAULTS)                # the tuned defaults start the search
 _EMPIRICAL_CACHE: dict = {}      # (dir, gamma, temperatures, calibration) -> model, like the lru_cache of tables
 _CONF_BINS = np.array([0.0, 0.5, 0.7, 0.9, 1.0 + 1e-9])   # raw-confidence bins of the calibration moments
 

@@ -61,6 +61,7 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 from specsim.errors import SpecsimInputError
+from specsim.scenario import LATENT_DEFAULTS
 
 # Fig. 2 of the paper (Qwen3-4B, gamma 7): pooled per-position conditional acceptance, PAPER.md 8.2.
 FIG2_ALPHA: dict[str, dict[str, tuple[float, ...]]] = {
@@ -323,15 +324,15 @@ class AcceptanceModel:
     drafter: str
     alpha: dict[str, tuple[float, ...]]
     gamma: int
-    sigma_request: float = 1.03
-    sigma_step: float = 0.89
-    sigma_token: float = 1.16
-    sigma_conf: float = 0.54
-    conf_scale: float = 1.07
-    conf_shift: float = 0.34
-    conf_scale_later: float = 1.12
-    conf_shift_later: float = 0.19
-    conf_low_ratio: float = 0.53
+    sigma_request: float = LATENT_DEFAULTS["sigma_request"]
+    sigma_step: float = LATENT_DEFAULTS["sigma_step"]
+    sigma_token: float = LATENT_DEFAULTS["sigma_token"]
+    sigma_conf: float = LATENT_DEFAULTS["sigma_conf"]
+    conf_scale: float = LATENT_DEFAULTS["conf_scale"]
+    conf_shift: float = LATENT_DEFAULTS["conf_shift"]
+    conf_scale_later: float = LATENT_DEFAULTS["conf_scale_later"]
+    conf_shift_later: float = LATENT_DEFAULTS["conf_shift_later"]
+    conf_low_ratio: float = LATENT_DEFAULTS["conf_low_ratio"]
     temperatures: tuple[float, ...] | None = None
     calibration: str = "sts"
     domain_weights: dict[str, float] | None = None
@@ -583,8 +584,7 @@ def _solve_beta(alpha: np.ndarray, sigma_request: float, sigma_step: float, sigm
 
 # -------------------------------------------------------------------------------------------- building
 
-_LATENT_KEYS = ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "conf_scale", "conf_shift",
-                "conf_scale_later", "conf_shift_later", "conf_low_ratio")
+_LATENT_KEYS = tuple(LATENT_DEFAULTS)   # the nine latent and confidence parameters, in order
 
 
 @lru_cache(maxsize=32)

@@ -45,7 +45,7 @@ def replay(
     """Replay a trace with real models and compare the simulator's prediction with it."""
     from rich.console import Console
 
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
     try:
         from specsim.backends.torch.replay import run_replay
         import torch  # noqa: F401

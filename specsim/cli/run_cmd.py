@@ -144,7 +144,7 @@ def run(
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.cli.results_cmd import check_result_format, write_result_format
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
 
     check_result_format(result_format, out)
     if csv and out is None:

@@ -162,7 +162,7 @@ def sweep(
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
     from specsim.scenario import load_scenario
     from specsim.sweep import load_records, results_frame, run_sweep
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
 
     if requests_per_user is not None and not concurrency:
         raise SpecsimInputError("--requests-per-user", None, None, "--requests-per-user with --concurrency (it "

@@ -12,7 +12,7 @@ from specsim import fmt
 from specsim.cli import app
 from specsim.errors import SpecsimInputError
 
-#: The domains of ``specsim.workload.trace.LENGTH_MODELS``, named in ``--help`` without importing the trace module
+#: The domains of ``specsim.workload.lengths.LENGTH_MODELS``, named in ``--help`` without importing the trace module
 #: (a test checks that the two agree).
 DOMAINS = ("chat", "code", "math")
 
@@ -82,14 +82,14 @@ def convert(
     seed: int = typer.Option(0, "--seed", help="sharegpt: seed of session starts and think times."),
 ) -> None:
     """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT) or any table to canonical JSONL."""
-    from specsim.workload.trace import convert_azure, convert_mooncake, save_trace
+    from specsim.workload import convert_azure, convert_mooncake, save_trace
 
     if source_format is SourceFormat.azure:
         trace = convert_azure(src, domain=domain)
     elif source_format is SourceFormat.mooncake:
         trace = convert_mooncake(src, slots=slots.value, domain=domain or "chat")
     elif source_format is SourceFormat.burstgpt:
-        from specsim.workload.formats import convert_burstgpt
+        from specsim.workload import convert_burstgpt
 
         trace, info = convert_burstgpt(src, model=model, failed="keep" if keep_failed else "drop",
                                        domain=domain or "chat")
@@ -106,7 +106,7 @@ def convert(
         typer.echo(f"{len(convs)} conversations ({skipped} without a full turn skipped), {len(trace)} turns; "
                    f"token counts: {how}")
     else:
-        from specsim.workload.formats import convert_table
+        from specsim.workload import convert_table
 
         if column_map is None:
             raise SpecsimInputError("--map", None, "map", "a column map with --from table",
@@ -154,14 +154,14 @@ def synth(
                               "exp:MEAN, uniform:LO:HI or lognormal:MEDIAN:SIGMA (seconds)."),
 ) -> None:
     """Draw a synthetic trace with fitted per-domain lengths (see traces/README.md)."""
-    from specsim.workload.trace import save_trace, synth_trace
+    from specsim.workload import save_trace, synth_trace
 
     if cv is None and arrival is Arrival.gamma:
         raise SpecsimInputError("--cv", None, "cv", "a value > 0 with --arrival gamma", "none")
     cv = 1.0 if cv is None else cv
     lengths = None
     if lengths_csv is not None:
-        from specsim.workload.formats import load_lengths_csv
+        from specsim.workload import load_lengths_csv
 
         lengths = load_lengths_csv(lengths_csv)
     if stages is not None:
@@ -220,7 +220,7 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Count, span, rate, inter-arrival CV and per-domain prompt/output lengths of a trace."""
-    from specsim.workload.trace import load_trace, trace_stats
+    from specsim.workload import load_trace, trace_stats
 
     trace = load_trace(file)
     st = trace_stats(trace)

@@ -45,7 +45,7 @@ def tune(
     from specsim.cli.sweep_cmd import parse_list
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
-    from specsim.workload.trace import load_trace
+    from specsim.workload import load_trace
     from specsim.sweep.tune import TuneSpec, parse_knob, tune as run_tune, write_tuned
 
     spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),

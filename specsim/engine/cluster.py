@@ -58,8 +58,8 @@ class ClosedLoopWindow:
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
-    """What the cluster needs beyond its replicas' configs (resolved from the scenario by the simulation).
+class ClusterRuntime:
+    """What the cluster needs beyond its replicas' configs (resolved once per run: :meth:`specsim.run_config.ResolvedRun.cluster_runtime`).
 
     Attributes:
         replicas: one :class:`~specsim.engine.replica.ReplicaConfig` per decode replica.
@@ -113,7 +113,7 @@ class Cluster:
 
     Args:
         trace: the workload's trace (a :class:`specsim.workload.trace.Trace`).
-        config: the resolved :class:`ClusterConfig`.
+        config: the resolved :class:`ClusterRuntime`.
         make_hooks: zero-argument callable returning a fresh policy's hooks per replica.
         acceptance: the acceptance model (None when gamma is 0).
         profile: the replicas' step-time profile.
@@ -121,7 +121,7 @@ class Cluster:
         record_step_log: keep per (step, request) rows (the specsim.analysis.steplog format).
     """
 
-    def __init__(self, trace, config: ClusterConfig, make_hooks, acceptance: AcceptanceModel | None, profile,
+    def __init__(self, trace, config: ClusterRuntime, make_hooks, acceptance: AcceptanceModel | None, profile,
                  drafter_cost, record_step_log: bool = False) -> None:
         self.env = simpy.Environment()
         self.trace, self.config, self.acceptance, self.profile = trace, config, acceptance, profile

@@ -18,7 +18,7 @@ from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.hardware.profile import StepTimeProfile
 
 
@@ -347,7 +347,7 @@ def _init_params(cls: type) -> dict[str, inspect.Parameter]:
         return {}
 
 
-def resolve_knobs(policy_name: str, declared: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+def check_knobs(policy_name: str, declared: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
     """Declared defaults overridden by the given knobs, checked.
 
     Args:
@@ -359,12 +359,14 @@ def resolve_knobs(policy_name: str, declared: dict[str, Any], given: dict[str, A
         ``{knob: value}`` for every declared knob.
 
     Raises:
-        SpecsimInputError: a knob the policy does not accept (naming the policy, the knob and the knobs
-            it accepts), or a non-number for a knob whose default is a number (bool for bool).
+        SpecsimInputError: a knob the policy does not accept (naming the policy, the knob, the knobs it
+            accepts and the closest of them, :func:`specsim.errors.did_you_mean`), or a non-number for a
+            knob whose default is a number (bool for bool).
     """
     for knob, value in given.items():
         if knob not in declared:
-            expected = (f"one of the knobs policy {policy_name} accepts: {', '.join(sorted(declared))}" if declared
+            expected = (f"one of the knobs policy {policy_name} accepts: {', '.join(sorted(declared))}"
+                        f"{did_you_mean(knob, declared)}" if declared
                         else f"no knobs (policy {policy_name} accepts none)")
             raise SpecsimInputError(None, None, f"policy {policy_name}, knob {knob}", expected, repr(value))
         default = declared[knob]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specsim.errors import SpecsimInputError
-from specsim.policies.base import Policy, as_policy, declared_knobs, policy_hooks, resolve_knobs
+from specsim.policies.base import Policy, as_policy, declared_knobs, policy_hooks, check_knobs
 
 GROUP = "specsim.policies"
 
@@ -65,7 +65,7 @@ def instantiate(obj: Any, gamma: int | None = None, where: str | None = None, **
     """
     label = getattr(obj, "name", None) or getattr(obj, "__name__", None) or type(obj).__name__
     declared = declared_knobs(obj) if inspect.isclass(obj) else {}
-    values = resolve_knobs(str(label), declared, knobs)
+    values = check_knobs(str(label), declared, knobs)
     if inspect.isclass(obj):
         try:
             obj = call_with_gamma(obj, gamma, values)

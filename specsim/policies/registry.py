@@ -12,8 +12,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from specsim.errors import SpecsimInputError
-from specsim.policies.base import Policy, declared_knobs, policy_hooks, resolve_knobs
+from specsim.errors import SpecsimInputError, did_you_mean
+from specsim.policies.base import Policy, declared_knobs, policy_hooks, check_knobs
 from specsim.policies.dspark import DSpark, DSparkAsync
 from specsim.policies.plugins import (call_with_gamma, instantiate, is_plugin_spec, load_entry_points,
                                       load_plugin, load_plugin_object)
@@ -99,6 +99,46 @@ def policy_knobs(name_or_policy: Any) -> dict[str, Any]:
     raise _unknown_name(name_or_policy)
 
 
+def known_knobs() -> set[str]:
+    """Every knob name some registered policy declares (built-ins and entry points)."""
+    _ensure_entry_points()
+    return {k for e in _REGISTRY.values() for k in e.knobs}
+
+
+def run_knobs(policy: Any, table: dict[str, Any], given: dict[str, Any],
+              shared: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The knob values a run of ``policy`` uses: THE knob resolver of specsim (runs, provenance, sweeps, tuning).
+
+    Order: the policy's declared defaults, then the scenario's ``[policy.knobs]`` ``table`` entries the policy
+    declares, then ``given`` (the caller's, e.g. ``--threshold``). The table is shared by every policy of a
+    scenario (a sweep runs several), so an entry another policy declares is skipped for this one; an entry no
+    policy declares is a typo and an error.
+
+    Args:
+        policy: a registry name, ``path/to/file.py:Name``, or a policy class, instance or function.
+        table: the scenario's ``[policy.knobs]``.
+        given: knobs given to this run; each must be declared by ``policy``.
+        shared: knob names other policies of the same sweep declare (plug-ins outside the registry).
+
+    Returns:
+        ``{knob: value}`` for every knob ``policy`` declares.
+
+    Raises:
+        SpecsimInputError: a table entry no policy declares, or a given knob ``policy`` does not declare (each
+            naming the key and the closest valid one), a knob of the wrong type, or an unknown policy.
+    """
+    declared = policy_knobs(policy)
+    valid = set(declared) | known_knobs() | set(shared)
+    for key in table:
+        if key not in valid:
+            name = policy if isinstance(policy, str) else getattr(policy, "name", type(policy).__name__)
+            raise SpecsimInputError(None, None, f"policy.knobs.{key}",
+                                    f"a knob policy {name} declares ({', '.join(sorted(declared)) or 'none'}) or "
+                                    f"another policy does{did_you_mean(key, valid)}", repr(table[key]))
+    name = policy if isinstance(policy, str) else getattr(policy, "name", "policy")
+    return check_knobs(str(name), declared, {**{k: v for k, v in table.items() if k in declared}, **given})
+
+
 def make_policy(name: str, gamma: int | None = None, **knobs: Any) -> Policy:
     """Build and check a policy by registry name or ``path/to/file.py:Name``.
 
@@ -119,7 +159,7 @@ def make_policy(name: str, gamma: int | None = None, **knobs: Any) -> Policy:
         entry = _REGISTRY[name]
         if inspect.isclass(entry.source):
             return instantiate(entry.source, gamma, None, **knobs)
-        values = resolve_knobs(name, entry.knobs, knobs)
+        values = check_knobs(name, entry.knobs, knobs)
         try:
             policy = call_with_gamma(entry.source, gamma, values)
         except ValueError as e:                  # a knob outside the policy's range

@@ -5,7 +5,7 @@ and every choice):
 
 1. Workload: a synthetic trace whose domains follow DSpark's training mix (PAPER.md 6: math 39.4%,
    code 38.9%, chat 17.6% + instruction-following 4.1% counted as chat) with the fitted public length
-   models of :func:`specsim.workload.trace.synth_trace`; closed-loop concurrency sweeps.
+   models of :func:`specsim.workload.synth.synth_trace`; closed-loop concurrency sweeps.
 2. Serving unit: one decode *rank* (gpus_per_replica = 1). Fig. 7 and Fig. 8 agree only if
    throughput per GPU = concurrency x TPS/user (e.g. Flash DSpark at N = 200: 16.1k / 200 = 80.5 tok/s/user,
    Fig. 7 gives 16.0k at 80), so the concurrency of Fig. 8 counts the requests of one GPU: a
@@ -51,7 +51,7 @@ from specsim.hardware.stepmodel import EngineTerms, StepModel
 from specsim.hardware.v4 import V4Config
 from specsim.scenario import Scenario
 from specsim.simulation import simulate
-from specsim.workload.trace import Trace, synth_trace
+from specsim.workload import Trace, synth_trace
 
 #: MTP-1's conditional acceptance (specsim.acceptance.model: DeepSeek-V3 report, 85-90%) and DSpark's
 #: training-data mix (PAPER.md 6; instruction-following counted as chat), shared with the acceptance model.

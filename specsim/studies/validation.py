@@ -1,8 +1,8 @@
 """Validation against public measurements of real engines (issue 12; docs/validation.md).
 
-Inputs: the CSVs of ``tests/data/validation`` (one row per load level of a series, every row with its source URL
-and date; their README gives the columns) and the model configs of ``tests/data/hf_configs``. For each
-no-speculation series:
+Inputs, shipped as package data: the CSVs of ``specsim/studies/data/validation`` (one row per load level of a
+series, every row with its source URL and date; their README gives the columns) and the model configs of
+``specsim/studies/data/hf_configs``. For each no-speculation series:
 
 1. **fit** the step model's engine-level terms on at most a third of the series' points (``n // 3``, spread over
    the loads: the lowest and, with two, the highest), using the same Little's-law derivation as
@@ -38,13 +38,14 @@ from specsim.hardware.profile_fit import DEFAULT_PARAMS, fit_step_model
 from specsim.hardware.step_points import StepObservation
 from specsim.hardware.stepmodel import StepModel, step_model
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO / "tests" / "data" / "validation"
-CONFIGS = REPO / "tests" / "data" / "hf_configs"
+#: The study's inputs, shipped as package data (an installed specsim has them; the library never reads tests/).
+PACKAGE_DATA = Path(__file__).resolve().parent / "data"
+DATA = PACKAGE_DATA / "validation"
+CONFIGS = PACKAGE_DATA / "hf_configs"
 REQUIRED = ("series", "engine", "gpu", "num_gpus", "tp", "model", "input_len", "output_len", "load_kind", "load",
             "spec_method", "output_throughput_tok_s", "mean_tpot_ms", "source_url", "source_date")
 
-#: How each series is modelled: the model's config (``tests/data/hf_configs``), the GPU, TP / EP, weight dtype,
+#: How each series is modelled: the model's config (``studies/data/hf_configs``), the GPU, TP / EP, weight dtype,
 #: the prefill chunk (vLLM's max_num_batched_tokens), and for speculative series the drafter and its baseline.
 #: DeepSeek-R1 has DeepSeek-V3's architecture (its model card) and ships FP8 block-quantized weights.
 SETUPS: dict[str, dict[str, Any]] = {
@@ -179,7 +180,7 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
                  drafter: str | None = None, alpha: float | None = None, seed: int = 0) -> dict[str, float]:
     """Simulate one closed-loop benchmark point; returns mean TPOT (ms) and output throughput (tok/s)."""
     from specsim.simulation import simulate
-    from specsim.workload.trace import synth_trace
+    from specsim.workload import synth_trace
 
     n = int(row["load"])
     over: tuple[str, ...] = ()

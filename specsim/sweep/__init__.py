@@ -32,7 +32,7 @@ _EXPORTS = {
     "PointTask": "point", "run_point": "point",
     "ProgressCallback": "runner", "SweepOutcome": "runner", "SweepProgress": "runner", "run_sweep": "runner",
     "SweepPoint": "spec", "SweepSpec": "spec", "expand_points": "spec", "policy_uses_threshold": "spec",
-    "resolve_knobs": "spec",
+    "point_knobs": "spec",
     "RECORD_VERSION": "store", "SUMMARY_KEYS": "store", "finished_ids": "store", "load_records": "store",
     "points_dir": "store", "read_record": "store", "write_manifest": "store", "write_record": "store",
     "SPREAD_METRICS": "tables", "results_frame": "tables", "seed_spread": "tables",

@@ -124,41 +124,29 @@ def policy_uses_threshold(policy: str, gamma: int | None) -> bool:
     return "threshold" in policy_knobs(policy)
 
 
-def default_threshold(scenario: Scenario, policy: str, gamma: int | None) -> float | None:
-    """The threshold a point runs with when the sweep has no ``threshold`` axis: the scenario's
-    ``[policy.knobs] threshold``, else the policy's declared default."""
-    from specsim.policies import policy_knobs
+def point_knobs(policy: str, scenario: Scenario, gamma: int | None, threshold: float | None,
+                drafter: str | None, shared: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The knobs a sweep point records: resolved gamma and drafter, and threshold when the policy declares one.
 
-    thr = scenario.policy.knobs.get("threshold", policy_knobs(policy).get("threshold"))
-    return None if thr is None else float(thr)
+    The values come from :func:`specsim.run_config.resolve_policy` (the same resolver a run uses): the sweep's
+    ``threshold`` when given, else the scenario's ``[policy.knobs] threshold``, else the policy's default.
 
-
-class _NoProfile:
-    """Stands in for a profile while resolving knobs (resolve_run only loads one when none is given)."""
-
-
-_NO_PROFILE = _NoProfile()
-
-
-def resolve_knobs(policy: str, scenario: Scenario, gamma: int | None, threshold: float | None,
-                  drafter: str | None) -> dict[str, Any]:
-    """The knobs a policy actually runs with: resolved gamma and drafter, and threshold when it matters.
+    Args:
+        shared: knob names the sweep's other policies declare (a shared ``[policy.knobs]`` table).
 
     Returns:
         ``{"gamma": int, "drafter": str}`` plus ``"threshold": float`` when :func:`policy_uses_threshold`.
 
     Raises:
-        SpecsimInputError: unknown policy or drafter.
+        SpecsimInputError: unknown policy, drafter or knob.
     """
-    from specsim.simulation import resolve_run
+    from specsim.run_config import resolve_policy
 
-    extra: dict[str, Any] = {}
-    if policy_uses_threshold(policy, gamma):
-        thr = default_threshold(scenario, policy, gamma) if threshold is None else float(threshold)
-        if thr is not None:
-            extra["threshold"] = float(thr)
-    _, _, dname, g, _ = resolve_run(policy, scenario, gamma, drafter, profile=_NO_PROFILE, **extra)
-    return {"gamma": int(g), "drafter": dname, **extra}
+    given = {} if threshold is None or not policy_uses_threshold(policy, gamma) else {"threshold": float(threshold)}
+    choice = resolve_policy(policy, scenario, gamma, drafter, given, shared)
+    thr = choice.knobs.get("threshold")
+    extra = {"threshold": float(thr)} if "threshold" in choice.knobs and thr is not None else {}
+    return {"gamma": int(choice.gamma), "drafter": choice.drafter, **extra}
 
 
 # --------------------------------------------------------------------------------------------- points
@@ -195,6 +183,13 @@ def _num_requests(spec: SweepSpec, mode: str, load: float, n_all: int) -> int:
     return n
 
 
+def _shared_knobs(policies: tuple[str, ...]) -> tuple[str, ...]:
+    """Every knob name some policy of the sweep declares (the sweep shares one ``[policy.knobs]`` table)."""
+    from specsim.policies import policy_knobs
+
+    return tuple(sorted({k for p in policies for k in policy_knobs(p)}))
+
+
 def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint]:
     """All distinct points of ``spec`` (module docstring), in a stable order.
 
@@ -212,11 +207,12 @@ def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint
     trace_hash = _trace_hasher(trace)
     loads = [("closed", float(c)) for c in spec.concurrency] + [("open", float(r)) for r in spec.rate_scales]
     points: dict[str, SweepPoint] = {}
+    shared = _shared_knobs(spec.policies)
     for policy in spec.policies:
         plugin_sha = _file_sha(policy.rsplit(":", 1)[0]) if ":" in policy else None
         for g in spec.gammas:
             for h in spec.thresholds:
-                knobs = resolve_knobs(policy, scenario, g, h, spec.drafter)
+                knobs = point_knobs(policy, scenario, g, h, spec.drafter, shared)
                 for (mode, load), seed in itertools.product(loads, spec.seeds):
                     n = _num_requests(spec, mode, load, len(trace))
                     cfg = dict(base, policy=policy, plugin_sha=plugin_sha, knobs=knobs,

@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
@@ -117,7 +117,8 @@ def parse_knob(text: str, policy: str, num_points: int | None = None) -> KnobRan
     declared = policy_knobs(policy)
     if name != "gamma" and name not in declared:
         raise SpecsimInputError("--knob", None, name, f"a knob policy {policy} declares: "
-                                f"{', '.join(sorted(declared) + ['gamma'])}", repr(name))
+                                f"{', '.join(sorted(declared) + ['gamma'])}"
+                                f"{did_you_mean(name, [*declared, 'gamma'])}", repr(name))
     integer = name == "gamma" or (isinstance(declared.get(name), int) and not isinstance(declared.get(name), bool))
     try:
         lo, hi = float(m.group(2)), float(m.group(3))

@@ -229,7 +229,7 @@ def synthetic_conversations(num_sessions: int, turns: int, seed: int = 0, **leng
     Raises:
         SpecsimInputError: ``num_sessions`` or ``turns`` < 1.
     """
-    from specsim.workload.trace import synth_trace
+    from specsim.workload.synth import synth_trace
 
     if num_sessions < 1 or turns < 1:
         raise SpecsimInputError("--sessions", None, "sessions", "num_sessions >= 1 and turns >= 1",

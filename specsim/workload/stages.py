@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.workload.trace import Trace, synth_trace
+from specsim.workload.synth import synth_trace
+from specsim.workload.trace import Trace
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""More trace formats: BurstGPT, any CSV/JSONL through a column map, lengths CSVs.
+"""Converters: public traces and tables into a :class:`~specsim.workload.trace.Trace`.
 
-Kept apart from :mod:`specsim.workload.trace` (the canonical format, the Azure and Mooncake converters and the
-synthetic generator) so that each module stays one concept; every function here returns a
-:class:`~specsim.workload.trace.Trace` or plain arrays and raises :class:`~specsim.errors.SpecsimInputError`
-naming the file, the 1-based line, the column and what was expected.
+Every converter returns a :class:`~specsim.workload.trace.Trace` (or plain arrays) and raises
+:class:`~specsim.errors.SpecsimInputError` naming the file, the 1-based line, the column and what was expected.
+The public traces are described in ``../shared/data/SOURCES.md``.
 
+* :func:`convert_azure`: the Azure LLM inference 2023 CSVs (SOURCES.md section 1a); wall-clock times by
+  :func:`parse_wall_times` (ISO 8601 forms, exact integer nanoseconds, the standard library's calendar).
+* :func:`convert_mooncake`: the Mooncake FAST'25 conversation JSONL (section 1b), keeping its ``hash_ids``.
 * :func:`convert_burstgpt`: the BurstGPT trace (Wang et al., "BurstGPT: A Real-world Workload Dataset
   to Optimize LLM Serving Systems", arXiv 2401.17644; files ``BurstGPT_1.csv`` ... of the HPMLL/BurstGPT
   GitHub releases). Its published columns are ``Timestamp`` (seconds from the start of the trace),
@@ -14,11 +16,12 @@ naming the file, the 1-based line, the column and what was expected.
 * :func:`convert_table`: a CSV or JSONL file in any layout, read through a column map such as
   ``arrival_s=ts,prompt_tokens=in,output_tokens=out`` with a time unit and an origin.
 * :func:`load_lengths_csv`: (prompt, output) length pairs from a CSV such as the ShareGPT lengths file
-  (columns ``num_prefill_tokens,num_decode_tokens``), for :func:`specsim.workload.trace.synth_trace`.
+  (columns ``num_prefill_tokens,num_decode_tokens``), for :func:`specsim.workload.synth.synth_trace`.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 from pathlib import Path
 
@@ -26,7 +29,235 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
+from specsim.workload.jsonl import MAX_COUNT, _describe, _get, _get_hash_ids, _iter_json_lines
 from specsim.workload.trace import DEFAULT_DOMAIN, Trace
+
+
+def _first_bad(mask: np.ndarray) -> int | None:
+    """Index of the first True in ``mask``, or None."""
+    return int(np.argmax(mask)) if mask.any() else None
+
+
+# Wall-clock times (the Azure converters; see parse_wall_times)
+
+# YYYY-MM-DD, a 'T' / 't' / space, HH:MM[:SS[.fraction]], then an optional zone: Z or +HH[:MM].
+_WALL_TIME = (r"^\s*([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt ]([0-9]{2}):([0-9]{2})"
+              r"(?::([0-9]{2})(?:[.,]([0-9]+))?)?"
+              r"\s*(?:([Zz])|([+-])([0-9]{2})(?::?([0-9]{2}))?)?\s*$")
+_WALL_TIME_WORDS = ("a time 'YYYY-MM-DD HH:MM:SS.fffffff' or ISO 8601 such as "
+                    "'2024-03-01T00:00:00.5Z' or '2024-03-01T01:00:00+01:00' (seconds, fraction "
+                    "and zone optional)")
+#: Largest span between two wall-clock times of one file: int64 nanoseconds hold about 292 years.
+MAX_WALL_SPAN_S = 9_000_000_000
+_EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
+
+
+def _epoch_days(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """(N,) int64 days since 1970-01-01 of the dates (y, m, d), -1 << 62 where the date does not exist.
+
+    The calendar is the standard library's (:meth:`datetime.date.toordinal`, proleptic Gregorian, years
+    1..9999), evaluated once per distinct date.
+    """
+    dates, inverse = np.unique(np.stack([y, m, d], axis=1), axis=0, return_inverse=True)
+    days = np.empty(len(dates), dtype=np.int64)
+    for k, (yy, mm, dd) in enumerate(dates.tolist()):
+        try:
+            days[k] = datetime.date(yy, mm, dd).toordinal() - _EPOCH_ORDINAL
+        except ValueError:                        # month 13, February 30, year 0 ...
+            days[k] = _NO_DAY
+    return days[inverse.reshape(-1)]
+
+
+_NO_DAY = -(1 << 62)
+
+
+def parse_wall_times(texts, source: str, lines, field: str = "TIMESTAMP") -> np.ndarray:
+    """Wall-clock times as (N,) int64 nanoseconds since the first one (exact integer arithmetic).
+
+    Accepted, per value: ``YYYY-MM-DD HH:MM:SS.fffffff`` (the Azure 2023 traces) and ISO 8601 /
+    RFC 3339: a ``T`` (or ``t``) instead of the space, the seconds and the fraction optional, a
+    fraction of any length (``.`` or ``,``; digits past the 9th, below a nanosecond, are dropped),
+    and an optional zone ``Z`` or an offset ``+HH:MM`` / ``+HHMM`` / ``+HH`` (``-`` likewise).
+    A time with an offset is converted to UTC (``01:00:01+01:00`` is ``00:00:01Z``). Either every
+    time of a file carries a zone or none does: naive times have no known UTC instant, so a file
+    that mixes them is refused. Leading and trailing blanks are ignored.
+
+    Args:
+        texts: (N,) the values as read (str; anything else counts as unparsable), N >= 1.
+        source: the file, for messages.
+        lines: (N,) the 1-based file line of each value.
+        field: the column name, for messages.
+
+    Returns:
+        (N,) int64 nanoseconds from the first value (negative where a time is earlier).
+
+    Raises:
+        SpecsimInputError: naming the line and ``field``: a value of another form or with a
+            field out of range (month 13, February 30, hour 24, second 60, offset beyond 23:59),
+            a file mixing zone-aware and naive times, or two times more than
+            :data:`MAX_WALL_SPAN_S` seconds apart.
+    """
+    s = pd.Series(list(texts), dtype=object)
+    s = s.where(s.map(lambda v: isinstance(v, str)), "")
+    g = s.str.extract(_WALL_TIME)                               # (N, 11) str or NaN
+    ok = g[0].notna().to_numpy().copy()
+    num = g[[0, 1, 2, 3, 4, 5, 9, 10]].fillna("0").astype(np.int64).to_numpy()  # (N, 8)
+    y, mo, d, hh, mi, ss, oh, om = num.T
+    days = _epoch_days(y, mo, d)
+    ok &= (days != _NO_DAY) & (hh <= 23) & (mi <= 59) & (ss <= 59) & (oh <= 23) & (om <= 59)
+    i = _first_bad(~ok)
+    if i is not None:
+        raise SpecsimInputError(source, int(lines[i]), field, _WALL_TIME_WORDS, repr(texts[i]))
+    aware = (g[7].notna() | g[8].notna()).to_numpy()
+    i = _first_bad(aware != aware[0])
+    if i is not None:
+        kind = ("zone-aware", "naive")
+        raise SpecsimInputError(
+            source, int(lines[i]), field,
+            f"{kind[not aware[0]]} times throughout, as on line {int(lines[0])} (the file mixes "
+            "zone-aware and naive times, which have no common clock)",
+            f"{texts[i]!r}, a {kind[not aware[i]]} time")
+    sign = np.where(g[8].to_numpy() == "-", -1, 1)
+    secs = ((days * 24 + hh) * 60 + mi) * 60 + ss - sign * (oh * 3600 + om * 60)
+    frac = g[6].fillna("").str.slice(0, 9).str.pad(9, side="right", fillchar="0").astype(np.int64)
+    rel_s = secs - secs[0]                                      # (N,) whole seconds, exact
+    i = _first_bad(np.abs(rel_s) > MAX_WALL_SPAN_S)
+    if i is not None:
+        raise SpecsimInputError(source, int(lines[i]), field,
+                                f"a time within {MAX_WALL_SPAN_S} s of line {int(lines[0])}'s",
+                                repr(texts[i]))
+    return rel_s * 1_000_000_000 + (frac.to_numpy() - int(frac.iloc[0]))
+
+
+def convert_azure(path, domain: str | None = None) -> Trace:
+    """Convert an Azure LLM inference 2023 CSV (SOURCES.md section 1a) to a :class:`Trace`.
+
+    ``TIMESTAMP`` (wall clock ``YYYY-MM-DD HH:MM:SS.fffffff``, 100 ns resolution, or any ISO 8601
+    form :func:`parse_wall_times` accepts: ``T``, ``Z``, offsets, no fraction or one of any
+    length) becomes seconds from the first row, computed exactly in integer nanoseconds before
+    one division by 1e9;
+    ``ContextTokens`` -> prompt_tokens, ``GeneratedTokens`` -> output_tokens; request ids are the
+    0-based row indices.
+
+    Args:
+        path: the CSV file (header ``TIMESTAMP,ContextTokens,GeneratedTokens``).
+        domain: the domain of every request; default ``"code"`` when the file name contains "code",
+            else ``"chat"``.
+
+    Raises:
+        SpecsimInputError: a missing column, an unparsable timestamp, a file mixing zone-aware and
+            naive timestamps, a non-integer or < 1 token count, or a timestamp earlier than the
+            row before, naming the 1-based file line.
+    """
+    path = Path(path)
+    src = str(path)
+    if domain is None:
+        domain = "code" if "code" in path.name.lower() else "chat"
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except FileNotFoundError:
+        raise SpecsimInputError(src, None, None, "a readable file", "no such file") from None
+    except OSError as e:                                   # a folder, no permission
+        raise SpecsimInputError(src, None, None, "a readable file", e.strerror or type(e).__name__) from None
+    except UnicodeDecodeError:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV (UTF-8 text)", "undecodable bytes") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise SpecsimInputError(src, None, None, "an Azure LLM trace CSV", " ".join(str(e).split())[:120]) from None
+    for col in ("TIMESTAMP", "ContextTokens", "GeneratedTokens"):
+        if col not in df.columns:
+            raise SpecsimInputError(src, 1, col, "a header column", f"columns {list(df.columns)}")
+    if len(df) == 0:
+        raise SpecsimInputError(src, 2, None, "at least one data row", "only a header")
+    line = np.arange(len(df)) + 2  # header is line 1
+    ns = parse_wall_times(df["TIMESTAMP"].tolist(), src, line, "TIMESTAMP")  # (N,) int64 from row 1
+    i = _first_bad(np.r_[False, np.diff(ns) < 0])
+    if i is not None:
+        raise SpecsimInputError(src, int(line[i]), "TIMESTAMP", "times that never decrease",
+                                f"{df['TIMESTAMP'].iloc[i]!r} after {df['TIMESTAMP'].iloc[i - 1]!r}")
+    counts = []
+    for col in ("ContextTokens", "GeneratedTokens"):
+        s = df[col].str.strip()
+        ok = s.str.fullmatch(r"\d{1,15}").to_numpy()
+        v = np.where(ok, pd.to_numeric(s.where(ok, "0")).to_numpy(), 0).astype(np.int64)
+        i = _first_bad(v < 1)
+        if i is not None:
+            raise SpecsimInputError(src, int(line[i]), col, "an int >= 1", repr(df[col].iloc[i]))
+        counts.append(v)
+    arrival = ns / 1e9
+    n = len(df)
+    return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival, counts[0], counts[1],
+                 np.full(n, domain, dtype=object), source=src)
+
+
+SLOTS = ("burst", "spread")
+# Tokens per Mooncake hash id: "remapped hashes of 512-token prefix blocks" (SOURCES.md section 1b);
+# every one of the 12,031 conversation requests has exactly ceil(input_length / 512) ids.
+MOONCAKE_BLOCK_TOKENS = 512
+
+
+def convert_mooncake(path, slots: str = "burst", domain: str = "chat") -> Trace:
+    """Convert a Mooncake FAST'25 trace JSONL (SOURCES.md section 1b) to a :class:`Trace`.
+
+    Fields: ``timestamp`` (ms since the trace start: an int as in the published files, or a
+    float with a fraction of any length; at most 2^53), ``input_length`` -> prompt_tokens, ``output_length`` ->
+    output_tokens; arrivals are seconds from the first timestamp; ids are the 0-based request
+    indices. ``hash_ids`` (hashes of 512-token prefix blocks; equal ids at a position mean a
+    shareable KV prefix) are kept as :attr:`Trace.hash_ids` with ``hash_block_tokens`` =
+    :data:`MOONCAKE_BLOCK_TOKENS` (512, SOURCES.md section 1b), for the prefix cache; a line
+    without ``hash_ids`` gets None (no prefix information).
+
+    The timestamps are quantised to about 3 s slots (about 10 requests share each). ``slots``:
+
+    * ``"burst"``: keep each slot's requests simultaneous at the slot's timestamp.
+    * ``"spread"``: the k-th of the n requests of a slot starting at t arrives at t + w * k / n,
+      where w (the slot width) is the gap to the next distinct timestamp, or the median of those
+      gaps for the last slot (0 when the trace has one timestamp). Deterministic, order kept.
+
+    Raises:
+        SpecsimInputError: an unknown ``slots``, or any line with malformed JSON, a missing or
+            wrongly typed field, a negative or decreasing timestamp, a length < 1, ``hash_ids`` that
+            is not a non-empty list of ints ceil(input_length / 512) long (naming the line).
+    """
+    if slots not in SLOTS:
+        raise SpecsimInputError(None, None, "slots", f"one of {SLOTS}", repr(slots))
+    path = Path(path)
+    src = str(path)
+    ts, pro, out, hashes = [], [], [], []
+    prev, prev_line = 0, 0
+    for line, obj in _iter_json_lines(path):
+        t = obj.get("timestamp")
+        if type(t) not in (int, float) or not 0 <= t <= MAX_COUNT:   # NaN fails the comparison
+            got = "nothing (field missing)" if "timestamp" not in obj else _describe(t)
+            raise SpecsimInputError(src, line, "timestamp",
+                                    "a number of ms in [0, 2^53] (an int, or a float with a fraction)",
+                                    got)
+        if t < prev:
+            raise SpecsimInputError(src, line, "timestamp",
+                                    f"a value >= {prev} (the timestamp on line {prev_line})", str(t))
+        prev, prev_line = t, line
+        ts.append(t)
+        pro.append(_get(obj, "input_length", "count", src, line))
+        out.append(_get(obj, "output_length", "count", src, line))
+        hashes.append(_get_hash_ids(obj["hash_ids"], MOONCAKE_BLOCK_TOKENS, pro[-1], src, line)
+                      if "hash_ids" in obj else None)
+    exact = all(type(t) is int for t in ts)
+    t_ms = np.array(ts, dtype=np.int64 if exact else np.float64)  # (N,) ms, ints kept exact
+    if slots == "burst":
+        arrival_ms = (t_ms - t_ms[0]).astype(np.float64)
+    else:
+        starts, first, counts = np.unique(t_ms, return_index=True, return_counts=True)
+        gaps = np.diff(starts)
+        width = np.r_[gaps, np.median(gaps) if gaps.size else 0.0].astype(np.float64)
+        rank = np.arange(t_ms.size) - np.repeat(first, counts)  # position of a request in its slot
+        arrival_ms = (np.repeat(starts - starts[0], counts)
+                      + np.repeat(width / counts, counts) * rank)
+    n = t_ms.size
+    block = np.array([0 if h is None else MOONCAKE_BLOCK_TOKENS for h in hashes], dtype=np.int64)
+    return Trace(np.array([str(k) for k in range(n)], dtype=object), arrival_ms / 1000.0,
+                 np.array(pro, dtype=np.int64), np.array(out, dtype=np.int64),
+                 np.full(n, domain, dtype=object), source=src, hash_ids=tuple(hashes),
+                 hash_block_tokens=block)
+
 
 BURSTGPT_COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
 FAILED_RULES = ("drop", "keep")
@@ -184,8 +415,6 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
         return _read_csv(path, "a CSV file")
     if fmt != "jsonl":
         raise SpecsimInputError(None, None, "format", "csv or jsonl", repr(fmt))
-    from specsim.workload.trace import _iter_json_lines  # the canonical reader's line checks, reused
-
     lines, objs = [], []
     for line, obj in _iter_json_lines(path):
         lines.append(line)
@@ -313,4 +542,3 @@ def load_lengths_csv(path, columns: tuple[str, str] | None = None) -> tuple[np.n
                                 f"columns {list(df.columns)}")
     lines = np.arange(len(df)) + 2
     return tuple(_numbers(df[c], src, c, lines, integer=True, minimum=1) for c in pair)  # type: ignore[return-value]
-

@@ -1,0 +1,257 @@
+"""A run's configuration, resolved once: scenario file + ``--set`` overrides + CLI / API arguments.
+
+:class:`RunConfig` holds what the caller gave (the loaded scenario, already merged with ``--set``, and the
+run's own arguments). :func:`resolve_run` turns it into a :class:`ResolvedRun`, the one object every later
+stage reads: the cluster (:meth:`ResolvedRun.cluster_runtime`), the engine's replicas, the summary's KV line
+and the provenance. Sweeps and tuning resolve their points' policy settings through the same
+:func:`resolve_policy` (without loading a profile), and every knob goes through the one knob resolver,
+:func:`specsim.policies.registry.run_knobs`.
+
+Each value is decided in one place:
+
+* policy knobs: :func:`~specsim.policies.registry.run_knobs` (declared defaults < ``[policy.knobs]`` < the
+  run's own);
+* drafter and gamma: :func:`resolve_policy` (``mtp1`` forces the MTP drafter and gamma 1, ``none`` no drafter);
+* the drafter's KV share: the scenario's ``drafter.kv_fraction``, else from the drafter's and target's shapes
+  (step-model profiles), else its family's default (:data:`specsim.engine.kv.DRAFTER_KV_FRACTION`), 0 without
+  speculation;
+* KV capacity: :func:`specsim.hardware.kv_capacity.kv_capacity`, computed once per run;
+* the drafter's cost model: :func:`drafter_cost_of`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from specsim.engine.cluster import ClusterRuntime
+from specsim.engine.kv import DRAFTER_KV_FRACTION
+from specsim.engine.replica import ReplicaConfig
+from specsim.errors import SpecsimInputError
+from specsim.hardware.drafter import (DRAFTER_FAMILY_OF, DRAFTER_LAYERS, DrafterCost, ShapedDrafterCost,
+                                      shaped_drafter_cost)
+from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
+from specsim.hardware.drafter import drafter_cost as default_drafter_cost
+from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
+from specsim.hardware.profile import StepTimeProfile, resolve_profile
+from specsim.hardware.stepmodel import step_model_of
+from specsim.policies import make_policy
+from specsim.policies.base import as_policy
+from specsim.policies.registry import run_knobs
+from specsim.scenario import Scenario, load_scenario
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run's configuration as given, validated on construction (every problem raises SpecsimInputError).
+
+    Attributes:
+        policy: a registered name, ``path/file.py:Name``, or a policy object / function.
+        scenario: the loaded scenario (defaults, file and ``--set`` overrides merged: :func:`load_scenario`).
+        seed: the one seed of every random draw (request r's draws: SeedSequence([seed, r])).
+        concurrency: closed loop with this many users; None = open loop at the trace's arrivals.
+        rate_scale: open loop only: arrival times are divided by it (2.0 = twice the rate).
+        max_sim_s: explicit horizon T in simulated seconds, or None (run until every request leaves); T is
+            included (:data:`specsim.simulation.HORIZON_RULE`).
+        gamma, drafter: override the scenario's (see :func:`resolve_policy`).
+        knobs: policy knobs, over the scenario's ``[policy.knobs]``.
+        record_step_log: keep per (step, request) rows.
+        metric_percentiles: extra latency percentiles to report (vLLM's ``--metric-percentiles``), kept beside
+            :data:`specsim.analysis.metrics.PERCENTILES` (other tools read those keys).
+    """
+
+    policy: Any = "dspark"
+    scenario: Scenario = field(default_factory=load_scenario)
+    seed: int = 0
+    concurrency: int | None = None
+    rate_scale: float = 1.0
+    max_sim_s: float | None = None
+    gamma: int | None = None
+    drafter: str | None = None
+    knobs: dict = field(default_factory=dict)
+    record_step_log: bool = False
+    metric_percentiles: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        def bad(name: str, want: str, got: Any) -> None:
+            raise SpecsimInputError(None, None, name, want, repr(got))
+        if not (isinstance(self.rate_scale, (int, float)) and np.isfinite(self.rate_scale) and self.rate_scale > 0):
+            bad("rate_scale", "a finite value > 0", self.rate_scale)
+        if self.gamma is not None and not 0 <= self.gamma <= 64:
+            bad("gamma", "an int in [0, 64]", self.gamma)
+        if self.max_sim_s is not None and not (np.isfinite(self.max_sim_s) and self.max_sim_s > 0):
+            bad("max_sim_s", "a finite time > 0 s", self.max_sim_s)
+        if self.concurrency is not None and self.concurrency < 1:
+            bad("concurrency", "an int >= 1", self.concurrency)
+        if self.concurrency is not None and self.rate_scale != 1.0:
+            raise SpecsimInputError(None, None, "rate_scale", "rate_scale applies to open loop only (no "
+                                    "concurrency)", f"rate_scale {self.rate_scale:g} with concurrency "
+                                    f"{self.concurrency}")
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """The policy side of a run, resolved: what to build, with which drafter, gamma and knob values.
+
+    Attributes:
+        make: zero-argument factory of a fresh policy object (a user object is shared: it must be stateless).
+        name: the policy's name.
+        drafter: the drafter's name (``none`` without speculation).
+        gamma: the run's draft block length (0 without a drafter).
+        knobs: every knob the policy declares with the value it runs with.
+    """
+
+    make: Callable[[], Any]
+    name: str
+    drafter: str
+    gamma: int
+    knobs: dict[str, Any]
+
+
+def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, drafter: str | None,
+                   knobs: dict[str, Any] | None = None, shared: tuple[str, ...] = ()) -> PolicyChoice:
+    """Resolve a run's policy, knob values, drafter and gamma (no profile is loaded).
+
+    ``mtp1`` uses the MTP drafter with gamma forced to 1; ``none`` no drafter (gamma 0); every other policy
+    the scenario's drafter unless ``drafter`` overrides it, and gamma ``gamma`` else ``engine.gamma``.
+
+    Args:
+        policy: a registered name, ``path/file.py:Name``, or a policy object / function.
+        scenario: the loaded scenario.
+        gamma, drafter: the run's overrides, or None.
+        knobs: the run's own knobs (each must be declared by the policy).
+        shared: knob names declared by the other policies of a sweep (see
+            :func:`specsim.policies.registry.run_knobs`).
+
+    Raises:
+        SpecsimInputError: unknown policy, unknown or mistyped knob (naming the closest valid one).
+    """
+    values = run_knobs(policy, scenario.policy.knobs, dict(knobs or {}), shared)
+    if isinstance(policy, str):
+        probe = make_policy(policy, gamma=gamma, **values)
+        factory = lambda: make_policy(policy, gamma=gamma, **values)  # noqa: E731
+    else:
+        probe = as_policy(policy)
+        factory = lambda: probe  # noqa: E731  (a user object is shared: it must be stateless or per-run)
+    forced_drafter = getattr(probe, "drafter", None)
+    dname = forced_drafter or drafter or scenario.drafter.name
+    if dname == "none":
+        g = 0
+    elif getattr(probe, "gamma", None) is not None and forced_drafter:
+        g = int(probe.gamma)
+    else:
+        g = scenario.engine.gamma if gamma is None else int(gamma)
+    return PolicyChoice(factory, probe.name, dname, g, values)
+
+
+def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,
+                    profile: StepTimeProfile) -> DrafterCost | ShapedDrafterCost:
+    """The drafter's cost model, first that applies: the scenario's explicit fractions (0 allowed), the
+    measured one (replay), the drafter's shape through the profile's step model (profiles built by
+    :mod:`specsim.hardware.stepmodel`), else the family's default fractions (plain tables)."""
+    dc = sc.drafter
+    overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction") if getattr(dc, k) is not None}
+    if dname == dc.name and overrides:
+        return replace(default_drafter_cost(dname), **overrides)
+    if measured is not None:
+        return measured
+    target = step_model_of(profile)
+    if target is not None and dname in DRAFTER_LAYERS:
+        return shaped_drafter_cost(dname, target, dc.layers if dname == dc.name else None)
+    return default_drafter_cost(dname)
+
+
+def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTimeProfile | None = None) -> float:
+    """The drafter's KV tokens per target KV token: ``drafter.kv_fraction``; else, from the two shapes where the
+    profile has a step model (issue 20, :func:`specsim.hardware.drafter.drafter_kv_fraction`); else the family's
+    constant (:data:`specsim.engine.kv.DRAFTER_KV_FRACTION`, plain tables); 0 when nothing drafts."""
+    frac = sc.drafter.kv_fraction
+    if frac is not None:
+        return float(frac)
+    if gamma <= 0:
+        return 0.0
+    target = step_model_of(profile) if profile is not None else None
+    if target is not None and drafter in DRAFTER_LAYERS:
+        return float(shape_kv_fraction(drafter, target, sc.drafter.layers if drafter == sc.drafter.name else None))
+    return float(DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]])
+
+
+def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
+    """Colocated prefill shares the decode steps, so mixed steps reach the scenario's prefill chunk: a profile
+    that stops short of it fails here, when the run is resolved, not mid-run (issue 20).
+
+    Raises:
+        SpecsimInputError: the profile's last batch size is below ``prefill.chunk_tokens``.
+    """
+    chunk = sc.prefill.chunk_tokens
+    if sc.prefill.mode == "colocated" and prof.batch_limit is not None and prof.max_batch_tokens < chunk:
+        raise SpecsimInputError(prof.source, None, "batch_tokens", f"a profile reaching the scenario's prefill "
+                                f"chunk of {chunk} tokens (prefill.chunk_tokens; build it with profile analytic "
+                                f"--max-batch-tokens {chunk} or more)", f"last size {prof.max_batch_tokens}")
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A run with every setting decided: the one object the cluster, summary and provenance read.
+
+    Attributes:
+        config: the run as given.
+        policy: the resolved policy side (:class:`PolicyChoice`).
+        profile: the replicas' step-time profile.
+        drafter_cost: the drafter's cost model (:func:`drafter_cost_of`).
+        kv_fraction: the drafter's KV per target KV token (:func:`drafter_kv_fraction`).
+        kv: a replica's KV capacity (computed once, :func:`specsim.hardware.kv_capacity.kv_capacity`).
+    """
+
+    config: RunConfig
+    policy: PolicyChoice
+    profile: StepTimeProfile
+    drafter_cost: Any
+    kv_fraction: float
+    kv: KvCapacity
+
+    @property
+    def scenario(self) -> Scenario:
+        """The loaded scenario."""
+        return self.config.scenario
+
+    def cluster_runtime(self) -> ClusterRuntime:
+        """The cluster's and replicas' runtime settings (:class:`specsim.engine.cluster.ClusterRuntime`)."""
+        sc, g = self.scenario, self.policy.gamma
+        c, e, colocated = sc.cluster, sc.engine, sc.prefill.mode == "colocated"
+        replicas = tuple(ReplicaConfig(
+            index=i, gamma=g, colocated=colocated, max_num_seqs=c.max_num_seqs,
+            kv_allocation=c.kv_allocation, num_blocks=self.kv.tokens // c.block_size,
+            block_size=c.block_size, prefix_caching=c.prefix_caching,
+            chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
+            emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv_fraction)
+            for i in range(c.num_replicas))
+        return ClusterRuntime(
+            replicas=replicas, kv_capacity_tokens=self.kv.tokens, router=c.router, colocated=colocated,
+            num_prefill_instances=sc.prefill.num_instances, prefill_time_per_token_s=sc.prefill.time_per_token_s,
+            prefill_chunk_tokens=sc.prefill.chunk_tokens,
+            request_overhead_s=e.request_overhead_s, seed=int(self.config.seed))
+
+
+def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
+                drafter_cost: DrafterCost | None = None) -> ResolvedRun:
+    """Resolve ``config`` once: policy, knobs, drafter, gamma, profile, drafter cost, KV share and capacity.
+
+    Args:
+        config: the run as given.
+        profile: override the scenario's step-time profile.
+        drafter_cost: a measured drafter cost model (the replay's); see :func:`drafter_cost_of`.
+
+    Raises:
+        SpecsimInputError: see :func:`resolve_policy`, :func:`specsim.hardware.profile.resolve_profile` and
+            :func:`specsim.hardware.kv_capacity.kv_capacity`.
+    """
+    sc = config.scenario
+    choice = resolve_policy(config.policy, sc, config.gamma, config.drafter, config.knobs)
+    prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
+    check_prefill_chunk(sc, prof)
+    cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
+    frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
+    return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac))
