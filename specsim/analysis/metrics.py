@@ -330,7 +330,13 @@ def add_goodput(summary: dict[str, Any], requests: pd.DataFrame, slos_ms: dict[s
 
 
 def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[str, dict[str, Any]]:
-    """Per-domain metrics of the measured requests: count, TTFT, TPS/user, acceptance length, acceptance rate."""
+    """Per-domain metrics of the measured requests: count, TTFT, TPS/user, acceptance length, acceptance rate.
+
+    The acceptance length is pooled over request-steps as at the top level (:func:`_figures`; DESIGN.md
+    "Acceptance statistics": sum over sum): (accepted drafts + decode steps) / decode steps of the domain's
+    requests. The token a finished recompute emits after a preemption is no decode step and is not counted,
+    so with a single domain the figure equals the top level's, and ``none`` gives exactly 1.0.
+    """
     out = {}
     sub_all = requests[measured_mask]
     for dom, sub in sub_all.groupby("domain", sort=True):
@@ -342,7 +348,7 @@ def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[s
             "mean_ttft_ms": float(sub.ttft_s.mean() * 1e3) if len(sub) else None,
             "mean_tpot_ms": float(multi.tpot_s.mean() * 1e3) if len(multi) else None,
             "mean_tps_per_user": float(multi.tps_per_user.mean()) if len(multi) else None,
-            "mean_acceptance_length": float((sub.output_tokens.sum() - len(sub)) / steps) if steps else None,
+            "mean_acceptance_length": float((sub.accepted_drafts.sum() + steps) / steps) if steps else None,
             "acceptance_rate": float(sub.accepted_drafts.sum() / ver) if ver else None,
         }
     return out
