@@ -39,3 +39,18 @@ def test_domain_acceptance_length_is_the_top_level_one_under_preemption(policy):
     assert s["per_domain"]["chat"]["mean_acceptance_length"] == pytest.approx(s["mean_acceptance_length"], rel=1e-12)
     if policy == "none":
         assert s["per_domain"]["chat"]["mean_acceptance_length"] == 1.0
+
+
+# ---------------------------------------------------------------- 3. the vLLM result file under a horizon
+def test_vllm_result_accounts_for_every_prompt_under_a_horizon():
+    """kv_boundaries.jsonl, dspark, a 4,096-token cache, horizon 0.45 s: 2 completed, 2 unservable and one still
+    running at the horizon; vLLM's ``failed`` counts every prompt that did not complete."""
+    from specsim.analysis.results import vllm_result
+    scen = load_scenario(overrides=["cluster.kv_capacity_tokens=4096"])
+    res = simulate(load_trace(DATA / "kv_boundaries.jsonl"), "dspark", scen, max_sim_s=0.45)
+    s = res.summary
+    assert (s["completed"], s["unservable"], s["unfinished"] + s["not_issued"]) == (2, 2, 1)
+    d = vllm_result(res, detailed=True)
+    assert (d["num_prompts"], d["completed"], d["failed"]) == (5, 2, 3)
+    assert d["completed"] + d["failed"] == d["num_prompts"]
+    assert sorted(d["errors"]) == ["", "", "unfinished", "unservable", "unservable"]
