@@ -54,3 +54,27 @@ def test_vllm_result_accounts_for_every_prompt_under_a_horizon():
     assert (d["num_prompts"], d["completed"], d["failed"]) == (5, 2, 3)
     assert d["completed"] + d["failed"] == d["num_prompts"]
     assert sorted(d["errors"]) == ["", "", "unfinished", "unservable", "unservable"]
+
+
+# ---------------------------------------------------------------- 5. prefix-cache hit rate
+@pytest.mark.parametrize("mode", ["disaggregated", "colocated"])
+def test_prefix_hit_rate_counts_first_time_prompt_lookups_and_recomputes_apart(mode):
+    """Two 32 + 40-token requests sharing a 16-token prefix block arrive together in a 96-token cache (the
+    test_memory hand case): neither finds the other's block on its first prefill (0 of 64 prompt tokens), B is
+    preempted after 16 tokens and its recompute (32 + 16 = 48 tokens looked up) hits A's shared block (16).
+    Before issue 24 the recompute counted in the hit rate: 16 / 112."""
+    from helpers import make_trace
+    from specsim.hardware.profile import StepTimeProfile
+    t = make_trace([0.0, 0.0], [32, 32], [40, 40])
+    t = type(t)(request_id=t.request_id, arrival_s=t.arrival_s, prompt_tokens=t.prompt_tokens,
+                output_tokens=t.output_tokens, domain=t.domain, prefix_group=["sys", "sys"], prefix_tokens=[16, 16])
+    scen = load_scenario(overrides=["engine.host_overhead_s=0", "engine.request_overhead_s=0",
+                                    "cluster.kv_capacity_tokens=96", "prefill.time_per_token_s=0.001",
+                                    "prefill.num_instances=2", f"prefill.mode={mode}"])
+    res = simulate(t, "none", scen, profile=StepTimeProfile.flat(0.01))
+    s, req = res.summary, res.requests
+    assert s["num_preemptions"] == 1
+    assert req.prefix_lookup_tokens.tolist() == [32, 32] and req.prefix_hit_tokens.tolist() == [0, 0]
+    assert s["prefix_cache_hit_rate"] == 0.0
+    assert req.recompute_lookup_tokens.tolist() == [0, 48] and req.recompute_hit_tokens.tolist() == [0, 16]
+    assert s["recompute_prefix_hit_tokens"] == 16 and s["recompute_prefix_hit_rate"] == pytest.approx(1 / 3)

@@ -157,6 +157,7 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
         "decode_steps": r.decode_steps, "verified_drafts": r.verified_drafts, "accepted_drafts": r.accepted_drafts,
         "emitted_tokens": r.emitted_tokens, "preemptions": r.preemptions, "recomputed_tokens": r.recomputed_tokens,
         "prefix_hit_tokens": r.prefix_hit_tokens, "prefix_lookup_tokens": r.prefix_lookup_tokens,
+        "recompute_hit_tokens": r.recompute_hit_tokens, "recompute_lookup_tokens": r.recompute_lookup_tokens,
         "replica": r.replica, "status": status,
         "unservable_reason": [r.unservable_reason.get(i, "") for i in range(n)],
     })
@@ -165,10 +166,15 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
 def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
     """KV-memory figures of a run: preemptions, recomputed tokens, prefix-cache token hit rates, unservable reasons.
 
-    ``prefix_cache_hit_rate`` is hit tokens / looked-up prompt tokens over every prefill lookup (first prefills
-    and recomputes, on every prefill instance and replica); ``prefix_cache`` gives it per instance.
+    ``prefix_cache_hit_rate`` is hit tokens / looked-up prompt tokens over first-time prompt lookups (each
+    request's first prefill, on every prefill instance and replica; vLLM's definition since its PR 25787,
+    docs/memory.md); ``prefix_cache`` gives it per instance. The lookups of re-prefills after preemptions are
+    reported apart: ``recompute_prefix_hit_tokens`` and ``recompute_prefix_hit_rate`` (hit tokens / the prompt
+    + generated tokens those recomputes looked up; None when nothing was recomputed).
     """
     rates = records.prefix_hit_rates()
+    rec_lookup = int(records.recompute_lookup_tokens.sum())
+    rec_hit = int(records.recompute_hit_tokens.sum())
     unservable = requests[requests.status == "unservable"]
     return {
         "num_preemptions": int(records.preemptions.sum()),
@@ -177,6 +183,8 @@ def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
         "kv_clipped_verify_lengths": int(records.num_kv_clips),
         "prefix_cache_hit_rate": rates.pop("overall"),
         "prefix_cache": rates,
+        "recompute_prefix_hit_tokens": rec_hit,
+        "recompute_prefix_hit_rate": rec_hit / rec_lookup if rec_lookup else None,
         "unservable_requests": {str(rid): why for rid, why in zip(unservable.request_id, unservable.unservable_reason)},
     }
 
