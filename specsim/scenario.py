@@ -91,7 +91,8 @@ class ClusterConfig(_Section):
             float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = off. Setting it together with
             ``kv_capacity_tokens`` is an error.
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
-            or ``reserve`` (prompt + max output + lookahead reserved at admission, never preempts).
+            or ``reserve`` (the blocks of prompt + max output tokens reserved at admission, never preempts; a
+            verify step never needs more: docs/memory.md).
         block_size: tokens per KV block, int >= 1.
         prefix_caching: share full KV blocks of identical prefixes between requests (vLLM's automatic
             prefix caching).

@@ -78,3 +78,19 @@ def test_prefix_hit_rate_counts_first_time_prompt_lookups_and_recomputes_apart(m
     assert s["prefix_cache_hit_rate"] == 0.0
     assert req.recompute_lookup_tokens.tolist() == [0, 48] and req.recompute_hit_tokens.tolist() == [0, 16]
     assert s["recompute_prefix_hit_tokens"] == 16 and s["recompute_prefix_hit_rate"] == pytest.approx(1 / 3)
+
+
+# ---------------------------------------------------------------- 16. one truth for `reserve`
+def test_reserve_holds_prompt_plus_output_blocks_without_lookahead():
+    """A 1000 + 600-token request under ``reserve`` with static gamma 7 holds exactly 100 blocks of 16 (a
+    lookahead of gamma + 1 would make it 101); the scenario docs say the same rule as docs/memory.md."""
+    from helpers import make_trace
+    import specsim.scenario as scenario_module
+    scen = load_scenario(overrides=[*FLAT, "cluster.kv_allocation=reserve", "cluster.kv_capacity_tokens=1600"])
+    res = simulate(make_trace([0.0], [1000], [600]), "static", scen, gamma=7)
+    assert res.summary["completed"] == 1
+    assert (res.steps.kv_blocks_used == 100).all()
+    toml = (Path(scenario_module.__file__).parent / "scenarios" / "default.toml").read_text()
+    for text in (toml, scenario_module.ClusterConfig.__doc__):
+        line = next(ln for ln in text.splitlines() if "reserve" in ln and "prompt + max output" in ln)
+        assert "lookahead" not in line
