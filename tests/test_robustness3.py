@@ -94,3 +94,57 @@ def test_reserve_holds_prompt_plus_output_blocks_without_lookahead():
     for text in (toml, scenario_module.ClusterConfig.__doc__):
         line = next(ln for ln in text.splitlines() if "reserve" in ln and "prompt + max output" in ln)
         assert "lookahead" not in line
+
+
+# ---------------------------------------------------------------- 8. output paths checked before the run
+def _cli(monkeypatch, capsys, *args):
+    import sys
+    from specsim.cli import main
+    monkeypatch.setattr(sys, "argv", ["specsim", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _never_simulate(monkeypatch):
+    import specsim.simulation
+    import specsim.sweep
+
+    def boom(*a, **k):
+        raise AssertionError("simulated before checking the output paths")
+    monkeypatch.setattr(specsim.simulation, "simulate", boom)
+    monkeypatch.setattr(specsim.sweep, "run_sweep", boom)
+
+
+@pytest.mark.parametrize("case", ["out_is_file", "out_under_file", "events_under_file", "events_is_folder",
+                                  "sweep_out_is_file"])
+def test_bad_output_paths_exit_2_with_one_line_before_simulating(monkeypatch, capsys, tmp_path, case):
+    _never_simulate(monkeypatch)
+    afile = tmp_path / "a_file"
+    afile.write_text("x")
+    trace = str(DATA / "four_long.jsonl")
+    args = {"out_is_file": ["run", "--trace", trace, "--out", str(afile)],
+            "out_under_file": ["run", "--trace", trace, "--out", str(afile / "sub")],
+            "events_under_file": ["run", "--trace", trace, "--trace-events", str(afile / "ev.json")],
+            "events_is_folder": ["run", "--trace", trace, "--trace-events", str(tmp_path)],
+            "sweep_out_is_file": ["sweep", "--trace", trace, "--out", str(afile), "--policies", "none",
+                                  "--concurrency", "1"]}[case]
+    code, out, err = _cli(monkeypatch, capsys, *args)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("specsim: error: --")
+    assert str(afile if case != "events_is_folder" else tmp_path) in err
+    assert afile.read_text() == "x"
+
+
+def test_missing_output_folders_are_created_and_the_run_says_so(monkeypatch, capsys, tmp_path):
+    out, events = tmp_path / "new" / "run", tmp_path / "ev" / "t.json"
+    code, stdout, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "four_long.jsonl"), "--json",
+                             "--policy", "none", "--out", str(out), "--trace-events", str(events))
+    assert code == 0, err
+    assert f"note: created folder {out} for --out" in err
+    assert f"note: created folder {events.parent} for --trace-events" in err
+    assert (out / "summary.json").exists() and events.exists()

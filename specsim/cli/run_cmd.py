@@ -156,6 +156,7 @@ def run(
     if num_requests is not None:
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
+    _check_outputs(out, trace_events)
     from specsim.progress import command_line, run_progress
     with run_progress(len(tr)) as bar:
         res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency,
@@ -187,6 +188,15 @@ def run(
         print(summary_text(res.summary, percentiles=pcts))
         if out is not None:
             print(f"records written to {out}")
+
+
+def _check_outputs(out: Path | None, trace_events: Path | None) -> None:
+    """Check ``--out`` and ``--trace-events`` before simulating (specsim.cli.outputs); notes go to stderr."""
+    from specsim.cli.outputs import output_dir, output_file
+    notes = [output_dir(out, "--out") if out is not None else None,
+             output_file(trace_events, "--trace-events") if trace_events is not None else None]
+    for note in filter(None, notes):
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _check_conflicts(policy: str, concurrency: int | None, rate_scale: float | None, gamma: int | None,
