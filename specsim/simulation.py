@@ -34,6 +34,7 @@ from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.analysis.steplog import write_step_log
+from specsim.workload.trace import MAX_SIM_TIME_S
 
 
 @dataclass
@@ -147,8 +148,9 @@ class RunConfig:
             bad("rate_scale", "a finite value > 0", self.rate_scale)
         if self.gamma is not None and not 0 <= self.gamma <= 64:
             bad("gamma", "an int in [0, 64]", self.gamma)
-        if self.max_sim_s is not None and not (np.isfinite(self.max_sim_s) and self.max_sim_s > 0):
-            bad("max_sim_s", "a finite time > 0 s", self.max_sim_s)
+        if self.max_sim_s is not None and not (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S):
+            bad("max_sim_s", f"a time in (0, {MAX_SIM_TIME_S:g}] s (specsim's bound on simulated time)",
+                self.max_sim_s)
         if self.concurrency is not None and self.concurrency < 1:
             bad("concurrency", "an int >= 1", self.concurrency)
         if self.concurrency is not None and self.rate_scale != 1.0:
@@ -181,12 +183,37 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
 
 
+def _check_time_bound(trace, config: RunConfig) -> None:
+    """Refuse arrivals beyond :data:`~specsim.workload.trace.MAX_SIM_TIME_S` once divided by the rate scale.
+
+    Raises:
+        SpecsimInputError: naming ``rate_scale`` (``--rate-scale``) when the scale pushes the last arrival
+            past the bound, else the trace's source and the first request beyond it.
+    """
+    if config.concurrency is not None:
+        return
+    scaled = np.asarray(trace.arrival_s, float) / config.rate_scale
+    beyond = np.flatnonzero(~(scaled <= MAX_SIM_TIME_S))
+    if beyond.size == 0:
+        return
+    i = int(beyond[0])
+    if config.rate_scale != 1.0:
+        least = trace.arrival_s[-1] / MAX_SIM_TIME_S
+        raise SpecsimInputError("--rate-scale", None, "rate_scale",
+                                f"a scale >= {least:.3g} so the last arrival ({trace.arrival_s[-1]:g} s) stays within "
+                                f"specsim's bound on simulated time, {MAX_SIM_TIME_S:g} s", f"{config.rate_scale:g}")
+    raise SpecsimInputError(getattr(trace, "source", None), None, f"arrival_s of request {i + 1}",
+                            f"a time <= {MAX_SIM_TIME_S:g} s (specsim's bound on simulated time)",
+                            f"{trace.arrival_s[i]:g}")
+
+
 def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
         drafter_cost: DrafterCost | None = None, progress=None) -> SimulationResult:
     """Build the cluster of ``config``, run it on ``trace``, check invariants and summarise (see :func:`simulate`)."""
     wall0 = time.perf_counter()
     if len(trace) == 0:
         raise SpecsimInputError(getattr(trace, "source", None), None, None, "a non-empty trace", "0 requests")
+    _check_time_bound(trace, config)
     built = _build(trace, config, profile, drafter_cost)
     window = None if config.concurrency is None else ClosedLoopWindow(np.nan, np.nan)
     cluster = built.cluster

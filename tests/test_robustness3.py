@@ -148,3 +148,31 @@ def test_missing_output_folders_are_created_and_the_run_says_so(monkeypatch, cap
     assert f"note: created folder {out} for --out" in err
     assert f"note: created folder {events.parent} for --trace-events" in err
     assert (out / "summary.json").exists() and events.exists()
+
+
+# ---------------------------------------------------------------- 9. times too large to simulate
+def test_far_arrival_is_refused_naming_file_line_and_field():
+    from specsim.errors import SpecsimInputError
+    from specsim.workload.trace import MAX_SIM_TIME_S
+    assert MAX_SIM_TIME_S == 1e9
+    with pytest.raises(SpecsimInputError) as e:
+        load_trace(DATA / "far_arrival.jsonl")
+    assert (e.value.line, e.value.field) == (2, "arrival_s") and "far_arrival.jsonl" in str(e.value)
+    assert "1e+09 s" in str(e.value) and len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("args, flag", [(["--rate-scale", "1e-14"], "--rate-scale"),
+                                        (["--rate-scale", "1e-300"], "--rate-scale"),
+                                        (["--max-sim-s", "2e9"], "max_sim_s")])
+def test_time_bound_flags_exit_2_with_one_line(monkeypatch, capsys, args, flag):
+    """tier_boundary.jsonl's arrivals (0, 100, 200 s) divided by 1e-14 reach 2e16 s: refused before the run."""
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "tier_boundary.jsonl"), *args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and flag in err, err
+    assert "1e+09" in err and "Traceback" not in err
+
+
+def test_an_arrival_at_the_bound_still_simulates():
+    from helpers import make_trace
+    res = simulate(make_trace([0.0, 1e9], [64, 64], [20, 20]), "dspark", load_scenario(overrides=FLAT))
+    assert res.summary["completed"] == 2
+    assert (res.requests.ttft_s >= res.requests.prefill_s).all()

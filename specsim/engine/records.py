@@ -91,8 +91,8 @@ class Records:
     ``prefill_s``, ``first_token_s``, ``admitted_s``, ``done_s``), ``replica``, counters (``decode_steps``,
     ``verified_drafts``, ``accepted_drafts``, ``emitted_tokens``, ``preemptions``, ``recomputed_tokens``,
     ``recompute_emissions``, ``prefix_hit_tokens``, ``prefix_lookup_tokens`` (the first prefill's lookup),
-    ``recompute_hit_tokens``, ``recompute_lookup_tokens`` (lookups of re-prefills after preemptions); the replicas
-    write the decode
+    ``recompute_hit_tokens``, ``recompute_lookup_tokens`` (lookups of re-prefills after preemptions); the
+    replicas write the decode
     counters when a request leaves, is preempted, or the run ends), ``issued`` and ``unservable_reason`` (index -> text).
     """
 

@@ -7,8 +7,9 @@ Canonical JSONL, one request per line (blank lines are skipped)::
 
     {"arrival_s": 0.25, "prompt_tokens": 812, "output_tokens": 95, "domain": "code", "request_id": "a7"}
 
-* ``arrival_s``: number (int or float, not bool), finite, >= 0, seconds from trace start; arrivals
-  never decrease from one request to the next (equal arrivals are a burst and are valid).
+* ``arrival_s``: number (int or float, not bool), finite, >= 0, seconds from trace start, at most
+  :data:`MAX_SIM_TIME_S` (1e9 s, specsim's bound on simulated time); arrivals never decrease from one
+  request to the next (equal arrivals are a burst and are valid).
 * ``prompt_tokens``, ``output_tokens``: int >= 1 (a JSON bool or a float such as ``5.0`` is rejected).
 * ``domain``: optional non-empty string, default ``"chat"``.
 * ``request_id``: optional, a non-empty string or an int (stored as its decimal string), unique in
@@ -367,6 +368,12 @@ def _iter_json_lines(path: Path):
                                 "at least one request line", got)
 
 
+#: specsim's bound on simulated time, seconds (about 31.7 years): arrival times, arrivals divided by
+#: ``--rate-scale`` and ``--max-sim-s`` must stay at or below it. A float64 clock near 1e9 s still resolves
+#: 2^-23 s (0.12 us), far below a step's or a prefill token's time; near 1e14 s its resolution (2^-6 s)
+#: exceeds a step's time, so a request's first token could appear to come before its prefill had ended.
+MAX_SIM_TIME_S = 1e9
+
 #: Largest token count (and Mooncake millisecond timestamp) a file may hold: 2^53, the largest
 #: range in which every int is exact as a float64 (and far inside int64).
 MAX_COUNT = 2**53
@@ -515,6 +522,9 @@ def load_trace(path) -> Trace:
     prev_arrival, prev_line = 0.0, 0
     for line, obj in _iter_json_lines(path):
         a = _get(obj, "arrival_s", "number", src, line)
+        if a > MAX_SIM_TIME_S:
+            raise SpecsimInputError(src, line, "arrival_s", f"a time <= {MAX_SIM_TIME_S:g} s (specsim's bound on "
+                                    "simulated time)", repr(a))
         if a < prev_arrival:
             raise SpecsimInputError(src, line, "arrival_s",
                                     f"a value >= {prev_arrival!r} (the arrival on line {prev_line})",
