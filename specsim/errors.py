@@ -33,6 +33,10 @@ class SpecsimInputError(ValueError):
         # (process pools) rebuild the same error.
         super().__init__(self.file, self.line, self.field, self.expected, self.got)
 
+    #: Longest message :meth:`__str__` returns: a longer ``expected`` or ``got`` (a huge value, a long list) is
+    #: shortened in its middle, so the CLI's one line stays readable (issue 24 item 11).
+    MAX_CHARS = 300
+
     def __str__(self) -> str:
         where = []
         if self.file is not None:
@@ -42,10 +46,19 @@ class SpecsimInputError(ValueError):
         if self.field is not None:
             where.append(f"field '{self.field}'")
         head = ", ".join(where) if where else "input"
-        msg = f"{head}: expected {self.expected}"
+        expected = _shorten(str(self.expected), max(120, self.MAX_CHARS - len(head) - 70))
+        msg = f"{head}: expected {expected}"
         if self.got is not None:
-            msg += f", got {self.got}"
+            msg += f", got {_shorten(str(self.got), max(40, self.MAX_CHARS - len(msg) - 6))}"
         return msg
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters by dropping its middle (`` ... `` marks the cut)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 5, 2)
+    return f"{text[: keep - keep // 3]} ... {text[len(text) - keep // 3:]}"
 
 
 def plain(value: object) -> str:

@@ -23,6 +23,7 @@ no side effects; a run saves the resolved scenario (and its hash) beside its res
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -444,31 +445,72 @@ def _convert(base: type, value: Any) -> Any:
     return value
 
 
-def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
-    """``base`` with ``{section: {key: value}}`` applied; every error names ``src``."""
+def _closest(name: str, choices) -> str:
+    """`` (closest: 'x')`` for the nearest of ``choices`` to a misspelt ``name`` (difflib), or ``""``."""
+    close = difflib.get_close_matches(name, sorted(choices), n=1, cutoff=0.6)
+    return f" (closest: {close[0]!r})" if close else ""
+
+
+def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, int] | None = None) -> Scenario:
+    """``base`` with ``{section: {key: value}}`` applied; every error names ``src`` and, for a TOML file, the
+    line of the key (``lines``: dotted key -> 1-based line, from :func:`_key_lines`)."""
+    def line_of(name: str) -> int | None:
+        while lines and name:
+            if name in lines:
+                return lines[name]
+            name = name.rpartition(".")[0]
+        return None
     new = {}
     for section, values in updates.items():
         if section not in SECTIONS:
-            raise SpecsimInputError(src, None, section, f"a scenario section, one of {sorted(SECTIONS)}")
+            raise SpecsimInputError(src, line_of(section), section,
+                                    f"a scenario section, one of {sorted(SECTIONS)}{_closest(section, SECTIONS)}")
         if not isinstance(values, dict):
-            raise SpecsimInputError(src, None, section, "a table of key = value", repr(values))
+            raise SpecsimInputError(src, line_of(section), section, "a table of key = value", repr(values))
         cls = SECTIONS[section]
         cur = new.get(section, getattr(base, section))
         known = {f.name for f in fields(cls)}
         kw = {}
         for key, value in values.items():
             if key not in known:
-                hint = (f" (policy knobs go in [policy.knobs]: --set policy.knobs.{key}=...)"
+                hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
                         if section == "policy" else "")
-                raise SpecsimInputError(src, None, f"{section}.{key}",
-                                        f"one of the keys {sorted(known)}{hint}")
+                raise SpecsimInputError(src, line_of(f"{section}.{key}"), f"{section}.{key}",
+                                        f"a key of [{section}]{_closest(key, known)}{hint}")
             old = getattr(cur, key)
             kw[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
         try:
             new[section] = replace(cur, **kw)
         except SpecsimInputError as e:
-            raise replace(e, file=src) from None
+            raise replace(e, file=src, line=e.line or line_of(e.field or section)) from None
     return replace(base, **new)
+
+
+_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Dotted key -> the 1-based line of a TOML text where it is first set (``[section]`` headers too).
+
+    A line scan, enough to point an error at its line (tomllib keeps no positions): table headers set the
+    prefix, ``key = value`` lines (dotted keys included) name ``prefix.key``; keys inside multi-line values
+    or inline tables are attributed to the line that opens them.
+    """
+    out: dict[str, int] = {}
+    prefix = ""
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0]
+        m = _TABLE.match(line)
+        if m and not line.lstrip().startswith("[["):
+            prefix = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
+            out.setdefault(prefix, i)
+            continue
+        m = _KEY.match(line)
+        if m:
+            key = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
+            out.setdefault(f"{prefix}.{key}" if prefix else key, i)
+    return out
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
@@ -480,7 +522,8 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     """
     scen = _apply(Scenario(), _read_toml(DEFAULT_SCENARIO), str(DEFAULT_SCENARIO))
     if path is not None:
-        scen = _apply(scen, _read_toml(Path(path)), str(path))
+        tables = _read_toml(Path(path))
+        scen = _apply(scen, tables, str(path), _key_lines(Path(path).read_bytes().decode("utf-8")))
         scen = replace(scen, source=str(path))
     for item in overrides or []:
         scen = _apply(scen, parse_override(item), f"--set {item}")

@@ -176,3 +176,32 @@ def test_an_arrival_at_the_bound_still_simulates():
     res = simulate(make_trace([0.0, 1e9], [64, 64], [20, 20]), "dspark", load_scenario(overrides=FLAT))
     assert res.summary["completed"] == 2
     assert (res.requests.ttft_s >= res.requests.prefill_s).all()
+
+
+# ---------------------------------------------------------------- 11. TOML key errors name the line; short messages
+@pytest.mark.parametrize("text, line, field, words", [
+    ("# a scenario\n[cluster]\nnum_replicas = 2\nkv_capcity_tokens = 4096\n", 4, "cluster.kv_capcity_tokens",
+     "closest: 'kv_capacity_tokens'"),
+    ("[cluster]\nnum_replicas = 2\n\n[engine]\ngamma = -3\n", 5, "engine.gamma", "got -3"),
+    ("[clustr]\nnum_replicas = 2\n", 1, "clustr", "closest: 'cluster'"),
+    ("cluster.num_replicas = 0\n", 1, "cluster.num_replicas", "got 0"),
+    ("[policy]\nthreshold = 0.5\n", 2, "policy.threshold", "policy knobs go in [policy.knobs]"),
+])
+def test_scenario_key_errors_name_the_line(tmp_path, text, line, field, words):
+    from specsim.errors import SpecsimInputError
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    with pytest.raises(SpecsimInputError) as e:
+        load_scenario(path)
+    assert (e.value.file, e.value.line, e.value.field) == (str(path), line, field)
+    assert words in str(e.value)
+
+
+def test_error_messages_stay_under_a_few_hundred_characters(monkeypatch, capsys):
+    """A missing profile printed a 1,153-character line (every bundled name); now the closest names."""
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "four_long.jsonl"),
+                          "--set", "profile.name=h100-llama2-7b-tp")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and len(err) < 300, err
+    assert "closest: h100-llama2-7b-tp" in err
+    from specsim.errors import SpecsimInputError
+    assert len(str(SpecsimInputError("f.toml", 3, "a.b", "x" * 500, "y" * 5000))) <= SpecsimInputError.MAX_CHARS
