@@ -205,3 +205,35 @@ def test_error_messages_stay_under_a_few_hundred_characters(monkeypatch, capsys)
     assert "closest: h100-llama2-7b-tp" in err
     from specsim.errors import SpecsimInputError
     assert len(str(SpecsimInputError("f.toml", 3, "a.b", "x" * 500, "y" * 5000))) <= SpecsimInputError.MAX_CHARS
+
+
+# ---------------------------------------------------------------- 12. import-splitwise names and --force
+def test_import_splitwise_names_every_hardware_apart_and_never_overwrites(monkeypatch, capsys, tmp_path):
+    """A hand-written perf_model.csv with h100-80gb and h100-80gb-pcap rows (the two collided on
+    ``h100-llama270b-tp2-splitwise.json``; the second import overwrote the first)."""
+    import json
+    from specsim.hardware.splitwise import profile_name
+    rows = ["model,hardware,prompt_size,batch_size,token_size,token_time,tensor_parallel"]
+    for hw, ms in (("h100-80gb", 20.0), ("h100-80gb-pcap", 30.0)):
+        rows += [f"llama2-70b,{hw},128,1,128,{ms},2", f"llama2-70b,{hw},1024,1,128,{ms + 1},2",
+                 f"llama2-70b,{hw},512,1,128,{ms},2", f"llama2-70b,{hw},512,2,128,{ms + 2},2"]
+    csv = tmp_path / "perf_model.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    assert profile_name("llama2-70b", "h100-80gb", 2) == "h100-llama270b-tp2-splitwise"
+    assert profile_name("llama2-70b", "h100-80gb-pcap", 2) == "h100-pcap-llama270b-tp2-splitwise"
+    out = tmp_path / "profiles"
+    for hw in ("h100-80gb", "h100-80gb-pcap"):
+        code, _, err = _cli(monkeypatch, capsys, "profile", "import-splitwise", "--csv", str(csv), "--hardware", hw,
+                            "--out", str(out))
+        assert code == 0, err
+    a, b = out / "h100-llama270b-tp2-splitwise.json", out / "h100-pcap-llama270b-tp2-splitwise.json"
+    assert json.loads(a.read_text())["metadata"]["gpu"] == "h100-80gb"
+    assert json.loads(b.read_text())["metadata"]["gpu"] == "h100-80gb-pcap"
+    before = a.read_text()
+    a.write_text(before + " ")
+    code, _, err = _cli(monkeypatch, capsys, "profile", "import-splitwise", "--csv", str(csv), "--out", str(out))
+    assert code == 2 and "--force" in err and len(err.strip().splitlines()) == 1
+    assert a.read_text() == before + " "
+    code, _, err = _cli(monkeypatch, capsys, "profile", "import-splitwise", "--csv", str(csv), "--out", str(out),
+                        "--force")
+    assert code == 0 and a.read_text() == before
