@@ -191,6 +191,10 @@ class DrafterConfig(_Section):
             built by the step model), int >= 1; None = the drafter's default (dspark/dflash 5, eagle3 1,
             mtp 1; specsim.hardware.drafter.DRAFTER_LAYERS). Setting ``base_fraction`` or
             ``per_draft_fraction`` replaces the shape with the fraction model (0 allowed).
+        block: the checkpoint's draft block, the largest gamma it drafts, int >= 1; None = the drafter's
+            default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
+            specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
+            Fig. 4's longer-block drafters (PAPER.md 8.3).
     """
 
     SECTION: ClassVar[str] = "drafter"
@@ -199,9 +203,12 @@ class DrafterConfig(_Section):
     per_draft_fraction: float | None = None
     kv_fraction: float | None = None
     layers: int | None = None
+    block: int | None = None
 
     def _validate(self) -> None:
         self._check_choice("name", DRAFTERS)
+        self._check(self.block is None or (isinstance(self.block, int) and 1 <= self.block <= 64), "block",
+                    "an int in [1, 64], the checkpoint's draft block (leave it out for the drafter's default)")
         self._check(self.layers is None or (isinstance(self.layers, int) and self.layers >= 1), "layers",
                     "an int >= 1, draft layers (leave it out for the drafter's default)")
         for key in ("base_fraction", "per_draft_fraction"):

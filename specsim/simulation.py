@@ -22,7 +22,8 @@ from specsim.errors import SpecsimInputError
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
-from specsim.hardware.drafter import DRAFTER_FAMILY_OF, DRAFTER_LAYERS, ShapedDrafterCost, shaped_drafter_cost
+from specsim.hardware.drafter import DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_LAYERS
+from specsim.hardware.drafter import ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.hardware.stepmodel import step_model_of
@@ -99,8 +100,20 @@ def resolve_run(policy: str | Any, scenario: Scenario, gamma: int | None, drafte
         g = int(probe.gamma)
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
+    _check_block(scenario, dname, g, gamma is not None)
     prof = profile or resolve_profile(scenario.profile.name, scenario.profile.lookup)
     return factory, probe.name, dname, g, prof
+
+
+def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) -> None:
+    """Refuse a gamma above the drafter's block (``drafter.block`` when it is the scenario's drafter, else the
+    family's :data:`~specsim.hardware.drafter.DRAFTER_BLOCK`); gamma at or below it drafts part of the block."""
+    block = scenario.drafter.block if dname == scenario.drafter.name else None
+    block = block if block is not None else DRAFTER_BLOCK.get(dname)
+    if block is not None and gamma > block:
+        raise SpecsimInputError("--gamma" if from_flag else None, None, None if from_flag else "engine.gamma",
+                                f"a gamma <= {block}, the {dname} checkpoint's draft block (drafter.block; set it "
+                                "for a longer-block drafter)", str(gamma))
 
 
 def _scenario_knobs(scenario: Scenario, policy: str | Any) -> dict[str, Any]:

@@ -237,3 +237,36 @@ def test_import_splitwise_names_every_hardware_apart_and_never_overwrites(monkey
     code, _, err = _cli(monkeypatch, capsys, "profile", "import-splitwise", "--csv", str(csv), "--out", str(out),
                         "--force")
     assert code == 0 and a.read_text() == before
+
+
+# ---------------------------------------------------------------- 13. drafter.block
+@pytest.mark.parametrize("policy, drafter, gamma, sets, ok", [
+    ("static", "dspark", 8, [], False),            # beyond the paper's block of 7
+    ("dspark", "dflash", 9, [], False),
+    ("static", "dspark", 7, [], True),             # the whole block
+    ("static", "dspark", 4, [], True),             # 4 of the block
+    ("static", "dspark", 8, ["drafter.block=12"], True),   # a longer-block checkpoint (Fig. 4)
+    ("static", "dspark", 5, ["drafter.block=4"], False),
+    ("static", "eagle3", 7, ["drafter.block=5"], True),   # the block is the scenario drafter's (dspark)
+])
+def test_gamma_above_the_drafters_block_is_refused(policy, drafter, gamma, sets, ok):
+    from helpers import make_trace
+    from specsim.errors import SpecsimInputError
+    scen = load_scenario(overrides=[*FLAT, *sets])
+    trace = make_trace([0.0], [64], [40])
+    if ok:
+        res = simulate(trace, policy, scen, gamma=gamma, drafter=drafter)
+        assert res.summary["gamma"] == gamma and res.summary["completed"] == 1
+        assert res.steps.verified_drafts.max() <= gamma
+        if policy == "static":
+            assert res.steps.verified_drafts.iloc[0] == gamma     # static verifies gamma of the block
+    else:
+        with pytest.raises(SpecsimInputError, match="draft block") as e:
+            simulate(trace, policy, scen, gamma=gamma, drafter=drafter)
+        assert e.value.file == "--gamma" and len(str(e.value)) < 300
+
+
+def test_dspark_gamma_8_exits_2(monkeypatch, capsys):
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "four_long.jsonl"), "--drafter",
+                          "dspark", "--gamma", "8", "--policy", "static")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "gamma <= 7" in err, err
