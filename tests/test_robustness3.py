@@ -270,3 +270,34 @@ def test_dspark_gamma_8_exits_2(monkeypatch, capsys):
     code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "four_long.jsonl"), "--drafter",
                           "dspark", "--gamma", "8", "--policy", "static")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "gamma <= 7" in err, err
+
+
+# ---------------------------------------------------------------- 14. SmartSpec's acceptance estimate
+def test_smartspec_estimates_hold_constant_acceptance_after_200_steps():
+    """knee_profile.json, constant acceptance 0.8, gamma 7, closed loop with 8 users: after 200 steps at least
+    90% of request-step estimates lie within 0.8 +- 0.05 (about half did with the earlier moving averages)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("smartspec_plugin", Path(__file__).parents[1] / "policies"
+                                                  / "smartspec.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    class Recording(mod.SmartSpec):
+        def __init__(self):
+            super().__init__()
+            self.estimates: list[np.ndarray] = []
+
+        def proposal_length(self, view):
+            if view.num_requests:
+                self.estimates.append(self.alpha_estimate(view.request_ids).copy())
+            return super().proposal_length(view)
+
+    from helpers import make_trace
+    knee = [f"profile.name={DATA / 'knee_profile.json'}", *FLAT[1:]]
+    pol = Recording()
+    res = simulate(make_trace([0.0] * 40, [128] * 40, [300] * 40), pol, load_scenario(overrides=[*knee, *const(0.8)]),
+                   gamma=7, concurrency=8)
+    assert res.summary["completed"] == 40 and len(pol.estimates) > 400
+    later = np.concatenate(pol.estimates[200:])
+    assert np.mean(np.abs(later - 0.8) <= 0.05) >= 0.9
+    assert abs(later.mean() - 0.8) < 0.02
