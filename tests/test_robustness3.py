@@ -301,3 +301,27 @@ def test_smartspec_estimates_hold_constant_acceptance_after_200_steps():
     later = np.concatenate(pol.estimates[200:])
     assert np.mean(np.abs(later - 0.8) <= 0.05) >= 0.9
     assert abs(later.mean() - 0.8) < 0.02
+
+
+# ---------------------------------------------------------------- 15. duplicate frontier points
+def test_duplicate_frontier_points_keep_both_loads_marked_and_draw_one():
+    """Loads 16 and 32 give the same (100, 600) point (a saturated cluster): the frontier draws it once, at
+    load 16, and its table keeps load 32 marked as its duplicate."""
+    from specsim.analysis.frontier import Frontier
+    f = Frontier.from_points("a", np.array([150.0, 50.0, 100.0, 100.0, 80.0]),
+                             np.array([200.0, 1000.0, 600.0, 600.0, 500.0]), np.array([1.0, 64.0, 16.0, 32.0, 8.0]))
+    assert f.tps_per_user.tolist() == [50, 100, 150] and f.loads.tolist() == [64, 16, 1]      # drawn once
+    assert f.duplicate_loads == ((), (32.0,), ())
+    rows = f.points_table()
+    assert [(r["load"], r["duplicate_of"]) for r in rows] == [(64, None), (16, None), (32, 16), (1, None)]
+    assert rows[2]["tps_per_user"] == 100 and rows[2]["throughput_per_gpu"] == 600
+
+
+def test_comparison_json_lists_the_duplicate_load():
+    from test_frontier import fake_record
+    from specsim.analysis.frontier import comparison_json
+    recs = [fake_record("A", load, 0, x, y, [x], [10]) for load, (x, y) in
+            zip([1, 4, 16, 32], [(140, 100), (100, 500), (60, 900), (60, 900)])]
+    fr = comparison_json(recs, [80.0], None)["frontiers"]["A"]
+    assert fr["loads"] == [16, 4, 1] and fr["duplicate_loads"] == [[32.0], [], []]
+    assert [p["duplicate_of"] for p in fr["points"]] == [None, 16.0, None, None]
