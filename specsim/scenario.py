@@ -297,6 +297,10 @@ class EngineConfig(_Section):
             tokenisation); counted in TTFT; float >= 0.
         emission_overhead_s: seconds per emitting request per step on the step's critical path (output
             processing, detokenisation); float >= 0.
+        max_model_len: the context window in tokens (prompt + output), int >= 1, as vLLM's ``--max-model-len``;
+            None = the model's own (specsim.hardware.context: profile metadata, step model, config.json).
+        context_overflow: a request beyond the window is ``unservable`` (with its reason, as vLLM refuses
+            it) or ``truncate`` (its output cut to fit, as replay tools do).
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -304,9 +308,14 @@ class EngineConfig(_Section):
     host_overhead_s: float = 0.0005
     request_overhead_s: float = 0.005
     emission_overhead_s: float = 0.0
+    max_model_len: int | None = None
+    context_overflow: str = "unservable"
 
     def _validate(self) -> None:
         self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
+        self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
+                    "an int >= 1, tokens of context (leave it out for the model's own)")
+        self._check_choice("context_overflow", ("unservable", "truncate"))
         for key in ("host_overhead_s", "request_overhead_s", "emission_overhead_s"):
             self._check(getattr(self, key) >= 0, key, "a float >= 0 s")
 

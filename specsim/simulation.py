@@ -25,6 +25,7 @@ from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.drafter import DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_LAYERS
 from specsim.hardware.drafter import ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
+from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, resolve_profile
 from specsim.hardware.stepmodel import step_model_of
 from specsim.engine.kv import DRAFTER_KV_FRACTION
@@ -241,7 +242,7 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     for rep in cluster.replicas:
         rep.report_running()
     timing = {"event_loop_wall_s": time.perf_counter() - loop0, "event_loop_cpu_s": time.process_time() - cpu0}
-    result = _summarise(trace, config, built, window)
+    result = _summarise(built.trace, config, built, window)
     result.summary.update(timing)
     result.summary["wall_time_s"] = time.perf_counter() - wall0
     return result
@@ -279,6 +280,8 @@ class _Built:
     gamma: int
     profile: StepTimeProfile
     acceptance: Any
+    trace: Any
+    context: dict
 
 
 def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_cost: DrafterCost | None) -> _Built:
@@ -288,9 +291,28 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
                                                  **config.knobs)
     cost = _drafter_cost(sc, dname, drafter_cost, prof)
     model = _acceptance(trace, sc, dname, g) if g > 0 else None
-    cc = cluster_config(sc, g, dname, config.seed, prof)
+    trace, context, reasons = _fit_context(trace, context_window(prof, sc.engine.max_model_len,
+                                                                 sc.engine.context_overflow))
+    cc = replace(cluster_config(sc, g, dname, config.seed, prof), context_reasons=reasons)
     cluster = Cluster(trace, cc, lambda: policy_hooks(factory()), model, prof, cost, config.record_step_log)
-    return _Built(cluster, pname, dname, g, prof, model)
+    return _Built(cluster, pname, dname, g, prof, model, trace, context)
+
+
+def _fit_context(trace, ctx: ContextWindow) -> tuple[Any, dict[str, Any], dict[int, str]]:
+    """Apply the context window (specsim.hardware.context): returns the trace (outputs cut when truncating),
+    the summary's ``context_window`` block, and the unservable reason of each request still beyond it."""
+    prompt, output = np.asarray(trace.prompt_tokens), np.asarray(trace.output_tokens)
+    over = ctx.over(prompt, output)
+    cut = ctx.truncated_output(prompt, output)
+    if (cut != output).any():
+        trace = replace(trace, output_tokens=cut)
+    beyond = np.flatnonzero(ctx.over(prompt, cut)) if ctx.enforced else np.zeros(0, np.int64)
+    reasons = {int(i): ctx.reason(int(prompt[i]), int(cut[i])) for i in beyond}
+    block = {"max_model_len": ctx.max_model_len, "source": ctx.source, "enforced": ctx.enforced,
+             "overflow": ctx.overflow,
+             "over_context": int(over.sum()), "unservable": len(reasons),
+             "truncated_requests": int((cut != output).sum()), "truncated_output_tokens": int((output - cut).sum())}
+    return trace, block, reasons
 
 
 def _drafter_cost(sc: Scenario, dname: str, measured: DrafterCost | None,
@@ -371,6 +393,7 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
             requests, completed & (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1]))
     summary["profile_range"] = range_report(built.profile, steps, built.gamma)   # padded / capped steps
     summary.update(policy=built.policy_name, drafter=built.drafter_name, gamma=built.gamma, seed=int(config.seed))
+    summary["context_window"] = built.context
     summary["kv_capacity"] = kv_capacity(sc, built.profile, built.gamma,
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()
     summary["provenance"] = _provenance(trace, config, built)

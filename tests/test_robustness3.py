@@ -325,3 +325,59 @@ def test_comparison_json_lists_the_duplicate_load():
     fr = comparison_json(recs, [80.0], None)["frontiers"]["A"]
     assert fr["loads"] == [16, 4, 1] and fr["duplicate_loads"] == [[32.0], [], []]
     assert [p["duplicate_of"] for p in fr["points"]] == [None, 16.0, None, None]
+
+
+# ---------------------------------------------------------------- 6. the context window
+def test_beyond_context_is_counted_on_the_default_scenario_and_refused_with_max_model_len(monkeypatch, capsys):
+    """beyond_context.jsonl on the default scenario (Llama-2-7B, 4,096 tokens): the 6,000 + 200-token request
+    exceeds the window. Known from the model's name only, the window is reported (1 of 2); with
+    --max-model-len 4096 (vLLM's flag) that request is unservable with the window as its reason."""
+    trace = load_trace(DATA / "beyond_context.jsonl")
+    res = simulate(trace, "none", load_scenario())
+    cw = res.summary["context_window"]
+    assert (cw["max_model_len"], cw["over_context"], cw["enforced"]) == (4096, 1, False)
+    assert "Llama-2-7b-hf" in cw["source"] and res.summary["completed"] == 2
+    res = simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=4096"]))
+    s = res.summary
+    assert (s["completed"], s["unservable"], s["context_window"]["unservable"]) == (1, 1, 1)
+    why = s["unservable_requests"]["beyond_4k_context"]
+    assert "6200 tokens > max_model_len 4096" in why and "engine.max_model_len" in why
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "beyond_context.jsonl"), "--policy",
+                          "none", "--max-model-len", "4096")
+    assert code == 0 and "1 of 2 requests exceed the context window of 4096 tokens" in " ".join(out.split())
+
+
+def test_truncate_cuts_outputs_to_the_window():
+    """max_model_len 4096, truncate: 4000 + 200 -> 96 output tokens (completed with 96), 6000 + 200 stays
+    unservable (its prompt alone fills the window), 3000 + 200 is untouched."""
+    from helpers import make_trace
+    trace = make_trace([0.0, 0.0, 0.0], [4000, 6000, 3000], [200, 200, 200])
+    scen = load_scenario(overrides=[*FLAT, "engine.max_model_len=4096", "engine.context_overflow=truncate"])
+    res = simulate(trace, "dspark", scen)
+    req, cw = res.requests, res.summary["context_window"]
+    assert req.status.tolist() == ["completed", "unservable", "completed"]
+    assert req.output_tokens.tolist() == [96, 200, 200] and req.emitted_tokens.tolist()[0] == 96
+    assert (cw["over_context"], cw["truncated_requests"], cw["truncated_output_tokens"], cw["unservable"]) == \
+        (2, 1, 104, 1)
+
+
+def test_step_models_and_profiles_carry_the_context_length():
+    """config.json's max_position_embeddings reaches the step model and enforces the window; a profile's
+    metadata max_model_len does too; engine.max_model_len overrides both."""
+    from dataclasses import replace
+    from specsim.hardware.context import context_window
+    from specsim.hardware.model_config import MODELS, model_from_hf_config
+    from specsim.hardware.profile import StepTimeProfile
+    from specsim.hardware.stepmodel import step_model
+    cfg = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+           "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 2048}
+    assert model_from_hf_config(cfg).max_position_embeddings == 2048
+    assert MODELS["llama2-7b"].max_position_embeddings == 4096
+    sm = step_model(replace(MODELS["qwen3-8b"], max_position_embeddings=2048), "h100")
+    prof = StepTimeProfile(np.array([1, 8]), np.array([0.01, 0.012]), metadata={"step_model": sm.spec()})
+    cw = context_window(prof)
+    assert (cw.max_model_len, cw.enforced) == (2048, True) and "max_position_embeddings" in cw.source
+    meta = StepTimeProfile(np.array([1, 8]), np.array([0.01, 0.012]), metadata={"max_model_len": 1000})
+    assert (context_window(meta).max_model_len, context_window(meta).enforced) == (1000, True)
+    assert context_window(meta, override=512).max_model_len == 512
+    assert context_window(StepTimeProfile(np.array([1]), np.array([0.01]))).max_model_len is None

@@ -73,8 +73,10 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     if s["unservable"]:
         parts.append(fmt.table([], [], width=width, notes=[
             f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
-            "capacity (see unservable_requests in --json, or unservable_reason in requests.parquet with --out)"]))
+            "capacity or the context window (see unservable_requests in --json, or unservable_reason in "
+            "requests.parquet with --out)"]))
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
+    notices += [f"notice: {n}" for n in [context_notice(s.get("context_window"), s["total"])] if n]
     if notices:
         parts.append(fmt.table([], [], width=width, notes=notices))
     return "\n\n".join(parts)
@@ -94,6 +96,19 @@ def _rows(percentiles) -> tuple[str, ...]:
             if k == f"mean_{name}_ms":
                 out.extend(percentile_key(p, name) for p in percentiles)
     return tuple(out)
+
+
+def context_notice(cw: dict | None, total: int) -> str | None:
+    """One line saying how many requests exceed the context window and what became of them, or None."""
+    if not cw or not cw.get("over_context"):
+        return None
+    head = (f"{cw['over_context']} of {total} requests exceed the context window of {cw['max_model_len']} tokens "
+            f"({cw['source']})")
+    if not cw.get("enforced"):
+        return head + "; served anyway (a window known from the model's name only): --max-model-len enforces it"
+    if cw.get("truncated_requests"):
+        return head + f"; {cw['truncated_requests']} truncated, {cw['unservable']} unservable"
+    return head + "; unservable"
 
 
 def print_summary(s: dict, console=None) -> None:
@@ -135,6 +150,10 @@ def run(
         "(p<P>_ttft_ms, _tpot_ms, _itl_ms, _e2el_ms; the default 50,90,99,99.9 stay in the JSON)."),
     csv: bool = typer.Option(False, "--csv", help="With --out: also write summary.csv (one flat row), "
                              "requests.csv and steps.csv."),
+    max_model_len: Optional[int] = typer.Option(
+        None, "--max-model-len", min=1, help="Context window in tokens (prompt + output), as vLLM's flag: a longer "
+        "request is unservable (or its output truncated with --set engine.context_overflow=truncate). Default: "
+        "the model's (docs/memory.md)."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
     from specsim.analysis.metrics import add_goodput, parse_goodput, parse_percentiles
@@ -152,6 +171,8 @@ def run(
         raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
     _check_conflicts(policy, concurrency, rate_scale, gamma, drafter)
     slos = parse_goodput(goodput)
+    if max_model_len is not None:
+        set_ = [*set_, f"engine.max_model_len={max_model_len}"]
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:
