@@ -381,3 +381,23 @@ def test_step_models_and_profiles_carry_the_context_length():
     assert (context_window(meta).max_model_len, context_window(meta).enforced) == (1000, True)
     assert context_window(meta, override=512).max_model_len == 512
     assert context_window(StepTimeProfile(np.array([1]), np.array([0.01]))).max_model_len is None
+
+
+# ---------------------------------------------------------------- 17. Table 1 as the paper measures it
+def test_table1_chat_gap_is_the_spread_of_request_difficulty():
+    """docs/acceptance.md: the 185 chat requests among prod.jsonl's first 800 (static gamma 7), pooled like
+    Table 1, average 3.51 over seeds 0-11 (Table 1's Qwen3-4B DSpark chat mean: 3.49, PAPER.md 8.1) with a
+    run-to-run sd of ~0.14: the 10% gap of the 800-request run's seed 0 is a low draw of request difficulty,
+    not a bias."""
+    from specsim.workload.trace import Trace
+    big = load_scenario(overrides=["cluster.kv_capacity_tokens=100000000", "cluster.max_num_seqs=256"])
+    tr = load_trace(Path(__file__).parents[1] / "traces" / "prod.jsonl").head(800)
+    chat = tr.domain == "chat"
+    n = int(chat.sum())
+    t = Trace(request_id=tr.request_id[chat], arrival_s=np.zeros(n), prompt_tokens=tr.prompt_tokens[chat],
+              output_tokens=tr.output_tokens[chat], domain=tr.domain[chat])
+    vals = np.array([simulate(t, "static", big, seed=s, gamma=7).summary["per_domain"]["chat"]
+                     ["mean_acceptance_length"] for s in range(12)])
+    assert n == 185
+    assert vals.mean() == pytest.approx(3.49, rel=0.02)
+    assert 0.08 < vals.std(ddof=1) < 0.25
