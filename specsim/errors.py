@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: specsim's bound on simulated time, seconds (about 31.7 years): arrival times, arrivals divided by
+#: ``--rate-scale`` and ``--max-sim-s`` must stay at or below it (an input bound shared by the trace readers and
+#: the run, so it lives beside the input-error type that every layer may import). A float64 clock near 1e9 s still resolves
+#: 2^-23 s (0.12 us), far below a step's or a prefill token's time; near 1e14 s its resolution (2^-6 s)
+#: exceeds a step's time, so a request's first token could appear to come before its prefill had ended.
+MAX_SIM_TIME_S = 1e9
+
 
 @dataclass
 class SpecsimInputError(ValueError):

@@ -18,7 +18,7 @@ import pandas as pd
 import specsim
 from specsim.engine.cluster import ClosedLoopWindow, Cluster, ClusterConfig
 from specsim.engine.replica import ReplicaConfig
-from specsim.errors import SpecsimInputError
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
@@ -36,7 +36,6 @@ from specsim.policies.base import as_policy, policy_hooks
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.analysis.steplog import write_step_log
-from specsim.workload.trace import MAX_SIM_TIME_S
 
 
 @dataclass
@@ -162,7 +161,8 @@ class RunConfig:
             bad("rate_scale", "a finite value > 0", self.rate_scale)
         if self.gamma is not None and not 0 <= self.gamma <= 64:
             bad("gamma", "an int in [0, 64]", self.gamma)
-        if self.max_sim_s is not None and not (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S):
+        horizon_ok = self.max_sim_s is None or (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S)
+        if not horizon_ok:
             bad("max_sim_s", f"a time in (0, {MAX_SIM_TIME_S:g}] s (specsim's bound on simulated time)",
                 self.max_sim_s)
         if self.concurrency is not None and self.concurrency < 1:
@@ -198,7 +198,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
 
 
 def _check_time_bound(trace, config: RunConfig) -> None:
-    """Refuse arrivals beyond :data:`~specsim.workload.trace.MAX_SIM_TIME_S` once divided by the rate scale.
+    """Refuse arrivals beyond :data:`~specsim.errors.MAX_SIM_TIME_S` once divided by the rate scale.
 
     Raises:
         SpecsimInputError: naming ``rate_scale`` (``--rate-scale``) when the scale pushes the last arrival

@@ -153,7 +153,7 @@ def test_missing_output_folders_are_created_and_the_run_says_so(monkeypatch, cap
 # ---------------------------------------------------------------- 9. times too large to simulate
 def test_far_arrival_is_refused_naming_file_line_and_field():
     from specsim.errors import SpecsimInputError
-    from specsim.workload.trace import MAX_SIM_TIME_S
+    from specsim.errors import MAX_SIM_TIME_S
     assert MAX_SIM_TIME_S == 1e9
     with pytest.raises(SpecsimInputError) as e:
         load_trace(DATA / "far_arrival.jsonl")

@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
-from specsim.errors import SpecsimInputError, plain
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, plain
 from specsim.workload import extra as extra_fields
 
 DEFAULT_DOMAIN = "chat"
@@ -368,11 +368,6 @@ def _iter_json_lines(path: Path):
                                 "at least one request line", got)
 
 
-#: specsim's bound on simulated time, seconds (about 31.7 years): arrival times, arrivals divided by
-#: ``--rate-scale`` and ``--max-sim-s`` must stay at or below it. A float64 clock near 1e9 s still resolves
-#: 2^-23 s (0.12 us), far below a step's or a prefill token's time; near 1e14 s its resolution (2^-6 s)
-#: exceeds a step's time, so a request's first token could appear to come before its prefill had ended.
-MAX_SIM_TIME_S = 1e9
 
 #: Largest token count (and Mooncake millisecond timestamp) a file may hold: 2^53, the largest
 #: range in which every int is exact as a float64 (and far inside int64).
