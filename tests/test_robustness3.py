@@ -401,3 +401,26 @@ def test_table1_chat_gap_is_the_spread_of_request_difficulty():
     assert n == 185
     assert vals.mean() == pytest.approx(3.49, rel=0.02)
     assert 0.08 < vals.std(ddof=1) < 0.25
+
+
+# ---------------------------------------------------------------- 2. reported KV occupancy
+def test_reported_kv_occupancy_is_exact_under_lazy_accounting(monkeypatch):
+    """chunked_prefill_lookahead.jsonl, static gamma 7, colocated, no drafter KV, FLAT: every step's
+    kv_blocks_used equals what exact accounting holds (lazy accounting used to report the admission's 7 blocks
+    while the decoding request grew, and 133 after the long prompt's admission)."""
+    from specsim.engine.kv_manager import KVManager
+    scen = load_scenario(overrides=[*FLAT, "prefill.mode=colocated", "drafter.kv_fraction=0"])
+    trace = load_trace(DATA / "chunked_prefill_lookahead.jsonl")
+    lazy = simulate(trace, "static", scen, gamma=7, record_step_log=True)
+    monkeypatch.setattr(KVManager, "_growth_bound", lambda self: 10 ** 9)     # never lazy
+    exact = simulate(trace, "static", scen, gamma=7)
+    assert lazy.steps.kv_blocks_used.tolist() == exact.steps.kv_blocks_used.tolist()
+    st = lazy.steps
+    # by hand while only the 100-token request runs: it holds ceil((100 + generated + 1 + l) / 16) blocks
+    log = lazy.step_log[lazy.step_log.request_id == "running"]
+    generated = 1 + np.concatenate([[0], np.cumsum(log.num_accepted + 1)[:-1]])
+    alone = (st.num_running == 1).to_numpy()[1:len(log) + 1]
+    want = -(-(100 + generated + 1 + log.verify_len.to_numpy()) // 16)
+    assert st.kv_blocks_used.to_numpy()[1:len(log) + 1][alone].tolist() == want[alone].tolist()
+    assert st.kv_blocks_used.iloc[1] == 7 and st.kv_blocks_used[st.num_running == 1].max() > 7
+    assert st.kv_blocks_used[st.num_running == 2].min() > 133

@@ -27,7 +27,8 @@ class StepRecord(NamedTuple):
         prefill_tokens: prefill (or recompute) chunk tokens in the step.
         capacity: the policy's ``capacity`` hook value, -1 when not used.
         host_overhead_s: CPU scheduling time charged to the step.
-        kv_blocks_used: KV blocks in use after the step's allocation (cached evictable blocks not counted).
+        kv_blocks_used: KV blocks in use after the step's allocation (cached evictable blocks not counted), as
+            exact accounting holds them, also in steps the lazy accounting skipped (KVManager.exact_blocks_used).
         num_preempted: requests preempted before this step; num_waiting: queue length at its start.
     """
 
