@@ -424,3 +424,18 @@ def test_reported_kv_occupancy_is_exact_under_lazy_accounting(monkeypatch):
     assert st.kv_blocks_used.to_numpy()[1:len(log) + 1][alone].tolist() == want[alone].tolist()
     assert st.kv_blocks_used.iloc[1] == 7 and st.kv_blocks_used[st.num_running == 1].max() > 7
     assert st.kv_blocks_used[st.num_running == 2].min() > 133
+
+
+# ---------------------------------------------------------------- 4. drafts lost to the drafter's KV share
+def test_request_steps_that_lost_drafts_to_the_drafters_share_are_counted():
+    """A 200 + 56-token request alone in a 256-token cache with a drafter share as large as the target's
+    (tests/test_memory.py): the share never fits, so each of its 55 decode steps drafts nothing and is counted;
+    with a roomy cache none is."""
+    from helpers import make_trace
+    trace = make_trace([0.0], [200], [56])
+    scen = load_scenario(overrides=[*FLAT, "cluster.kv_capacity_tokens=256", "drafter.kv_fraction=1.0"])
+    res = simulate(trace, "static", scen, gamma=4)
+    assert res.requests.verified_drafts[0] == 0 and res.requests.decode_steps[0] == 55
+    assert res.summary["drafter_kv_lost_drafts"] == 55
+    roomy = simulate(trace, "static", scen.with_updates({"cluster": {"kv_capacity_tokens": 8192}}), gamma=4)
+    assert roomy.summary["drafter_kv_lost_drafts"] == 0 and roomy.requests.verified_drafts[0] > 0

@@ -166,6 +166,9 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
 def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
     """KV-memory figures of a run: preemptions, recomputed tokens, prefix-cache token hit rates, unservable reasons.
 
+    ``kv_clipped_verify_lengths`` counts verify lengths the KV lookahead shortened; ``drafter_kv_lost_drafts`` the
+    request-steps that drafted nothing because their drafter's KV share did not fit (docs/memory.md).
+
     ``prefix_cache_hit_rate`` is hit tokens / looked-up prompt tokens over first-time prompt lookups (each
     request's first prefill, on every prefill instance and replica; vLLM's definition since its PR 25787,
     docs/memory.md); ``prefix_cache`` gives it per instance. The lookups of re-prefills after preemptions are
@@ -181,6 +184,7 @@ def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
         "preempted_requests": int((records.preemptions > 0).sum()),
         "recomputed_tokens": int(records.recomputed_tokens.sum()),
         "kv_clipped_verify_lengths": int(records.num_kv_clips),
+        "drafter_kv_lost_drafts": int(records.num_drafter_kv_losses),
         "prefix_cache_hit_rate": rates.pop("overall"),
         "prefix_cache": rates,
         "recompute_prefix_hit_tokens": rec_hit,

@@ -111,6 +111,7 @@ class Records:
         self.unservable_reason: dict[int, str] = {}
         self.num_clips = 0
         self.num_kv_clips = 0
+        self.num_drafter_kv_losses = 0          # request-steps without drafts: the drafter's KV share did not fit
         self.record_step_log = record_step_log
         self._steps: list[StepRecord] = []
         self._itl: list[np.ndarray] = []            # gaps of the latest steps, one array per step ...
@@ -175,6 +176,10 @@ class Records:
         """A step clipped ``num_output`` verify lengths to the remaining output and ``num_kv`` to the KV left."""
         self.num_clips += num_output
         self.num_kv_clips += num_kv
+
+    def count_drafter_kv_losses(self, num_requests: int) -> None:
+        """In a step, ``num_requests`` decoding requests drafted nothing: their drafter's KV share did not fit."""
+        self.num_drafter_kv_losses += num_requests
 
     def step(self, rec: StepRecord) -> None:
         """Append one step's record."""

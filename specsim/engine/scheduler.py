@@ -192,6 +192,8 @@ class Scheduler:
         decode, kv_tokens = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated)
         batch = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens), self.config.gamma))
         can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
+        if can_draft is not None:
+            self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
         drafts = self._draft(batch, can_draft)
         decision = self.policy.decide(batch, drafts)
         verify_len, verified = self._limit_verify_lengths(batch, decision.verify_len, can_draft)
