@@ -42,7 +42,7 @@ class SpecsimInputError(ValueError):
 
     #: Longest message :meth:`__str__` returns: a longer ``expected`` or ``got`` (a huge value, a long list) is
     #: shortened in its middle, so the CLI's one line stays readable (issue 24 item 11).
-    MAX_CHARS = 300
+    MAX_CHARS = 500
 
     def __str__(self) -> str:
         where = []
@@ -53,7 +53,7 @@ class SpecsimInputError(ValueError):
         if self.field is not None:
             where.append(f"field '{self.field}'")
         head = ", ".join(where) if where else "input"
-        expected = _shorten(str(self.expected), max(120, self.MAX_CHARS - len(head) - 70))
+        expected = _shorten(str(self.expected), max(300, self.MAX_CHARS - len(head) - 70))
         msg = f"{head}: expected {expected}"
         if self.got is not None:
             msg += f", got {_shorten(str(self.got), max(40, self.MAX_CHARS - len(msg) - 6))}"
