@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: specsim's bound on simulated time, seconds (about 31.7 years): arrival times, arrivals divided by
+#: ``--rate-scale`` and ``--max-sim-s`` must stay at or below it (an input bound shared by the trace readers and
+#: the run, so it lives beside the input-error type that every layer may import). A float64 clock near 1e9 s still resolves
+#: 2^-23 s (0.12 us), far below a step's or a prefill token's time; near 1e14 s its resolution (2^-6 s)
+#: exceeds a step's time, so a request's first token could appear to come before its prefill had ended.
+MAX_SIM_TIME_S = 1e9
+
 
 @dataclass
 class SpecsimInputError(ValueError):
@@ -33,6 +40,10 @@ class SpecsimInputError(ValueError):
         # (process pools) rebuild the same error.
         super().__init__(self.file, self.line, self.field, self.expected, self.got)
 
+    #: Longest message :meth:`__str__` returns: a longer ``expected`` or ``got`` (a huge value, a long list) is
+    #: shortened in its middle, so the CLI's one line stays readable (issue 24 item 11).
+    MAX_CHARS = 500
+
     def __str__(self) -> str:
         where = []
         if self.file is not None:
@@ -42,10 +53,19 @@ class SpecsimInputError(ValueError):
         if self.field is not None:
             where.append(f"field '{self.field}'")
         head = ", ".join(where) if where else "input"
-        msg = f"{head}: expected {self.expected}"
+        expected = _shorten(str(self.expected), max(300, self.MAX_CHARS - len(head) - 70))
+        msg = f"{head}: expected {expected}"
         if self.got is not None:
-            msg += f", got {self.got}"
+            msg += f", got {_shorten(str(self.got), max(40, self.MAX_CHARS - len(msg) - 6))}"
         return msg
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters by dropping its middle (`` ... `` marks the cut)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 5, 2)
+    return f"{text[: keep - keep // 3]} ... {text[len(text) - keep // 3:]}"
 
 
 def plain(value: object) -> str:

@@ -29,8 +29,8 @@ import numpy as np
 from specsim.engine.cluster import ClusterRuntime
 from specsim.engine.kv import DRAFTER_KV_FRACTION
 from specsim.engine.replica import ReplicaConfig
-from specsim.errors import SpecsimInputError
-from specsim.hardware.drafter import (DRAFTER_FAMILY_OF, DRAFTER_LAYERS, DrafterCost, ShapedDrafterCost,
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
+from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_LAYERS, DrafterCost, ShapedDrafterCost,
                                       shaped_drafter_cost)
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
@@ -81,8 +81,10 @@ class RunConfig:
             bad("rate_scale", "a finite value > 0", self.rate_scale)
         if self.gamma is not None and not 0 <= self.gamma <= 64:
             bad("gamma", "an int in [0, 64]", self.gamma)
-        if self.max_sim_s is not None and not (np.isfinite(self.max_sim_s) and self.max_sim_s > 0):
-            bad("max_sim_s", "a finite time > 0 s", self.max_sim_s)
+        horizon_ok = self.max_sim_s is None or (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S)
+        if not horizon_ok:
+            bad("max_sim_s", f"a time in (0, {MAX_SIM_TIME_S:g}] s (specsim's bound on simulated time)",
+                self.max_sim_s)
         if self.concurrency is not None and self.concurrency < 1:
             bad("concurrency", "an int >= 1", self.concurrency)
         if self.concurrency is not None and self.rate_scale != 1.0:
@@ -143,7 +145,24 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         g = int(probe.gamma)
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
+    _check_block(scenario, dname, g, gamma is not None)
     return PolicyChoice(factory, probe.name, dname, g, values)
+
+
+def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) -> None:
+    """Refuse a gamma above the drafter's block (``drafter.block`` when it is the scenario's drafter, else the
+    family's :data:`~specsim.hardware.drafter.DRAFTER_BLOCK`); gamma at or below it drafts part of the block
+    (issue 24 item 13).
+
+    Raises:
+        SpecsimInputError: naming ``--gamma`` (when the run set it) or ``engine.gamma``.
+    """
+    block = scenario.drafter.block if dname == scenario.drafter.name else None
+    block = block if block is not None else DRAFTER_BLOCK.get(dname)
+    if block is not None and gamma > block:
+        raise SpecsimInputError("--gamma" if from_flag else None, None, None if from_flag else "engine.gamma",
+                                f"a gamma <= {block}, the {dname} checkpoint's draft block (drafter.block; set it "
+                                "for a longer-block drafter)", str(gamma))
 
 
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,

@@ -23,6 +23,7 @@ no side effects; a run saves the resolved scenario (and its hash) beside its res
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
@@ -107,7 +108,8 @@ class ClusterConfig(_Section):
             float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = off. Setting it together with
             ``kv_capacity_tokens`` is an error.
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
-            or ``reserve`` (prompt + max output + lookahead reserved at admission, never preempts).
+            or ``reserve`` (the blocks of prompt + max output tokens reserved at admission, never preempts; a
+            verify step never needs more: docs/memory.md).
         block_size: tokens per KV block, int >= 1.
         prefix_caching: share full KV blocks of identical prefixes between requests (vLLM's automatic
             prefix caching).
@@ -205,6 +207,10 @@ class DrafterConfig(_Section):
             built by the step model), int >= 1; None = the drafter's default (dspark/dflash 5, eagle3 1,
             mtp 1; specsim.hardware.drafter.DRAFTER_LAYERS). Setting ``base_fraction`` or
             ``per_draft_fraction`` replaces the shape with the fraction model (0 allowed).
+        block: the checkpoint's draft block, the largest gamma it drafts, int >= 1; None = the drafter's
+            default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
+            specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
+            Fig. 4's longer-block drafters (PAPER.md 8.3).
     """
 
     SECTION: ClassVar[str] = "drafter"
@@ -213,9 +219,12 @@ class DrafterConfig(_Section):
     per_draft_fraction: float | None = None
     kv_fraction: float | None = None
     layers: int | None = None
+    block: int | None = None
 
     def _validate(self) -> None:
         self._check_choice("name", DRAFTERS)
+        self._check(self.block is None or (isinstance(self.block, int) and 1 <= self.block <= 64), "block",
+                    "an int in [1, 64], the checkpoint's draft block (leave it out for the drafter's default)")
         self._check(self.layers is None or (isinstance(self.layers, int) and self.layers >= 1), "layers",
                     "an int >= 1, draft layers (leave it out for the drafter's default)")
         for key in ("base_fraction", "per_draft_fraction"):
@@ -304,6 +313,10 @@ class EngineConfig(_Section):
             tokenisation); counted in TTFT; float >= 0.
         emission_overhead_s: seconds per emitting request per step on the step's critical path (output
             processing, detokenisation); float >= 0.
+        max_model_len: the context window in tokens (prompt + output), int >= 1, as vLLM's ``--max-model-len``;
+            None = the model's own (specsim.hardware.context: profile metadata, step model, config.json).
+        context_overflow: a request beyond the window is ``unservable`` (with its reason, as vLLM refuses
+            it) or ``truncate`` (its output cut to fit, as replay tools do).
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -311,9 +324,14 @@ class EngineConfig(_Section):
     host_overhead_s: float = 0.0005
     request_overhead_s: float = 0.005
     emission_overhead_s: float = 0.0
+    max_model_len: int | None = None
+    context_overflow: str = "unservable"
 
     def _validate(self) -> None:
         self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
+        self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
+                    "an int >= 1, tokens of context (leave it out for the model's own)")
+        self._check_choice("context_overflow", ("unservable", "truncate"))
         for key in ("host_overhead_s", "request_overhead_s", "emission_overhead_s"):
             self._check(getattr(self, key) >= 0, key, "a float >= 0 s")
 
@@ -459,32 +477,66 @@ def _convert(base: type, value: Any) -> Any:
     return value
 
 
-def _apply(base: Scenario, updates: dict[str, Any], src: str) -> Scenario:
-    """``base`` with ``{section: {key: value}}`` applied; every error names ``src``."""
+def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, int] | None = None) -> Scenario:
+    """``base`` with ``{section: {key: value}}`` applied; every error names ``src`` and, for a TOML file, the
+    line of the key (``lines``: dotted key -> 1-based line, from :func:`_key_lines`)."""
+    def line_of(name: str) -> int | None:
+        while lines and name:
+            if name in lines:
+                return lines[name]
+            name = name.rpartition(".")[0]
+        return None
     new = {}
     for section, values in updates.items():
         if section not in SECTIONS:
-            raise SpecsimInputError(src, None, section, f"a scenario section, one of {sorted(SECTIONS)}"
-                                    f"{did_you_mean(section, SECTIONS)}")
+            raise SpecsimInputError(src, line_of(section), section,
+                                    f"a scenario section, one of {sorted(SECTIONS)}{did_you_mean(section, SECTIONS)}")
         if not isinstance(values, dict):
-            raise SpecsimInputError(src, None, section, "a table of key = value", repr(values))
+            raise SpecsimInputError(src, line_of(section), section, "a table of key = value", repr(values))
         cls = SECTIONS[section]
         cur = new.get(section, getattr(base, section))
         known = {f.name for f in fields(cls)}
         kw = {}
         for key, value in values.items():
             if key not in known:
-                hint = (f" (policy knobs go in [policy.knobs]: --set policy.knobs.{key}=...)"
+                hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
                         if section == "policy" else "")
-                raise SpecsimInputError(src, None, f"{section}.{key}",
-                                        f"one of the keys {sorted(known)}{did_you_mean(key, known)}{hint}")
+                raise SpecsimInputError(src, line_of(f"{section}.{key}"), f"{section}.{key}",
+                                        f"a key of [{section}]{did_you_mean(key, known)}{hint}")
             old = getattr(cur, key)
             kw[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
         try:
             new[section] = replace(cur, **kw)
         except SpecsimInputError as e:
-            raise replace(e, file=src) from None
+            raise replace(e, file=src, line=e.line or line_of(e.field or section)) from None
     return replace(base, **new)
+
+
+_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Dotted key -> the 1-based line of a TOML text where it is first set (``[section]`` headers too).
+
+    A line scan, enough to point an error at its line (tomllib keeps no positions): table headers set the
+    prefix, ``key = value`` lines (dotted keys included) name ``prefix.key``; keys inside multi-line values
+    or inline tables are attributed to the line that opens them.
+    """
+    out: dict[str, int] = {}
+    prefix = ""
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0]
+        m = _TABLE.match(line)
+        if m and not line.lstrip().startswith("[["):
+            prefix = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
+            out.setdefault(prefix, i)
+            continue
+        m = _KEY.match(line)
+        if m:
+            key = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
+            out.setdefault(f"{prefix}.{key}" if prefix else key, i)
+    return out
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
@@ -497,7 +549,8 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
     scen = _apply(Scenario(), _read_toml(DEFAULT_SCENARIO), str(DEFAULT_SCENARIO))
     if path is not None:
         doc = _read_toml(Path(path))
-        scen = replace(_apply(scen, doc, str(path)), source=str(path))
+        scen = _apply(scen, doc, str(path), _key_lines(Path(path).read_bytes().decode("utf-8")))
+        scen = replace(scen, source=str(path))
         scen = _profile_beside(scen, doc, Path(path))
     for item in overrides or []:
         scen = _apply(scen, parse_override(item), f"--set {item}")

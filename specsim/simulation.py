@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,11 @@ import pandas as pd
 
 import specsim
 from specsim.engine.cluster import ClosedLoopWindow, Cluster
-from specsim.errors import SpecsimInputError
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
+from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report
 from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies.base import policy_hooks
@@ -91,12 +92,37 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
 
 
+def _check_time_bound(trace, config: RunConfig) -> None:
+    """Refuse arrivals beyond :data:`~specsim.errors.MAX_SIM_TIME_S` once divided by the rate scale.
+
+    Raises:
+        SpecsimInputError: naming ``rate_scale`` (``--rate-scale``) when the scale pushes the last arrival
+            past the bound, else the trace's source and the first request beyond it.
+    """
+    if config.concurrency is not None:
+        return
+    scaled = np.asarray(trace.arrival_s, float) / config.rate_scale
+    beyond = np.flatnonzero(~(scaled <= MAX_SIM_TIME_S))
+    if beyond.size == 0:
+        return
+    i = int(beyond[0])
+    if config.rate_scale != 1.0:
+        least = trace.arrival_s[-1] / MAX_SIM_TIME_S
+        raise SpecsimInputError("--rate-scale", None, "rate_scale",
+                                f"a scale >= {least:.3g} so the last arrival ({trace.arrival_s[-1]:g} s) stays within "
+                                f"specsim's bound on simulated time, {MAX_SIM_TIME_S:g} s", f"{config.rate_scale:g}")
+    raise SpecsimInputError(getattr(trace, "source", None), None, f"arrival_s of request {i + 1}",
+                            f"a time <= {MAX_SIM_TIME_S:g} s (specsim's bound on simulated time)",
+                            f"{trace.arrival_s[i]:g}")
+
+
 def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
         drafter_cost: DrafterCost | None = None, progress=None) -> SimulationResult:
     """Build the cluster of ``config``, run it on ``trace``, check invariants and summarise (see :func:`simulate`)."""
     wall0 = time.perf_counter()
     if len(trace) == 0:
         raise SpecsimInputError(getattr(trace, "source", None), None, None, "a non-empty trace", "0 requests")
+    _check_time_bound(trace, config)
     built = _build(trace, config, profile, drafter_cost)
     window = None if config.concurrency is None else ClosedLoopWindow(np.nan, np.nan)
     cluster = built.cluster
@@ -111,7 +137,7 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     for rep in cluster.replicas:
         rep.report_running()
     timing = {"event_loop_wall_s": time.perf_counter() - loop0, "event_loop_cpu_s": time.process_time() - cpu0}
-    result = _summarise(trace, config, built, window)
+    result = _summarise(built.trace, config, built, window)
     result.summary.update(timing)
     result.summary["wall_time_s"] = time.perf_counter() - wall0
     return result
@@ -146,6 +172,8 @@ class _Built:
     resolved: ResolvedRun
     cluster: Cluster
     acceptance: Any
+    trace: Any                                      # the trace as run (outputs cut when the context truncates)
+    context: dict                                   # the summary's context_window block
     policies: list = field(default_factory=list)   # the policy objects the replicas run (for their diagnostics)
 
 
@@ -153,11 +181,32 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
     """Resolve the run once (:func:`specsim.run_config.resolve_run`), build its acceptance model and cluster."""
     rr = resolve_run(config, profile, drafter_cost)
     pc = rr.policy
-    model = _acceptance(trace, config.scenario, pc.drafter, pc.gamma) if pc.gamma > 0 else None
+    sc = config.scenario
+    model = _acceptance(trace, sc, pc.drafter, pc.gamma) if pc.gamma > 0 else None
+    trace, context, reasons = _fit_context(trace, context_window(rr.profile, sc.engine.max_model_len,
+                                                                 sc.engine.context_overflow))
+    runtime = replace(rr.cluster_runtime(), context_reasons=reasons)
     policies: list = []
-    cluster = Cluster(trace, rr.cluster_runtime(), lambda: policy_hooks(_keep(policies, pc.make())), model,
+    cluster = Cluster(trace, runtime, lambda: policy_hooks(_keep(policies, pc.make())), model,
                       rr.profile, rr.drafter_cost, config.record_step_log)
-    return _Built(rr, cluster, model, policies)
+    return _Built(rr, cluster, model, trace, context, policies)
+
+
+def _fit_context(trace, ctx: ContextWindow) -> tuple[Any, dict[str, Any], dict[int, str]]:
+    """Apply the context window (specsim.hardware.context): returns the trace (outputs cut when truncating),
+    the summary's ``context_window`` block, and the unservable reason of each request still beyond it."""
+    prompt, output = np.asarray(trace.prompt_tokens), np.asarray(trace.output_tokens)
+    over = ctx.over(prompt, output)
+    cut = ctx.truncated_output(prompt, output)
+    if (cut != output).any():
+        trace = replace(trace, output_tokens=cut)
+    beyond = np.flatnonzero(ctx.over(prompt, cut)) if ctx.enforced else np.zeros(0, np.int64)
+    reasons = {int(i): ctx.reason(int(prompt[i]), int(cut[i])) for i in beyond}
+    block = {"max_model_len": ctx.max_model_len, "source": ctx.source, "enforced": ctx.enforced,
+             "overflow": ctx.overflow,
+             "over_context": int(over.sum()), "unservable": len(reasons),
+             "truncated_requests": int((cut != output).sum()), "truncated_output_tokens": int((output - cut).sum())}
+    return trace, block, reasons
 
 
 def _keep(policies: list, policy: Any) -> Any:
@@ -220,6 +269,7 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     if diagnostics is not None:
         summary["policy_diagnostics"] = diagnostics
     summary.update(policy=pc.name, drafter=pc.drafter, gamma=pc.gamma, seed=int(config.seed))
+    summary["context_window"] = built.context
     summary["kv_capacity"] = rr.kv.as_dict()
     summary["provenance"] = _provenance(trace, config, built)
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None

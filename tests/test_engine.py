@@ -271,7 +271,7 @@ def test_unknown_domain_names_line():
 def test_gamma_beyond_table_is_named():
     trace = make_trace([0.0], [10], [20])
     with pytest.raises(SpecsimInputError, match="'dspark' acceptance table"):
-        simulate(trace, "dspark", gamma=40, seed=0)
+        simulate(trace, "dspark", load_scenario(overrides=["drafter.block=64"]), gamma=40, seed=0)
 
 
 class _Propose:

@@ -49,7 +49,9 @@ Y = "output_throughput_per_gpu"
 def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(n,) bool: True where (x_i, y_i) is not dominated (another point >= in both, > in one).
 
-    Exact duplicates keep only their first occurrence. NaN points are never on the frontier.
+    Exact duplicates (the same x and y, e.g. two loads that saturate alike) keep only their first occurrence, so
+    a frontier draws one point; :meth:`Frontier.from_points` keeps the others' loads in ``duplicate_loads``.
+    NaN points are never on the frontier.
     """
     x = np.asarray(x, float)
     y = np.asarray(y, float)
@@ -71,20 +73,38 @@ class Frontier:
         tps_per_user: (m,) frontier TPS/user, tok/s, ascending.
         throughput_per_gpu: (m,) frontier output throughput per GPU, tok/s, strictly decreasing.
         loads: (m,) the load (concurrency or rate scale) of each frontier point.
+        duplicate_loads: (m,) tuples: the loads of the other points that duplicate each frontier point exactly
+            (same TPS/user and throughput; drawn once, at ``loads``); empty for most points.
     """
 
     curve: str
     tps_per_user: np.ndarray
     throughput_per_gpu: np.ndarray
     loads: np.ndarray
+    duplicate_loads: tuple = ()
 
     @classmethod
     def from_points(cls, curve: str, x: np.ndarray, y: np.ndarray, loads: np.ndarray) -> "Frontier":
-        """The frontier of points (x TPS/user, y throughput per GPU) at ``loads``."""
+        """The frontier of points (x TPS/user, y throughput per GPU) at ``loads`` (duplicates: :func:`pareto_mask`)."""
+        x, y, loads = np.asarray(x, float), np.asarray(y, float), np.asarray(loads, float)
         keep = pareto_mask(x, y)
-        order = np.argsort(np.asarray(x, float)[keep], kind="stable")
-        return cls(curve, np.asarray(x, float)[keep][order], np.asarray(y, float)[keep][order],
-                   np.asarray(loads, float)[keep][order])
+        order = np.argsort(x[keep], kind="stable")
+        idx = np.flatnonzero(keep)[order]                                           # (m,) kept, by TPS/user
+        same = (x[idx, None] == x[None, :]) & (y[idx, None] == y[None, :])          # (m, n) exact duplicates
+        dups = tuple(tuple(float(v) for v in loads[row & (np.arange(x.size) != i)]) for i, row in zip(idx, same))
+        return cls(curve, x[idx], y[idx], loads[idx], dups)
+
+    def points_table(self) -> list[dict[str, Any]]:
+        """One row per frontier load, duplicates included and marked: ``load``, ``tps_per_user``,
+        ``throughput_per_gpu``, ``duplicate_of`` (the drawn point's load for a duplicate, else None)."""
+        rows = []
+        for i, load in enumerate(self.loads):
+            point = {"tps_per_user": float(self.tps_per_user[i]),
+                     "throughput_per_gpu": float(self.throughput_per_gpu[i])}
+            rows.append({"load": float(load), **point, "duplicate_of": None})
+            dups = self.duplicate_loads[i] if self.duplicate_loads else ()
+            rows += [{"load": d, **point, "duplicate_of": float(load)} for d in dups]
+        return rows
 
     def status_at(self, tier: float) -> str:
         """``ok``, ``infeasible`` (tier above the largest TPS/user) or ``uncovered`` (below the smallest)."""
@@ -341,7 +361,8 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
         "baseline": table.attrs["baseline"],
         "tiers": [float(t) for t in tiers],
         "frontiers": {c: {"tps_per_user": f.tps_per_user.tolist(), "throughput_per_gpu": f.throughput_per_gpu.tolist(),
-                          "loads": f.loads.tolist()} for c, f in fr.items()},
+                          "loads": f.loads.tolist(), "duplicate_loads": [list(d) for d in f.duplicate_loads],
+                          "points": f.points_table()} for c, f in fr.items()},
         "table": [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")],
         "budget_curve": [{k: clean(v) for k, v in row.items()}
                          for row in budget_curve(records).to_dict(orient="records")],

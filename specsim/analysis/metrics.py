@@ -157,6 +157,7 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
         "decode_steps": r.decode_steps, "verified_drafts": r.verified_drafts, "accepted_drafts": r.accepted_drafts,
         "emitted_tokens": r.emitted_tokens, "preemptions": r.preemptions, "recomputed_tokens": r.recomputed_tokens,
         "prefix_hit_tokens": r.prefix_hit_tokens, "prefix_lookup_tokens": r.prefix_lookup_tokens,
+        "recompute_hit_tokens": r.recompute_hit_tokens, "recompute_lookup_tokens": r.recompute_lookup_tokens,
         "replica": r.replica, "status": status,
         "unservable_reason": [r.unservable_reason.get(i, "") for i in range(n)],
     })
@@ -165,18 +166,29 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
 def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
     """KV-memory figures of a run: preemptions, recomputed tokens, prefix-cache token hit rates, unservable reasons.
 
-    ``prefix_cache_hit_rate`` is hit tokens / looked-up prompt tokens over every prefill lookup (first prefills
-    and recomputes, on every prefill instance and replica); ``prefix_cache`` gives it per instance.
+    ``kv_clipped_verify_lengths`` counts verify lengths the KV lookahead shortened; ``drafter_kv_lost_drafts`` the
+    request-steps that drafted nothing because their drafter's KV share did not fit (docs/memory.md).
+
+    ``prefix_cache_hit_rate`` is hit tokens / looked-up prompt tokens over first-time prompt lookups (each
+    request's first prefill, on every prefill instance and replica; vLLM's definition since its PR 25787,
+    docs/memory.md); ``prefix_cache`` gives it per instance. The lookups of re-prefills after preemptions are
+    reported apart: ``recompute_prefix_hit_tokens`` and ``recompute_prefix_hit_rate`` (hit tokens / the prompt
+    + generated tokens those recomputes looked up; None when nothing was recomputed).
     """
     rates = records.prefix_hit_rates()
+    rec_lookup = int(records.recompute_lookup_tokens.sum())
+    rec_hit = int(records.recompute_hit_tokens.sum())
     unservable = requests[requests.status == "unservable"]
     return {
         "num_preemptions": int(records.preemptions.sum()),
         "preempted_requests": int((records.preemptions > 0).sum()),
         "recomputed_tokens": int(records.recomputed_tokens.sum()),
         "kv_clipped_verify_lengths": int(records.num_kv_clips),
+        "drafter_kv_lost_drafts": int(records.num_drafter_kv_losses),
         "prefix_cache_hit_rate": rates.pop("overall"),
         "prefix_cache": rates,
+        "recompute_prefix_hit_tokens": rec_hit,
+        "recompute_prefix_hit_rate": rec_hit / rec_lookup if rec_lookup else None,
         "unservable_requests": {str(rid): why for rid, why in zip(unservable.request_id, unservable.unservable_reason)},
     }
 
@@ -330,7 +342,13 @@ def add_goodput(summary: dict[str, Any], requests: pd.DataFrame, slos_ms: dict[s
 
 
 def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[str, dict[str, Any]]:
-    """Per-domain metrics of the measured requests: count, TTFT, TPS/user, acceptance length, acceptance rate."""
+    """Per-domain metrics of the measured requests: count, TTFT, TPS/user, acceptance length, acceptance rate.
+
+    The acceptance length is pooled over request-steps as at the top level (:func:`_figures`; DESIGN.md
+    "Acceptance statistics": sum over sum): (accepted drafts + decode steps) / decode steps of the domain's
+    requests. The token a finished recompute emits after a preemption is no decode step and is not counted,
+    so with a single domain the figure equals the top level's, and ``none`` gives exactly 1.0.
+    """
     out = {}
     sub_all = requests[measured_mask]
     for dom, sub in sub_all.groupby("domain", sort=True):
@@ -342,7 +360,7 @@ def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[s
             "mean_ttft_ms": float(sub.ttft_s.mean() * 1e3) if len(sub) else None,
             "mean_tpot_ms": float(multi.tpot_s.mean() * 1e3) if len(multi) else None,
             "mean_tps_per_user": float(multi.tps_per_user.mean()) if len(multi) else None,
-            "mean_acceptance_length": float((sub.output_tokens.sum() - len(sub)) / steps) if steps else None,
+            "mean_acceptance_length": float((sub.accepted_drafts.sum() + steps) / steps) if steps else None,
             "acceptance_rate": float(sub.accepted_drafts.sum() / ver) if ver else None,
         }
     return out

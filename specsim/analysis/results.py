@@ -26,8 +26,12 @@ Readers (one per format, shared by every command that takes measured results)
 
 Mapping of a simulated run onto vLLM's fields (the choices a reader should know):
 
-* ``completed`` = the measured requests (closed loop: those issued inside the window);
-  ``failed`` = the unservable requests (a real server rejects them); ``queue_times`` are 0 (specsim
+* ``completed`` = the completed requests of the whole run (a closed-loop window's figures stay in the summary);
+  ``failed`` = every other prompt, so ``completed + failed == num_prompts`` as in vLLM's ``serve.py``
+  (``failed`` counts the outputs that did not succeed): the unservable requests (a real server rejects them)
+  and, under a horizon (``--max-sim-s``), the requests still running and those never issued (a client that
+  stops at the horizon gets no successful output for them); ``--save-detailed``'s ``errors`` names each
+  one's status (``unservable``, ``unfinished``, ``not_issued``). ``queue_times`` are 0 (specsim
   users issue a request as soon as their previous one completes, with no client-side queue).
 * ``request_rate``: ``"inf"`` in closed loop (vLLM's closed loop is ``--request-rate inf
   --max-concurrency N``); in open loop the replayed mean rate (N - 1) / arrival span, and
@@ -142,7 +146,8 @@ def vllm_result(result, *, percentiles: Sequence[float] = VLLM_PERCENTILES, labe
         else float((arrivals.size - 1) / (arrivals[-1] - arrivals[0])),
         "burstiness": 1.0 if closed else (float(1.0 / cv**2) if cv > 0 else None),
         "max_concurrency": int(load["concurrency"]) if closed else None,
-        "duration": duration, "completed": int(s["measured_requests"]), "failed": int(s.get("unservable", 0)),
+        "duration": duration, "completed": int(s["completed"]),
+        "failed": int(s["total"]) - int(s["completed"]),
         "total_input_tokens": int(s["total_input_tokens"]), "total_output_tokens": int(s["total_output_tokens"]),
         "request_throughput": s.get("request_throughput"), "request_goodput": s.get("request_goodput"),
         "output_throughput": out_tput,

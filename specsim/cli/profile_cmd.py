@@ -150,17 +150,24 @@ def import_splitwise_cmd(
     csv: Path = typer.Option(None, help="splitwise-sim perf_model.csv (default: the shared copy)"),
     model: str = typer.Option("llama2-70b"), hardware: str = typer.Option("h100-80gb"),
     tp: int = typer.Option(2), out: Path = typer.Option(Path("."), help="output folder"),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
 ) -> None:
-    """Decode step-time curve from splitwise-sim's measurements (B = sequences, one token each)."""
-    from specsim.hardware.profile import save_profile
-    from specsim.hardware.splitwise import import_splitwise
+    """Decode step-time curve from splitwise-sim's measurements (B = sequences, one token each).
 
-    root = shared_root()
+    Writes ``<out>/<gpu>-<model>-tp<tp>-splitwise.json`` (:func:`specsim.hardware.splitwise.profile_name`:
+    distinct for every hardware of the file); an existing file is kept unless ``--force``.
+    """
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.splitwise import import_splitwise, profile_name
+
+    dest = out / f"{profile_name(model, hardware, tp)}.json"
+    if dest.exists() and not force:
+        raise SpecsimInputError("--out", None, None, "a new file (or --force to overwrite it)", f"{dest} exists")
+    root = shared_root() if csv is None else None
     path = csv or root / "data/profiles/splitwise_sim/perf_model.csv"
     prof = import_splitwise(path, model, hardware, tp, source="shared/data/profiles/splitwise_sim/perf_model.csv"
                             if csv is None else Path(csv).name)
     out.mkdir(parents=True, exist_ok=True)
-    dest = out / f"{hardware.split('-')[0]}-{model.replace('-', '')}-tp{tp}-splitwise.json"
     save_profile(prof, dest)
     typer.echo(f"{dest}: kv_read_s_per_token {prof.kv_read_s_per_token:.3g}; "
                + ", ".join(f"B={b}: {t * 1e3:.1f} ms" for b, t in zip(prof.batch_tokens, prof.step_time_s)))

@@ -23,7 +23,8 @@ SUMMARY_ROWS = ("completed", "unfinished", "unservable", "not_issued", "total", 
                 "mean_tps_per_user", "median_tps_per_user", "mean_acceptance_length", "acceptance_rate",
                 "mean_verify_tokens_per_request", "good_requests", "request_goodput", "clipped_verify_lengths",
                 "num_preemptions", "preempted_requests", "recomputed_tokens", "kv_clipped_verify_lengths",
-                "prefix_cache_hit_rate", "steps", "wall_time_s")
+                "drafter_kv_lost_drafts",
+                "prefix_cache_hit_rate", "recompute_prefix_hit_rate", "steps", "wall_time_s")
 
 #: The closed-loop window's rows.
 WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_tokens", "output_throughput",
@@ -73,12 +74,14 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     if s["unservable"]:
         parts.append(fmt.table([], [], width=width, notes=[
             f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
-            "capacity (see unservable_requests in --json, or unservable_reason in requests.parquet with --out)"]))
+            "capacity or the context window (see unservable_requests in --json, or unservable_reason in "
+            "requests.parquet with --out)"]))
     from specsim.analysis.metrics import thrashing_warning
     thrash = thrashing_warning(s)
     if thrash:
         parts.append(fmt.table([], [], width=width, notes=[thrash]))
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
+    notices += [f"notice: {n}" for n in [context_notice(s.get("context_window"), s["total"])] if n]
     if notices:
         parts.append(fmt.table([], [], width=width, notes=notices))
     return "\n\n".join(parts)
@@ -98,6 +101,19 @@ def _rows(percentiles) -> tuple[str, ...]:
             if k == f"mean_{name}_ms":
                 out.extend(percentile_key(p, name) for p in percentiles)
     return tuple(out)
+
+
+def context_notice(cw: dict | None, total: int) -> str | None:
+    """One line saying how many requests exceed the context window and what became of them, or None."""
+    if not cw or not cw.get("over_context"):
+        return None
+    head = (f"{cw['over_context']} of {total} requests exceed the context window of {cw['max_model_len']} tokens "
+            f"({cw['source']})")
+    if not cw.get("enforced"):
+        return head + "; served anyway (a window known from the model's name only): --max-model-len enforces it"
+    if cw.get("truncated_requests"):
+        return head + f"; {cw['truncated_requests']} truncated, {cw['unservable']} unservable"
+    return head + "; unservable"
 
 
 def print_summary(s: dict, console=None) -> None:
@@ -122,7 +138,8 @@ def run(
     num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N requests."),
     max_sim_s: Optional[float] = typer.Option(
         None, "--max-sim-s", help="Stop at simulated time T. The horizon includes T: every event at a time <= T is "
-        "processed, so a request that finishes exactly at T is completed; requests still running are unfinished."),
+        "processed, so a request that finishes exactly at T is completed; requests still running are unfinished. At "
+        "most 1e9 s, specsim's bound on simulated time (arrivals / --rate-scale too)."),
     goodput: list[str] = typer.Option(
         [], "--goodput", help="Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' "
         "(quoted, unquoted as vLLM takes it, or the option repeated); a request is good when every given limit "
@@ -138,6 +155,10 @@ def run(
         "(p<P>_ttft_ms, _tpot_ms, _itl_ms, _e2el_ms; the default 50,90,99,99.9 stay in the JSON)."),
     csv: bool = typer.Option(False, "--csv", help="With --out: also write summary.csv (one flat row), "
                              "requests.csv and steps.csv."),
+    max_model_len: Optional[int] = typer.Option(
+        None, "--max-model-len", min=1, help="Context window in tokens (prompt + output), as vLLM's flag: a longer "
+        "request is unservable (or its output truncated with --set engine.context_overflow=truncate). Default: "
+        "the model's (docs/memory.md)."),
 ) -> None:
     """Simulate a speculative-decoding serving cluster on a trace and print its metrics."""
     from specsim.analysis.metrics import add_goodput, parse_goodput, parse_percentiles
@@ -155,11 +176,14 @@ def run(
         raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
     _check_conflicts(policy, concurrency, rate_scale, gamma, drafter)
     slos = parse_goodput(goodput)
+    if max_model_len is not None:
+        set_ = [*set_, f"engine.max_model_len={max_model_len}"]
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
+    _check_outputs(out, trace_events)
     from specsim.progress import command_line, run_progress
     with run_progress(len(tr)) as bar:
         res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency,
@@ -196,6 +220,15 @@ def run(
     else:
         print(fmt.table([], [], notes=[res.summary["kv_capacity"]["describe"]]))
         print(summary_text(res.summary, percentiles=pcts))
+
+
+def _check_outputs(out: Path | None, trace_events: Path | None) -> None:
+    """Check ``--out`` and ``--trace-events`` before simulating (specsim.cli.outputs); notes go to stderr."""
+    from specsim.cli.outputs import output_dir, output_file
+    notes = [output_dir(out, "--out") if out is not None else None,
+             output_file(trace_events, "--trace-events") if trace_events is not None else None]
+    for note in filter(None, notes):
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _check_conflicts(policy: str, concurrency: int | None, rate_scale: float | None, gamma: int | None,

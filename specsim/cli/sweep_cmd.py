@@ -177,6 +177,10 @@ def sweep(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
+    from specsim.cli.outputs import output_dir
+    note = output_dir(out, "--out")
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     from specsim.progress import ProgressBar
     with ProgressBar("sweep", "points", enabled=not quiet) as bar:
         if auto:

@@ -21,7 +21,8 @@ inputs and a completion callback.
   plus the profile's prefill attention of each chunk over the tokens before it.
 * Routers: ``round-robin``, ``least-outstanding`` (queued + running), ``prefix-aware`` (longest cached prefix,
   ties by outstanding requests, among the instances within a load guard of the least loaded: :data:`BALANCE_ABS`).
-* A request whose prompt + output tokens need more KV blocks than a replica has can never be served: it is
+* A request whose prompt + output tokens need more KV blocks than a replica has, or exceed the model's context
+  window (``ClusterRuntime.context_reasons``, decided by specsim.hardware.context), can never be served: it is
   counted ``unservable`` at arrival with its reason and never blocks the requests behind it.
 * Conversation sessions (:mod:`specsim.engine.sessions`): a later turn is issued ``think_s`` after the previous
   turn completes (in open loop by a process per session, in closed loop by the user running the session), and
@@ -34,7 +35,8 @@ inputs and a completion callback.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 import simpy
@@ -71,6 +73,7 @@ class ClusterRuntime:
         prefill_chunk_tokens: chunk size for the profile-based prefill time.
         request_overhead_s: fixed seconds per request before it reaches the scheduler.
         seed: the run seed (request r's draws come from its own counter-based stream, specsim.engine.draws).
+        context_reasons: request index -> why it exceeds the model's context window (unservable at arrival).
     """
 
     replicas: tuple[ReplicaConfig, ...]
@@ -82,6 +85,7 @@ class ClusterRuntime:
     prefill_chunk_tokens: int
     request_overhead_s: float
     seed: int
+    context_reasons: Mapping[int, str] = field(default_factory=dict)
 
 
 #: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
@@ -152,15 +156,12 @@ class Cluster:
     # ----------------------------------------------------------------- request lifecycle
     def arrive(self, idx: int) -> simpy.Event:
         """Request ``idx`` enters the system now; returns an event that fires when it leaves."""
-        rec, w = self.records, self.workload
+        rec = self.records
         rec.request_arrived(idx, self.env.now)
         done = self.env.event()
-        tokens = int(w.prompt[idx] + w.output[idx])
-        need = int(blocks_for(tokens, w.block_size))
-        if need > self.num_blocks:
-            rec.request_unservable(idx, (
-                f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}) "
-                f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}"))
+        why = self._unservable(idx)
+        if why is not None:
+            rec.request_unservable(idx, why)
             done.succeed()
             return done
         self._count(+1)
@@ -170,6 +171,19 @@ class Cluster:
         else:
             self._enter(idx)
         return done
+
+    def _unservable(self, idx: int) -> str | None:
+        """Why request ``idx`` can never be served (beyond the context window, or more KV blocks than a replica
+        has), or None."""
+        if idx in self.config.context_reasons:
+            return self.config.context_reasons[idx]
+        w = self.workload
+        tokens = int(w.prompt[idx] + w.output[idx])
+        need = int(blocks_for(tokens, w.block_size))
+        if need > self.num_blocks:
+            return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}) "
+                    f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}")
+        return None
 
     def _enter(self, idx: int) -> None:
         """After its fixed overhead the request reaches prefill (disaggregated) or a replica (colocated)."""

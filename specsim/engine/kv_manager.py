@@ -156,6 +156,26 @@ class KVManager:
         """Blocks in use (cached evictable blocks not counted)."""
         return self.pool.num_blocks - self.pool.num_available
 
+    def exact_blocks_used(self, s: Slots, decode: np.ndarray, verify_len: np.ndarray, gamma: int) -> int:
+        """Blocks in use after this step's allocation as exact accounting holds them (the figure a step reports).
+
+        An exact step's pool count is it. A lazy step skipped the block arithmetic, so its decoding slots' holdings
+        are stale: exact accounting would hold blocks_for(prompt + generated + 1 + l) target blocks each (last
+        step's unused lookahead released) and the drafter's share of prompt + generated + gamma tokens for each
+        drafting slot (a lazy step is one where every request's growth fits, so every request drafts).
+        """
+        used = self.num_blocks_used
+        if not self.lazy_step or not decode.size:
+            return used
+        target = blocks_for(base_tokens(s)[decode] + verify_len, self.block_size) - s.kv_blocks[decode]
+        fraction = self.config.drafter_kv_fraction
+        draft = 0
+        if gamma and fraction:
+            ctx = s.prompt_tokens[decode] + s.num_generated[decode] + gamma
+            need = blocks_for(np.ceil(ctx * fraction).astype(np.int64), self.block_size)
+            draft = int(np.maximum(need - s.draft_kv_blocks[decode], 0).sum())
+        return used + int(target.sum()) + draft
+
     # ----------------------------------------------------------------- base need, freeing
     def fit_base_need(self, s: Slots) -> bool:
         """Set every decode-ready slot's blocks to its base need when the pool allows it (last step's unused

@@ -27,7 +27,8 @@ class StepRecord(NamedTuple):
         prefill_tokens: prefill (or recompute) chunk tokens in the step.
         capacity: the policy's ``capacity`` hook value, -1 when not used.
         host_overhead_s: CPU scheduling time charged to the step.
-        kv_blocks_used: KV blocks in use after the step's allocation (cached evictable blocks not counted).
+        kv_blocks_used: KV blocks in use after the step's allocation (cached evictable blocks not counted), as
+            exact accounting holds them, also in steps the lazy accounting skipped (KVManager.exact_blocks_used).
         num_preempted: requests preempted before this step; num_waiting: queue length at its start.
     """
 
@@ -90,7 +91,9 @@ class Records:
     ``queued_s`` when the request reaches the scheduler after its fixed overhead, ``prefill_start_s``,
     ``prefill_s``, ``first_token_s``, ``admitted_s``, ``done_s``), ``replica``, counters (``decode_steps``,
     ``verified_drafts``, ``accepted_drafts``, ``emitted_tokens``, ``preemptions``, ``recomputed_tokens``,
-    ``recompute_emissions``, ``prefix_hit_tokens``, ``prefix_lookup_tokens``; the replicas write the decode
+    ``recompute_emissions``, ``prefix_hit_tokens``, ``prefix_lookup_tokens`` (the first prefill's lookup),
+    ``recompute_hit_tokens``, ``recompute_lookup_tokens`` (lookups of re-prefills after preemptions); the
+    replicas write the decode
     counters when a request leaves, is preempted, or the run ends), ``issued`` and ``unservable_reason`` (index -> text).
     """
 
@@ -101,12 +104,14 @@ class Records:
             setattr(self, name, np.full(n, np.nan))
         self.replica = np.full(n, -1, np.int64)
         for name in ("decode_steps", "verified_drafts", "accepted_drafts", "emitted_tokens", "preemptions",
-                     "recomputed_tokens", "recompute_emissions", "prefix_hit_tokens", "prefix_lookup_tokens"):
+                     "recomputed_tokens", "recompute_emissions", "prefix_hit_tokens", "prefix_lookup_tokens",
+                     "recompute_hit_tokens", "recompute_lookup_tokens"):
             setattr(self, name, np.zeros(n, np.int64))
         self.issued = np.zeros(n, bool)
         self.unservable_reason: dict[int, str] = {}
         self.num_clips = 0
         self.num_kv_clips = 0
+        self.num_drafter_kv_losses = 0          # request-steps without drafts: the drafter's KV share did not fit
         self.record_step_log = record_step_log
         self._steps: list[StepRecord] = []
         self._itl: list[np.ndarray] = []            # gaps of the latest steps, one array per step ...
@@ -114,6 +119,7 @@ class Records:
         self._itl_packed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # (gaps, step ends, counts)
         self._log: list[StepLogRow] = []
         self.replica_prefix: dict[str, list[int]] = {}   # instance name -> [hit tokens, lookup tokens]
+        self._looked_up = np.zeros(n, bool)              # a request's first prefill has looked up the cache
 
     # ----------------------------------------------------------------- writers: the cluster
     def request_arrived(self, idx: int, now_s: float) -> None:
@@ -171,6 +177,10 @@ class Records:
         self.num_clips += num_output
         self.num_kv_clips += num_kv
 
+    def count_drafter_kv_losses(self, num_requests: int) -> None:
+        """In a step, ``num_requests`` decoding requests drafted nothing: their drafter's KV share did not fit."""
+        self.num_drafter_kv_losses += num_requests
+
     def step(self, rec: StepRecord) -> None:
         """Append one step's record."""
         self._steps.append(rec)
@@ -204,7 +214,16 @@ class Records:
         self._log.append(row)
 
     def prefix_lookup(self, instance: str, idx: int, hit_tokens: int, lookup_tokens: int) -> None:
-        """A prefill looked up ``lookup_tokens`` prompt tokens in ``instance``'s prefix cache and hit ``hit_tokens``."""
+        """A prefill looked up ``lookup_tokens`` tokens in ``instance``'s prefix cache and hit ``hit_tokens``.
+
+        A request's first lookup is its prompt's (counted in the hit rate, per instance); every later one is a
+        recompute after a preemption (prompt + generated tokens), kept apart in ``recompute_*_tokens``.
+        """
+        if self._looked_up[idx]:
+            self.recompute_hit_tokens[idx] += hit_tokens
+            self.recompute_lookup_tokens[idx] += lookup_tokens
+            return
+        self._looked_up[idx] = True
         self.prefix_hit_tokens[idx] += hit_tokens
         self.prefix_lookup_tokens[idx] += lookup_tokens
         acc = self.replica_prefix.setdefault(instance, [0, 0])
@@ -230,7 +249,11 @@ class Records:
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def prefix_hit_rates(self) -> dict[str, float | None]:
-        """Token hit rate of the prefix cache per instance and ``overall`` (None where nothing was looked up)."""
+        """Token hit rate of first-time prompt lookups per instance and ``overall`` (None where nothing was looked up).
+
+        vLLM's definition since its PR 25787: hits over prompt tokens queried by new requests; a recompute's
+        lookups are left out (``recompute_hit_tokens`` / ``recompute_lookup_tokens`` hold them).
+        """
         out = {k: (h / n if n else None) for k, (h, n) in sorted(self.replica_prefix.items())}
         h = sum(v[0] for v in self.replica_prefix.values())
         n = sum(v[1] for v in self.replica_prefix.values())

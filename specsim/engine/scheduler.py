@@ -51,6 +51,7 @@ class StepPlan(NamedTuple):
     batch_tokens: int         # decode B plus prefill chunk tokens
     num_preempted: int
     num_waiting: int
+    kv_blocks_used: int       # blocks in use after the step's allocation, exact even in lazy steps
 
 
 class StepOutcome(NamedTuple):
@@ -191,6 +192,8 @@ class Scheduler:
         decode, kv_tokens = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated)
         batch = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens), self.config.gamma))
         can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
+        if can_draft is not None:
+            self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
         drafts = self._draft(batch, can_draft)
         decision = self.policy.decide(batch, drafts)
         verify_len, verified = self._limit_verify_lengths(batch, decision.verify_len, can_draft)
@@ -198,12 +201,13 @@ class Scheduler:
         prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (NO_SLOTS, NO_SLOTS)
         prefill_tokens = int(chunk.sum()) if chunk.size else 0
         drafting = (decode.size if can_draft is None else int(can_draft.sum())) if batch.gamma else 0
+        used = self.kv.exact_blocks_used(s, decode, verify_len, batch.gamma)
         if self.kv.lazy_step:
             self.kv.count_lazy_growth(s.size)
         return StepPlan(batch=batch, verify_len=verify_len, drafts=drafts, prefill=prefill, chunk=chunk,
                         capacity=decision.capacity, num_drafting=drafting, verified_drafts=verified,
                         prefill_tokens=prefill_tokens, batch_tokens=B + prefill_tokens, num_preempted=preempted,
-                        num_waiting=waiting)
+                        num_waiting=waiting, kv_blocks_used=used)
 
     def _draft(self, batch: DecodeBatch, can_draft: np.ndarray | None) -> Drafts:
         """This step's drafts at each decoding request's anchor (its tokens so far); requests that cannot draft

@@ -72,7 +72,7 @@ class StepRunner:
             verified_drafts=plan.verified_drafts, accepted_drafts=num_accepted,
             emitted_tokens=num_accepted + R + num_recomputed, prefill_tokens=plan.prefill_tokens,
             capacity=plan.capacity, host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
-            kv_blocks_used=self.kv.num_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
+            kv_blocks_used=plan.kv_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
         return StepOutcome(num_decode_finished=num_finished, progress_tokens=R + plan.prefill_tokens)
 
     def _emit_decode(self, plan: StepPlan, end_s: float) -> tuple[int, int]:

@@ -93,6 +93,12 @@ DRAFTER_FAMILY_OF = {"none": "none", "mtp": "mtp", "eagle3": "autoregressive",
 #: (PAPER.md 2.3); mtp: one MTP module, one transformer block of the target (DeepSeek-V3 report).
 DRAFTER_LAYERS = {"dspark": 5, "dflash": 5, "eagle3": 1, "mtp": 1}
 MARKOV_RANK = 256
+
+#: The checkpoint's draft block (``drafter.block``): the most drafts one step may propose. The paper's DSpark
+#: and DFlash drafters are trained with block_size 7 for all four targets (PAPER.md 2.1: "block_size gamma =
+#: 7"); longer blocks are other checkpoints (Fig. 4's length-12 and length-16 drafters, PAPER.md 8.3), chosen
+#: by setting ``drafter.block``. EAGLE-3 and MTP draft autoregressively: no block (None).
+DRAFTER_BLOCK = {"dspark": 7, "dflash": 7}
 HEAD_KERNELS = 4          # per head position: embedding gather, rank-256 bias GEMM, add, sample
 #: EAGLE-3's reduced draft vocabulary (``draft_vocab_size`` of its checkpoints, e.g. SpecForge's
 #: ``configs/llama3-8B-eagle3.json`` and the EAGLE-3 reference configs: 32,000 of the target's 128,256 tokens).

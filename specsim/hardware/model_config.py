@@ -58,6 +58,8 @@ class ModelConfig:
         linear_key_heads, linear_value_heads, linear_key_dim, linear_value_dim: the linear-attention heads.
         linear_conv_kernel: its short convolution's width (the conv state keeps kernel - 1 tokens).
         attn_output_gate: the softmax-attention query projection also produces a gate (doubling its width).
+        max_position_embeddings: the model's context length in tokens (config.json's
+            ``max_position_embeddings``); 0 = unknown. Prompt + output beyond it cannot be served.
 
     Raises:
         SpecsimInputError: an unknown dtype, or a size that must be >= 1 (or >= 0) is not.
@@ -91,6 +93,7 @@ class ModelConfig:
     linear_value_dim: int = 0
     linear_conv_kernel: int = 0
     attn_output_gate: bool = False
+    max_position_embeddings: int = 0
 
     def __post_init__(self) -> None:
         for key in ("weight_dtype", "kv_dtype"):
@@ -103,7 +106,7 @@ class ModelConfig:
         for key in ("ffn", "num_experts", "top_k", "expert_ffn", "num_shared_experts", "first_dense_layers",
                     "kv_lora_rank", "q_lora_rank", "rope_dim", "v_head_dim", "shared_expert_ffn", "linear_layers",
                     "linear_key_heads", "linear_value_heads", "linear_key_dim", "linear_value_dim",
-                    "linear_conv_kernel"):
+                    "linear_conv_kernel", "max_position_embeddings"):
             if getattr(self, key) < 0:
                 raise SpecsimInputError(None, None, key, "an int >= 0", repr(getattr(self, key)))
         if self.linear_layers and (self.linear_layers > self.num_layers or not self.linear_value_heads
@@ -258,13 +261,23 @@ def _check_degree(key: str, value: int, most: int) -> None:
 
 #: Presets. Llama-2 shapes from meta-llama config.json; Qwen3-8B from Qwen/Qwen3-8B config.json;
 #: deepseek-v3 from deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense, 256 experts top-8, 1 shared).
+#: Context lengths: each config.json's max_position_embeddings (:data:`CONTEXT_LENGTHS`).
 MODELS: dict[str, ModelConfig] = {
-    "llama2-7b": ModelConfig("llama2-7b", 32, 4096, 32, 32, 128, 11008, 32000),
-    "llama2-70b": ModelConfig("llama2-70b", 80, 8192, 64, 8, 128, 28672, 32000),
-    "qwen3-8b": ModelConfig("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936),
+    "llama2-7b": ModelConfig("llama2-7b", 32, 4096, 32, 32, 128, 11008, 32000, max_position_embeddings=4096),
+    "llama2-70b": ModelConfig("llama2-70b", 80, 8192, 64, 8, 128, 28672, 32000, max_position_embeddings=4096),
+    "qwen3-8b": ModelConfig("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, max_position_embeddings=40960),
     "deepseek-v3": ModelConfig("deepseek-v3", 61, 7168, 128, 128, 128, 18432, 129280, num_experts=256,
                                top_k=8, expert_ffn=2048, num_shared_experts=1, first_dense_layers=3,
-                               kv_lora_rank=512, q_lora_rank=1536, rope_dim=64),
+                               kv_lora_rank=512, q_lora_rank=1536, rope_dim=64, max_position_embeddings=163840),
+}
+
+#: Context lengths (tokens) of the models the bundled profiles name in ``metadata.model`` (lower case), from
+#: each Hugging Face config.json's ``max_position_embeddings``: meta-llama/Llama-2-{7,70}b-hf 4,096,
+#: meta-llama/Meta-Llama-3-8B 8,192, codellama/CodeLlama-34b-Instruct-hf 16,384, Qwen/Qwen3-8B 40,960,
+#: deepseek-ai/DeepSeek-V3 163,840 (splitwise-sim's ``llama2-70b`` is Llama-2-70B).
+CONTEXT_LENGTHS: dict[str, int] = {
+    "llama-2-7b-hf": 4096, "llama-2-70b-hf": 4096, "llama2-7b": 4096, "llama2-70b": 4096,
+    "meta-llama-3-8b": 8192, "codellama-34b-instruct-hf": 16384, "qwen3-8b": 40960, "deepseek-v3": 163840,
 }
 
 
@@ -452,4 +465,5 @@ def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = Non
     return ModelConfig(name=name, num_layers=num_layers, hidden=hidden, num_heads=heads,
                        num_kv_heads=r.int("num_key_value_heads", heads), head_dim=head_dim, ffn=ffn,
                        vocab=r.int("vocab_size"), weight_dtype=weight, kv_dtype=kv,
-                       tie_embeddings=bool(cfg.get("tie_word_embeddings", False)), **fields)
+                       tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+                       max_position_embeddings=r.int("max_position_embeddings", 0, least=0), **fields)

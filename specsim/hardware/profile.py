@@ -573,7 +573,7 @@ def resolve_profile(name_or_path: str, lookup: str | None = None) -> StepTimePro
     """Load a bundled profile by name (file stem in ``specsim/data/profiles``) or a profile file by path.
 
     Raises:
-        SpecsimInputError: neither a bundled name nor an existing file; lists the bundled names.
+        SpecsimInputError: neither a bundled name nor an existing file; names the closest bundled names.
     """
     p = Path(name_or_path)
     if p.suffix == ".json" and p.exists():
@@ -581,6 +581,9 @@ def resolve_profile(name_or_path: str, lookup: str | None = None) -> StepTimePro
     bundled = bundled_profiles_dir() / f"{name_or_path}.json"
     if bundled.exists():
         return load_profile(bundled, lookup)
+    import difflib
     names = sorted(x.stem for x in bundled_profiles_dir().glob("*.json"))
-    raise SpecsimInputError(None, None, "profile", f"a profile file or one of the bundled names {names}",
+    close = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
+    hint = f"closest: {', '.join(close)}" if close else f"{len(names)} of them in specsim/data/profiles"
+    raise SpecsimInputError(None, None, "profile", f"a profile file (.json) or a bundled profile name ({hint})",
                             repr(name_or_path))

@@ -19,6 +19,7 @@ Mapping to specsim:
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,17 @@ from specsim.errors import SpecsimInputError
 from specsim.hardware.profile import StepTimeProfile
 
 COLUMNS = ("model", "hardware", "prompt_size", "batch_size", "token_size", "token_time", "tensor_parallel")
+
+
+def profile_name(model: str, hardware: str, tp: int) -> str:
+    """The file stem ``import-splitwise`` writes: ``<gpu>-<model without dashes>-tp<tp>-splitwise``.
+
+    ``<gpu>`` is the hardware name without its memory-size part (``h100-80gb`` -> ``h100``, ``h100-80gb-pcap``
+    -> ``h100-pcap``, ``a100-80gb`` -> ``a100``), so every hardware of the file gets its own name while the
+    bundled ``h100-llama270b-tp2-splitwise`` keeps its own.
+    """
+    gpu = "-".join(part for part in hardware.split("-") if not re.fullmatch(r"\d+gb", part.lower())) or hardware
+    return f"{gpu}-{model.replace('-', '')}-tp{tp}-splitwise"
 
 
 def read_splitwise_csv(path: str | Path) -> pd.DataFrame:

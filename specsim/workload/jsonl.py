@@ -4,8 +4,8 @@ Canonical JSONL, one request per line (blank lines are skipped)::
 
     {"arrival_s": 0.25, "prompt_tokens": 812, "output_tokens": 95, "domain": "code", "request_id": "a7"}
 
-* ``arrival_s``: number (int or float, not bool), finite, >= 0, seconds from trace start; arrivals
-  never decrease from one request to the next (equal arrivals are a burst and are valid).
+* ``arrival_s``: number (int or float, not bool), finite, >= 0, seconds from trace start, at most
+  :data:`~specsim.errors.MAX_SIM_TIME_S` (1e9 s, specsim's bound on simulated time); arrivals never decrease from one request to the next (equal arrivals are a burst and are valid).
 * ``prompt_tokens``, ``output_tokens``: int >= 1 (a JSON bool or a float such as ``5.0`` is rejected).
 * ``domain``: optional non-empty string, default ``"chat"``.
 * ``request_id``: optional, a non-empty string or an int (stored as its decimal string), unique in
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError, did_you_mean
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, did_you_mean
 from specsim.workload import extra as extra_fields
 from specsim.workload.trace import _INT64_MAX, _INT64_MIN, DEFAULT_DOMAIN, Trace
 
@@ -279,6 +279,9 @@ def load_trace(path) -> Trace:
     for line, obj in _iter_json_lines(path):
         _check_keys(obj, src, line)
         a = _get(obj, "arrival_s", "number", src, line)
+        if a > MAX_SIM_TIME_S:
+            raise SpecsimInputError(src, line, "arrival_s", f"a time <= {MAX_SIM_TIME_S:g} s (specsim's bound on "
+                                    "simulated time)", repr(a))
         if a < prev_arrival:
             raise SpecsimInputError(src, line, "arrival_s",
                                     f"a value >= {prev_arrival!r} (the arrival on line {prev_line})",
