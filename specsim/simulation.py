@@ -32,6 +32,7 @@ from specsim.hardware.kv_capacity import kv_capacity
 from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies import make_policy, policy_knobs
 from specsim.policies.base import as_policy, policy_hooks
+from specsim.policies.cost_table import table_report
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.analysis.steplog import write_step_log
@@ -374,6 +375,9 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     summary["kv_capacity"] = kv_capacity(sc, built.profile, built.gamma,
                                          cluster.config.replicas[0].drafter_kv_fraction).as_dict()
     summary["provenance"] = _provenance(trace, config, built)
+    table = table_report(built.policies)
+    if table is not None:
+        summary["scheduler_cost_table"] = table
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
     if config.concurrency is None and "stage" in (getattr(trace, "extra", None) or {}):   # load stages (issue 23)
         summary["stages"] = stage_breakdown(requests, steps, trace, config.rate_scale,
