@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specsim.analysis.recommend import (_bounds_from_ranges, _ranges_from_bounds, engine_configs, recommend,
+from specsim.sweep.recommend import (_bounds_from_ranges, _ranges_from_bounds, engine_configs, recommend,
                                         recommendations_text)
 from specsim.scenario import load_scenario
 

@@ -20,7 +20,7 @@ def recommend(
 ) -> None:
     """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
     the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
-    from specsim.analysis.recommend import recommend as recommend_tiers, recommendations_text
+    from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
     from specsim.cli.sweep_cmd import _records, resolve_tiers
 
     tier_list = resolve_tiers(tiers, sweep_dir)

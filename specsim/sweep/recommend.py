@@ -1,4 +1,4 @@
-"""``specsim recommend``: per SLA tier, the policy to deploy, its knobs and load, and the configuration to paste.
+"""``specsim recommend`` (reads a sweep directory, so it sits with the sweeps): per SLA tier, the policy to deploy, its knobs and load, and the configuration to paste.
 
 Per tier the winner is :func:`specsim.analysis.tiers.mark_winners`'s (deployable curves only, its margin
 judged by the one paired rule). The load reported is the winner's frontier point that meets the tier
