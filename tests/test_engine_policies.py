@@ -158,3 +158,16 @@ def test_runs_report_the_table_error_and_the_exact_table_matches_the_paper_polic
     # an engine policy given the exact cost reads no table and reports none
     res = simulate(trace, "vllm-adaptive", seed=3, cost_table="exact")
     assert res.summary["completed"] == 8 and "scheduler_cost_table" not in res.summary
+
+
+def test_table_knobs_are_checked_and_name_the_policy():
+    for name, knobs, field in (("vllm-adaptive", {"profile_context_len": -1}, "profile_context_len"),
+                               ("dspark", {"cost_table": "sglang"}, "cost_table"),
+                               ("dspark-async", {"profile_context_len": 1.5}, "profile_context_len")):
+        with pytest.raises(SpecsimInputError, match=field) as e:
+            make_policy(name, gamma=7, **knobs)
+        assert f"policy {name}" in str(e.value)
+    wrapped = make_policy("dspark-async", gamma=7, cost_table="trtllm")
+    hooks = policy_hooks(wrapped)
+    assert hooks.name == "dspark-async" and hooks.fits_zos and hooks.capacity is not None
+    assert hooks.capacity_view_age == 2                              # the wrapped policy's, kept

@@ -122,6 +122,13 @@ def trtllm_verify_table(xs: np.ndarray, ys: np.ndarray, max_tokens: int) -> np.n
     return np.interp(np.arange(max_tokens + 1), xs, np.asarray(ys, float))
 
 
+def check_profile_context(value) -> int:
+    """``profile_context_len`` as an int >= 0 tokens; ValueError naming the knob otherwise."""
+    if isinstance(value, bool) or not (isinstance(value, (int, np.integer)) and value >= 0):
+        raise ValueError(f"profile_context_len: expected an int >= 0 tokens, got {value!r}")
+    return int(value)
+
+
 def build_table(kind: str, profile, gamma: int, drafter_cost=None, profile_context: int = VLLM_PROFILE_CONTEXT,
                 monotone: bool | None = None, include_draft: bool | None = None) -> SchedulerTable | None:
     """The scheduler table of ``kind`` for ``profile`` (None for ``exact``: the view keeps the profile).
@@ -136,12 +143,11 @@ def build_table(kind: str, profile, gamma: int, drafter_cost=None, profile_conte
         include_draft: add the drafter's cost at R requests (default: True for vllm, False for trtllm).
 
     Raises:
-        ValueError: an unknown kind or a profile_context < 0.
+        ValueError: an unknown kind or a profile_context that is not an int >= 0.
     """
     if kind not in TABLE_KINDS:
         raise ValueError(f"cost_table: expected one of {TABLE_KINDS}, got {kind!r}")
-    if not (isinstance(profile_context, (int, np.integer)) and profile_context >= 0):
-        raise ValueError(f"profile_context: expected an int >= 0 tokens, got {profile_context!r}")
+    check_profile_context(profile_context)
     if kind == "exact":
         return None
     g = max(int(gamma), 0)
@@ -207,7 +213,7 @@ class WithCostTable:
     """
 
     def __init__(self, inner, kind: str, profile_context_len: int = VLLM_PROFILE_CONTEXT) -> None:
-        build_table("exact", None, 0, profile_context=profile_context_len)        # validates the knob
+        check_profile_context(profile_context_len)
         if kind not in TABLE_KINDS:
             raise ValueError(f"cost_table: expected one of {TABLE_KINDS}, got {kind!r}")
         if kind == "exact":

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
-from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table
+from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table, check_profile_context
 from specsim.policies.dspark import lengths_from_top, ranked_candidates
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
@@ -81,8 +81,9 @@ class VllmAdaptive(_Tabled):
     """``vllm-adaptive``: vLLM's adaptive verification (vLLM PR 47808, merged; module docstring source).
 
     Budget (host, ``capacity`` with the view one step old): the running requests' stale survivals
-    (:func:`stale_survival`; raw confidences, no EMA: the merged code publishes each step's confidences
-    as they are, the EMA of the PR's description is not in it), sorted descending, s_(1) >= s_(2) >= ...;
+    (:func:`stale_survival`, from the confidences the step's view shows, ``view.conf``; no EMA: the
+    merged code publishes each step's confidences as they are, ``record_confidences``, and the EMA of the
+    PR's description is not in it), sorted descending, s_(1) >= s_(2) >= ...;
     the budget is n* = argmax_n (R + s_(1) + ... + s_(n)) / (draft(R) + verify(R + n)), n = 0..R*gamma,
     the first maximum (a global search, no early stop), on vLLM's table (``cost_table="vllm"``:
     profiled at ``VLLM_ADAPTIVE_VERIFICATION_PROFILE_CONTEXT_LEN`` tokens, monotone, CUDA-graph
@@ -105,10 +106,8 @@ class VllmAdaptive(_Tabled):
                  cost_table: str = "vllm") -> None:
         if cost_table not in ("vllm", "exact"):
             raise ValueError(f"cost_table: expected 'vllm' or 'exact', got {cost_table!r}")
-        if not (isinstance(profile_context_len, int) and profile_context_len >= 0):
-            raise ValueError(f"profile_context_len: expected an int >= 0 tokens, got {profile_context_len!r}")
         self.enabled = bool(enable_adaptive_verification)
-        self.cost_table, self.profile_context = cost_table, profile_context_len
+        self.cost_table, self.profile_context = cost_table, check_profile_context(profile_context_len)
 
     def capacity(self, old_view: SchedulingView | None, running_ids: np.ndarray, num_running: int) -> int:
         """n*, the drafts verified this step, from the view one step old (class docstring)."""
@@ -151,8 +150,10 @@ class TrtllmConfidence(_Tabled):
     that floor with stale survival >= ``survival_eps`` are sorted descending and the budget is the global
     argmax (not a first descent: the cost is a staircase and Theta is not unimodal on it) of
     (R + floor survivals + s_(1) + ... + s_(n)) / table(R * (min_verify_len + 1) + n) over n.
-    ``cost_table="trtllm"``: the profiled points, clamped linear interpolation, target cost only;
-    ``cost_table="none"``: no table, and the planner refuses to trim (every draft is verified).
+    ``cost_table="trtllm"``: the profiled points, clamped linear interpolation, target cost only, profiled
+    at 8,192 context tokens per request (PR 17056 does not say at which context its table is measured; the
+    same default as vLLM's); ``cost_table="none"``: no table, and the planner refuses to trim (every draft
+    is verified); ``cost_table="exact"``: the true cost.
     Allocation (device): the budget goes to the highest live survivals beyond the floor (global rank).
     """
 
