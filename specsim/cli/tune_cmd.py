@@ -68,7 +68,7 @@ def tune(
         with ProgressBar("untuned", "points", enabled=not quiet) as bar:
             sw = run_sweep(SweepSpec(policies=names, concurrency=spec.loads, seeds=spec.seeds,
                                      num_requests=num_requests, requests_per_user=requests_per_user, drafter=drafter),
-                           scen, tr, out, executor=executor, jobs=jobs, progress=bar)
+                           scen, tr, out, executor=executor, jobs=jobs, progress=bar, tiers=spec.tiers)
         untuned_ids = [p.id for p in sw.points]
     path = write_tuned(out, res, untuned_ids)
     if quiet:
