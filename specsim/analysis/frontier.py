@@ -8,8 +8,15 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   have y strictly decreasing.
 * Interpolation rule: linear in TPS/user between adjacent frontier points, which keeps the curve
   monotone (decreasing). No extrapolation: a tier above the frontier's largest TPS/user is
-  ``infeasible`` (even the lightest load does not reach it); a tier below its smallest TPS/user is
-  ``uncovered`` (the sweep's heaviest load still beats the tier: add load points). Both read as NaN.
+  ``infeasible`` (even the lightest load does not reach it) and reads as NaN; a tier below its smallest
+  TPS/user is ``covered`` (every frontier point meets it) and reads the best throughput among the points
+  meeting it, which is the frontier's heaviest-load point (any point meeting the tier is dominated by a
+  frontier point that meets it too). Never NaN when some point meets the tier.
+* Load advice (:func:`load_advice`): "add heavier loads" only for a covered tier whose curve's heaviest
+  load still raises throughput by more than ``RISING`` (2%) over the load before it; "add lighter loads"
+  only when the lightest load's TPS/user is below the tier (and it is not already one closed-loop user).
+* Winner per tier: :func:`specsim.analysis.tiers.tier_winners`, its margin judged by the one paired rule
+  of :mod:`specsim.analysis.significance`.
 * Throughput at an SLA tier t: y(t). Gain of A over B at t: y_A(t) / y_B(t) - 1.
 * TPS/user at matched throughput: at B's throughput y_B(t), A's TPS/user x_A(y_B(t)) by the inverse
   of the same piecewise-linear curve; its gain is x_A / t - 1 (the paper's "+60-85% TPS/user").
@@ -40,10 +47,13 @@ import pandas as pd
 
 from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
+from specsim.analysis.tiers import mark_winners, tiers_json
 from specsim.sweep.tables import results_frame, seed_spread
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
+#: Relative throughput growth between a curve's two heaviest loads above which heavier loads may still help.
+RISING = 0.02
 
 
 def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -107,17 +117,21 @@ class Frontier:
         return rows
 
     def status_at(self, tier: float) -> str:
-        """``ok``, ``infeasible`` (tier above the largest TPS/user) or ``uncovered`` (below the smallest)."""
+        """``ok``, ``infeasible`` (tier above the largest TPS/user) or ``covered`` (below the smallest)."""
         if self.tps_per_user.size == 0 or not at_least(self.tps_per_user[-1], tier):
             return "infeasible"
         if not at_most(self.tps_per_user[0], tier):
-            return "uncovered"
+            return "covered"
         return "ok"
 
     def throughput_at(self, tier: float) -> float:
-        """Throughput per GPU (tok/s) at TPS/user ``tier``, linear between frontier points; NaN outside."""
-        if self.status_at(tier) != "ok":
+        """Throughput per GPU (tok/s) at TPS/user ``tier``: linear between frontier points; the heaviest-load
+        point's throughput when the tier is ``covered``; NaN when ``infeasible``."""
+        st = self.status_at(tier)
+        if st == "infeasible":
             return float("nan")
+        if st == "covered":
+            return float(self.throughput_per_gpu[0])
         x = min(max(tier, self.tps_per_user[0]), self.tps_per_user[-1])      # within the tolerance of an end
         return float(np.interp(x, self.tps_per_user, self.throughput_per_gpu))
 
@@ -145,6 +159,30 @@ def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
         out[str(curve)] = Frontier.from_points(str(curve), sub[f"{X}_mean"].to_numpy(),
                                                sub[f"{Y}_mean"].to_numpy(), sub["load"].to_numpy())
     return out
+
+
+def load_advice(points: pd.DataFrame, tier: float) -> str:
+    """Whether more load points could change a curve's answer at ``tier`` (module docstring rule).
+
+    Args:
+        points: one curve's load points, columns ``load, mode`` and the seed means ``<X>_mean, <Y>_mean``
+            (:func:`specsim.sweep.tables.seed_spread` rows of one curve).
+        tier: the SLA tier, TPS/user.
+
+    Returns:
+        ``"add heavier loads"``, ``"add lighter loads"`` or ``""``.
+    """
+    p = points.sort_values("load")
+    x, y = p[f"{X}_mean"].to_numpy(float), p[f"{Y}_mean"].to_numpy(float)
+    if x.size == 0:
+        return ""
+    if not at_least(x[0], tier):                          # the lightest load is below the tier
+        one_user = p["mode"].iloc[0] == "closed" and float(p["load"].iloc[0]) <= 1
+        return "" if one_user else "add lighter loads"
+    covered = not at_most(np.nanmin(x), tier)             # every load point beats the tier
+    if covered and x.size > 1 and y[-2] > 0 and y[-1] / y[-2] - 1 > RISING:
+        return "add heavier loads"
+    return ""
 
 
 def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
@@ -252,7 +290,10 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     Returns:
         Columns: ``tier, curve, status, throughput_per_gpu, throughput_std, num_seeds, gain_vs_baseline,
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
-        best_goodput_load, attainment_at_best`` (NaN where not defined; see the module docstring).
+        best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
+        and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
+        margin_holds, margin_verdict, runner_up``). ``attrs``: ``baseline`` and ``per_seed``
+        (``{(tier, curve): {seed: throughput at the tier}}``, the values the paired rule reads).
 
     Raises:
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
@@ -265,20 +306,26 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     if df.scenario_sha.nunique() > 1:
         raise SpecsimInputError(None, None, "points", "points of one scenario (use one --out per scenario)",
                                 f"{df.scenario_sha.nunique()} scenarios")
-    fr = frontiers(seed_spread(df))
+    spread = seed_spread(df)
+    fr = frontiers(spread)
     base = _match_curve(baseline, fr) if baseline else None
     per_seed = _per_seed_frontiers(df)
     sla = sla_table(records, tiers)
     oracle_of = {c: _oracle_curve(c, fr) for c in fr}
-    rows = []
+    rows, seed_values = [], {}
     for t in tiers:
         yb = fr[base].throughput_at(t) if base else float("nan")
         for curve, f in fr.items():
             yo = fr[oracle_of[curve]].throughput_at(t) if oracle_of[curve] else float("nan")
-            ys = np.array([pf.throughput_at(t) for (c, _), pf in per_seed.items() if c == curve])
-            rows.append(_tier_row(t, f, yb, yo, ys[np.isfinite(ys)], sla[(sla.curve == curve) & (sla.tier == t)]))
-    out = pd.DataFrame(rows)
+            by_seed = {s: pf.throughput_at(t) for (c, s), pf in per_seed.items() if c == curve}
+            seed_values[(t, curve)] = {s: y for s, y in by_seed.items() if np.isfinite(y)}
+            ys = np.array(list(seed_values[(t, curve)].values()), float)
+            row = _tier_row(t, f, yb, yo, ys, sla[(sla.curve == curve) & (sla.tier == t)])
+            row["advice"] = load_advice(spread[spread.curve == curve], t)
+            rows.append(row)
+    out = mark_winners(pd.DataFrame(rows), seed_values)
     out.attrs["baseline"] = base
+    out.attrs["per_seed"] = seed_values
     return out
 
 
@@ -341,7 +388,8 @@ def budget_curve(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str | None,
                     goodput_slos_ms: dict[str, float] | None = None) -> dict[str, Any]:
-    """Everything ``specsim compare --json`` prints: frontiers, the tier table, the budget curve, and with
+    """Everything ``specsim compare --json`` prints: frontiers, the tier table, the winner per tier
+    (:func:`specsim.analysis.tiers.tiers_json`), the budget curve, and with
     ``goodput_slos_ms`` the ``request_goodput`` table (:func:`request_goodput_table`) and its limits.
 
     NaN becomes None; each tier row keeps its ``status`` so an infeasible tier reads as such.
@@ -366,6 +414,7 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
         "table": [{k: clean(v) for k, v in row.items()} for row in table.to_dict(orient="records")],
         "budget_curve": [{k: clean(v) for k, v in row.items()}
                          for row in budget_curve(records).to_dict(orient="records")],
+        "winners": tiers_json(table),
     }
     if goodput_slos_ms:
         out["goodput_slos_ms"] = dict(goodput_slos_ms)

@@ -33,6 +33,7 @@ import pandas as pd
 from specsim import fmt
 from specsim.analysis import report_figures as figs
 from specsim.errors import SpecsimInputError
+from specsim.analysis.tiers import DEFAULT_TIERS as _DEFAULT_TIERS
 
 #: Figures of a run page: id -> caption.
 RUN_FIGURES = {
@@ -64,8 +65,8 @@ RUN_METRICS = ("completed", "unfinished", "unservable", "total", "measured_reque
 #: The run page's headline numbers (first screen).
 RUN_HEADLINE = ("output_throughput_per_gpu", "mean_tps_per_user", "mean_ttft_ms", "mean_tpot_ms",
                 "mean_acceptance_length", "completed")
-#: SLA tiers (TPS/user) of the goodput tables unless given.
-DEFAULT_TIERS = (50.0, 100.0, 150.0, 200.0)
+#: SLA tiers (TPS/user) of the goodput tables unless given: the one default (specsim.analysis.tiers).
+DEFAULT_TIERS = _DEFAULT_TIERS
 #: The template the page is rendered from (package data).
 TEMPLATE = "report.html.j2"
 
@@ -314,7 +315,7 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
                     "Margin: the winner's lead over the runner-up; gain: over the baseline. infeasible: the "
-                    "frontier never reaches the tier; uncovered: the tier lies below the heaviest load swept."}
+                    "frontier never reaches the tier; covered: every load point beats the tier, the best of them is shown."}
 
 
 def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
@@ -324,7 +325,7 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
              _cell(r.gain_vs_baseline, pct=True), _cell(r.tps_at_matched_throughput, digits=1)]
             for _, r in tab.iterrows()]
     return _table("frontier-tiers", cols, rows, note=f"baseline: {tab.attrs.get('baseline') or 'none'}; "
-                  "status says why a tier has no throughput (infeasible or uncovered), never a bare '-'.")
+                  "status says why a tier has no throughput (infeasible) or reads its best point (covered), never a bare '-'.")
 
 
 def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:

@@ -15,15 +15,13 @@ def report(
     directory: Path = typer.Argument(..., help="A run directory (specsim run --out) or a sweep directory "
                                      "(specsim sweep --out)."),
     out: Optional[Path] = typer.Option(None, "--out", help="The HTML file (default: DIR/report.html)."),
-    tiers: str = typer.Option("50,100,150,200", "--tiers", help="TPS/user SLA tiers of the goodput tables."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="TPS/user SLA tiers of the goodput tables (default: "
+                                        "a sweep's stored tiers, else 50,100,150,200)."),
 ) -> None:
     """Write one HTML page (figures inline, opens offline) for a run or a sweep."""
-    from specsim.errors import SpecsimInputError
     from specsim.analysis.report import write_report
+    from specsim.cli.sweep_cmd import resolve_tiers
 
-    try:
-        tier_values = tuple(float(t) for t in tiers.split(",") if t.strip())
-    except ValueError:
-        raise SpecsimInputError("--tiers", None, "tiers", "comma-separated TPS/user values", tiers) from None
+    tier_values = tuple(resolve_tiers(tiers, directory))
     rep = write_report(directory, out, tier_values)
     print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")

@@ -82,6 +82,11 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
         parts.append(fmt.table([], [], width=width, notes=[thrash]))
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
     notices += [f"notice: {n}" for n in [context_notice(s.get("context_window"), s["total"])] if n]
+    table = s.get("scheduler_cost_table")
+    if table and table.get("mean_rel_error") is not None:
+        notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "
+                       f"{table['profile_context_len']} context tokens per request); its mean relative error "
+                       f"against the cost charged was {table['mean_rel_error']:.1%} over {table['steps']} steps")
     if notices:
         parts.append(fmt.table([], [], width=width, notes=notices))
     return "\n\n".join(parts)

@@ -129,7 +129,9 @@ def sweep(
                                                    "policy so that every --tiers tier is bracketed)."),
     rate_scales: Optional[str] = typer.Option(None, "--rate-scales", help="Open-loop rate scales, e.g. 0.5,1,2, "
                                               "or auto."),
-    tiers: str = typer.Option("40,60,80", "--tiers", help="With auto: the SLA tiers (TPS/user) to bracket."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers (TPS/user) stored with the sweep for "
+                                        "compare, report, plot and recommend, and with auto the tiers to bracket "
+                                        "(default: 50,100,150,200)."),
     max_load: Optional[float] = typer.Option(None, "--max-load", help="With auto: the load cap (default 4096 "
                                              "users, or rate scales within x1024 of 1)."),
     seeds: int = typer.Option(1, "--seeds", help="Number of seeds per point (base-seed .. base-seed+N-1)."),
@@ -171,6 +173,9 @@ def sweep(
     slos = parse_goodput(goodput)
     pcts = parse_percentiles(metric_percentiles)
     auto = _auto_mode(concurrency, rate_scales)
+    from specsim.analysis.tiers import DEFAULT_TIERS
+
+    tier_list = tuple(parse_tiers(tiers)) if tiers else DEFAULT_TIERS
     spec = _spec(policies, "1" if auto == "closed" else concurrency, "1" if auto == "open" else rate_scales, seeds,
                  base_seed, gamma, threshold, num_requests=num_requests, requests_per_user=requests_per_user,
                  max_sim_s=max_sim_s, drafter=drafter)
@@ -184,9 +189,9 @@ def sweep(
     from specsim.progress import ProgressBar
     with ProgressBar("sweep", "points", enabled=not quiet) as bar:
         if auto:
-            ids = _run_auto(spec, auto, tiers, max_load, scen, tr, out, run_kw, bar, quiet)
+            ids = _run_auto(spec, auto, tier_list, max_load, scen, tr, out, run_kw, bar, quiet)
         else:
-            res = run_sweep(spec, scen, tr, out, progress=bar, **run_kw)
+            res = run_sweep(spec, scen, tr, out, progress=bar, tiers=tier_list, **run_kw)
             ids = [p.id for p in res.points]
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
@@ -217,14 +222,13 @@ def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:
     return "closed" if c_auto else "open" if r_auto else None
 
 
-def _run_auto(spec, mode: str, tiers: str, max_load: float | None, scen, tr, out: Path, run_kw: dict, bar,
-              quiet: bool) -> list[str]:
-    """The auto load search (:mod:`specsim.sweep.auto`); prints the number of runs and each tier's bracket."""
+def _run_auto(spec, mode: str, tier_list: tuple[float, ...], max_load: float | None, scen, tr, out: Path,
+              run_kw: dict, bar, quiet: bool) -> list[str]:
+    """The auto load search (:mod:`specsim.sweep.auto`) for the tiers ``tier_list`` (checked, > 0); prints the
+    number of runs and each tier's bracket."""
     from specsim.sweep.auto import auto_sweep
 
-    tier_list = parse_list(tiers, float, "tiers")
-    if not tier_list or any(not (math.isfinite(x) and x > 0) for x in tier_list):
-        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", tiers)
+    tier_list = list(tier_list)
     note = (lambda i, loads: None) if quiet else (lambda i, loads: print(
         f"auto round {i}: " + "; ".join(f"{p} {','.join(f'{x:g}' for x in v)}" for p, v in loads.items()),
         file=sys.stderr))
@@ -237,8 +241,9 @@ def _run_auto(spec, mode: str, tiers: str, max_load: float | None, scen, tr, out
         print(f"  {p}: loads {','.join(f'{x:g}' for x in loads)}{stop}")
     for curve, st in res.brackets.items():
         fr = res.frontier.get(curve, {})
-        print(f"  {curve}: " + ", ".join(f"tier {t:g} {s}" + (" (saturated above it: compare says uncovered)"
-                                                             if s == "bracketed" and fr.get(t) == "uncovered" else "")
+        print(f"  {curve}: " + ", ".join(f"tier {t:g} {s}" + (" (saturated above it: compare reads its best point "
+                                                              "meeting the tier, covered)"
+                                                             if s == "bracketed" and fr.get(t) == "covered" else "")
                                         for t, s in st.items()))
     (Path(out) / "auto.json").write_text(json.dumps({
         "mode": mode, "tiers": tier_list, "loads": res.loads, "runs": res.runs, "rounds": res.rounds,
@@ -349,10 +354,28 @@ def _records(d: Path) -> list[dict]:
     return load_records(d)
 
 
+def parse_tiers(text: str) -> list[float]:
+    """``--tiers`` values (a :func:`parse_list`), each finite and > 0; SpecsimInputError naming the flag."""
+    tier_list = parse_list(text, float, "tiers")
+    bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
+    if bad or not tier_list:
+        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0",
+                                f"{bad[0]:g}" if bad else repr(text))
+    return tier_list
+
+
+def resolve_tiers(text: str | None, sweep_dir: Path) -> list[float]:
+    """``--tiers`` when given, else the tiers stored with the sweep (:func:`specsim.analysis.tiers.sweep_tiers`)."""
+    from specsim.analysis.tiers import sweep_tiers
+
+    return parse_tiers(text) if text else list(sweep_tiers(sweep_dir))
+
+
 @app.command()
 def compare(
     sweep_dir: Path = typer.Argument(..., help="A directory written by specsim sweep --out."),
-    tiers: str = typer.Option("40,60,80", "--tiers", help="SLA tiers, TPS/user (tok/s)."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers, TPS/user (tok/s); default: the tiers "
+                                        "stored with the sweep (specsim sweep --tiers), else 50,100,150,200."),
     baseline: Optional[str] = typer.Option(None, "--baseline",
                                            help="Curve the gains are measured against (default: mtp1 when swept)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
@@ -361,14 +384,12 @@ def compare(
     csv: Optional[Path] = typer.Option(None, "--csv", help="Also write the tier table as CSV here (and, with "
                                        "--metric-percentiles, <stem>_percentiles.csv beside it)."),
 ) -> None:
-    """Throughput per GPU at each SLA tier, gains over the baseline, TPS/user at matched throughput."""
+    """Throughput per GPU at each SLA tier, the winner per tier with its margin, gains over the baseline,
+    TPS/user at matched throughput."""
     from specsim.analysis.frontier import compare as compare_table, comparison_json
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
 
-    tier_list = parse_list(tiers, float, "tiers")
-    bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
-    if bad:
-        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", f"{bad[0]:g}")
+    tier_list = resolve_tiers(tiers, sweep_dir)
     from specsim.analysis.frontier import read_tuned, tuned_rows
 
     slos = parse_goodput(goodput)
@@ -414,15 +435,20 @@ def _write_compare_csv(tab, recs: list, path: Path, pcts) -> None:
 def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
     """One row of the comparison table, formatted (``-`` where a value is not defined; the seed spread only
     when ``multi_seed``)."""
-    thr = _fmt(r.throughput_per_gpu, 0) if r.status == "ok" else r.status
+    thr = _fmt(r.throughput_per_gpu, 0) if math.isfinite(r.throughput_per_gpu) else r.status
+    thr += " (covered)" if r.status == "covered" else ""
     gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
     mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
     row = [f"{r.tier:g}", r.curve, thr] + ([_fmt(r.throughput_std, 0)] if multi_seed else [])
     row += [gain, _fmt(r.tps_at_matched_throughput), mg]
     if has_oracle:
         row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
+    win = ""
+    if not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
+        win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
     return row + [_fmt(r.best_goodput_per_gpu, 0), _fmt(r.best_goodput_load, 0),
-                  f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-"]
+                  f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-",
+                  win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
 
 
 def compare_text(tab, sweep_dir, width: int | None = None) -> str:
@@ -435,13 +461,17 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
     multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
     cols = ["tier", "curve", "tok/s/GPU"] + (["+-seeds"] if multi else []) + ["gain", "TPS@match", "gain@match"]
     cols += ["of oracle"] if has_oracle else []
-    cols += ["goodput*", "load*", "attain*"]
+    cols += ["goodput*", "load*", "attain*", "winner", "advice"]
     rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
     notes = ["TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*.",
-             "infeasible: the frontier never reaches the tier; uncovered: the tier lies below the sweep's "
-             "heaviest load (add load points). Interpolation: linear in TPS/user between frontier points."]
+             "infeasible: the frontier never reaches the tier; (covered): every load point beats the tier, the "
+             "best of them is shown. Interpolation: linear in TPS/user between frontier points.",
+             "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
+             "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05).",
+             "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%) or "
+             "lighter loads (the lightest load is below the tier)."]
     return fmt.table(cols, rows, keys=2, width=width, notes=notes,
                      title=f"{sweep_dir}: throughput per GPU at SLA tiers (baseline {tab.attrs['baseline']})")
 
@@ -450,7 +480,8 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
 def plot(
     sweep_dirs: list[Path] = typer.Argument(..., help="One or more sweep directories (one frontier panel each)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: <first dir>/plots)."),
-    tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers drawn as dotted lines."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers drawn as dotted lines (default: the "
+                                        "first directory's stored tiers, else 50,100,150,200)."),
     measured: list[Path] = typer.Option([], "--measured", help="Measured points (import-results --out); "
                                         "<dir>/measured.json is drawn too."),
 ) -> None:
@@ -462,7 +493,7 @@ def plot(
     split = [(d.name, *read_tuned(d, _records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
     recs = [(name, r) for name, r, _ in split]
     dest = out or sweep_dirs[0] / "plots"
-    tier_list = parse_list(tiers, float, "tiers") if tiers else []
+    tier_list = resolve_tiers(tiers, sweep_dirs[0])
     from specsim.analysis.results import measured_for_plot
     written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, measured_for_plot(sweep_dirs, measured))]
     for name, r in recs:

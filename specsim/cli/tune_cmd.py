@@ -68,7 +68,7 @@ def tune(
         with ProgressBar("untuned", "points", enabled=not quiet) as bar:
             sw = run_sweep(SweepSpec(policies=names, concurrency=spec.loads, seeds=spec.seeds,
                                      num_requests=num_requests, requests_per_user=requests_per_user, drafter=drafter),
-                           scen, tr, out, executor=executor, jobs=jobs, progress=bar)
+                           scen, tr, out, executor=executor, jobs=jobs, progress=bar, tiers=spec.tiers)
         untuned_ids = [p.id for p in sw.points]
     path = write_tuned(out, res, untuned_ids)
     if quiet:
@@ -94,11 +94,12 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> 
     notes = [f"{res.num_runs} simulated points of the {res.grid_runs}-point knob x load grid "
              f"({res.num_runs / res.grid_runs:.0%}; {res.computed} computed now, {res.reused} reused)"
              + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result written to {path}",
-             "2nd: the runner-up value; uncovered: even the heaviest load beats the tier (a lower bound: add loads)."]
+             "2nd: the runner-up value; covered: even the heaviest load beats the tier (its throughput is shown); "
+             "with one seed no margin can be tested (one seed)."]
     if multi:
         notes.append("+-std, seeds: standard deviation over the seeds whose own frontier reaches the tier; wins: "
-                     "seeds where the pick beats the runner-up; signif.: their mean difference exceeds two standard "
-                     "errors.")
+                     "seeds where the pick beats the runner-up; signif.: the lead holds by a one-sided paired t-test "
+                     "over seeds (p < 0.05; the rule compare uses).")
     return fmt.table(cols, rows, keys=1, width=width, notes=notes,
                      title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
 

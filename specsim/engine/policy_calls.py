@@ -73,11 +73,12 @@ class PolicyCalls:
         return batch if gamma == batch.gamma else batch._replace(gamma=gamma)
 
     def decide(self, batch: DecodeBatch, drafts: Drafts) -> Decision:
-        """Ask ``capacity`` (with the view of two steps ago) and ``decide`` (with this step's view)."""
+        """Ask ``capacity`` (with the view ``capacity_view_age`` steps old) and ``decide`` (with this step's view)."""
         R, h, decode = batch.decode.size, self.hooks, batch.decode
         capacity = -1
         if R and h.capacity is not None:
-            old = self._views[0] if len(self._views) == 2 else None
+            age = h.capacity_view_age                                    # 1 or 2 steps (policy_hooks checks it)
+            old = self._views[-age] if len(self._views) >= age else None
             capacity = self._check_int(h.capacity(old, self.slots.request[decode], R), "capacity", None)
         if not R:
             self._views.append(None)

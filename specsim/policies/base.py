@@ -162,9 +162,13 @@ class PolicyBase:
             (default): the run's gamma.
         capacity: optional hook, None (default) = not used. When defined as a method
             ``capacity(old_view, running_ids, num_running) -> int``, the engine calls it before
-            ``__call__`` with the view of two steps earlier (or None when none exists yet), the ids (R_t,)
-            int64 and the count R_t of the requests running now; the int >= 0 it returns reaches
-            ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
+            ``__call__`` with the view of ``capacity_view_age`` steps earlier (or None when none exists
+            yet), the ids (R_t,) int64 and the count R_t of the requests running now; the int >= 0 it
+            returns reaches ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
+        capacity_view_age: how many steps old the view handed to ``capacity`` is: 2 (default; DSpark's
+            asynchronous variant sizes from step t-2, PAPER.md 5.2) or 1 (vLLM's adaptive verification
+            and TensorRT-LLM's confidence planner read the confidences of the previous step). ZOS needs
+            at least 1: the batch size of step t is fixed before step t's confidences exist.
         proposal_length: optional hook, None (default) = not used (the drafter proposes gamma tokens).
             When defined as a method ``proposal_length(view) -> int``, the engine calls it before drafting
             with a view whose ``gamma`` is the largest proposal and whose confidence arrays have shape
@@ -181,6 +185,7 @@ class PolicyBase:
     drafter: ClassVar[str | None] = None
     gamma: ClassVar[int | None] = None
     capacity: ClassVar[Callable[[SchedulingView | None, np.ndarray, int], int] | None] = None
+    capacity_view_age: ClassVar[int] = 2
     proposal_length: ClassVar[Callable[[SchedulingView], int] | None] = None
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
@@ -239,6 +244,7 @@ class PolicyHooks:
         decide: ``decide(view) -> (R,) verify lengths``, the policy's ``__call__``.
         capacity: ``capacity(old_view, running_ids, num_running) -> int``, or None = not used.
         proposal_length: ``proposal_length(view) -> int``, or None = not used.
+        capacity_view_age: 1 or 2, how many steps old the view ``capacity`` receives is.
     """
 
     name: str
@@ -247,6 +253,7 @@ class PolicyHooks:
     decide: Callable[[SchedulingView], Any]
     capacity: Callable[[SchedulingView | None, np.ndarray, int], int] | None
     proposal_length: Callable[[SchedulingView], int] | None
+    capacity_view_age: int = 2
 
 
 def policy_hooks(policy: Any) -> PolicyHooks:
@@ -258,7 +265,8 @@ def policy_hooks(policy: Any) -> PolicyHooks:
 
     Raises:
         SpecsimInputError: not a policy, an empty name, a non-bool ``fits_zos``, an unknown
-            ``view_kind``, a ``drafter``/``gamma`` of the wrong type, or a hook that is neither None nor a
+            ``view_kind``, a ``drafter``/``gamma`` of the wrong type, a ``capacity_view_age`` other than 1 or
+            2, or a hook that is neither None nor a
             method taking the documented arguments; the message names the policy and the member.
     """
     try:
@@ -286,9 +294,12 @@ def policy_hooks(policy: Any) -> PolicyHooks:
     gamma = getattr(policy, "gamma", None)
     if gamma is not None and (isinstance(gamma, bool) or not isinstance(gamma, (int, np.integer)) or gamma < 0):
         raise bad("gamma", "an int >= 0 or None", gamma)
+    age = getattr(policy, "capacity_view_age", 2)
+    if isinstance(age, bool) or age not in (1, 2):
+        raise bad("capacity_view_age", "1 or 2 (steps)", age)
     return PolicyHooks(name=name, fits_zos=bool(fits_zos), view_cls=VIEW_KINDS[kind], decide=policy,
                        capacity=_hook(policy, "capacity", 3, bad),
-                       proposal_length=_hook(policy, "proposal_length", 1, bad))
+                       proposal_length=_hook(policy, "proposal_length", 1, bad), capacity_view_age=int(age))
 
 
 _HOOK_SIGNATURES = {"capacity": "capacity(old_view, running_ids, num_running) -> int",

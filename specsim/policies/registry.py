@@ -14,10 +14,13 @@ from typing import Any, Callable
 
 from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.policies.base import Policy, declared_knobs, policy_hooks, check_knobs
+from specsim.policies.cost_table import COST_AWARE, TABLE_KNOBS, WithCostTable
 from specsim.policies.dspark import DSpark, DSparkAsync
+from specsim.policies.engines import TrtllmConfidence, VllmAdaptive
 from specsim.policies.plugins import (call_with_gamma, instantiate, is_plugin_spec, load_entry_points,
                                       load_plugin, load_plugin_object)
 from specsim.policies.reference import DSparkGlobal, Oracle
+from specsim.policies.schedules import TrtllmDraftLenSchedule, VllmDsd
 from specsim.policies.static import MTP1, NoSpeculation, SpecDecPP, StaticK
 from specsim.policies.threshold import ConfidenceThreshold
 
@@ -92,7 +95,8 @@ def policy_knobs(name_or_policy: Any) -> dict[str, Any]:
         return declared_knobs(name_or_policy)
     _ensure_entry_points()
     if name_or_policy in _REGISTRY:
-        return dict(_REGISTRY[name_or_policy].knobs)
+        extra = TABLE_KNOBS if name_or_policy in COST_AWARE else {}
+        return {**_REGISTRY[name_or_policy].knobs, **extra}
     if is_plugin_spec(name_or_policy):
         obj = load_plugin_object(name_or_policy)
         return declared_knobs(obj) if inspect.isclass(obj) else {}
@@ -155,6 +159,8 @@ def make_policy(name: str, gamma: int | None = None, **knobs: Any) -> Policy:
             policy's range, or an object that is not a policy.
     """
     _ensure_entry_points()
+    if name in COST_AWARE and name in _REGISTRY:
+        return _with_table(name, gamma, knobs)
     if name in _REGISTRY:
         entry = _REGISTRY[name]
         if inspect.isclass(entry.source):
@@ -173,6 +179,27 @@ def make_policy(name: str, gamma: int | None = None, **knobs: Any) -> Policy:
     raise _unknown_name(name)
 
 
+def _with_table(name: str, gamma: int | None, knobs: dict[str, Any]) -> Policy:
+    """A COST_AWARE built-in with its table knobs: the policy itself for ``cost_table="exact"`` (the paper's
+    default), else wrapped in :class:`specsim.policies.cost_table.WithCostTable`."""
+    table = {k: knobs.pop(k) for k in list(knobs) if k in TABLE_KNOBS}
+    check_knobs(name, {**_REGISTRY[name].knobs, **TABLE_KNOBS}, {**knobs, **table})      # names the bad knob
+    policy = instantiate(_REGISTRY[name].source, gamma, None, **knobs)
+    kind = table.get("cost_table", "exact")
+    ctx = table.get("profile_context_len", TABLE_KNOBS["profile_context_len"])
+    if isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 0:
+        raise SpecsimInputError(None, None, f"policy {name}, knob profile_context_len",
+                                "an int >= 0 (context tokens per request of the profiling step)", repr(ctx))
+    if kind == "exact":              # the exact cost: no table (profile_context_len, resolved to its default, unused)
+        return policy
+    try:
+        wrapped = WithCostTable(policy, kind, table.get("profile_context_len", TABLE_KNOBS["profile_context_len"]))
+    except ValueError as e:
+        raise SpecsimInputError(None, None, f"policy {name}", "knobs in the policy's range", str(e)) from None
+    policy_hooks(wrapped)
+    return wrapped
+
+
 register_policy("none", NoSpeculation, "no speculation: verify nothing")
 register_policy("static", StaticK, "static-k: verify all gamma drafts")
 register_policy("mtp1", MTP1, "MTP-1: static 1 with the MTP drafter (DeepSeek's baseline)")
@@ -184,3 +211,10 @@ register_policy("dspark-global", DSparkGlobal,
 register_policy("oracle", Oracle, "reference: clairvoyant, verifies only accepted drafts (upper bound)")
 register_policy("threshold", ConfidenceThreshold,
                 "DeepSpec per-position rule: verify up to the first raw c_k < threshold")
+register_policy("vllm-adaptive", VllmAdaptive,
+                "vLLM adaptive verification (PR 47808): budget from step t-1 on vLLM's table, live top-k")
+register_policy("trtllm-confidence", TrtllmConfidence,
+                "TensorRT-LLM confidence scheduling (PR 17056): global argmax on the profiled staircase")
+register_policy("vllm-dsd", VllmDsd, "vLLM num_speculative_tokens_per_batch_size: drafts per batch-size range")
+register_policy("trtllm-draft-len-schedule", TrtllmDraftLenSchedule,
+                "TensorRT-LLM draft_len_schedule: drafts per running-request bound, 0 above the last")

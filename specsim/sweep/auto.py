@@ -18,8 +18,9 @@ missing):
 
 A tier is **bracketed** for a curve when one of its load points has TPS/user >= the tier and another <= it
 (:func:`bracket_status`); ``infeasible`` when even the lightest load is slower than the tier (closed loop:
-concurrency 1 is the lightest there is). The frontier table of ``specsim compare`` may still say ``uncovered``
-past saturation: a heavier load then delivers no more throughput, so those points are off the Pareto frontier.
+concurrency 1 is the lightest there is). The frontier table of ``specsim compare`` may say ``covered`` past
+saturation: a heavier load then delivers no more throughput, so those points are off the Pareto frontier, and the
+tier reads the best point meeting it. The manifest stores the tiers for later commands.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ class AutoOutcome:
         runs: all points of the search (computed + skipped).
         failed: ids of points whose status is ``error``.
         brackets: curve -> tier -> ``bracketed``, ``infeasible`` or ``unbracketed`` (:func:`bracket_status`).
-        frontier: curve -> tier -> the Pareto frontier's status there (``ok``, ``uncovered``, ``infeasible``:
-            :meth:`specsim.analysis.frontier.Frontier.status_at`); ``uncovered`` at a bracketed tier means the
+        frontier: curve -> tier -> the Pareto frontier's status there (``ok``, ``covered``, ``infeasible``:
+            :meth:`specsim.analysis.frontier.Frontier.status_at`); ``covered`` at a bracketed tier means the
             curve saturated above it (its heavier points deliver no more throughput).
         stopped: policy -> why the upward (and, open loop, downward) search stopped.
         rounds: rounds run (bracket and spread); wall_time_s: wall seconds of this call.
@@ -210,7 +211,7 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
                     if len(ok) else {})
     all_loads = sorted({x for v in res.loads.values() for x in v})
     manifest = replace(_spec_for(spec, spec.policies[0], mode, all_loads), policies=tuple(spec.policies))
-    write_manifest(out_dir, manifest, scenario, trace, list(points.values()))
+    write_manifest(out_dir, manifest, scenario, trace, list(points.values()), tiers)
     res.wall_time_s = time.perf_counter() - t0
     return res
 

@@ -93,7 +93,8 @@ def _run_and_record(run: Executor, tasks: list[PointTask], jobs: int, address: s
 
 def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *, executor: str = "process",
               jobs: int | None = None, address: str | None = None, retry_failed: bool = False,
-              force: bool = False, progress: ProgressCallback | None = None) -> SweepOutcome:
+              force: bool = False, progress: ProgressCallback | None = None,
+              tiers: tuple[float, ...] | None = None) -> SweepOutcome:
     """Run every unfinished point of ``spec`` and write each record as soon as it finishes.
 
     Args:
@@ -106,6 +107,8 @@ def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *
         force: recompute every point.
         progress: called with a :class:`SweepProgress` at the start, whenever the running points change
             and after each record is written; None (or False) for no reports. It runs in the driver.
+        tiers: SLA tiers (TPS/user) stored in the manifest for later commands (default:
+            :data:`specsim.analysis.tiers.DEFAULT_TIERS`).
 
     Raises:
         SpecsimInputError: bad axes, unknown executor, policy, drafter or profile; a missing extra.
@@ -114,7 +117,9 @@ def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *
     t0 = time.perf_counter()
     jobs = max(1, jobs or os.cpu_count() or 1)
     points = expand_points(spec, scenario, trace)
-    write_manifest(out_dir, spec, scenario, trace, points)
+    from specsim.analysis.tiers import DEFAULT_TIERS
+
+    write_manifest(out_dir, spec, scenario, trace, points, DEFAULT_TIERS if tiers is None else tiers)
     done, bad = (set(), 0) if force else finished_ids(out_dir, [p.id for p in points], retry_failed)
     tasks = _tasks([p for p in points if p.id not in done], scenario, trace)
     failed = [r["id"] for r in load_records(out_dir, [p.id for p in points if p.id in done]) if r["status"] != "ok"]

@@ -150,8 +150,9 @@ def finished_ids(out_dir: str | Path, ids: Iterable[str], retry_failed: bool) ->
     return done, bad
 
 
-def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, points: Iterable[Any]) -> Path:
-    """Write ``DIR/sweep.json`` atomically: the spec, resolved scenario, trace hash and point ids.
+def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, points: Iterable[Any],
+                   tiers: Iterable[float] | None = None) -> Path:
+    """Write ``DIR/sweep.json`` atomically: the spec, resolved scenario, trace hash, point ids and SLA tiers.
 
     Args:
         out_dir: the sweep directory (created if missing).
@@ -159,6 +160,8 @@ def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, po
         scenario: the resolved :class:`specsim.scenario.Scenario`.
         trace: the full :class:`specsim.workload.trace.Trace`.
         points: the sweep's points (objects with an ``id``).
+        tiers: the SLA tiers (TPS/user) the sweep is made for; later commands without ``--tiers`` use
+            them (:func:`specsim.analysis.tiers.sweep_tiers`). None: the key is left out.
 
     Returns:
         The manifest's path.
@@ -168,4 +171,6 @@ def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, po
     man = {"spec": asdict(spec), "scenario": scenario.to_dict(), "scenario_hash": scenario.hash(),
            "scenario_source": scenario.source, "trace": str(getattr(trace, "source", None)),
            "trace_sha": trace.content_hash(), "point_ids": [p.id for p in points]}
+    if tiers is not None:
+        man["tiers"] = [float(t) for t in tiers]
     return _write_atomic(d / "sweep.json", json.dumps(jsonable(man), indent=1) + "\n")

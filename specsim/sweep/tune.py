@@ -15,16 +15,20 @@ The question "which threshold is best at 150 tok/s/user?" has a brute-force answ
   the knob (a threshold too low over-verifies at load, one too high under-verifies). The bracket
   [a, b] (the whole grid at first) keeps one simulated interior value x; each step simulates one new
   value in the larger of [a, x], [x, b] at the golden fraction from x and drops the side beyond the
-  worse of the two, so each step costs one knob value. Once at most three values are left, all are
-  simulated. The pick is the best knob value simulated for that tier (about 3 + ln(n/3) / 0.48 knob
-  values of an n-value grid, each at two to three loads).
+  worse of the two, so each step costs one knob value. A side is dropped only when the better value's
+  lead holds over seeds by the one paired rule (:func:`specsim.analysis.significance.paired_margin`;
+  reaching the tier against not reaching it always counts): a lead within seed noise says nothing about
+  where the optimum lies, so the search then simulates every value left in the bracket. Once at most
+  three values are left, all are simulated. The pick is the best knob value simulated for that tier
+  (with decisive comparisons about 3 + ln(n/3) / 0.48 knob values of an n-value grid, each at two to
+  three loads).
 * Scores: a knob value whose lightest load is already slower than the tier is ``infeasible`` (score
-  -inf); one whose heaviest load still beats the tier is ``uncovered`` and scores with its heaviest
-  load's throughput, a lower bound (add load points).
+  -inf); one whose heaviest load still beats the tier is ``covered`` and scores with its heaviest
+  load's throughput, the best of its points meeting the tier (specsim.analysis.frontier).
 * Confidence from seeds: every (knob value, load) runs every seed; per seed the frontier of the same
   points gives that seed's throughput at the tier: ``throughput_std`` (ddof 1) over seeds, and against
-  the runner-up knob value the paired per-seed differences: ``seed_wins`` (seeds where the pick is
-  better) and ``significant`` (mean difference above two standard errors).
+  the runner-up knob value the paired rule: ``seed_wins`` (seeds where the pick is better) and
+  ``significant`` (the margin holds by the one-sided paired t-test, the rule compare and recommend use).
 
 Points are sweep points (:mod:`specsim.sweep`): the same ids, the same records in ``DIR/points/``,
 each written as soon as it finishes, so a killed tune resumes where it stopped and reuses whatever a
@@ -50,6 +54,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.analysis.frontier import X, Y, Frontier
+from specsim.analysis.significance import paired_margin
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
 from specsim.sweep.point import PointTask
@@ -199,8 +204,8 @@ class TierResult:
 
     Attributes:
         tier: TPS/user, tok/s.
-        status: ``ok``; ``uncovered`` (even the heaviest load of the best knob value beats the tier: its
-            throughput is a lower bound, add load points); ``infeasible`` (no knob value reaches the tier).
+        status: ``ok``; ``covered`` (even the heaviest load of the best knob value beats the tier: its
+            throughput is that load's); ``infeasible`` (no knob value reaches the tier).
         value: the best knob value (None when infeasible).
         throughput_per_gpu: seed-mean throughput per GPU at the tier, tok/s (NaN when infeasible).
         throughput_std: its standard deviation over seeds (ddof 1; NaN with one seed).
@@ -208,7 +213,8 @@ class TierResult:
         runner_up: the second-best knob value simulated for this tier (None if none).
         runner_up_throughput: its seed-mean throughput at the tier, tok/s.
         seed_wins: seeds in which the pick beats the runner-up (paired, same seeds).
-        significant: the mean paired difference exceeds two standard errors (False with one seed).
+        significant: the margin over the runner-up holds by the paired rule
+            (:func:`specsim.analysis.significance.paired_margin`; False with one seed).
         scores: ``{knob value: seed-mean throughput at the tier}`` of every value the search simulated.
         frontier: the pick's frontier from its simulated points (``tps_per_user``, ``throughput_per_gpu``,
             ``loads``), as specsim.analysis.frontier builds it.
@@ -349,14 +355,11 @@ class _Evaluator:
         return Frontier.from_points(f"{self.spec.policy} {self.spec.knob.name}={self.values[k]:g}", x, y, loads)
 
     def score(self, k: int, tier: float) -> tuple[float, str]:
-        """(seed-mean throughput at ``tier``, or the uncovered lower bound, or -inf; status)."""
+        """(seed-mean throughput at ``tier``, or -inf when infeasible; status): a ``covered`` tier reads the
+        best of the points meeting it, the heaviest load's (specsim.analysis.frontier)."""
         f = self.frontier(k)
         st = f.status_at(tier)
-        if st == "ok":
-            return f.throughput_at(tier), st
-        if st == "uncovered":            # the heaviest load (smallest TPS/user) still beats the tier
-            return float(f.throughput_per_gpu[0]), st
-        return -math.inf, st
+        return (f.throughput_at(tier) if st != "infeasible" else -math.inf), st
 
     def rank(self, k: int, tier: float) -> tuple[int, float]:
         """The search's order of knob values at ``tier``: reaching it first (by throughput), then how close
@@ -459,13 +462,25 @@ def _search_tier(ev: _Evaluator, tier: float) -> list[int]:
             else:
                 y = x - max(1, int(round(GOLDEN * (x - a))))
             lo_pt, hi_pt = min(x, y), max(x, y)
-            if f(lo_pt) >= f(hi_pt):
+            lower_wins = f(lo_pt) >= f(hi_pt)
+            if not _decisive(ev, (lo_pt, hi_pt) if lower_wins else (hi_pt, lo_pt), tier):
+                break                       # a difference within seed noise cannot say which side to drop
+            if lower_wins:
                 b, x = hi_pt, lo_pt
             else:
                 a, x = lo_pt, hi_pt
     for k in range(a, b + 1):
         f(k)
     return seen
+
+
+def _decisive(ev: _Evaluator, pair: tuple[int, int], tier: float) -> bool:
+    """Whether knob value ``pair[0]`` beats ``pair[1]`` at ``tier`` beyond seed noise: always when either is
+    infeasible (reaching the tier is not noise), else by the paired rule over seeds
+    (:func:`specsim.analysis.significance.paired_margin`)."""
+    if any(ev.score(k, tier)[1] == "infeasible" for k in pair):
+        return True
+    return paired_margin(_per_seed(ev, pair[0], tier), _per_seed(ev, pair[1], tier)).holds
 
 
 def _grid_tier(ev: _Evaluator, tier: float) -> list[int]:
@@ -489,14 +504,8 @@ def _tier_result(ev: _Evaluator, tier: float, ks: list[int]) -> TierResult:
         return TierResult(tier, "infeasible", None, nan, nan, 0, None, nan, 0, False, scores, {})
     ys = _per_seed(ev, best, tier)
     ru = scored[1][1] if len(scored) > 1 and math.isfinite(scored[1][0][0]) else None
-    wins, significant = 0, False
-    if ru is not None:
-        diff = ys - _per_seed(ev, ru, tier)                  # (num_seeds,) paired over the same seeds
-        diff = diff[np.isfinite(diff)]
-        wins = int((diff > 0).sum())
-        if diff.size > 1:
-            se = float(np.std(diff, ddof=1)) / math.sqrt(diff.size)
-            significant = bool(diff.mean() > 2 * se)
+    m = paired_margin(ys, _per_seed(ev, ru, tier)) if ru is not None else None     # paired over the same seeds
+    wins, significant = (m.seed_wins, m.holds) if m is not None else (0, False)
     f = ev.frontier(best)
     fin = ys[np.isfinite(ys)]
     return TierResult(tier, status, ev.values[best], best_score,

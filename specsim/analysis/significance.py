@@ -1,0 +1,97 @@
+"""Does a winner's margin hold over seeds? One paired rule for compare, tune, report and recommend.
+
+Two curves (or two knob values) are run on the same seeds, and a seed fixes the workload and every
+acceptance draw (common random numbers, DESIGN.md), so their throughputs at a tier are paired by seed.
+The rule, :func:`paired_margin`:
+
+* margin: mean(a) / mean(b) - 1 over the seeds where both are defined (the winner's relative lead);
+* the margin holds when a one-sided paired t-test of a - b > 0 over those seeds gives p < ``ALPHA``
+  (``scipy.stats.ttest_rel(a, b, alternative="greater")``; Student 1908, the paired form). With zero
+  spread of the differences the test is undefined: the margin then holds when every difference is > 0;
+* with one common seed there is no test: the verdict says "one seed" and ``holds`` is False.
+
+Two seeds give a t-test with one degree of freedom (critical t = 6.31 at 5% one-sided), so a margin
+rarely holds on two seeds: the rule says so rather than guess.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Significance level of the one-sided paired t-test.
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A winner's lead over a runner-up, paired by seed (:func:`paired_margin`).
+
+    Attributes:
+        margin: mean(winner) / mean(runner-up) - 1 over the common seeds (NaN when undefined).
+        mean_diff: mean of the per-seed differences, in the values' unit (tok/s/GPU for throughput).
+        num_seeds: seeds where both values are defined.
+        p_value: one-sided paired t-test p-value (NaN with fewer than two seeds).
+        holds: the margin holds by the rule (False with one seed).
+        seed_wins: seeds where the winner's value is larger.
+    """
+
+    margin: float
+    mean_diff: float
+    num_seeds: int
+    p_value: float
+    holds: bool
+    seed_wins: int
+
+    @property
+    def verdict(self) -> str:
+        """``holds (p=0.012, 3 seeds)``, ``within noise (p=0.31, 2 seeds)``, ``one seed`` or ``no common seed``."""
+        if self.num_seeds == 0:
+            return "no common seed"
+        if self.num_seeds == 1:
+            return "one seed"
+        p = f"p={self.p_value:.2g}" if math.isfinite(self.p_value) else "no spread"
+        return f"{'holds' if self.holds else 'within noise'} ({p}, {self.num_seeds} seeds)"
+
+
+def paired_margin(winner: dict[int, float] | np.ndarray, runner_up: dict[int, float] | np.ndarray) -> Margin:
+    """The winner's margin over the runner-up and whether it holds over seeds (module docstring rule).
+
+    Args:
+        winner, runner_up: per-seed values, as ``{seed: value}`` dicts (paired by seed key) or as (s,)
+            arrays over the same seeds in the same order. NaN values (a seed whose frontier does not reach
+            the tier) drop that seed from the pair.
+
+    Returns:
+        A :class:`Margin`.
+
+    Raises:
+        ValueError: arrays of different lengths.
+    """
+    from scipy import stats
+
+    if isinstance(winner, dict) or isinstance(runner_up, dict):
+        seeds = sorted(set(dict(winner)) & set(dict(runner_up)))
+        a = np.array([winner[s] for s in seeds], float)
+        b = np.array([runner_up[s] for s in seeds], float)
+    else:
+        a, b = np.asarray(winner, float), np.asarray(runner_up, float)
+        if a.shape != b.shape:
+            raise ValueError(f"paired values need equal lengths, got {a.shape} and {b.shape}")
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b = a[ok], b[ok]                                   # (n,) paired over the common seeds
+    n = int(a.size)
+    nan = float("nan")
+    if n == 0:
+        return Margin(nan, nan, 0, nan, False, 0)
+    diff = a - b
+    margin = float(a.mean() / b.mean() - 1) if b.mean() > 0 else nan
+    wins = int((diff > 0).sum())
+    if n == 1:
+        return Margin(margin, float(diff[0]), 1, nan, False, wins)
+    if np.ptp(diff) == 0:                                 # no spread: the t statistic is undefined
+        return Margin(margin, float(diff.mean()), n, nan, bool(diff[0] > 0), wins)
+    p = float(stats.ttest_rel(a, b, alternative="greater").pvalue)
+    return Margin(margin, float(diff.mean()), n, p, bool(p < ALPHA), wins)

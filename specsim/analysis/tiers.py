@@ -1,0 +1,96 @@
+"""SLA tiers: the one default set, the tiers a sweep was made for, and the winner per tier.
+
+* :data:`DEFAULT_TIERS` is the one default of ``compare``, ``report``, ``plot`` and ``sweep``. A sweep
+  stores its tiers in its manifest (``DIR/sweep.json``, key ``tiers``; ``specsim sweep --tiers``);
+  :func:`sweep_tiers` hands them to later commands run without ``--tiers``.
+* Winner per tier (:func:`mark_winners`): among the deployable curves (not :data:`NOT_DEPLOYABLE`:
+  ``oracle`` reads outcomes, ``dspark-global`` is the exhaustive reference), the one with the largest
+  throughput per GPU at the tier; its margin over the runner-up is ``y_winner / y_runner_up - 1`` on the
+  table's (seed-mean frontier) values, and whether it holds is the paired rule of
+  :func:`specsim.analysis.significance.paired_margin` on the per-seed throughputs at the tier.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specsim.analysis.significance import paired_margin
+
+#: The default SLA tiers, TPS/user in tok/s (compare, report, plot, and what a sweep stores).
+DEFAULT_TIERS: tuple[float, ...] = (50.0, 100.0, 150.0, 200.0)
+#: Policies that cannot be deployed: they read hidden outcomes or search exhaustively as a reference.
+NOT_DEPLOYABLE = frozenset({"oracle", "dspark-global"})
+
+
+def deployable(curve: str) -> bool:
+    """True unless the curve's policy (its label's first word) is in :data:`NOT_DEPLOYABLE`."""
+    return curve.split(" ", 1)[0] not in NOT_DEPLOYABLE
+
+
+def sweep_tiers(sweep_dir: str | Path) -> tuple[float, ...]:
+    """The tiers stored with a sweep (``DIR/sweep.json`` key ``tiers``), else :data:`DEFAULT_TIERS`.
+
+    A manifest written before tiers were stored, or none at all, gives the default.
+    """
+    man = Path(sweep_dir) / "sweep.json"
+    try:
+        tiers = json.loads(man.read_text()).get("tiers") if man.is_file() else None
+    except (OSError, ValueError):
+        tiers = None
+    return tuple(float(t) for t in tiers) if tiers else DEFAULT_TIERS
+
+
+def mark_winners(table: pd.DataFrame, per_seed: dict[tuple[float, str], dict[int, float]]) -> pd.DataFrame:
+    """Add the winner columns to a per-(tier, curve) table (module docstring rule).
+
+    Args:
+        table: rows with ``tier, curve, throughput_per_gpu`` (:func:`specsim.analysis.frontier.compare`).
+        per_seed: ``{(tier, curve): {seed: throughput per GPU at the tier}}`` (finite values only).
+
+    Returns:
+        A copy with ``winner`` (bool), and on the winner's row ``runner_up`` (curve), ``margin`` (relative
+        lead, NaN without a runner-up), ``margin_holds`` (bool) and ``margin_verdict`` (text:
+        ``holds (p=.., n seeds)``, ``within noise (..)``, ``one seed``, ``no runner-up``); other rows
+        hold ``""``/NaN/False there.
+    """
+    out = table.copy()
+    out["winner"], out["runner_up"], out["margin"] = False, "", float("nan")
+    out["margin_holds"], out["margin_verdict"] = False, ""
+    for tier, rows in out.groupby("tier", sort=False):
+        ok = rows[rows.curve.map(deployable) & np.isfinite(rows.throughput_per_gpu.astype(float))]
+        if ok.empty:
+            continue
+        ranked = ok.sort_values("throughput_per_gpu", ascending=False, kind="stable")
+        w = ranked.index[0]
+        out.loc[w, "winner"] = True
+        if len(ranked) < 2:
+            out.loc[w, "margin_verdict"] = "no runner-up"
+            continue
+        ru = ranked.index[1]
+        m = paired_margin(per_seed.get((tier, out.curve[w]), {}), per_seed.get((tier, out.curve[ru]), {}))
+        yw, yr = float(out.throughput_per_gpu[w]), float(out.throughput_per_gpu[ru])
+        out.loc[w, ["runner_up", "margin", "margin_holds", "margin_verdict"]] = [
+            out.curve[ru], yw / yr - 1 if yr > 0 else math.nan, m.holds, m.verdict]
+    return out
+
+
+def winners(table: pd.DataFrame) -> pd.DataFrame:
+    """The winner rows of a :func:`mark_winners` table, one per tier that has one, ascending tier."""
+    return table[table.winner.astype(bool)].sort_values("tier", kind="stable").reset_index(drop=True)
+
+
+def tiers_json(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The winner per tier as JSON-ready dicts (tier, curve, throughput, runner-up, margin, verdict)."""
+    rows = []
+    for _, r in winners(table).iterrows():
+        rows.append({"tier": float(r.tier), "curve": r.curve, "throughput_per_gpu": float(r.throughput_per_gpu),
+                     "runner_up": r.runner_up or None,
+                     "margin": float(r.margin) if np.isfinite(r.margin) else None,
+                     "margin_holds": bool(r.margin_holds), "margin_verdict": r.margin_verdict})
+    return rows

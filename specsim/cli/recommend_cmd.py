@@ -1,0 +1,31 @@
+"""``specsim recommend SWEEP_DIR``: per SLA tier, the deployable policy to run and the configuration to paste."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from specsim.cli import app
+
+
+@app.command()
+def recommend(
+    sweep_dir: Path = typer.Argument(..., help="A directory written by specsim sweep --out."),
+    tiers: Optional[str] = typer.Option(None, "--tiers", help="SLA tiers, TPS/user (tok/s); default: the tiers "
+                                        "stored with the sweep, else 50,100,150,200."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
+    the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
+    from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
+    from specsim.cli.sweep_cmd import _records, resolve_tiers
+
+    tier_list = resolve_tiers(tiers, sweep_dir)
+    recs = recommend_tiers(_records(sweep_dir), tier_list)
+    if as_json:
+        print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs]}))
+        return
+    print(recommendations_text(recs))

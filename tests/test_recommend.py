@@ -1,0 +1,90 @@
+"""``specsim recommend``: the winner per tier, its load, and per-engine configurations with checked keys only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specsim.sweep.recommend import (_bounds_from_ranges, _ranges_from_bounds, engine_configs, recommend,
+                                        recommendations_text)
+from specsim.scenario import load_scenario
+
+SCEN = load_scenario().to_dict()
+
+
+def rec(policy, load, seed, tps, thr, gamma=7, drafter="dspark", **knobs):
+    return {"record_version": 1, "id": f"{policy}-{load:g}-{seed}", "status": "ok", "error": None,
+            "config": {"scenario": SCEN, "policy": policy, "knobs": {"gamma": gamma, "drafter": drafter, **knobs},
+                       "load": {"mode": "closed", "value": float(load)}, "seed": seed, "num_requests": 10,
+                       "trace_sha": "0" * 64},
+            "summary": {"mean_tps_per_user": tps, "output_throughput_per_gpu": thr,
+                        "mean_verify_tokens_per_request": 2.0, "load": {"mode": "closed"}},
+            "requests": {"tps_per_user": [tps], "output_tokens": [10]}}
+
+
+def records():
+    out = []
+    for seed, d in ((0, -5.0), (1, 0.0), (2, 5.0)):
+        for load, x in ((4, 200.0), (16, 120.0), (64, 60.0)):
+            out.append(rec("static", load, seed, x + d, 10 * load * (1 + d / 100)))
+            out.append(rec("vllm-dsd", load, seed, x + d, 12 * load * (1 + d / 100) + (5 + seed),
+                           num_speculative_tokens_per_batch_size=[[1, 8, 7], [9, 32, 3], [33, 512, 1]]))
+            out.append(rec("oracle", load, seed, x + d, 40 * load))
+    return out
+
+
+def test_recommend_picks_the_deployable_winner_its_load_and_margin():
+    recs = recommend(records(), [100.0, 150.0])
+    r = recs[0]
+    # at tier 100 the frontier point meeting it with the most throughput is load 16 (TPS/user 120)
+    assert (r.tier, r.policy, r.mode, r.load) == (100.0, "vllm-dsd", "closed", 16.0)      # oracle is not deployable
+    assert r.tps_per_user == pytest.approx(120.0) and r.runner_up == "static"
+    assert r.throughput_per_gpu == pytest.approx(12 * 16 + 6)                  # seed mean of 12 * 16 + 5, 6, 7
+    # per seed vllm-dsd leads static by 2*16*(1+d/100) + 5 + seed at tier 100: all positive, spread > 0
+    assert r.margin_verdict.startswith("holds") and r.margin > 0
+    assert recs[1].load == 4.0
+    text = recommendations_text(recs)
+    assert "num_speculative_tokens_per_batch_size" in text and "keys checked against" in text
+
+
+def test_engine_configs_static_schedules_and_what_cannot_be_expressed():
+    vllm, trt, sgl = engine_configs("static", {"gamma": 3, "drafter": "eagle3"})
+    assert vllm.config == {"method": "eagle3", "num_speculative_tokens": 3}
+    assert trt.config == {"max_draft_len": 3}
+    assert sgl.config == ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                          "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+    vllm, trt, sgl = engine_configs("trtllm-draft-len-schedule", {"gamma": 4, "drafter": "mtp",
+                                                                  "draft_len_schedule": {4: 4, 8: 2, 32: 1}})
+    assert trt.config == {"max_draft_len": 4, "draft_len_schedule": {"4": 4, "8": 2, "32": 1}}
+    assert vllm.config["num_speculative_tokens_per_batch_size"] == [[1, 4, 4], [5, 8, 2], [9, 32, 1], [33, 1 << 20, 0]]
+    assert sgl.config is None and sgl.note.startswith("cannot express")
+    vllm, trt, sgl = engine_configs("vllm-adaptive", {"gamma": 7, "drafter": "dspark"})
+    assert vllm.config["enable_adaptive_verification"] is True and trt.config is None and sgl.config is None
+    assert engine_configs("vllm-adaptive", {"gamma": 7, "drafter": "eagle3"})[0].config is None   # no confidence head
+    assert engine_configs("specdecpp", {"gamma": 7, "drafter": "dspark", "threshold": 0.3})[0].config is None
+    assert engine_configs("mtp1", {"gamma": 1, "drafter": "mtp"})[0].config == {"method": "mtp",
+                                                                                "num_speculative_tokens": 1}
+    assert engine_configs("none", {"gamma": 0, "drafter": "none"})[0].config == {}
+
+
+def test_schedule_conversions_keep_the_engines_rules():
+    # vLLM: a gap takes the previous K, the last K runs on -> TRT-LLM bounds end at 2**20
+    assert _bounds_from_ranges([[1, 4, 5], [9, 16, 2]]) == {8: 5, 1 << 20: 2}
+    assert _ranges_from_bounds({4: 4, 8: 2}) == [[1, 4, 4], [5, 8, 2], [9, 1 << 20, 0]]
+
+
+def test_cli_recommend_json(tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    from specsim.sweep.store import write_record
+
+    for r in records():
+        write_record(tmp_path, r)
+    _register()
+    out = CliRunner().invoke(app, ["recommend", str(tmp_path), "--tiers", "100", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["tiers"] == [100.0] and data["recommendations"][0]["policy"] == "vllm-dsd"
+    assert {e["engine"] for e in data["recommendations"][0]["engines"]} == {"vllm", "trtllm", "sglang"}

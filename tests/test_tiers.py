@@ -1,0 +1,110 @@
+"""The answer per SLA tier: the paired rule, the winner per tier, load advice, and the tiers stored with a sweep."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specsim.errors import SpecsimInputError
+from specsim.analysis.frontier import X, Y, load_advice
+from specsim.analysis.significance import paired_margin
+from specsim.analysis.tiers import DEFAULT_TIERS, deployable, mark_winners, sweep_tiers, tiers_json, winners
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+# --------------------------------------------------------------------------------------------- the paired rule
+def test_paired_margin_three_seeds_hand_computed():
+    # differences 10, 20, 30: mean 20, sd 10, t = 20 / (10 / sqrt 3) = 2 sqrt 3 on 2 degrees of freedom;
+    # Student's t with 2 df has sf(t) = (1 - t / sqrt(t^2 + 2)) / 2 = (1 - sqrt(12 / 14)) / 2
+    m = paired_margin(np.array([110.0, 120.0, 130.0]), np.array([100.0, 100.0, 100.0]))
+    assert m.p_value == pytest.approx((1 - math.sqrt(12 / 14)) / 2, rel=1e-9)
+    assert m.holds and m.num_seeds == 3 and m.seed_wins == 3 and m.mean_diff == pytest.approx(20.0)
+    assert m.margin == pytest.approx(120 / 100 - 1)
+    assert m.verdict.startswith("holds (p=0.037, 3 seeds)")
+
+
+def test_paired_margin_two_seeds_and_one_seed():
+    # differences 1, 3: t = 2 / (sqrt 2 / sqrt 2) = 2 on 1 df, sf = 1/2 - atan(2) / pi = 0.1476: within noise
+    m = paired_margin({0: 11.0, 1: 13.0}, {0: 10.0, 1: 10.0})
+    assert m.p_value == pytest.approx(0.5 - math.atan(2.0) / math.pi, rel=1e-9) and not m.holds
+    assert m.verdict.startswith("within noise")
+    # seeds pair by key; a seed missing on one side or NaN drops out; one seed left: no test
+    one = paired_margin({0: 11.0, 1: float("nan"), 2: 5.0}, {0: 10.0, 1: 10.0})
+    assert one.num_seeds == 1 and not one.holds and one.verdict == "one seed" and math.isnan(one.p_value)
+    # equal differences: no spread, the margin holds when they are positive
+    flat = paired_margin(np.array([2.0, 3.0]), np.array([1.0, 2.0]))
+    assert flat.holds and flat.verdict == "holds (no spread, 2 seeds)"
+    assert paired_margin({}, {}).verdict == "no common seed"
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_margin(np.ones(2), np.ones(3))
+
+
+# --------------------------------------------------------------------------------------------- winners
+def _table():
+    rows = [(100.0, "oracle", 900.0), (100.0, "static", 600.0), (100.0, "dspark-async", 650.0),
+            (100.0, "mtp1", 400.0), (200.0, "static", float("nan")), (200.0, "mtp1", 300.0),
+            (300.0, "mtp1", float("nan"))]
+    return pd.DataFrame(rows, columns=["tier", "curve", "throughput_per_gpu"])
+
+
+def test_mark_winners_deployable_margin_and_verdict():
+    per_seed = {(100.0, "dspark-async"): {0: 660.0, 1: 650.0, 2: 640.0},
+                (100.0, "static"): {0: 600.0, 1: 605.0, 2: 595.0}, (200.0, "mtp1"): {0: 300.0}}
+    tab = mark_winners(_table(), per_seed)
+    w = winners(tab)
+    assert w.tier.tolist() == [100.0, 200.0]                      # tier 300: nobody reaches it
+    assert not deployable("oracle") and not deployable("dspark-global gamma=3") and deployable("dspark")
+    top = w.iloc[0]
+    assert top.curve == "dspark-async" and top.runner_up == "static"     # oracle (900) is not deployable
+    assert top.margin == pytest.approx(650 / 600 - 1)
+    # differences 60, 45, 45: mean 50, sd 8.66, t = 10 on 2 df: holds
+    assert top.margin_holds and top.margin_verdict.startswith("holds")
+    assert w.iloc[1].curve == "mtp1" and w.iloc[1].margin_verdict == "no runner-up"
+    js = tiers_json(tab)
+    assert js[0]["curve"] == "dspark-async" and js[0]["margin_holds"] is True and js[1]["margin"] is None
+
+
+# --------------------------------------------------------------------------------------------- load advice
+def _points(loads, x, y, mode="closed"):
+    return pd.DataFrame({"load": loads, "mode": mode, f"{X}_mean": x, f"{Y}_mean": y})
+
+
+def test_load_advice_only_where_more_loads_can_help():
+    rising = _points([1, 2, 4], [200.0, 150.0, 120.0], [100.0, 190.0, 200.0])   # +5.3% at the heaviest load
+    flat = _points([1, 2, 4], [200.0, 150.0, 120.0], [100.0, 195.0, 198.0])     # +1.5%: saturated
+    assert load_advice(rising, 100.0) == "add heavier loads"
+    assert load_advice(flat, 100.0) == ""                 # covered, but heavier loads cannot help
+    assert load_advice(rising, 130.0) == ""               # inside the frontier
+    assert load_advice(rising, 250.0) == ""               # one user is already below the tier: infeasible
+    assert load_advice(_points([2, 4], [150.0, 120.0], [190.0, 200.0]), 160.0) == "add lighter loads"
+    assert load_advice(_points([0.5, 1.0], [150.0, 120.0], [190.0, 200.0], "open"), 160.0) == "add lighter loads"
+
+
+# --------------------------------------------------------------------------------------------- stored tiers
+def test_tiers_stored_with_the_sweep_are_reused(tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    from specsim.scenario import load_scenario
+    from specsim.sweep import SweepSpec, run_sweep
+    from specsim.workload import load_trace
+
+    assert sweep_tiers(tmp_path) == DEFAULT_TIERS                   # no manifest: the one default
+    scen = load_scenario(None, [f"profile.name={json.dumps(str(DATA / 'flat20ms_profile.json'))}"])
+    run_sweep(SweepSpec(policies=("none",), rate_scales=(1.0,)), scen, load_trace(DATA / "tier_boundary.jsonl"),
+              tmp_path, executor="serial", progress=False, tiers=(30.0, 45.0))
+    assert sweep_tiers(tmp_path) == (30.0, 45.0)
+    _register()
+    r = CliRunner().invoke(app, ["compare", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["tiers"] == [30.0, 45.0] and [w["tier"] for w in data["winners"]] == [30.0, 45.0]
+    assert data["winners"][0]["curve"] == "none" and data["winners"][0]["margin_verdict"] == "no runner-up"
+    r = CliRunner().invoke(app, ["compare", str(tmp_path), "--tiers", "0"])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.file == "--tiers"
