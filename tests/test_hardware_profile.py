@@ -173,3 +173,21 @@ def test_below_the_table_steps_are_padded_and_reported():
                                    "--set", f"profile.name={DATA / 'offset_profile.json'}"])
     assert out.exit_code == 0 and "notice:" in out.output
     assert "padded up to the first measured size" in " ".join(out.output.split())
+
+
+def test_grid_bilinear_is_scipys_linear_grid_interpolator_bit_for_bit():
+    """The prefill-attention lookup by direct cell index equals RegularGridInterpolator exactly (issue 25):
+    random points, integer points and every grid node and edge."""
+    from scipy.interpolate import RegularGridInterpolator
+
+    from specsim.hardware.profile import grid_bilinear
+
+    rng = np.random.default_rng(7)
+    xs = np.array([16.0, 32, 64, 128, 256, 512, 1024, 2048, 4096])
+    ys = np.array([0.0, 128, 256, 512, 1024, 2048, 4096, 8192])
+    vals = rng.random((xs.size, ys.size)) * 3 + 0.01
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    x = np.concatenate([rng.uniform(16, 4096, 3000), rng.integers(16, 4097, 1000).astype(float), gx.ravel()])
+    y = np.concatenate([rng.uniform(0, 8192, 3000), rng.integers(0, 8193, 1000).astype(float), gy.ravel()])
+    want = RegularGridInterpolator((xs, ys), vals)(np.stack([x, y], -1))
+    np.testing.assert_array_equal(grid_bilinear(xs, ys, vals, x, y), want)
