@@ -14,10 +14,12 @@ second run finds it). Jobs (``benchmarks/side_by_side_driver.py`` holds the meas
   Targets (issue 25): whole process <= 0.4x, loop per step <= 0.33x.
 * ``main``: the README's main job, ``specsim run --policy dspark --trace traces/prod.jsonl``, whole process.
   Target: <= 0.5x.
+* ``startup``: seconds to import the run path (``specsim.simulation``) and to get the default scenario's
+  acceptance model, in a fresh process.
 * ``decide``: the ``dspark`` decision at R = 512, gamma = 16, per call (p50/p90/p99/max microseconds over 300
-  calls) in three confidence regimes (driver docstring). Target: worst case <= 100 us.
+  calls) in five regimes of profile and confidence (driver docstring). Target: worst case <= 100 us.
 
-Run: ``python benchmarks/bench_side_by_side.py [--repeat 3] [--jobs vidur3000,main,decide] [--base 10b4cad]``.
+Run: ``python benchmarks/bench_side_by_side.py [--repeat 3] [--jobs startup,vidur3000,main,decide] [--base 10b4cad]``.
 A benchmark, not a test: it prints figures and one ``verdict`` line per target.
 """
 
@@ -88,7 +90,7 @@ def job_argv(job: str, root: Path, trace3000: Path | None) -> list[str]:
         return [py, str(DRIVER), "vidur", str(trace3000), str(root / SCENARIO)]
     if job == "main":
         return [py, "-c", CLI, "run", "--policy", "dspark", "--trace", str(root / "traces" / "prod.jsonl")]
-    return [py, str(DRIVER), "decide"]
+    return [py, str(DRIVER), job]
 
 
 def rounds(job: str, sides: dict[str, Path], repeat: int, trace3000: Path | None) -> dict[str, list]:
@@ -127,6 +129,18 @@ def report_main(got: dict[str, list]) -> None:
     print(f"verdict main job whole process: B/A {r:.2f}, target <= 0.50: {'MET' if r <= 0.5 else 'MISSED'}")
 
 
+def report_startup(got: dict[str, list]) -> None:
+    """Medians of the run path's import time and of getting the acceptance model, per side."""
+    med = {}
+    for s, runs in got.items():
+        js = [json.loads(o.strip().splitlines()[-1]) for _, o in runs]
+        med[s] = {k: statistics.median(j[k] for j in js) for k in ("import_s", "model_s")}
+        print(f"startup {s}: import specsim.simulation {med[s]['import_s']:.2f} s, acceptance model "
+              f"{med[s]['model_s']:.3f} s, whole process {statistics.median(w for w, _ in runs):.2f} s")
+    print(f"startup B/A: imports {med['B']['import_s'] / med['A']['import_s']:.2f}, acceptance model "
+          f"{med['B']['model_s'] / med['A']['model_s']:.3f}")
+
+
 def report_decide(got: dict[str, list]) -> None:
     """Per-call distributions of the DSpark decision (the last round's figures; medians of p50 and max)."""
     worst = {}
@@ -144,7 +158,7 @@ def report_decide(got: dict[str, list]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--jobs", default="vidur3000,main,decide")
+    ap.add_argument("--jobs", default="startup,vidur3000,main,decide")
     ap.add_argument("--base", default="10b4cad", help="the starting commit (side A)")
     args = ap.parse_args()
     jobs = [j for j in args.jobs.split(",") if j]
@@ -160,7 +174,8 @@ def main() -> None:
                 jobs.remove("vidur3000")
             else:
                 trace3000 = tiled_trace(src, 10, Path(tmp) / "vidur3000.jsonl")
-        report = {"vidur3000": report_vidur, "main": report_main, "decide": report_decide}
+        report = {"vidur3000": report_vidur, "main": report_main, "decide": report_decide,
+                  "startup": report_startup}
         for job in jobs:
             report[job](rounds(job, sides, args.repeat, trace3000))
             sys.stdout.flush()

@@ -4,7 +4,9 @@ layouts (before and after the module reorganisation of issue 19) run it. Prints 
 
 Jobs:
   vidur TRACE SCENARIO   the Vidur workload, policy ``none``: event-loop seconds, steps, a digest of the results.
-  decide                 the DSpark decision at R = 512, gamma = 16: per-call microseconds in three regimes.
+  decide                 the DSpark decision at R = 512, gamma = 16: per-call microseconds in five regimes.
+  startup                seconds to import the run path (specsim.simulation) and to get the default scenario's
+                         acceptance model (built, or loaded from the on-disk cache where there is one).
 """
 
 from __future__ import annotations
@@ -91,7 +93,24 @@ def decide(R: int = 512, gamma: int = 16, calls: int = 300) -> dict:
     return out
 
 
+def startup() -> dict:
+    """Import seconds of the run path and seconds to obtain the default scenario's acceptance model."""
+    t0 = time.perf_counter()
+    import specsim.simulation  # noqa: F401
+    t1 = time.perf_counter()
+    try:
+        from specsim.acceptance.fitting import resolve_acceptance_model
+    except ImportError:                     # the layout before issue 19
+        from specsim.fitting import resolve_acceptance_model
+    from specsim.scenario import load_scenario
+
+    sc = load_scenario()
+    t2 = time.perf_counter()
+    resolve_acceptance_model("dspark", 7, domains=("chat", "code", "math"), **sc.to_dict()["acceptance"])
+    return {"import_s": t1 - t0, "model_s": time.perf_counter() - t2}
+
+
 if __name__ == "__main__":
     job = sys.argv[1]
-    res = vidur(sys.argv[2], sys.argv[3]) if job == "vidur" else decide()
+    res = vidur(sys.argv[2], sys.argv[3]) if job == "vidur" else decide() if job == "decide" else startup()
     print(json.dumps(res))

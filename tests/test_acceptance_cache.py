@@ -76,3 +76,15 @@ def test_off_switch_writes_nothing(folder, monkeypatch):
     assert cache.cache_dir() is None
     _cached_model(*ARGS)
     assert not folder.exists()
+
+
+def test_builtin_tables_are_cached_too(folder):
+    from specsim.acceptance.model import built_table, builtin_table
+
+    builtin_table.cache_clear()
+    first = builtin_table("dspark", "fig2", 9)              # gamma beyond Fig. 2's rows: rates extended by a solve
+    builtin_table.cache_clear()
+    again = builtin_table("dspark", "fig2", 9)
+    assert first == again == built_table("dspark", "fig2", 9)
+    assert len(list(folder.glob("*.pkl"))) == 1
+    builtin_table.cache_clear()

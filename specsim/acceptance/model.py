@@ -171,6 +171,14 @@ def _extend_fig4(rates: tuple[float, ...], taus: tuple[float, ...], gamma: int) 
 
 @lru_cache(maxsize=None)
 def builtin_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[dict[str, tuple[float, ...]], str]:
+    """:func:`built_table`, kept in memory and on disk (:mod:`specsim.acceptance.cache`: its rate rescaling
+    solves with scipy.optimize, whose import alone costs ~0.3 s)."""
+    from specsim.acceptance.cache import cached
+
+    return cached(("builtin_table", drafter, table, gamma), lambda: built_table(drafter, table, gamma), tuple)
+
+
+def built_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[dict[str, tuple[float, ...]], str]:
     """A built-in rate table of ``drafter`` and its provenance (see the module docstring).
 
     Args:
