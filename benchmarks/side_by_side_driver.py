@@ -21,11 +21,14 @@ import numpy as np
 
 
 def _load_trace(path: str):
-    try:
-        from specsim.workload.trace import load_trace
-    except ImportError:                     # the layout before issue 19
-        from specsim.trace import load_trace
-    return load_trace(path)
+    import importlib
+
+    for name in ("specsim.workload.jsonl", "specsim.workload.trace", "specsim.trace"):   # newest layout first
+        try:
+            return importlib.import_module(name).load_trace(path)
+        except (ImportError, AttributeError):
+            continue
+    raise SystemExit("side_by_side_driver: no load_trace in this specsim")
 
 
 def vidur(trace_path: str, scenario_path: str) -> dict:
