@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Tests never read or write the user's acceptance-model cache (specsim.acceptance.cache): one fresh folder a session.
+os.environ["SPECSIM_CACHE_DIR"] = tempfile.mkdtemp(prefix="specsim-test-cache-")
 
 
 def shared_dir() -> Path:

@@ -173,3 +173,43 @@ def test_below_the_table_steps_are_padded_and_reported():
                                    "--set", f"profile.name={DATA / 'offset_profile.json'}"])
     assert out.exit_code == 0 and "notice:" in out.output
     assert "padded up to the first measured size" in " ".join(out.output.split())
+
+
+def test_grid_bilinear_is_scipys_linear_grid_interpolator_bit_for_bit():
+    """The prefill-attention lookup by direct cell index equals RegularGridInterpolator exactly (issue 25):
+    random points, integer points and every grid node and edge."""
+    from scipy.interpolate import RegularGridInterpolator
+
+    from specsim.hardware.profile import grid_bilinear
+
+    rng = np.random.default_rng(7)
+    xs = np.array([16.0, 32, 64, 128, 256, 512, 1024, 2048, 4096])
+    ys = np.array([0.0, 128, 256, 512, 1024, 2048, 4096, 8192])
+    vals = rng.random((xs.size, ys.size)) * 3 + 0.01
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    x = np.concatenate([rng.uniform(16, 4096, 3000), rng.integers(16, 4097, 1000).astype(float), gx.ravel()])
+    y = np.concatenate([rng.uniform(0, 8192, 3000), rng.integers(0, 8193, 1000).astype(float), gy.ravel()])
+    want = RegularGridInterpolator((xs, ys), vals)(np.stack([x, y], -1))
+    np.testing.assert_array_equal(grid_bilinear(xs, ys, vals, x, y), want)
+
+
+def test_one_or_two_chunks_take_the_scalar_path_with_the_same_numbers():
+    """prefill_attention_s of one or two chunks (plain floats) equals the vectorised lookup bit for bit, inside
+    the grid, on its nodes and clipped outside it (issue 25)."""
+    from specsim.hardware.profile import grid_bilinear
+
+    rng = np.random.default_rng(11)
+    chunks = np.array([16.0, 64.0, 128.0, 512.0, 2048.0])
+    ctx = np.array([0.0, 256.0, 1024.0, 4096.0])
+    p = PrefillAttentionProfile(B, T, num_layers=48, prefill_chunk_tokens=chunks, prefill_context_tokens=ctx,
+                                prefill_ms_per_layer=rng.random((5, 4)) + 0.05, charged_ms_per_token_per_layer=1e-4)
+    for n in (1, 2):
+        for _ in range(500):
+            c = np.array([rng.choice([rng.uniform(1, 3000), rng.choice(chunks), rng.integers(1, 4000)])
+                          for _ in range(n)], dtype=float)
+            k = np.array([rng.choice([rng.uniform(0, 6000), rng.choice(ctx), rng.integers(0, 6000)])
+                          for _ in range(n)], dtype=float)
+            per_layer = grid_bilinear(chunks, ctx, p.prefill_ms_per_layer, np.clip(c, chunks[0], chunks[-1]),
+                                      np.clip(k, ctx[0], ctx[-1])) - p.charged_ms_per_token_per_layer * c
+            vectorised = float(p.num_layers * np.maximum(per_layer, 0.0).sum() * 1e-3)
+            assert p.prefill_attention_s(c, k) == vectorised

@@ -28,9 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize_scalar
 from scipy.special import expit, logit
-from scipy.stats import rankdata
 
 from specsim.errors import SpecsimInputError
 from specsim.analysis.steplog import prefix_labels
@@ -130,6 +128,8 @@ def auroc(pred: np.ndarray, label: np.ndarray) -> float:
     num_neg = label.size - num_pos
     if num_pos == 0 or num_neg == 0:
         return float("nan")
+    from scipy.stats import rankdata             # imported on first use: ~0.5 s, not on the run path
+
     ranks = rankdata(pred)                        # mid-ranks for ties
     u = ranks[label].sum() - num_pos * (num_pos + 1) / 2.0
     return float(u / (num_pos * num_neg))
@@ -202,6 +202,8 @@ def _fit_one_temperature(prefix: np.ndarray, z: np.ndarray, label: np.ndarray, n
     best_log_t, best_err = log_grid[i], errs[i]
     lo, hi = log_grid[max(i - 1, 0)], log_grid[min(i + 1, log_grid.size - 1)]
     if hi > lo:
+        from scipy.optimize import minimize_scalar  # imported on first use (not on the run path)
+
         res = minimize_scalar(
             lambda lt: _ece_for_temperatures(prefix, z, label, np.array([np.exp(lt)]), n_bins)[0],
             bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 from scipy.special import expit, logit
 
 from specsim.acceptance.model import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
@@ -302,6 +301,8 @@ def fit_parametric(blocks: LoggedBlocks, max_evals: int = 400, seed: int = 0, ma
         return float(np.sum(((_moments(acc, conf, sim.request) - target) / scale) ** 2))
 
     x0 = [np.log(v) if k not in ("conf_shift", "conf_shift_later") else v for k, v in _START.items()]
+    from scipy.optimize import minimize           # imported on first use (not on the run path)
+
     res = minimize(objective, x0, method="Nelder-Mead",
                    options={"maxfev": max_evals, "xatol": 1e-3, "fatol": 1e-4, "adaptive": True})
     params = unpack(res.x)

@@ -57,11 +57,18 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import expit
 
 from specsim.errors import SpecsimInputError
 from specsim.scenario import LATENT_DEFAULTS
+
+
+def brentq(*args, **kwargs) -> float:
+    """scipy.optimize.brentq, imported on first use (scipy.optimize costs ~0.3 s to import; a run whose model
+    comes from the on-disk cache, :mod:`specsim.acceptance.cache`, never needs it)."""
+    from scipy.optimize import brentq as solve
+
+    return solve(*args, **kwargs)
 
 # Fig. 2 of the paper (Qwen3-4B, gamma 7): pooled per-position conditional acceptance, PAPER.md 8.2.
 FIG2_ALPHA: dict[str, dict[str, tuple[float, ...]]] = {
@@ -164,6 +171,14 @@ def _extend_fig4(rates: tuple[float, ...], taus: tuple[float, ...], gamma: int) 
 
 @lru_cache(maxsize=None)
 def builtin_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[dict[str, tuple[float, ...]], str]:
+    """:func:`built_table`, kept in memory and on disk (:mod:`specsim.acceptance.cache`: its rate rescaling
+    solves with scipy.optimize, whose import alone costs ~0.3 s)."""
+    from specsim.acceptance.cache import cached
+
+    return cached(("builtin_table", drafter, table, gamma), lambda: built_table(drafter, table, gamma), tuple)
+
+
+def built_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[dict[str, tuple[float, ...]], str]:
     """A built-in rate table of ``drafter`` and its provenance (see the module docstring).
 
     Args:
@@ -590,6 +605,15 @@ _LATENT_KEYS = tuple(LATENT_DEFAULTS)   # the nine latent and confidence paramet
 @lru_cache(maxsize=32)
 def _cached_model(drafter: str, gamma: int, table: tuple, params: tuple, source: str,
                   temperatures: tuple | None, calibration: str, weights: tuple | None) -> AcceptanceModel:
+    from specsim.acceptance.cache import cached     # built once per machine, then loaded (issue 25)
+
+    return cached((drafter, gamma, table, params, source, temperatures, calibration, weights),
+                  lambda: _new_model(drafter, gamma, table, params, source, temperatures, calibration, weights),
+                  AcceptanceModel)
+
+
+def _new_model(drafter: str, gamma: int, table: tuple, params: tuple, source: str,
+               temperatures: tuple | None, calibration: str, weights: tuple | None) -> AcceptanceModel:
     return AcceptanceModel(drafter=drafter, alpha=dict(table), gamma=gamma, source=source,
                            temperatures=temperatures, calibration=calibration,
                            domain_weights=dict(weights) if weights else None, **dict(params))

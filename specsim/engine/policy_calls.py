@@ -80,9 +80,11 @@ class PolicyCalls:
             age = h.capacity_view_age                                    # 1 or 2 steps (policy_hooks checks it)
             old = self._views[-age] if len(self._views) >= age else None
             capacity = self._check_int(h.capacity(old, self.slots.request[decode], R), "capacity", None)
-        if not R:
+        if not R or (not batch.gamma and h.capacity is None and h.proposal_length is None):
+            # no request, or no drafts to verify (``none``; gamma 0): zeros are the only valid decision, so
+            # neither the view is built nor the policy asked (issue 25: the step of ``none`` builds no view)
             self._views.append(None)
-            return Decision(np.zeros(0, np.int64), capacity)
+            return Decision(np.zeros(R, np.int64), capacity)
         view = self._view(batch, drafts, None if capacity < 0 else capacity)
         self._views.append(view)
         return Decision(self._check_lengths(h.decide(view), R, batch.gamma), capacity)

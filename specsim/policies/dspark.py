@@ -309,7 +309,9 @@ class DSparkAsync(PolicyBase):
         """K, the drafts admitted this step beyond the ``num_running`` anchors, from the view of step t-2."""
         if old_view is None or old_view.gamma == 0 or old_view.num_requests == 0:
             return 0
-        still = np.isin(old_view.request_ids, running_ids)
+        running = np.sort(running_ids)        # sorted-ids membership: np.isin was 24% of the loop (issue 25)
+        at = np.minimum(np.searchsorted(running, old_view.request_ids), running.size - 1)
+        still = running[at] == old_view.request_ids
         a_sorted, _ = ranked_candidates(old_view.survival()[still])
         # Scored with the old view's SPS (same replica; its KV read is the best causal estimate).
         theta = theta_curve(num_running, a_sorted, old_view)

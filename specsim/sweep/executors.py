@@ -35,11 +35,19 @@ def _iter_process(tasks: list[PointTask], jobs: int, address: str | None, on_sta
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     import multiprocessing as mp
 
-    # fork where the platform has it: workers start warm (the parent's cached acceptance models) and
+    # fork where the platform has it: workers start warm (the parent's imports, models and kernels) and
     # scripts need no ``if __name__ == "__main__"`` guard. A progress callback must not leave threads
     # holding locks a child could inherit. Elsewhere spawn (then the guard applies).
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    from specsim.sweep.warm import distinct_tasks, warm_up
+
+    fork = "fork" in mp.get_all_start_methods()
+    ctx = mp.get_context("fork" if fork else "spawn")
+    if fork:                 # warm once here (imports, acceptance models, kernels): every child inherits it
+        warm_up(tasks)
+        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    else:                    # spawned workers warm themselves once, then take many points
+        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=warm_up,
+                                 initargs=(distinct_tasks(tasks),))
     pending = {}
     queue = list(tasks)
     try:

@@ -1,0 +1,186 @@
+"""Side by side: this checkout against the commit issue 25 starts from (10b4cad), each job in fresh processes,
+alternating A B A B ... and taking medians (machines are noisy; only the ratio is the figure to quote).
+
+The starting commit is unpacked with ``git archive`` into a temporary folder outside the repository and run
+with the same interpreter, ``PYTHONPATH`` pointing at it (A = that commit, B = this working tree). Before the
+timed rounds each job runs once per side untimed (numba compiles or loads its kernels into each tree's cache;
+this checkout builds its acceptance model into the on-disk cache, ``specsim.acceptance.cache``, as any user's
+second run finds it). Jobs (``benchmarks/side_by_side_driver.py`` holds the measured code):
+
+* ``vidur3000``: policy ``none`` on the Vidur workload of ``$SPECSIM_SHARED/anchors/vidur_run/workload.jsonl``
+  tiled 10 times (3,000 requests; copy k arrives k x (last arrival + 0.5 s) later) with the bundled
+  ``vidur-codellama34b-a100-tp2`` scenario: whole-process wall seconds, event-loop seconds per step, and a
+  digest of every request's TTFT/E2E and every step's duration (equal digests: results unchanged).
+  Targets (issue 25): whole process <= 0.4x, loop per step <= 0.33x.
+* ``main``: the README's main job, ``specsim run --policy dspark --trace traces/prod.jsonl``, whole process.
+  Target: <= 0.5x.
+* ``startup``: seconds to import the run path (``specsim.simulation``) and to get the default scenario's
+  acceptance model, in a fresh process.
+* ``decide``: the ``dspark`` decision at R = 512, gamma = 16, per call (p50/p90/p99/max microseconds over 300
+  calls) in five regimes of profile and confidence (driver docstring). Target: worst case <= 100 us.
+
+Run: ``python benchmarks/bench_side_by_side.py [--repeat 3] [--jobs startup,vidur3000,main,decide] [--base 10b4cad]``.
+A benchmark, not a test: it prints figures and one ``verdict`` line per target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER = REPO / "benchmarks" / "side_by_side_driver.py"
+SCENARIO = "specsim/scenarios/vidur-codellama34b-a100-tp2.toml"
+CLI = "from specsim.cli import main; main()"
+
+
+def shared_dir() -> Path:
+    """``$SPECSIM_SHARED`` or ``../shared`` next to the repository."""
+    return Path(os.environ.get("SPECSIM_SHARED", REPO.parent / "shared")).resolve()
+
+
+def unpack(commit: str, dest: Path) -> Path:
+    """The tree of ``commit`` written under ``dest`` by ``git archive`` (no worktree, nothing in the repository)."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True).stdout
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def tiled_trace(src: Path, copies: int, dest: Path) -> Path:
+    """``copies`` back-to-back copies of the JSONL trace ``src`` (ids renumbered) written to ``dest``."""
+    rows = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
+    gap = max(r["arrival_s"] for r in rows) + 0.5
+    with dest.open("w") as f:
+        for k in range(copies):
+            for i, r in enumerate(rows):
+                f.write(json.dumps({**r, "id": k * len(rows) + i, "arrival_s": round(r["arrival_s"] + k * gap, 6)})
+                        + "\n")
+    return dest
+
+
+def timed(argv: list[str], root: Path) -> tuple[float, str]:
+    """Wall seconds and stdout of ``argv`` run from ``root`` with ``PYTHONPATH=root``.
+
+    Raises:
+        SystemExit: the command failed (its stderr is shown).
+    """
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} in {root} exited {out.returncode}:\n{out.stderr[-3000:]}")
+    return wall, out.stdout
+
+
+def job_argv(job: str, root: Path, trace3000: Path | None) -> list[str]:
+    """The command of ``job`` for the tree at ``root``."""
+    py = sys.executable
+    if job == "vidur3000":
+        return [py, str(DRIVER), "vidur", str(trace3000), str(root / SCENARIO)]
+    if job == "main":
+        return [py, "-c", CLI, "run", "--policy", "dspark", "--trace", str(root / "traces" / "prod.jsonl")]
+    return [py, str(DRIVER), job]
+
+
+def rounds(job: str, sides: dict[str, Path], repeat: int, trace3000: Path | None) -> dict[str, list]:
+    """Untimed warm-up per side, then ``repeat`` alternating rounds: side -> [(wall_s, stdout), ...]."""
+    for root in sides.values():
+        timed(job_argv(job, root, trace3000), root)
+    got: dict[str, list] = {s: [] for s in sides}
+    for _ in range(repeat):
+        for s, root in sides.items():
+            got[s].append(timed(job_argv(job, root, trace3000), root))
+    return got
+
+
+def report_vidur(got: dict[str, list]) -> None:
+    """Whole-process and loop-per-step medians, the ratios, and whether the results are identical."""
+    med = {}
+    for s, runs in got.items():
+        js = [json.loads(o.strip().splitlines()[-1]) for _, o in runs]
+        med[s] = (statistics.median(w for w, _ in runs), statistics.median(j["loop_s"] / j["steps"] for j in js),
+                  js[0]["steps"], {j["digest"] for j in js})
+        print(f"vidur3000 {s}: whole process {med[s][0]:.2f} s, loop {1e6 * med[s][1]:.1f} us/step "
+              f"({med[s][2]} steps), digest {sorted(med[s][3])}")
+    (wa, la, na, da), (wb, lb, nb, db) = med["A"], med["B"]
+    same = da == db and len(da) == 1 and na == nb
+    print(f"verdict vidur3000 results: {'UNCHANGED' if same else 'CHANGED'} (steps {na} vs {nb})")
+    print(f"verdict vidur3000 whole process: B/A {wb / wa:.2f}, target <= 0.40: {'MET' if wb / wa <= 0.4 else 'MISSED'}")
+    print(f"verdict vidur3000 loop per step: B/A {lb / la:.2f}, target <= 0.33: {'MET' if lb / la <= 0.33 else 'MISSED'}")
+
+
+def report_main(got: dict[str, list]) -> None:
+    """Whole-process medians of the README main job and the ratio."""
+    med = {s: statistics.median(w for w, _ in runs) for s, runs in got.items()}
+    for s, runs in got.items():
+        print(f"main {s}: whole process median {med[s]:.2f} s (runs {', '.join(f'{w:.2f}' for w, _ in runs)})")
+    r = med["B"] / med["A"]
+    print(f"verdict main job whole process: B/A {r:.2f}, target <= 0.50: {'MET' if r <= 0.5 else 'MISSED'}")
+
+
+def report_startup(got: dict[str, list]) -> None:
+    """Medians of the run path's import time and of getting the acceptance model, per side."""
+    med = {}
+    for s, runs in got.items():
+        js = [json.loads(o.strip().splitlines()[-1]) for _, o in runs]
+        med[s] = {k: statistics.median(j[k] for j in js) for k in ("import_s", "model_s")}
+        print(f"startup {s}: import specsim.simulation {med[s]['import_s']:.2f} s, acceptance model "
+              f"{med[s]['model_s']:.3f} s, whole process {statistics.median(w for w, _ in runs):.2f} s")
+    print(f"startup B/A: imports {med['B']['import_s'] / med['A']['import_s']:.2f}, acceptance model "
+          f"{med['B']['model_s'] / med['A']['model_s']:.3f}")
+
+
+def report_decide(got: dict[str, list]) -> None:
+    """Per-call distributions of the DSpark decision (the last round's figures; medians of p50 and max)."""
+    worst = {}
+    for s, runs in got.items():
+        js = [json.loads(o.strip().splitlines()[-1]) for _, o in runs]
+        for regime in js[0]:
+            p = {k: statistics.median(j[regime][k] for j in js) for k in ("p50", "p90", "p99", "max")}
+            print(f"decide {s} {regime:5s}: p50 {p['p50']:7.1f} us  p90 {p['p90']:7.1f}  p99 {p['p99']:7.1f}  "
+                  f"max {p['max']:8.1f}  (admitted {js[0][regime]['admitted']})")
+            worst[s] = max(worst.get(s, 0.0), p["p99"])
+    print(f"verdict decide R=512 gamma=16: worst-regime p99 {worst['B']:.1f} us (A: {worst['A']:.1f} us), "
+          f"target <= 100: {'MET' if worst['B'] <= 100 else 'MISSED'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--jobs", default="startup,vidur3000,main,decide")
+    ap.add_argument("--base", default="10b4cad", help="the starting commit (side A)")
+    args = ap.parse_args()
+    jobs = [j for j in args.jobs.split(",") if j]
+    print(f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; A = {args.base}, B = this working tree")
+    with tempfile.TemporaryDirectory(prefix="specsim-sbs-") as tmp:
+        sides = {"A": unpack(args.base, Path(tmp) / "base"), "B": REPO}
+        trace3000 = None
+        if "vidur3000" in jobs:
+            src = shared_dir() / "anchors" / "vidur_run" / "workload.jsonl"
+            if not src.is_file():
+                print(f"vidur3000 skipped: {src} not found (set SPECSIM_SHARED)")
+                jobs.remove("vidur3000")
+            else:
+                trace3000 = tiled_trace(src, 10, Path(tmp) / "vidur3000.jsonl")
+        report = {"vidur3000": report_vidur, "main": report_main, "decide": report_decide,
+                  "startup": report_startup}
+        for job in jobs:
+            report[job](rounds(job, sides, args.repeat, trace3000))
+            sys.stdout.flush()
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
