@@ -376,11 +376,11 @@ def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     trep = fit_ttft(sm, obs, chunk_tokens, held)
     typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s (set engine.request_overhead_s; "
                "the step terms stay fitted on TPOT)")
-    typer.echo(f"{'point':<28} {'R':>7} {'prompt':>7} {'ttft_ms':>12} {'model_ms':>9} {'error':>7}")
-    for p in trep.points:
-        tag = " (holdout)" if p.holdout else ""
-        typer.echo(f"{p.label[:28]:<28} {p.num_requests:>7.1f} {p.prompt_tokens:>7.0f} {p.measured_s * 1e3:>12.3f} "
-                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%{tag}")
+    typer.echo(fmt.table(["point", "R", "prompt", "ttft_ms", "model_ms", "error", "set"],
+                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(p.prompt_tokens, 0),
+                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
+                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
+                          for p in trep.points]))
     for which, flag in (("fitted", False), ("holdout", True)):
         m = trep.median_abs_error(flag)
         if m is not None:
