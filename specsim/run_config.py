@@ -240,18 +240,20 @@ class ResolvedRun:
         """The cluster's and replicas' runtime settings (:class:`specsim.engine.cluster.ClusterRuntime`)."""
         sc, g = self.scenario, self.policy.gamma
         c, e, colocated = sc.cluster, sc.engine, sc.prefill.mode == "colocated"
+        decode_first = sc.prefill.first_token == "decode-step"
         replicas = tuple(ReplicaConfig(
             index=i, gamma=g, colocated=colocated, max_num_seqs=c.max_num_seqs,
             kv_allocation=c.kv_allocation, num_blocks=self.kv.tokens // c.block_size,
             block_size=c.block_size, prefix_caching=c.prefix_caching,
             chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
-            emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv_fraction)
+            emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv_fraction,
+            decode_first_token=decode_first)
             for i in range(c.num_replicas))
         return ClusterRuntime(
             replicas=replicas, kv_capacity_tokens=self.kv.tokens, router=c.router, colocated=colocated,
             num_prefill_instances=sc.prefill.num_instances, prefill_time_per_token_s=sc.prefill.time_per_token_s,
             prefill_chunk_tokens=sc.prefill.chunk_tokens,
-            request_overhead_s=e.request_overhead_s, seed=int(self.config.seed))
+            request_overhead_s=e.request_overhead_s, seed=int(self.config.seed), decode_first_token=decode_first)
 
 
 def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,

@@ -65,6 +65,8 @@ LATENT_DEFAULTS: dict[str, float] = {
 ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
 KV_ALLOCATIONS = ("paged", "reserve")
 PREFILL_MODES = ("disaggregated", "colocated")
+#: Where a disaggregated request's first token is emitted (docs/memory.md, "TTFT under disaggregation").
+FIRST_TOKEN_RULES = ("prefill", "decode-step")
 PROFILE_LOOKUPS = ("linear", "padded")
 DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", "none")
 CALIBRATIONS = ("sts", "none")
@@ -154,6 +156,9 @@ class PrefillConfig(_Section):
         time_per_token_s: fixed prefill seconds per prompt token, float > 0; None = from the profile.
         chunk_tokens: colocated: token budget per mixed step; disaggregated: the chunk of the profile lookup;
             int >= 1.
+        first_token: disaggregated: ``prefill`` (the first token at the end of prefill, the earlier rule and
+            the default) or ``decode-step`` (with the decode replica's first step that includes the request,
+            which recomputes the last prompt token: vLLM V1's KV-connector path; docs/memory.md).
     """
 
     SECTION: ClassVar[str] = "prefill"
@@ -162,9 +167,11 @@ class PrefillConfig(_Section):
     gpus_per_instance: int = 1
     time_per_token_s: float | None = None
     chunk_tokens: int = 512
+    first_token: str = "prefill"
 
     def _validate(self) -> None:
         self._check_choice("mode", PREFILL_MODES)
+        self._check_choice("first_token", FIRST_TOKEN_RULES)
         self._check(self.num_instances >= 1, "num_instances", "an int >= 1")
         self._check(self.gpus_per_instance >= 1, "gpus_per_instance", "an int >= 1")
         self._check(self.time_per_token_s is None or self.time_per_token_s > 0, "time_per_token_s",

@@ -358,10 +358,34 @@ def fit_cmd(
         typer.echo("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
                    "step_time_ms), the model and the GPU before using the profile")
     fitted_model, prov = _fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
+    _fit_ttft(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
     typer.echo(f"profile written to {dest}")
+
+
+def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
+    """Where the inputs give TTFT: fit the request overhead to it, print every point's TTFT residual (the TPOT
+    residuals are printed above) and add them to ``prov`` under ``fit.ttft``; else say TTFT was not fitted."""
+    from specsim.hardware.ttft_fit import fit_ttft, has_ttft
+
+    if not any(has_ttft(o) for o in obs):
+        typer.echo("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
+        return
+    trep = fit_ttft(sm, obs, chunk_tokens, held)
+    typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s (set engine.request_overhead_s; "
+               "the step terms stay fitted on TPOT)")
+    typer.echo(fmt.table(["point", "R", "prompt", "ttft_ms", "model_ms", "error", "set"],
+                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(p.prompt_tokens, 0),
+                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
+                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
+                          for p in trep.points]))
+    for which, flag in (("fitted", False), ("holdout", True)):
+        m = trep.median_abs_error(flag)
+        if m is not None:
+            typer.echo(f"median |TTFT error| on {which} points: {100 * m:.1f}%")
+    prov["fit"]["ttft"] = trep.provenance()
 
 
 def _fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,

@@ -13,8 +13,10 @@ inputs and a completion callback.
   over the pool (any free instance) or, with the ``prefix-aware`` router, on the instance holding the longest
   cached prefix of the request (ties: fewest outstanding requests, then lowest index). Each instance keeps its
   own prefix cache; a request's cached prompt tokens skip prefill compute. The prefill emits the first output
-  token, then the router sends the request to a decode replica (whose own cache shares the transferred prefix
-  blocks). A request preempted on its decode replica re-prefills there, in chunks inside its steps.
+  token (``prefill.first_token = prefill``, the default), then the router sends the request to a decode
+  replica (whose own cache shares the transferred prefix blocks); with ``decode-step`` the decode replica's
+  first step that includes it recomputes the last prompt token and emits the first output token (vLLM's
+  KV-connector path: docs/memory.md, "TTFT under disaggregation"). A request preempted on its decode replica re-prefills there, in chunks inside its steps.
   ``colocated``: the router sends the request at arrival and the replica prefills it in chunks.
 * Prefill time: ``prefill.time_per_token_s * tokens`` when set, else the profile's step time of a step with
   prefill (its eager table where it has one, one request) summed over ``prefill.chunk_tokens``-token chunks,
@@ -72,6 +74,8 @@ class ClusterRuntime:
         prefill_time_per_token_s: fixed prefill seconds per token, or None to use the profile.
         prefill_chunk_tokens: chunk size for the profile-based prefill time.
         request_overhead_s: fixed seconds per request before it reaches the scheduler.
+        decode_first_token: disaggregated: the first token comes from the decode replica's first step (scenario
+            ``prefill.first_token = decode-step``), else at the end of prefill.
         seed: the run seed (request r's draws come from its own counter-based stream, specsim.engine.draws).
         context_reasons: request index -> why it exceeds the model's context window (unservable at arrival).
     """
@@ -86,6 +90,7 @@ class ClusterRuntime:
     request_overhead_s: float
     seed: int
     context_reasons: Mapping[int, str] = field(default_factory=dict)
+    decode_first_token: bool = False
 
 
 #: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
@@ -242,19 +247,25 @@ class Cluster:
         return float(times.sum() + prof.prefill_attention_s(sizes, done))   # + each chunk's attention so far
 
     def first_token(self, idx: int, prefill_s: float) -> None:
-        """A disaggregated prefill of ``prefill_s`` seconds emitted the first token: the request completes or
-        goes to decode (its replica learns when the token was emitted, for the next inter-token gap)."""
+        """A disaggregated prefill of ``prefill_s`` seconds finished. ``decode_first_token``: the request goes to
+        decode, whose first step that includes it emits the first token the client sees (docs/memory.md, "TTFT
+        under disaggregation"). Else the prefill emitted the first token now: the request completes or goes to
+        decode (its replica learns when the token was emitted, for the next inter-token gap)."""
         now = self.env.now
-        self.records.prefilled(idx, now, prefill_s)
+        if self.config.decode_first_token:
+            self.records.prefilled(idx, prefill_s)
+            self.route(idx)
+            return
+        self.records.prefilled(idx, prefill_s, now)
         if self.workload.output[idx] <= 1:
             self.on_complete(np.array([idx]), now)
         else:
             self.route(idx, now)
 
     # ----------------------------------------------------------------- routing
-    def route(self, idx: int, first_token_s: float = math.nan) -> None:
+    def route(self, idx: int, first_token_s: float = float("nan")) -> None:
         """Send a request to a decode replica by the configured router (``first_token_s``: when its prefill
-        emitted the first token, NaN when the replica prefills it)."""
+        emitted the first token, NaN when the replica emits it)."""
         router = self.config.router
         if router == "round-robin":
             rep = self.replicas[self._rr % len(self.replicas)]

@@ -139,11 +139,14 @@ class Records:
         """A disaggregated prefill instance started request ``idx`` at ``now_s``."""
         self.prefill_start_s[idx] = now_s
 
-    def prefilled(self, idx: int, now_s: float, prefill_s: float) -> None:
-        """A disaggregated prefill of ``prefill_s`` seconds emitted request ``idx``'s first token at ``now_s``."""
+    def prefilled(self, idx: int, prefill_s: float, first_token_s: float = float("nan")) -> None:
+        """A disaggregated prefill instance computed request ``idx``'s prompt in ``prefill_s`` seconds and, when
+        ``first_token_s`` is given, emitted its first token then (else the decode replica's first step emits
+        it: :meth:`first_token`)."""
         self.prefill_s[idx] = prefill_s
-        self.first_token_s[idx] = now_s
-        self.emitted_tokens[idx] = 1
+        if first_token_s == first_token_s:
+            self.first_token_s[idx] = first_token_s
+            self.emitted_tokens[idx] = 1
 
     def requests_done(self, ids: np.ndarray, now_s: float) -> None:
         """Requests ``ids`` completed at ``now_s``."""
@@ -205,9 +208,12 @@ class Records:
         self.itl(gaps_s, end_s)
 
     def first_token(self, ids: np.ndarray, now_s: float) -> None:
-        """A colocated prefill finished at ``now_s``: first token emitted; prefill_s = now - admission."""
+        """A replica's step emitted the first token of ``ids`` at ``now_s``. Colocated: its last prefill chunk ran,
+        prefill_s = now - admission; disaggregated: the decode replica's first step (prefill_s stays the prefill
+        instance's time)."""
         self.first_token_s[ids] = now_s
-        self.prefill_s[ids] = now_s - self.admitted_s[ids]
+        self.prefill_s[ids] = np.where(np.isnan(self.prefill_s[ids]), now_s - self.admitted_s[ids],
+                                       self.prefill_s[ids])
 
     def step_log(self, row: StepLogRow) -> None:
         """One step's per-request rows."""

@@ -14,7 +14,6 @@ sink), never the cluster.
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
@@ -63,9 +62,9 @@ class Replica:
         self.process = env.process(self.run())
 
     # ----------------------------------------------------------------- arrivals
-    def enqueue(self, idx: int, first_token_s: float = math.nan) -> None:
+    def enqueue(self, idx: int, first_token_s: float = float("nan")) -> None:
         """A request joins this replica's FCFS queue (``first_token_s``: when a prefill instance emitted its
-        first token; NaN when this replica prefills it, colocated)."""
+        first token; NaN when this replica emits it)."""
         self.scheduler.enqueue(idx, first_token_s)
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()

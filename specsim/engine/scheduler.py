@@ -81,14 +81,14 @@ class Scheduler:
         self.draws, self.workload, self.records, self.on_done = draws, workload, records, on_done
         self.queue: deque[int] = deque()
         self.parked: dict[int, dict] = {}          # preempted requests' state, by trace index
-        self._first_token_s: dict[int, float] = {}  # queued requests' first-token times (nan: prefill here)
+        self._first_token_s: dict[int, float] = {}  # queued requests' first-token times (nan: emitted here)
         self._pending: list[dict] = []             # admitted this step, not yet in the slots
         self._stalled = 0
         self.step_index = 0
 
     def enqueue(self, idx: int, first_token_s: float) -> None:
         """Request ``idx`` joins the FCFS queue (``first_token_s``: when its prefill emitted the first token,
-        NaN when this replica prefills it)."""
+        NaN when this replica emits it)."""
         self.queue.append(idx)
         self._first_token_s[idx] = first_token_s
 
@@ -151,14 +151,18 @@ class Scheduler:
         """Allocate request ``idx``'s blocks and give it a slot; False when they do not fit beside ``margin``."""
         w, cfg = self.workload, self.config
         parked = self.parked.get(idx)
-        generated = int(parked["num_generated"]) if parked else (0 if cfg.colocated else 1)
+        emits_here = cfg.colocated or cfg.decode_first_token         # this replica emits token 1
+        generated = int(parked["num_generated"]) if parked else (0 if emits_here else 1)
         prompt, keys = int(w.prompt[idx]), w.prefix_keys(idx)
         got = self.kv.admit(idx, keys, prompt_tokens=prompt, output_tokens=int(w.output[idx]),
                             num_generated=generated, margin=margin)
         if got is None:
             return False
         recompute = cfg.colocated or parked is not None
-        prefill_left = prompt + generated - got.hit_blocks * cfg.block_size if recompute else 0
+        # decode_first_token: the KV came from a prefill instance; the first step recomputes the last prompt
+        # token and samples the first token (vLLM's scheduler with a KV connector, docs/memory.md)
+        prefill_left = (prompt + generated - got.hit_blocks * cfg.block_size if recompute
+                        else int(cfg.decode_first_token))
         if recompute:
             self.records.prefix_lookup(f"replica{cfg.index}", idx, got.hit_blocks * cfg.block_size,
                                        prompt + generated)

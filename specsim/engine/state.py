@@ -28,6 +28,8 @@ class ReplicaConfig:
         host_overhead_s: CPU scheduling per step, seconds (0 for policies that fit ZOS).
         emission_overhead_s: seconds per emitting request per step (output processing).
         drafter_kv_fraction: drafter KV per target KV token.
+        decode_first_token: disaggregated requests arrive with their prompt's KV only; their first step here
+            recomputes the last prompt token and emits token 1 (scenario ``prefill.first_token = decode-step``).
     """
 
     index: int
@@ -42,6 +44,7 @@ class ReplicaConfig:
     host_overhead_s: float
     emission_overhead_s: float = 0.0
     drafter_kv_fraction: float = 0.0
+    decode_first_token: bool = False
 
 
 def _ints() -> np.ndarray:

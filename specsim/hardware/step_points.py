@@ -106,6 +106,9 @@ class StepObservation:
             ``"histogram"`` (from Prometheus histograms).
         label: the point in words (``"concurrency=16"``, ``"rate=4"``, ``"model_name=m engine=0"``).
         weight: relative weight for a fit (> 0).
+        ttft_s: the point's mean TTFT, seconds (NaN: not given; vLLM results: ``mean_ttft_ms``, else
+            ``median_ttft_ms``); prompt_tokens: mean prompt tokens per request (NaN: not known). Used by the TTFT
+            part of the fit (:mod:`specsim.hardware.ttft_fit`).
     """
 
     num_requests: float
@@ -117,6 +120,8 @@ class StepObservation:
     kind: str
     label: str
     weight: float = 1.0
+    ttft_s: float = math.nan
+    prompt_tokens: float = math.nan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +147,15 @@ def _step_time_s(m: dict, src: str, k: int) -> float:
             return float(v) / 1000.0
     raise SpecsimInputError(src, k, "mean_itl_ms", "mean or median ITL or TPOT > 0 (a streamed run)",
                             f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
+
+
+def _ttft_s(m: dict) -> float:
+    """Mean TTFT, else median TTFT, in seconds; NaN where the file gives neither (> 0)."""
+    for name in ("mean_ttft_ms", "median_ttft_ms"):
+        v = m.get(name)
+        if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            return float(v) / 1000.0
+    return math.nan
 
 
 def _load_label(m: dict) -> str:
@@ -189,7 +203,7 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
             r = float(conc)
         b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
         out.append(StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
-                                   label))
+                                   label, ttft_s=_ttft_s(m), prompt_tokens=tin / completed))
     return out
 
 

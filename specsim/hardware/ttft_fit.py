@@ -1,0 +1,136 @@
+"""TTFT in ``specsim profile fit`` (issue 20, "A TTFT term"): predict a benchmark point's mean TTFT from the
+fitted step model the way the simulator schedules a newly arrived request, fit the one TTFT-only term (the
+request overhead), and report every point's TTFT residual beside its TPOT residual.
+
+The prediction follows a colocated engine with chunked prefill (vLLM V1's default, the engine a ``vllm bench
+serve`` run measures; the simulator's colocated path, :mod:`specsim.engine.scheduler`), at a load with no
+server-side queue:
+
+    TTFT = request_overhead_s + min(R, 1) x t(D) / 2 + sum over the prompt's chunks of [t(D + c_i) + a(c_i)]
+
+* ``request_overhead_s``: API server and tokenisation before the request reaches the scheduler
+  (``engine.request_overhead_s``, docs/memory.md);
+* ``min(R, 1) x t(D) / 2``: the step in flight when the request arrives, half of it on average (arrivals
+  uniform within a step; a replica busy a share min(R, 1) of the time: our approximation), t(D) the step of the
+  D running decode tokens (R requests, ``decode_tokens`` where the point has it);
+* the prompt of P tokens runs in chunks c_i of ``chunk_tokens`` (the engine's ``max_num_batched_tokens``;
+  one chunk of P when not given), each inside a step beside the D decode tokens (the mixed step, unpadded as
+  the engine runs it), plus the chunk's causal attention a(c_i) over the tokens before it; the step running
+  the last chunk emits the first token.
+
+The request overhead is the only term TTFT fits: it enters TTFT alone, so its least-squares value is the mean
+of (measured - predicted without it), clipped at 0. The step terms stay fitted on TPOT
+(:func:`specsim.hardware.profile_fit.fit_step_model`), so adding TTFT never moves them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TTFTResidual:
+    """One point's mean TTFT, measured and predicted (seconds), with its mean prompt (tokens) and R."""
+
+    label: str
+    source: str
+    num_requests: float
+    prompt_tokens: float
+    measured_s: float
+    predicted_s: float
+    holdout: bool
+
+    @property
+    def rel_error(self) -> float:
+        """(predicted - measured) / measured."""
+        return self.predicted_s / self.measured_s - 1.0
+
+
+@dataclass
+class TTFTFitReport:
+    """The outcome of :func:`fit_ttft`: the fitted ``request_overhead_s`` (seconds) and every point's residual."""
+
+    request_overhead_s: float
+    points: list[TTFTResidual] = field(default_factory=list)
+
+    def median_abs_error(self, holdout: bool) -> float | None:
+        """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
+        e = [abs(p.rel_error) for p in self.points if p.holdout == holdout]
+        return float(np.median(e)) if e else None
+
+    def provenance(self) -> dict[str, Any]:
+        """Metadata for the written profile (under ``fit.ttft``)."""
+        return {"request_overhead_s": self.request_overhead_s,
+                "median_abs_error_fitted": self.median_abs_error(False),
+                "median_abs_error_holdout": self.median_abs_error(True),
+                "points": [{"label": p.label, "source": Path(p.source).name, "prompt_tokens": round(p.prompt_tokens, 1),
+                            "measured_ms": round(p.measured_s * 1e3, 4), "predicted_ms": round(p.predicted_s * 1e3, 4),
+                            "rel_error": round(p.rel_error, 4), "holdout": p.holdout} for p in self.points]}
+
+
+def has_ttft(o) -> bool:
+    """Whether observation ``o`` carries a mean TTFT and a mean prompt length."""
+    t, p = getattr(o, "ttft_s", math.nan), getattr(o, "prompt_tokens", math.nan)
+    return bool(np.isfinite(t) and t > 0 and np.isfinite(p) and p >= 1)
+
+
+def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
+                 request_overhead_s: float = 0.0) -> np.ndarray:
+    """(n,) predicted mean TTFT in seconds of each observation (module docstring formula).
+
+    Args:
+        sm: a step model: ``step_time(batch_tokens, num_requests, kv_tokens)`` -> (n,) seconds and
+            ``prefill_attention_s(chunk_tokens, context_tokens)`` -> seconds
+            (:class:`specsim.hardware.stepmodel.StepModel`).
+        observations: points with ``num_requests``, ``prompt_tokens``, ``context_tokens`` (NaN: no KV read) and
+            optionally ``decode_tokens``.
+        chunk_tokens: the engine's prefill chunk, tokens (None: the whole prompt in one step).
+        request_overhead_s: seconds added to every TTFT.
+    """
+    out = np.empty(len(observations), np.float64)
+    for i, o in enumerate(observations):
+        r = float(o.num_requests)
+        d = float(getattr(o, "decode_tokens", r))
+        k = r * (0.0 if math.isnan(o.context_tokens) else float(o.context_tokens))
+        p = int(round(o.prompt_tokens))
+        c = max(1, chunk_tokens or p)
+        sizes = np.full(p // c, c, np.int64)
+        if p % c:
+            sizes = np.append(sizes, p % c)
+        before = c * np.arange(sizes.size)                  # prompt tokens computed before each chunk
+        steps = np.asarray(sm.step_time(np.ceil(d + sizes), np.full(sizes.size, r + 1.0), np.full(sizes.size, k)),
+                           np.float64)
+        in_flight = min(r, 1.0) * float(np.asarray(sm.step_time(np.array([max(math.ceil(d), 1)]),
+                                                                np.array([max(r, 1.0)]), np.array([k])))[0]) / 2
+        out[i] = request_overhead_s + in_flight + float(steps.sum()) + sm.prefill_attention_s(sizes, before)
+    return out
+
+
+def fit_ttft(sm, observations: Sequence, chunk_tokens: int | None = None, holdout: Sequence = ()) -> TTFTFitReport:
+    """Fit ``request_overhead_s`` to the points of ``observations`` that carry a TTFT (:func:`has_ttft`) and
+    report their residuals and ``holdout``'s (predicted only).
+
+    Returns:
+        A :class:`TTFTFitReport`; ``request_overhead_s`` = max(0, mean(measured - predicted without it)).
+
+    Raises:
+        ValueError: no fitting point carries a TTFT (the caller checks :func:`has_ttft` first).
+    """
+    fit = [o for o in observations if has_ttft(o)]
+    held = [o for o in holdout if has_ttft(o)]
+    if not fit:
+        raise ValueError("no observation carries a TTFT and a prompt length")
+    base = predict_ttft(sm, fit, chunk_tokens)
+    overhead = max(0.0, float(np.mean(np.array([o.ttft_s for o in fit]) - base)))
+    points = []
+    for group, is_held in ((fit, False), (held, True)):
+        if group:
+            pred = predict_ttft(sm, group, chunk_tokens, overhead)
+            points += [TTFTResidual(o.label, o.source, float(o.num_requests), float(o.prompt_tokens),
+                                    float(o.ttft_s), float(q), is_held) for o, q in zip(group, pred)]
+    return TTFTFitReport(overhead, points)

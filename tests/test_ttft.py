@@ -1,0 +1,132 @@
+"""The TTFT term (issue 20): a disaggregated request's first token comes from its decode replica's first step
+(vLLM's KV-connector path recomputes the last prompt token there and samples token 1; docs/memory.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import make_trace
+from specsim.errors import SpecsimInputError
+from specsim.hardware.profile import load_profile
+from specsim.hardware.step_points import StepObservation, observations_from_vllm_results
+from specsim.hardware.ttft_fit import fit_ttft, predict_ttft
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+
+DATA = Path(__file__).parent / "data"
+POINTS = DATA / "step_points"
+
+
+def _flat(*extra: str):
+    """Flat 20 ms steps, prefill 2^-10 s per prompt token, no overheads, no drafter cost; the first token from
+    the decode replica's first step."""
+    return load_scenario(overrides=[f"profile.name={DATA / 'flat20ms_profile.json'}", "engine.host_overhead_s=0",
+                                    "prefill.first_token=decode-step",
+                                    "engine.request_overhead_s=0", "drafter.base_fraction=0",
+                                    "drafter.per_draft_fraction=0", "prefill.time_per_token_s=0.0009765625",
+                                    *extra])
+
+
+def test_disaggregated_first_token_arrives_with_the_decode_replicas_first_step():
+    # prompt 64: prefill 64 x 2^-10 = 62.5 ms; the decode replica's first step (20 ms) emits token 1 at 82.5 ms,
+    # then 4 decode steps of 20 ms: done at 162.5 ms; TPOT = (162.5 - 82.5) / 4 = 20 ms
+    r = simulate(make_trace([0.0], [64], [5]), "none", _flat(), seed=0).requests
+    assert r["prefill_s"][0] == pytest.approx(0.0625)
+    assert r["ttft_s"][0] == pytest.approx(0.0825)
+    assert r["e2el_s"][0] == pytest.approx(0.1625)
+    assert r["tpot_s"][0] == pytest.approx(0.020)
+
+
+def test_the_default_rule_stamps_the_first_token_at_the_end_of_prefill():
+    sc = load_scenario(overrides=[f"profile.name={DATA / 'flat20ms_profile.json'}", "engine.host_overhead_s=0",
+                                  "engine.request_overhead_s=0", "prefill.time_per_token_s=0.0009765625"])
+    r = simulate(make_trace([0.0], [64], [5]), "none", sc, seed=0).requests
+    assert r["ttft_s"][0] == pytest.approx(0.0625) and r["e2el_s"][0] == pytest.approx(0.1425)   # + 4 steps
+
+
+def test_a_bad_first_token_rule_is_named():
+    with pytest.raises(SpecsimInputError, match="first_token"):
+        load_scenario(overrides=["prefill.first_token=decode"])
+
+
+def test_a_one_token_request_also_waits_for_its_decode_step():
+    r = simulate(make_trace([0.0], [64], [1]), "none", _flat(), seed=0).requests
+    assert r["ttft_s"][0] == pytest.approx(0.0825) and r["e2el_s"][0] == pytest.approx(0.0825)
+
+
+def test_the_wait_for_a_decode_slot_counts_in_ttft_not_in_tpot():
+    # one decode slot: request 1 (prefilled on the second instance by 62.5 ms) waits while request 0 decodes
+    # (steps end 82.5 .. 162.5 ms); it is admitted at 162.5 ms and emits its first token at 182.5 ms
+    sc = _flat("prefill.num_instances=2", "cluster.max_num_seqs=1")
+    r = simulate(make_trace([0.0, 0.0], [64, 64], [5, 3]), "none", sc, seed=0).requests
+    assert list(r["ttft_s"]) == pytest.approx([0.0825, 0.1825])
+    assert list(r["tpot_s"]) == pytest.approx([0.020, 0.020])
+
+
+def test_colocated_ttft_still_ends_with_the_last_prefill_chunk():
+    # the replica prefills the 64-token prompt in one 20 ms step, which emits token 1
+    r = simulate(make_trace([0.0], [64], [5]), "none", _flat("prefill.mode=colocated"), seed=0).requests
+    assert r["ttft_s"][0] == pytest.approx(0.020) and r["e2el_s"][0] == pytest.approx(0.100)
+
+
+# --------------------------------------------------------------------------------------------- profile fit
+class _Flat20:
+    """The flat 20 ms profile as a step model: every step 20 ms whatever its tokens, no prefill attention."""
+
+    def step_time(self, batch_tokens, num_requests=None, kv_tokens=0.0):
+        return np.full(np.shape(batch_tokens), 0.020)
+
+    def prefill_attention_s(self, chunk_tokens, context_tokens):
+        return 0.0
+
+
+def _point(r, prompt, ttft_s, label="p"):
+    return StepObservation(r, r, float(prompt), 0.02, "x.json", 1, "tpot", label, ttft_s=ttft_s,
+                           prompt_tokens=float(prompt))
+
+
+def test_ttft_prediction_by_hand_on_the_flat_profile():
+    # R = 4: half of the step in flight (10 ms) + the 3000-token prompt in chunks of 2048 and 952 (2 x 20 ms)
+    # R = 0.5: a step in flight half of the time: 0.5 x 10 ms + one chunk of 100 tokens (20 ms)
+    pts = [_point(4, 3000, 0.055), _point(0.5, 100, 0.033)]
+    np.testing.assert_allclose(predict_ttft(_Flat20(), pts, chunk_tokens=2048), [0.050, 0.025])
+    np.testing.assert_allclose(predict_ttft(_Flat20(), pts, chunk_tokens=None, request_overhead_s=0.001),
+                               [0.031, 0.026])                      # the whole prompt in one step
+
+
+def test_ttft_fit_finds_the_request_overhead_and_reports_both_points():
+    pts = [_point(4, 3000, 0.055, "a"), _point(0.5, 100, 0.033, "b")]
+    rep = fit_ttft(_Flat20(), pts, chunk_tokens=2048, holdout=[_point(2, 100, 0.040, "c")])
+    assert rep.request_overhead_s == pytest.approx(0.0065)           # mean of 5 ms and 8 ms
+    got = {p.label: (p.predicted_s, p.rel_error, p.holdout) for p in rep.points}
+    assert got["a"] == pytest.approx((0.0565, 0.0565 / 0.055 - 1, False))
+    assert got["b"] == pytest.approx((0.0315, 0.0315 / 0.033 - 1, False))
+    assert got["c"] == pytest.approx((0.0365, 0.0365 / 0.040 - 1, True))   # 6.5 + 10 + 20 ms
+    assert rep.median_abs_error(False) == pytest.approx(np.median([abs(0.0565 / 0.055 - 1), abs(0.0315 / 0.033 - 1)]))
+    # an overhead below 0 would be unphysical: clipped
+    assert fit_ttft(_Flat20(), [_point(4, 3000, 0.045)], 2048).request_overhead_s == 0.0
+
+
+def test_vllm_result_ttft_and_prompt_are_read():
+    (o,) = observations_from_vllm_results(POINTS / "vllm_c16.json")
+    assert o.ttft_s == pytest.approx(0.062) and o.prompt_tokens == pytest.approx(327680 / 320)
+
+
+def test_profile_fit_cli_reports_ttft_residuals(tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+
+    _register()
+    r = CliRunner().invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", "--params", "kernel_s",
+                                 str(POINTS / "vllm_c16.json"), "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    assert "TTFT: fitted request_overhead_s = " in r.output and "median |TTFT error| on fitted points" in r.output
+    fit = load_profile(tmp_path / "a.json").metadata["fit"]
+    (tp,) = fit["ttft"]["points"]
+    assert tp["measured_ms"] == pytest.approx(62.0)
+    assert abs(tp["rel_error"]) < 1e-6 or fit["ttft"]["request_overhead_s"] == 0.0   # one point: met exactly
+    assert len(fit["points"]) == 1                                   # the TPOT residual is still there
