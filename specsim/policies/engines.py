@@ -24,7 +24,7 @@ import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
 from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table, check_profile_context
-from specsim.policies.dspark import lengths_from_top, ranked_candidates
+from specsim.policies.dspark import lengths_from_top, ranked_candidates, scored_candidates
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -118,8 +118,7 @@ class VllmAdaptive(_Tabled):
     def _budget(self, survival: np.ndarray, view: SchedulingView) -> int:
         R = survival.shape[0]
         scores = np.sort(survival.ravel())[::-1]                                       # (R*g,) descending
-        limit = view.profile.batch_limit
-        n_max = scores.size if limit is None else max(0, min(scores.size, limit - R))
+        n_max = scored_candidates(R, scores.size, view.profile.batch_limit)
         tau = R + np.concatenate([[0.0], np.cumsum(scores[:n_max])])                  # (n_max+1,)
         table = self._table(view)
         cost = (table.step_time_range(R, n_max + 1, 0.0, R) if table is not None
@@ -186,8 +185,7 @@ class TrtllmConfidence(_Tabled):
         cand = survival[:, floor:].ravel()
         cand = np.sort(cand[cand >= self.eps])[::-1]                                    # (N,) descending
         first = R * (floor + 1)
-        limit = view.profile.batch_limit
-        n_max = cand.size if limit is None else max(0, min(cand.size, limit - first))
+        n_max = scored_candidates(first, cand.size, view.profile.batch_limit)
         tau = R + survival[:, :floor].sum() + np.concatenate([[0.0], np.cumsum(cand[:n_max])])
         table = self._table(view)
         cost = (table.step_time_range(first, n_max + 1, 0.0, R) if table is not None
