@@ -283,6 +283,7 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     completed = requests.status == "completed"
     summary.update(memory_summary(rec, requests))
     summary["clipped_verify_lengths"] = rec.num_clips
+    summary["undrafted_steps"] = rec.num_undrafted_steps
     summary["load"] = ({"mode": "closed", "concurrency": config.concurrency, "window_start_s": win[0],
                         "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale})
     summary["per_domain"] = domain_breakdown(requests, completed)

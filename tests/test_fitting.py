@@ -63,7 +63,9 @@ def test_fit_round_trip(static_log, tmp_path):
     model = write_fit(res.step_log, tmp_path, ["sim"], max_evals=80)
     rows = res.step_log
     for dom in ("chat", "code", "math"):
-        full = (rows.verify_len == 7) | (rows.num_accepted < rows.verify_len)     # fully labelled rows
+        # fully labelled blocks: a whole block drafted (gamma 7; a request's last steps draft fewer) and every
+        # position's label known (all verified, or a rejection inside)
+        full = (rows.gamma == 7) & ((rows.verify_len == 7) | (rows.num_accepted < rows.verify_len))
         sub = rows[(rows.domain == dom) & full]
         fitted = np.asarray(model["alpha"][dom])
         # alpha_1 recovered exactly from the log's counts (accepted at 1 / blocks)

@@ -429,13 +429,43 @@ def test_reported_kv_occupancy_is_exact_under_lazy_accounting(monkeypatch):
 # ---------------------------------------------------------------- 4. drafts lost to the drafter's KV share
 def test_request_steps_that_lost_drafts_to_the_drafters_share_are_counted():
     """A 200 + 56-token request alone in a 256-token cache with a drafter share as large as the target's
-    (tests/test_memory.py): the share never fits, so each of its 55 decode steps drafts nothing and is counted;
+    (tests/test_memory.py): the share never fits, so each of its first 54 decode steps drafts nothing and is counted;
     with a roomy cache none is."""
     from helpers import make_trace
     trace = make_trace([0.0], [200], [56])
     scen = load_scenario(overrides=[*FLAT, "cluster.kv_capacity_tokens=256", "drafter.kv_fraction=1.0"])
     res = simulate(trace, "static", scen, gamma=4)
     assert res.requests.verified_drafts[0] == 0 and res.requests.decode_steps[0] == 55
-    assert res.summary["drafter_kv_lost_drafts"] == 55
+    # its last step (one token left) has nothing useful to draft: counted as undrafted, not as a KV loss
+    assert res.summary["drafter_kv_lost_drafts"] == 54 and res.summary["undrafted_steps"] == 1
     roomy = simulate(trace, "static", scen.with_updates({"cluster": {"kv_capacity_tokens": 8192}}), gamma=4)
     assert roomy.summary["drafter_kv_lost_drafts"] == 0 and roomy.requests.verified_drafts[0] > 0
+
+
+# ---------------------------------------------------------------- 7. drafting with nothing to verify
+@pytest.mark.parametrize("policy, gamma", [("static", 7), ("dspark", None), ("specdecpp", None)])
+def test_steps_with_nothing_to_verify_draft_nothing(policy, gamma):
+    """Eight 64 + 2-token requests arriving together, flat 20 ms profile, host overhead 0, the drafter's default
+    cost: every decode step is a request's last token, so it drafts nothing and costs none's 20 ms (it cost
+    23.2 ms with the whole drafter); each such step is counted."""
+    from helpers import make_trace
+    scen = load_scenario(overrides=[f"profile.name={DATA / 'flat20ms_profile.json'}", "engine.host_overhead_s=0",
+                                    "engine.request_overhead_s=0", "prefill.time_per_token_s=0.0009765625"])
+    trace = make_trace([0.0] * 8, [64] * 8, [2] * 8)
+    none = simulate(trace, "none", scen)
+    res = simulate(trace, policy, scen, gamma=gamma)
+    assert res.steps.duration_s.to_numpy() == pytest.approx(none.steps.duration_s.to_numpy(), abs=1e-12)
+    assert res.steps.duration_s.to_numpy() == pytest.approx(0.020, abs=1e-12)
+    assert res.summary["undrafted_steps"] == res.summary["steps"] == len(res.steps) > 0
+    assert none.summary["undrafted_steps"] == 0
+
+
+def test_the_drafter_drafts_the_largest_useful_length():
+    """One request of 64 + 5 tokens, static gamma 7, CONST 0.7 with per-draft cost 0.01 of a step: its first decode
+    step can use 3 drafts (4 tokens left), so it drafts 3 and pays 20 ms x (1 + 0.01 x 3)."""
+    from helpers import make_trace
+    scen = load_scenario(overrides=[*FLAT, *const(), "drafter.per_draft_fraction=0.01"])
+    res = simulate(make_trace([0.0], [64], [5]), "static", scen, gamma=7, record_step_log=True)
+    first = res.step_log.iloc[0]
+    assert first.gamma == 3 and first.verify_len == 3
+    assert res.steps.duration_s[res.steps.num_decode == 1].iloc[0] == pytest.approx(0.020 * 1.03, rel=1e-12)

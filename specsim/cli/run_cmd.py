@@ -22,6 +22,7 @@ SUMMARY_ROWS = ("completed", "unfinished", "unservable", "not_issued", "total", 
                 "p99.9_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms",
                 "mean_tps_per_user", "median_tps_per_user", "mean_acceptance_length", "acceptance_rate",
                 "mean_verify_tokens_per_request", "good_requests", "request_goodput", "clipped_verify_lengths",
+                "undrafted_steps",
                 "num_preemptions", "preempted_requests", "recomputed_tokens", "kv_clipped_verify_lengths",
                 "drafter_kv_lost_drafts",
                 "prefix_cache_hit_rate", "recompute_prefix_hit_rate", "steps", "wall_time_s")

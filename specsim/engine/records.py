@@ -111,6 +111,7 @@ class Records:
         self.unservable_reason: dict[int, str] = {}
         self.num_clips = 0
         self.num_kv_clips = 0
+        self.num_undrafted_steps = 0            # speculative steps with no useful draft: nothing drafted
         self.num_drafter_kv_losses = 0          # request-steps without drafts: the drafter's KV share did not fit
         self.record_step_log = record_step_log
         self._steps: list[StepRecord] = []
@@ -179,6 +180,10 @@ class Records:
         """A step clipped ``num_output`` verify lengths to the remaining output and ``num_kv`` to the KV left."""
         self.num_clips += num_output
         self.num_kv_clips += num_kv
+
+    def count_undrafted_step(self) -> None:
+        """A speculative step drafted nothing: no decoding request could verify a draft (each at its last token)."""
+        self.num_undrafted_steps += 1
 
     def count_drafter_kv_losses(self, num_requests: int) -> None:
         """In a step, ``num_requests`` decoding requests drafted nothing: their drafter's KV share did not fit."""

@@ -194,7 +194,8 @@ class Scheduler:
         """Draft, ask the policy, limit its verify lengths (allocating their KV) and pack prefill chunks."""
         s = self.slots
         decode, kv_tokens = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated)
-        batch = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens), self.config.gamma))
+        batch = self._useful_drafts(self.policy.proposal(DecodeBatch(self.step_index, now_s, decode,
+                                                                     float(kv_tokens), self.config.gamma)))
         can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
         if can_draft is not None:
             self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
@@ -212,6 +213,20 @@ class Scheduler:
                         capacity=decision.capacity, num_drafting=drafting, verified_drafts=verified,
                         prefill_tokens=prefill_tokens, batch_tokens=B + prefill_tokens, num_preempted=preempted,
                         num_waiting=waiting, kv_blocks_used=used)
+
+    def _useful_drafts(self, batch: DecodeBatch) -> DecodeBatch:
+        """Draft at most the largest useful length in the batch: a request can verify at most its remaining
+        output - 1 drafts, so drafting beyond the batch's largest such length only costs drafter time. A step
+        where it is 0 drafts nothing (no drafter time; counted: Records.count_undrafted_step)."""
+        if not batch.gamma or not batch.decode.size:
+            return batch
+        d = batch.decode
+        useful = int((self.slots.output_tokens[d] - self.slots.num_generated[d]).max()) - 1
+        if useful >= batch.gamma:
+            return batch
+        if useful <= 0:
+            self.records.count_undrafted_step()
+        return batch._replace(gamma=max(useful, 0))
 
     def _draft(self, batch: DecodeBatch, can_draft: np.ndarray | None) -> Drafts:
         """This step's drafts at each decoding request's anchor (its tokens so far); requests that cannot draft
