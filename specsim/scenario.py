@@ -483,7 +483,8 @@ def describe_scenario() -> str:
     for name, cls in SECTIONS.items():
         default = cls()
         for f in fields(cls):
-            words = typing.get_args(cls.__pydantic_fields__[f.name].annotation) if "Literal" in str(f.type) else ()
+            ann = cls.__pydantic_fields__[f.name].annotation
+            words = typing.get_args(ann) if typing.get_origin(ann) is Literal else ()
             hint = " | ".join(map(repr, words)) or str(f.type).replace("typing.", "")
             lines.append(f"{name}.{f.name}: {hint} = {getattr(default, f.name)!r}")
     return "\n".join(lines)

@@ -43,6 +43,8 @@ def test_schema_lists_every_key_with_its_default_and_choices():
     assert props["cluster"]["properties"]["block_size"] == {
         "default": 16, "title": "Block Size", "type": "integer", "description": "tokens per KV block, int >= 1."}
     assert props["cluster"]["properties"]["kv_allocation"]["enum"] == ["paged", "reserve"]
+    kv = props["drafter"]["properties"]["kv_fraction"]          # None by default: no null in TOML, no default
+    assert kv["type"] == "number" and "default" not in kv and "anyOf" not in kv
     assert props["acceptance"]["properties"]["rates"]["additionalProperties"] == {"items": {"type": "number"},
                                                                                   "type": "array"}
 
@@ -54,7 +56,7 @@ def test_bundled_scenarios_meet_the_schema(path):
 
 @pytest.mark.parametrize("text", ["[clustr]\nnum_replicas = 2\n", "[cluster]\nnum_replica = 2\n",
                                   "[cluster]\nrouter = 'random'\n", "[cluster]\nprefix_caching = 1\n",
-                                  "[acceptance.rates]\nlegal = ['high']\n"])
+                                  "[acceptance.rates]\nlegal = ['high']\n", "[drafter]\nkv_fraction = 'none'\n"])
 def test_schema_refuses_what_loading_refuses(text):
     with pytest.raises(Exception):
         _validate(tomllib.loads(text), scenario_schema())
