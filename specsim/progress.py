@@ -5,7 +5,8 @@ callback every ``interval_s`` simulated seconds and ends when no other event is 
 exactly as without it (it only reads records; SimPy orders the other events as before).
 :class:`ProgressBar` is the one progress bar of every long command (``run``, ``sweep``, ``tune``, ...): done /
 total, elapsed, ETA on a terminal's stderr; one summary line instead when stderr is not a terminal (pipes,
-CI, notebooks). :func:`run_progress` draws it over a run's requests. Imports here are the standard library
+CI, notebooks). :func:`run_progress` draws it over a run's requests; :func:`counting` counts the items of a
+library loop (production fit and prediction points) towards it. Imports here are the standard library
 only; rich is imported when a bar is drawn.
 """
 
@@ -136,6 +137,21 @@ class ProgressBar:
             self.bar.__exit__(*exc)
         elif self.enabled and exc[0] is None:
             print(self.summary(), file=sys.stderr)
+
+
+def counting(progress: Callable[[int, int, str], None] | None, total: int) -> Callable[[str], None] | None:
+    """A per-item callback ``tick(label)`` that reports ``progress(done, total, label)`` after each of ``total``
+    items (``progress`` such as :meth:`ProgressBar.update`; told ``(0, total, "")`` at once, so the total and
+    ETA show from the start); None when ``progress`` is None."""
+    if progress is None:
+        return None
+    progress(0, total, "")
+    done = [0]
+
+    def tick(label: str) -> None:
+        done[0] += 1
+        progress(done[0], total, label)
+    return tick
 
 
 @contextmanager

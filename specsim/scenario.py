@@ -15,30 +15,32 @@ Loading: the bundled defaults, then ``--scenario FILE``, then each ``--set secti
 TOML syntax; a bare word is a string). A dotted key reaches into a table: ``--set policy.knobs.threshold=0.5``
 and ``--set acceptance.rates.legal=[0.8,0.7]`` add one entry to the table (tables merge; other keys replace).
 
-Every section validates itself in ``__post_init__``, so a config built in Python is checked exactly like
-one loaded from TOML; the error (:class:`SpecsimInputError`) names the field (``cluster.num_replicas``), the
-allowed range and the value, plus the file or ``--set`` item when it came from one. Building a scenario has
-no side effects; a run saves the resolved scenario (and its hash) beside its results.
+Every section is a frozen pydantic dataclass: its types are checked strictly by pydantic (``true``/``false``
+only for a bool, no string for a number, no NaN; numpy scalars and integral floats such as ``4096.0`` for an
+int are accepted as the plain value), then its ranges by its own ``_validate``. So a config built in Python is
+checked exactly like one loaded from TOML; the error (:class:`SpecsimInputError`) names the field
+(``cluster.num_replicas``), the allowed range and the value, plus the file or ``--set`` item when it came from
+one. :func:`specsim.scenario_schema.scenario_schema` is the JSON Schema of a scenario file, generated from the
+same dataclasses (``docs/scenario.schema.json``; ``specsim scenario schema``). Building a scenario has no side
+effects; a run saves the resolved scenario (and its hash) beside its results.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
-import re
 import tomllib
-import types
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
-from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-import numpy as np
+from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from specsim.errors import SpecsimInputError, did_you_mean
+from specsim.tomlfile import read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
@@ -70,17 +72,34 @@ FIRST_TOKEN_RULES = ("prefill", "decode-step")
 PROFILE_LOOKUPS = ("linear", "padded")
 DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", "none")
 CALIBRATIONS = ("sts", "none")
+#: What becomes of a request beyond the context window (docs/memory.md).
+CONTEXT_OVERFLOWS = ("unservable", "truncate")
+
+#: Section types: strict (no ``1`` for true, no ``"3"`` for 3), unknown keys refused, NaN and infinities refused.
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+#: A pydantic error type -> what the key expects, in words.
+_WORDS = {"bool_type": "true or false", "int_type": "an int", "float_type": "a finite float",
+          "finite_number": "a finite float", "string_type": "a string", "dict_type": "a table",
+          "list_type": "a list"}
 
 
 class _Section:
-    """Shared ``__post_init__``: coerce every field to its declared type, then check the section's ranges."""
+    """Shared by the sections: plain values before pydantic's strict check, ranges after it."""
 
     SECTION: ClassVar[str] = ""
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain(cls, value: Any, info: ValidationInfo) -> Any:
+        """numpy scalars as Python values; an integral float for an int key as that int (``4096.0`` -> 4096)."""
+        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+            value = value.item()
+        if isinstance(value, float) and value.is_integer() and \
+                cls.__pydantic_fields__[info.field_name].annotation in (int, int | None):  # type: ignore[attr-defined]
+            value = int(value)
+        return value
+
     def __post_init__(self) -> None:
-        for f in fields(self):  # type: ignore[arg-type]
-            object.__setattr__(self, f.name, _coerce(_hints(type(self))[f.name], getattr(self, f.name),
-                                                     f"{self.SECTION}.{f.name}"))
         self._validate()
 
     def _validate(self) -> None:
@@ -90,11 +109,48 @@ class _Section:
         if not cond:
             raise SpecsimInputError(None, None, f"{self.SECTION}.{key}", expected, repr(getattr(self, key)))
 
-    def _check_choice(self, key: str, choices: tuple[str, ...]) -> None:
-        self._check(getattr(self, key) in choices, key, "one of " + ", ".join(repr(c) for c in choices))
+
+@typing.dataclass_transform(frozen_default=True)
+def _section(cls: type) -> type:
+    """``cls`` as a frozen pydantic dataclass whose construction (and :func:`dataclasses.replace`) raises
+    :class:`SpecsimInputError` instead of pydantic's ValidationError."""
+    cls = pydantic_dataclass(frozen=True, config=_STRICT)(cls)
+    validate = cls.__init__
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            validate(self, *args, **kwargs)
+        except ValidationError as e:
+            raise _input_error(type(self), e) from None
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
 
 
-@dataclass(frozen=True)
+def _input_error(cls: Any, err: ValidationError) -> SpecsimInputError:
+    """The first error of ``err`` (a section's construction) as a SpecsimInputError naming ``section.key``."""
+    first = err.errors()[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, SpecsimInputError):                  # a range check of _validate
+        return cause
+    loc, known = first["loc"], [f.name for f in fields(cls)]
+    key = known[loc[0]] if loc and isinstance(loc[0], int) and loc[0] < len(known) else str(loc[0] if loc else "")
+    if first["type"] in ("unexpected_keyword_argument", "unexpected_positional_argument"):
+        hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
+                if cls.SECTION == "policy" else "")
+        return SpecsimInputError(None, None, f"{cls.SECTION}.{key}",
+                                 f"a key of [{cls.SECTION}]{did_you_mean(key, known)}{hint}")
+    if first["type"] == "literal_error":
+        want = "one of " + ", ".join(map(repr, typing.get_args(cls.__pydantic_fields__[key].annotation)))
+    else:
+        want = _WORDS.get(first["type"], first["msg"])
+    if len(loc) > 1:
+        want += " at " + ".".join(map(str, loc[1:]))
+    if key in cls.__dataclass_fields__ and cls.__dataclass_fields__[key].default is None:
+        want += " (or leave the key out)"
+    return SpecsimInputError(None, None, f"{cls.SECTION}.{key}", want, repr(first["input"]))
+
+
+@_section
 class ClusterConfig(_Section):
     """Decode side of the cluster and its KV-cache memory.
 
@@ -120,20 +176,18 @@ class ClusterConfig(_Section):
     SECTION: ClassVar[str] = "cluster"
     num_replicas: int = 1
     gpus_per_replica: int = 1
-    router: str = "round-robin"
+    router: Literal[ROUTERS] = "round-robin"
     max_num_seqs: int = 256
     kv_capacity_tokens: int | None = None
     gpu_memory_utilization: float | None = None
-    kv_allocation: str = "paged"
+    kv_allocation: Literal[KV_ALLOCATIONS] = "paged"
     block_size: int = 16
     prefix_caching: bool = True
 
     def _validate(self) -> None:
         self._check(self.num_replicas >= 1, "num_replicas", "an int >= 1")
         self._check(self.gpus_per_replica >= 1, "gpus_per_replica", "an int >= 1")
-        self._check_choice("router", ROUTERS)
         self._check(self.max_num_seqs >= 1, "max_num_seqs", "an int >= 1")
-        self._check_choice("kv_allocation", KV_ALLOCATIONS)
         self._check(self.block_size >= 1, "block_size", "an int >= 1 (tokens per KV block)")
         self._check(self.kv_capacity_tokens is None or self.kv_capacity_tokens >= self.block_size,
                     "kv_capacity_tokens", f"an int >= cluster.block_size ({self.block_size})")
@@ -144,7 +198,7 @@ class ClusterConfig(_Section):
                     "the capacity is derived from the GPU memory share)")
 
 
-@dataclass(frozen=True)
+@_section
 class PrefillConfig(_Section):
     """Prefill: a disaggregated pool or colocated chunked prefill.
 
@@ -162,16 +216,14 @@ class PrefillConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "prefill"
-    mode: str = "disaggregated"
+    mode: Literal[PREFILL_MODES] = "disaggregated"
     num_instances: int = 1
     gpus_per_instance: int = 1
     time_per_token_s: float | None = None
     chunk_tokens: int = 512
-    first_token: str = "prefill"
+    first_token: Literal[FIRST_TOKEN_RULES] = "prefill"
 
     def _validate(self) -> None:
-        self._check_choice("mode", PREFILL_MODES)
-        self._check_choice("first_token", FIRST_TOKEN_RULES)
         self._check(self.num_instances >= 1, "num_instances", "an int >= 1")
         self._check(self.gpus_per_instance >= 1, "gpus_per_instance", "an int >= 1")
         self._check(self.time_per_token_s is None or self.time_per_token_s > 0, "time_per_token_s",
@@ -179,7 +231,7 @@ class PrefillConfig(_Section):
         self._check(self.chunk_tokens >= 1, "chunk_tokens", "an int >= 1")
 
 
-@dataclass(frozen=True)
+@_section
 class ProfileConfig(_Section):
     """Which step-time profile the replicas use.
 
@@ -198,7 +250,7 @@ class ProfileConfig(_Section):
                     "'linear' or 'padded' (leave it out for the profile file's rule)")
 
 
-@dataclass(frozen=True)
+@_section
 class DrafterConfig(_Section):
     """The drafter used by speculative policies (``mtp1`` and ``none`` override it).
 
@@ -221,7 +273,7 @@ class DrafterConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "drafter"
-    name: str = "dspark"
+    name: Literal[DRAFTERS] = "dspark"
     base_fraction: float | None = None
     per_draft_fraction: float | None = None
     kv_fraction: float | None = None
@@ -229,10 +281,9 @@ class DrafterConfig(_Section):
     block: int | None = None
 
     def _validate(self) -> None:
-        self._check_choice("name", DRAFTERS)
-        self._check(self.block is None or (isinstance(self.block, int) and 1 <= self.block <= 64), "block",
+        self._check(self.block is None or 1 <= self.block <= 64, "block",
                     "an int in [1, 64], the checkpoint's draft block (leave it out for the drafter's default)")
-        self._check(self.layers is None or (isinstance(self.layers, int) and self.layers >= 1), "layers",
+        self._check(self.layers is None or self.layers >= 1, "layers",
                     "an int >= 1, draft layers (leave it out for the drafter's default)")
         for key in ("base_fraction", "per_draft_fraction"):
             v = getattr(self, key)
@@ -243,7 +294,7 @@ class DrafterConfig(_Section):
                     "default)")
 
 
-@dataclass(frozen=True)
+@_section
 class AcceptanceConfig(_Section):
     """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
     (specsim.acceptance.model).
@@ -286,7 +337,7 @@ class AcceptanceConfig(_Section):
     rates: dict[str, list[float]] = field(default_factory=dict)
     model: str | None = None
     temperatures: str | None = None
-    calibration: str = "sts"
+    calibration: Literal[CALIBRATIONS] = "sts"
 
     def _validate(self) -> None:
         for key in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf"):
@@ -297,18 +348,16 @@ class AcceptanceConfig(_Section):
                     "a float in (0, 1) (leave it out for the rate table)")
         self._check(self.table is None or self.table != "", "table",
                     "fig2, fig4, dspark5, mtp or a JSON rate-table path (leave it out for the default table)")
-        self._check(all(isinstance(r, list) and r and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1 for x in r)
-            for r in self.rates.values()), "rates", "a table {domain = [rates strictly in (0, 1)]}")
+        self._check(all(r and all(0 < x < 1 for x in r) for r in self.rates.values()), "rates",
+                    "a table {domain = [rates strictly in (0, 1)]}")
         self._check(self.model is None or (self.model.split(":", 1)[0] in ("fitted", "empirical")
                                            and self.model.split(":", 1)[-1] not in ("", self.model)), "model",
                     "'fitted:DIR' or 'empirical:DIR' (leave it out for the latent model)")
         self._check(self.temperatures is None or self.temperatures != "", "temperatures",
                     "a temperatures.json path (leave it out to fit STS at build time)")
-        self._check_choice("calibration", CALIBRATIONS)
 
 
-@dataclass(frozen=True)
+@_section
 class EngineConfig(_Section):
     """Per-step and per-request engine costs.
 
@@ -332,18 +381,17 @@ class EngineConfig(_Section):
     request_overhead_s: float = 0.005
     emission_overhead_s: float = 0.0
     max_model_len: int | None = None
-    context_overflow: str = "unservable"
+    context_overflow: Literal[CONTEXT_OVERFLOWS] = "unservable"
 
     def _validate(self) -> None:
         self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
         self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
                     "an int >= 1, tokens of context (leave it out for the model's own)")
-        self._check_choice("context_overflow", ("unservable", "truncate"))
         for key in ("host_overhead_s", "request_overhead_s", "emission_overhead_s"):
             self._check(getattr(self, key) >= 0, key, "a float >= 0 s")
 
 
-@dataclass(frozen=True)
+@_section
 class PolicyConfig(_Section):
     """Policy knobs: ``[policy.knobs]`` name = value, passed to the policy when it is made.
 
@@ -428,65 +476,24 @@ class Scenario:
 def describe_scenario() -> str:
     """Every scenario key with its type and default, one ``section.key: type = default`` line each.
 
-    Generated from the dataclasses (which ``tests/test_scenario.py`` checks against default.toml).
+    Generated from the dataclasses (which ``tests/test_scenario.py`` checks against default.toml); a key with
+    a fixed set of words shows them (``cluster.router: 'round-robin' | ...``).
     """
     lines = []
     for name, cls in SECTIONS.items():
         default = cls()
         for f in fields(cls):
-            hint = str(f.type).replace("typing.", "")
+            ann = cls.__pydantic_fields__[f.name].annotation
+            words = typing.get_args(ann) if typing.get_origin(ann) is Literal else ()
+            hint = " | ".join(map(repr, words)) or str(f.type).replace("typing.", "")
             lines.append(f"{name}.{f.name}: {hint} = {getattr(default, f.name)!r}")
     return "\n".join(lines)
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-_BAD = object()   # _convert: "not convertible"
-_WORDS = {bool: "true or false", int: "an int", float: "a finite float", str: "a string", dict: "a table"}
-
-
-def _coerce(hint: Any, value: Any, name: str) -> Any:
-    """``value`` as the declared type ``hint`` (plain Python values), or raise naming the field ``name``."""
-    args = typing.get_args(hint)
-    optional = isinstance(hint, types.UnionType) and type(None) in args
-    base = next(a for a in args if a is not type(None)) if optional else hint
-    base = typing.get_origin(base) or base
-    if value is None and optional:
-        return None
-    out = _convert(base, value)
-    if out is _BAD:
-        want = _WORDS.get(base, base.__name__) + (" (or leave the key out)" if optional else "")
-        raise SpecsimInputError(None, None, name, want, repr(value))
-    return out
-
-
-
-def _convert(base: type, value: Any) -> Any:
-    if base is bool:
-        return bool(value) if isinstance(value, (bool, np.bool_)) else _BAD
-    if isinstance(value, (bool, np.bool_)):
-        return _BAD
-    if base is int:
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-        ok = isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer()
-        return int(value) if ok else _BAD
-    if base is float:
-        ok = isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
-        return float(value) if ok else _BAD
-    if base is str:
-        return value if isinstance(value, str) else _BAD
-    if base is dict:
-        return dict(value) if isinstance(value, dict) else _BAD
-    return value
-
-
 def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, int] | None = None) -> Scenario:
-    """``base`` with ``{section: {key: value}}`` applied; every error names ``src`` and, for a TOML file, the
-    line of the key (``lines``: dotted key -> 1-based line, from :func:`_key_lines`)."""
+    """``base`` with ``{section: {key: value}}`` applied (a table-valued key merges, other keys replace), each
+    changed section validated again by pydantic; every error names ``src`` and, for a TOML file, the line of
+    the key (``lines``: dotted key -> 1-based line, from :func:`specsim.tomlfile.read_toml`)."""
     def line_of(name: str) -> int | None:
         while lines and name:
             if name in lines:
@@ -500,50 +507,14 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, i
                                     f"a scenario section, one of {sorted(SECTIONS)}{did_you_mean(section, SECTIONS)}")
         if not isinstance(values, dict):
             raise SpecsimInputError(src, line_of(section), section, "a table of key = value", repr(values))
-        cls = SECTIONS[section]
         cur = new.get(section, getattr(base, section))
-        known = {f.name for f in fields(cls)}
-        kw = {}
-        for key, value in values.items():
-            if key not in known:
-                hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
-                        if section == "policy" else "")
-                raise SpecsimInputError(src, line_of(f"{section}.{key}"), f"{section}.{key}",
-                                        f"a key of [{section}]{did_you_mean(key, known)}{hint}")
-            old = getattr(cur, key)
-            kw[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+        merged = {key: {**old, **value} if isinstance(old := getattr(cur, key, None), dict) and isinstance(value, dict)
+                  else value for key, value in values.items()}
         try:
-            new[section] = replace(cur, **kw)
+            new[section] = replace(cur, **merged)
         except SpecsimInputError as e:
             raise replace(e, file=src, line=e.line or line_of(e.field or section)) from None
     return replace(base, **new)
-
-
-_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
-
-
-def _key_lines(text: str) -> dict[str, int]:
-    """Dotted key -> the 1-based line of a TOML text where it is first set (``[section]`` headers too).
-
-    A line scan, enough to point an error at its line (tomllib keeps no positions): table headers set the
-    prefix, ``key = value`` lines (dotted keys included) name ``prefix.key``; keys inside multi-line values
-    or inline tables are attributed to the line that opens them.
-    """
-    out: dict[str, int] = {}
-    prefix = ""
-    for i, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0]
-        m = _TABLE.match(line)
-        if m and not line.lstrip().startswith("[["):
-            prefix = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
-            out.setdefault(prefix, i)
-            continue
-        m = _KEY.match(line)
-        if m:
-            key = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
-            out.setdefault(f"{prefix}.{key}" if prefix else key, i)
-    return out
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
@@ -553,10 +524,10 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         SpecsimInputError: unreadable or invalid TOML (with its line), unknown section or key, a value of the
             wrong type or outside its range, a malformed override.
     """
-    scen = _apply(Scenario(), _read_toml(DEFAULT_SCENARIO), str(DEFAULT_SCENARIO))
+    scen = _apply(Scenario(), read_toml(DEFAULT_SCENARIO)[0], str(DEFAULT_SCENARIO))
     if path is not None:
-        doc = _read_toml(Path(path))
-        scen = _apply(scen, doc, str(path), _key_lines(Path(path).read_bytes().decode("utf-8")))
+        doc, lines = read_toml(Path(path))
+        scen = _apply(scen, doc, str(path), lines)
         scen = replace(scen, source=str(path))
         scen = _profile_beside(scen, doc, Path(path))
     for item in overrides or []:
@@ -575,24 +546,6 @@ def _profile_beside(scen: Scenario, doc: dict[str, Any], path: Path) -> Scenario
     if beside.suffix == ".json" and beside.is_file():
         return replace(scen, profile=replace(scen.profile, name=str(beside)))
     return scen
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    """A scenario file's TOML tables; a missing, unreadable, non-UTF-8 or invalid file is a SpecsimInputError."""
-    try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise SpecsimInputError(str(path), None, None, "an existing scenario file", "no such file") from None
-    except OSError as e:
-        raise SpecsimInputError(str(path), None, None, "a readable scenario file",
-                                e.strerror or type(e).__name__) from None
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise SpecsimInputError(str(path), line, None, "a TOML file (UTF-8 text)", "undecodable bytes") from None
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"at line (\d+)", str(e))
-        line = getattr(e, "lineno", None) or (int(m.group(1)) if m else None)
-        raise SpecsimInputError(str(path), line, None, "valid TOML", str(e).split(" (at")[0]) from None
 
 
 def parse_override(item: str) -> dict[str, dict[str, Any]]:

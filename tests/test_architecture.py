@@ -18,10 +18,10 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 
 #: The layer diagram of docs/architecture.md: which part of specsim/ (a sub-package or a top-level module) may
 #: import which. Read top-down; an entry lists every part it may import.
-UTILITIES = {"errors", "fmt", "progress", "__init__"}     # usable from every level (__init__: the version)
+UTILITIES = {"errors", "fmt", "progress", "tomlfile", "__init__"}   # usable from every level (__init__: the version)
 LAYERS: dict[str, set[str]] = {
     "cli": {"backends", "studies", "sweep", "simulation", "run_config", "analysis", "engine", "policies", "acceptance",
-            "hardware", "workload", "scenario"},
+            "hardware", "workload", "scenario", "scenario_schema"},
     "backends": {"simulation", "analysis", "engine", "policies", "acceptance", "hardware", "scenario"},
     "studies": {"simulation", "analysis", "acceptance", "hardware", "workload", "scenario"},
     "sweep": {"simulation", "run_config", "analysis", "policies", "hardware", "scenario"},
@@ -33,6 +33,7 @@ LAYERS: dict[str, set[str]] = {
     "acceptance": {"scenario"},
     "hardware": {"scenario"},
     "workload": set(),
+    "scenario_schema": {"scenario"},
     "scenario": set(),
 }
 

@@ -141,3 +141,32 @@ def test_unreached_tier_is_never_the_best_iteration():
     from specsim.studies.production import UNREACHED_RESIDUAL, _loss
     assert _loss({"80": 0.1, "136": float("nan")}) == pytest.approx(0.01 + UNREACHED_RESIDUAL ** 2)
     assert _loss({"80": 0.1, "136": float("nan")}) > _loss({"80": 0.3, "136": -1.0})
+
+
+@pytest.mark.skipif(not FLASH_TOML.exists(), reason="fitted scenario not written yet")
+def test_predict_reports_progress_and_the_cli_one_summary_line(tmp_path, capsys):
+    """Progress of ``production predict`` (issue 22): every point counted towards policies x concurrencies,
+    and off a terminal one summary line on stderr. The points are hand-written cache records (read as a
+    cached run reads them), so nothing is simulated."""
+    import re
+
+    from specsim.cli import _register, app
+    from specsim.studies.production import _key, predict
+
+    dep, sc = deployment("v4-flash"), load_scenario(FLASH_TOML)
+    prof = resolve_profile(sc.profile.name, sc.profile.lookup)
+    for pol, tps in (("dspark-async", 300.0), ("mtp1", 200.0)):
+        for n in (1, 2):
+            nreq = num_requests_for(n)
+            rec = {"policy": pol, "concurrency": n, "tps": tps / n, "thr": tps * n / 2, "verify": 3.0,
+                   "acceptance_length": 2.5, "num_requests": nreq, "wall_s": 1.0}
+            (tmp_path / f"{_key(sc.to_dict(), prof.to_dict(), pol, n, 0, nreq)}.json").write_text(json.dumps(rec))
+    calls = []
+    out = predict(dep, sc, prof, concurrency=(1, 2), cache_dir=tmp_path, progress=lambda *a: calls.append(a))
+    assert calls == [(0, 4, ""), (1, 4, "dspark-async at 1 users"), (2, 4, "dspark-async at 2 users"),
+                     (3, 4, "mtp1 at 1 users"), (4, 4, "mtp1 at 2 users")]
+    assert out["reach_tps"] == {"dspark-async": 300.0, "mtp1": 200.0}         # the records were the points
+    _register()
+    app(["production", "predict", "--concurrency", "1,2", "--cache", str(tmp_path)], standalone_mode=False)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and re.fullmatch(r"production predict: 4/4 points in \d+\.\d s", err[0]), err

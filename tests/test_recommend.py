@@ -88,3 +88,53 @@ def test_cli_recommend_json(tmp_path):
     data = json.loads(out.output)
     assert data["tiers"] == [100.0] and data["recommendations"][0]["policy"] == "vllm-dsd"
     assert {e["engine"] for e in data["recommendations"][0]["engines"]} == {"vllm", "trtllm", "sglang"}
+
+
+def _words(text: str) -> list[str]:
+    """The words of a recommendation text, whatever its width: shell continuations and the spaces a narrow
+    terminal puts around a knob's ``=`` removed."""
+    return " ".join(text.replace(" \\\n", " ").split()).replace(" = ", "=").split()
+
+
+def _configs(text: str) -> list:
+    """Every JSON configuration printed in ``text``, decoded across its line breaks (each starts a line)."""
+    import re
+
+    dec, out, pos = json.JSONDecoder(), [], 0
+    while (m := re.compile(r"^\s*\{\"", re.M).search(text, pos)) is not None:
+        obj, pos = dec.raw_decode(text, m.end() - 2)
+        out.append(obj)
+    return out
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_cli_recommend_fits_the_terminal_and_cuts_no_word(width, tmp_path, monkeypatch, capsys):
+    from specsim.cli import _register, app
+    from specsim.sweep.store import write_record
+
+    for r in records():
+        write_record(tmp_path, r)
+    _register()
+    monkeypatch.setenv("COLUMNS", str(width))
+    app(["recommend", str(tmp_path), "--tiers", "100,150"], standalone_mode=False)
+    text = capsys.readouterr().out.rstrip("\n")
+    assert max(map(len, text.splitlines())) <= width
+    recs = recommend(records(), [100.0, 150.0])
+    assert _words(text) == _words(recommendations_text(recs, width=10_000))
+    # the pasteable JSON blocks stay valid and whole: vLLM then TensorRT-LLM per tier
+    assert _configs(text) == [e.config for r in recs for e in r.engines if isinstance(e.config, dict)]
+    assert any("num_speculative_tokens_per_batch_size" in c for c in _configs(text))
+
+
+def test_sglang_flags_wrap_with_shell_continuations():
+    import shlex
+    from dataclasses import replace
+
+    r = recommend(records(), [100.0])[0]
+    sgl = engine_configs("static", {"gamma": 3, "drafter": "eagle3"})[2]
+    text = recommendations_text([replace(r, engines=[sgl])], width=40)
+    block = [ln for ln in text.splitlines() if "--speculative" in ln]
+    assert len(block) == 4 and all(ln.endswith(" \\") for ln in block[:-1]) and max(map(len, block)) <= 40
+    # pasted into a shell, which drops each backslash-newline: the same arguments
+    assert shlex.split("\n".join(block).replace("\\\n", "")) == sgl.config
+    assert all(ln.split()[0].startswith("--") for ln in block)  # a flag never parted from its value

@@ -28,10 +28,12 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
     to the MTP-1 frontier points of Fig. 7 (nothing from DSpark); writes profile <model>-rank-terms."""
     from rich.console import Console
 
+    from specsim.progress import ProgressBar
     from specsim.studies.production import deployment, fit_mtp1, write_fit
 
     dep = deployment(model)
-    fit = fit_mtp1(dep, iterations=iterations, cache_dir=cache)
+    with ProgressBar("production fit", "points") as bar:
+        fit = fit_mtp1(dep, iterations=iterations, cache_dir=cache, progress=bar.update)
     console = Console()
     console.print(json.dumps({k: v for k, v in fit.to_dict().items() if k != "iterations"}, indent=1))
     if write:
@@ -48,6 +50,7 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
                 json_out: Optional[Path] = typer.Option(None, "--json", help="write the full result here")) -> None:
     """Simulate dspark-async (DSpark-5) against mtp1 on the fitted scenario; compare with the paper."""
     from specsim.hardware.profile import resolve_profile
+    from specsim.progress import ProgressBar
     from specsim.studies.production import deployment, predict
     from specsim.scenario import load_scenario
 
@@ -55,7 +58,8 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
     sc = load_scenario(scenario or REPO / "specsim" / "scenarios" / f"{model}.toml")
     prof = resolve_profile(sc.profile.name, sc.profile.lookup or None)
     conc = tuple(int(x) for x in concurrency.split(",")) if concurrency else None
-    out = predict(dep, sc, prof, seed=seed, concurrency=conc, cache_dir=cache)
+    with ProgressBar("production predict", "points") as bar:
+        out = predict(dep, sc, prof, seed=seed, concurrency=conc, cache_dir=cache, progress=bar.update)
     print_prediction(out)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -52,11 +52,17 @@ def replay(
     except ImportError:
         raise SpecsimInputError(None, None, "torch", "torch installed (pip install torch==2.13.0, then "
                                 "specsim[torch])", "not installed") from None
+    from specsim.progress import ProgressBar
+
     console = Console()
-    rep = run_replay(load_trace(trace), policy, out, target_spec=target, drafter_ckpt=drafter_ckpt,
-                     fit_logs=fit_logs, fit_seed=fit_seed, fit_policy=fit_policy, seed=seed, gamma=gamma,
-                     greedy=greedy, temperature=temperature, max_batch=max_batch, profile_path=profile,
-                     acceptance=acceptance, threads=threads, progress=lambda s: console.print(f"[dim]{s}[/dim]"))
+    with ProgressBar("replay", "requests served") as bar:
+        def status(line: str) -> None:
+            console.print(f"[dim]{line}[/dim]")
+            bar.update(bar.done, None, line)
+        rep = run_replay(load_trace(trace), policy, out, target_spec=target, drafter_ckpt=drafter_ckpt,
+                         fit_logs=fit_logs, fit_seed=fit_seed, fit_policy=fit_policy, seed=seed, gamma=gamma,
+                         greedy=greedy, temperature=temperature, max_batch=max_batch, profile_path=profile,
+                         acceptance=acceptance, threads=threads, progress=status, served=bar.update)
     rows = rep["comparison"]
     cal = "predicted_calibrated" in rows[0]
     cols = ["metric", "measured", "predicted", "rel. error"] + (["predicted (cal.)", "rel. error (cal.)"]

@@ -35,7 +35,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -49,6 +49,7 @@ from specsim.hardware.profile import StepTimeProfile
 from specsim.hardware.profile_fit import FIT_BOUNDS
 from specsim.hardware.stepmodel import EngineTerms, StepModel
 from specsim.hardware.v4 import V4Config
+from specsim.progress import counting
 from specsim.scenario import Scenario
 from specsim.simulation import simulate
 from specsim.workload import Trace, synth_trace
@@ -282,27 +283,36 @@ def _key(*parts: Any) -> str:
 
 
 def sweep(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, policy: str,
-          concurrency: tuple[int, ...], seed: int = 0, cache_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Closed-loop points of one policy: [{concurrency, tps, thr, verify, ...}] (cached on disk by content)."""
+          concurrency: tuple[int, ...], seed: int = 0, cache_dir: Path | None = None,
+          tick: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Closed-loop points of one policy: [{concurrency, tps, thr, verify, ...}] (cached on disk by content);
+    ``tick(label)`` after each point, simulated or read from the cache (:func:`specsim.progress.counting`)."""
     out = []
     for n in concurrency:
-        nreq = num_requests_for(n)
-        key = _key(scenario.to_dict(), profile.to_dict(), policy, n, seed, nreq)
-        path = cache_dir / f"{key}.json" if cache_dir else None
-        if path is not None and path.exists():
-            out.append(json.loads(path.read_text()))
-            continue
-        full = simulate(production_trace(nreq, seed), policy, scenario, seed=seed, concurrency=n, profile=profile).summary
-        s = {**full, **full["window"]}                   # the closed-loop window's figures (steady state)
-        rec = {"policy": policy, "concurrency": n, "tps": s["mean_tps_per_user"],
-               "thr": s["output_throughput_per_gpu"], "verify": s["mean_verify_tokens_per_request"],
-               "acceptance_length": s["mean_acceptance_length"], "num_requests": nreq,
-               "wall_s": s["wall_time_s"]}
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(rec))
-        out.append(rec)
+        out.append(_sweep_point(scenario, profile, policy, n, seed, cache_dir))
+        if tick is not None:
+            tick(f"{policy} at {n} users")
     return out
+
+
+def _sweep_point(scenario: Scenario, profile: StepTimeProfile, policy: str, n: int, seed: int,
+                 cache_dir: Path | None) -> dict[str, Any]:
+    """One closed-loop point of :func:`sweep` at ``n`` users, from the cache when it holds it."""
+    nreq = num_requests_for(n)
+    key = _key(scenario.to_dict(), profile.to_dict(), policy, n, seed, nreq)
+    path = cache_dir / f"{key}.json" if cache_dir else None
+    if path is not None and path.exists():
+        return json.loads(path.read_text())
+    full = simulate(production_trace(nreq, seed), policy, scenario, seed=seed, concurrency=n, profile=profile).summary
+    s = {**full, **full["window"]}                   # the closed-loop window's figures (steady state)
+    rec = {"policy": policy, "concurrency": n, "tps": s["mean_tps_per_user"],
+           "thr": s["output_throughput_per_gpu"], "verify": s["mean_verify_tokens_per_request"],
+           "acceptance_length": s["mean_acceptance_length"], "num_requests": nreq,
+           "wall_s": s["wall_time_s"]}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(rec))
+    return rec
 
 
 def frontier_of(points: list[dict[str, Any]]):
@@ -391,7 +401,7 @@ def _fit_surrogate(dep: Deployment, targets: np.ndarray, ctx: float, x0: np.ndar
 
 
 def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Path | None = None,
-             log=print) -> FitResult:
+             log=print, progress: Callable[[int, int, str], None] | None = None) -> FitResult:
     """Fit ``dep.fit_params`` of the rank's :class:`EngineTerms` to the MTP-1 frontier points of Fig. 7.
 
     Surrogate least squares, then ``iterations`` simulate-and-correct rounds (module docstring, step 4);
@@ -399,6 +409,10 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
     KV capacity: the MTP-1 points only bound it from below (the 80-tok/s point needs N = thr / tier
     requests running); it is set so that 256 requests of mean reservation fit, which admits Fig. 8's
     largest concurrency (200) without binding (docs/production.md).
+
+    Args:
+        progress: told ``(points done, points in all, label)`` as the rounds' points finish (e.g.
+            :meth:`specsim.progress.ProgressBar.update`); ``log``: a callable for each round's line.
 
     Returns:
         :class:`FitResult` with residuals log(simulated / target throughput) at each tier.
@@ -414,10 +428,11 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
     x = _fit_surrogate(dep, tiers, ctx, x0)
     history = []
     conc = tuple(c for c in dep.concurrency if c <= 1.6 * conc_t.max())  # from 1 user: covers the top tier
+    tick = counting(progress, (iterations + 1) * len(conc))
     for it in range(iterations + 1):
         sm = _model_at(dep, x)
         prof = rank_profile(dep, sm.terms, _exposed(dep, x))
-        pts = sweep(dep, scenario, prof, "mtp1", conc, seed, cache_dir)
+        pts = sweep(dep, scenario, prof, "mtp1", conc, seed, cache_dir, tick)
         fr = frontier_of(pts)
         sim_thr = np.array([fr.throughput_at(t) for t in tiers])
         resid = {f"{t:g}": float(np.log(s / y)) if np.isfinite(s) else float("nan")
@@ -447,15 +462,18 @@ def fit_mtp1(dep: Deployment, iterations: int = 2, seed: int = 0, cache_dir: Pat
 # ------------------------------------------------------------------------------------------ predict
 def predict(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, seed: int = 0,
             concurrency: tuple[int, ...] | None = None, cache_dir: Path | None = None,
-            policies: tuple[str, str] = ("dspark-async", "mtp1")) -> dict[str, Any]:
+            policies: tuple[str, str] = ("dspark-async", "mtp1"),
+            progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """Simulate DSpark (``dspark-async``, gamma 5) against MTP-1 and compare with the paper's numbers.
 
     Returns a JSON-able dict: per policy the points and frontier; at the SLA tier both throughputs and the
     gain; TPS/user of DSpark at MTP-1's throughput at each of MTP-1's fitted tiers; DSpark's reach (its
     largest TPS/user); the mean verify budget per request at Fig. 8's concurrencies; the paper's values.
+    ``progress`` is told ``(points done, points in all, label)`` as points finish (as :func:`fit_mtp1`).
     """
     conc = tuple(concurrency or dep.concurrency)
-    pts = {p: sweep(dep, scenario, profile, p, conc, seed, cache_dir) for p in policies}
+    tick = counting(progress, len(policies) * len(conc))
+    pts = {p: sweep(dep, scenario, profile, p, conc, seed, cache_dir, tick) for p in policies}
     fr = {p: frontier_of(v) for p, v in pts.items()}
     ds, mt = policies
     tier, paper_gain = dep.sla

@@ -26,6 +26,7 @@ A setting an engine cannot express is said so (``config`` None and a ``note``), 
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from specsim.analysis.frontier import X, Y, compare, frontiers
 from specsim.analysis.tiers import winners
+from specsim.fmt import terminal_width
 from specsim.sweep.tables import results_frame, seed_spread
 
 #: Source of each engine's keys (module docstring), printed with every configuration.
@@ -233,20 +235,87 @@ def _sglang(policy: str, gamma: int, drafter: str) -> EngineConfig:
     return _cannot("sglang", f"no SGLang flag for {policy}'s per-step rule was found")
 
 
-def recommendations_text(recs: list[Recommendation]) -> str:
-    """The recommendations as plain text, one block per tier (JSON configurations, one line each)."""
+def recommendations_text(recs: list[Recommendation], width: int | None = None) -> str:
+    """The recommendations as plain text, one block per tier, every line at most ``width`` columns.
+
+    Text wraps at spaces only (a number or a name is never cut; only a single word wider than ``width`` could
+    overflow). Each configuration sits on its own lines, ready to paste: a JSON configuration wraps only at the
+    spaces between its tokens, so the lines copied together are the same JSON; SGLang flags wrap between
+    flag-value pairs with a shell line continuation (`` \\``).
+
+    Args:
+        recs: from :func:`recommend`.
+        width: columns to fit (None: :func:`specsim.fmt.terminal_width`, i.e. ``COLUMNS`` or the terminal's).
+    """
     if not recs:
         return "no deployable policy meets any of the tiers"
-    lines = []
+    width = width or terminal_width()
+    lines: list[str] = []
+
+    def para(text: str, indent: str) -> None:
+        cap = max(0, width - max(map(len, text.split())))     # a narrow terminal loses indentation first
+        lines.extend(textwrap.wrap(text, width, initial_indent=indent[:cap],
+                                   subsequent_indent=(indent + "  ")[:cap], break_long_words=False,
+                                   break_on_hyphens=False))
     for r in recs:
-        knobs = ", ".join(f"{k}={v}" for k, v in r.knobs.items() if v is not None)
+        knobs = ", ".join(_knob(k, v, width) for k, v in r.knobs.items() if v is not None)
         margin = (f"{r.margin:+.1%} over {r.runner_up} ({r.margin_verdict})" if r.margin is not None
                   else r.margin_verdict)
-        lines += [f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})",
-                  f"  run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
-                  f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}"]
+        para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
+        para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
+             f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
         for e in r.engines:
-            cfg = "" if e.config is None else (" ".join(e.config) if isinstance(e.config, list) else json.dumps(e.config))
-            lines.append(f"  {e.engine}: {cfg + '  # ' if cfg else ''}{e.note}")
-            lines.append(f"    keys checked against: {e.source}")
+            para(f"{e.engine}: {e.note}", "  ")
+            if isinstance(e.config, list) and e.config:
+                lines.extend(_flag_lines(e.config, width, "    "))
+            elif isinstance(e.config, dict):
+                lines.extend(_fill(_json_words(json.dumps(e.config)), width, "    "))
+            para(f"keys checked against: {e.source}", "    ")
     return "\n".join(lines)
+
+
+def _knob(name: str, value: Any, width: int) -> str:
+    """``name=value``, or ``name = value`` when ``name=`` and the value's first word would not fit one line."""
+    text = f"{name}={value}"
+    return text if len(text.split()[0]) <= width - 2 else f"{name} = {value}"
+
+
+def _json_words(text: str) -> list[str]:
+    """``text`` (compact JSON) split at the spaces between its tokens, never inside a string."""
+    words, start, in_str, escaped = [], 0, False, False
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif in_str:
+            in_str, escaped = ch != '"', ch == "\\"
+        elif ch == '"':
+            in_str = True
+        elif ch == " ":
+            words.append(text[start:i])
+            start = i + 1
+    return [*words, text[start:]]
+
+
+def _fill(words: list[str], width: int, indent: str, tail: str = "") -> list[str]:
+    """``words`` joined by spaces into lines of at most ``width`` columns (a word wider stays whole), each line
+    after ``indent`` (shortened when the longest word would not fit after it) and each but the last ending in
+    ``tail``."""
+    lines: list[str] = []
+    indent = indent[:max(0, width - max(len(w) + len(tail) for w in words))]
+    for w in words:
+        if lines and len(lines[-1]) + 1 + len(w) + len(tail) <= width:
+            lines[-1] += " " + w
+        else:
+            lines.append(indent + w)
+    return [line + tail for line in lines[:-1]] + lines[-1:]
+
+
+def _flag_lines(flags: list[str], width: int, indent: str) -> list[str]:
+    """Command-line flags, a flag and its value kept together, wrapped with shell continuations (`` \\``)."""
+    pairs: list[str] = []
+    for f in flags:
+        if pairs and not f.startswith("-") and pairs[-1].startswith("-") and " " not in pairs[-1]:
+            pairs[-1] += " " + f
+        else:
+            pairs.append(f)
+    return _fill(pairs, width, indent, " \\")

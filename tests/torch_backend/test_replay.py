@@ -78,8 +78,13 @@ def test_replay_end_to_end_small(tmp_path):
     # ~2,500 output tokens: the acceptance-length comparison of two sampled runs then has a standard error
     # of about 2.5%, so the 10% bound below sits at about 4 standard errors
     tr = _trace(12, output_base=180)
+    served = []
     rep = run_replay(tr, "dspark", tmp_path, fit_seed=2, fit_policy="static", seed=0, max_batch=8,
-                     fit_max_evals=20)
+                     fit_max_evals=20, served=lambda *a: served.append(a))
+    # progress (issue 22): both real-model runs counted towards one total, each request once, in order
+    assert served[0] == (0, 24, "") and served[-1] == (24, 24, "fitting run: static, seed 2")
+    assert [d for d, *_ in served] == sorted({d for d, *_ in served}) and {t for _, t, _ in served} == {24}
+    assert served[[d for d, *_ in served].index(12)][2] == "dspark, seed 0"
     table = pd.read_csv(tmp_path / "comparison.csv")
     assert list(table.metric) == [k for k, _ in COMPARED]
     for col in ("measured", "predicted", "rel_error", "predicted_calibrated", "rel_error_calibrated"):
@@ -98,3 +103,4 @@ def test_replay_end_to_end_small(tmp_path):
     fit = json.loads((tmp_path / "fit" / "model.json").read_text())
     assert fit["source"] == ["fit_run (policy static, seed 2)"]
     assert rep["comparison"][0]["metric"] == "mean_acceptance_length"
+

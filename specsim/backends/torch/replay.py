@@ -34,7 +34,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -135,7 +135,8 @@ class ReplayRun:
 
 
 def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]], gamma: int, seed: int,
-                greedy: bool = False, temperature: float = 1.0, max_batch: int = 64) -> ReplayRun:
+                greedy: bool = False, temperature: float = 1.0, max_batch: int = 64,
+                served: Callable[[int], None] | None = None) -> ReplayRun:
     """Serve ``trace`` with real models in a continuous-batching loop (module docstring, step 1).
 
     Args:
@@ -147,6 +148,7 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
         gamma: draft block length; seed: per-request random streams ``SeedSequence([seed, i])``.
         greedy, temperature: acceptance by argmax match, or rejection sampling at ``temperature``.
         max_batch: most running requests (FCFS admission, as the simulator's ``max_num_seqs``).
+        served: told the number of finished requests whenever it grows (a progress bar's feed).
 
     Raises:
         RuntimeError: a request did not emit exactly its output length (an internal invariant).
@@ -208,9 +210,10 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
             i = int(row["request_id"])
             req_ver[i] += row["verify_len"]
             req_acc[i] += row["num_accepted"]
-        for r in dec.requests:
-            if r.done and np.isnan(done_s[int(r.request_id)]):
-                done_s[int(r.request_id)] = clock
+        finished = [int(r.request_id) for r in dec.requests if r.done and np.isnan(done_s[int(r.request_id)])]
+        done_s[finished] = clock
+        if finished and served is not None:
+            served(int(np.isfinite(done_s).sum()))
         prefill_tokens = sum(r.prompt_len for r in new)
         steps.append((0, len(steps), start, dur, len(before) + len(new), R, R + ver + prefill_tokens, ver, acc,
                       acc + R, prefill_tokens, -1, 0.0, -1, 0, len(waiting),           # no paged KV: -1 blocks
@@ -407,7 +410,8 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
                fit_logs: Path | None = None, fit_seed: int | None = None, fit_policy: str = "static",
                seed: int = 0, gamma: int = 7, greedy: bool = False, temperature: float = 1.0,
                max_batch: int = 16, profile_path: Path | None = None, acceptance: str = "empirical",
-               fit_max_evals: int = 60, threads: int = 1, progress=None) -> dict:
+               fit_max_evals: int = 60, threads: int = 1, progress=None,
+               served: Callable[[int, int, str], None] | None = None) -> dict:
     """``specsim replay``: serve, fit from another run, predict, compare; writes everything under ``out``.
 
     Files: ``replay/`` (summary.json, requests.parquet, steps.parquet, step_log.parquet), ``fit_run/``
@@ -426,6 +430,8 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
         profile_path: a measured profile JSON of this target on this machine (default: measure now).
         threads: torch CPU threads for the whole command (1 keeps timings steadier on a shared machine).
         progress: optional callable(str) for status lines.
+        served: optional ``served(done, total, label)``, e.g. :meth:`specsim.progress.ProgressBar.update`:
+            the requests served so far out of every real-model run's (the trace once, twice with ``fit_seed``).
 
     Raises:
         SpecsimInputError: neither or both of fit_logs / fit_seed, a fitting run identical to the replay
@@ -466,6 +472,12 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
         i = int(np.argmax(need > max_len))
         raise SpecsimInputError(getattr(trace, "source", None), i + 1, "prompt_tokens + output_tokens",
                                 f"<= {max_len - gamma - 1} for target {target_spec!r}", str(int(need[i] - gamma - 1)))
+    total = len(trace) * (1 if fit_seed is None else 2)
+
+    def feed(offset: int, label: str) -> Callable[[int], None] | None:
+        return None if served is None else (lambda k: served(offset + k, total, label))
+    if served is not None:
+        served(0, total, "")
     say("prompts")
     prompts = domain_prompts(target, trace, seed)
     if profile_path is not None:
@@ -478,14 +490,15 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
     sim_drafter = SIM_DRAFTER.get(drafter.family, "dspark")
 
     say(f"replaying {len(trace)} requests under {policy} (seed {seed})")
-    run = serve_trace(target, drafter, policy, profile, trace, prompts, gamma, seed, greedy, temperature, max_batch)
+    run = serve_trace(target, drafter, policy, profile, trace, prompts, gamma, seed, greedy, temperature, max_batch,
+                      feed(0, f"{policy}, seed {seed}"))
     _save_run(run, out / "replay")
     if fit_seed is not None:
         say(f"fitting run: {fit_policy}, seed {fit_seed}")
         # the same requests (prompts) with independent sampling streams: the outcomes of the run being
         # predicted are never seen; only the workload is shared, as a user fits on their own traffic
         fit_run = serve_trace(target, drafter, fit_policy, profile, trace, prompts, gamma, fit_seed, greedy,
-                              temperature, max_batch)
+                              temperature, max_batch, feed(len(trace), f"fitting run: {fit_policy}, seed {fit_seed}"))
         _save_run(fit_run, out / "fit_run")
         fit_log, fit_src = fit_run.step_log, f"fit_run (policy {fit_policy}, seed {fit_seed})"
         fit_steps = fit_run.steps

@@ -1,0 +1,41 @@
+"""``specsim scenario``: what a scenario TOML file may hold: every key with its type and default (``keys``), and
+the JSON Schema of the file (``schema``) for editors and linters; both generated from :mod:`specsim.scenario`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from specsim import fmt
+from specsim.cli import app, written_to
+
+scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: every key with its default; the JSON Schema.")
+app.add_typer(scenario_app, name="scenario")
+
+
+@scenario_app.command("keys")
+def keys() -> None:
+    """Every scenario key (section.key) with its type and default (specsim/scenarios/default.toml gives sources)."""
+    from specsim.scenario import describe_scenario
+
+    rows = [list(re.match(r"(\S+): (.*) = (.*)$", line).groups()) for line in describe_scenario().splitlines()]
+    print(fmt.table(["key", "type", "default"], rows, title="scenario keys (--set section.key=value)"))
+
+
+@scenario_app.command("schema")
+def schema(
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the schema to this file instead of stdout."),
+) -> None:
+    """The JSON Schema of a scenario TOML file (docs/scenario.schema.json is this output)."""
+    from specsim.scenario_schema import scenario_schema
+
+    text = json.dumps(scenario_schema(), indent=1) + "\n"
+    if out is None:
+        print(text, end="")
+        return
+    out.write_text(text)
+    written_to(out, "scenario schema")

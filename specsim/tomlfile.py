@@ -1,0 +1,62 @@
+"""TOML files read with the line of every key, so an error can point at its line (tomllib keeps no positions).
+
+Used by :func:`specsim.scenario.load_scenario`: a bad key or value in a scenario file names its line.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from specsim.errors import SpecsimInputError
+
+_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Dotted key -> the 1-based line of a TOML text where it is first set (``[section]`` headers too).
+
+    A line scan, enough to point an error at its line (tomllib keeps no positions): table headers set the
+    prefix, ``key = value`` lines (dotted keys included) name ``prefix.key``; keys inside multi-line values
+    or inline tables are attributed to the line that opens them.
+    """
+    out: dict[str, int] = {}
+    prefix = ""
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0]
+        m = _TABLE.match(line)
+        if m and not line.lstrip().startswith("[["):
+            prefix = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
+            out.setdefault(prefix, i)
+            continue
+        m = _KEY.match(line)
+        if m:
+            key = ".".join(p.strip().strip("\"'") for p in m.group(1).split("."))
+            out.setdefault(f"{prefix}.{key}" if prefix else key, i)
+    return out
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """A scenario file's TOML tables and the line of each key (:func:`key_lines`).
+
+    Raises:
+        SpecsimInputError: a missing, unreadable, non-UTF-8 or invalid file (with the line where TOML broke).
+    """
+    try:
+        text = path.read_bytes().decode("utf-8")
+        return tomllib.loads(text), key_lines(text)
+    except FileNotFoundError:
+        raise SpecsimInputError(str(path), None, None, "an existing scenario file", "no such file") from None
+    except OSError as e:
+        raise SpecsimInputError(str(path), None, None, "a readable scenario file",
+                                e.strerror or type(e).__name__) from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise SpecsimInputError(str(path), line, None, "a TOML file (UTF-8 text)", "undecodable bytes") from None
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"at line (\d+)", str(e))
+        line = getattr(e, "lineno", None) or (int(m.group(1)) if m else None)
+        raise SpecsimInputError(str(path), line, None, "valid TOML", str(e).split(" (at")[0]) from None

@@ -1,0 +1,78 @@
+"""The JSON Schema of scenario files: generated from the section dataclasses, checked in, and met by every bundled
+scenario; the ``specsim scenario`` commands print it and the keys."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from specsim.scenario import DEFAULT_SCENARIO, SECTIONS
+from specsim.scenario_schema import scenario_schema
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLED = sorted(DEFAULT_SCENARIO.parent.glob("*.toml"))
+
+
+def _validate(doc: dict, schema: dict) -> None:
+    """Raise when ``doc`` breaks ``schema``: jsonschema when installed, else pydantic on each section."""
+    try:
+        import jsonschema
+    except ImportError:
+        for name, values in doc.items():
+            assert name in SECTIONS, name
+            SECTIONS[name](**values)
+        return
+    jsonschema.validate(doc, schema, cls=jsonschema.Draft202012Validator)
+
+
+def test_checked_in_schema_is_the_generated_one():
+    on_disk = json.loads((REPO / "docs" / "scenario.schema.json").read_text())
+    assert on_disk == scenario_schema(), "regenerate: specsim scenario schema --out docs/scenario.schema.json"
+
+
+def test_schema_lists_every_key_with_its_default_and_choices():
+    props = scenario_schema()["properties"]
+    assert set(props) == set(SECTIONS)
+    for name, cls in SECTIONS.items():
+        assert set(props[name]["properties"]) == {f.name for f in fields(cls)}, name
+        assert props[name]["additionalProperties"] is False
+    assert props["cluster"]["properties"]["block_size"] == {
+        "default": 16, "title": "Block Size", "type": "integer", "description": "tokens per KV block, int >= 1."}
+    assert props["cluster"]["properties"]["kv_allocation"]["enum"] == ["paged", "reserve"]
+    kv = props["drafter"]["properties"]["kv_fraction"]          # None by default: no null in TOML, no default
+    assert kv["type"] == "number" and "default" not in kv and "anyOf" not in kv
+    assert props["acceptance"]["properties"]["rates"]["additionalProperties"] == {"items": {"type": "number"},
+                                                                                  "type": "array"}
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
+def test_bundled_scenarios_meet_the_schema(path):
+    _validate(tomllib.loads(path.read_text()), scenario_schema())
+
+
+@pytest.mark.parametrize("text", ["[clustr]\nnum_replicas = 2\n", "[cluster]\nnum_replica = 2\n",
+                                  "[cluster]\nrouter = 'random'\n", "[cluster]\nprefix_caching = 1\n",
+                                  "[acceptance.rates]\nlegal = ['high']\n", "[drafter]\nkv_fraction = 'none'\n"])
+def test_schema_refuses_what_loading_refuses(text):
+    with pytest.raises(Exception):
+        _validate(tomllib.loads(text), scenario_schema())
+
+
+def test_cli_scenario_schema_and_keys(tmp_path, monkeypatch, capsys):
+    from specsim.cli import _register, app
+
+    _register()
+    app(["scenario", "schema"], standalone_mode=False)
+    assert json.loads(capsys.readouterr().out) == scenario_schema()
+    out = tmp_path / "s.json"
+    app(["scenario", "schema", "--out", str(out)], standalone_mode=False)
+    assert json.loads(out.read_text()) == scenario_schema() and f"written to {out}" in capsys.readouterr().out
+    monkeypatch.setenv("COLUMNS", "200")
+    app(["scenario", "keys"], standalone_mode=False)
+    text = capsys.readouterr().out
+    assert sum(line.split(" ")[0].count(".") == 1 for line in text.splitlines()[3:]) == \
+        sum(len(fields(c)) for c in SECTIONS.values())
