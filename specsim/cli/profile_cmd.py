@@ -190,8 +190,8 @@ def analytic_cmd(
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
-    ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, l40s,
-    rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
+    ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, b300,
+    gb300, l40s, rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
     from specsim.hardware.profile import save_profile
     from specsim.hardware.stepmodel import EngineTerms, step_model
 
