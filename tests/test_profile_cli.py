@@ -305,3 +305,19 @@ def test_gpu_spec_option_reads_a_file(tmp_path):
                          str(DATA / "gpu_specs" / "my_gpu.json"), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert step_model_of(load_profile(out)).gpu.name == load_gpu_spec(DATA / "gpu_specs" / "my_gpu.json").name
+
+
+def test_analytic_takes_per_component_dtypes(tmp_path):
+    out = tmp_path / "mixed.json"
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "b200", "--tp", "8", "--ep", "8",
+                         "--weight-dtype", "fp8", "--expert-dtype", "fp4", "--attention-dtype", "bf16",
+                         "--max-batch-tokens", "64", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    meta = json.loads(out.read_text())["metadata"]
+    assert (meta["dtype"], meta["expert_dtype"], meta["attention_dtype"]) == ("fp8", "fp4", "bf16")
+    model = meta["step_model"]["model"]
+    assert (model["weight_dtype"], model["expert_dtype"], model["attention_dtype"]) == ("fp8", "fp4", "bf16")
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "h100", "--tp", "8",
+                         "--expert-dtype", "fp4", "--out", str(tmp_path / "no.json")])
+    msg = _input_error(r)
+    assert "expert_dtype" in msg and "h100" in msg
