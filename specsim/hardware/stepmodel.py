@@ -201,7 +201,8 @@ class StepModel:
     # ------------------------------------------------------------------ shape helpers
     @property
     def weight_bytes_per_param(self) -> float:
-        """Bytes per weight (bf16 2, fp8 1, fp4 0.5)."""
+        """Bytes per weight of ``weight_dtype`` (bf16 2, fp8 1, fp4 0.5; routed experts and attention may differ:
+        ``BYTES_PER_DTYPE[model.gemm_dtype(part)]``)."""
         return BYTES_PER_DTYPE[self.model.weight_dtype]
 
     @property
