@@ -321,3 +321,12 @@ def test_analytic_takes_per_component_dtypes(tmp_path):
                          "--expert-dtype", "fp4", "--out", str(tmp_path / "no.json")])
     msg = _input_error(r)
     assert "expert_dtype" in msg and "h100" in msg
+
+
+def test_fit_takes_per_component_dtypes(tmp_path):
+    out = tmp_path / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(POINTS / "vllm_c16.json"),
+                         "--attention-dtype", "fp8", "--params", "per_request_step_s", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    model = json.loads(out.read_text())["metadata"]["step_model"]["model"]
+    assert (model["weight_dtype"], model["attention_dtype"]) == ("bf16", "fp8") and "expert_dtype" not in model

@@ -294,6 +294,8 @@ def fit_cmd(
     gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (instead of --gpu)"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
+    expert_dtype: str = typer.Option(None, help="the routed experts' dtype (default: as profile analytic)"),
+    attention_dtype: str = typer.Option(None, help="the attention projections' dtype (default: as profile analytic)"),
     params: str = typer.Option(",".join(("kernel_s", "per_request_step_s")),
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
                                     "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
@@ -346,7 +348,8 @@ def fit_cmd(
                       for o in group] for group in (obs, held))
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
         typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
-    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
+    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype),
+                      _gpu_arg(gpu, gpu_spec), tp, ep)
     base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(base)
     if chunk_tokens is not None and chunk_tokens < 1:
