@@ -42,8 +42,8 @@ Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; cap
   FP4 as the blog prints it; BF16 and FP8 are the rack's 360 / 720 PFLOPS with sparsity / 72 / 2: NVIDIA prints
   no per-GPU BF16 figure); 160 SMs; 284,208 MiB as the device reports it (datasheet 288 GB); NVLink 5 1.8 TB/s
   -> 900 GB/s. (NVIDIA Technical Blog "Inside NVIDIA Blackwell Ultra", 2025-08, for 15 PF dense NVFP4, 160
-  SMs, 288 GB, 8 TB/s, 1.8 TB/s NVLink and 1,400 W; NVIDIA GB300 NVL72 page, 2025, for the rack rates, as
-  quoted by third parties; 284,208 MiB is nvidia-smi's memory.total on GB300 NVL72 trays in public logs. The
+  SMs, 288 GB, 8 TB/s and 1.8 TB/s NVLink; the 1,400 W is its table as third-party summaries quote it, not seen
+  in the blog's searchable text; NVIDIA GB300 NVL72 page, 2025, for the rack rates, as quoted by third parties; 284,208 MiB is nvidia-smi's memory.total on GB300 NVL72 trays in public logs. The
   DGX Station GB300 is another edition: it reports 256,703 MiB at 1,300 W and is not this entry.)
   Blackwell Ultra's FP4 rate is 6x its BF16 rate, not 4x: the Ultra raised only FP4 over Blackwell.
 * ``l40s`` L40S 48GB (PCIe): GDDR6 864 GB/s; BF16 362.05 TFLOPS (733 with sparsity), FP8 733 (1,466 with
