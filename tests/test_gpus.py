@@ -11,7 +11,10 @@ import pytest
 from specsim.errors import SpecsimInputError
 from specsim.hardware.gpus import DTYPES, GPUS, GpuSpec, gpu_spec, load_gpu_spec, resolve_gpu
 
-KEYS = {"a100", "h100", "h200", "h800", "h20", "b200", "gb200", "l40s", "rtx4090", "rtxpro6000", "mi300x"}
+KEYS = {"a100", "h100", "h200", "h800", "h20", "b200", "gb200", "b300", "gb300", "l40s", "rtx4090", "rtxpro6000",
+        "mi300x"}
+#: Blackwell Ultra raised only FP4: 6x its BF16 rate (HGX B300 13.5 / 2.25 PF, GB300 15 / 2.5 PF dense).
+FP4_OVER_BF16 = {"b300": 6, "gb300": 6}
 
 
 def test_every_gpu_is_listed_with_positive_numbers():
@@ -31,18 +34,30 @@ def test_every_gpu_is_listed_with_positive_numbers():
                     g.flops_per_s(dtype)
             else:
                 # Each narrower dtype doubles the dense tensor rate (the L40S datasheet's FP8 is 1.2% above 2x).
-                assert g.flops_per_s(dtype) == pytest.approx(g.bf16_flops_per_s * (2 if dtype == "fp8" else 4),
-                                                             rel=0.013)
+                ratio = 2 if dtype == "fp8" else FP4_OVER_BF16.get(key, 4)
+                assert g.flops_per_s(dtype) == pytest.approx(g.bf16_flops_per_s * ratio, rel=0.013)
 
 
 def test_dtype_support_matches_the_datasheets():
     fp8 = {k for k, g in GPUS.items() if g.fp8_flops_per_s}
     fp4 = {k for k, g in GPUS.items() if g.fp4_flops_per_s}
     assert fp8 == KEYS - {"a100"}
-    assert fp4 == {"b200", "gb200", "rtxpro6000"}
+    assert fp4 == {"b200", "gb200", "b300", "gb300", "rtxpro6000"}
     with pytest.raises(SpecsimInputError, match="dtype"):
         GPUS["h100"].flops_per_s("int8")
     assert DTYPES == ("bf16", "fp16", "fp8", "fp4")
+
+
+def test_blackwell_ultra_numbers_per_gpu():
+    """HGX B300: the board's 36 / 72 PFLOPS (sparse) BF16 / FP8 and 108 PFLOPS dense FP4 over 8 GPUs; GB300: 15 PF
+    dense FP4 per GPU, the rack's 360 / 720 PFLOPS (sparse) over 72 GPUs halved; memory as the devices report it."""
+    b, gb = gpu_spec("hgx-b300"), gpu_spec("gb300-nvl72")
+    assert (b.bf16_flops_per_s, b.fp8_flops_per_s, b.fp4_flops_per_s) == (36e15 / 8 / 2, 72e15 / 8 / 2, 108e15 / 8)
+    assert (gb.bf16_flops_per_s, gb.fp8_flops_per_s, gb.fp4_flops_per_s) == (360e15 / 72 / 2, 720e15 / 72 / 2, 15e15)
+    assert b.num_sms == gb.num_sms == 160 and b.hbm_bytes_per_s == gb.hbm_bytes_per_s == 8e12
+    assert b.link_bytes_per_s == gb.link_bytes_per_s == 1.8e12 / 2
+    assert (b.memory_bytes, gb.memory_bytes) == (275040 * 2 ** 20, 284208 * 2 ** 20)
+    assert b.memory_bytes < gb.memory_bytes < 288 * 2 ** 30            # below the datasheet "288GB" read as GiB
 
 
 def test_h100_numbers_unchanged():
@@ -58,7 +73,8 @@ def test_h100_numbers_unchanged():
     ("H100", "h100"), ("h100_dgx", "h100"), ("h100-sxm", "h100"), ("H100-SXM5-80GB", "h100"),
     ("MI300X", "mi300x"), ("mi300x-oam", "mi300x"), ("RTX 4090", "rtx4090"), ("geforce-rtx-4090", "rtx4090"),
     ("rtx-pro-6000", "rtxpro6000"), ("RTX_PRO_6000_server", "rtxpro6000"), ("gb200-nvl72", "gb200"),
-    ("hgx-b200", "b200"), ("L40S", "l40s"), ("h20", "h20")])
+    ("hgx-b200", "b200"), ("L40S", "l40s"), ("h20", "h20"), ("HGX-B300", "b300"), ("b300_sxm6_ac", "b300"),
+    ("GB300-NVL72", "gb300"), ("dgx_b300", "b300")])
 def test_lookup_is_tolerant(name, key):
     assert gpu_spec(name) is GPUS[key]
 

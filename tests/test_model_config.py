@@ -10,6 +10,7 @@ architectures).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,66 @@ def test_deepseek_v2_lite_null_q_lora_and_nested_text_config():
     assert (cfg.active_params_per_token() - 102400 * 2048) / 1e9 == pytest.approx(2.4, rel=0.03)
     nested = {"model_type": "llava", "text_config": json.loads((HF / "llama-3.1-8b.json").read_text())}
     assert model_from_hf_config(nested).total_params() == load("llama-3.1-8b").total_params()
+
+
+# ---- per-component weight dtypes (issue 20) ----------------------------------------------------------------
+
+#: A toy MoE: 2 layers (1 dense MLP, 1 MoE of 4 routed experts of width 32 + 1 shared), MHA 4 x 16, vocab 100.
+TOY = ModelConfig("toy", 2, 64, 4, 4, 16, 128, 100, num_experts=4, top_k=2, expert_ffn=32, num_shared_experts=1,
+                  first_dense_layers=1, weight_dtype="fp8")
+
+
+def test_weight_bytes_fp4_experts_bf16_attention_by_hand():
+    m = replace(TOY, expert_dtype="fp4", attention_dtype="bf16")
+    attention = 2 * ((64 + 2 * 64) * 64 + 64 * 64) * 2          # 2 layers of QKV + output, BF16
+    dense = 3 * 64 * 128 * 1                                     # the dense layer's MLP, FP8 (weight_dtype)
+    routed = 3 * 64 * 4 * 32 * 0.5                               # 4 routed experts, FP4
+    shared = 3 * 64 * 32 * 1                                     # the shared expert stays in weight_dtype (FP8)
+    bf16_rest = (64 * 4 + 2 * 2 * 64 + 64 + 2 * 100 * 64) * 2    # router, norms, embedding + LM head
+    assert m.weight_bytes() == attention + dense + routed + shared + bf16_rest == 135296
+    assert (m.gemm_dtype("experts"), m.gemm_dtype("attention"), m.gemm_dtype("other")) == ("fp4", "bf16", "fp8")
+    # EP 2: each GPU holds 2 whole experts (half the routed bytes); the rest as at TP 1.
+    assert m.weight_bytes(1, 2) == m.weight_bytes() - 3 * 64 * 2 * 32 * 0.5
+
+
+def test_default_dtypes_are_the_weight_dtype_and_change_nothing():
+    assert TOY.expert_dtype is None and TOY.attention_dtype is None
+    assert {TOY.gemm_dtype(p) for p in ("experts", "attention", "other")} == {"fp8"}
+    same = replace(TOY, expert_dtype="fp8", attention_dtype="fp8")
+    assert same.weight_bytes() == TOY.weight_bytes() and same.weight_bytes(1, 2) == TOY.weight_bytes(1, 2)
+    for name, m in MODELS.items():                               # the presets are single-dtype
+        assert m.gemm_dtype("experts") == m.gemm_dtype("attention") == m.weight_dtype, name
+    with pytest.raises(SpecsimInputError) as err:
+        replace(TOY, expert_dtype="int3")
+    assert err.value.field == "expert_dtype"
+    with pytest.raises(SpecsimInputError):
+        TOY.gemm_dtype("router")
+
+
+def _gpt_oss_like(exclude: list[str]) -> dict:
+    """A Mixtral-keyed MoE config with gpt-oss's quantization_config shape (MXFP4 experts)."""
+    return {"model_type": "gpt_oss", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 4, "head_dim": 16, "intermediate_size": 32, "vocab_size": 100,
+            "num_local_experts": 4, "num_experts_per_tok": 2, "torch_dtype": "bfloat16",
+            "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": exclude}}
+
+
+def test_config_json_keeps_excluded_components_unquantized():
+    m = model_from_hf_config(_gpt_oss_like(["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                            "model.embed_tokens", "lm_head"]))
+    assert (m.weight_dtype, m.attention_dtype, m.expert_dtype) == ("fp4", "bf16", None)
+    # compressed-tensors' regex form, and the experts kept out as well
+    qc = {"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
+          "ignore": ["lm_head", "re:.*self_attn.*", "re:.*mlp.experts.*"]}
+    m = model_from_hf_config({**_gpt_oss_like([]), "quantization_config": qc})
+    assert (m.weight_dtype, m.attention_dtype, m.expert_dtype) == ("fp4", "bf16", "bf16")
+    # one layer's attention kept out does not make every layer's attention BF16; no exclusions: one dtype
+    assert model_from_hf_config(_gpt_oss_like(["model.layers.0.self_attn"])).attention_dtype is None
+    plain = model_from_hf_config(_gpt_oss_like([]))
+    assert (plain.weight_dtype, plain.attention_dtype, plain.expert_dtype) == ("fp4", None, None)
+    # explicit arguments win over the config
+    m = model_from_hf_config(_gpt_oss_like(["model.layers.*.self_attn"]), attention_dtype="fp8", expert_dtype="fp8")
+    assert (m.attention_dtype, m.expert_dtype) == ("fp8", "fp8")
+    with pytest.raises(SpecsimInputError) as err:
+        model_from_hf_config(_gpt_oss_like([]), expert_dtype="int4")
+    assert err.value.field == "expert_dtype"

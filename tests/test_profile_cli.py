@@ -157,16 +157,20 @@ def test_fit_refuses_more_params_than_points(tmp_path):
     assert not out.exists()
 
 
-def test_gpus_lists_all_eleven():
+def test_gpus_lists_all_thirteen():
     r = RUN.invoke(app, ["profile", "gpus"], env={"COLUMNS": "200"})     # one table: the row checks read whole rows
     assert r.exit_code == 0, r.output
     rows = [ln.split()[0] for ln in r.output.splitlines()[1:] if ln.split() and ln.split()[0] in GPUS]
     rows = list(dict.fromkeys(rows))        # a narrow terminal splits the table: each split repeats the names
-    assert rows == list(GPUS) and len(rows) == 11
+    assert rows == list(GPUS) and len(rows) == 13
     h100 = next(ln for ln in r.output.splitlines() if ln.startswith("h100 "))
     assert "3.350" in h100 and "989" in h100 and "1,979" in h100 and " 132 " in h100
     b200 = next(ln for ln in r.output.splitlines() if ln.startswith("b200 "))
     assert "9,000" in b200                                               # dense FP4
+    b300 = next(ln for ln in r.output.splitlines() if ln.startswith("b300 "))
+    assert b300.split()[1:6] == ["8.000", "2,250", "4,500", "13,500", "160"]   # HGX B300: 108 PF FP4 / 8
+    gb300 = next(ln for ln in r.output.splitlines() if ln.startswith("gb300 "))
+    assert gb300.split()[1:6] == ["8.000", "2,500", "5,000", "15,000", "160"]
     a100 = next(ln for ln in r.output.splitlines() if ln.startswith("a100 "))
     assert a100.split()[3:5] == ["-", "-"]                              # no FP8, no FP4 tensor cores
 
@@ -301,3 +305,28 @@ def test_gpu_spec_option_reads_a_file(tmp_path):
                          str(DATA / "gpu_specs" / "my_gpu.json"), "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert step_model_of(load_profile(out)).gpu.name == load_gpu_spec(DATA / "gpu_specs" / "my_gpu.json").name
+
+
+def test_analytic_takes_per_component_dtypes(tmp_path):
+    out = tmp_path / "mixed.json"
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "b200", "--tp", "8", "--ep", "8",
+                         "--weight-dtype", "fp8", "--expert-dtype", "fp4", "--attention-dtype", "bf16",
+                         "--max-batch-tokens", "64", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    meta = json.loads(out.read_text())["metadata"]
+    assert (meta["dtype"], meta["expert_dtype"], meta["attention_dtype"]) == ("fp8", "fp4", "bf16")
+    model = meta["step_model"]["model"]
+    assert (model["weight_dtype"], model["expert_dtype"], model["attention_dtype"]) == ("fp8", "fp4", "bf16")
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "h100", "--tp", "8",
+                         "--expert-dtype", "fp4", "--out", str(tmp_path / "no.json")])
+    msg = _input_error(r)
+    assert "expert_dtype" in msg and "h100" in msg
+
+
+def test_fit_takes_per_component_dtypes(tmp_path):
+    out = tmp_path / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(POINTS / "vllm_c16.json"),
+                         "--attention-dtype", "fp8", "--params", "per_request_step_s", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    model = json.loads(out.read_text())["metadata"]["step_model"]["model"]
+    assert (model["weight_dtype"], model["attention_dtype"]) == ("bf16", "fp8") and "expert_dtype" not in model

@@ -210,3 +210,57 @@ def test_python_api_from_config_to_fit_to_run():
     res = simulate(trace, "dspark", load_scenario(overrides=["prefill.time_per_token_s=0.0001"]), profile=prof)
     assert res.summary["completed"] == 3
     assert res.summary["kv_capacity"]["source"] == "gpu_memory_utilization"     # derived from the model and GPU
+
+
+def test_routed_expert_gemm_time_halves_from_fp8_to_fp4_when_compute_bound():
+    # DeepSeek-V3 on B200 at TP 1 / EP 8 and B = 4096: each GPU's 32 experts see the 8 x 4096 tokens of the EP
+    # group, top-8 of 256, so all 32 are touched (1 - (1 - 8/256)^32768 = 1) with 32768 x 8 / 256 = 1024 tokens
+    # each. Both grouped GEMMs (gate/up 4096 x 7168, down 7168 x 2048) are compute bound at FP8 and FP4:
+    # FLOPs / peak > bytes / HBM, by hand below (wave-quantised over the 148 SMs, 64 x 128 tiles).
+    b200, m = gpu_spec("b200"), replace(MODELS["deepseek-v3"], weight_dtype="fp8")
+    tile_m, tile_n = 64, 128
+    routed = {}
+    for dtype, peak, wbytes in (("fp8", 4.5e15, 1.0), ("fp4", 9.0e15, 0.5)):
+        t = 0.0
+        for n, k in ((2 * 2048, 7168), (7168, 2048)):
+            waves = np.ceil(32 * np.ceil(1024 / tile_m) * np.ceil(n / tile_n) / 148)
+            compute = waves * 148 * tile_m * tile_n * 2.0 * k / peak
+            memory = 32 * (n * k * wbytes + 1024 * (k + n) * 2) / 8e12
+            assert compute > memory
+            t += compute
+        routed[dtype] = t
+    assert routed["fp4"] == pytest.approx(routed["fp8"] / 2, rel=1e-12)
+    gemm = {d: StepModel(replace(m, expert_dtype=d), b200, IDEAL, tp=1, ep=8).breakdown([4096.0])["gemm"][0]
+            for d in ("fp8", "fp4")}
+    moe_layers = 61 - 3
+    assert gemm["fp8"] - gemm["fp4"] == pytest.approx(moe_layers * (routed["fp8"] - routed["fp4"]), rel=1e-9)
+    # at B = 1 the experts are memory bound: FP4 halves their weight bytes, not their time by FLOPs
+    small = {d: StepModel(replace(m, expert_dtype=d), b200, IDEAL, tp=1, ep=8).breakdown([1.0])["gemm"][0]
+             for d in ("fp8", "fp4")}
+    assert small["fp4"] < small["fp8"]
+
+
+def test_attention_dtype_sets_the_attention_gemms_and_the_gpu_must_support_each_dtype():
+    m = MODELS["llama2-7b"]
+    base = StepModel(m, H100, IDEAL)
+    fp8_attn = StepModel(replace(m, attention_dtype="fp8"), H100, IDEAL)
+    # B = 1, memory bound: the attention projections read half the bytes (weights 2 -> 1 byte; activations BF16)
+    saved = sum(n * k * (2 - 1) for n, k in m.attention_gemms(1)) * m.num_layers / H100.hbm_bytes_per_s
+    gap = base.breakdown([1.0])["gemm"][0] - fp8_attn.breakdown([1.0])["gemm"][0]
+    assert gap == pytest.approx(saved, rel=1e-9)
+    with pytest.raises(SpecsimInputError) as err:
+        StepModel(replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4"), H100, IDEAL, tp=8)
+    assert err.value.field == "expert_dtype" and "h100" in str(err.value)
+
+
+def test_per_component_dtypes_travel_in_the_profile_and_stay_out_when_unset(tmp_path):
+    mixed = replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4", attention_dtype="bf16")
+    sm = StepModel(mixed, gpu_spec("b200"), tp=8, ep=8)
+    path = tmp_path / "p.json"
+    save_profile(sm.profile(256), path)
+    prof = load_profile(path)
+    assert (prof.metadata["expert_dtype"], prof.metadata["attention_dtype"]) == ("fp4", "bf16")
+    back = step_model_of(prof)
+    assert back.model == mixed and back.breakdown([64.0])["gemm"] == pytest.approx(sm.breakdown([64.0])["gemm"])
+    plain = StepModel(MODELS["deepseek-v3"], gpu_spec("b200"), tp=8, ep=8).profile(256)
+    assert "expert_dtype" not in plain.metadata and "expert_dtype" not in plain.metadata["step_model"]["model"]

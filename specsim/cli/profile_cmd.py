@@ -183,6 +183,10 @@ def analytic_cmd(
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
     kv_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
+    expert_dtype: str = typer.Option(None, help="the routed experts' dtype, bf16, fp8 or fp4 (default: the "
+                                                "config's quantization_config, else --weight-dtype)"),
+    attention_dtype: str = typer.Option(None, help="the attention projections' dtype, bf16, fp8 or fp4 (default: "
+                                                   "the config's quantization_config, else --weight-dtype)"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves"),
     cudagraph_max_tokens: int = typer.Option(512, help="largest CUDA-graph size in tokens (vLLM's "
@@ -190,8 +194,8 @@ def analytic_cmd(
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
-    ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, l40s,
-    rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
+    ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, b300,
+    gb300, l40s, rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
     from specsim.hardware.profile import save_profile
     from specsim.hardware.stepmodel import EngineTerms, step_model
 
@@ -205,7 +209,8 @@ def analytic_cmd(
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
-    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms)
+    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype),
+                    _gpu_arg(gpu, gpu_spec), tp, ep, terms)
     sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
@@ -220,7 +225,9 @@ def _echo_shape(sm) -> None:
     """One line naming the model, GPU and parallelism used; a warning when the weights do not fit the GPU."""
     m, g = sm.model, sm.gpu
     weights = m.weight_bytes(sm.tp, sm.ep)
-    typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights, {m.kv_dtype} KV) "
+    mixed = ", ".join(f"{p} {m.gemm_dtype(p)}" for p in ("experts", "attention") if m.gemm_dtype(p) != m.weight_dtype)
+    typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights"
+               + (f" ({mixed})" if mixed else "") + f", {m.kv_dtype} KV) "
                f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
     if weights > g.memory_bytes:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
@@ -228,17 +235,20 @@ def _echo_shape(sm) -> None:
                    "describes a deployment that cannot run")
 
 
-def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None):
-    """A preset name or a parsed config.json, with dtype overrides."""
+def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
+               expert_dtype: str | None = None, attention_dtype: str | None = None):
+    """A preset name or a parsed config.json, with dtype overrides (per component: routed experts, attention)."""
     from dataclasses import replace
 
     from specsim.hardware.model_config import MODELS, model_from_hf_config
 
     if config is not None:
-        return model_from_hf_config(config, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+        return model_from_hf_config(config, weight_dtype=weight_dtype, kv_dtype=kv_dtype, expert_dtype=expert_dtype,
+                                    attention_dtype=attention_dtype)
     if model not in MODELS:
         raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json)", repr(model))
-    over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype)) if v}
+    over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("expert_dtype", expert_dtype),
+                              ("attention_dtype", attention_dtype)) if v}
     return replace(MODELS[model], **over) if over else MODELS[model]
 
 
@@ -284,6 +294,8 @@ def fit_cmd(
     gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (instead of --gpu)"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
+    expert_dtype: str = typer.Option(None, help="the routed experts' dtype (default: as profile analytic)"),
+    attention_dtype: str = typer.Option(None, help="the attention projections' dtype (default: as profile analytic)"),
     params: str = typer.Option(",".join(("kernel_s", "per_request_step_s")),
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
                                     "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
@@ -336,7 +348,8 @@ def fit_cmd(
                       for o in group] for group in (obs, held))
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
         typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
-    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
+    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype),
+                      _gpu_arg(gpu, gpu_spec), tp, ep)
     base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(base)
     if chunk_tokens is not None and chunk_tokens < 1:

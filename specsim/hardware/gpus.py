@@ -5,7 +5,8 @@ datasheets that print "with sparsity" figures are halved, and the halving is sai
 the same rate on every GPU here (FP32 accumulate). ``link_bytes_per_s`` is the per-GPU *unidirectional*
 scale-up bandwidth (half the "bidirectional" figure datasheets print). ``memory_bytes`` is the capacity in
 bytes: the total the device reports (nvidia-smi memory.total, MiB) where specsim.hardware.kv_capacity already records
-it (A100, H100, H200, B200; H800 is an H100 80GB), otherwise the datasheet's GB read as GiB (memory chips come
+it (A100, H100, H200, B200; H800 is an H100 80GB) or public logs print it (B300, GB300: their datasheet "288GB"
+read as GiB would overstate the device by 4-7%), otherwise the datasheet's GB read as GiB (memory chips come
 in binary sizes; a datasheet "80GB" HBM3 part reports 81,559 MiB).
 
 Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; capacity; link):
@@ -28,6 +29,23 @@ Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; cap
 * ``gb200`` B200 GPU of a GB200 NVL72 (1,200 W): HBM3e 8 TB/s (576 TB/s / 72); BF16 2.5 PFLOPS, FP8 5, FP4 10
   (dense; the rack's 360/720/1,440 PFLOPS with sparsity / 72 / 2); 148 SMs (same die as B200); 186 GB (13.4 TB
   / 72); NVLink 5 1.8 TB/s -> 900 GB/s. (NVIDIA GB200 NVL72 datasheet, 2024.)
+* ``b300`` B300 of an HGX B300 board (8 x Blackwell Ultra SXM, "B300 SXM6 AC", 1,100 W): HBM3e 8 TB/s; BF16
+  2.25 PFLOPS, FP8 4.5, FP4 13.5 (dense: the board's FP16/BF16 36 and FP8/FP6 72 PFLOPS are printed with
+  sparsity, so / 8 / 2; its FP4 row is printed "144 | 108" sparse | dense, so 108 / 8, not halved); 160 SMs;
+  275,040 MiB as the device reports it (the datasheet's 288 GB per GPU, the HGX page's 2.1 TB per board); NVLink 5
+  1.8 TB/s -> 900 GB/s. (NVIDIA HGX platform page, www.nvidia.com/en-us/data-center/hgx, 2025, its Blackwell
+  table as quoted verbatim in public repositories: the page itself was not in the searchable corpus; 8 TB/s,
+  288 GB, 160 SMs and NVLink from the NVIDIA Technical Blog "Inside NVIDIA Blackwell Ultra: The Chip Powering
+  the AI Factory Era", 2025-08; 275,040 MiB is nvidia-smi's memory.total in public benchmark logs, not an
+  NVIDIA page. The 1,100 W board power is the limit those logs show: no NVIDIA page found states it.)
+* ``gb300`` Blackwell Ultra GPU of a GB300 NVL72 (1,400 W): HBM3e 8 TB/s; BF16 2.5 PFLOPS, FP8 5, FP4 15 (dense;
+  FP4 as the blog prints it; BF16 and FP8 are the rack's 360 / 720 PFLOPS with sparsity / 72 / 2: NVIDIA prints
+  no per-GPU BF16 figure); 160 SMs; 284,208 MiB as the device reports it (datasheet 288 GB); NVLink 5 1.8 TB/s
+  -> 900 GB/s. (NVIDIA Technical Blog "Inside NVIDIA Blackwell Ultra", 2025-08, for 15 PF dense NVFP4, 160
+  SMs, 288 GB, 8 TB/s and 1.8 TB/s NVLink; the 1,400 W is its table as third-party summaries quote it, not seen
+  in the blog's searchable text; NVIDIA GB300 NVL72 page, 2025, for the rack rates, as quoted by third parties; 284,208 MiB is nvidia-smi's memory.total on GB300 NVL72 trays in public logs. The
+  DGX Station GB300 is another edition: it reports 256,703 MiB at 1,300 W and is not this entry.)
+  Blackwell Ultra's FP4 rate is 6x its BF16 rate, not 4x: the Ultra raised only FP4 over Blackwell.
 * ``l40s`` L40S 48GB (PCIe): GDDR6 864 GB/s; BF16 362.05 TFLOPS (733 with sparsity), FP8 733 (1,466 with
   sparsity); no FP4; 142 SMs; 48 GB; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional -> 32 GB/s. (NVIDIA L40S
   GPU datasheet, 2023, whose FP8 figure is 1.2% above twice its BF16 one; both kept as printed. The L40, not
@@ -179,6 +197,11 @@ GPUS: dict[str, GpuSpec] = {
                   "NVIDIA HGX B200 datasheet, 2024"),
     "gb200": _spec("gb200", 8.0e12, 2500e12, 5000e12, 10000e12, 148, 186 * _GIB, 900e9, _NVLINK_LATENCY_S,
                    "NVIDIA GB200 NVL72 datasheet (per GPU), 2024"),
+    "b300": _spec("b300", 8.0e12, 2250e12, 4500e12, 13500e12, 160, 275040 * _MIB, 900e9, _NVLINK_LATENCY_S,
+                  "NVIDIA HGX platform page (HGX B300, per GPU) and NVIDIA Technical Blog 'Inside NVIDIA Blackwell "
+                  "Ultra', 2025"),
+    "gb300": _spec("gb300", 8.0e12, 2500e12, 5000e12, 15000e12, 160, 284208 * _MIB, 900e9, _NVLINK_LATENCY_S,
+                   "NVIDIA Technical Blog 'Inside NVIDIA Blackwell Ultra' and GB300 NVL72 page (per GPU), 2025"),
     "l40s": _spec("l40s", 0.864e12, 362.05e12, 733e12, None, 142, 48 * _GIB, 32e9, _PCIE_LATENCY_S,
                   "NVIDIA L40S GPU datasheet, 2023"),
     "rtx4090": _spec("rtx4090", 1.008e12, 165.2e12, 330.3e12, None, 128, 24 * _GIB, 32e9, _PCIE_LATENCY_S,
@@ -194,6 +217,7 @@ GPUS: dict[str, GpuSpec] = {
 ALIASES: dict[str, str] = {
     "a100-sxm": "a100", "a100-sxm4": "a100", "h100-sxm": "h100", "h100-sxm5": "h100", "h200-sxm": "h200",
     "h800-sxm": "h800", "h800-sxm5": "h800", "hgx-b200": "b200", "dgx-b200": "b200", "gb200-nvl72": "gb200",
+    "hgx-b300": "b300", "dgx-b300": "b300", "gb300-nvl72": "gb300",
     "rtx-4090": "rtx4090", "geforce-rtx-4090": "rtx4090", "4090": "rtx4090",
     "rtx-pro-6000": "rtxpro6000", "rtx-pro-6000-blackwell": "rtxpro6000", "rtx6000-pro": "rtxpro6000",
     "mi300": "mi300x", "instinct-mi300x": "mi300x", "amd-mi300x": "mi300x",

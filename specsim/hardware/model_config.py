@@ -16,7 +16,10 @@ rotary tables are not; DeepSeek-V3's multi-token-prediction module is not part o
 
 Dtypes: the transformer's GEMM weights are stored in ``weight_dtype``; embeddings, LM head, norms and routers
 stay in BF16 as FP8/FP4 checkpoints keep them (DeepSeek-V3's ``quantization_config`` excludes them; NVFP4
-checkpoints likewise). Block scales of FP8/FP4 formats are not counted (FP8 with 128 x 128 blocks adds
+checkpoints likewise). Two components may differ (mixed-precision checkpoints: gpt-oss ships MXFP4 routed
+experts beside BF16 attention, DeepSeek-V4 FP4 routed experts beside FP8 for the rest, docs/production.md):
+``expert_dtype`` for the routed experts and ``attention_dtype`` for the token mixers' projections (softmax and
+linear attention), each None = ``weight_dtype``; dense MLPs and shared experts stay in ``weight_dtype``. Block scales of FP8/FP4 formats are not counted (FP8 with 128 x 128 blocks adds
 < 0.01%; NVFP4 adds one FP8 scale per 16 values, +12.5% on the FP4 bytes).
 """
 
@@ -48,6 +51,8 @@ class ModelConfig:
         kv_lora_rank, q_lora_rank, rope_dim: MLA attention (kv_lora_rank 0 = standard GQA/MHA; q_lora_rank 0
         = a plain query projection).
         weight_dtype: dtype of the transformer's GEMM weights, a key of :data:`BYTES_PER_DTYPE`.
+        expert_dtype: dtype of the routed experts' weights (None = ``weight_dtype``; module docstring).
+        attention_dtype: dtype of the attention (and linear-attention) projections (None = ``weight_dtype``).
         kv_dtype: dtype of the KV cache, a key of :data:`BYTES_PER_DTYPE`.
         tie_embeddings: the LM head shares the embedding matrix.
         v_head_dim: MLA value head dim (0 = head_dim).
@@ -94,9 +99,13 @@ class ModelConfig:
     linear_conv_kernel: int = 0
     attn_output_gate: bool = False
     max_position_embeddings: int = 0
+    expert_dtype: str | None = None
+    attention_dtype: str | None = None
 
     def __post_init__(self) -> None:
-        for key in ("weight_dtype", "kv_dtype"):
+        for key in ("weight_dtype", "kv_dtype", "expert_dtype", "attention_dtype"):
+            if getattr(self, key) is None and key in ("expert_dtype", "attention_dtype"):
+                continue
             if getattr(self, key) not in BYTES_PER_DTYPE:
                 raise SpecsimInputError(None, None, key, f"one of {list(BYTES_PER_DTYPE)}",
                                         repr(getattr(self, key)))
@@ -118,6 +127,18 @@ class ModelConfig:
                                     "query attention shares each KV head among whole groups)", repr(self.num_kv_heads))
         if self.num_experts and not 1 <= self.top_k <= self.num_experts:
             raise SpecsimInputError(None, None, "top_k", f"1..num_experts ({self.num_experts})", repr(self.top_k))
+
+    def gemm_dtype(self, part: str) -> str:
+        """The dtype the GEMM weights of ``part`` are stored in: ``"attention"`` (token-mixer projections),
+        ``"experts"`` (routed experts) or ``"other"`` (dense MLPs, shared experts: ``weight_dtype``).
+
+        Raises:
+            SpecsimInputError: an unknown part.
+        """
+        if part not in ("attention", "experts", "other"):
+            raise SpecsimInputError(None, None, "part", "attention, experts or other", repr(part))
+        own = {"attention": self.attention_dtype, "experts": self.expert_dtype}.get(part)
+        return own or self.weight_dtype
 
     # ---- shapes --------------------------------------------------------------------------------------------
 
@@ -231,7 +252,8 @@ class ModelConfig:
         KV heads fewer than tp replicated), dense MLPs and shared experts split over tp, routed experts
         either split over tp (``ep == 1``: every GPU holds 1/tp of every expert) or placed whole,
         ceil(num_experts / ep) per GPU (``ep > 1``: vLLM's expert parallelism, where ep = tp x dp), embedding
-        and LM head split over tp (vocabulary-parallel), routers and norms replicated. GEMM weights in
+        and LM head split over tp (vocabulary-parallel), routers and norms replicated. Token mixers in
+        ``gemm_dtype("attention")``, routed experts in ``gemm_dtype("experts")``, dense MLPs and shared experts in
         ``weight_dtype``, the rest in BF16.
 
         Args:
@@ -244,14 +266,19 @@ class ModelConfig:
         """
         _check_degree("tp", tp, self.num_heads)
         _check_degree("ep", ep, max(1, self.num_experts))
-        w = BYTES_PER_DTYPE[self.weight_dtype]
+        w, a, x = (BYTES_PER_DTYPE[self.gemm_dtype(p)] for p in ("other", "attention", "experts"))
         n_moe = self.num_layers - self.num_dense_layers
         attn = self._mixer_params(tp)
         dense = self.num_dense_layers * 3 * self.hidden * self.ffn / tp
         routed_experts = math.ceil(self.num_experts / ep) if ep > 1 else self.num_experts / tp
-        moe = n_moe * 3 * self.hidden * (routed_experts * self.expert_ffn + self.shared_ffn / tp)
         replicated = n_moe * self.hidden * self.num_experts + self._norm_params()
-        return ((attn + dense + moe) * w + (self._embedding_params() / tp + replicated) * _EMBED_BYTES)
+        rest = (self._embedding_params() / tp + replicated) * _EMBED_BYTES
+        if a == w == x:                                     # one dtype: the same sum, bit for bit, as before
+            moe = n_moe * 3 * self.hidden * (routed_experts * self.expert_ffn + self.shared_ffn / tp)
+            return (attn + dense + moe) * w + rest
+        routed = n_moe * 3 * self.hidden * routed_experts * self.expert_ffn
+        shared = n_moe * 3 * self.hidden * self.shared_ffn / tp
+        return attn * a + routed * x + (dense + shared) * w + rest
 
 
 def _check_degree(key: str, value: int, most: int) -> None:
@@ -346,7 +373,35 @@ def _weight_dtype(cfg: dict, src: str) -> str:
     return _TORCH_DTYPES[str(torch_dtype).lower()]
 
 
-def _dtype_arg(key: str, value: str | None, default: str) -> str:
+#: quantization_config keys listing the modules a quantized checkpoint keeps unquantized: Transformers'
+#: ``modules_to_not_convert`` (gpt-oss MXFP4), compressed-tensors' ``ignore``, NVIDIA ModelOpt's
+#: ``exclude_modules``, vLLM FP8's ``ignored_layers``.
+_EXCLUDE_KEYS = ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers")
+
+
+def _unquantized_parts(qc: dict) -> set[str]:
+    """Components (``attention``, ``experts``) a quantization_config keeps unquantized in every layer.
+
+    A pattern counts when it names attention (``attn``) or the routed experts (``experts``, not
+    ``shared_expert``) and covers every layer: it has a wildcard or is a regex (``*``, ``+``, ``re:``) or names
+    no layer index (gpt-oss: ``model.layers.*.self_attn``; compressed-tensors: ``re:.*self_attn.*``). Patterns
+    naming single layers (``model.layers.0.self_attn``) leave the component at the quantized dtype.
+    """
+    parts: set[str] = set()
+    for key in _EXCLUDE_KEYS:
+        patterns = qc.get(key)
+        for pat in patterns if isinstance(patterns, list) else []:
+            low = str(pat).lower()
+            if not ("*" in low or "+" in low or low.startswith("re:") or not any(c.isdigit() for c in low)):
+                continue
+            if "attn" in low:
+                parts.add("attention")
+            if "experts" in low and "shared_expert" not in low:
+                parts.add("experts")
+    return parts
+
+
+def _dtype_arg(key: str, value: str | None, default: str | None) -> str | None:
     if value is None:
         return default
     if value not in BYTES_PER_DTYPE:
@@ -399,7 +454,8 @@ def _moe_fields(r: _Reader, model_type: str, num_layers: int, ffn: int) -> dict[
 
 
 def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = None,
-                         weight_dtype: str | None = None, kv_dtype: str | None = None) -> ModelConfig:
+                         weight_dtype: str | None = None, kv_dtype: str | None = None,
+                         expert_dtype: str | None = None, attention_dtype: str | None = None) -> ModelConfig:
     """A :class:`ModelConfig` from a Hugging Face ``config.json`` of a decoder-only model.
 
     Reads Llama / Mistral / Qwen2 / Qwen3 (dense; GQA from ``num_key_value_heads``, ``head_dim`` or
@@ -418,6 +474,9 @@ def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = Non
         weight_dtype: override; default from ``quantization_config`` (FP8 / FP4 methods) or ``torch_dtype``
             (``float32`` checkpoints are served as FP16, as vLLM's ``dtype=auto`` does).
         kv_dtype: override; default the activation dtype (FP16 for FP16/FP32 checkpoints, else BF16).
+        expert_dtype, attention_dtype: overrides of the routed experts' and the attention projections' dtype;
+            default the unquantized dtype (``torch_dtype``'s) where ``quantization_config`` keeps that component
+            out of the quantization in every layer (:func:`_unquantized_parts`), else None (= the weights').
     Returns:
         the model's shape.
     Raises:
@@ -456,6 +515,11 @@ def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = Non
     auto = _weight_dtype(cfg, src)
     weight = _dtype_arg("weight_dtype", weight_dtype, auto)
     kv = _dtype_arg("kv_dtype", kv_dtype, "fp16" if auto == "fp16" else "bf16")
+    qc = cfg.get("quantization_config")
+    kept = _unquantized_parts(qc) if isinstance(qc, dict) else set()
+    plain = _weight_dtype({k: v for k, v in cfg.items() if k != "quantization_config"}, src)
+    parts = {p: _dtype_arg(f"{p.rstrip('s')}_dtype", arg, plain if p in kept else None)
+             for p, arg in (("experts", expert_dtype), ("attention", attention_dtype))}
     if name is None:
         stem = ""
         if not isinstance(path_or_dict, dict):
@@ -466,4 +530,5 @@ def model_from_hf_config(path_or_dict: str | Path | dict, name: str | None = Non
                        num_kv_heads=r.int("num_key_value_heads", heads), head_dim=head_dim, ffn=ffn,
                        vocab=r.int("vocab_size"), weight_dtype=weight, kv_dtype=kv,
                        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-                       max_position_embeddings=r.int("max_position_embeddings", 0, least=0), **fields)
+                       max_position_embeddings=r.int("max_position_embeddings", 0, least=0),
+                       expert_dtype=parts["experts"], attention_dtype=parts["attention"], **fields)

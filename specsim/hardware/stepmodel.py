@@ -9,7 +9,9 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
 ``gemm``            weight GEMMs of every layer (attention projections, dense MLP, routed and shared experts,
                     MoE router; the touched routed experts as one grouped GEMM whose tiles share the waves, as
                     vLLM's fused MoE kernel runs them): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
-                    bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`)
+                    bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`); each GEMM's
+                    peak and weight bytes follow its component's dtype (``ModelConfig.gemm_dtype``: attention,
+                    routed experts, the rest), the router's the weights' dtype
 ``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
                     activations over HBM per layer
 ``attention``       decode: the KV read, ``K * kv_bytes_per_token / (HBM * attn_bw_eff)``, plus
@@ -162,7 +164,8 @@ class StepModel:
         ep_link_bytes_per_s: bandwidth of the all-to-all link when EP spans nodes (None: the GPU's link).
 
     Raises:
-        SpecsimInputError: tp or ep < 1; a weight dtype the GPU has no tensor cores for; ep > 1 on a dense model,
+        SpecsimInputError: tp or ep < 1; a weight dtype (``weight_dtype``, ``expert_dtype`` or
+            ``attention_dtype``, naming it) the GPU has no tensor cores for; ep > 1 on a dense model,
             not a multiple of tp or more than the experts; tp not dividing the attention heads or incompatible
             with the KV heads.
     """
@@ -178,11 +181,12 @@ class StepModel:
         if self.tp < 1 or self.ep < 1:
             raise SpecsimInputError(None, None, "tp/ep", "ints >= 1", f"tp={self.tp}, ep={self.ep}")
         m = self.model
-        try:
-            self.gpu.flops_per_s(m.weight_dtype)
-        except SpecsimInputError:
-            raise SpecsimInputError(None, None, "weight_dtype", f"a dtype {self.gpu.name} has tensor cores for",
-                                    repr(m.weight_dtype)) from None
+        for key, part in (("weight_dtype", "other"), ("attention_dtype", "attention"), ("expert_dtype", "experts")):
+            try:
+                self.gpu.flops_per_s(m.gemm_dtype(part))
+            except SpecsimInputError:
+                raise SpecsimInputError(None, None, key, f"a dtype {self.gpu.name} has tensor cores for",
+                                        repr(m.gemm_dtype(part))) from None
         if self.ep > 1 and not m.num_experts:
             raise SpecsimInputError(None, None, "ep", "1: expert parallelism needs a MoE model", f"ep={self.ep}")
         if self.ep > 1 and (self.ep % self.tp or m.num_experts // self.ep < 1):
@@ -197,7 +201,8 @@ class StepModel:
     # ------------------------------------------------------------------ shape helpers
     @property
     def weight_bytes_per_param(self) -> float:
-        """Bytes per weight (bf16 2, fp8 1, fp4 0.5)."""
+        """Bytes per weight of ``weight_dtype`` (bf16 2, fp8 1, fp4 0.5; routed experts and attention may differ:
+        ``BYTES_PER_DTYPE[model.gemm_dtype(part)]``)."""
         return BYTES_PER_DTYPE[self.model.weight_dtype]
 
     @property
@@ -205,15 +210,16 @@ class StepModel:
         """KV-cache bytes one GPU reads per cached token per step (all layers; ``kv_dtype``)."""
         return float(self.model.kv_bytes_per_token(self.tp))
 
-    def _gemm(self, m: np.ndarray, n: int, k: int) -> np.ndarray:
-        """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens."""
+    def _gemm(self, m: np.ndarray, n: int, k: int, part: str = "other") -> np.ndarray:
+        """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens, its weights
+        in the dtype of ``part`` (:meth:`ModelConfig.gemm_dtype`), at that dtype's peak."""
         g, e = self.gpu, self.terms
-        dtype = self.model.weight_dtype
+        dtype = self.model.gemm_dtype(part)
         m = np.asarray(m, dtype=np.float64)
         tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
         compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(dtype) * e.flops_eff)
-        memory = (n * k * self.weight_bytes_per_param + (m * k + m * n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
+        memory = (n * k * BYTES_PER_DTYPE[dtype] + (m * k + m * n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(m > 0, np.maximum(compute, memory), 0.0)
 
     def _mlp(self, m: np.ndarray, ffn: int) -> tuple[np.ndarray, int]:
@@ -223,12 +229,14 @@ class StepModel:
 
     def _grouped_gemm(self, groups: np.ndarray, m: np.ndarray, n: int, k: int) -> np.ndarray:
         """Roofline seconds of one grouped GEMM (vLLM's fused MoE kernel): ``groups`` experts of (m x k) @ (k x n)
-        whose tiles are scheduled together, so waves are counted over all of them, vectorised over steps."""
+        whose tiles are scheduled together, so waves are counted over all of them, vectorised over steps; the
+        routed experts' dtype (``gemm_dtype("experts")``) sets the peak and the weight bytes."""
         g, e = self.gpu, self.terms
+        dtype = self.model.gemm_dtype("experts")
         tiles = groups * np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
-        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(self.model.weight_dtype) * e.flops_eff)
-        memory = groups * (n * k * self.weight_bytes_per_param + m * (k + n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
+        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(dtype) * e.flops_eff)
+        memory = groups * (n * k * BYTES_PER_DTYPE[dtype] + m * (k + n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(groups * m > 0, np.maximum(compute, memory), 0.0)
 
     def _moe(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -259,8 +267,8 @@ class StepModel:
         layers) and MLPs (dense layers, MoE layers)."""
         m = self.model
         full, lin = m.attention_gemms(self.tp), m.linear_attention_gemms(self.tp)
-        mixer = (m.attention_layers * sum(self._gemm(b, n, k) for n, k in full)
-                 + m.linear_layers * sum((self._gemm(b, n, k) for n, k in lin), np.zeros_like(b)))
+        mixer = (m.attention_layers * sum(self._gemm(b, n, k, "attention") for n, k in full)
+                 + m.linear_layers * sum((self._gemm(b, n, k, "attention") for n, k in lin), np.zeros_like(b)))
         n_mixer = m.attention_layers * len(full) + m.linear_layers * len(lin)
         dense, n_dense = self._mlp(b, m.ffn // self.tp)
         nd, nm = m.num_dense_layers, m.num_layers - m.num_dense_layers
@@ -388,6 +396,7 @@ class StepModel:
         meta = {
             "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
             "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,
+            **{k: v for k in ("expert_dtype", "attention_dtype") if (v := getattr(self.model, k))},
             "engine": f"decode in CUDA graphs at capture sizes 1, 2, 4, 8..{self.terms.cudagraph_max_tokens} step 8 "
                       "(eager and multiple-of-8 beyond); mixed prefill steps unpadded (mixed_step_time_s), eager "
                       "beyond the same limit",
@@ -406,7 +415,9 @@ class StepModel:
 
     def spec(self) -> dict[str, Any]:
         """A JSON-serialisable description that :func:`step_model_from_spec` rebuilds."""
-        return {"model": {"class": type(self.model).__name__, **asdict(self.model)}, "gpu": asdict(self.gpu),
+        model = {k: v for k, v in asdict(self.model).items()      # unset per-component dtypes stay out, so a
+                 if not (k in ("expert_dtype", "attention_dtype") and v is None)}   # profile reads as before
+        return {"model": {"class": type(self.model).__name__, **model}, "gpu": asdict(self.gpu),
                 "terms": self.terms.to_dict(), "tp": self.tp, "ep": self.ep,
                 "ep_link_bytes_per_s": self.ep_link_bytes_per_s}
 
