@@ -231,9 +231,13 @@ def browser(tmp_path_factory):
 
 _JS = """JSON.stringify({
   figures: Array.from(document.querySelectorAll('figure')).map(f => {
-    const img = f.querySelector('img'); const r = f.getBoundingClientRect();
-    return {id: f.id, loaded: !!img && img.complete && img.naturalWidth > 0,
-            x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height};
+    const img = f.querySelector('img'); const svg = f.querySelector('svg'); const r = f.getBoundingClientRect();
+    return {id: f.id, loaded: svg ? svg.getBBox().width > 0 : !!img && img.complete && img.naturalWidth > 0,
+            x: r.left + window.scrollX, y: r.top + window.scrollY, w: r.width, h: r.height,
+            hover: Array.from(f.querySelectorAll('svg use')).map(u => {
+              const t = u.querySelector('title'); const b = u.getBoundingClientRect();
+              return {text: t ? t.textContent : null, w: b.width};
+            })};
   }),
   numbers: Object.fromEntries(Array.from(document.querySelectorAll('[data-key]')).map(
     e => [e.dataset.key, e.dataset.value ?? e.textContent.trim()])),
@@ -312,6 +316,15 @@ def test_sweep_page_in_headless_chromium(browser, sweep_dir, tmp_path):
         assert len(pts) == int(cell["seeds"]) == 2
         for col in ("mean_tps_per_user", "output_throughput_per_gpu", "mean_ttft_ms"):
             assert float(cell[col]) == pytest.approx(pts[col].mean(), rel=5e-6), col
+    # the frontier is interactive: every drawn load point carries its values, shown on hover (an SVG <title>)
+    fig = next(f for f in state["figures"] if f["id"] == "fig-frontier")
+    marks = [m for m in fig["hover"] if m["text"] is not None]
+    assert len(marks) == 4 and all(m["w"] > 0 for m in marks)
+    for curve, load in (("mtp1", 1), ("mtp1", 4), ("dspark", 1), ("dspark", 4)):
+        pts = df[(df.curve == curve) & (df.load == load)]
+        want = (f"{curve}, {load} users: {pts.mean_tps_per_user.mean():,.1f} tok/s/user, "
+                f"{pts.output_throughput_per_gpu.mean():,.0f} tok/s/GPU, mean of 2 seeds")
+        assert sum(m["text"] == want for m in marks) == 1, (want, [m["text"] for m in marks])
 
 
 def test_the_browser_checks_catch_a_blank_figure_and_a_console_error(browser, tmp_path):

@@ -84,9 +84,12 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
 
 
 def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: Sequence[float] = (),
-                    measured: Sequence[Any] = (), width_in: float = 7.4, height_in: float = 4.6):
+                    measured: Sequence[Any] = (), width_in: float = 7.4, height_in: float = 4.6,
+                    hover: dict[str, list[str]] | None = None):
     """The open matplotlib figure :func:`plot_frontiers` saves (``specsim report`` inlines it); the caller
-    closes it. ``width_in``, ``height_in``: one panel's size in inches."""
+    closes it. ``width_in``, ``height_in``: one panel's size in inches. ``hover``, when given, is filled with
+    each point series' artist id -> one label per drawn point (curve, load, TPS/user, throughput), in drawing
+    order, for :func:`svg_with_titles`."""
     est = tps_estimator(measured)
     fig, axes = plt.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
@@ -99,13 +102,58 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
             if (sub.num_seeds > 1).any():
                 xerr = np.abs(np.vstack([x - sub[f"{x_col}_min"], sub[f"{x_col}_max"] - x]))
                 yerr = np.abs(np.vstack([y - sub[f"{Y}_min"], sub[f"{Y}_max"] - y]))
-                ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=3.5, color=c, alpha=0.45, lw=0.8)
+                pts = ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=3.5, color=c, alpha=0.45, lw=0.8)[0]
             else:
-                ax.plot(x, y, "o", ms=3.5, color=c, alpha=0.45)
+                pts = ax.plot(x, y, "o", ms=3.5, color=c, alpha=0.45)[0]
+            if hover is not None:
+                _mark(pts, hover, [_point_label(curve, r, x_col) for _, r in sub.iterrows()], x, y)
             ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
-        _draw_measured(ax, measured)
+        _draw_measured(ax, measured, hover)
         _frontier_axes(ax, swept_title(title, recs), tiers, ESTIMATORS[est])
     return fig
+
+
+def _point_label(curve: str, row, x_col: str) -> str:
+    """The hover text of one simulated load point (seed means)."""
+    load = f"{row['load']:g} users" if row["mode"] == "closed" else f"rate x{row['load']:g}"
+    seeds = f", mean of {int(row['num_seeds'])} seeds" if row["num_seeds"] > 1 else ""
+    return (f"{curve}, {load}: {row[f'{x_col}_mean']:,.1f} tok/s/user, {row[f'{Y}_mean']:,.0f} tok/s/GPU"
+            f"{seeds}")
+
+
+def _mark(artist, hover: dict[str, list[str]], labels: list[str], x, y) -> None:
+    """Give ``artist`` (a Line2D of markers) an id and record its points' labels; matplotlib draws no marker
+    for a non-finite point, so neither is a label kept for one."""
+    gid = f"points-{len(hover)}"
+    artist.set_gid(gid)
+    keep = np.isfinite(np.asarray(x, float)) & np.isfinite(np.asarray(y, float))
+    hover[gid] = [lab for lab, k in zip(labels, keep) if k]
+
+
+def svg_with_titles(fig, hover: dict[str, list[str]]) -> str:
+    """``fig`` as SVG text whose marked points (:func:`frontier_figure`'s ``hover``) each carry a ``<title>``:
+    a browser shows it when the pointer rests on the point (SVG 1.1, section 5.4), so the page stays one
+    offline file with no script. Element ids are salted for reproducible output."""
+    import io
+    import xml.etree.ElementTree as ET
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": "specsim", "svg.fonttype": "path"}):
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    ET.register_namespace("", ns["svg"])
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
+    root = ET.fromstring(buf.getvalue())
+    for group in root.iter(f"{{{ns['svg']}}}g"):
+        labels = hover.get(group.get("id", ""))
+        if labels is None:
+            continue
+        marks = list(group.iter(f"{{{ns['svg']}}}use"))
+        if len(marks) != len(labels):
+            raise RuntimeError(f"{group.get('id')}: {len(marks)} markers drawn for {len(labels)} labels")
+        for use, text in zip(marks, labels):
+            ET.SubElement(use, f"{{{ns['svg']}}}title").text = text
+    return ET.tostring(root, encoding="unicode")
 
 
 def _spread_and_frontiers(recs: list[dict[str, Any]], estimator: str):
@@ -121,15 +169,18 @@ def _spread_and_frontiers(recs: list[dict[str, Any]], estimator: str):
     return sp, fr, X_TPOT
 
 
-def _draw_measured(ax, measured: Sequence[Any]) -> None:
-    """Measured points as stars, one marker shade per label, annotated with their load."""
+def _draw_measured(ax, measured: Sequence[Any], hover: dict[str, list[str]] | None = None) -> None:
+    """Measured points as stars, one marker shade per label (``hover``: as :func:`frontier_figure`)."""
     pts = [p for p in measured if p.tps_per_user is not None and p.throughput_per_gpu is not None]
     labels = sorted({p.label for p in pts})
     shades = {lab: str(0.45 * i / max(1, len(labels) - 1)) for i, lab in enumerate(labels)}  # black to grey
     for lab in labels:
         sub = [p for p in pts if p.label == lab]
-        ax.plot([p.tps_per_user for p in sub], [p.throughput_per_gpu for p in sub], "*", ms=11,
-                color=shades[lab], markeredgecolor="white", markeredgewidth=0.6, label=lab, zorder=5)
+        x, y = [p.tps_per_user for p in sub], [p.throughput_per_gpu for p in sub]
+        line = ax.plot(x, y, "*", ms=11, color=shades[lab], markeredgecolor="white", markeredgewidth=0.6,
+                       label=lab, zorder=5)[0]
+        if hover is not None:
+            _mark(line, hover, [f"{lab}: {a:,.1f} tok/s/user, {b:,.0f} tok/s/GPU" for a, b in zip(x, y)], x, y)
 
 
 def _per_load(records: list[dict[str, Any]], metric: str, ax, ylabel: str) -> None:

@@ -4,7 +4,9 @@ A **run** directory is what ``specsim run --out DIR`` writes (``summary.json``, 
 ``steps.parquet``, optionally ``step_log.parquet``); a **sweep** directory what ``specsim sweep --out DIR``
 writes (``sweep.json`` and ``points/``). The page is rendered from one jinja2 template
 (``specsim/analysis/templates/report.html.j2``) and holds no external reference: figures are matplotlib PNGs
-inlined as ``data:`` URIs, the style sheet is inline, there is no script, so it opens offline.
+inlined as ``data:`` URIs, except a sweep's frontier, inline SVG whose every point carries its values as an SVG
+``<title>`` that the browser shows on hover (:func:`specsim.analysis.plots.svg_with_titles`); the style sheet
+is inline, there is no script, so it opens offline.
 
 The first screen answers the question. A sweep page opens with the winner per SLA tier (its throughput per
 GPU, its margin over the runner-up and its gain over the baseline; :func:`decision_rows`), then the frontier
@@ -47,7 +49,7 @@ RUN_FIGURES = {
 #: Figures of a sweep page: id -> caption (``frontier`` leads the page, under the winners).
 SWEEP_FIGURES = {
     "frontier": "Throughput per GPU vs TPS/user: load points (seed mean, min-max bars with two or more seeds) "
-                "and each curve's Pareto frontier; dotted lines: the SLA tiers",
+                "and each curve's Pareto frontier; dotted lines: the SLA tiers; hover a point for its values",
     "budget": "Verification budget vs load: mean verify tokens per request (seed mean, +- std with two or more "
               "seeds)",
     "tps-cdf": "TPS/user CDFs of measured requests at each curve's highest load",
@@ -80,6 +82,7 @@ h3{font-size:1em}.sub{color:#555;margin:2px 0 8px}.note{font-size:0.82em;color:#
 table{border-collapse:collapse;margin:8px 0;font-size:0.88em}td,th{border:1px solid #ddd;padding:2px 7px}
 th{background:#f4f4f4;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:10px 0;display:inline-block;vertical-align:top}figure img{max-width:100%;border:1px solid #eee}
+figure.svg svg{max-width:100%;height:auto;border:1px solid #eee}figure.svg use{cursor:help}
 figcaption{font-size:0.82em;color:#444;max-width:640px}
 pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:0.82em;white-space:pre-wrap;word-break:break-all}
 """
@@ -330,7 +333,7 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
 
 def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
     from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
-    from specsim.analysis.plots import frontier_figure, swept_title
+    from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
     from specsim.analysis.results import measured_for_plot
     from specsim.sweep import load_records, results_frame, seed_spread
 
@@ -358,8 +361,10 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
                 {"title": "Goodput per SLA tier", "text": None, "text_id": None, "tables": [_table(
                     "goodput", ["tier", "curve", "load", "attainment", "goodput (tok/s/GPU)"], goodput)]}]
     plt = _plt()
-    lead = _figure("frontier", SWEEP_FIGURES["frontier"],
-                   frontier_figure([(d.name, ok)], tiers, measured_for_plot([d]), width_in=7.0, height_in=4.2))
+    hover: dict[str, list[str]] = {}
+    fig = frontier_figure([(d.name, ok)], tiers, measured_for_plot([d]), width_in=7.0, height_in=4.2, hover=hover)
+    lead = {"id": "frontier", "caption": SWEEP_FIGURES["frontier"], "svg": svg_with_titles(fig, hover)}
+    plt.close(fig)
     made = {"budget": figs.per_load(plt, budget_curve(ok), "mean_verify_tokens_per_request"),
             "tps-cdf": figs.tps_cdf(plt, ok, df), "step-profile": figs.sweep_profile(plt, man),
             "acceptance": figs.per_load(plt, seed_spread(df, ["mean_acceptance_length"]), "mean_acceptance_length")}
