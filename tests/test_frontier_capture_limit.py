@@ -22,11 +22,11 @@ What holds (numbers at seed 0 when written, tok/s/GPU):
 * with the limit raised, fixed K = 7 stays above ``none`` at every load.
 
 What the issue expected and does not hold on this profile: fixed K = 7 falling *below* ``none`` past the captured
-range. It stays 2.0-2.7x above it. The eager launches add a one-off ~5.4 ms (about 1,220 kernels x 4.4 us) to a
-40-95 ms verification step, and the whole K = 7 step at 256 users (2,048 tokens) costs about 2.1x the ``none`` step
-(256 tokens, captured) while it emits about 5 tokens per request instead of one; fixed K loses to ``none`` only where
-a verification step costs more than its acceptance length times the plain step, far from this memory-bound MoE's
-range (T(8,192) / T(1,024) is still 3.6).
+range. It stays 2.0-2.7x above it. The eager launches add ~5.4 ms (about 1,220 kernels x 4.4 us) to a 46-111 ms
+verification step (33 to 256 requests), and the whole K = 7 step costs 1.7-2.5x the ``none`` step (46 against 27 ms
+at 33 users, 111 against 45 ms at 256) while it emits about 5 tokens per request instead of one; fixed K loses to
+``none`` only where a verification step costs more than its acceptance length times the plain step, far from this
+memory-bound MoE's range (T(8,192) / T(1,024) is still 3.6).
 """
 
 from __future__ import annotations
