@@ -137,8 +137,9 @@ def print_summary(s: dict, console=None) -> None:
 def run(
     trace: Path = typer.Option(..., "--trace", help="Request trace (canonical JSONL)."),
     policy: str = typer.Option(DEFAULT_POLICY, "--policy", help="Policy name (list: specsim policies) or "
-                               "path/to/file.py:Name. Default dspark-async: of the deployable policies it wins the "
-                               "most SLA tiers across the default, V4-Flash and Qwen3-8B frontiers (docs/policies.md)."),
+                               "path/to/file.py:Name. Default dspark-async: of the deployable policies it wins "
+                               "the most SLA tiers across the default, V4-Flash and Qwen3-8B frontiers "
+                               "(docs/policies.md)."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     seed: int = typer.Option(0, "--seed", help="The one seed of every random draw."),
