@@ -32,6 +32,15 @@ def run_cli(monkeypatch, capsys, *args):
     return code, out.out, out.err
 
 
+def test_run_without_policy_runs_the_default_the_frontiers_chose(monkeypatch, capsys):
+    # issue 21: the deployable policy that wins the most tiers across the three frontiers (docs/policies.md)
+    from specsim.cli.run_cmd import DEFAULT_POLICY
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--num-requests", "10", "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert DEFAULT_POLICY == "dspark-async" and s["policy"] == "dspark-async" and s["completed"] == 10
+
+
 def test_run_json_and_records(monkeypatch, capsys, tmp_path):
     code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--policy", "dspark", "--num-requests",
                              "40", "--json", "--out", str(tmp_path / "o"), "--seed", "3")

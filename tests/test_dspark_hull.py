@@ -102,3 +102,29 @@ def test_reduced_main_job_point_hull_within_5_percent_of_global_search():
     assert hull["throughput"] >= 0.95 * best["throughput"]
     assert hull["diagnostics"]["early_stop"] == "hull" and hull["diagnostics"]["steps"] > 100
     assert targets.measure("dspark", 64, None, 256, early_stop="paper")["throughput"] < 0.8 * best["throughput"]
+
+
+def test_frontier_table_tallies_winners_and_checks_dspark_against_mtp1():
+    """benchmarks/policy_targets.py --frontiers on two hand-made compare results: the tally of tiers won, the
+    dspark / mtp1 ratio, a MISSED verdict where dspark is below mtp1 and none where mtp1 cannot reach the tier."""
+    targets = _targets()
+
+    def row(tier, curve, thr, status="ok"):
+        return {"tier": tier, "curve": curve, "throughput_per_gpu": thr, "status": status}
+
+    def win(tier, curve, runner_up):
+        return {"tier": tier, "curve": curve, "runner_up": runner_up, "margin": 0.02, "margin_verdict": "one seed"}
+
+    got = {"a": {"table": [row(50.0, "dspark", 900.0), row(50.0, "mtp1", 1000.0),
+                           row(50.0, "static", 1100.0, "covered"), row(100.0, "dspark", 800.0),
+                           row(100.0, "mtp1", float("nan"))],
+                 "winners": [win(50.0, "static", "dspark"), win(100.0, "dspark-async", "dspark")]},
+           "b": {"table": [row(50.0, "dspark", 500.0), row(50.0, "mtp1", 250.0)],
+                 "winners": [win(50.0, "dspark-async", "dspark")]}}
+    lines, verdicts = targets.frontier_table(got)
+    assert lines[-1] == "Tiers won: `dspark-async` 2, `static` 1 (of 3)."
+    assert "| a | 50 | `static` (+2.0% over `dspark`, one seed) | 900 | 1,000 | - | - | 1,100 c | 0.90 |" in lines
+    assert "| a | 100 | `dspark-async` (+2.0% over `dspark`, one seed) | 800 | infeasible | - | - | - | - |" in lines
+    assert verdicts == ["verdict a tier 50: dspark / mtp1 0.900: MISSED",
+                        "verdict a tier 100: dspark / mtp1 mtp1 infeasible: MET",
+                        "verdict b tier 50: dspark / mtp1 2.000: MET"]

@@ -7,8 +7,8 @@ and dspark-async):
 * never below `none` at any load;
 * within 3% of the best fixed k (3, 5 or 7) at one user, and above it at 256 users (past the fixed blocks' peak);
 * their mean acceptance length falls as load rises from 16 to 256 users (they verify shorter prefixes).
-The capture-limit half (fixed k = 7 falling below `none` once its batches leave the captured range, and staying
-above it when the limit is raised) needs a profile with a CUDA-graph capture limit.
+The capture-limit half (fixed k = 7 against `none` inside and past the CUDA-graph captured range, with the limit
+and with it raised) is tests/test_frontier_capture_limit.py, on h200-deepseek-v3-tp8-graphs256-terms.
 """
 
 from __future__ import annotations

@@ -37,6 +37,12 @@ DOMAIN_COLUMNS = ("requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user
                   "acceptance_rate")
 
 
+#: ``specsim run``'s policy when ``--policy`` is not given: the deployable policy (not ``oracle`` or ``dspark-global``)
+#: that wins the most SLA tiers (50, 100, 150, 200 TPS/user) across the default, V4-Flash and h100-qwen3-8b-tp1-terms
+#: (8 prefill instances) frontiers of ``benchmarks/policy_targets.py --frontiers`` (issue 21; the table and the why
+#: are in docs/policies.md, "The default of specsim run"). The Python API (``simulate``) keeps ``dspark``, the paper's.
+DEFAULT_POLICY = "dspark-async"
+
 STAGE_COLUMNS = ("start_s", "end_s", "requests", "request_rate", "request_throughput", "output_throughput",
                  "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_tps_per_user")
 
@@ -130,8 +136,10 @@ def print_summary(s: dict, console=None) -> None:
 @app.command()
 def run(
     trace: Path = typer.Option(..., "--trace", help="Request trace (canonical JSONL)."),
-    policy: str = typer.Option("dspark", "--policy", help="Policy name (list: specsim policies) or "
-                               "path/to/file.py:Name."),
+    policy: str = typer.Option(DEFAULT_POLICY, "--policy", help="Policy name (list: specsim policies) or "
+                               "path/to/file.py:Name. Default dspark-async: of the deployable policies it wins "
+                               "the most SLA tiers across the default, V4-Flash and Qwen3-8B frontiers "
+                               "(docs/policies.md)."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     seed: int = typer.Option(0, "--seed", help="The one seed of every random draw."),
