@@ -18,7 +18,8 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 
 #: The layer diagram of docs/architecture.md: which part of specsim/ (a sub-package or a top-level module) may
 #: import which. Read top-down; an entry lists every part it may import.
-UTILITIES = {"errors", "fmt", "progress", "tomlfile", "__init__"}   # usable from every level (__init__: the version)
+# usable from every level (__init__: the version)
+UTILITIES = {"errors", "fmt", "progress", "tomlfile", "jsonfiles", "twins", "__init__"}
 LAYERS: dict[str, set[str]] = {
     "cli": {"backends", "studies", "sweep", "simulation", "run_config", "analysis", "engine", "policies", "acceptance",
             "hardware", "workload", "scenario", "scenario_schema"},
@@ -41,9 +42,6 @@ LAYERS: dict[str, set[str]] = {
 #: unnoticed (remove an entry when its import goes).
 UPWARD: dict[tuple[str, str], str] = {
     ("analysis", "sweep"): "frontier, report and plots read sweep tables (sweep.tune reads the frontier)",
-    ("policies", "engine"): "policies/dspark.py makes the compiled twins of its scan and hull with engine/kernels.twin",
-    ("acceptance", "analysis"): "acceptance/calibration.py reads the step-log format (analysis/steplog.py)",
-    ("hardware", "analysis"): "hardware/step_points.py reads vLLM results (analysis/results.py)",
 }
 
 

@@ -68,7 +68,7 @@ def logistic(x: float) -> float:
     ``scipy.special.expit``, whose element function is this same expression with the same C ``exp`` (scipy's
     ``_logit.h``; tests/test_kernels.py checks the two bit for bit); numpy's own ``np.exp`` is avoided on
     arrays because its SIMD kernels differ from the C library in the last bit on AVX-512 machines, which would
-    break the equality of the numpy and compiled forms (:mod:`specsim.engine.kernels`). Raises OverflowError
+    break the equality of the numpy and compiled forms (:mod:`specsim.twins`). Raises OverflowError
     for x < -709 in plain Python (compiled code returns 0 there, as ``expit`` does).
     """
     return 1.0 / (1.0 + math.exp(-x))
