@@ -38,7 +38,7 @@ from specsim.analysis.metrics import at_least, at_most
 from specsim.sweep.runner import run_sweep
 from specsim.sweep.spec import SweepSpec
 from specsim.sweep.store import load_records, write_manifest
-from specsim.sweep.tables import results_frame, seed_spread
+from specsim.analysis.sweep_tables import results_frame, seed_spread
 
 #: Throughput (going up) or TPS/user (going down) gain under which one more doubling / halving "does not pay".
 SATURATION_GAIN = 0.02
