@@ -5,14 +5,13 @@ emission of a step's outcomes, the clip of verify lengths to the output left and
 (``SPECSIM_NO_NUMBA=1``, numba missing or failing to compile); the two are equal bit for bit
 (``tests/test_kernels.py``). The other twins live with their definitions: the latent draws in
 :mod:`specsim.engine.draws`, DSpark's scan and the lower convex minorant in :mod:`specsim.policies.dspark`.
-:func:`twin`, :func:`compiled`, :func:`compiled_twin` and ``NO_NUMBA_ENV`` stay importable from here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from specsim.twins import NO_NUMBA_ENV, compiled, compiled_twin, twin  # noqa: F401
+from specsim.twins import twin
 
 # ------------------------------------------------------------------------ the step's own array passes
 

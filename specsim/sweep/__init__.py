@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_TABLES = "specsim.analysis.sweep_tables"
+_RECORDS, _TABLES = "specsim.analysis.sweep_records", "specsim.analysis.sweep_tables"
 #: public name -> the submodule that defines it (a dotted path: a module outside this package)
 _EXPORTS = {
     "EXECUTORS": "executors",
@@ -36,8 +36,8 @@ _EXPORTS = {
     "ProgressCallback": "runner", "SweepOutcome": "runner", "SweepProgress": "runner", "run_sweep": "runner",
     "SweepPoint": "spec", "SweepSpec": "spec", "expand_points": "spec", "policy_uses_threshold": "spec",
     "point_knobs": "spec",
-    "RECORD_VERSION": "store", "SUMMARY_KEYS": "store", "finished_ids": "store", "load_records": "store",
-    "points_dir": "store", "read_record": "store", "write_manifest": "store", "write_record": "store",
+    "RECORD_VERSION": "store", "finished_ids": "store", "write_manifest": "store", "write_record": "store",
+    "SUMMARY_KEYS": _RECORDS, "load_records": _RECORDS, "points_dir": _RECORDS, "read_record": _RECORDS,
     "SPREAD_METRICS": _TABLES, "results_frame": _TABLES, "seed_spread": _TABLES,
 }
 

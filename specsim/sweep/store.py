@@ -1,7 +1,7 @@
 """Sweep records on disk, written: one JSON file per finished point, written atomically, and the manifest.
 
-The record format and its reading (:func:`load_records`, :func:`read_record`, the checksum, ``SUMMARY_KEYS``)
-live in :mod:`specsim.analysis.sweep_records`, re-exported here. Layout of a sweep directory ``DIR``:
+The record format and its reading (``load_records``, ``read_record``, the checksum, ``SUMMARY_KEYS``) live in
+:mod:`specsim.analysis.sweep_records`. Layout of a sweep directory ``DIR``:
 
 * ``DIR/points/<id>.json``: one record per finished point, written through a temporary file, fsync and
   ``os.replace``, so a record is either complete or absent. Each record carries a SHA-256 ``checksum``
@@ -26,9 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-# The record format and its reading live in specsim.analysis.sweep_records; their names stay importable here.
-from specsim.analysis.sweep_records import (SUMMARY_KEYS, body_checksum, canonical_sha, load_records,  # noqa: F401
-                                            points_dir, read_record)
+from specsim.analysis.sweep_records import body_checksum, points_dir, read_record
 
 #: Version of the record layout; part of every point's identity.
 RECORD_VERSION = 1
