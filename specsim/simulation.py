@@ -28,7 +28,7 @@ from specsim.run_config import ResolvedRun, RunConfig, resolve_run
 from specsim.policies.cost_table import table_report
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
-from specsim.analysis.steplog import write_step_log
+from specsim.acceptance.steplog import write_step_log
 
 __all__ = ["HORIZON_RULE", "RunConfig", "SimulationResult", "run", "run_until", "simulate"]
 
@@ -40,7 +40,7 @@ class SimulationResult:
         summary: flat metrics dict (specsim.analysis.metrics names) plus policy, seed, wall_time_s, provenance.
         requests: one row per trace request (specsim.analysis.metrics.request_frame).
         steps: one row per engine step (specsim.engine.cluster.STEP_COLUMNS).
-        step_log: per (step, request) rows in the specsim.analysis.steplog format, or None when not recorded.
+        step_log: per (step, request) rows in the specsim.acceptance.steplog format, or None when not recorded.
     """
 
     summary: dict[str, Any]

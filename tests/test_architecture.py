@@ -18,7 +18,8 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 
 #: The layer diagram of docs/architecture.md: which part of specsim/ (a sub-package or a top-level module) may
 #: import which. Read top-down; an entry lists every part it may import.
-UTILITIES = {"errors", "fmt", "progress", "tomlfile", "__init__"}   # usable from every level (__init__: the version)
+# usable from every level (__init__: the version)
+UTILITIES = {"errors", "fmt", "progress", "tomlfile", "jsonfiles", "twins", "__init__"}
 LAYERS: dict[str, set[str]] = {
     "cli": {"backends", "studies", "sweep", "simulation", "run_config", "analysis", "engine", "policies", "acceptance",
             "hardware", "workload", "scenario", "scenario_schema"},
@@ -39,12 +40,7 @@ LAYERS: dict[str, set[str]] = {
 
 #: Imports that point up the diagram, each with the one file that makes it; listed so that no new one appears
 #: unnoticed (remove an entry when its import goes).
-UPWARD: dict[tuple[str, str], str] = {
-    ("analysis", "sweep"): "frontier, report and plots read sweep tables (sweep.tune reads the frontier)",
-    ("policies", "engine"): "policies/dspark.py makes the compiled twins of its scan and hull with engine/kernels.twin",
-    ("acceptance", "analysis"): "acceptance/calibration.py reads the step-log format (analysis/steplog.py)",
-    ("hardware", "analysis"): "hardware/step_points.py reads vLLM results (analysis/results.py)",
-}
+UPWARD: dict[tuple[str, str], str] = {}
 
 
 def _part(module: str) -> str | None:
@@ -80,6 +76,21 @@ def _edges() -> dict[str, set[str]]:
 def _sources():
     for path in sorted(PKG.rglob("*.py")):
         yield path.relative_to(PKG).as_posix(), ast.parse(path.read_text())
+
+
+#: No module in specsim/ is longer than this (lines; the project's rule, issue 19).
+MAX_MODULE_LINES = 600
+#: Modules still allowed over it. scenario.py: another engineer is shrinking it (its pydantic migration); the
+#: exemption goes when that work is merged.
+LONG_MODULES = {"scenario.py"}
+
+
+def test_no_module_is_over_600_lines():
+    lines = {name: len(path.read_text().splitlines())
+             for name, path in ((p.relative_to(PKG).as_posix(), p) for p in sorted(PKG.rglob("*.py")))}
+    long = {name: n for name, n in lines.items() if n > MAX_MODULE_LINES and name not in LONG_MODULES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+    assert len(lines) > 50 and max(lines.values()) > 300      # it read the package's modules
 
 
 @pytest.mark.parametrize("name", CORE)

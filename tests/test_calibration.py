@@ -10,7 +10,7 @@ import pytest
 from scipy.special import expit, logit
 
 from specsim.acceptance import calibration as cal
-from specsim.analysis.steplog import write_step_log
+from specsim.acceptance.steplog import write_step_log
 
 # Raw-head distortion, logit(c) = S * logit(q) + B: position 1 fitted to PAPER.md section 4's reliability
 # points (0.53 -> 0.47, 0.73 -> 0.62, 0.93 -> 0.85), later conditionals milder so that the cumulative

@@ -1,4 +1,4 @@
-"""Numpy definitions and their compiled twins (specsim/engine/kernels.py): equal bit for bit, and each right.
+"""Numpy definitions and their compiled twins (specsim/twins.py chooses): equal bit for bit, and each right.
 
 The equality tests need numba (skipped under ``SPECSIM_NO_NUMBA=1``); the checks of the definitions run
 either way.
@@ -15,17 +15,18 @@ from hypothesis import strategies as st
 from scipy.special import expit, ndtri
 
 from specsim.acceptance.model import build_acceptance_model, logistic
+from specsim import twins
 from specsim.engine import draws, kernels
 from specsim.engine.draws import LatentRows, normal_quantile
 from specsim.policies.dspark import greedy_lengths, lower_convex_minorant
 
-needs_numba = pytest.mark.skipif(not kernels.compiled(), reason="numba unavailable or SPECSIM_NO_NUMBA=1")
+needs_numba = pytest.mark.skipif(not twins.compiled(), reason="numba unavailable or SPECSIM_NO_NUMBA=1")
 
 
 def both(fn, *args):
     """(numpy form's result, compiled twin's result) of a twin ``fn`` on copies of the same inputs."""
     copy = lambda a: a.copy() if isinstance(a, np.ndarray) else a  # noqa: E731
-    return fn.numpy_form(*map(copy, args)), kernels.compiled_twin(fn)(*map(copy, args))
+    return fn.numpy_form(*map(copy, args)), twins.compiled_twin(fn)(*map(copy, args))
 
 
 def assert_same(a, b):
@@ -81,7 +82,7 @@ def test_latent_outcomes_equal_rows_then_confidences(gamma, domain, low_ratio):
         np.testing.assert_array_equal(conf_raw, ref_raw[:, :g])
         np.testing.assert_array_equal(conf, ref_conf[:, :g])
         np.testing.assert_array_equal(accept, ref_acc[:, :g])
-        if kernels.compiled():
+        if twins.compiled():
             assert_same(*both(draws.latent_outcomes, keys, anchors.astype(np.int64), base, src._terms, g))
     assert 0.3 < ref_acc.mean() < 0.95                   # the tails (AS 241) and the table were both exercised
     assert (np.abs(rows[:, 1]) > 2.4 * model.sigma_conf).any()
@@ -121,7 +122,7 @@ def test_emit_decode_by_its_definition(whole):
     one = kernels.emit_decode(np.array([0]), np.array([4]), np.array([[True, True, False, True]]), 1.0,
                               np.zeros(1), *[np.zeros(1, np.int64)] * 4, np.array([3]))
     assert one[0][0] == 2 and one[2][0] == 3 and one[7] == 1   # 2 accepted drafts + the target's own token
-    if kernels.compiled():
+    if twins.compiled():
         assert_same(*both(kernels.emit_decode, decode, l, accept, 2.5, before.copy(), *frozen, output))
 
 
@@ -137,7 +138,7 @@ def test_clip_to_output():
     np.testing.assert_array_equal(clipped, np.minimum(l, lmax))
     assert n == (l > lmax).sum() > 0 and (low, high) == (l.min(), l.max()) and total == clipped.sum()
     assert kernels.clip_to_output(np.zeros(0, np.int64), decode[:0], output, generated)[1:] == (0, 0, 0, 0)
-    if kernels.compiled():
+    if twins.compiled():
         assert_same(*both(kernels.clip_to_output, l, decode, output, generated))
 
 
@@ -149,7 +150,7 @@ def test_decoding_slots():
     assert kv == (10 + 1) + (12 + 3) + (13 + 4) + (15 + 9)
     none, kv0 = kernels.decoding_slots(np.zeros(0, np.int64), prompt[:0], generated[:0])
     assert none.size == 0 and kv0 == 0
-    if kernels.compiled():
+    if twins.compiled():
         assert_same(*both(kernels.decoding_slots, left, prompt, generated))
 
 

@@ -316,10 +316,10 @@ def _new_modules(first: str, then: str) -> list[str]:
     return out.stdout.split()
 
 
-def test_frontier_reads_records_without_loading_the_runner():
+def test_frontier_reads_records_without_loading_the_sweep():
     loaded = _new_modules("specsim", "specsim.analysis.frontier")
-    assert "specsim.sweep.store" in loaded and "specsim.sweep.tables" in loaded
-    assert not {"specsim.sweep.runner", "specsim.sweep.executors", "specsim.sweep.point",
+    assert "specsim.analysis.sweep_records" in loaded and "specsim.analysis.sweep_tables" in loaded
+    assert not {"specsim.sweep", "specsim.sweep.runner", "specsim.sweep.executors", "specsim.sweep.point",
                 "specsim.simulation"} & set(loaded)
 
 

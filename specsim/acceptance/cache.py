@@ -7,9 +7,9 @@ pure data (floats and numpy arrays), so it is pickled once under a key and loade
 
 The key is a SHA-256 over everything the built model depends on: the builder's arguments (drafter, gamma,
 rates, latent parameters, source, temperatures, calibration, domain weights), the source text of the modules
-that compute it (``acceptance/model.py`` and ``acceptance/calibration.py``: a code change invalidates the
-entry) and the numpy and scipy versions. A loaded model is therefore the model the builder would return,
-bit for bit (``tests/test_acceptance_cache.py`` checks this).
+that compute it (``acceptance/model.py``, ``acceptance/tables.py`` and ``acceptance/calibration.py``: a code
+change invalidates the entry) and the numpy and scipy versions. A loaded model is therefore the model the
+builder would return, bit for bit (``tests/test_acceptance_cache.py`` checks this).
 
 Where: ``$SPECSIM_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/specsim`` (default ``~/.cache/specsim``, the
 XDG base-directory specification, https://specifications.freedesktop.org/basedir-spec/), in a
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 _OFF = {"0", "off", "no", "false"}
-_SOURCES = ("model.py", "calibration.py")   # the modules whose code decides the built model's numbers
+_SOURCES = ("model.py", "tables.py", "calibration.py")   # the modules whose code decides the built model's numbers
 
 
 def cache_dir() -> Path | None:

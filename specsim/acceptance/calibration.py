@@ -16,7 +16,7 @@ prefix label y_k = 1 iff drafts 1..k were all accepted.
   point with a bounded scalar search between its two neighbours.
 
 Arrays are ``(N, gamma)``: one row per (step, request), one column per draft position; ``known`` masks
-positions whose label is observed (see :func:`specsim.analysis.steplog.prefix_labels`).
+positions whose label is observed (see :func:`specsim.acceptance.steplog.prefix_labels`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 from specsim.errors import SpecsimInputError
-from specsim.analysis.steplog import prefix_labels
+from specsim.acceptance.steplog import prefix_labels
 
 N_BINS = 20                                   # DeepSpec's ECE bins (PAPER.md section 4)
 T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice, PAPER.md section 10.3)
@@ -294,7 +294,7 @@ def _conf_matrix(col: pd.Series, gamma_max: int) -> np.ndarray:
 
 
 def step_log_arrays(df: pd.DataFrame) -> dict:
-    """Confidences, prefix labels and their mask from a step log (format: :mod:`specsim.analysis.steplog`).
+    """Confidences, prefix labels and their mask from a step log (format: :mod:`specsim.acceptance.steplog`).
 
     Rows with gamma = 0 are dropped. A position k is known when the step-log rule says so and the row
     drafted k (k <= gamma of that row).
@@ -374,7 +374,7 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
     """Fit STS on half of a step log's requests and evaluate raw and calibrated confidences on the rest.
 
     Args:
-        df: a step log (columns in :mod:`specsim.analysis.steplog`); may concatenate several runs.
+        df: a step log (columns in :mod:`specsim.acceptance.steplog`); may concatenate several runs.
         source: names of the files the log came from (recorded in the report).
         n_bins: ECE bins.
         adaptive_warn_fraction: warn when more than this share of rows is censored (verify_len < gamma

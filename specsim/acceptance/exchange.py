@@ -36,7 +36,6 @@ per-position acceptance from its step log; :func:`acceptance_report` is the ``su
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +45,7 @@ import pandas as pd
 
 from specsim.acceptance.counters import AcceptanceCounters, from_counts, from_survival
 from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import json_document, json_rows, read_text
 
 #: The vLLM source the export was checked against (no release number was verified for these keys).
 VLLM_CHECKED = {
@@ -64,37 +64,16 @@ FORMATS = ("vllm-bench", "deepspec", "specbench", "vllm-synthetic")
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        got = "bytes that are not UTF-8 text" if isinstance(e, UnicodeDecodeError) else (e.strerror or type(e).__name__)
-        raise SpecsimInputError(str(path), None, None, "a readable text file", got) from None
+    return read_text(path, "a readable text file")
 
 
 def _json(text: str, src: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SpecsimInputError(src, e.lineno, None, "a JSON document", e.msg) from None
+    return json_document(text, src, "a JSON document")
 
 
 def _json_lines(text: str, src: str) -> list[tuple[int, object]]:
     """A JSON document as one row, else JSON Lines as (1-based line, object) pairs."""
-    stripped = text.strip()
-    try:
-        doc = json.loads(stripped) if stripped else None
-    except json.JSONDecodeError:
-        doc = None
-    if doc is not None:
-        return [(1, r) for r in doc] if isinstance(doc, list) else [(1, doc)]
-    rows = []
-    for ln, raw in enumerate(text.splitlines(), start=1):
-        if raw.strip():
-            try:
-                rows.append((ln, json.loads(raw)))
-            except json.JSONDecodeError as e:
-                raise SpecsimInputError(src, ln, None, "one JSON object per line", e.msg) from None
-    return rows
+    return json_rows(text, src, "one JSON object per line")
 
 
 def _number(obj: Mapping, key: str, src: str, line: int | None, *, count: bool = False) -> float:
@@ -409,7 +388,7 @@ def model_counters(alpha: Mapping[str, object], gamma: int | None = None, source
 
 
 def run_acceptance(step_log: pd.DataFrame) -> dict[str, dict]:
-    """A run's per-position acceptance from its step log (:mod:`specsim.analysis.steplog`), per domain and ``all``.
+    """A run's per-position acceptance from its step log (:mod:`specsim.acceptance.steplog`), per domain and ``all``.
 
     For position k (1-based): ``verified`` = request-steps with verify_len >= k; ``accepted`` = those with
     num_accepted >= k; DeepSpec's ``accept_rate@(k-1)`` = accepted / verified (its own definition);

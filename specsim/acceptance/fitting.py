@@ -1,4 +1,4 @@
-"""Acceptance models fitted from step logs (format: :mod:`specsim.analysis.steplog`): empirical and parametric.
+"""Acceptance models fitted from step logs (format: :mod:`specsim.acceptance.steplog`): empirical and parametric.
 
 Both plug into ``specsim run`` through the scenario (``[acceptance] model = "empirical:DIR"`` or
 ``"fitted:DIR"``, DIR written by ``specsim fit``) and implement the engine's acceptance API

@@ -48,7 +48,7 @@ import pandas as pd
 from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
 from specsim.analysis.tiers import mark_winners, tiers_json
-from specsim.sweep.tables import results_frame, seed_spread
+from specsim.analysis.sweep_tables import results_frame, seed_spread
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -153,7 +153,7 @@ class Frontier:
 
 
 def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
-    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.sweep.tables.seed_spread` frame)."""
+    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.analysis.sweep_tables.seed_spread` frame)."""
     out = {}
     for curve, sub in spread.groupby("curve", sort=True):
         out[str(curve)] = Frontier.from_points(str(curve), sub[f"{X}_mean"].to_numpy(),
@@ -166,7 +166,7 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
 
     Args:
         points: one curve's load points, columns ``load, mode`` and the seed means ``<X>_mean, <Y>_mean``
-            (:func:`specsim.sweep.tables.seed_spread` rows of one curve).
+            (:func:`specsim.analysis.sweep_tables.seed_spread` rows of one curve).
         tier: the SLA tier, TPS/user.
 
     Returns:
@@ -283,7 +283,7 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     """The comparison table: one row per (tier, curve).
 
     Args:
-        records: sweep records (:func:`specsim.sweep.store.load_records`).
+        records: sweep records (:func:`specsim.analysis.sweep_records.load_records`).
         tiers: SLA tiers, TPS/user in tok/s.
         baseline: the curve (or policy name) gains are measured against; None for no gains.
 

@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from specsim.analysis.frontier import X, Y, Frontier, frontiers  # noqa: E402
-from specsim.sweep import results_frame, seed_spread  # noqa: E402
+from specsim.analysis.sweep_tables import results_frame, seed_spread  # noqa: E402
 
 
 #: The two TPS/user estimators (see the module docstring): label -> x-axis text.

@@ -335,7 +335,8 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
     from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
     from specsim.analysis.results import measured_for_plot
-    from specsim.sweep import load_records, results_frame, seed_spread
+    from specsim.analysis.sweep_records import load_records
+    from specsim.analysis.sweep_tables import results_frame, seed_spread
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
     recs = load_records(d)
@@ -380,7 +381,7 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
 
 def _sweep_sources(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Provenance of every curve (acceptance and profile sources) and of every point (its trace slice)."""
-    from specsim.sweep import results_frame
+    from specsim.analysis.sweep_tables import results_frame
 
     df = results_frame(ok).set_index("id")
     by_curve: dict[str, set[tuple[str, str]]] = {}

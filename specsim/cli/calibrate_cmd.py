@@ -37,14 +37,14 @@ def _table(report, width: int | None = None) -> str:
 
 @app.command("calibrate")
 def calibrate(
-    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.analysis.steplog)"),
+    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.acceptance.steplog)"),
     out: Path = typer.Option(..., "--out", help="output folder"),
     n_bins: int = typer.Option(DEFAULT_BINS, "--bins", min=2, help="ECE bins (DeepSpec uses 20)"),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="write reliability and histogram PNGs"),
 ) -> None:
     """Fit per-position STS temperatures on step logs; report ECE and AUROC before and after."""
     from specsim.acceptance import calibration as cal
-    from specsim.analysis.steplog import read_step_logs
+    from specsim.acceptance.steplog import read_step_logs
 
     df = read_step_logs(logs)
     report = cal.calibrate_step_log(df, source=[p.name for p in logs], n_bins=n_bins, warn_to_stderr=False)

@@ -1,6 +1,6 @@
 """``specsim fit LOGS... --out DIR`` and ``specsim counters FILE --out table.json``.
 
-``fit`` builds two acceptance models from step logs (format: :mod:`specsim.analysis.steplog`):
+``fit`` builds two acceptance models from step logs (format: :mod:`specsim.acceptance.steplog`):
 - ``DIR/model.json``: the parametric latent model (pooled conditional rates per domain, latent spreads,
   confidence distortion, STS temperatures); use it with ``--set acceptance.model=fitted:DIR``, or only
   its rates with ``--set acceptance.table=DIR/model.json``;
@@ -28,13 +28,13 @@ from specsim.errors import SpecsimInputError
 
 @app.command("fit")
 def fit(
-    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.analysis.steplog)"),
+    logs: list[Path] = typer.Argument(..., help="step-log Parquet files (format: specsim.acceptance.steplog)"),
     out: Path = typer.Option(..., "--out", help="output folder"),
     max_evals: int = typer.Option(400, "--max-evals", min=10, help="Nelder-Mead evaluations of the moment fit"),
 ) -> None:
     """Fit empirical and parametric acceptance models from step logs."""
     from specsim.acceptance.fitting import write_fit
-    from specsim.analysis.steplog import read_step_logs
+    from specsim.acceptance.steplog import read_step_logs
 
     model = write_fit(read_step_logs(logs), out, [p.name for p in logs], max_evals=max_evals)
     rows = [[dom, fmt.number(model["implied_tau"][dom], 3), " ".join(fmt.number(r, 3) for r in rates)]
@@ -119,7 +119,7 @@ def export_acceptance_cmd(
     elif run_dir is not None:
         import numpy as np
 
-        from specsim.analysis.steplog import read_step_log
+        from specsim.acceptance.steplog import read_step_log
         per = run_acceptance(read_step_log(run_dir / "step_log.parquet"))
         found = {d: from_survival(np.nan_to_num(np.array(v["survival"], float)), d) for d, v in per.items()}
         source = f"run {run_dir.name}"

@@ -346,7 +346,7 @@ def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
 # --------------------------------------------------------------------------------------------- compare, plot
 def _records(d: Path) -> list[dict]:
     """The valid records of sweep directory ``d``; SpecsimInputError when it has no ``points/``."""
-    from specsim.sweep.store import load_records
+    from specsim.analysis.sweep_records import load_records
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",

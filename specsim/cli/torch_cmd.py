@@ -91,7 +91,7 @@ def decode_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                                      max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
                                      seed=seed, profile=profile, sts_path=sts)
     if out:
-        from specsim.analysis.steplog import write_step_log
+        from specsim.acceptance.steplog import write_step_log
         write_step_log(log, out)
         summary["step_log"] = str(out)
     typer.echo(json.dumps(summary, indent=1))

@@ -127,7 +127,7 @@ class Cluster:
         acceptance: the acceptance model (None when gamma is 0).
         profile: the replicas' step-time profile.
         drafter_cost: the drafter's cost model.
-        record_step_log: keep per (step, request) rows (the specsim.analysis.steplog format).
+        record_step_log: keep per (step, request) rows (the specsim.acceptance.steplog format).
     """
 
     def __init__(self, trace, config: ClusterRuntime, make_hooks, acceptance: AcceptanceModel | None, profile,

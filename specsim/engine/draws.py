@@ -20,7 +20,7 @@ So the draws of request r at anchor p are the same whatever the policy, the batc
 (common random numbers per (seed, request)), and nothing is stored per request.
 
 :func:`latent_outcomes` (a step's confidences and acceptance outcomes) is defined here in numpy; its loop twin
-beside it is what runs when numba is available (:func:`specsim.engine.kernels.twin` chooses; the two are equal
+beside it is what runs when numba is available (:func:`specsim.twins.twin` chooses; the two are equal
 bit for bit, tests/test_kernels.py).
 """
 
@@ -33,7 +33,7 @@ import numpy as np
 from scipy.special import expit
 
 from specsim.acceptance.model import confidence_logit, logistic
-from specsim.engine import kernels
+from specsim.twins import twin
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)          # SplitMix64's increment (Steele et al. 2014)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -220,9 +220,9 @@ def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
     return conf_raw, conf, accept
 
 
-latent_outcomes = kernels.twin(_latent_outcomes_numpy, _latent_outcomes_loop,
-                               helpers=(mix, _horner, normal_quantile, _table_quantile, _row_uniforms, _normal,
-                                        confidence_logit, logistic))
+latent_outcomes = twin(_latent_outcomes_numpy, _latent_outcomes_loop,
+                       helpers=(mix, _horner, normal_quantile, _table_quantile, _row_uniforms, _normal,
+                                confidence_logit, logistic))
 
 
 class LatentRows:

@@ -51,7 +51,7 @@ class StepRecord(NamedTuple):
 
 
 class StepLogRow(NamedTuple):
-    """One step's per-request step-log rows (the specsim.analysis.steplog format), kept as the step's arrays.
+    """One step's per-request step-log rows (the specsim.acceptance.steplog format), kept as the step's arrays.
 
     Attributes:
         step, replica: the replica's step index and the replica index.
@@ -85,7 +85,7 @@ class Records:
 
     Args:
         num_requests: N, the trace's length.
-        record_step_log: keep per (step, request) rows (the specsim.analysis.steplog format).
+        record_step_log: keep per (step, request) rows (the specsim.acceptance.steplog format).
 
     Per-request attributes are (N,) arrays, NaN / -1 / 0 until set: times in seconds (``arrival_s``,
     ``queued_s`` when the request reaches the scheduler after its fixed overhead, ``prefill_start_s``,
@@ -272,7 +272,7 @@ class Records:
         return out
 
     def step_log_frame(self, request_id: np.ndarray, domain: np.ndarray) -> pd.DataFrame:
-        """Per (step, request) rows in the specsim.analysis.steplog format (columns built in one pass each)."""
+        """Per (step, request) rows in the specsim.acceptance.steplog format (columns built in one pass each)."""
         cols = ["step", "replica", "time_s", "step_time_s", "request_id", "domain", "gamma", "verify_len",
                 "num_accepted", "conf_raw", "conf"]
         if not self._log:

@@ -7,7 +7,7 @@ request in admission order. Nothing here allocates KV blocks or runs a step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -47,11 +47,7 @@ class ReplicaConfig:
     decode_first_token: bool = False
 
 
-def _ints() -> np.ndarray:
-    return np.zeros(0, np.int64)
-
-
-NO_SLOTS = _ints()                  # no slots (read-only: shared by every step that has none)
+NO_SLOTS = np.zeros(0, np.int64)   # no slots (read-only: shared by every step that has none)
 NO_SLOTS.setflags(write=False)
 
 
@@ -69,34 +65,36 @@ class Slots:
     after a preemption, prompt + generated) tokens still to prefill; ``kv_blocks`` target KV blocks held (cached
     prefix blocks included), ``kv_cached`` how many of those are shared cache blocks, ``draft_kv_blocks`` the
     drafter's blocks; ``draw_key`` and ``draw_base`` (R, gamma) the request's random stream (specsim.engine.draws);
-    ``decode_steps`` and the
-    history for causal policies (flushed to the records when the request leaves or is preempted).
+    ``decode_steps`` and the history for causal policies (flushed to the records when the request leaves or is
+    preempted). :meth:`empty` makes the state of no running request.
 
     The arrays a scheduling view shows (``request``, ``prompt_tokens``, ``num_generated``, the history) are
     never written in place: an update replaces the array, so a view keeps them without copying.
     """
 
-    request: np.ndarray = field(default_factory=_ints)
-    prompt_tokens: np.ndarray = field(default_factory=_ints)
-    output_tokens: np.ndarray = field(default_factory=_ints)
-    num_generated: np.ndarray = field(default_factory=_ints)
-    prefill_left: np.ndarray = field(default_factory=_ints)
-    kv_blocks: np.ndarray = field(default_factory=_ints)
-    kv_cached: np.ndarray = field(default_factory=_ints)
-    draft_kv_blocks: np.ndarray = field(default_factory=_ints)
-    draw_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
-    draw_base: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
-    decode_steps: np.ndarray = field(default_factory=_ints)
-    drafts_verified: np.ndarray = field(default_factory=_ints)
-    drafts_accepted: np.ndarray = field(default_factory=_ints)
-    last_verify_len: np.ndarray = field(default_factory=_ints)
-    last_accepted: np.ndarray = field(default_factory=_ints)
-    last_emit_s: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    request: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    num_generated: np.ndarray
+    prefill_left: np.ndarray
+    kv_blocks: np.ndarray
+    kv_cached: np.ndarray
+    draft_kv_blocks: np.ndarray
+    draw_key: np.ndarray
+    draw_base: np.ndarray
+    decode_steps: np.ndarray
+    drafts_verified: np.ndarray
+    drafts_accepted: np.ndarray
+    last_verify_len: np.ndarray
+    last_accepted: np.ndarray
+    last_emit_s: np.ndarray
 
     @classmethod
     def empty(cls, gamma: int) -> "Slots":
-        """No running request; ``draw_base`` rows have ``gamma`` columns."""
-        return cls(draw_base=np.zeros((0, gamma)))
+        """No running request: every array empty, int64 but for ``draw_key`` (uint64), ``draw_base`` (float64,
+        (0, gamma)) and ``last_emit_s`` (float64)."""
+        shape = {"draw_base": (0, gamma)}
+        return cls(**{name: np.zeros(shape.get(name, 0), _DTYPES.get(name, np.int64)) for name in _SLOT_FIELDS})
 
     @property
     def size(self) -> int:
@@ -125,3 +123,4 @@ class Slots:
 
 
 _SLOT_FIELDS = tuple(f.name for f in fields(Slots))
+_DTYPES = {"draw_key": np.uint64, "draw_base": np.float64, "last_emit_s": np.float64}   # else int64

@@ -25,6 +25,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import padded_tokens
+from specsim.hardware.residuals import Residual, median_abs_error
 from specsim.hardware.stepmodel import StepModel
 
 #: Parameters ``profile fit`` may free, with their bounds (efficiencies <= 1, times >= 0 and below a ceiling
@@ -42,8 +43,9 @@ DEFAULT_PARAMS = ("kernel_s", "per_request_step_s")
 
 
 @dataclass(frozen=True)
-class PointResidual:
-    """One observation against the fitted model: seconds measured and predicted, relative error."""
+class PointResidual(Residual):
+    """One observation against the fitted model: seconds measured and predicted, relative error
+    (:class:`~specsim.hardware.residuals.Residual`)."""
 
     label: str
     source: str
@@ -53,11 +55,6 @@ class PointResidual:
     measured_s: float
     predicted_s: float
     holdout: bool
-
-    @property
-    def rel_error(self) -> float:
-        """(predicted - measured) / measured."""
-        return self.predicted_s / self.measured_s - 1.0
 
 
 @dataclass
@@ -95,8 +92,7 @@ class FitReport:
 
     def median_abs_error(self, holdout: bool) -> float | None:
         """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
-        e = [abs(p.rel_error) for p in self.points if p.holdout == holdout]
-        return float(np.median(e)) if e else None
+        return median_abs_error(self.points, holdout)
 
     def provenance(self) -> dict[str, Any]:
         """Metadata for the written profile: files, parameters, residuals."""
@@ -106,10 +102,8 @@ class FitReport:
                 "at_bounds": self.at_bounds, "far_from_default": self.far_from_default,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
-                "points": [{"label": p.label, "source": Path(p.source).name, "num_requests": round(p.num_requests, 3),
-                            "batch_tokens": round(p.batch_tokens, 3), "context_tokens": round(p.context_tokens, 1),
-                            "measured_ms": round(p.measured_s * 1e3, 4), "predicted_ms": round(p.predicted_s * 1e3, 4),
-                            "rel_error": round(p.rel_error, 4), "holdout": p.holdout} for p in self.points],
+                "points": [p.row(num_requests=round(p.num_requests, 3), batch_tokens=round(p.batch_tokens, 3),
+                                 context_tokens=round(p.context_tokens, 1)) for p in self.points],
             },
         }
 

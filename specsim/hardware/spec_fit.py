@@ -83,7 +83,7 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
         SpecsimInputError: a missing or bad field (naming object and field); an acceptance length outside
             (1, K + 1]; K < 1.
     """
-    from specsim.analysis.results import read_vllm_result
+    from specsim.hardware.measured import read_vllm_result
 
     src = str(path)
     out = []

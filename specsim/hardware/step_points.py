@@ -6,7 +6,7 @@ to them; fitting must use runs *without* speculative decoding (the protocol of i
 runs, predict the speculative policies), so every reader refuses input that shows speculation was on.
 
 ``vllm bench serve`` result JSON (:func:`observations_from_vllm_results`, ``kind="tpot"``)
-    Read with :func:`specsim.analysis.results.read_vllm_result` (one object per file, or one per line with
+    Read with :func:`specsim.hardware.measured.read_vllm_result` (one object per file, or one per line with
     ``--append-result``); one observation per object, derived from the summary fields only:
 
     * **step time** = ``mean_itl_ms`` / 1000 (the mean over every inter-token gap of every request, so
@@ -84,7 +84,7 @@ from typing import Iterable
 import numpy as np
 
 from specsim.errors import SpecsimInputError, plain
-from specsim.analysis.results import read_vllm_result
+from specsim.hardware.measured import read_vllm_result
 
 #: ``fmt`` values of :func:`read_step_observations`.
 FORMATS = ("vllm", "csv", "prometheus", "prometheus-delta")
@@ -178,7 +178,7 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
         One ``kind="tpot"`` observation per object, in file order, ``line`` = 1-based object index.
 
     Raises:
-        SpecsimInputError: as :func:`specsim.analysis.results.read_vllm_result` does; an object showing speculative
+        SpecsimInputError: as :func:`specsim.hardware.measured.read_vllm_result` does; an object showing speculative
             decoding (a ``spec_decode_*`` key with a value); a missing or bad ``duration``, ``completed``,
             ``total_input_tokens``, ``total_output_tokens`` or step-time field (naming object and field).
     """

@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from specsim.hardware.residuals import Residual, median_abs_error
+
 
 @dataclass(frozen=True)
-class TTFTResidual:
-    """One point's mean TTFT, measured and predicted (seconds), with its mean prompt (tokens) and R."""
+class TTFTResidual(Residual):
+    """One point's mean TTFT, measured and predicted (seconds), with its mean prompt (tokens) and R
+    (:class:`~specsim.hardware.residuals.Residual`)."""
 
     label: str
     source: str
@@ -44,11 +46,6 @@ class TTFTResidual:
     measured_s: float
     predicted_s: float
     holdout: bool
-
-    @property
-    def rel_error(self) -> float:
-        """(predicted - measured) / measured."""
-        return self.predicted_s / self.measured_s - 1.0
 
 
 @dataclass
@@ -60,17 +57,14 @@ class TTFTFitReport:
 
     def median_abs_error(self, holdout: bool) -> float | None:
         """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
-        e = [abs(p.rel_error) for p in self.points if p.holdout == holdout]
-        return float(np.median(e)) if e else None
+        return median_abs_error(self.points, holdout)
 
     def provenance(self) -> dict[str, Any]:
         """Metadata for the written profile (under ``fit.ttft``)."""
         return {"request_overhead_s": self.request_overhead_s,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
-                "points": [{"label": p.label, "source": Path(p.source).name, "prompt_tokens": round(p.prompt_tokens, 1),
-                            "measured_ms": round(p.measured_s * 1e3, 4), "predicted_ms": round(p.predicted_s * 1e3, 4),
-                            "rel_error": round(p.rel_error, 4), "holdout": p.holdout} for p in self.points]}
+                "points": [p.row(prompt_tokens=round(p.prompt_tokens, 1)) for p in self.points]}
 
 
 def has_ttft(o) -> bool:

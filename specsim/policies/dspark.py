@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specsim.engine import kernels
 from specsim.policies.base import PolicyBase, SchedulingView
+from specsim.twins import twin
 
 
 def ranked_candidates(survival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -201,8 +201,8 @@ def _greedy_lengths_loop(conf, step_times, num_requests):
     return lengths
 
 
-greedy_lengths = kernels.twin(_greedy_lengths_numpy, _greedy_lengths_loop, helpers=(_before, _sift_down, _admit_top))
-lower_convex_minorant = kernels.twin(_lower_convex_minorant_numpy, _lower_convex_minorant_loop)
+greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop, helpers=(_before, _sift_down, _admit_top))
+lower_convex_minorant = twin(_lower_convex_minorant_numpy, _lower_convex_minorant_loop)
 
 EARLY_STOP_RULES = ("hull", "paper")
 

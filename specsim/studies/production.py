@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from specsim.acceptance.model import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
+from specsim.acceptance.tables import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.drafter import shaped_drafter_cost
@@ -54,7 +54,7 @@ from specsim.scenario import Scenario
 from specsim.simulation import simulate
 from specsim.workload import Trace, synth_trace
 
-#: MTP-1's conditional acceptance (specsim.acceptance.model: DeepSeek-V3 report, 85-90%) and DSpark's
+#: MTP-1's conditional acceptance (specsim.acceptance.tables: DeepSeek-V3 report, 85-90%) and DSpark's
 #: training-data mix (PAPER.md 6; instruction-following counted as chat), shared with the acceptance model.
 TRAINING_MIX = PRODUCTION_DOMAIN_MIX
 

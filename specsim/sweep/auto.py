@@ -35,10 +35,11 @@ import numpy as np
 
 from specsim.analysis.frontier import frontiers
 from specsim.analysis.metrics import at_least, at_most
+from specsim.analysis.sweep_records import load_records
+from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.sweep.runner import run_sweep
 from specsim.sweep.spec import SweepSpec
-from specsim.sweep.store import load_records, write_manifest
-from specsim.sweep.tables import results_frame, seed_spread
+from specsim.sweep.store import write_manifest
 
 #: Throughput (going up) or TPS/user (going down) gain under which one more doubling / halving "does not pay".
 SATURATION_GAIN = 0.02

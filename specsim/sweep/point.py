@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from specsim.analysis.sweep_records import SUMMARY_KEYS
 from specsim.errors import SpecsimInputError
 from specsim.scenario import Scenario
 from specsim.sweep.spec import SweepPoint
-from specsim.sweep.store import RECORD_VERSION, SUMMARY_KEYS, jsonable
+from specsim.sweep.store import RECORD_VERSION, jsonable
 
 
 @dataclass(frozen=True)

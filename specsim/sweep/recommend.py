@@ -33,9 +33,9 @@ from typing import Any, Iterable
 import numpy as np
 
 from specsim.analysis.frontier import X, Y, compare, frontiers
+from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import winners
 from specsim.fmt import terminal_width
-from specsim.sweep.tables import results_frame, seed_spread
 
 #: Source of each engine's keys (module docstring), printed with every configuration.
 SOURCES = {

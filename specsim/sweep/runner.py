@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from specsim.analysis.sweep_records import load_records
 from specsim.scenario import Scenario
 from specsim.sweep.executors import Executor, get_executor
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
-from specsim.sweep.store import finished_ids, load_records, write_manifest, write_record
+from specsim.sweep.store import finished_ids, write_manifest, write_record
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from specsim.analysis.sweep_records import canonical_sha
 from specsim.errors import SpecsimInputError
 from specsim.scenario import Scenario
-from specsim.sweep.store import RECORD_VERSION, canonical_sha
+from specsim.sweep.store import RECORD_VERSION
 
 
 @dataclass(frozen=True)

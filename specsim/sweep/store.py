@@ -1,6 +1,7 @@
-"""Sweep records on disk: one JSON file per finished point, written atomically, checked on read.
+"""Sweep records on disk, written: one JSON file per finished point, written atomically, and the manifest.
 
-Layout of a sweep directory ``DIR``:
+The record format and its reading (``load_records``, ``read_record``, the checksum, ``SUMMARY_KEYS``) live in
+:mod:`specsim.analysis.sweep_records`. Layout of a sweep directory ``DIR``:
 
 * ``DIR/points/<id>.json``: one record per finished point, written through a temporary file, fsync and
   ``os.replace``, so a record is either complete or absent. Each record carries a SHA-256 ``checksum``
@@ -11,13 +12,11 @@ Layout of a sweep directory ``DIR``:
 Resume rule (:func:`finished_ids`): a point is done when its record is valid and its status is ``ok``,
 or ``error`` unless failed points are retried; leftover temporary files and invalid records are deleted.
 
-This module knows nothing about how points are run: :mod:`specsim.analysis.frontier` reads records through it
-without importing the sweep runner or its executors.
+This module knows nothing about how points are run.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -27,24 +26,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from specsim.analysis.sweep_records import body_checksum, points_dir, read_record
+
 #: Version of the record layout; part of every point's identity.
 RECORD_VERSION = 1
-
-#: Summary keys copied into a record (plus ``load`` and ``per_domain``).
-SUMMARY_KEYS = (
-    "completed", "unfinished", "unservable", "total", "measured_requests", "total_input_tokens",
-    "total_output_tokens", "duration_s", "request_throughput", "output_throughput", "output_throughput_per_gpu",
-    "decode_gpus", "prefill_gpus", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
-    "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "mean_tps_per_user",
-    "median_tps_per_user", "num_single_token", "mean_acceptance_length", "acceptance_rate",
-    "mean_verify_tokens_per_request", "steps", "clipped_verify_lengths", "policy", "drafter", "gamma", "seed",
-    "num_preemptions", "recomputed_tokens", "kv_clipped_verify_lengths", "prefix_cache_hit_rate",
-)
-
-
-def canonical_sha(obj: Any) -> str:
-    """SHA-256 hex digest (64 chars) of ``obj`` as canonical JSON (sorted keys, no spaces)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def jsonable(x: Any) -> Any:
@@ -62,11 +47,6 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def _body_checksum(rec: dict[str, Any]) -> str:
-    body = {k: v for k, v in rec.items() if k not in ("checksum", "wall_time_s")}
-    return canonical_sha(body)
-
-
 def _write_atomic(final: Path, text: str) -> Path:
     """Write ``text`` to ``final`` through ``.<name>.tmp-<pid>`` beside it, fsync and ``os.replace``."""
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
@@ -78,11 +58,6 @@ def _write_atomic(final: Path, text: str) -> Path:
     return final
 
 
-def points_dir(out_dir: str | Path) -> Path:
-    """``DIR/points``: one JSON record per finished point."""
-    return Path(out_dir) / "points"
-
-
 def write_record(out_dir: str | Path, rec: dict[str, Any]) -> Path:
     """Write a record atomically onto ``DIR/points/<id>.json`` with its checksum; returns that path.
 
@@ -92,32 +67,8 @@ def write_record(out_dir: str | Path, rec: dict[str, Any]) -> Path:
     """
     d = points_dir(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    rec = dict(rec, checksum=_body_checksum(rec))
+    rec = dict(rec, checksum=body_checksum(rec))
     return _write_atomic(d / f"{rec['id']}.json", json.dumps(rec, separators=(",", ":")))
-
-
-def read_record(path: str | Path) -> dict[str, Any] | None:
-    """A record, or None when the file is cut off, unparsable, fails its checksum or names another id."""
-    try:
-        rec = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(rec, dict) or rec.get("checksum") != _body_checksum(rec):
-        return None
-    if rec.get("id") != Path(path).stem:
-        return None
-    return rec
-
-
-def load_records(out_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped."""
-    d = points_dir(out_dir)
-    if ids is not None:
-        paths = [d / f"{i}.json" for i in ids]
-    else:
-        paths = sorted(d.glob("*.json")) if d.is_dir() else []
-    recs = [read_record(p) for p in paths if p.is_file()]
-    return sorted((r for r in recs if r is not None), key=lambda r: r["id"])
 
 
 def finished_ids(out_dir: str | Path, ids: Iterable[str], retry_failed: bool) -> tuple[set[str], int]:

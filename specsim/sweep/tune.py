@@ -55,11 +55,12 @@ import numpy as np
 from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.analysis.significance import paired_margin
+from specsim.analysis.sweep_records import canonical_sha, points_dir, read_record
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
-from specsim.sweep.store import canonical_sha, jsonable, points_dir, read_record, write_record
+from specsim.sweep.store import jsonable, write_record
 
 #: Golden-section fraction (3 - sqrt 5) / 2 of a bracket where the lower interior point sits.
 GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0

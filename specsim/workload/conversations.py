@@ -23,7 +23,6 @@ never changes), so turn k's leading blocks are exactly turn k-1's whole context.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import json_document, json_lines, read_text
 from specsim.workload.trace import Trace
 
 #: Characters per token when no tokenizer is available (OpenAI's English rule of thumb, module docstring).
@@ -140,24 +140,11 @@ def _turns(msgs: list[tuple[str, str]], count) -> tuple[int, list[tuple[int, int
 def read_conversations(path: str | Path, count) -> tuple[list[Conversation], int]:
     """The conversations of a ShareGPT-style file (module docstring) and how many were skipped (no full turn)."""
     src = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecsimInputError(src, None, None, "a readable UTF-8 file", type(e).__name__) from None
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            rows = list(enumerate(json.loads(text), start=1))
-        except json.JSONDecodeError as e:
-            raise SpecsimInputError(src, e.lineno, None, "a JSON list of conversations", e.msg) from None
+    text = read_text(path)
+    if text.lstrip().startswith("["):
+        rows = list(enumerate(json_document(text, src, "a JSON list of conversations"), start=1))
     else:
-        rows = []
-        for ln, raw in enumerate(text.splitlines(), start=1):
-            if raw.strip():
-                try:
-                    rows.append((ln, json.loads(raw)))
-                except json.JSONDecodeError as e:
-                    raise SpecsimInputError(src, ln, None, "one JSON conversation per line", e.msg) from None
+        rows = json_lines(text, src, "one JSON conversation per line")
     convs, skipped = [], 0
     for ln, obj in rows:
         system, turns = _turns(_messages(obj, src, ln), count)

@@ -21,7 +21,7 @@ from specsim.backends.torch.workflow import (BUNDLED, bundled_drafter_paths, cor
                                              load_drafters, load_target)
 from specsim.hardware.profile import StepTimeProfile  # noqa: E402
 from specsim.policies import make_policy  # noqa: E402
-from specsim.analysis.steplog import COLUMNS, read_step_log, write_step_log  # noqa: E402
+from specsim.acceptance.steplog import COLUMNS, read_step_log, write_step_log  # noqa: E402
 
 POLICIES = ["none", "static", "mtp1", "specdecpp", "dspark", "dspark-async"]
 

@@ -21,7 +21,7 @@ output budget reached mid-block truncates the emission (with the clip to remaini
 
 Randomness: every request has its own numpy Generator from ``SeedSequence([seed, request index])``; each
 step it draws the drafter's block of draft uniforms, gamma acceptance uniforms and one residual/bonus uniform.
-Every step is logged in the step-log format of :mod:`specsim.analysis.steplog` with wall-clock times.
+Every step is logged in the step-log format of :mod:`specsim.acceptance.steplog` with wall-clock times.
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ class SpecDecoder:
             raise RuntimeError(f"decoder still has work after {max_steps} steps")
 
     def step_log(self) -> pd.DataFrame:
-        """The step log (specsim.analysis.steplog columns, plus draft_time_s and batch_tokens)."""
+        """The step log (specsim.acceptance.steplog columns, plus draft_time_s and batch_tokens)."""
         cols = ["step", "replica", "time_s", "step_time_s", "request_id", "domain", "gamma", "verify_len",
                 "num_accepted", "conf_raw", "conf", "draft_time_s", "batch_tokens"]
         df = pd.DataFrame(self.rows, columns=cols)

@@ -125,7 +125,7 @@ class ReplayRun:
         requests: per-request frame (the columns of :func:`specsim.analysis.metrics.request_frame`).
         steps: per-iteration frame (:data:`specsim.engine.records.STEP_COLUMNS` plus ``prefill_s`` and
             ``draft_time_s``, seconds, and ``kv_tokens``, context tokens of the decoding requests).
-        step_log: per (step, request) rows (:mod:`specsim.analysis.steplog` format, wall-clock times).
+        step_log: per (step, request) rows (:mod:`specsim.acceptance.steplog` format, wall-clock times).
     """
 
     summary: dict[str, Any]
@@ -444,7 +444,7 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
     from specsim.backends.torch.workflow import BUNDLED, load_drafters, load_target
     from specsim.acceptance.fitting import write_fit
     from specsim.hardware.profile import load_profile, save_profile
-    from specsim.analysis.steplog import read_step_log
+    from specsim.acceptance.steplog import read_step_log
 
     say = progress or (lambda s: None)
     if (fit_logs is None) == (fit_seed is None):
@@ -548,7 +548,7 @@ def _max_context(target) -> int | None:
 
 
 def _save_run(run: ReplayRun, d: Path) -> None:
-    from specsim.analysis.steplog import write_step_log
+    from specsim.acceptance.steplog import write_step_log
     d.mkdir(parents=True, exist_ok=True)
     (d / "summary.json").write_text(json.dumps(run.summary, indent=1, default=float) + "\n")
     run.requests.to_parquet(d / "requests.parquet", index=False)

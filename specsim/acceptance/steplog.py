@@ -68,7 +68,7 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
         raise SpecsimInputError(str(path), None, None, "a Parquet step log", str(e)[:80]) from None
     for col in COLUMNS:
         if col not in df.columns:
-            raise SpecsimInputError(str(path), None, col, "a step-log column (see specsim.analysis.steplog)")
+            raise SpecsimInputError(str(path), None, col, "a step-log column (see specsim.acceptance.steplog)")
     v, a, g = (df[c].to_numpy() for c in ("verify_len", "num_accepted", "gamma"))
     bad = np.flatnonzero((v < 0) | (v > g) | (a < 0) | (a > v))
     if bad.size:

@@ -1,7 +1,7 @@
 """Sweep records as DataFrames: one row per point, and the spread of each load point over seeds.
 
-Reads records only (a sweep directory or a list of record dicts, :mod:`specsim.sweep.store`); it never
-runs a point.
+Reads records only (a sweep directory or a list of record dicts, :mod:`specsim.analysis.sweep_records`); it
+never runs a point. Importable from ``specsim.sweep`` too (``from specsim.sweep import results_frame``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from specsim.sweep.store import SUMMARY_KEYS, canonical_sha, load_records
+from specsim.analysis.sweep_records import SUMMARY_KEYS, canonical_sha, load_records
 
 #: Metrics summarised over seeds by :func:`seed_spread` (mean, std, min, max).
 SPREAD_METRICS = ("mean_tps_per_user", "output_throughput_per_gpu", "mean_verify_tokens_per_request",
@@ -59,7 +59,7 @@ def results_frame(records_or_dir: str | Path | list[dict[str, Any]]) -> pd.DataF
     """One row per point: identity columns, status, error, and the summary metrics.
 
     Args:
-        records_or_dir: a sweep directory, or a list of records (:func:`specsim.sweep.store.load_records`).
+        records_or_dir: a sweep directory, or a list of records (:func:`specsim.analysis.sweep_records.load_records`).
 
     Returns:
         Columns ``id, curve, policy, drafter, gamma, threshold, mode, load, concurrency, rate_scale, seed,

@@ -1,0 +1,72 @@
+"""A sweep's records on disk, read: one JSON file per finished point, checked on read.
+
+Layout of a sweep directory ``DIR`` (written by :mod:`specsim.sweep.store`, which takes the record format from
+here):
+
+* ``DIR/points/<id>.json``: one record per finished point, written through a temporary file, fsync and
+  ``os.replace``, so a record is either complete or absent. Each record carries a SHA-256 ``checksum``
+  of its body (every field but ``checksum`` and ``wall_time_s``); a record that fails to parse, to
+  match its checksum or whose ``id`` differs from its file name reads as missing.
+* ``DIR/sweep.json``: the manifest of the latest sweep (spec, resolved scenario, trace hash, point ids).
+
+The analysis side (frontier, report, plots, :mod:`specsim.analysis.sweep_tables`) reads records here without
+importing the sweep runner or its executors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+#: Summary keys copied into a record (plus ``load`` and ``per_domain``).
+SUMMARY_KEYS = (
+    "completed", "unfinished", "unservable", "total", "measured_requests", "total_input_tokens",
+    "total_output_tokens", "duration_s", "request_throughput", "output_throughput", "output_throughput_per_gpu",
+    "decode_gpus", "prefill_gpus", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+    "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "mean_tps_per_user",
+    "median_tps_per_user", "num_single_token", "mean_acceptance_length", "acceptance_rate",
+    "mean_verify_tokens_per_request", "steps", "clipped_verify_lengths", "policy", "drafter", "gamma", "seed",
+    "num_preemptions", "recomputed_tokens", "kv_clipped_verify_lengths", "prefix_cache_hit_rate",
+)
+
+
+def canonical_sha(obj: Any) -> str:
+    """SHA-256 hex digest (64 chars) of ``obj`` as canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def body_checksum(rec: dict[str, Any]) -> str:
+    """A record's checksum: :func:`canonical_sha` of every field but ``checksum`` and ``wall_time_s``."""
+    body = {k: v for k, v in rec.items() if k not in ("checksum", "wall_time_s")}
+    return canonical_sha(body)
+
+
+def points_dir(out_dir: str | Path) -> Path:
+    """``DIR/points``: one JSON record per finished point."""
+    return Path(out_dir) / "points"
+
+
+def read_record(path: str | Path) -> dict[str, Any] | None:
+    """A record, or None when the file is cut off, unparsable, fails its checksum or names another id."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or rec.get("checksum") != body_checksum(rec):
+        return None
+    if rec.get("id") != Path(path).stem:
+        return None
+    return rec
+
+
+def load_records(out_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped."""
+    d = points_dir(out_dir)
+    if ids is not None:
+        paths = [d / f"{i}.json" for i in ids]
+    else:
+        paths = sorted(d.glob("*.json")) if d.is_dir() else []
+    recs = [read_record(p) for p in paths if p.is_file()]
+    return sorted((r for r in recs if r is not None), key=lambda r: r["id"])

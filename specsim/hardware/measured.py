@@ -1,0 +1,270 @@
+"""Measured results of real serving benchmarks, read into points on the frontier's axes.
+
+Readers (one per format, shared by every command that takes measured results)
+    :func:`read_vllm_result` reads ``vllm bench serve --save-result`` files (one JSON object, or one
+    per line with ``--append-result``); :func:`read_guidellm_result` reads guidellm's JSON report
+    (``{"benchmarks": [...]}``, each benchmark's ``metrics`` holding status distributions such as
+    ``time_to_first_token_ms.successful.mean`` and ``.percentiles.p99``). Each returns
+    :class:`MeasuredPoint` objects: the measured run on the frontier's axes (TPS/user and output
+    throughput per GPU) plus its metrics under vLLM's names. :func:`read_results` picks the reader
+    from the content.
+
+:func:`save_measured` / :func:`load_measured` keep the points of ``specsim import-results`` in one JSON file;
+:func:`measured_for_plot` gathers those ``specsim plot`` draws. The hardware model's fits read the same files
+(:mod:`specsim.hardware.step_points`, :mod:`specsim.hardware.spec_fit`); the analysis side re-exports them
+(:mod:`specsim.analysis.results`, which also writes a simulated run as a vLLM result).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import json_rows, read_text
+
+
+@dataclass
+class MeasuredPoint:
+    """One measured benchmark run, on the frontier's axes.
+
+    Attributes:
+        source: the file it came from; tool: ``"vllm"`` or ``"guidellm"``; label: the legend text.
+        load: the load in words (``"concurrency 64"``, ``"rate 4 req/s"``, ``"throughput"``).
+        gpus: GPUs of the measured deployment (>= 1), for the per-GPU throughput.
+        tps_per_user: tokens/s per user (x axis), or None when the file has no TPOT.
+        tps_per_user_basis: ``"per-request"`` (mean over requests of (output - 1) / (E2EL - TTFT),
+            as the simulator's mean_tps_per_user) or ``"1000 / mean TPOT"`` (a summary file; a lower
+            bound of the per-request mean by Jensen's inequality).
+        output_throughput: output tokens/s of the whole deployment, or None.
+        metrics: the run's figures under vLLM's names (``mean_ttft_ms``, ``p99_tpot_ms``,
+            ``request_throughput``, ``completed``, ...), those the file has.
+    """
+
+    source: str
+    tool: str
+    label: str
+    load: str
+    gpus: int
+    tps_per_user: float | None
+    tps_per_user_basis: str
+    output_throughput: float | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def throughput_per_gpu(self) -> float | None:
+        """Output tokens/s per GPU (y axis), or None."""
+        return None if self.output_throughput is None else self.output_throughput / self.gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (with ``throughput_per_gpu``)."""
+        return {**asdict(self), "throughput_per_gpu": self.throughput_per_gpu}
+
+
+def _num(v) -> float | None:
+    """A finite float, or None (JSON null, text, NaN, a missing key)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _json_objects(path: Path) -> list[dict]:
+    """The JSON object of a file, or its objects one per line (vLLM's --append-result)."""
+    src = str(path)
+    objs = [obj for _, obj in json_rows(read_text(path), src, "a JSON object (or one per line)")]
+    bad = next((o for o in objs if not isinstance(o, dict)), None)
+    if not objs or bad is not None:
+        raise SpecsimInputError(src, None, None, "a JSON object (or one per line)",
+                                "nothing" if not objs else type(bad).__name__)
+    return objs
+
+
+def _check_gpus(gpus: int) -> int:
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise SpecsimInputError("--gpus", None, "gpus", "an int >= 1", repr(gpus))
+    return gpus
+
+
+def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[MeasuredPoint]:
+    """Read a ``vllm bench serve --save-result`` file: one point per JSON object.
+
+    TPS/user is per-request when the file has ``--save-detailed`` lists (``ttfts``, ``output_lens``
+    and ``latencies``, or ``itls`` to sum), else 1000 / ``mean_tpot_ms``. Throughput is
+    ``output_throughput``.
+
+    Args:
+        path: the JSON file.
+        gpus: GPUs of the measured deployment.
+        label: legend text (default: ``measured: <label or model_id> (<load>)``).
+
+    Raises:
+        SpecsimInputError: an unreadable file, malformed JSON, or an object without
+            ``output_throughput`` (naming the 1-based object index as the line).
+    """
+    path, gpus = Path(path), _check_gpus(gpus)
+    points = []
+    for k, obj in enumerate(_json_objects(path), start=1):
+        if _num(obj.get("output_throughput")) is None:
+            raise SpecsimInputError(str(path), k, "output_throughput", "a number (a vllm bench serve result)",
+                                    repr(obj.get("output_throughput")))
+        conc = obj.get("max_concurrency")
+        rate = obj.get("request_rate")
+        load = (f"concurrency {conc}" if conc not in (None, "") else
+                f"rate {rate} req/s" if rate not in (None, "inf") else "request rate inf")
+        tps, basis = _vllm_tps_per_user(obj)
+        metrics = {k2: v for k2, v in obj.items() if not isinstance(v, (list, dict))}
+        name = obj.get("label") or obj.get("model_id") or path.stem
+        points.append(MeasuredPoint(str(path), "vllm", label or f"measured: {name} ({load})", load, gpus, tps,
+                                    basis, _num(obj["output_throughput"]), metrics))
+    return points
+
+
+def _vllm_tps_per_user(obj: dict) -> tuple[float | None, str]:
+    """(TPS/user, basis) of one vLLM result object."""
+    ttfts, outs = obj.get("ttfts"), obj.get("output_lens")
+    lats = obj.get("latencies")
+    if lats is None and isinstance(obj.get("itls"), list) and isinstance(ttfts, list):
+        lats = [t + sum(i) if isinstance(t, (int, float)) and isinstance(i, list) else None
+                for t, i in zip(ttfts, obj["itls"])]
+    if isinstance(ttfts, list) and isinstance(outs, list) and isinstance(lats, list):
+        rows = [(_num(t), o, _num(e)) for t, o, e in zip(ttfts, outs, lats)]
+        tps = [(o - 1) / (e - t) for t, o, e in rows
+               if t is not None and e is not None and isinstance(o, int) and o > 1 and e > t]
+        if tps:
+            return float(np.mean(tps)), "per-request"
+    tpot = _num(obj.get("mean_tpot_ms"))
+    return (1000.0 / tpot if tpot else None), "1000 / mean TPOT"
+
+
+#: guidellm metric -> (vLLM metric word, scale to ms).
+GUIDELLM_LATENCIES = {"time_to_first_token_ms": ("ttft", 1.0), "time_per_output_token_ms": ("tpot", 1.0),
+                      "inter_token_latency_ms": ("itl", 1.0), "request_latency": ("e2el", 1000.0)}
+GUIDELLM_PERCENTILES = {"p50": "50", "p90": "90", "p95": "95", "p99": "99", "p999": "99.9"}
+
+
+def _guidellm_stat(metrics: dict, name: str, stat: str = "mean") -> float | None:
+    """``metrics[name].successful[stat]`` (or ``.percentiles[stat]``), None where absent."""
+    dist = (metrics.get(name) or {}).get("successful") or {}
+    if stat in GUIDELLM_PERCENTILES:
+        return _num((dist.get("percentiles") or {}).get(stat))
+    return _num(dist.get(stat))
+
+
+def _guidellm_load(bench: dict) -> str:
+    """The load of one guidellm benchmark in words, from its strategy."""
+    for holder in (bench.get("args"), bench.get("config"), bench):
+        strat = (holder or {}).get("strategy") if isinstance(holder, dict) else None
+        if isinstance(strat, dict):
+            kind = strat.get("type_") or strat.get("type") or "?"
+            if strat.get("streams") is not None:
+                return f"concurrency {strat['streams']}"
+            if strat.get("rate") is not None:
+                return f"{kind} rate {strat['rate']} req/s"
+            return str(kind)
+    return "unknown load"
+
+
+def read_guidellm_result(path, gpus: int = 1, label: str | None = None) -> list[MeasuredPoint]:
+    """Read a guidellm JSON report: one point per entry of ``benchmarks``.
+
+    TPS/user = 1000 / ``time_per_output_token_ms.successful.mean``; throughput =
+    ``output_tokens_per_second.successful.mean``; TTFT, TPOT, ITL and E2EL (``request_latency``, s ->
+    ms) mean, median and p50/p90/p95/p99/p99.9 go into ``metrics`` under vLLM's names.
+
+    Raises:
+        SpecsimInputError: an unreadable file, malformed JSON, no ``benchmarks`` list, or a benchmark
+            without ``metrics`` (naming its 1-based index as the line).
+    """
+    path, gpus = Path(path), _check_gpus(gpus)
+    src = str(path)
+    report = _json_objects(path)[0]
+    benches = report.get("benchmarks")
+    if not isinstance(benches, list) or not benches:
+        raise SpecsimInputError(src, None, "benchmarks", "a non-empty list (a guidellm JSON report)",
+                                repr(type(benches).__name__))
+    points = []
+    for k, bench in enumerate(benches, start=1):
+        m = bench.get("metrics") if isinstance(bench, dict) else None
+        if not isinstance(m, dict):
+            raise SpecsimInputError(src, k, "metrics", "an object of status distributions", "none")
+        metrics: dict[str, Any] = {
+            "request_throughput": _guidellm_stat(m, "requests_per_second"),
+            "output_throughput": _guidellm_stat(m, "output_tokens_per_second"),
+            "completed": _num(((m.get("request_totals") or {}).get("successful")))
+            or _guidellm_stat(m, "request_latency", "count"),
+        }
+        for gname, (word, scale) in GUIDELLM_LATENCIES.items():
+            for stat in ("mean", "median", *GUIDELLM_PERCENTILES):
+                v = _guidellm_stat(m, gname, stat)
+                key = stat if stat in ("mean", "median") else f"p{GUIDELLM_PERCENTILES[stat]}"
+                metrics[f"{key}_{word}_ms"] = None if v is None else v * scale
+        tpot = metrics["mean_tpot_ms"]
+        load = _guidellm_load(bench)
+        points.append(MeasuredPoint(src, "guidellm", label or f"measured: guidellm ({load})", load, gpus,
+                                    1000.0 / tpot if tpot else None, "1000 / mean TPOT",
+                                    metrics["output_throughput"], metrics))
+    return points
+
+
+def read_results(paths: Sequence, gpus: int = 1, label: str | None = None) -> list[MeasuredPoint]:
+    """Read measured results of any supported tool: guidellm when the JSON has ``benchmarks``, else vLLM.
+
+    Raises:
+        SpecsimInputError: as the readers do, and for a file that is neither (naming what it has).
+    """
+    points: list[MeasuredPoint] = []
+    for p in paths:
+        path = Path(p)
+        first = _json_objects(path)[0]
+        if "benchmarks" in first:
+            points += read_guidellm_result(path, gpus, label)
+        elif "output_throughput" in first or "request_throughput" in first:
+            points += read_vllm_result(path, gpus, label)
+        else:
+            raise SpecsimInputError(str(path), None, None, "a vllm bench serve result (output_throughput) or a "
+                                    "guidellm report (benchmarks)", f"keys {sorted(first)[:8]}")
+    return points
+
+
+MEASURED_FORMAT = "specsim-measured-points-v1"
+
+
+def save_measured(points: Sequence[MeasuredPoint], path) -> Path:
+    """Write measured points as JSON (``{"format": ..., "points": [...]}``); returns the path."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"format": MEASURED_FORMAT, "points": [x.to_dict() for x in points]}, indent=1) + "\n")
+    return p
+
+
+def load_measured(path) -> list[MeasuredPoint]:
+    """Read a file written by :func:`save_measured`.
+
+    Raises:
+        SpecsimInputError: not such a file (naming what was found).
+    """
+    src = str(path)
+    obj = _json_objects(Path(path))[0]
+    if obj.get("format") != MEASURED_FORMAT or not isinstance(obj.get("points"), list):
+        raise SpecsimInputError(src, None, "format", f"{MEASURED_FORMAT!r} (specsim import-results --out)",
+                                repr(obj.get("format")))
+    names = {f for f in MeasuredPoint.__dataclass_fields__}
+    try:
+        return [MeasuredPoint(**{k: v for k, v in d.items() if k in names}) for d in obj["points"]]
+    except TypeError as e:
+        raise SpecsimInputError(src, None, "points", "measured points", str(e)) from None
+
+
+MEASURED_FILE = "measured.json"
+
+
+def measured_for_plot(sweep_dirs: Sequence, files: Sequence = ()) -> list[MeasuredPoint]:
+    """The measured points ``specsim plot`` draws: each of ``files`` plus ``<dir>/measured.json`` where it exists."""
+    paths = [Path(f) for f in files] + [Path(d) / MEASURED_FILE for d in sweep_dirs
+                                        if (Path(d) / MEASURED_FILE).is_file()]
+    return [p for path in dict.fromkeys(paths) for p in load_measured(path)]
