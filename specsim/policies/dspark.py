@@ -405,10 +405,18 @@ def load_scan_kernels() -> None:
     conf = np.full((2, 1), 0.5)
     conf.setflags(write=False)
     base, survival = np.array([1.0, 1.0, 1.0]), np.full((2, 1), 0.5)
-    head_scan(conf, base, 0.0, 2, np.inf)
-    sorted_scan(survival, np.sort(survival, axis=None), base, 0.0, 2)
+    table = base.copy()
+    table.setflags(write=False)                      # a profile's own table (the paper rule) is read-only
+    for times in (base, table):
+        head_scan(conf, times, 0.0, 2, np.inf)
+        sorted_scan(survival, np.sort(survival, axis=None), times, 0.0, 2)
     threshold_lengths(survival, 1, 0.5)
     cumprod_rows(conf)
+
+
+def _stats(table: np.ndarray) -> tuple[float, float, float]:
+    """(largest rise between neighbours, smallest, largest entry) of a step-time table, seconds."""
+    return (float(np.diff(table).max()) if table.size > 1 else 0.0, float(table.min()), float(table.max()))
 
 
 def rise_bound(stats: tuple[float, float, float], constant: float) -> float:
@@ -473,8 +481,13 @@ class DSpark(PolicyBase):
             base, stats = self._table_hull(profile, R, n_max)                          # (N+1,) B = R .. R+N
             ratio = rise_bound(stats, max(constant, 0.0))
         else:
-            constant, base = 0.0, profile.step_time_range(R, n_max + 1, view.kv_tokens, R)
-            ratio = np.inf
+            parts = getattr(profile, "step_time_parts", None)             # a scheduler table has none
+            parts = None if parts is None else parts(R, n_max + 1, view.kv_tokens, R)
+            if parts is None:
+                constant, base, ratio = 0.0, profile.step_time_range(R, n_max + 1, view.kv_tokens, R), np.inf
+            else:                                                          # the table itself, no copy
+                base, constant = parts
+                ratio = rise_bound(self._table_stats(profile, R, n_max, base), max(constant, 0.0))
         lengths = scan_lengths(view.conf, base, constant, R, ratio)
         if self.diagnose:
             self._count(view.conf, profile.step_time_range(R, n_max + 1, view.kv_tokens, R), int(lengths.sum()))
@@ -489,8 +502,17 @@ class DSpark(PolicyBase):
         got = self._hulls.get((R, n_max))
         if got is None:
             hull = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
-            rise = float(np.diff(hull).max()) if hull.size > 1 else 0.0
-            got = self._hulls[R, n_max] = hull, (rise, float(hull.min()), float(hull.max()))
+            got = self._hulls[R, n_max] = hull, _stats(hull)
+        return got
+
+    def _table_stats(self, profile, R: int, n_max: int, table: np.ndarray) -> tuple[float, float, float]:
+        """:func:`rise_bound`'s stats of the profile's own table at B = R .. R+N (the paper rule's T less its
+        constant terms), kept per (R, N) as the hull is."""
+        if profile is not self._hull_profile:
+            self._hull_profile, self._hulls = profile, {}
+        got = self._hulls.get(("table", R, n_max))
+        if got is None:
+            got = self._hulls["table", R, n_max] = _stats(table)
         return got
 
     def _count(self, conf: np.ndarray, step_times: np.ndarray, n: int) -> None:
