@@ -4,7 +4,8 @@ layouts (before and after the module reorganisation of issue 19) run it. Prints 
 
 Jobs:
   vidur TRACE SCENARIO   the Vidur workload, policy ``none``: event-loop seconds, steps, a digest of the results.
-  decide                 the DSpark decision at R = 512, gamma = 16: per-call microseconds in five regimes.
+  decide                 the decisions at R = 512, gamma = 16 (DSpark's scan, the engine-variant schedulers):
+                         per-call microseconds in seven regimes.
   startup                seconds to import the run path (specsim.simulation) and to get the default scenario's
                          acceptance model (built, or loaded from the on-disk cache where there is one).
 """
@@ -59,40 +60,85 @@ def _view(R: int, gamma: int, conf: np.ndarray, profile, drafter_cost):
     return SchedulingView(**{k: v for k, v in vals.items() if k in names})
 
 
+#: The decisions the ``decide`` job times (issue 25): DSpark's scan under both early-stop rules and the
+#: engine-variant schedulers (name, knobs); a side without one (the starting commit has no engine variants)
+#: prints it as absent.
+DECIDE_POLICIES = (("dspark", {}), ("dspark", {"early_stop": "paper"}), ("vllm-adaptive", {}),
+                   ("trtllm-confidence", {}), ("vllm-dsd", {}), ("trtllm-draft-len-schedule", {}))
+
+
+def _profiles(R: int, gamma: int) -> dict:
+    """The seven regimes (profile, confidences) of :func:`decide`."""
+    from specsim.hardware.profile import StepTimeProfile, resolve_profile
+    from specsim.scenario import load_scenario
+
+    sc = load_scenario()
+    bundled = resolve_profile(sc.profile.name, sc.profile.lookup)
+    line = StepTimeProfile(np.array([1.0, 65536.0]), np.array([0.02, 0.02 + 65535e-7]), "linear")
+    rng = np.random.default_rng(0)
+    unif, high = rng.uniform(0.0, 1.0, (R, gamma)), rng.uniform(0.97, 1.0, (R, gamma))
+    steep = StepTimeProfile(np.array([1.0, 65536.0]), np.array([0.02, 0.02 + 65535 * 4e-6]), "linear")
+    return {"bundled-unif": (bundled, unif), "bundled-high": (bundled, high), "line-unif": (line, unif),
+            "line-high": (line, high), "line-all": (line, np.full((R, gamma), 0.99999)),
+            "steep-high": (steep, high), "steep-mid": (steep, rng.uniform(0.9, 1.0, (R, gamma)))}
+
+
+def _timed_call(policy, view, R: int) -> tuple[float, float, np.ndarray]:
+    """(wall s, thread CPU s, verify lengths) of one decision: the ``capacity`` hook (asked with this view as the
+    old one, every request still running) and ``__call__`` on the view carrying its answer; the view copy
+    between them is not timed."""
+    hook = getattr(policy, "capacity", None)
+    if hook is None:
+        w0, c0 = time.perf_counter(), time.thread_time()
+        out = policy(view)
+        return time.perf_counter() - w0, time.thread_time() - c0, out
+    w0, c0 = time.perf_counter(), time.thread_time()
+    k = hook(view, view.request_ids, R)
+    w1, c1 = time.perf_counter() - w0, time.thread_time() - c0
+    live = dataclasses.replace(view, capacity=k)
+    w0, c0 = time.perf_counter(), time.thread_time()
+    out = policy(live)
+    return w1 + time.perf_counter() - w0, c1 + time.thread_time() - c0, out
+
+
 def decide(R: int = 512, gamma: int = 16, calls: int = 300) -> dict:
-    """Per-call microseconds of the ``dspark`` policy's decision (its ``__call__``) on a fixed view.
+    """Per-call microseconds of each decision in :data:`DECIDE_POLICIES` on fixed views: wall p50/p90/p99/max and
+    the thread's CPU p50/p99 (which leave out the time other processes hold the CPU), and the drafts admitted.
 
     Regimes (step-time profile x calibrated confidences): ``bundled`` is the default scenario's profile, on
     which R = 512 is past the throughput knee (few drafts pay: the scan stops early); ``line`` is a smooth
     step-time line, 20 ms + 1e-7 s per token (every extra token nearly free), with confidences uniform(0, 1)
     (``line-unif``), uniform(0.97, 1) (``line-high``) and 0.99999 (``line-all``: every draft is admitted, the
-    scan's worst case).
+    heap merge's worst case before issue 25); ``steep`` is a line 40 times steeper (4e-6 s per token) with
+    confidences uniform(0.97, 1) (``steep-high``: every draft pays, but not by the margin that lets DSpark skip
+    the sort) and uniform(0.9, 1) (``steep-mid``: the scan stops after 7,630 of 8,192: a sort of every survival,
+    a scan of nearly all and the ties resolved, the slowest path of issue 25's scan).
     """
-    from specsim.hardware.profile import StepTimeProfile
     from specsim.policies import make_policy
-    from specsim.scenario import load_scenario
-    from specsim.simulation import resolve_run
 
-    _, _, dname, _, bundled = resolve_run("dspark", load_scenario(), gamma, None, None)
-    line = StepTimeProfile(np.array([1.0, 65536.0]), np.array([0.02, 0.02 + 65535e-7]), "linear")
-    rng = np.random.default_rng(0)
-    unif, high = rng.uniform(0.0, 1.0, (R, gamma)), rng.uniform(0.97, 1.0, (R, gamma))
-    regimes = {"bundled-unif": (bundled, unif), "bundled-high": (bundled, high), "line-unif": (line, unif),
-               "line-high": (line, high), "line-all": (line, np.full((R, gamma), 0.99999))}
-    policy = make_policy("dspark")
+    regimes = _profiles(R, gamma)
     out = {}
-    for name, (prof, conf) in regimes.items():
-        view = _view(R, gamma, conf, prof, None)
-        for _ in range(20):                 # kernels loaded, caches warm
-            policy(view)
-        us = np.empty(calls)
-        for i in range(calls):
-            t0 = time.perf_counter()
-            policy(view)
-            us[i] = (time.perf_counter() - t0) * 1e6
-        out[name] = {"p50": float(np.median(us)), "p90": float(np.percentile(us, 90)),
-                     "p99": float(np.percentile(us, 99)), "max": float(us.max()),
-                     "admitted": int(np.asarray(policy(view)).sum())}
+    for name, knobs in DECIDE_POLICIES:
+        label = name + "".join(f" {k}={v}" for k, v in knobs.items())
+        try:
+            make_policy(name, gamma=gamma, **knobs)
+        except Exception:                   # not in this tree
+            out[label] = None
+            continue
+        out[label] = {}
+        for regime, (prof, conf) in regimes.items():
+            policy = make_policy(name, gamma=gamma, **knobs)
+            view = _view(R, gamma, conf, prof, None)
+            for _ in range(20):             # kernels loaded, caches warm
+                _timed_call(policy, view, R)
+            wall, cpu = np.empty(calls), np.empty(calls)
+            for i in range(calls):
+                wall[i], cpu[i], lengths = _timed_call(policy, view, R)
+            wall, cpu = wall * 1e6, cpu * 1e6
+            out[label][regime] = {"p50": float(np.median(wall)), "p90": float(np.percentile(wall, 90)),
+                                  "p99": float(np.percentile(wall, 99)), "max": float(wall.max()),
+                                  "cpu_p50": float(np.median(cpu)), "cpu_p99": float(np.percentile(cpu, 99)),
+                                  "admitted": int(np.asarray(lengths).sum())}
     return out
 
 

@@ -21,7 +21,8 @@ loops, scipy's ``expit`` ufunc, whose element function is ``1 / (1 + exp(-x))``,
 SIMD ``exp`` / ``log``, which differ from the C library in the last bit on AVX-512 machines), and each
 reduction runs in the same order. The compiled twins remove the per-call overhead of some twenty small numpy
 operations per step, which dominates at the tens to hundreds of running requests a replica holds
-(benchmarks/bench_engine.py), and DSpark's twin merges the sorted rows instead of sorting every candidate.
+(benchmarks/bench_engine.py), and DSpark's scan sorts survival values once at most, without a stable sort of
+every candidate (docs/policies.md, "The compiled twin").
 
 A utility below every layer (docs/architecture.md): the engine and the policies both make their twins here.
 """

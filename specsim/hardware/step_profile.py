@@ -202,11 +202,22 @@ class StepTimeProfile:
         Raises:
             SpecsimInputError: as :meth:`step_time` for sizes outside the table.
         """
+        parts = self.step_time_parts(first, count, kv_tokens, num_requests)
+        if parts is not None:
+            return parts[0] + parts[1]
+        return self.step_time(np.arange(first, first + count), kv_tokens, num_requests)
+
+    def step_time_parts(self, first: int, count: int, kv_tokens: float = 0.0,
+                        num_requests: int = 0) -> tuple[np.ndarray, float] | None:
+        """``(table, constant)``: :meth:`step_time_range` is ``table + constant`` element by element, ``table``
+        (count,) a read-only view of the lookup table at B = first .. first + count - 1 (no copy: a scheduler
+        adds the constant where it reads an entry, issue 25) and ``constant`` the KV-read and per-request
+        seconds; None where the range leaves the table (extrapolation: use :meth:`step_time_range`)."""
         last = first + count - 1
         if 1 <= first and last < self._dense.size:
-            return self._dense[first: last + 1] + (self.kv_read_s_per_token * kv_tokens
-                                                  + self.per_request_s * num_requests)
-        return self.step_time(np.arange(first, last + 1), kv_tokens, num_requests)
+            constant = self.kv_read_s_per_token * kv_tokens + self.per_request_s * num_requests
+            return self._dense[first: last + 1], constant
+        return None
 
     def sps(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
             num_requests: int = 0) -> float | np.ndarray:

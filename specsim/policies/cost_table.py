@@ -70,6 +70,10 @@ class SchedulerTable:
         """As the exact profile's: a scheduler never scores sizes the engine could not run."""
         return self.profile.batch_limit
 
+    def draft_s(self, num_requests: int) -> float:
+        """Seconds the table adds to every B at ``num_requests`` requests (the drafter's; 0.0 without one)."""
+        return self._draft(num_requests)
+
     def _draft(self, num_requests: int) -> float:
         if self.draft_s_per_request is None or num_requests <= 0:
             return 0.0
@@ -79,6 +83,9 @@ class SchedulerTable:
 
     def step_time(self, batch_tokens, kv_tokens: float = 0.0, num_requests: int = 0):
         """The table's seconds at B (scalar or array); ``kv_tokens`` is ignored (fixed at profiling)."""
+        if type(batch_tokens) is int:                  # scalar fast path: the same sum
+            top = self.verify_s.size - 1
+            return float(self.verify_s[min(max(batch_tokens, 1), top)] + self._draft(int(num_requests)))
         b = np.asarray(batch_tokens, dtype=np.int64)
         t = self.verify_s[np.clip(b, 1, self.verify_s.size - 1)] + self._draft(int(num_requests))
         return float(t) if t.ndim == 0 else t

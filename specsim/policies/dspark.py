@@ -139,69 +139,294 @@ def _lower_convex_minorant_loop(y):
     return hull
 
 
-def _before(a, b, head, pos):
-    """Candidate order: higher survival first; ties: lower position, then lower request (a stable sort of the
-    position-major flat array, as :func:`ranked_candidates`)."""
-    if head[a] != head[b]:
-        return head[a] > head[b]
-    if pos[a] != pos[b]:
-        return pos[a] < pos[b]
-    return a < b
+#: Candidates the first pass keeps in rank order while it forms the survivals (:func:`head_scan`): a scan that
+#: stops within them needs no sort (issue 25; at R = 512, gamma = 16 a sort of every survival costs about as
+#: much as the rest of the decision).
+HEAD = 16
 
 
-def _sift_down(heap, size, i, head, pos):
-    item = heap[i]
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _before(heap[child + 1], heap[child], head, pos):
-            child += 1
-        if not _before(heap[child], item, head, pos):
-            break
-        heap[i] = heap[child]
-        i = child
-    heap[i] = item
+def _admitted_numpy(a_sorted, base_times, constant, num_requests):
+    """n, how many of the ranked survivals ``a_sorted`` the scan admits on T = ``base_times + constant``: tau the
+    running sum in admission order, Theta = tau * (1 / T), stop before the first admission without gain
+    (the arithmetic of :func:`greedy_lengths`, over the first min(len(a_sorted), len(base_times) - 1))."""
+    n_max = min(a_sorted.size, base_times.size - 1)
+    tau = np.empty(n_max + 1)                                           # (n+1,) expected tokens
+    tau[0] = 0.0
+    a_sorted[:n_max].cumsum(out=tau[1:])
+    tau += num_requests
+    theta = tau * (1.0 / (base_times[: n_max + 1] + constant))          # (n+1,) tokens per second
+    no_gain = theta[1:] <= theta[:-1]
+    return int(no_gain.argmax()) if no_gain.any() else n_max
 
 
-def _admit_top(heap, size, head, conf, pos):
-    """Admit the top row's candidate: the row moves on to its next draft, or leaves the heap after its last.
-    Returns the heap's new size."""
-    top = heap[0]
-    pos[top] += 1
-    if pos[top] < conf.shape[1]:
-        head[top] *= conf[top, pos[top]]
-    else:
-        size -= 1
-        heap[0] = heap[size]
-    _sift_down(heap, size, 0, head, pos)
-    return size
-
-
-def _greedy_lengths_loop(conf, step_times, num_requests):
-    """The scan as a heap merge of the R rows (survival falls along a row), O((R + n) log R)."""
-    R, G = conf.shape
-    lengths = np.zeros(R, np.int64)                  # also each row's next position
-    n_max = min(R * G, step_times.size - 1)
-    if n_max <= 0:
-        return lengths
-    head = conf[:, 0].copy()                         # survival of each row's next candidate
-    heap = np.arange(R)
-    for i in range(R // 2 - 1, -1, -1):
-        _sift_down(heap, R, i, head, lengths)
-    size, total = R, 0.0
-    theta = num_requests * (1.0 / step_times[0])
-    for n in range(n_max):
-        total += head[heap[0]]
-        nxt = (total + num_requests) * (1.0 / step_times[n + 1])
+def _admitted_loop(a_sorted, base_times, constant, num_requests):
+    count = min(a_sorted.size, base_times.size - 1)
+    total = 0.0
+    theta = num_requests * (1.0 / (base_times[0] + constant))
+    for k in range(count):
+        total += a_sorted[k]
+        nxt = (total + num_requests) * (1.0 / (base_times[k + 1] + constant))
         if nxt <= theta:
-            break
+            return k
         theta = nxt
-        size = _admit_top(heap, size, head, conf, lengths)
+    return count
+
+
+def _threshold_lengths_numpy(survival, n, last):
+    """Verify lengths (R,) int64 when the ``n`` best candidates by rank (:func:`ranked_candidates`) are admitted,
+    ``last`` being the n-th largest survival (+inf for n = 0): every candidate above ``last``, then the
+    ``n`` - (those) candidates equal to it in rank order (position, then request). The same lengths as
+    ``lengths_from_top(n, ranked_candidates(survival)[1], R)`` without ordering the candidates."""
+    R = survival.shape[0]
+    above = survival > last                                            # (R, gamma)
+    ties = np.flatnonzero((survival == last).T.ravel())[: n - int(above.sum())]   # position-major
+    return above.sum(axis=1) + np.bincount(ties % max(R, 1), minlength=R)
+
+
+def _threshold_lengths_loop(survival, n, last):
+    R, G = survival.shape
+    if n == 0 or n == R * G:                         # none or every candidate: nothing to compare
+        return np.full(R, G if n else 0, np.int64)
+    lengths, equal = np.zeros(R, np.int64), np.zeros(R, np.int64)
+    for r in range(R):
+        c = e = 0
+        for j in range(G):
+            c += survival[r, j] > last
+            e += survival[r, j] == last
+        lengths[r], equal[r] = c, e
+    left = n - lengths.sum()
+    if left == equal.sum():                          # every tie is admitted: no order among them needed
+        return lengths + equal
+    for j in range(G if left > 0 else 0):            # the first ``left`` ties at ``last``, position-major
+        for r in range(R):
+            if survival[r, j] == last:
+                lengths[r] += 1
+                left -= 1
+                if left == 0:
+                    return lengths
     return lengths
 
 
-greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop, helpers=(_before, _sift_down, _admit_top))
+def column_total(values):
+    """The sum of a 2-D array's entries, each column summed down its rows first (``np.add.accumulate``: one
+    running sum per column, in row order), then the columns in order: the order the compiled passes add in,
+    with one independent chain per column."""
+    if values.size == 0:
+        return 0.0
+    return float(np.cumsum(np.add.accumulate(values, axis=0)[-1])[-1])
+
+
+def _head_scan_numpy(conf, base_times, constant, num_requests, ratio):
+    """The scan's first :data:`HEAD` candidates: ``(lengths, empty (0, 0))`` when the scan ends among them (it
+    stops, or they are all it may score) or provably admits every candidate, else ``(zeros (R,), survival
+    (R, gamma))`` for :func:`sorted_scan`.
+
+    Args:
+        conf: (R, gamma) calibrated confidences.
+        base_times: (N + 1,) seconds at B = R .. R + N, without ``constant``: the scan's T is ``base_times +
+            constant``, element by element (as :func:`greedy_lengths` is given it).
+        constant: seconds added to every entry (the step's per-request and KV-read terms; 0.0 for none).
+        num_requests: R.
+        ratio: an upper bound on (T[n+1] - T[n]) / T[n] over the scored range, or inf (none known).
+
+    Every candidate is admitted when N >= R * gamma and the smallest survival exceeds (R + S) * (ratio * (1 +
+    1e-6) + 1e-9), S the sum of all survivals: admitting survival a after n others raises Theta iff a > (R +
+    S_n) * (T[n+1] - T[n]) / T[n] (DESIGN.md's Theta), and the margins exceed the float error of each test
+    (a few ulp of Theta) by six orders of magnitude, so the float scan admits each one as well.
+    """
+    R = conf.shape[0]
+    if conf.size and base_times.size > 1 and ((conf >= 0.0) & (conf <= 1.0)).all():   # best survival: a first draft
+        top = conf[:, 0].max()
+        theta0, theta1 = num_requests * (1.0 / (base_times[0] + constant)), (top + num_requests) * (
+            1.0 / (base_times[1] + constant))
+        if theta1 <= theta0:
+            return np.zeros(R, np.int64), np.empty((0, 0))                # the scan's first test fails
+    survival = conf.cumprod(axis=1)
+    n_max = min(survival.size, base_times.size - 1)
+    if n_max == survival.size and survival.min(initial=np.inf) > (column_total(survival) + num_requests) * (
+            max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9):
+        return np.full(R, conf.shape[1], dtype=np.int64), np.empty((0, 0))
+    m = min(HEAD, n_max)
+    a_head = np.sort(survival, axis=None)[::-1][:m]                    # (m,) the best survivals, in rank order
+    n = _admitted_numpy(a_head, base_times, constant, num_requests)
+    if n < m or m == n_max:
+        return _threshold_lengths_numpy(survival, n, a_head[n - 1] if n else np.inf), np.empty((0, 0))
+    return np.zeros(R, np.int64), survival
+
+
+def _first_pays_not(conf, base_times, constant, num_requests):
+    """Whether the scan stops before its first candidate, read from the confidences alone: with every confidence
+    in [0, 1] the best survival is the largest first-draft confidence, and admitting it must not raise Theta
+    (the scan's first test, the same arithmetic). Lets the common early stop skip the survivals (issue 25;
+    :func:`head_scan`'s numpy form writes the same test in numpy)."""
+    if conf.size == 0 or base_times.size < 2:
+        return False
+    in_range = True
+    for c in conf.ravel():
+        in_range &= (c >= 0.0) & (c <= 1.0)           # a flag, not a running max: no long dependency chain
+    if not in_range:
+        return False
+    top = conf[:, 0].max()
+    theta0 = num_requests * (1.0 / (base_times[0] + constant))
+    return (top + num_requests) * (1.0 / (base_times[1] + constant)) <= theta0
+
+
+def _head_scan_loop(conf, base_times, constant, num_requests, ratio):
+    R, G = conf.shape
+    if _first_pays_not(conf, base_times, constant, num_requests):
+        return np.zeros(R, np.int64), np.empty((0, 0))
+    n_max = min(R * G, base_times.size - 1)
+    m = min(HEAD, n_max)
+    survival = np.empty((R, G))
+    head = np.full(HEAD, -np.inf)                    # the m largest survivals so far, descending
+    cols, lows = np.zeros(G), np.full(G, np.inf)     # per position: independent sums and minima (no long chain)
+    for r in range(R):
+        acc = 1.0
+        for j in range(G):
+            acc *= conf[r, j]
+            survival[r, j] = acc
+            cols[j] += acc
+            lows[j] = min(lows[j], acc)
+            if m > 0 and acc > head[m - 1]:          # insert: an equal value changes no value of the head
+                i = m - 1
+                while i > 0 and head[i - 1] < acc:
+                    head[i] = head[i - 1]
+                    i -= 1
+                head[i] = acc
+    total, low = 0.0, np.inf
+    for j in range(G):
+        total += cols[j]
+        low = min(low, lows[j])
+    if n_max == R * G and low > (total + num_requests) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9):
+        return np.full(R, G, np.int64), np.empty((0, 0))
+    n = _admitted_loop(head[:m], base_times, constant, num_requests)
+    if n < m or m == n_max:
+        return _threshold_lengths_loop(survival, n, head[n - 1] if n else np.inf), np.empty((0, 0))
+    return np.zeros(R, np.int64), survival
+
+
+def _sorted_scan_numpy(survival, a_asc, base_times, constant, num_requests):
+    """The greedy scan's verify lengths (R,) int64 from every survival sorted once (the long scans' path).
+
+    Args:
+        survival: (R, gamma) survivals a_{r,j}.
+        a_asc: (R*gamma,) the same values sorted ascending (``np.sort``; only the values matter: equal
+            survivals add the same to tau whichever candidate they belong to).
+        base_times, constant, num_requests: as :func:`head_scan`.
+    """
+    a_sorted = a_asc[::-1]
+    n = _admitted_numpy(a_sorted, base_times, constant, num_requests)
+    return _threshold_lengths_numpy(survival, n, a_sorted[n - 1] if n else np.inf)
+
+
+def _sorted_scan_loop(survival, a_asc, base_times, constant, num_requests):
+    a_sorted = a_asc[::-1]
+    n = _admitted_loop(a_sorted, base_times, constant, num_requests)
+    return _threshold_lengths_loop(survival, n, a_sorted[n - 1] if n else np.inf)
+
+
+def _greedy_lengths_loop(conf, step_times, num_requests):
+    """The scan in two passes: the survivals with the best :data:`HEAD` kept in order, then (a longer scan)
+    one sort of every survival and the scan over it in value order; ties resolved by :func:`threshold_lengths`."""
+    lengths, survival = _head_scan_loop(conf, step_times, 0.0, num_requests, np.inf)
+    if survival.size == 0:
+        return lengths
+    return _sorted_scan_loop(survival, np.sort(survival.ravel()), step_times, 0.0, num_requests)
+
+
+def _cumprod_rows_numpy(conf):
+    """(R, gamma) survivals a_{r,j} = prod_{i<=j} c_{r,i}: ``conf.cumprod(axis=1)`` (``SchedulingView.survival``)."""
+    return conf.cumprod(axis=1)
+
+
+def _cumprod_rows_loop(conf):
+    R, G = conf.shape
+    out = np.empty((R, G))
+    for r in range(R):
+        acc = 1.0
+        for j in range(G):
+            acc *= conf[r, j]
+            out[r, j] = acc
+    return out
+
+
+_SCAN = (_admitted_loop, _threshold_lengths_loop, _first_pays_not)
+greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop,
+                              helpers=_SCAN + (_head_scan_loop, _sorted_scan_loop))
+head_scan = twin(_head_scan_numpy, _head_scan_loop, helpers=_SCAN)
+sorted_scan = twin(_sorted_scan_numpy, _sorted_scan_loop, helpers=_SCAN)
+threshold_lengths = twin(_threshold_lengths_numpy, _threshold_lengths_loop)
+cumprod_rows = twin(_cumprod_rows_numpy, _cumprod_rows_loop)
+
+
+def top_lengths(survival: np.ndarray, n: int) -> np.ndarray:
+    """Verify lengths (R,) int64 when the ``n`` best candidates of ``survival`` (R, gamma) by rank are admitted:
+    ``lengths_from_top(n, ranked_candidates(survival)[1], R)``, the same lengths, by one ``np.partition`` (the
+    n-th largest survival) and :func:`threshold_lengths` instead of a stable sort of every candidate (issue 25).
+    ``n`` is clipped to 0 .. R * gamma."""
+    size = survival.size
+    n = max(0, min(int(n), size))
+    if n == 0 or n == size:
+        return np.full(survival.shape[0], survival.shape[1] if n else 0, dtype=np.int64)
+    last = np.partition(survival, size - n, axis=None)[size - n]
+    return threshold_lengths(survival, n, last)
+
+
+def scan_lengths(conf: np.ndarray, base_times: np.ndarray, constant: float, num_requests: int,
+                 ratio: float = np.inf) -> np.ndarray:
+    """:func:`greedy_lengths` on T = ``base_times + constant``, the same lengths bit for bit, fast at any length
+    of scan (issue 25: R = 512, gamma = 16 within 100 us): :func:`head_scan` (the survivals, and the scan when it
+    ends within the best :data:`HEAD` candidates or provably admits them all), else numpy's ``np.sort`` of every
+    survival (vectorised: several times numba's own sort, which :func:`greedy_lengths`' compiled twin uses) and
+    :func:`sorted_scan`.
+
+    Args:
+        conf: (R, gamma) calibrated confidences. base_times: (N + 1,) seconds at B = R .. R + N.
+        constant: seconds added to each of them. num_requests: R.
+        ratio: an upper bound on (T[n+1] - T[n]) / T[n] over B = R .. R + N (:func:`rise_bound`), or inf.
+    """
+    lengths, survival = head_scan(conf, base_times, constant, num_requests, ratio)
+    if survival.size == 0:
+        return lengths
+    return sorted_scan(survival, np.sort(survival, axis=None), base_times, constant, num_requests)
+
+
+_LOADED: list = []        # set once the scan's compiled pieces are loaded in this process
+
+
+def load_scan_kernels() -> None:
+    """Call each compiled piece of the scan once on tiny inputs typed as a step's are (read-only confidences, as
+    views carry them), so that numba loads all of them at a run's first decision, which a run makes before its
+    event loop is timed (``simulation._warm_kernels``), and not at the first long scan inside the loop (about
+    0.2 s each from numba's cache, issue 25). Once per process."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    conf = np.full((2, 1), 0.5)
+    conf.setflags(write=False)
+    base, survival = np.array([1.0, 1.0, 1.0]), np.full((2, 1), 0.5)
+    table = base.copy()
+    table.setflags(write=False)                      # a profile's own table (the paper rule) is read-only
+    for times in (base, table):
+        head_scan(conf, times, 0.0, 2, np.inf)
+        sorted_scan(survival, np.sort(survival, axis=None), times, 0.0, 2)
+    threshold_lengths(survival, 1, 0.5)
+    cumprod_rows(conf)
+
+
+def _stats(table: np.ndarray) -> tuple[float, float, float]:
+    """(largest rise between neighbours, smallest, largest entry) of a step-time table, seconds."""
+    return (float(np.diff(table).max()) if table.size > 1 else 0.0, float(table.min()), float(table.max()))
+
+
+def rise_bound(stats: tuple[float, float, float], constant: float) -> float:
+    """An upper bound on (T[n+1] - T[n]) / T[n] for T = table + ``constant`` (``constant`` >= 0 s), from the
+    table's ``stats`` = (largest rise between neighbours, smallest, largest entry) in seconds: the rise plus
+    two ulp of the largest T (the rounding of each sum) over the smallest T."""
+    rise, low, high = stats
+    return (rise + 4.5e-16 * (high + constant)) / (low + constant)
+
+
 lower_convex_minorant = twin(_lower_convex_minorant_numpy, _lower_convex_minorant_loop)
 
 EARLY_STOP_RULES = ("hull", "paper")
@@ -248,27 +473,47 @@ class DSpark(PolicyBase):
         R = view.num_requests
         if R == 0 or view.gamma == 0:
             return np.zeros(R, dtype=np.int64)
+        load_scan_kernels()
         profile = view.profile
         n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
         if self.early_stop == "hull":                   # the constant terms: per-request and KV-read seconds
             constant = profile.step_time(R, view.kv_tokens, R) - profile.step_time(R)
-            scan_times = self._table_hull(profile, R, n_max) + constant                # (N+1,) B = R .. R+N
+            base, stats = self._table_hull(profile, R, n_max)                          # (N+1,) B = R .. R+N
+            ratio = rise_bound(stats, max(constant, 0.0))
         else:
-            scan_times = profile.step_time_range(R, n_max + 1, view.kv_tokens, R)     # (N+1,) B = R .. R+N
-        lengths = greedy_lengths(view.conf, scan_times, R)
+            parts = getattr(profile, "step_time_parts", None)             # a scheduler table has none
+            parts = None if parts is None else parts(R, n_max + 1, view.kv_tokens, R)
+            if parts is None:
+                constant, base, ratio = 0.0, profile.step_time_range(R, n_max + 1, view.kv_tokens, R), np.inf
+            else:                                                          # the table itself, no copy
+                base, constant = parts
+                ratio = rise_bound(self._table_stats(profile, R, n_max, base), max(constant, 0.0))
+        lengths = scan_lengths(view.conf, base, constant, R, ratio)
         if self.diagnose:
             self._count(view.conf, profile.step_time_range(R, n_max + 1, view.kv_tokens, R), int(lengths.sum()))
         return lengths
 
-    def _table_hull(self, profile, R: int, n_max: int) -> np.ndarray:
+    def _table_hull(self, profile, R: int, n_max: int) -> tuple[np.ndarray, tuple[float, float, float]]:
         """(N+1,) the lower convex minorant of the profile's step times at B = R .. R+N without the constant
-        terms (a function of R and N only: computed once per pair and kept while the profile is the same)."""
+        terms, and its (largest rise, smallest, largest entry) for :func:`rise_bound` (a function of R and N
+        only: computed once per pair and kept while the profile is the same)."""
         if profile is not self._hull_profile:
             self._hull_profile, self._hulls = profile, {}
-        hull = self._hulls.get((R, n_max))
-        if hull is None:
-            hull = self._hulls[R, n_max] = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
-        return hull
+        got = self._hulls.get((R, n_max))
+        if got is None:
+            hull = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
+            got = self._hulls[R, n_max] = hull, _stats(hull)
+        return got
+
+    def _table_stats(self, profile, R: int, n_max: int, table: np.ndarray) -> tuple[float, float, float]:
+        """:func:`rise_bound`'s stats of the profile's own table at B = R .. R+N (the paper rule's T less its
+        constant terms), kept per (R, N) as the hull is."""
+        if profile is not self._hull_profile:
+            self._hull_profile, self._hulls = profile, {}
+        got = self._hulls.get(("table", R, n_max))
+        if got is None:
+            got = self._hulls["table", R, n_max] = _stats(table)
+        return got
 
     def _count(self, conf: np.ndarray, step_times: np.ndarray, n: int) -> None:
         """Record whether admitting ``n`` candidates reached the global best of the true Theta."""

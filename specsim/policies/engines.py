@@ -24,7 +24,9 @@ import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
 from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table, check_profile_context
-from specsim.policies.dspark import lengths_from_top, ranked_candidates, scored_candidates
+from specsim.policies.dspark import (column_total, cumprod_rows, load_scan_kernels, rise_bound, scored_candidates,
+                                     top_lengths)
+from specsim.twins import twin
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -34,18 +36,177 @@ def stale_survival(old_view: SchedulingView | None, running_ids: np.ndarray, gam
     """(R, gamma) survivals the host holds for the running requests: each request's row from the old view,
     1.0 for a request the old view does not hold (vLLM resets a joining request's stale row to 1.0,
     ``AdaptiveVerificationManager.add_request``). Rows are in ``running_ids`` order."""
-    out = np.ones((running_ids.size, gamma))
+    running_ids = np.asarray(running_ids)
     if old_view is None or old_view.num_requests == 0 or gamma == 0:
-        return out
-    old = old_view.survival()                                              # (R_old, g_old)
-    g = min(gamma, old.shape[1])
-    pos = {int(r): i for i, r in enumerate(old_view.request_ids)}
-    for row, rid in enumerate(running_ids):
-        i = pos.get(int(rid))
-        if i is not None:
-            out[row, :g] = old[i, :g]
-            out[row, g:] = 0.0                                             # drafts the old step did not make
+        return np.ones((running_ids.size, gamma))
+    rows = match_rows(np.array(old_view.request_ids, dtype=np.int64), np.array(running_ids, dtype=np.int64))
+    return stale_rows(old_view.conf, rows, int(gamma))
+
+
+def _match_rows_numpy(old_ids, ids):
+    """(R,) int64: the row of each of ``ids`` in ``old_ids`` (its last row if repeated), -1 where absent."""
+    if old_ids.size == 0:
+        return np.full(ids.size, -1, np.int64)
+    order = np.argsort(old_ids, kind="stable")
+    at = np.maximum(np.searchsorted(old_ids[order], ids, side="right") - 1, 0)
+    return np.where(old_ids[order[at]] == ids, order[at], -1).astype(np.int64)
+
+
+#: Fibonacci hashing's multiplier, 2**64 / golden ratio, as a signed 64-bit int (wrapping products spread the ids).
+_GOLDEN = 0x9E3779B97F4A7C15 - 2**64
+
+
+def _match_rows_loop(old_ids, ids):
+    size = 1
+    while size < 2 * old_ids.size + 2:
+        size *= 2
+    keys, vals = np.empty(size, np.int64), np.full(size, -1, np.int64)   # open addressing, linear probing
+    for i in range(old_ids.size):
+        h = (old_ids[i] * _GOLDEN) & (size - 1)
+        while vals[h] >= 0 and keys[h] != old_ids[i]:
+            h = (h + 1) & (size - 1)
+        keys[h], vals[h] = old_ids[i], i                                 # a repeated id keeps its last row
+    rows = np.full(ids.size, -1, np.int64)
+    for i in range(ids.size):
+        h = (ids[i] * _GOLDEN) & (size - 1)
+        while vals[h] >= 0:
+            if keys[h] == ids[i]:
+                rows[i] = vals[h]
+                break
+            h = (h + 1) & (size - 1)
+    return rows
+
+
+def _stale_rows_numpy(old_conf, rows, gamma):
+    """(R, gamma) survivals: row i the cumulative product of ``old_conf[rows[i], :g]`` (g = min(gamma, the old
+    gamma)) followed by zeros (drafts the old step did not make), or ones where ``rows[i] < 0``."""
+    out = np.ones((rows.size, gamma))
+    g = min(gamma, old_conf.shape[1])
+    have = rows >= 0
+    out[have, :g] = old_conf.cumprod(axis=1)[rows[have], :g]
+    out[have, g:] = 0.0
     return out
+
+
+def _stale_rows_loop(old_conf, rows, gamma):
+    out = np.ones((rows.size, gamma))
+    g = min(gamma, old_conf.shape[1])
+    for i in range(rows.size):
+        if rows[i] >= 0:
+            acc = 1.0
+            for j in range(gamma):
+                acc = acc * old_conf[rows[i], j] if j < g else 0.0
+                out[i, j] = acc
+    return out
+
+
+def _best_prefix_numpy(a_asc, count, offset, base, first, add):
+    """n in 0..``count`` maximising Theta_n = (``offset`` + the n largest of ``a_asc``, summed largest first) /
+    cost_n, the first maximum (a global search); cost_n = ``base[min(first + n, len(base) - 1)] + add``.
+
+    Args:
+        a_asc: (M,) values sorted ascending (M >= count). offset: tau at n = 0 (tokens).
+        base: a step-time table (seconds; a :class:`SchedulerTable`'s ``verify_s`` read at B = first + n)
+            or the (count + 1,) costs themselves (``first`` = 0, ``add`` = 0.0).
+        add: seconds added to every entry (the table's drafter seconds at R requests).
+    """
+    tau = offset + np.concatenate([[0.0], np.cumsum(a_asc[::-1][:count])])          # (count+1,)
+    cost = base[np.minimum(first + np.arange(count + 1), base.size - 1)] + add
+    return int(np.argmax(tau / cost))
+
+
+def _best_prefix_loop(a_asc, count, offset, base, first, add):
+    size, top = a_asc.size, base.size - 1
+    total, best_n = 0.0, 0
+    best = (offset + total) / (base[min(first, top)] + add)
+    for n in range(1, count + 1):
+        total += a_asc[size - n]
+        theta = (offset + total) / (base[min(first + n, top)] + add)
+        if theta > best:
+            best, best_n = theta, n
+    return best_n
+
+
+def _live_numpy(survival, floor, eps):
+    """(R, gamma - floor) the survivals beyond the first ``floor`` drafts, -1.0 where below ``eps`` (never
+    admitted), and how many are not."""
+    live = np.where(survival[:, floor:] >= eps, survival[:, floor:], -1.0)
+    return live, int((live >= 0).sum())
+
+
+def _live_loop(survival, floor, eps):
+    R, G = survival.shape
+    live = np.empty((R, G - floor))
+    count = 0
+    for r in range(R):
+        for j in range(floor, G):
+            keep = survival[r, j] >= eps
+            live[r, j - floor] = survival[r, j] if keep else -1.0
+            count += keep
+    return live, count
+
+
+match_rows = twin(_match_rows_numpy, _match_rows_loop)
+def _every_gain_numpy(values, offset, ratio):
+    """Whether every step of the global search provably raises Theta (its first maximum is then the last n):
+    the smallest candidate (the entries >= 0 of ``values``; negative ones are not candidates) exceeds
+    (``offset`` + the candidates' sum) * (ratio * (1 + 1e-6) + 1e-9), ``ratio`` an upper bound on cost[n+1] /
+    cost[n] - 1 (the proof of :func:`specsim.policies.dspark.head_scan`, tau starting at ``offset``)."""
+    cand = values >= 0
+    total = column_total(np.where(cand, values, 0.0))               # adding 0.0 changes no sum
+    return bool(values[cand].min(initial=np.inf) > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9))
+
+
+def _every_gain_loop(values, offset, ratio):
+    R, G = values.shape
+    cols, lows = np.zeros(G), np.full(G, np.inf)
+    for r in range(R):
+        for j in range(G):
+            v = values[r, j]
+            if v >= 0:
+                cols[j] += v
+                lows[j] = min(lows[j], v)
+    total, low = 0.0, np.inf
+    for j in range(G):
+        total += cols[j]
+        low = min(low, lows[j])
+    return low > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9)
+
+
+stale_rows = twin(_stale_rows_numpy, _stale_rows_loop)
+every_gain = twin(_every_gain_numpy, _every_gain_loop)
+best_prefix = twin(_best_prefix_numpy, _best_prefix_loop)
+live_beyond_floor = twin(_live_numpy, _live_loop)
+
+
+def load_engine_kernels() -> None:
+    """Call each compiled piece of the two confidence schedulers once on tiny inputs typed as a step's are, so
+    that numba loads them at a run's first decision, before its event loop is timed (as
+    :func:`specsim.policies.dspark.load_scan_kernels`). Once per process."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    load_scan_kernels()
+    conf = np.full((2, 2), 0.5)
+    conf.setflags(write=False)
+    ids = np.arange(2, dtype=np.int64)
+    survival = stale_rows(conf, match_rows(ids, ids.copy()), 2)
+    live, _ = live_beyond_floor(survival, 1, 0.0)
+    every_gain(live, 2.0, 0.0)
+    best_prefix(np.sort(survival, axis=None), 2, 2.0, np.ones(5), 2, 0.0)
+
+
+_LOADED: list = []
+
+
+def _cost_args(table, view: SchedulingView, first: int, count: int, num_requests: int, draft: bool) -> tuple:
+    """(base, first, add) of :func:`best_prefix` at B = first .. first + count for ``num_requests`` requests: the
+    scheduler's table, or (no table) the exact profile at the view's KV read, plus the view's drafter seconds
+    when ``draft``."""
+    if table is not None:
+        return table.verify_s, first, table.draft_s(num_requests)
+    cost = view.profile.step_time_range(first, count + 1, view.kv_tokens, num_requests)
+    return (cost + view.draft_time_s(view.gamma) if draft else cost), 0, 0.0
 
 
 class _Tabled(PolicyBase):
@@ -57,10 +218,29 @@ class _Tabled(PolicyBase):
     def _table(self, view: SchedulingView):
         key = (id(view.profile), view.gamma)
         if getattr(self, "_key", None) != key:
-            self._key = key
+            load_engine_kernels()
+            self._key, self._rises = key, {}
             self.table = build_table(self.cost_table, view.profile, view.gamma, view.drafter_cost,
                                      int(self.profile_context))
         return self.table
+
+    def _search(self, values: np.ndarray, count: int, offset: float, view: SchedulingView, first: int,
+                num_requests: int, draft: bool) -> int:
+        """The budget: the first n in 0..``count`` maximising (``offset`` + the n largest candidates) / cost(first
+        + n), candidates the entries >= 0 of ``values``. Without a sort when :func:`every_gain` proves Theta
+        rises at every n on the table (its rise bound kept per (first, count)); else one ``np.sort`` and
+        :func:`best_prefix`."""
+        table = self._table(view)
+        base, at, add = _cost_args(table, view, first, count, num_requests, draft)
+        if table is not None:
+            stats = self._rises.get((first, count))
+            if stats is None:
+                seg = base[np.minimum(first + np.arange(count + 1), base.size - 1)]      # (count+1,) seconds
+                stats = self._rises[first, count] = (float(np.diff(seg).max()) if count else 0.0,
+                                                     float(seg.min()), float(seg.max()))
+            if every_gain(values, offset, rise_bound(stats, add)):
+                return count
+        return best_prefix(np.sort(values, axis=None), count, offset, base, at, add)
 
     def _record(self, view: SchedulingView, lengths: np.ndarray) -> None:
         """Add this step's |table - charged| / charged at the chosen B to ``self.table_error``."""
@@ -117,13 +297,8 @@ class VllmAdaptive(_Tabled):
 
     def _budget(self, survival: np.ndarray, view: SchedulingView) -> int:
         R = survival.shape[0]
-        scores = np.sort(survival.ravel())[::-1]                                       # (R*g,) descending
-        n_max = scored_candidates(R, scores.size, view.profile.batch_limit)
-        tau = R + np.concatenate([[0.0], np.cumsum(scores[:n_max])])                  # (n_max+1,)
-        table = self._table(view)
-        cost = (table.step_time_range(R, n_max + 1, 0.0, R) if table is not None
-                else view.profile.step_time_range(R, n_max + 1, view.kv_tokens, R) + view.draft_time_s(view.gamma))
-        return int(np.argmax(tau / cost))
+        n_max = scored_candidates(R, survival.size, view.profile.batch_limit)
+        return self._search(survival, n_max, float(R), view, R, R, True)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         R, g = view.num_requests, view.gamma
@@ -135,8 +310,7 @@ class VllmAdaptive(_Tabled):
             k = view.capacity if view.capacity is not None else NO_OLD_VIEW
             if k == NO_OLD_VIEW:                         # first step: vLLM's stale rows start at 1.0
                 k = self._budget(np.ones((R, g)), view)
-            _, r_sorted = ranked_candidates(view.survival())
-            out = lengths_from_top(min(int(k), R * g), r_sorted, R)
+            out = top_lengths(cumprod_rows(view.conf), min(int(k), R * g))     # the k best live survivals
         self._record(view, out)
         return out
 
@@ -182,15 +356,10 @@ class TrtllmConfidence(_Tabled):
     def _budget(self, survival: np.ndarray, view: SchedulingView) -> int:
         R, g = survival.shape
         floor = min(self.min_len, g)
-        cand = survival[:, floor:].ravel()
-        cand = np.sort(cand[cand >= self.eps])[::-1]                                    # (N,) descending
+        live, count = live_beyond_floor(survival, floor, self.eps)       # (R, g - floor), -1.0 below eps
         first = R * (floor + 1)
-        n_max = scored_candidates(first, cand.size, view.profile.batch_limit)
-        tau = R + survival[:, :floor].sum() + np.concatenate([[0.0], np.cumsum(cand[:n_max])])
-        table = self._table(view)
-        cost = (table.step_time_range(first, n_max + 1, 0.0, R) if table is not None
-                else view.profile.step_time_range(first, n_max + 1, view.kv_tokens, R))
-        return int(np.argmax(tau / cost))
+        n_max = scored_candidates(first, count, view.profile.batch_limit)
+        return self._search(live, n_max, float(R + survival[:, :floor].sum()), view, first, R, False)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         R, g = view.num_requests, view.gamma
@@ -202,10 +371,7 @@ class TrtllmConfidence(_Tabled):
         k = view.capacity if view.capacity is not None else NO_OLD_VIEW
         if k == NO_OLD_VIEW:
             k = self._budget(np.ones((R, g)), view)
-        live = view.survival()[:, floor:]
-        live = np.where(live >= self.eps, live, -1.0)            # below eps: never admitted
-        a_sorted, r_sorted = ranked_candidates(live)
-        k = min(int(k), int((a_sorted >= 0).sum()))
-        out = floor + lengths_from_top(k, r_sorted, R)
+        live, count = live_beyond_floor(cumprod_rows(view.conf), floor, self.eps)   # below eps: never admitted
+        out = floor + top_lengths(live, min(int(k), count))
         self._record(view, out)
         return out
