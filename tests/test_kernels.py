@@ -154,6 +154,25 @@ def test_decoding_slots():
         assert_same(*both(kernels.decoding_slots, left, prompt, generated))
 
 
+def test_lazy_growth_blocks_by_hand_and_twin():
+    # two decoding slots of a 16-token block: prompt 30 + generated 5 + 1 + l 3 = 39 tokens -> 3 blocks (held 2),
+    # 16 + 0 + 1 + 0 = 17 -> 2 (held 3: last step's lookahead returns one); drafter share 0.5 at gamma 4:
+    # ceil(39 * 0.5) = 20 tokens -> 2 blocks (held 1: +1), ceil(20 * 0.5) = 10 -> 1 block (held 4: nothing)
+    decode, l = np.array([0, 2]), np.array([3, 0])
+    prompt, gen = np.array([30, 99, 16]), np.array([5, 0, 0])
+    kv, dkv = np.array([2, 7, 3]), np.array([1, 0, 4])
+    assert kernels.lazy_growth_blocks(decode, l, prompt, gen, kv, dkv, 16, 4, 0.5) == (3 - 2) + (2 - 3) + 1 + 0
+    assert kernels.lazy_growth_blocks(decode, l, prompt, gen, kv, dkv, 16, 4, 0.0) == 0
+    if twins.compiled():
+        rng = np.random.default_rng(3)
+        S = 60
+        decode = np.sort(rng.choice(S, 45, replace=False))
+        args = (decode, rng.integers(0, 8, decode.size), rng.integers(1, 5000, S), rng.integers(0, 900, S),
+                rng.integers(0, 400, S), rng.integers(0, 200, S))
+        for gamma, fraction in ((7, 0.3), (7, 0.0), (0, 0.3), (4, 1.0)):
+            assert_same(*both(kernels.lazy_growth_blocks, *args, 16, gamma, fraction))
+
+
 # ------------------------------------------------------------------------------- DSpark's scan and hull
 
 def test_greedy_lengths_by_hand():

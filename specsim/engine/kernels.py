@@ -1,5 +1,6 @@
 """The engine step's own array passes, each a numpy definition with its compiled loop twin beside it: the
-emission of a step's outcomes, the clip of verify lengths to the output left and the decoding slots.
+emission of a step's outcomes, the clip of verify lengths to the output left, the decoding slots and the
+blocks a lazy step's slots would hold under exact accounting.
 
 :func:`specsim.twins.twin` chooses, on first call, the compiled twin (numba) or the numpy definition
 (``SPECSIM_NO_NUMBA=1``, numba missing or failing to compile); the two are equal bit for bit
@@ -115,6 +116,35 @@ def _decoding_slots_loop(prefill_left, prompt_tokens, num_generated):
     return decode[:R].copy(), kv_tokens
 
 
+def _lazy_growth_blocks_numpy(decode, verify_len, prompt_tokens, num_generated, kv_blocks, draft_kv_blocks,
+                              block_size, gamma, fraction):
+    """KV blocks (an int, may be negative) that exact accounting would add to the decoding slots ``decode`` (R,)
+    after a lazy step: each holds ``ceil((prompt + generated + 1 + l) / block_size)`` target blocks instead of
+    its stale ``kv_blocks`` (last step's unused lookahead released), and, when ``gamma`` and the drafter's KV
+    ``fraction`` are nonzero, at least ``ceil(ceil((prompt + generated + gamma) * fraction) / block_size)``
+    drafter blocks (:meth:`specsim.engine.kv_manager.KVManager.exact_blocks_used`)."""
+    base = prompt_tokens[decode] + num_generated[decode] + 1 + verify_len
+    target = int((-(-base // block_size) - kv_blocks[decode]).sum())
+    if not (gamma and fraction):
+        return target
+    ctx = prompt_tokens[decode] + num_generated[decode] + gamma
+    need = -(-np.ceil(ctx * fraction).astype(np.int64) // block_size)
+    return target + int(np.maximum(need - draft_kv_blocks[decode], 0).sum())
+
+
+def _lazy_growth_blocks_loop(decode, verify_len, prompt_tokens, num_generated, kv_blocks, draft_kv_blocks,
+                             block_size, gamma, fraction):
+    total = 0
+    for i in range(decode.size):
+        s = decode[i]
+        total += -(-(prompt_tokens[s] + num_generated[s] + 1 + verify_len[i]) // block_size) - kv_blocks[s]
+        if gamma and fraction:
+            need = -(-np.int64(np.ceil((prompt_tokens[s] + num_generated[s] + gamma) * fraction)) // block_size)
+            total += max(need - draft_kv_blocks[s], 0)
+    return total
+
+
 emit_decode = twin(_emit_decode_numpy, _emit_decode_loop)
+lazy_growth_blocks = twin(_lazy_growth_blocks_numpy, _lazy_growth_blocks_loop)
 clip_to_output = twin(_clip_to_output_numpy, _clip_to_output_loop)
 decoding_slots = twin(_decoding_slots_numpy, _decoding_slots_loop)

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from specsim.engine import kernels
 from specsim.engine.kv import BlockPool, blocks_for
 from specsim.engine.state import ReplicaConfig, Slots
 
@@ -167,14 +168,9 @@ class KVManager:
         used = self.num_blocks_used
         if not self.lazy_step or not decode.size:
             return used
-        target = blocks_for(base_tokens(s)[decode] + verify_len, self.block_size) - s.kv_blocks[decode]
-        fraction = self.config.drafter_kv_fraction
-        draft = 0
-        if gamma and fraction:
-            ctx = s.prompt_tokens[decode] + s.num_generated[decode] + gamma
-            need = blocks_for(np.ceil(ctx * fraction).astype(np.int64), self.block_size)
-            draft = int(np.maximum(need - s.draft_kv_blocks[decode], 0).sum())
-        return used + int(target.sum()) + draft
+        return used + int(kernels.lazy_growth_blocks(decode, verify_len, s.prompt_tokens, s.num_generated,
+                                                     s.kv_blocks, s.draft_kv_blocks, self.block_size, int(gamma),
+                                                     float(self.config.drafter_kv_fraction)))
 
     # ----------------------------------------------------------------- base need, freeing
     def fit_base_need(self, s: Slots) -> bool:
