@@ -297,7 +297,7 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
 
     Raises:
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
-            from several scenarios or traces.
+            from several scenarios.
     """
     tiers = [float(t) for t in tiers]
     df = results_frame(records)

@@ -318,7 +318,8 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
                     "Margin: the winner's lead over the runner-up; gain: over the baseline. infeasible: the "
-                    "frontier never reaches the tier; covered: every load point beats the tier, the best of them is shown."}
+                    "frontier never reaches the tier; covered: every point of the curve's Pareto frontier beats "
+                    "the tier, the best point meeting it is shown."}
 
 
 def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:

@@ -61,12 +61,43 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
     return rec
 
 
-def load_records(out_dir: str | Path, ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped."""
+def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
+                 latest: bool = True) -> list[dict[str, Any]]:
+    """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped.
+
+    Reading the whole folder (``ids`` None) with ``latest`` drops the records :func:`superseded` by the latest
+    sweep's points, so that a sweep rerun into the same folder after its trace or a plug-in changed is read
+    as that rerun, never as an average of the old and new versions."""
     d = points_dir(out_dir)
     if ids is not None:
         paths = [d / f"{i}.json" for i in ids]
     else:
         paths = sorted(d.glob("*.json")) if d.is_dir() else []
-    recs = [read_record(p) for p in paths if p.is_file()]
-    return sorted((r for r in recs if r is not None), key=lambda r: r["id"])
+    recs = sorted((r for r in (read_record(p) for p in paths if p.is_file()) if r is not None),
+                  key=lambda r: r["id"])
+    if ids is None and latest:
+        old = set(superseded(recs, manifest_point_ids(out_dir)))
+        recs = [r for r in recs if r["id"] not in old]
+    return recs
+
+
+def manifest_point_ids(out_dir: str | Path) -> set[str]:
+    """The point ids ``DIR/sweep.json`` lists (the latest sweep's points; empty without a readable manifest)."""
+    try:
+        ids = json.loads((Path(out_dir) / "sweep.json").read_text()).get("point_ids", [])
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {str(i) for i in ids} if isinstance(ids, list) else set()
+
+
+def _version_free_key(rec: dict[str, Any]) -> str:
+    """A record's configuration without the content hashes of its trace and plug-in."""
+    return canonical_sha({k: v for k, v in rec["config"].items() if k not in ("trace_sha", "plugin_sha")})
+
+
+def superseded(records: list[dict[str, Any]], latest_ids: set[str]) -> list[str]:
+    """Ids of records replaced by a point of the latest sweep (``latest_ids``): the same configuration (policy,
+    knobs, load, seed, scenario, requests) but another content hash of the trace or of the plug-in, i.e. an
+    earlier version of the same point."""
+    latest_keys = {_version_free_key(r) for r in records if r["id"] in latest_ids}
+    return [r["id"] for r in records if r["id"] not in latest_ids and _version_free_key(r) in latest_keys]

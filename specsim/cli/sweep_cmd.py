@@ -345,13 +345,31 @@ def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------- compare, plot
 def _records(d: Path) -> list[dict]:
-    """The valid records of sweep directory ``d``; SpecsimInputError when it has no ``points/``."""
-    from specsim.analysis.sweep_records import load_records
+    """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
+    earlier version of its trace or plug-in left (:func:`specsim.analysis.sweep_records.superseded`). Says on
+    stderr what it leaves out and which points failed (their loads are missing from the frontiers)."""
+    import sys
+
+    from specsim.analysis.sweep_records import load_records, manifest_point_ids, superseded
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
                                 "no points/ folder")
-    return load_records(d)
+    recs = load_records(d, latest=False)
+    old = set(superseded(recs, manifest_point_ids(d)))
+    if old:
+        print(f"note: {len(old)} points of an earlier version of this sweep's trace or plug-in are left out (the "
+              "latest sweep recomputed them)", file=sys.stderr)
+    recs = [r for r in recs if r["id"] not in old]
+    failed = [r for r in recs if r["status"] != "ok"]
+    if failed:
+        shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "
+                          f"{r['config']['load']['value']:g}, seed {r['config']['seed']}: "
+                          f"{str(r.get('error') or r.get('error_type'))[:200]}" for r in failed[:3])
+        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+        print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
+              f"{shown}{more}", file=sys.stderr)
+    return recs
 
 
 def parse_tiers(text: str) -> list[float]:
@@ -466,14 +484,16 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
     notes = ["TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*.",
-             "infeasible: the frontier never reaches the tier; (covered): every load point beats the tier, the "
-             "best of them is shown. Interpolation: linear in TPS/user between frontier points.",
+             "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
+             "frontier beats the tier (heavier loads only lose throughput), the best point meeting it is shown. "
+             "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05).",
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%) or "
              "lighter loads (the lightest load is below the tier)."]
     return fmt.table(cols, rows, keys=2, width=width, notes=notes,
-                     title=f"{sweep_dir}: throughput per GPU at SLA tiers (baseline {tab.attrs['baseline']})")
+                     title=f"{sweep_dir}: throughput per GPU at SLA tiers "
+                     + (f"(baseline {tab.attrs['baseline']})" if tab.attrs.get("baseline") else "(no baseline)"))
 
 
 @app.command()

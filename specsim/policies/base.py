@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from specsim.errors import SpecsimInputError, did_you_mean
+from specsim.policies.guard import guarded, is_user_policy
 from specsim.hardware.profile import StepTimeProfile
 
 
@@ -297,9 +298,12 @@ def policy_hooks(policy: Any) -> PolicyHooks:
     age = getattr(policy, "capacity_view_age", 2)
     if isinstance(age, bool) or age not in (1, 2):
         raise bad("capacity_view_age", "1 or 2 (steps)", age)
-    return PolicyHooks(name=name, fits_zos=bool(fits_zos), view_cls=VIEW_KINDS[kind], decide=policy,
-                       capacity=_hook(policy, "capacity", 3, bad),
-                       proposal_length=_hook(policy, "proposal_length", 1, bad), capacity_view_age=int(age))
+    hooks = {"decide": policy, "capacity": _hook(policy, "capacity", 3, bad),
+             "proposal_length": _hook(policy, "proposal_length", 1, bad)}
+    if is_user_policy(policy):             # a user's code that raises: one line naming its file and line
+        hooks = {hook: guarded(name, hook, fn) for hook, fn in hooks.items()}
+    return PolicyHooks(name=name, fits_zos=bool(fits_zos), view_cls=VIEW_KINDS[kind], capacity_view_age=int(age),
+                       **hooks)
 
 
 _HOOK_SIGNATURES = {"capacity": "capacity(old_view, running_ids, num_running) -> int",

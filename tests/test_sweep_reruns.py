@@ -1,0 +1,109 @@
+"""What compare, recommend and plot read from a sweep folder that was rerun or has failed points (found by a
+new user's trial): an earlier version of the trace or of a plug-in is never averaged in, failed points are
+named, and a plug-in that raises fails its own points with its file and line while the sweep goes on."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specsim.cli import main
+from specsim.analysis.sweep_records import load_records, manifest_point_ids, superseded
+from specsim.workload import Trace, save_trace
+
+BOOM = '''import numpy as np
+
+
+class P:
+    name = "boom"
+    fits_zos = True
+
+    def __call__(self, view):
+        return np.full(view.num_requests, 1 // 0)
+'''
+
+
+def _trace(path: Path, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    n = 24
+    save_trace(Trace(request_id=[f"r{i}" for i in range(n)], arrival_s=np.arange(n) * 0.05,
+                     prompt_tokens=rng.integers(32, 256, n), output_tokens=rng.integers(40, 160, n),
+                     domain=np.array(["chat", "code", "math"] * 8, dtype=object)), path)
+    return path
+
+
+def _cli(args: list[str]) -> int:
+    old = sys.argv
+    sys.argv = ["specsim", *args]
+    try:
+        main()
+    except SystemExit as e:
+        return int(e.code or 0)
+    finally:
+        sys.argv = old
+    return 0
+
+
+def _compare(out: Path, capsys) -> tuple[dict, str]:
+    capsys.readouterr()
+    assert _cli(["compare", str(out), "--json", "--tiers", "20"]) == 0
+    got = capsys.readouterr()
+    return json.loads(got.out), got.err
+
+
+def _sweep(trace: Path, out: Path, policies: str = "mtp1,dspark") -> int:
+    return _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", policies, "--concurrency", "2,4",
+                 "--requests-per-user", "6", "--executor", "serial", "--quiet"])
+
+
+def test_a_rerun_after_the_trace_changed_reads_as_the_rerun_alone(tmp_path, capsys):
+    trace = _trace(tmp_path / "t.jsonl", 1)
+    assert _sweep(trace, tmp_path / "s") == 0
+    _trace(trace, 2)                                     # same file name, other content
+    assert _sweep(trace, tmp_path / "s") == 0
+    assert len(list((tmp_path / "s" / "points").glob("*.json"))) == 8      # both versions kept on disk
+    assert _sweep(trace, tmp_path / "fresh") == 0        # the same sweep of the new trace alone
+    rerun, err = _compare(tmp_path / "s", capsys)
+    fresh, _ = _compare(tmp_path / "fresh", capsys)
+    assert rerun["tiers"] == fresh["tiers"] and rerun == fresh
+    assert "4 points of an earlier version of this sweep's trace or plug-in are left out" in err
+    recs = load_records(tmp_path / "s", latest=False)
+    old = superseded(recs, manifest_point_ids(tmp_path / "s"))
+    assert len(old) == 4 and len(load_records(tmp_path / "s")) == 4
+
+
+def test_a_plugin_that_raises_fails_its_points_and_compare_names_them(tmp_path, capsys, monkeypatch):
+    trace = _trace(tmp_path / "t.jsonl", 1)
+    (tmp_path / "boom.py").write_text(BOOM)
+    monkeypatch.chdir(tmp_path)
+    assert _sweep(trace, tmp_path / "s", "dspark,boom.py:P") == 0
+    recs = load_records(tmp_path / "s")
+    failed = [r for r in recs if r["status"] != "ok"]
+    assert len(recs) == 4 and len(failed) == 2                 # the sweep went on: dspark's points are there
+    assert all("boom.py, line 9" in r["error"] and "ZeroDivisionError" in r["error"] for r in failed)
+    js, err = _compare(tmp_path / "s", capsys)
+    assert "warning: 2 failed points are left out" in err and "boom.py:P at closed load 2, seed 0" in err
+    # the same plug-in in a run: one line naming its file and line, exit 2
+    capsys.readouterr()
+    assert _cli(["run", "--trace", str(trace), "--policy", "boom.py:P"]) == 2
+    err = capsys.readouterr().err
+    assert "boom.py, line 9" in err and "ZeroDivisionError" in err and "Traceback" not in err
+
+
+def test_a_builtin_policy_error_is_not_taken_for_the_users():
+    """Built-in policies are called unwrapped (their errors are specsim's bugs, with their traceback); in a
+    user's, the innermost frame of the user's code is named even when the error is raised inside numpy."""
+    from specsim.policies.base import policy_hooks
+    from specsim.policies.guard import _user_frame, is_user_policy
+    from specsim.policies.static import StaticK
+
+    builtin = StaticK(3)
+    assert not is_user_policy(builtin) and policy_hooks(builtin).decide is builtin
+    try:
+        np.zeros(2).reshape(3)
+    except ValueError as e:                               # raised in numpy, called from this file
+        assert _user_frame(e.__traceback__) is not None and _user_frame(e.__traceback__)[0] == __file__
