@@ -78,10 +78,11 @@ def test_sweep_and_compare_csv(tmp_path, small_trace):
     out = tmp_path / "sw"
     r = CliRunner().invoke(app, ["sweep", "--trace", str(small_trace), "--out", str(out), "--policies", "static",
                                  "--rate-scales", "1,2", "--executor", "serial", "--quiet", "--csv",
-                                 "--metric-percentiles", "50,95"])
+                                 "--metric-percentiles", "50,95,99"])
     assert r.exit_code == 0, r.output
     res = pd.read_csv(out / "results.csv")
     assert len(res) == 2
+    assert "p99_ttft_ms" in res.columns and not [c for c in res.columns if c.endswith(("_x", "_y"))]
     for _, row in res.iterrows():
         rec = json.loads((out / "points" / f"{row['id']}.json").read_text())
         assert row["p95_ttft_ms"] == pytest.approx(np.percentile(rec["latencies"]["ttft_ms"], 95))

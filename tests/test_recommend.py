@@ -48,6 +48,17 @@ def test_recommend_picks_the_deployable_winner_its_load_and_margin():
     assert "num_speculative_tokens_per_batch_size" in text and "keys checked against" in text
 
 
+def test_a_recommended_point_that_thrashes_says_so():
+    recs = records()
+    for r in recs:                       # the winner's load-16 points recompute half their output after preemptions
+        r["summary"].update(total_output_tokens=1000, recomputed_tokens=500 if r["id"].startswith("vllm-dsd-16")
+                            else 0)
+    out = recommend(recs, [100.0, 150.0])
+    assert out[0].load == 16.0 and out[0].recomputed_share == pytest.approx(0.5) and out[1].recomputed_share == 0
+    text = " ".join(recommendations_text(out, width=200).split())
+    assert text.count("caution: this point thrashes (recomputes 50% of its output tokens") == 1
+
+
 def test_engine_configs_static_schedules_and_what_cannot_be_expressed():
     vllm, trt, sgl = engine_configs("static", {"gamma": 3, "drafter": "eagle3"})
     assert vllm.config == {"method": "eagle3", "num_speculative_tokens": 3}

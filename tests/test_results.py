@@ -180,6 +180,10 @@ def test_import_results_cli_and_plot(tmp_path):
     assert r.exit_code == 0, r.output
     pts = load_measured(out)
     assert [p.throughput_per_gpu for p in pts] == pytest.approx([1200.0, 320.0, 600.0])
+    # --out naming a folder (a sweep's) writes its measured.json, where specsim plot looks
+    r = runner.invoke(app, ["import-results", str(DATA / "vllm_result_sample.json"), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert [p.throughput_per_gpu for p in load_measured(tmp_path / "measured.json")] == pytest.approx([2400.0])
 
 
 def test_plot_frontiers_draws_measured_points(tmp_path):

@@ -661,6 +661,10 @@ def test_cli_synth_convert_stats(tmp_path, monkeypatch, capsys):
     assert rc == 0 and converted.arrival_s.tolist() == [0.0, 1.5, 3.0]
     assert converted.hash_ids == ((0,), (1,), (2,))
     assert converted.hash_block_tokens.tolist() == [512] * 3
+    # converting a file onto itself is refused before anything is read or written
+    before = mc.read_bytes()
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "convert", "--from", "mooncake", str(mc), str(mc))
+    assert rc == 2 and "other than the input file" in err and mc.read_bytes() == before
     rc, o, _ = run_cli(monkeypatch, capsys, "trace", "stats", "--json", str(out))
     assert rc == 0 and json.loads(o)["num_requests"] == 50
     assert json.loads(o)["domains"]["code"]["num_requests"] == 50

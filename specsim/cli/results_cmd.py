@@ -50,13 +50,21 @@ def import_results(
     files: list[Path] = typer.Argument(..., help="vllm bench serve --save-result JSON files and/or guidellm "
                                        "JSON reports."),
     out: Path = typer.Option(..., "--out", help="Measured-points JSON to write; name it <sweep dir>/measured.json "
-                             "and specsim plot draws it with that sweep."),
+                             "(or give the sweep folder itself) and specsim plot draws it with that sweep."),
     gpus: int = typer.Option(1, "--gpus", help="GPUs of the measured deployment (throughput per GPU)."),
     label: Optional[str] = typer.Option(None, "--label", help="Legend text for every point (default: from the file)."),
 ) -> None:
     """Turn real vllm bench serve / guidellm results into measured points for specsim plot's frontier."""
-    from specsim.analysis.results import read_results, save_measured
+    import sys
 
+    from specsim.analysis.results import read_results, save_measured
+    from specsim.cli.outputs import output_file
+
+    if out.is_dir():                     # a sweep folder: its measured.json, where specsim plot looks
+        out = out / "measured.json"
+    note = output_file(out, "--out")
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     points = read_results(files, gpus=gpus, label=label)
     save_measured(points, out)
     rows = [[Path(p.source).name, p.tool, p.load, fmt.number(p.tps_per_user, 1), fmt.number(p.throughput_per_gpu, 1),

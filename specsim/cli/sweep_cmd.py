@@ -22,8 +22,8 @@ from specsim.errors import SpecsimInputError
 
 _fmt = fmt.number
 
-_PCT_HELP = ("Latency percentiles, as vllm bench serve: '50,90,99' (TTFT, TPOT, E2EL per load point; tables, "
-             "--json and --csv).")
+_PCT_HELP = ("Latency percentiles, as vllm bench serve: '50,90,99' (TTFT, TPOT, E2EL per load point; in the "
+             "tables and --csv, and compare's --json).")
 _GOODPUT_HELP = ("Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' (quoted, unquoted "
                  "as vLLM takes it, or the option repeated); a request is good when every given limit holds; "
                  "request_goodput = good requests/s.")
@@ -254,10 +254,12 @@ def _run_auto(spec, mode: str, tier_list: tuple[float, ...], max_load: float | N
 
 
 def _write_sweep_csv(recs: list, df, out: Path, pcts) -> None:
-    """``results.csv`` (results_frame + per-point percentiles) and ``load_percentiles.csv`` in ``out``."""
+    """``results.csv`` (results_frame + per-point percentiles) and ``load_percentiles.csv`` in ``out``; a
+    percentile the results frame already holds (``p99_ttft_ms`` from the run's summary) is written once."""
     from specsim.analysis.tables_out import load_percentiles, point_percentiles, write_csv
 
     per = point_percentiles(recs, pcts)
+    per = per.drop(columns=[c for c in per.columns if c != "id" and c in df.columns])
     full = df.merge(per, on="id", how="left") if len(per) else df
     print(f"wrote {write_csv(full, out / 'results.csv')} and "
           f"{write_csv(load_percentiles(recs, df, pcts), out / 'load_percentiles.csv')}")

@@ -82,8 +82,15 @@ def convert(
     seed: int = typer.Option(0, "--seed", help="sharegpt: seed of session starts and think times."),
 ) -> None:
     """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT) or any table to canonical JSONL."""
+    from specsim.cli.outputs import output_file
     from specsim.workload import convert_azure, convert_mooncake, save_trace
 
+    if out.resolve() == src.resolve():
+        raise SpecsimInputError(str(out), None, None, "an output path other than the input file (it would be "
+                                "overwritten)", str(src))
+    note = output_file(out, "OUT")
+    if note:
+        typer.echo(f"note: {note}", err=True)
     if source_format is SourceFormat.azure:
         trace = convert_azure(src, domain=domain)
     elif source_format is SourceFormat.mooncake:

@@ -77,7 +77,7 @@ class KvCapacity:
         head = f"KV capacity {self.tokens:,} tokens per replica ({self.tokens // self.block_size:,} blocks of " \
                f"{self.block_size})"
         share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
-                 f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when all draft"
+                 f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when every running request drafts"
                  if self.drafter_kv_fraction else "")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"

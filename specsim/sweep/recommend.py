@@ -33,6 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from specsim.analysis.frontier import X, Y, compare, frontiers
+from specsim.analysis.metrics import THRASHING_SHARE
 from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import winners
 from specsim.fmt import terminal_width
@@ -73,6 +74,9 @@ class Recommendation:
         tier_throughput_per_gpu: the winner's frontier throughput at the tier (tok/s/GPU).
         runner_up, margin, margin_verdict: the lead over the runner-up and whether it holds over seeds.
         engines: one :class:`EngineConfig` per engine (vllm, trtllm, sglang).
+        recomputed_share: tokens that point recomputed after preemptions per output token (seeds pooled); above
+            :data:`specsim.analysis.metrics.THRASHING_SHARE` the text warns that the KV cache, not the
+            policy, limits the point.
     """
 
     tier: float
@@ -88,6 +92,7 @@ class Recommendation:
     margin: float | None
     margin_verdict: str
     engines: list[EngineConfig] = field(default_factory=list)
+    recomputed_share: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +132,8 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
                              float(w.throughput_per_gpu), w.runner_up or None,
                              float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict)
         rec.engines = engine_configs(policy, kn)
+        at = df[(df.curve == w.curve) & (df.status == "ok") & (df.load == p["load"])]
+        rec.recomputed_share = float(at.recomputed_tokens.sum() / max(at.total_output_tokens.sum(), 1))
         out.append(rec)
     return out
 
@@ -264,6 +271,10 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
+        if r.recomputed_share > THRASHING_SHARE:
+            para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
+                 "preemptions): the KV cache, not the policy, limits it; more KV blocks "
+                 "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
         for e in r.engines:
             para(f"{e.engine}: {e.note}", "  ")
             if isinstance(e.config, list) and e.config:
