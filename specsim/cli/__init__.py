@@ -42,7 +42,22 @@ class _Commands(TyperGroup):
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Simulate speculative-decoding verification policies on LLM serving clusters.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from specsim import __version__
+
+        print(f"specsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print specsim's version and exit.")) -> None:
+    """Simulate speculative-decoding verification policies on LLM serving clusters."""
 
 #: Exit status of a usage error or a bad input (click's usage-error status).
 EXIT_USAGE = 2

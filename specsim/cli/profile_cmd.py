@@ -30,8 +30,8 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
          context: int = typer.Option(1024, help="with --terms: cached KV tokens per request"),
          tokens_per_request: int = typer.Option(1, help="with --terms: verified tokens per request "
                                                 "(1 = no speculation; gamma + 1 for a full verify)")) -> None:
-    """Print a profile (step time and SPS per B, marking where SPS rises again); with ``--terms``, the step
-    model's terms at each B instead (a table in ms). ``--png FILE`` also draws it; nothing is written without it."""
+    """Print a profile (step time and SPS per B, marking where SPS rises again); with --terms, the step
+    model's terms at each B instead (a table in ms). --png FILE also draws it; nothing is written without it."""
     from specsim.hardware.profile import resolve_profile, sps_rise_points
 
     prof = resolve_profile(path)

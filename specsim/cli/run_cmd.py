@@ -122,7 +122,8 @@ def context_notice(cw: dict | None, total: int) -> str | None:
     head = (f"{cw['over_context']} of {total} requests exceed the context window of {cw['max_model_len']} tokens "
             f"({cw['source']})")
     if not cw.get("enforced"):
-        return head + "; served anyway (a window known from the model's name only): --max-model-len enforces it"
+        return head + ("; not refused for it (a window known from the model's name only; --max-model-len "
+                       "enforces it)")
     if cw.get("truncated_requests"):
         return head + f"; {cw['truncated_requests']} truncated, {cw['unservable']} unservable"
     return head + "; unservable"
@@ -195,6 +196,9 @@ def run(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:
+        if num_requests > len(tr):
+            print(f"note: --num-requests {num_requests} but {trace} holds {len(tr)} requests: all of them run",
+                  file=sys.stderr)
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
     _check_outputs(out, trace_events)

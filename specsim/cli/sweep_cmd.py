@@ -143,7 +143,8 @@ def sweep(
     drafter: Optional[str] = typer.Option(None, "--drafter", help="Override the scenario's drafter."),
     num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
     requests_per_user: Optional[int] = typer.Option(
-        None, "--requests-per-user", help="Closed loop: at least K requests per user (so a window exists)."),
+        None, "--requests-per-user", help="Closed loop: at least K requests per user, so that a measuring window opens "
+        "(6-8 on traces/prod.jsonl; too few fail the point: docs/sweeps.md)."),
     max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop each run at this simulated time."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel workers (default: CPU count)."),
@@ -516,8 +517,15 @@ def plot(
     recs = [(name, r) for name, r, _ in split]
     dest = out or sweep_dirs[0] / "plots"
     tier_list = resolve_tiers(tiers, sweep_dirs[0])
+    from specsim.analysis.plots import tps_estimator
     from specsim.analysis.results import measured_for_plot
-    written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, measured_for_plot(sweep_dirs, measured))]
+    points = measured_for_plot(sweep_dirs, measured)
+    if tps_estimator(points) != "per-request":
+        import sys
+        print("note: a measured point gives only mean TPOT, so the frontier figure puts every point, the simulated "
+              "ones too, at TPS/user = 1000 / mean TPOT (compare and recommend keep the mean over requests of each "
+              "request's TPS/user, which is higher)", file=sys.stderr)
+    written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, points)]
     for name, r in recs:
         suffix = f"-{name}" if len(recs) > 1 else ""
         written.append(plot_budget(r, dest / f"budget{suffix}.png", title=f"{name}: verification budget"))
