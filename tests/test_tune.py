@@ -241,3 +241,15 @@ def test_tune_help_loads_no_numeric_library():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_failed_points_are_counted_and_named_in_the_table():
+    """40 requests cannot open a closed-loop window at 16 or 32 users: those points fail, the result counts them
+    and the table warns that the answer lacks those loads (a new user's tour run read 'covered' without a word)."""
+    from specsim.cli.tune_cmd import result_text
+
+    sp = TuneSpec("specdecpp", parse_knob("threshold=0.2:0.8:0.3", "specdecpp"), (300.0,), (4, 16, 32), (0,))
+    res = tune(sp, load_scenario(), small_trace(40), None, method="grid", executor="serial")
+    assert res.num_runs == 9 and res.failed == 6                  # 3 threshold values x the loads 16 and 32
+    text = " ".join(result_text(res, Path("tuned.json"), 0).split())
+    assert "warning: 6 of the 9 points failed" in text

@@ -96,6 +96,10 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> 
              + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result written to {path}",
              "2nd: the runner-up value; covered: even the heaviest load beats the tier (its throughput is shown); "
              "with one seed no margin can be tested (one seed)."]
+    if res.failed:
+        notes.insert(0, f"warning: {res.failed} of the {res.num_runs} points failed (e.g. no closed-loop window: "
+                        "more --requests-per-user helps); their loads are missing from the frontiers, so a "
+                        "'covered' or near-tier answer may hide a failed heavier load.")
     if multi:
         notes.append("+-std, seeds: standard deviation over the seeds whose own frontier reaches the tier; wins: "
                      "seeds where the pick beats the runner-up; signif.: the lead holds by a one-sided paired t-test "

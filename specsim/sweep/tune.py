@@ -248,6 +248,8 @@ class TuneResult:
         computed: points this call simulated; reused: points read from earlier records.
         probe_ids: ids of every point the answer used.
         path: where the result was written (None when no ``out_dir``).
+        failed: of those points, how many failed (no closed-loop window, ...): their loads are missing from the
+            knob values' frontiers.
     """
 
     spec: TuneSpec
@@ -259,6 +261,7 @@ class TuneResult:
     reused: int
     probe_ids: list[str] = field(repr=False)
     path: Path | None = None
+    failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None; knob-value keys as strings)."""
@@ -545,7 +548,8 @@ def tune(spec: TuneSpec, scenario: Scenario, trace, out_dir: str | Path | None =
     step = _grid_tier if method == "grid" else _search_tier
     tiers = [_tier_result(ev, float(t), step(ev, float(t))) for t in spec.tiers]
     ids = sorted(r["id"] for recs in ev.cells.values() for r in recs)
-    res = TuneResult(spec, method, tiers, len(ids), spec.grid_runs, ev.computed, ev.reused, ids)
+    failed = sum(r["status"] != "ok" for recs in ev.cells.values() for r in recs)
+    res = TuneResult(spec, method, tiers, len(ids), spec.grid_runs, ev.computed, ev.reused, ids, failed=failed)
     if out_dir is not None:
         res.path = write_tuned(out_dir, res)
     return res
