@@ -47,6 +47,19 @@ STAGE_COLUMNS = ("start_s", "end_s", "requests", "request_rate", "request_throug
                  "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_tps_per_user")
 
 
+def _non_default_knobs(s: dict) -> dict:
+    """The run's knob values that differ from its policy's declared defaults (all of them when the defaults
+    cannot be read, e.g. a plug-in no longer on disk)."""
+    knobs = (s.get("provenance") or {}).get("effective", {}).get("knobs") or {}
+    try:
+        from specsim.policies import policy_knobs
+
+        defaults = policy_knobs(s["policy"])
+    except Exception:                       # noqa: BLE001 - a header must not fail on an odd policy
+        return knobs
+    return {k: v for k, v in knobs.items() if k not in defaults or defaults[k] != v}
+
+
 def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     """The run summary as text: the metrics (whole run), the closed-loop window, load stages, the per-domain breakdown.
 
@@ -62,8 +75,11 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     load = s["load"]
     where = (f"closed loop, {load['concurrency']} users" if load["mode"] == "closed"
              else f"open loop x{load['rate_scale']:g}")
-    title = (f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}), seed {s['seed']}, "
-             f"{where}; whole run (completed requests, first arrival to last completion)")
+    knobs = _non_default_knobs(s)
+    shown = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f", {k} {v}"
+                    for k, v in knobs.items() if k not in ("gamma", "drafter"))
+    title = (f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}{shown}), seed "
+             f"{s['seed']}, {where}; whole run (completed requests, first arrival to last completion)")
     parts = [fmt.table(["metric", "value"], [[k, fmt.value(s.get(k))] for k in _rows(percentiles) if k in s],
                        title=title, width=width)]
     w = s.get("window")
