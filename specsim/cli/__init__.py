@@ -48,9 +48,9 @@ app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
 
 def _version(value: bool) -> None:
     if value:
-        from specsim import __version__
+        import specsim
 
-        print(f"specsim {__version__}")
+        print(f"specsim {specsim.__version__}")
         raise typer.Exit()
 
 
