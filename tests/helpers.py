@@ -37,3 +37,14 @@ def make_view(conf, sps_values, capacity=None, ids=None) -> SchedulingView:
                           num_generated=z + 1, prompt_tokens=z + 10, kv_tokens=0.0, hist_drafts_verified=z,
                           hist_drafts_accepted=z, last_verify_len=z - 1, last_accepted=z - 1, profile=profile,
                           capacity=capacity)
+
+
+def random_confidences(rng: np.random.Generator, R: int, G: int, power: float, ties: bool) -> np.ndarray:
+    """(R, G) confidences in [0, 1] skewed by ``power``; with ``ties``, exact ties: saturated confidences,
+    dead rows (all 0) and values rounded to one decimal (the cases a scan's tie rule must get right)."""
+    conf = rng.random((R, G)) ** power
+    if ties:
+        conf[rng.random((R, G)) < 0.2] = 1.0
+        conf[rng.random(R) < 0.1] = 0.0
+        conf = np.round(conf, 1)
+    return conf

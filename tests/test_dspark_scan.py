@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import random_confidences
 from specsim import twins
 from specsim.policies import dspark
 from specsim.policies.dspark import (HEAD, head_scan, lengths_from_top, lower_convex_minorant, ranked_candidates,
@@ -84,11 +85,7 @@ def test_every_draft_pays_only_with_room_for_the_float_error():
        constant=st.sampled_from([0.0, 3.7e-4]))
 def test_every_form_of_the_fast_scan_is_the_definition(R, G, seed, power, ties, cap, slope, hull, constant):
     rng = np.random.default_rng(seed)
-    conf = rng.random((R, G)) ** power
-    if ties:                                               # exact ties: saturated confidences and dead rows
-        conf[rng.random((R, G)) < 0.2] = 1.0
-        conf[rng.random(R) < 0.1] = 0.0
-        conf = np.round(conf, 1)
+    conf = random_confidences(rng, R, G, power, ties)
     n = max(1, int(cap * R * G)) + 1                       # the profile may score fewer than all candidates
     b = np.arange(R, R + n)
     base = 0.01 + slope * b + 0.001 * ((b % 64) > 56) + (1e-4 * rng.random(n) if ties else 0.0)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scipy.special import expit, ndtri
 
 from specsim.acceptance.model import build_acceptance_model, logistic
+from helpers import random_confidences
 from specsim import twins
 from specsim.engine import draws, kernels
 from specsim.engine.draws import LatentRows, normal_quantile
@@ -199,11 +200,7 @@ def test_lower_convex_minorant_by_hand():
        ties=st.booleans(), cap=st.floats(0.0, 1.0), hull=st.booleans())
 def test_dspark_scan_and_hull_equal_their_twins(R, G, seed, power, ties, cap, hull):
     rng = np.random.default_rng(seed)
-    conf = rng.random((R, G)) ** power
-    if ties:                                               # exact ties: saturated confidences and dead rows
-        conf[rng.random((R, G)) < 0.2] = 1.0
-        conf[rng.random(R) < 0.1] = 0.0
-        conf = np.round(conf, 1)
+    conf = random_confidences(rng, R, G, power, ties)
     n = max(1, int(cap * R * G)) + 1                       # the profile may score fewer than all candidates
     b = np.arange(R, R + n)
     step_times = 0.01 + 2e-5 * b + 0.001 * ((b % 64) > 56) + (1e-4 * rng.random(n) if ties else 0.0)

@@ -358,15 +358,7 @@ def fit_cmd(
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
     for line in rep.warnings():
         typer.echo(f"warning: {line}")
-    typer.echo(fmt.table(["point", "R", "ctx", "measured_ms", "model_ms", "error", "set"],
-                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(p.context_tokens, 0),
-                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
-                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
-                          for p in rep.points]))
-    for which, flag in (("fitted", False), ("holdout", True)):
-        m = rep.median_abs_error(flag)
-        if m is not None:
-            typer.echo(f"median |error| on {which} points: {100 * m:.1f}%")
+    _echo_residuals(rep, ("ctx", "context_tokens"), ("measured_ms", "model_ms"), "error")
     if (rep.median_abs_error(False) or 0.0) > 0.2:
         typer.echo("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
                    "step_time_ms), the model and the GPU before using the profile")
@@ -376,6 +368,20 @@ def fit_cmd(
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
     typer.echo(f"profile written to {dest}")
+
+
+def _echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str) -> None:
+    """Print a fit report's residual table (one row per point: R, ``tokens`` = (column, attribute), measured and
+    model milliseconds under ``columns``, relative error, fitted or holdout) and its median |``what``| per set."""
+    typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", "set"],
+                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(getattr(p, tokens[1]), 0),
+                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
+                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
+                          for p in rep.points]))
+    for which, flag in (("fitted", False), ("holdout", True)):
+        m = rep.median_abs_error(flag)
+        if m is not None:
+            typer.echo(f"median |{what}| on {which} points: {100 * m:.1f}%")
 
 
 def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
@@ -389,15 +395,7 @@ def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     trep = fit_ttft(sm, obs, chunk_tokens, held)
     typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s (set engine.request_overhead_s; "
                "the step terms stay fitted on TPOT)")
-    typer.echo(fmt.table(["point", "R", "prompt", "ttft_ms", "model_ms", "error", "set"],
-                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(p.prompt_tokens, 0),
-                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
-                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
-                          for p in trep.points]))
-    for which, flag in (("fitted", False), ("holdout", True)):
-        m = trep.median_abs_error(flag)
-        if m is not None:
-            typer.echo(f"median |TTFT error| on {which} points: {100 * m:.1f}%")
+    _echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error")
     prov["fit"]["ttft"] = trep.provenance()
 
 
