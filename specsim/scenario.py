@@ -48,21 +48,40 @@ DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml
 #: (default.toml gives its derivation: Llama-2-7B fp16 on one 80 GB H100 at 90% memory utilisation).
 DEFAULT_KV_CAPACITY_TOKENS = 110000
 
-#: The latent acceptance model's nine parameters, in order, with their tuned defaults (PAPER.md sections 4 and
-#: 8.4; values and measurements in docs/acceptance.md). The one home of these names and numbers: the scenario's
-#: ``[acceptance]`` section, :class:`specsim.acceptance.model.AcceptanceModel` and ``specsim fit`` read them here
-#: (default.toml repeats the values for readers; tests/test_scenario.py checks they agree).
-LATENT_DEFAULTS: dict[str, float] = {
-    "sigma_request": 1.03,
-    "sigma_step": 0.89,
-    "sigma_token": 1.16,
-    "sigma_conf": 0.54,
-    "conf_scale": 1.07,
-    "conf_shift": 0.34,
-    "conf_scale_later": 1.12,
-    "conf_shift_later": 0.19,
-    "conf_low_ratio": 0.53,
-}
+@dataclass(frozen=True, kw_only=True)
+class LatentParams:
+    """The latent acceptance model's nine parameters, with their tuned defaults (PAPER.md sections 4 and 8.4;
+    values and measurements in docs/acceptance.md). The one declaration of these names and numbers: the
+    scenario's ``[acceptance]`` section (:class:`AcceptanceConfig`) and
+    :class:`specsim.acceptance.model.AcceptanceModel` both inherit them, and ``specsim fit`` reads
+    :data:`LATENT_DEFAULTS` (default.toml repeats the values for readers; tests/test_scenario.py checks they
+    agree). All are dimensionless, on the logit scale.
+
+    Attributes:
+        sigma_request: latent logit spread between requests, float >= 0.
+        sigma_step: between steps (anchors) of a request, shared by a block's positions, float >= 0.
+        sigma_token: between positions of a block, float >= 0.
+        sigma_conf: confidence noise (logit scale): how imperfectly the head sees the latent, float >= 0.
+        conf_scale: position 1: ``logit(c_raw) = conf_scale * (latent + noise) + conf_shift``, float > 0.
+        conf_shift: see ``conf_scale``.
+        conf_scale_later: the same distortion at positions >= 2, float > 0.
+        conf_shift_later: see ``conf_scale_later``.
+        conf_low_ratio: slope multiplier where latent + noise < 0 (compresses the head's low end), float > 0.
+    """
+
+    sigma_request: float = 1.03
+    sigma_step: float = 0.89
+    sigma_token: float = 1.16
+    sigma_conf: float = 0.54
+    conf_scale: float = 1.07
+    conf_shift: float = 0.34
+    conf_scale_later: float = 1.12
+    conf_shift_later: float = 0.19
+    conf_low_ratio: float = 0.53
+
+
+#: :class:`LatentParams`' defaults by name, in declaration order.
+LATENT_DEFAULTS: dict[str, float] = {f.name: f.default for f in fields(LatentParams)}
 
 ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
 KV_ALLOCATIONS = ("paged", "reserve")
@@ -295,7 +314,7 @@ class DrafterConfig(_Section):
 
 
 @_section
-class AcceptanceConfig(_Section):
+class AcceptanceConfig(_Section, LatentParams):
     """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
     (specsim.acceptance.model).
 
@@ -303,15 +322,7 @@ class AcceptanceConfig(_Section):
     in docs/acceptance.md).
 
     Attributes:
-        sigma_request: latent logit spread between requests, float >= 0.
-        sigma_step: between steps (anchors) of a request, shared by a block's positions, float >= 0.
-        sigma_token: between positions of a block, float >= 0.
-        sigma_conf: confidence noise (logit scale): how imperfectly the head sees the latent, float >= 0.
-        conf_scale: position 1: ``logit(c_raw) = conf_scale * (latent + noise) + conf_shift``, float > 0.
-        conf_shift: see ``conf_scale``.
-        conf_scale_later: the same distortion at positions >= 2, float > 0.
-        conf_shift_later: see ``conf_scale_later``.
-        conf_low_ratio: slope multiplier where latent + noise < 0 (compresses the head's low end), float > 0.
+        sigma_request ... conf_low_ratio: the latent model's nine parameters (:class:`LatentParams`).
         constant_alpha: this conditional rate at every position and domain (closed forms), float in (0, 1);
             None = off.
         table: a built-in rate table (fig2, fig4, dspark5, mtp) or a JSON rate table ``{"alpha": {...}}``;
@@ -323,15 +334,6 @@ class AcceptanceConfig(_Section):
     """
 
     SECTION: ClassVar[str] = "acceptance"
-    sigma_request: float = LATENT_DEFAULTS["sigma_request"]
-    sigma_step: float = LATENT_DEFAULTS["sigma_step"]
-    sigma_token: float = LATENT_DEFAULTS["sigma_token"]
-    sigma_conf: float = LATENT_DEFAULTS["sigma_conf"]
-    conf_scale: float = LATENT_DEFAULTS["conf_scale"]
-    conf_shift: float = LATENT_DEFAULTS["conf_shift"]
-    conf_scale_later: float = LATENT_DEFAULTS["conf_scale_later"]
-    conf_shift_later: float = LATENT_DEFAULTS["conf_shift_later"]
-    conf_low_ratio: float = LATENT_DEFAULTS["conf_low_ratio"]
     constant_alpha: float | None = None
     table: str | None = None
     rates: dict[str, list[float]] = field(default_factory=dict)

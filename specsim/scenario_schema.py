@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from dataclasses import fields
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -31,6 +32,8 @@ def scenario_schema() -> dict[str, Any]:
     props = {}
     for name, cls in SECTIONS.items():
         sch = TypeAdapter(cls).json_schema()
+        order = [f.name for f in fields(cls)]                 # the keys in declaration order, inherited first
+        sch["properties"] = {k: sch["properties"][k] for k in sorted(sch["properties"], key=order.index)}
         docs = _attribute_docs(cls)
         sch["description"] = _plain_text(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " "))
         for key, prop in sch["properties"].items():
@@ -46,15 +49,17 @@ def scenario_schema() -> dict[str, Any]:
 
 
 def _attribute_docs(cls: type) -> dict[str, str]:
-    """``{key: meaning}`` from the ``Attributes:`` section of a section's docstring (one line each)."""
+    """``{key: meaning}`` from the ``Attributes:`` sections of a section's docstring and its bases' (inherited
+    keys such as :class:`specsim.scenario.LatentParams`'), one line each."""
     docs: dict[str, str] = {}
-    key = ""
-    for line in inspect.cleandoc(cls.__doc__ or "").partition("Attributes:")[2].splitlines():
-        m = re.match(r" {4}(\w+): (.*)", line)
-        if m:
-            key, docs[m.group(1)] = m.group(1), m.group(2)
-        elif key and line.startswith(" " * 8):
-            docs[key] += " " + line.strip()
+    for klass in reversed(cls.__mro__):
+        key = ""
+        for line in inspect.cleandoc(klass.__doc__ or "").partition("Attributes:")[2].splitlines():
+            m = re.match(r" {4}(\w+): (.*)", line)
+            if m:
+                key, docs[m.group(1)] = m.group(1), m.group(2)
+            elif key and line.startswith(" " * 8):
+                docs[key] += " " + line.strip()
     return {k: _plain_text(v) for k, v in docs.items()}
 
 

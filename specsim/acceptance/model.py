@@ -50,7 +50,7 @@ from specsim.acceptance.tables import (BUILTIN_TABLES, DATASET_DOMAIN, DOMAIN_AL
                                        TABLE1_TAU, brentq, built_table, builtin_table, check_rates, implied_tau,
                                        load_rate_table, scale_to_tau)
 from specsim.errors import SpecsimInputError
-from specsim.scenario import LATENT_DEFAULTS
+from specsim.scenario import LATENT_DEFAULTS, LatentParams
 
 
 # A fixed seed for building a model (the STS fit sample): the model is part of the scenario, not of the
@@ -107,18 +107,15 @@ class RequestDraws:
 
 
 @dataclass(frozen=True, eq=False)
-class AcceptanceModel:
+class AcceptanceModel(LatentParams):
     """Latent-difficulty acceptance model for one drafter (see module docstring).
 
     Args:
         drafter: drafter name.
         alpha: domain -> (gamma_max,) pooled conditional acceptance rates.
         gamma: block length used by runs of this model (<= every domain's table length).
-        sigma_request, sigma_step, sigma_token: latent difficulty spreads (logit scale).
-        sigma_conf: confidence noise (logit scale).
-        conf_scale, conf_shift: raw-confidence distortion at position 1; conf_scale_later, conf_shift_later:
-            at positions >= 2; conf_low_ratio: slope multiplier below latent + noise = 0 (module docstring).
-            Defaults tuned to PAPER.md sections 4 and 8.4 (docs/acceptance.md).
+        sigma_request ... conf_low_ratio: the latent difficulty spreads and the confidence distortion, keyword
+            only (:class:`specsim.scenario.LatentParams`, defaults tuned to PAPER.md sections 4 and 8.4).
         temperatures: (gamma,) STS temperatures; None = fit them at build time on a simulated sample.
         calibration: "sts" (default) or "none" (policies see the raw confidences).
         domain_weights: domain -> weight of the build-time STS sample (default: the production mix over
@@ -133,15 +130,6 @@ class AcceptanceModel:
     drafter: str
     alpha: dict[str, tuple[float, ...]]
     gamma: int
-    sigma_request: float = LATENT_DEFAULTS["sigma_request"]
-    sigma_step: float = LATENT_DEFAULTS["sigma_step"]
-    sigma_token: float = LATENT_DEFAULTS["sigma_token"]
-    sigma_conf: float = LATENT_DEFAULTS["sigma_conf"]
-    conf_scale: float = LATENT_DEFAULTS["conf_scale"]
-    conf_shift: float = LATENT_DEFAULTS["conf_shift"]
-    conf_scale_later: float = LATENT_DEFAULTS["conf_scale_later"]
-    conf_shift_later: float = LATENT_DEFAULTS["conf_shift_later"]
-    conf_low_ratio: float = LATENT_DEFAULTS["conf_low_ratio"]
     temperatures: tuple[float, ...] | None = None
     calibration: str = "sts"
     domain_weights: dict[str, float] | None = None
