@@ -107,3 +107,12 @@ def test_a_builtin_policy_error_is_not_taken_for_the_users():
         np.zeros(2).reshape(3)
     except ValueError as e:                               # raised in numpy, called from this file
         assert _user_frame(e.__traceback__) is not None and _user_frame(e.__traceback__)[0] == __file__
+
+
+@pytest.mark.parametrize("policies", ["dspark,nosuch", "missing_file.py:P"])
+def test_an_unknown_policy_fails_before_the_out_folder_is_created(tmp_path, capsys, policies):
+    out = tmp_path / "never"
+    assert _sweep(_trace(tmp_path / "t.jsonl", 0), out, policies) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and policies.split(",")[-1].split(":")[0] in err, err
+    assert not out.exists()

@@ -182,6 +182,10 @@ def sweep(
                  max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
+    from specsim.policies import policy_knobs
+
+    for name in spec.policies:              # an unknown name or a broken plug-in fails before --out is created
+        policy_knobs(name)
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
