@@ -19,7 +19,7 @@ _register()
 
 def test_parse_stages():
     assert parse_stages("2:60, 2->8:120,8:60") == (Stage(2, 2, 60), Stage(2, 8, 120), Stage(8, 8, 60))
-    for bad in ("2", "x:5", "2:0", "-1:5", "0->0:5", ""):
+    for bad in ("2", "x:5", "2:0", "-1:5", "0->0:5", "", "2:4,,8:4", "2:4,"):
         with pytest.raises(SpecsimInputError, match="stages"):
             parse_stages(bad)
 

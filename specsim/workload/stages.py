@@ -46,10 +46,11 @@ def parse_stages(text: str) -> tuple[Stage, ...]:
     """``"2:60,2->8:120,8:60"``: ``RATE:SECONDS`` (constant) or ``RATE->RATE:SECONDS`` (linear ramp), comma-separated.
 
     Raises:
-        SpecsimInputError: a part that does not parse, a rate < 0, both rates 0, or a duration <= 0.
+        SpecsimInputError: a part that does not parse or is empty (``2:4,,8:4``: a stage left out by mistake),
+            a rate < 0, both rates 0, or a duration <= 0.
     """
     out = []
-    for part in [p for p in str(text).split(",") if p.strip()]:
+    for part in str(text).split(","):
         m = _STAGE.match(part)
         try:
             r0, r1, d = (float(m.group(1)), float(m.group(2) or m.group(1)), float(m.group(3))) if m else (-1, -1, -1)
