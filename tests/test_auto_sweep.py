@@ -58,9 +58,13 @@ def test_auto_concurrency_brackets_every_tier_for_every_policy_on_the_bundled_tr
 
 def test_auto_rate_scales_go_down_for_a_tier_the_trace_rate_is_too_slow_for(tmp_path):
     tr = synth_trace(60, rate=40.0, seed=1, output_len=128, prompt_len=256)
+    events = []
     res = auto_sweep(SweepSpec(policies=("static",), rate_scales=(1.0,)), "open", [400.0], load_scenario(), tr,
-                     tmp_path / "o", executor="serial")
+                     tmp_path / "o", executor="serial", progress=events.append)
     assert res.brackets["static"][400.0] == "bracketed"
+    # the progress counts the whole search, not its last run: it never goes back and ends at every run done
+    done = [ev.done for ev in events]
+    assert done == sorted(done) and events[-1].done == events[-1].total == res.runs > 1
     assert min(res.loads["static"]) < 1.0                            # halved: scale 1 was too slow for the tier
     assert res.runs == len(res.ids) == len(res.loads["static"])
 

@@ -217,6 +217,15 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
     return res
 
 
+def _counting_on(run: dict[str, Any], res: AutoOutcome) -> dict[str, Any]:
+    """``run`` whose progress callback counts on from the search's earlier runs: the bar reads "points so far of
+    the search", not the current run's few (the search's total is not known until it ends)."""
+    progress, before = run.get("progress"), res.computed + res.skipped
+    if progress is None or not before:
+        return run
+    return {**run, "progress": lambda ev: progress(replace(ev, done=ev.done + before, total=ev.total + before))}
+
+
 def _run_round(spec: SweepSpec, mode: str, pending: dict[str, list[float]], scenario, trace, out_dir,
                res: AutoOutcome, points: dict[str, Any], run: dict[str, Any]) -> None:
     """Run each policy's new loads as sweep points (finished ones are skipped) and note them in ``res``."""
@@ -224,6 +233,6 @@ def _run_round(spec: SweepSpec, mode: str, pending: dict[str, list[float]], scen
         if not new:
             continue
         res.loads[p] = sorted(set(res.loads[p]) | set(new))
-        out = run_sweep(_spec_for(spec, p, mode, new), scenario, trace, out_dir, **run)
+        out = run_sweep(_spec_for(spec, p, mode, new), scenario, trace, out_dir, **_counting_on(run, res))
         res.computed, res.skipped = res.computed + out.computed, res.skipped + out.skipped
         points.update({q.id: q for q in out.points})
