@@ -226,10 +226,9 @@ def _fit_context(trace, ctx: ContextWindow) -> tuple[Any, dict[str, Any], dict[i
     cut = ctx.truncated_output(prompt, output)
     if (cut != output).any():
         trace = replace(trace, output_tokens=cut)
-    beyond = np.flatnonzero(ctx.over(prompt, cut)) if ctx.enforced else np.zeros(0, np.int64)
+    beyond = np.flatnonzero(ctx.over(prompt, cut))
     reasons = {int(i): ctx.reason(int(prompt[i]), int(cut[i])) for i in beyond}
-    block = {"max_model_len": ctx.max_model_len, "source": ctx.source, "enforced": ctx.enforced,
-             "overflow": ctx.overflow,
+    block = {"max_model_len": ctx.max_model_len, "source": ctx.source, "overflow": ctx.overflow,
              "over_context": int(over.sum()), "unservable": len(reasons),
              "truncated_requests": int((cut != output).sum()), "truncated_output_tokens": int((output - cut).sum())}
     return trace, block, reasons

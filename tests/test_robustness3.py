@@ -328,23 +328,29 @@ def test_comparison_json_lists_the_duplicate_load():
 
 
 # ---------------------------------------------------------------- 6. the context window
-def test_beyond_context_is_counted_on_the_default_scenario_and_refused_with_max_model_len(monkeypatch, capsys):
-    """beyond_context.jsonl on the default scenario (Llama-2-7B, 4,096 tokens): the 6,000 + 200-token request
-    exceeds the window. Known from the model's name only, the window is reported (1 of 2); with
-    --max-model-len 4096 (vLLM's flag) that request is unservable with the window as its reason."""
+def test_beyond_context_is_refused_on_the_default_scenario_and_served_with_a_larger_max_model_len(monkeypatch,
+                                                                                                      capsys):
+    """beyond_context.jsonl on the default scenario (Llama-2-7B, 4,096 tokens from its config.json): the 6,000 +
+    200-token request exceeds the window and is unservable with the window as its reason, as a vLLM server of
+    that model refuses it; the 3,000 + 200-token one completes. --max-model-len 8192 (vLLM's flag) serves both;
+    truncating cannot save a 6,000-token prompt (4,096 - 6,000 < 1 token of room), so it stays unservable."""
     trace = load_trace(DATA / "beyond_context.jsonl")
-    res = simulate(trace, "none", load_scenario())
-    cw = res.summary["context_window"]
-    assert (cw["max_model_len"], cw["over_context"], cw["enforced"]) == (4096, 1, False)
-    assert "Llama-2-7b-hf" in cw["source"] and res.summary["completed"] == 2
-    res = simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=4096"]))
-    s = res.summary
-    assert (s["completed"], s["unservable"], s["context_window"]["unservable"]) == (1, 1, 1)
+    s = simulate(trace, "none", load_scenario()).summary
+    cw = s["context_window"]
+    assert (cw["max_model_len"], cw["over_context"], cw["unservable"]) == (4096, 1, 1)
+    assert (s["completed"], s["unservable"]) == (1, 1) and "Llama-2-7b-hf" in cw["source"]
     why = s["unservable_requests"]["beyond_4k_context"]
-    assert "6200 tokens > max_model_len 4096" in why and "engine.max_model_len" in why
+    assert "prompt + output = 6200 tokens > max_model_len 4096" in why and "Llama-2-7b-hf" in why
     code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "beyond_context.jsonl"), "--policy",
-                          "none", "--max-model-len", "4096")
-    assert code == 0 and "1 of 2 requests exceed the context window of 4096 tokens" in " ".join(out.split())
+                          "none")
+    line = " ".join(out.split())
+    assert code == 0 and "1 of 2 requests are unservable for the context window of 4096 tokens" in line
+    assert "--max-model-len N" in line and "engine.context_overflow=truncate" in line
+    s = simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=8192"])).summary
+    assert (s["completed"], s["unservable"], s["context_window"]["over_context"]) == (2, 0, 0)
+    s = simulate(trace, "none", load_scenario(overrides=["engine.context_overflow=truncate"])).summary
+    cw = s["context_window"]
+    assert (s["completed"], s["unservable"], cw["truncated_requests"], cw["unservable"]) == (1, 1, 0, 1)
 
 
 def test_truncate_cuts_outputs_to_the_window():
@@ -376,9 +382,9 @@ def test_step_models_and_profiles_carry_the_context_length():
     sm = step_model(replace(MODELS["qwen3-8b"], max_position_embeddings=2048), "h100")
     prof = StepTimeProfile(np.array([1, 8]), np.array([0.01, 0.012]), metadata={"step_model": sm.spec()})
     cw = context_window(prof)
-    assert (cw.max_model_len, cw.enforced) == (2048, True) and "max_position_embeddings" in cw.source
+    assert cw.max_model_len == 2048 and "max_position_embeddings" in cw.source
     meta = StepTimeProfile(np.array([1, 8]), np.array([0.01, 0.012]), metadata={"max_model_len": 1000})
-    assert (context_window(meta).max_model_len, context_window(meta).enforced) == (1000, True)
+    assert context_window(meta).max_model_len == 1000
     assert context_window(meta, override=512).max_model_len == 512
     assert context_window(StepTimeProfile(np.array([1]), np.array([0.01]))).max_model_len is None
 

@@ -132,17 +132,17 @@ def _rows(percentiles) -> tuple[str, ...]:
 
 
 def context_notice(cw: dict | None, total: int) -> str | None:
-    """One line saying how many requests exceed the context window and what became of them, or None."""
+    """One line saying how many requests exceeded the context window, what became of them, the window and its
+    source, and how to change it; None when none exceeded it."""
     if not cw or not cw.get("over_context"):
         return None
-    head = (f"{cw['over_context']} of {total} requests exceed the context window of {cw['max_model_len']} tokens "
-            f"({cw['source']})")
-    if not cw.get("enforced"):
-        return head + ("; not refused for it (a window known from the model's name only; --max-model-len "
-                       "enforces it)")
-    if cw.get("truncated_requests"):
-        return head + f"; {cw['truncated_requests']} truncated, {cw['unservable']} unservable"
-    return head + "; unservable"
+    window = f"the context window of {cw['max_model_len']} tokens ({cw['source']})"
+    if cw.get("overflow") == "truncate":
+        return (f"{cw['over_context']} of {total} requests exceed {window}: {cw['truncated_requests']} had their "
+                f"output truncated to fit ({cw['truncated_output_tokens']} tokens cut), {cw['unservable']} are "
+                "unservable (the prompt alone fills it); --max-model-len N sets the window")
+    return (f"{cw['unservable']} of {total} requests are unservable for {window}: prompt + output exceeds it; "
+            "--max-model-len N sets the window, --set engine.context_overflow=truncate cuts their outputs to fit")
 
 
 def print_summary(s: dict, console=None) -> None:

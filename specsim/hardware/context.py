@@ -7,17 +7,13 @@ whose prompt plus requested output exceeds ``--max-model-len`` (default: the mod
 * the context length, first that applies: ``engine.max_model_len`` (the scenario key; ``specsim run
   --max-model-len`` sets it, as vLLM's flag overrides the config), the profile metadata's ``max_model_len``,
   its step model's ``max_position_embeddings`` (read from config.json), the context length of the model its
-  metadata names (:data:`specsim.hardware.model_config.CONTEXT_LENGTHS`); None when none is known (no limit);
-* the window is *enforced* when it comes from the first three (explicit model data); a window known only
-  from the model's name (the bundled measured tables: Vidur's Llama-2 profiles, splitwise-sim's) is reported,
-  not enforced, because the bundled sample traces were replayed on those tables beyond the 4,096-token
-  Llama-2 window (407 of traces/prod.jsonl's 3,000 requests, and the golden regression trace); set
-  ``engine.max_model_len`` to enforce it;
-* an enforced window makes a request beyond it unservable, with the reason, at arrival
-  (``engine.context_overflow = "unservable"``, the default) or, with ``"truncate"``, cuts its output to
+  metadata names (:data:`specsim.hardware.model_config.CONTEXT_LENGTHS`: the bundled measured tables, Vidur's
+  Llama-2 profiles at 4,096 tokens and splitwise-sim's); None when none is known (no limit);
+* a request beyond it is unservable, with the reason, at arrival (``engine.context_overflow = "unservable"``,
+  the default: a Llama-2-7B server refuses it) or, with ``"truncate"``, its output is cut to
   ``max_model_len - prompt_tokens`` tokens, as replay tools cap a request's output to the model's window; a
   prompt that fills the window by itself stays unservable (nothing of it could be cut without changing it);
-* the run reports how many exceed the window, enforced or not: ``summary["context_window"]``.
+* the run reports how many exceed the window and what became of them: ``summary["context_window"]``.
 """
 
 from __future__ import annotations
@@ -40,13 +36,11 @@ class ContextWindow:
         max_model_len: tokens of context (prompt + output) a request may use; None = unknown, no limit.
         source: where the value came from, in words.
         overflow: ``unservable`` or ``truncate`` (module docstring).
-        enforced: whether requests beyond it are refused or truncated (else only counted).
     """
 
     max_model_len: int | None
     source: str
     overflow: str = "unservable"
-    enforced: bool = True
 
     def over(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
         """(N,) bool: requests whose prompt + output tokens exceed the window."""
@@ -57,7 +51,7 @@ class ContextWindow:
     def truncated_output(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
         """(N,) output tokens after truncation: ``min(output, max_model_len - prompt)`` where that leaves at least
         one token, else unchanged (such a prompt stays unservable)."""
-        if self.max_model_len is None or self.overflow != "truncate" or not self.enforced:
+        if self.max_model_len is None or self.overflow != "truncate":
             return np.asarray(output)
         room = self.max_model_len - np.asarray(prompt)
         return np.where(room >= 1, np.minimum(output, room), output)
@@ -90,5 +84,5 @@ def context_window(profile, override: int | None = None, overflow: str = "unserv
     name = str(md.get("model", "")).lower()
     if name in CONTEXT_LENGTHS:
         return ContextWindow(CONTEXT_LENGTHS[name], f"max_position_embeddings of {md['model']}'s config.json",
-                             overflow, enforced=False)
+                             overflow)
     return ContextWindow(None, "unknown (no limit)", overflow)
