@@ -135,7 +135,9 @@ def test_engine_matches_plain_loop_reference():
 # ---------------------------------------------------------------- invariants on every run
 @pytest.fixture(scope="module")
 def prod_trace():
-    """The bundled trace's first 300 requests, outputs capped at 160 tokens, arrivals 3x compressed."""
+    """The bundled trace's first 300 requests, outputs capped at 160 tokens, arrivals 3x compressed. 32 of them
+    exceed the default scenario's 4,096-token window (Llama-2-7B) and are unservable at arrival: the invariants
+    below hold with them in the run (:func:`_beyond_window`)."""
     from conftest import REPO
     from specsim.workload import load_trace
     full = load_trace(REPO / "traces" / "prod.jsonl").head(300)
@@ -143,12 +145,21 @@ def prod_trace():
                       list(full.domain))
 
 
+def _beyond_window(trace) -> np.ndarray:
+    """(N,) bool: requests whose prompt + output exceed the default scenario's 4,096-token context window."""
+    return np.asarray(trace.prompt_tokens) + np.asarray(trace.output_tokens) > 4096
+
+
 @pytest.mark.parametrize("policy", ["none", "mtp1", "static", "specdecpp", "dspark", "dspark-async"])
 def test_invariants_open_loop(prod_trace, policy):
     res = simulate(prod_trace, policy, seed=3)
     s, req = res.summary, res.requests
     assert s["completed"] + s["unfinished"] + s["unservable"] == s["total"] == len(prod_trace)
-    assert s["completed"] == len(prod_trace)
+    beyond = _beyond_window(prod_trace)
+    # every request is served except exactly those beyond the window, each refused with the window as its reason
+    assert (s["completed"], s["unservable"], s["context_window"]["unservable"]) == (300 - 32, 32, 32)
+    np.testing.assert_array_equal(req.status == "unservable", beyond)
+    assert req.unservable_reason[beyond].str.contains("> max_model_len 4096").all()
     done = req[req.status == "completed"]
     # decode emissions + the prefill token, plus one token per recompute that finished after a preemption
     emitted = done.decode_steps + done.accepted_drafts + 1
@@ -197,19 +208,25 @@ def test_closed_loop_window_and_throughput(prod_trace):
     w0, w1 = s["load"]["window_start_s"], s["load"]["window_end_s"]
     assert 0 < w0 < w1
     req = res.requests
-    # per-request metrics cover requests issued inside the window, all completed
+    # every request was issued: a user whose request is refused (beyond the 4,096-token window) takes its next
+    assert (req.status != "not_issued").all() and s["unservable"] == _beyond_window(prod_trace.head(120)).sum() == 14
+    # per-request metrics cover requests issued inside the window, all completed but the refused ones
     inside = req[(req.arrival_s >= w0) & (req.arrival_s <= w1)]
-    assert s["window"]["measured_requests"] == len(inside) and (inside.status == "completed").all()
+    served = inside[inside.status != "unservable"]
+    assert s["window"]["measured_requests"] == len(served) and (served.status == "completed").all()
+    assert s["window"]["requests_issued"] == len(inside) > len(served)
     # never more than N requests in the system at once: each user has one outstanding request
-    starts = np.sort(req.arrival_s.to_numpy())
-    ends = np.sort(req.done_s.to_numpy())
+    served = req[req.status == "completed"]
+    starts = np.sort(served.arrival_s.to_numpy())
+    ends = np.sort(served.done_s.to_numpy())
     in_sys = np.searchsorted(starts, starts, side="right") - np.searchsorted(ends, starts, side="right")
     assert in_sys.max() <= 8
 
 
 def test_unservable_requests_never_block_others():
     trace = make_trace([0.0, 0.0, 0.1], [100, 5000, 100], [50, 50, 50])
-    scen = load_scenario(overrides=["cluster.kv_capacity_tokens=1000"])
+    # a window that fits: this is about KV capacity, not Llama-2's 4,096-token window (which would refuse it first)
+    scen = load_scenario(overrides=["cluster.kv_capacity_tokens=1000", "engine.max_model_len=8192"])
     res = simulate(trace, "dspark", scen, seed=0)
     assert res.summary["unservable"] == 1 and res.summary["completed"] == 2
     reason = res.requests.unservable_reason[1]
@@ -243,15 +260,17 @@ def test_colocated_prefill_runs_and_ttft_covers_prefill(prod_trace):
     scen = load_scenario(overrides=["prefill.mode=colocated", "prefill.chunk_tokens=2048"])
     res = simulate(prod_trace.head(80), "dspark", scen, seed=0)
     req = res.requests
-    assert res.summary["completed"] == 80
-    assert (req.ttft_s >= req.prefill_s - 1e-12).all()
-    assert res.steps.prefill_tokens.sum() == req.prompt_tokens.sum()
+    served = req[~_beyond_window(prod_trace.head(80))]        # 8 of 80 exceed the 4,096-token window: refused
+    assert res.summary["completed"] == len(served) == 72 and (served.status == "completed").all()
+    assert (served.ttft_s >= served.prefill_s - 1e-12).all()
+    assert res.steps.prefill_tokens.sum() == served.prompt_tokens.sum()
 
 
 def test_least_outstanding_router_balances(prod_trace):
     scen = load_scenario(overrides=["cluster.num_replicas=3", "cluster.router=least-outstanding"])
     res = simulate(prod_trace.head(150), "dspark", scen, seed=0)
-    counts = np.bincount(res.requests.replica, minlength=3)
+    req = res.requests
+    counts = np.bincount(req.replica[req.status == "completed"], minlength=3)   # unservable: never routed
     assert counts.min() > 30
     assert res.summary["decode_gpus"] == 3
 
