@@ -38,7 +38,9 @@ def test_run_without_policy_runs_the_default_the_frontiers_chose(monkeypatch, ca
     code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--num-requests", "10", "--json")
     assert code == 0, err
     s = json.loads(out)
-    assert DEFAULT_POLICY == "dspark-async" and s["policy"] == "dspark-async" and s["completed"] == 10
+    assert DEFAULT_POLICY == "dspark-async" and s["policy"] == "dspark-async"
+    # one of the ten exceeds Llama-2-7B's 4,096-token window: refused, the other nine served
+    assert (s["completed"], s["unservable"]) == (9, 1)
 
 
 def test_run_json_and_records(monkeypatch, capsys, tmp_path):
@@ -46,13 +48,16 @@ def test_run_json_and_records(monkeypatch, capsys, tmp_path):
                              "40", "--json", "--out", str(tmp_path / "o"), "--seed", "3")
     assert code == 0, err
     s = json.loads(out)
-    assert s["completed"] == 40 and s["policy"] == "dspark" and s["seed"] == 3
+    # 6 of the 40 exceed Llama-2-7B's 4,096-token window: unservable, the 34 others completed
+    assert (s["completed"], s["unservable"]) == (34, 6) and s["policy"] == "dspark" and s["seed"] == 3
     prov = json.loads((tmp_path / "o" / "summary.json").read_text())["provenance"]
     assert prov["trace_hash"] and prov["scenario_hash"] and "h100" in prov["profile_source"]
     req = pd.read_parquet(tmp_path / "o" / "requests.parquet")
     steps = pd.read_parquet(tmp_path / "o" / "steps.parquet")
     log = pd.read_parquet(tmp_path / "o" / "step_log.parquet")
-    assert len(req) == 40 and steps.emitted_tokens.sum() + 40 == req.output_tokens.sum()
+    done, refused = req[req.status == "completed"], req[req.status == "unservable"]
+    assert len(req) == 40 and len(refused) == 6 and refused.unservable_reason.str.contains("max_model_len 4096").all()
+    assert steps.emitted_tokens.sum() + len(done) == done.output_tokens.sum()      # + each prefill's first token
     assert (log.num_accepted <= log.verify_len).all() and len(log) == steps.num_decode.sum()
 
 
