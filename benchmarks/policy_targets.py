@@ -60,19 +60,20 @@ FRONTIER_BEGIN, FRONTIER_END = "<!-- policy_frontiers:begin -->", "<!-- policy_f
 
 
 def measure(policy: str, concurrency: int, scenario: Path | None = None, num_requests: int = 512,
-            **kwargs) -> dict:
+            sets: tuple[str, ...] = (), **kwargs) -> dict:
     """One point: ``{"throughput": window tok/s/GPU, "diagnostics": dict | None}``.
 
     Args:
         policy: a policy name; ``kwargs``: its knobs and ``gamma`` (as :func:`specsim.simulation.simulate`).
         scenario: a scenario TOML (None: the bundled default).
+        sets: more ``section.key=value`` overrides (as ``--set``), after the KV capacity.
     """
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.workload import load_trace
 
     trace = load_trace(TRACE).head(num_requests)
-    summary = simulate(trace, policy, load_scenario(scenario, [KV]), seed=0, concurrency=concurrency,
+    summary = simulate(trace, policy, load_scenario(scenario, [KV, *sets]), seed=0, concurrency=concurrency,
                        **kwargs).summary
     return {"throughput": summary["window"]["output_throughput_per_gpu"],
             "diagnostics": summary.get("policy_diagnostics")}

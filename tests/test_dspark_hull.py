@@ -95,13 +95,18 @@ def _targets():
 
 def test_reduced_main_job_point_hull_within_5_percent_of_global_search():
     """benchmarks/policy_targets.py's point at 64 users with 256 requests instead of 512 (measured: hull
-    6,798, global 6,853, paper 3,718 tok/s/GPU); its run summary carries the diagnostic."""
+    6,798, global 6,853, paper 3,718 tok/s/GPU); its run summary carries the diagnostic.
+
+    The point runs with a window every request fits: on the default scenario 33 of the 256 exceed Llama-2's
+    4,096-token window and are refused, which leaves 64 users too few requests for a closed-loop window; this
+    test is about the early-stop rule, not the context window."""
     targets = _targets()
-    hull = targets.measure("dspark", 64, None, 256, early_stop="hull", diagnose=True)
-    best = targets.measure("dspark-global", 64, None, 256)
+    fits = ("engine.max_model_len=16384",)
+    hull = targets.measure("dspark", 64, None, 256, fits, early_stop="hull", diagnose=True)
+    best = targets.measure("dspark-global", 64, None, 256, fits)
     assert hull["throughput"] >= 0.95 * best["throughput"]
     assert hull["diagnostics"]["early_stop"] == "hull" and hull["diagnostics"]["steps"] > 100
-    assert targets.measure("dspark", 64, None, 256, early_stop="paper")["throughput"] < 0.8 * best["throughput"]
+    assert targets.measure("dspark", 64, None, 256, fits, early_stop="paper")["throughput"] < 0.8 * best["throughput"]
 
 
 def test_frontier_table_tallies_winners_and_checks_dspark_against_mtp1():
