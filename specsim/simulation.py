@@ -234,6 +234,14 @@ def _fit_context(trace, ctx: ContextWindow) -> tuple[Any, dict[str, Any], dict[i
     return trace, block, reasons
 
 
+def _context_block(built: _Built, requests: pd.DataFrame) -> dict[str, Any]:
+    """The summary's ``context_window`` block: ``unservable`` counts the requests refused for the window that
+    arrived (a horizon may end the run before the others are issued); the other counts cover the trace."""
+    beyond = list(built.cluster.config.context_reasons)
+    refused = int((requests.status.to_numpy()[beyond] == "unservable").sum()) if beyond else 0
+    return {**built.context, "unservable": refused}
+
+
 def _keep(policies: list, policy: Any) -> Any:
     """``policy``, appended to ``policies`` (once)."""
     if not any(p is policy for p in policies):
@@ -295,7 +303,7 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     if diagnostics is not None:
         summary["policy_diagnostics"] = diagnostics
     summary.update(policy=pc.name, drafter=pc.drafter, gamma=pc.gamma, seed=int(config.seed))
-    summary["context_window"] = built.context
+    summary["context_window"] = _context_block(built, requests)
     summary["kv_capacity"] = rr.kv.as_dict()
     summary["provenance"] = _provenance(trace, config, built)
     table = table_report(built.policies)

@@ -367,6 +367,24 @@ def test_truncate_cuts_outputs_to_the_window():
         (2, 1, 104, 1)
 
 
+def test_context_refusals_count_the_requests_that_arrived_and_the_cli_says_so_once(monkeypatch, capsys):
+    """Under a horizon the window's ``unservable`` counts the refused requests that arrived (the summary's
+    own ``unservable``), ``over_context`` the whole trace; a KV-unservable request gets its own warning line,
+    and the context refusals are reported once (a warning, not also a notice)."""
+    from helpers import make_trace
+    from specsim.cli.run_cmd import summary_text
+    trace = make_trace([0.0, 0.0, 0.0, 100.0], [5000, 100, 3000, 5000], [50, 50, 50, 50])
+    scen = load_scenario(overrides=["cluster.kv_capacity_tokens=2000"])
+    s = simulate(trace, "none", scen, max_sim_s=10.0).summary
+    cw = s["context_window"]
+    assert (cw["over_context"], cw["unservable"], s["unservable"], s["not_issued"]) == (2, 1, 2, 1)
+    assert "3050 tokens" in s["unservable_requests"]["2"] and "max_model_len" in s["unservable_requests"]["0"]
+    text = " ".join(summary_text(s, width=200).split())
+    assert "warning: 1 of 4 requests are unservable for the context window of 4096 tokens" in text
+    assert "warning: 1 of 4 requests are unservable: they need more KV blocks than a replica has" in text
+    assert text.count("context window of 4096") == 1
+
+
 def test_step_models_and_profiles_carry_the_context_length():
     """config.json's max_position_embeddings reaches the step model and enforces the window; a profile's
     metadata max_model_len does too; engine.max_model_len overrides both."""
@@ -396,7 +414,9 @@ def test_table1_chat_gap_is_the_spread_of_request_difficulty():
     run-to-run sd of ~0.14: the 10% gap of the 800-request run's seed 0 is a low draw of request difficulty,
     not a bias."""
     from specsim.workload.trace import Trace
-    big = load_scenario(overrides=["cluster.kv_capacity_tokens=100000000", "cluster.max_num_seqs=256"])
+    # an unbounded cache and a window every request fits (3 of the 185 pass Llama-2's 4,096 tokens)
+    big = load_scenario(overrides=["cluster.kv_capacity_tokens=100000000", "cluster.max_num_seqs=256",
+                                   "engine.max_model_len=16384"])
     tr = load_trace(Path(__file__).parents[1] / "traces" / "prod.jsonl").head(800)
     chat = tr.domain == "chat"
     n = int(chat.sum())

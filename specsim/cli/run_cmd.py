@@ -94,17 +94,16 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     rows = [[dom] + [fmt.value(m.get(c)) for c in DOMAIN_COLUMNS] for dom, m in s["per_domain"].items()]
     parts.append(fmt.table(["domain", *DOMAIN_COLUMNS], rows, width=width,
                            title=f"per domain ({s['completed']} completed requests of the whole run)"))
-    if s["unservable"]:
-        parts.append(fmt.table([], [], width=width, notes=[
-            f"warning: {s['unservable']} of {s['total']} requests are unservable: they can never fit the KV "
-            "capacity or the context window (see unservable_requests in --json, or unservable_reason in "
-            "requests.parquet with --out)"]))
+    warnings = unservable_warnings(s)
+    if warnings:
+        parts.append(fmt.table([], [], width=width, notes=warnings))
     from specsim.analysis.metrics import thrashing_warning
     thrash = thrashing_warning(s)
     if thrash:
         parts.append(fmt.table([], [], width=width, notes=[thrash]))
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
-    notices += [f"notice: {n}" for n in [context_notice(s.get("context_window"), s["total"])] if n]
+    cw = s.get("context_window") or {}
+    notices += [f"notice: {n}" for n in [context_notice(cw, s["total"])] if n and not cw.get("unservable")]
     table = s.get("scheduler_cost_table")
     if table and table.get("mean_rel_error") is not None:
         notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "
@@ -129,6 +128,20 @@ def _rows(percentiles) -> tuple[str, ...]:
             if k == f"mean_{name}_ms":
                 out.extend(percentile_key(p, name) for p in percentiles)
     return tuple(out)
+
+
+def unservable_warnings(s: dict) -> list[str]:
+    """Warning lines for the unservable requests of summary ``s``: those refused for the context window
+    (:func:`context_notice`), those whose KV can never fit a replica, and where to read each one's reason."""
+    cw = s.get("context_window") or {}
+    refused = int(cw.get("unservable") or 0)
+    out = [f"warning: {context_notice(cw, s['total'])}"] if refused else []
+    if s["unservable"] > refused:
+        out.append(f"warning: {s['unservable'] - refused} of {s['total']} requests are unservable: they need more "
+                   "KV blocks than a replica has")
+    if out:
+        out.append("(why each: unservable_requests in --json, unservable_reason in requests.parquet with --out)")
+    return out
 
 
 def context_notice(cw: dict | None, total: int) -> str | None:
