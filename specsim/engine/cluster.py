@@ -37,6 +37,7 @@ inputs and a completion callback.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -146,12 +147,14 @@ class Cluster:
                          for rc in config.replicas]
         self.prefill_instances = [PrefillInstance(i, first.num_blocks, first.prefix_caching)
                                   for i in range(config.num_prefill_instances)]
-        # free prefill instances: one FIFO pool (any free instance), or one per instance when the router picks it
-        per_instance = config.router == "prefix-aware" and len(self.prefill_instances) > 1
-        self._free_prefill = [simpy.Store(self.env, capacity=1) for _ in self.prefill_instances] if per_instance \
-            else [simpy.Store(self.env, capacity=len(self.prefill_instances))]
-        for inst in self.prefill_instances:
-            self._free_prefill[inst.index if per_instance else 0].items.append(inst)
+        # prefill queues, FCFS: one shared by the pool (any free instance serves its head), or one per instance
+        # when the prefix-aware router picks the instance; each queue's free instances wait beside it
+        self._per_instance = config.router == "prefix-aware" and len(self.prefill_instances) > 1
+        queues = len(self.prefill_instances) if self._per_instance else 1
+        self._prefill_waiting: list[deque[int]] = [deque() for _ in range(queues)]
+        self._prefill_free: list[deque[PrefillInstance]] = (
+            [deque([inst]) for inst in self.prefill_instances] if self._per_instance
+            else [deque(self.prefill_instances)])
         self._rr = 0
         self.in_system, self._area, self._last_t = 0, 0.0, 0.0      # Little's-law integral
         self._done_events: dict[int, simpy.Event] = {}
@@ -196,25 +199,41 @@ class Cluster:
         if self.config.colocated:
             self.route(idx)
         else:
-            self.env.process(self._prefill(idx))
+            self._prefill(idx)
 
-    def _prefill(self, idx: int):
+    def _prefill(self, idx: int) -> None:
+        """Request ``idx`` joins its prefill queue (the pool's, or the instance the router picks), and starts at
+        once when an instance of that queue is free."""
         chosen = self._pick_prefill(idx)
         if chosen is not None:
-            chosen.outstanding += 1
-        store = self._free_prefill[0 if chosen is None else chosen.index]
-        inst = yield store.get()
-        if chosen is None:
+            chosen.outstanding += 1                     # picked instances count their queue as outstanding
+        queue = 0 if chosen is None else chosen.index
+        if self._prefill_free[queue]:
+            self._start_prefill(self._prefill_free[queue].popleft(), idx)
+        else:
+            self._prefill_waiting[queue].append(idx)
+
+    def _start_prefill(self, inst: PrefillInstance, idx: int) -> None:
+        """``inst`` prefills request ``idx`` now; its completion is one timeout (no process per request)."""
+        if not self._per_instance:
             inst.outstanding += 1
         self.records.prefill_started(idx, self.env.now)
         dt = self._prefill_with_cache(inst, idx)
-        yield self.env.timeout(dt)
+        self.env.timeout(dt).callbacks.append(lambda _ev: self._prefill_done(inst, idx, dt))
+
+    def _prefill_done(self, inst: PrefillInstance, idx: int, dt: float) -> None:
+        """``inst`` finished request ``idx`` (``dt`` seconds): cache its prompt, emit or route its first token, then
+        take the next request of its queue or wait free."""
         cache_prefilled_prompt(inst.pool, self.workload.prefix_keys(idx))
         if self.sessions is not None:
             self._prefilled_on[idx] = inst
         inst.outstanding -= 1
-        store.put(inst)
         self.first_token(idx, dt)
+        queue = inst.index if self._per_instance else 0
+        if self._prefill_waiting[queue]:
+            self._start_prefill(inst, self._prefill_waiting[queue].popleft())
+        else:
+            self._prefill_free[queue].append(inst)
 
     def _prefill_with_cache(self, inst: PrefillInstance, idx: int) -> float:
         """Seconds to prefill request ``idx`` on ``inst``, skipping its cached prefix (at least 1 token computed)."""
