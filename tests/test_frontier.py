@@ -74,6 +74,18 @@ def synthetic_records() -> list[dict]:
     return recs
 
 
+def test_gain_at_matched_throughput_is_against_the_baseline_where_the_baseline_covers_the_tier():
+    """Tier 50 lies below B's lightest point (60 TPS/user, 900 tok/s/GPU): B covers it at 900, its own TPS/user
+    there is 60, so B's gain at matched throughput is 0 and A's is read against 60, not against the tier."""
+    tab = compare(synthetic_records(), [50], baseline="B").set_index(["tier", "curve"])
+    assert tab.loc[(50, "B"), "status"] == "covered"
+    assert tab.loc[(50, "B"), "throughput_per_gpu"] == pytest.approx(900)
+    assert tab.loc[(50, "B"), "tps_gain_at_matched"] == 0.0
+    # A at 900 tok/s/GPU: between (120, 1100) and (200, 300): 120 + 80 * 200 / 800 = 140
+    assert tab.loc[(50, "A"), "tps_at_matched_throughput"] == pytest.approx(140)
+    assert tab.loc[(50, "A"), "tps_gain_at_matched"] == pytest.approx(140 / 60 - 1)
+
+
 def test_compare_gains_matched_throughput_oracle_fraction_and_goodput():
     tab = compare(synthetic_records(), [80, 100, 150], baseline="B").set_index(["tier", "curve"])
     # at 80: B interpolates between (60, 900) and (100, 500) -> 700; A sits on its point (80, 1500)

@@ -19,7 +19,9 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   of :mod:`specsim.analysis.significance`.
 * Throughput at an SLA tier t: y(t). Gain of A over B at t: y_A(t) / y_B(t) - 1.
 * TPS/user at matched throughput: at B's throughput y_B(t), A's TPS/user x_A(y_B(t)) by the inverse
-  of the same piecewise-linear curve; its gain is x_A / t - 1 (the paper's "+60-85% TPS/user").
+  of the same piecewise-linear curve; its gain is x_A / x_B - 1 with x_B = x_B(y_B(t)), B's own TPS/user at
+  that throughput (the paper's "+60-85% TPS/user"): t itself where the tier lies on B's frontier, B's
+  faster point where B covers the tier (its best point meeting it runs above t), so B's gain is 0.
   Beyond the frontier's throughput range: ``infeasible`` above its largest throughput, ``uncovered``
   below its smallest.
 * SLA attainment of a point at tier t: the share of its measured multi-token requests whose TPS/user
@@ -315,12 +317,13 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     rows, seed_values = [], {}
     for t in tiers:
         yb = fr[base].throughput_at(t) if base else float("nan")
+        xb = fr[base].tps_at_throughput(yb) if base else float("nan")     # t, or above t where base covers it
         for curve, f in fr.items():
             yo = fr[oracle_of[curve]].throughput_at(t) if oracle_of[curve] else float("nan")
             by_seed = {s: pf.throughput_at(t) for (c, s), pf in per_seed.items() if c == curve}
             seed_values[(t, curve)] = {s: y for s, y in by_seed.items() if np.isfinite(y)}
             ys = np.array(list(seed_values[(t, curve)].values()), float)
-            row = _tier_row(t, f, yb, yo, ys, sla[(sla.curve == curve) & (sla.tier == t)])
+            row = _tier_row(t, f, (yb, xb), yo, ys, sla[(sla.curve == curve) & (sla.tier == t)])
             row["advice"] = load_advice(spread[spread.curve == curve], t)
             rows.append(row)
     out = mark_winners(pd.DataFrame(rows), seed_values)
@@ -329,18 +332,21 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
     return out
 
 
-def _tier_row(t: float, f: Frontier, yb: float, yo: float, ys: np.ndarray, sla: pd.DataFrame) -> dict[str, Any]:
+def _tier_row(t: float, f: Frontier, base: tuple[float, float], yo: float, ys: np.ndarray,
+              sla: pd.DataFrame) -> dict[str, Any]:
     """One row of :func:`compare` for curve ``f`` at tier ``t``.
 
     Args:
         t: the SLA tier, TPS/user.
         f: the curve's frontier.
-        yb: the baseline's throughput per GPU at ``t`` (NaN without a baseline).
+        base: (the baseline's throughput per GPU at ``t``, its own TPS/user at that throughput); NaNs without
+            a baseline.
         yo: the matching oracle curve's throughput per GPU at ``t`` (NaN without one).
         ys: (s,) the curve's finite per-seed throughputs per GPU at ``t``.
         sla: the curve's :func:`sla_table` rows at ``t``.
     """
     y = f.throughput_at(t)
+    yb, xb = base
     x_m = f.tps_at_throughput(yb)
     best = sla.loc[sla.goodput_per_gpu.idxmax()] if sla.goodput_per_gpu.notna().any() else None
     nan = float("nan")
@@ -348,7 +354,7 @@ def _tier_row(t: float, f: Frontier, yb: float, yo: float, ys: np.ndarray, sla: 
         "tier": t, "curve": f.curve, "status": f.status_at(t), "throughput_per_gpu": y,
         "throughput_std": float(np.std(ys, ddof=1)) if ys.size > 1 else nan, "num_seeds": int(ys.size),
         "gain_vs_baseline": _ratio(y, yb) - 1, "tps_at_matched_throughput": x_m,
-        "tps_gain_at_matched": x_m / t - 1 if np.isfinite(x_m) else nan, "oracle_fraction": _ratio(y, yo),
+        "tps_gain_at_matched": x_m / xb - 1 if np.isfinite(x_m) and np.isfinite(xb) else nan, "oracle_fraction": _ratio(y, yo),
         "best_goodput_per_gpu": float(best.goodput_per_gpu) if best is not None else nan,
         "best_goodput_load": float(best.load) if best is not None else nan,
         "attainment_at_best": float(best.attainment) if best is not None else nan,

@@ -484,7 +484,8 @@ def predict(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, seed:
     for t, _ in dep.mtp1_points:
         y = fr[mt].throughput_at(t)
         x = fr[ds].tps_at_throughput(y)
-        matched[f"{t:g}"] = {"mtp1_throughput": y, "dspark_tps": x, "tps_gain": x / t - 1.0}
+        # over mtp1's own TPS/user at that throughput (t, or above t where mtp1 covers the tier)
+        matched[f"{t:g}"] = {"mtp1_throughput": y, "dspark_tps": x, "tps_gain": x / fr[mt].tps_at_throughput(y) - 1.0}
     budget = {}
     for n, paper in dep.budget.items():
         got = [p["verify"] for p in pts[ds] if p["concurrency"] == n]
