@@ -59,6 +59,29 @@ def test_a_recommended_point_that_thrashes_says_so():
     assert text.count("caution: this point thrashes (recomputes 50% of its output tokens") == 1
 
 
+def test_a_winner_an_engine_only_approximates_comes_with_the_best_curve_it_runs_exactly():
+    """dspark-async wins; vLLM's nearest setting is adaptive verification, which this sweep simulated as
+    vllm-adaptive and found worse than static k = 7: vLLM's exact alternative is static (its throughput at
+    the tier quoted), TensorRT-LLM's too; SGLang runs static k = 7 as DSPARK's whole block."""
+    out = []
+    for seed, d in ((0, -1.0), (1, 0.0), (2, 1.0)):
+        for load, x in ((4, 200.0), (16, 120.0), (64, 60.0)):
+            out.append(rec("dspark-async", load, seed, x + d, 12 * load))
+            out.append(rec("static", load, seed, x + d, 11 * load))
+            out.append(rec("vllm-adaptive", load, seed, x + d, 8 * load))
+    r = recommend(out, [100.0])[0]
+    assert r.policy == "dspark-async"
+    vllm, trt, sgl = r.engines
+    assert not vllm.exact and vllm.config["enable_adaptive_verification"] is True
+    # static's frontier at tier 100: between (120, 176) and (60, 704), 176 + 528 * 20 / 60 = 352 tok/s/GPU
+    assert vllm.alternative["curve"] == "static" and vllm.alternative["throughput_per_gpu"] == pytest.approx(352)
+    assert vllm.alternative["config"] == {"method": "dspark", "num_speculative_tokens": 7}
+    assert trt.config is None and trt.alternative["config"] == {"max_draft_len": 7}
+    assert sgl.config is None and sgl.alternative["config"] == ["--speculative-algorithm", "DSPARK"]
+    text = " ".join(recommendations_text([r], width=200).split())
+    assert "the best this engine runs exactly, as simulated: static at 352 tok/s/GPU" in text
+
+
 def test_engine_configs_static_schedules_and_what_cannot_be_expressed():
     vllm, trt, sgl = engine_configs("static", {"gamma": 3, "drafter": "eagle3"})
     assert vllm.config == {"method": "eagle3", "num_speculative_tokens": 3}
@@ -133,7 +156,9 @@ def test_cli_recommend_fits_the_terminal_and_cuts_no_word(width, tmp_path, monke
     recs = recommend(records(), [100.0, 150.0])
     assert _words(text) == _words(recommendations_text(recs, width=10_000))
     # the pasteable JSON blocks stay valid and whole: vLLM then TensorRT-LLM per tier
-    assert _configs(text) == [e.config for r in recs for e in r.engines if isinstance(e.config, dict)]
+    want = [c for r in recs for e in r.engines
+            for c in (e.config, (e.alternative or {}).get("config")) if isinstance(c, dict)]
+    assert _configs(text) == want
     assert any("num_speculative_tokens_per_batch_size" in c for c in _configs(text))
 
 

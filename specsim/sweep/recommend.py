@@ -35,8 +35,9 @@ import numpy as np
 from specsim.analysis.frontier import X, Y, compare, frontiers
 from specsim.analysis.metrics import THRASHING_SHARE
 from specsim.analysis.sweep_tables import results_frame, seed_spread
-from specsim.analysis.tiers import winners
+from specsim.analysis.tiers import deployable, winners
 from specsim.fmt import terminal_width
+from specsim.hardware.drafter import DRAFTER_BLOCK
 
 #: Source of each engine's keys (module docstring), printed with every configuration.
 SOURCES = {
@@ -55,12 +56,17 @@ CONFIDENCE_POLICIES = ("dspark", "dspark-async", "vllm-adaptive", "trtllm-confid
 @dataclass
 class EngineConfig:
     """One engine's configuration for a recommendation: ``config`` (JSON-ready; None when the engine cannot
-    express the policy), ``note`` (what it means or why not), ``source`` (where the keys were checked)."""
+    express the policy), ``note`` (what it means or why not), ``source`` (where the keys were checked),
+    ``exact`` (False when ``config`` is only the engine's nearest setting, another scheduler) and, where the
+    winner is not exact on this engine, ``alternative``: the best curve of the sweep at the tier that the engine
+    does run exactly, ``{"curve", "throughput_per_gpu", "config", "note"}`` (None when the sweep has none)."""
 
     engine: str
     config: Any
     note: str
     source: str
+    exact: bool = True
+    alternative: dict[str, Any] | None = None
 
 
 @dataclass
@@ -132,6 +138,9 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
                              float(w.throughput_per_gpu), w.runner_up or None,
                              float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict)
         rec.engines = engine_configs(policy, kn)
+        for e in rec.engines:
+            if e.config is None or not e.exact:
+                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, records, w.curve)
         at = df[(df.curve == w.curve) & (df.status == "ok") & (df.load == p["load"])]
         rec.recomputed_share = float(at.recomputed_tokens.sum() / max(at.total_output_tokens.sum(), 1))
         out.append(rec)
@@ -171,6 +180,21 @@ def _schedule(policy: str, knobs: dict[str, Any], gamma: int) -> tuple[list[list
     return None
 
 
+def _best_exact(engine: str, rows, df, records: list[dict[str, Any]], winner: str) -> dict[str, Any] | None:
+    """The deployable curve with the most throughput at the tier (``rows``: the compare table at it) whose
+    configuration ``engine`` runs exactly (the same scheduler, as simulated), or None."""
+    ok = rows[rows.curve.map(deployable) & np.isfinite(rows.throughput_per_gpu.astype(float))
+              & (rows.curve != winner)]
+    for _, r in ok.sort_values("throughput_per_gpu", ascending=False).iterrows():
+        kn = _knobs_of(records, df[(df.curve == r.curve) & (df.status == "ok")].id)
+        policy = kn.pop("policy")
+        e = next(c for c in engine_configs(policy, kn) if c.engine == engine)
+        if e.config is not None and e.exact:
+            return {"curve": r.curve, "throughput_per_gpu": float(r.throughput_per_gpu), "config": e.config,
+                    "note": e.note}
+    return None
+
+
 def engine_configs(policy: str, knobs: dict[str, Any]) -> list[EngineConfig]:
     """The vLLM, TensorRT-LLM and SGLang configurations of ``policy`` with ``knobs`` (module docstring)."""
     gamma, drafter = int(knobs.get("gamma") or 0), str(knobs.get("drafter") or "")
@@ -202,9 +226,10 @@ def _vllm(policy: str, knobs: dict[str, Any], gamma: int, drafter: str) -> Engin
             return _cannot("vllm", "adaptive verification needs DSpark's confidence head (method dspark)")
         note = ("vLLM's adaptive verification: budget from the previous step's confidences on its own cost table "
                 f"(set VLLM_ADAPTIVE_VERIFICATION_PROFILE_CONTEXT_LEN={knobs.get('profile_context_len', 8192)})")
-        if policy != "vllm-adaptive":
+        exact = policy == "vllm-adaptive"
+        if not exact:
             note += f"; the nearest vLLM setting to {policy}, not the same scheduler"
-        return EngineConfig("vllm", {**base, "enable_adaptive_verification": True}, note, SOURCES["vllm"])
+        return EngineConfig("vllm", {**base, "enable_adaptive_verification": True}, note, SOURCES["vllm"], exact)
     return _cannot("vllm", f"no vLLM setting for {policy}'s rule")
 
 
@@ -234,7 +259,13 @@ def _sglang(policy: str, gamma: int, drafter: str) -> EngineConfig:
         return _cannot("sglang", f"no SGLang algorithm for drafter {drafter!r}")
     if policy in ("static", "mtp1"):
         if algo == "DSPARK":
-            return _cannot("sglang", "DSPARK takes no draft-length flags; its block length is the checkpoint's")
+            if gamma == DRAFTER_BLOCK.get("dspark"):          # DSPARK verifies the checkpoint's whole block
+                return EngineConfig("sglang", ["--speculative-algorithm", algo],
+                                    f"fixed k = {gamma}: DSPARK verifies the checkpoint's whole block, {gamma} drafts "
+                                    "for the paper's checkpoint (a checkpoint with another block verifies that)",
+                                    SOURCES["sglang"])
+            return _cannot("sglang", f"DSPARK takes no draft-length flags; it verifies the checkpoint's whole block "
+                           f"({DRAFTER_BLOCK.get('dspark')} drafts for the paper's checkpoint), not {gamma}")
         flags = ["--speculative-algorithm", algo, "--speculative-num-draft-tokens", str(gamma + 1)]
         if algo != "DFLASH":
             flags[2:2] = ["--speculative-num-steps", str(gamma), "--speculative-eagle-topk", "1"]
@@ -277,12 +308,22 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
         for e in r.engines:
             para(f"{e.engine}: {e.note}", "  ")
-            if isinstance(e.config, list) and e.config:
-                lines.extend(_flag_lines(e.config, width, "    "))
-            elif isinstance(e.config, dict):
-                lines.extend(_fill(_json_words(json.dumps(e.config)), width, "    "))
+            _config_lines(e.config, width, lines)
+            alt = e.alternative
+            if alt is not None:
+                para(f"the best this engine runs exactly, as simulated: {alt['curve']} at "
+                     f"{alt['throughput_per_gpu']:,.0f} tok/s/GPU at the tier ({alt['note']})", "    ")
+                _config_lines(alt["config"], width, lines)
             para(f"keys checked against: {e.source}", "    ")
     return "\n".join(lines)
+
+
+def _config_lines(config: Any, width: int, lines: list[str]) -> None:
+    """Append a configuration ready to paste: SGLang flags with shell continuations, JSON whole across lines."""
+    if isinstance(config, list) and config:
+        lines.extend(_flag_lines(config, width, "    "))
+    elif isinstance(config, dict):
+        lines.extend(_fill(_json_words(json.dumps(config)), width, "    "))
 
 
 def _knob(name: str, value: Any, width: int) -> str:
