@@ -116,3 +116,19 @@ def test_an_unknown_policy_fails_before_the_out_folder_is_created(tmp_path, caps
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and policies.split(",")[-1].split(":")[0] in err, err
     assert not out.exists()
+
+
+def test_a_sweep_of_another_scenario_into_the_same_out_is_refused(tmp_path, capsys):
+    """compare, recommend and report read one scenario per folder: a second sweep with a --set that changes the
+    scenario is refused before it runs, naming --out; the same scenario resumes as before."""
+    trace, out = _trace(tmp_path / "t.jsonl", 0), tmp_path / "s"
+    assert _sweep(trace, out, "mtp1") == 0
+    before = sorted(p.name for p in (out / "points").glob("*.json"))
+    capsys.readouterr()
+    code = _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "mtp1", "--concurrency", "2,4",
+                 "--requests-per-user", "6", "--executor", "serial", "--quiet",
+                 "--set", "cluster.kv_capacity_tokens=50000"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--out" in err and "another scenario" in err, err
+    assert sorted(p.name for p in (out / "points").glob("*.json")) == before
+    assert _sweep(trace, out, "mtp1") == 0                   # the same scenario still resumes

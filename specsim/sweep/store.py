@@ -27,6 +27,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from specsim.analysis.sweep_records import body_checksum, points_dir, read_record
+from specsim.errors import SpecsimInputError
 
 #: Version of the record layout; part of every point's identity.
 RECORD_VERSION = 1
@@ -99,6 +100,28 @@ def finished_ids(out_dir: str | Path, ids: Iterable[str], retry_failed: bool) ->
         elif rec["status"] == "ok" or not retry_failed:
             done.add(pid)
     return done, bad
+
+
+def check_same_scenario(out_dir: str | Path, scenario: Any) -> None:
+    """Refuse to add points of ``scenario`` to a sweep folder whose points were made with another scenario:
+    ``compare``, ``recommend`` and ``report`` read one scenario per folder.
+
+    Raises:
+        SpecsimInputError: ``DIR/sweep.json`` names another scenario hash and ``DIR/points`` holds records.
+    """
+    man = Path(out_dir) / "sweep.json"
+    if not man.is_file() or not any(points_dir(out_dir).glob("*.json")):
+        return
+    try:
+        old = json.loads(man.read_text()).get("scenario_hash")
+    except (OSError, ValueError):
+        return                                   # an unreadable manifest is rewritten by this sweep
+    if old and old != scenario.hash():
+        raise SpecsimInputError("--out", None, "scenario",
+                                "a new --out for another scenario (compare, recommend and report read one "
+                                "scenario per folder; --scenario and --set change it)",
+                                f"{out_dir} holds points of scenario {old[:12]}, this sweep's is "
+                                f"{scenario.hash()[:12]}")
 
 
 def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, points: Iterable[Any],
