@@ -229,6 +229,7 @@ def _fit_context(trace, ctx: ContextWindow) -> tuple[Any, dict[str, Any], dict[i
     beyond = np.flatnonzero(ctx.over(prompt, cut))
     reasons = {int(i): ctx.reason(int(prompt[i]), int(cut[i])) for i in beyond}
     block = {"max_model_len": ctx.max_model_len, "source": ctx.source, "overflow": ctx.overflow,
+             "model_window": list(ctx.model_window) if ctx.model_window else None,
              "over_context": int(over.sum()), "unservable": len(reasons),
              "truncated_requests": int((cut != output).sum()), "truncated_output_tokens": int((output - cut).sum())}
     return trace, block, reasons

@@ -348,6 +348,15 @@ def test_beyond_context_is_refused_on_the_default_scenario_and_served_with_a_lar
     assert "--max-model-len N" in line and "engine.context_overflow=truncate" in line
     s = simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=8192"])).summary
     assert (s["completed"], s["unservable"], s["context_window"]["over_context"]) == (2, 0, 0)
+    # a window above the model's own is served, and said to be one vLLM refuses without its override
+    assert s["context_window"]["model_window"][0] == 4096
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "beyond_context.jsonl"), "--policy",
+                          "none", "--max-model-len", "8192")
+    line = " ".join(out.split())
+    assert code == 0 and "--max-model-len 8192 is above the model's own window of 4096 tokens" in line
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in line
+    assert simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=4096"])
+                    ).summary["context_window"]["model_window"] is None
     s = simulate(trace, "none", load_scenario(overrides=["engine.context_overflow=truncate"])).summary
     cw = s["context_window"]
     assert (s["completed"], s["unservable"], cw["truncated_requests"], cw["unservable"]) == (1, 1, 0, 1)

@@ -104,6 +104,11 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
     cw = s.get("context_window") or {}
     notices += [f"notice: {n}" for n in [context_notice(cw, s["total"])] if n and not cw.get("unservable")]
+    if cw.get("model_window"):
+        own, src = cw["model_window"]
+        notices.append(f"notice: --max-model-len {cw['max_model_len']} is above the model's own window of {own} "
+                       f"tokens ({src}): vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and the model "
+                       "was not trained past it; a longer-context model's profile answers for long requests")
     table = s.get("scheduler_cost_table")
     if table and table.get("mean_rel_error") is not None:
         notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "
@@ -152,8 +157,9 @@ def context_notice(cw: dict | None, total: int) -> str | None:
     window = f"the context window of {cw['max_model_len']} tokens ({cw['source']})"
     if cw.get("overflow") == "truncate":
         return (f"{cw['over_context']} of {total} requests exceed {window}: {cw['truncated_requests']} had their "
-                f"output truncated to fit ({cw['truncated_output_tokens']} tokens cut), {cw['unservable']} are "
-                "unservable (the prompt alone fills it); --max-model-len N sets the window")
+                f"output truncated to fit ({cw['truncated_output_tokens']} tokens cut), {cw['unservable']} "
+                f"{'is' if cw['unservable'] == 1 else 'are'} unservable (the prompt alone fills it); "
+                "--max-model-len N sets the window")
     return (f"{cw['unservable']} of {total} requests are unservable for {window}: prompt + output exceeds it; "
             "--max-model-len N sets the window, --set engine.context_overflow=truncate cuts their outputs to fit")
 

@@ -36,11 +36,16 @@ class ContextWindow:
         max_model_len: tokens of context (prompt + output) a request may use; None = unknown, no limit.
         source: where the value came from, in words.
         overflow: ``unservable`` or ``truncate`` (module docstring).
+        model_window: the model's own window (tokens) and its source when ``engine.max_model_len`` sets a
+            longer one, else None: vLLM refuses a ``--max-model-len`` above the model's
+            ``max_position_embeddings`` unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (vLLM's ``_get_and_verify_max_len``), and
+            the model's outputs past its window are not what it was trained for.
     """
 
     max_model_len: int | None
     source: str
     overflow: str = "unservable"
+    model_window: tuple[int, str] | None = None
 
     def over(self, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
         """(N,) bool: requests whose prompt + output tokens exceed the window."""
@@ -70,10 +75,13 @@ def context_window(profile, override: int | None = None, overflow: str = "unserv
         override: ``engine.max_model_len`` (tokens, >= 1) or None.
         overflow: ``engine.context_overflow``.
     """
+    if override is not None:
+        own = context_window(profile, None, overflow)
+        longer = own.max_model_len is not None and int(override) > own.max_model_len
+        return ContextWindow(int(override), "engine.max_model_len", overflow,
+                             (own.max_model_len, own.source) if longer else None)
     from specsim.hardware.stepmodel import step_model_of
 
-    if override is not None:
-        return ContextWindow(int(override), "engine.max_model_len", overflow)
     md = profile.metadata or {}
     if md.get("max_model_len"):
         return ContextWindow(int(md["max_model_len"]), f"max_model_len of profile {profile.source}", overflow)
