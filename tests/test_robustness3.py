@@ -7,6 +7,8 @@ acceptance 0.7 with no latent spread.
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -346,6 +348,10 @@ def test_beyond_context_is_refused_on_the_default_scenario_and_served_with_a_lar
     line = " ".join(out.split())
     assert code == 0 and "1 of 2 requests are unservable for the context window of 4096 tokens" in line
     assert "--max-model-len N" in line and "engine.context_overflow=truncate" in line
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "beyond_context.jsonl"), "--policy",
+                          "none", "--json")                  # --json: the JSON on stdout, the warning on stderr
+    assert code == 0 and json.loads(out)["unservable"] == 1
+    assert "1 of 2 requests are unservable for the context window" in " ".join(err.split())
     s = simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=8192"])).summary
     assert (s["completed"], s["unservable"], s["context_window"]["over_context"]) == (2, 0, 0)
     # a window above the model's own is served, and said to be one vLLM refuses without its override

@@ -270,6 +270,8 @@ def run(
                 written_to(p, to_stderr=True)
     if as_json:
         print(json.dumps(res.summary, default=float))
+        for line in unservable_warnings(res.summary):       # stdout stays one JSON object
+            print(line, file=sys.stderr)
     else:
         print(fmt.table([], [], notes=[res.summary["kv_capacity"]["describe"]]))
         print(summary_text(res.summary, percentiles=pcts))
