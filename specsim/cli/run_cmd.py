@@ -78,8 +78,10 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     knobs = _non_default_knobs(s)
     shown = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f", {k} {v}"
                     for k, v in knobs.items() if k not in ("gamma", "drafter"))
+    gpus = (f"; per GPU = per decode GPU ({s['decode_gpus']}; the {s['prefill_gpus']} prefill GPU"
+            f"{'s' if s['prefill_gpus'] != 1 else ''} not counted)" if s.get("prefill_gpus") else "")
     title = (f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}{shown}), seed "
-             f"{s['seed']}, {where}; whole run (completed requests, first arrival to last completion)")
+             f"{s['seed']}, {where}; whole run (completed requests, first arrival to last completion){gpus}")
     parts = [fmt.table(["metric", "value"], [[k, fmt.value(s.get(k))] for k in _rows(percentiles) if k in s],
                        title=title, width=width)]
     w = s.get("window")

@@ -488,7 +488,8 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*", "winner", "advice"]
     rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
-    notes = ["TPS@match: TPS/user at the baseline's throughput at the tier; goodput*: the largest goodput "
+    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). TPS@match: TPS/user at "
+             "the baseline's throughput at the tier, gain@match over the baseline's own; goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*.",
              "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
