@@ -510,3 +510,14 @@ def test_the_drafter_drafts_the_largest_useful_length():
     first = res.step_log.iloc[0]
     assert first.gamma == 3 and first.verify_len == 3
     assert res.steps.duration_s[res.steps.num_decode == 1].iloc[0] == pytest.approx(0.020 * 1.03, rel=1e-12)
+
+
+def test_a_run_where_no_request_can_be_served_exits_2_with_one_line(monkeypatch, capsys, tmp_path):
+    """One 5,000 + 10-token request on the default scenario (Llama-2-7B, 4,096 tokens): nothing to measure, so
+    the run stops with the reason instead of printing empty tables."""
+    from helpers import make_trace
+    from specsim.workload import save_trace
+    path = save_trace(make_trace([0.0], [5000], [10]), tmp_path / "all_long.jsonl") or tmp_path / "all_long.jsonl"
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(path), "--policy", "none")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and out == "", err
+    assert "all 1 unservable" in err and "max_model_len 4096" in err

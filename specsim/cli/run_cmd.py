@@ -245,6 +245,7 @@ def run(
                        rate_scale=1.0 if rate_scale is None else rate_scale, max_sim_s=max_sim_s, gamma=gamma,
                        drafter=drafter, record_step_log=out is not None, progress=bar,
                        metric_percentiles=pcts, **knobs)
+    _refuse_all_unservable(res.summary, trace)
     res.summary["command_line"] = command_line()
     if slos:
         add_goodput(res.summary, res.requests, slos)
@@ -277,6 +278,15 @@ def run(
     else:
         print(fmt.table([], [], notes=[res.summary["kv_capacity"]["describe"]]))
         print(summary_text(res.summary, percentiles=pcts))
+
+
+def _refuse_all_unservable(s: dict, trace: Path) -> None:
+    """Exit 2 with one line when no request of the trace could be served (every figure would be empty): the
+    number and the first request's reason."""
+    if s["unservable"] and s["unservable"] == s["total"]:
+        first = next(iter(s["unservable_requests"].items()))
+        raise SpecsimInputError(str(trace), None, "requests", "at least one request the cluster can serve",
+                                f"all {s['total']} unservable, e.g. request {first[0]!r}: {first[1]}")
 
 
 def _check_outputs(out: Path | None, trace_events: Path | None) -> None:
