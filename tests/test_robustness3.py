@@ -521,3 +521,17 @@ def test_a_run_where_no_request_can_be_served_exits_2_with_one_line(monkeypatch,
     code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(path), "--policy", "none")
     assert code == 2 and len(err.strip().splitlines()) == 1 and out == "", err
     assert "all 1 unservable" in err and "max_model_len 4096" in err
+
+
+def test_a_run_into_an_earlier_runs_out_leaves_none_of_its_files(monkeypatch, capsys, tmp_path):
+    """A dspark run with --result-format vllm, then an mtp1 run into the same --out: the old vllm_result.json
+    (labelled dspark) must not stay beside mtp1's summary; the run says it replaced the earlier files."""
+    out, trace = tmp_path / "run", str(DATA / "four_long.jsonl")
+    assert _cli(monkeypatch, capsys, "run", "--trace", trace, "--policy", "dspark", "--out", str(out),
+                "--result-format", "vllm")[0] == 0
+    assert (out / "vllm_result.json").is_file()
+    (out / "notes.txt").write_text("mine")
+    code, _, err = _cli(monkeypatch, capsys, "run", "--trace", trace, "--policy", "mtp1", "--out", str(out))
+    assert code == 0 and "held an earlier run" in err
+    assert not (out / "vllm_result.json").exists() and (out / "notes.txt").read_text() == "mine"
+    assert json.loads((out / "summary.json").read_text())["policy"] == "mtp1"

@@ -260,6 +260,7 @@ def run(
         write_trace_events(res.steps, trace_events, f"specsim run: {res.summary['policy']}")
         written_to(trace_events, "Chrome trace events (Perfetto)", to_stderr=True)
     if out is not None:
+        _clear_earlier_run(Path(out))
         res.save(out)
         for name in ("summary.json", "requests.parquet", "steps.parquet", "step_log.parquet"):
             if (Path(out) / name).is_file():
@@ -278,6 +279,21 @@ def run(
     else:
         print(fmt.table([], [], notes=[res.summary["kv_capacity"]["describe"]]))
         print(summary_text(res.summary, percentiles=pcts))
+
+
+#: The files ``specsim run --out`` writes (the result formats and --csv included).
+RUN_FILES = ("summary.json", "requests.parquet", "steps.parquet", "step_log.parquet", "vllm_result.json",
+             "summary.csv", "requests.csv", "steps.csv")
+
+
+def _clear_earlier_run(out: Path) -> None:
+    """Remove an earlier run's files from ``out`` (a note on stderr says so), so that none of them stays beside
+    this run's (a vllm_result.json of another policy did). Other files in the folder are left alone."""
+    old = [out / n for n in RUN_FILES if (out / n).is_file()]
+    if old:
+        for p in old:
+            p.unlink()
+        print(f"note: --out {out} held an earlier run: its {len(old)} files were replaced", file=sys.stderr)
 
 
 def _refuse_all_unservable(s: dict, trace: Path) -> None:
