@@ -358,8 +358,8 @@ def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[
         raise SpecsimInputError(getattr(trace, "source", None), None, "concurrency",
                                 f"a trace long enough for a closed-loop window with {config.concurrency} users "
                                 f"(the window closes when the last of {len(trace)} requests is issued, "
-                                "before every user completed one request); use more requests (--num-requests; in a sweep "
-                                "--requests-per-user K) or fewer users")
+                                "before every user completed one request); use more requests (--num-requests; "
+                                "in a sweep --requests-per-user K) or fewer users")
     return (window.start_s, window.end_s)
 
 

@@ -38,8 +38,8 @@ class ContextWindow:
         overflow: ``unservable`` or ``truncate`` (module docstring).
         model_window: the model's own window (tokens) and its source when ``engine.max_model_len`` sets a
             longer one, else None: vLLM refuses a ``--max-model-len`` above the model's
-            ``max_position_embeddings`` unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (vLLM's ``_get_and_verify_max_len``), and
-            the model's outputs past its window are not what it was trained for.
+            ``max_position_embeddings`` unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (vLLM's
+            ``_get_and_verify_max_len``), and the model's outputs past its window are not what it was trained for.
     """
 
     max_model_len: int | None
