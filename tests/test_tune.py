@@ -253,3 +253,19 @@ def test_failed_points_are_counted_and_named_in_the_table():
     assert res.num_runs == 9 and res.failed == 6                  # 3 threshold values x the loads 16 and 32
     text = " ".join(result_text(res, Path("tuned.json"), 0).split())
     assert "warning: 6 of the 9 points failed" in text
+    picked = res.tiers[0].value
+    edge = picked in (0.2, 0.8)
+    assert ("the pick sits at the edge of the range 0.2:0.8" in text) == edge        # said only at an edge
+    assert "with one seed no margin can be tested" in text                           # one seed here
+
+
+def test_a_pick_at_the_edge_of_the_range_says_so_and_many_seeds_drop_the_one_seed_legend():
+    """A grid of one value per end (threshold 0.2 and 0.8): the pick is an edge by construction."""
+    from specsim.cli.tune_cmd import result_text
+
+    sp = TuneSpec("specdecpp", parse_knob("threshold=0.2:0.8:0.6", "specdecpp"), (100.0,), (2, 4), (0, 1))
+    res = tune(sp, load_scenario(), small_trace(48), None, method="grid", executor="serial")
+    text = " ".join(result_text(res, Path("tuned.json"), 0).split())
+    assert res.tiers[0].value in (0.2, 0.8)
+    assert f"the pick sits at the edge of the range 0.2:0.8 at tier 100 ({res.tiers[0].value:g})" in text
+    assert "with one seed" not in text

@@ -94,8 +94,14 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> 
     notes = [f"{res.num_runs} simulated points of the {res.grid_runs}-point knob x load grid "
              f"({res.num_runs / res.grid_runs:.0%}; {res.computed} computed now, {res.reused} reused)"
              + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result written to {path}",
-             "2nd: the runner-up value; covered: even the heaviest load beats the tier (its throughput is shown); "
-             "with one seed no margin can be tested (one seed)."]
+             "2nd: the runner-up value; covered: even the heaviest load beats the tier (its throughput is shown)"
+             + ("." if multi else "; with one seed no margin can be tested.")]
+    kr = res.spec.knob
+    edge = [f"{r.tier:g} ({r.value:g})" for r in res.tiers
+            if r.value is not None and kr.lo != kr.hi and r.value in (kr.lo, kr.hi)]
+    if edge:
+        notes.append(f"note: the pick sits at the edge of the range {kr.lo:g}:{kr.hi:g} at tier "
+                     f"{', '.join(edge)}: the best {k} may lie beyond it; widen --knob to see")
     if res.failed:
         notes.insert(0, f"warning: {res.failed} of the {res.num_runs} points failed (e.g. no closed-loop window: "
                         "more --requests-per-user helps); their loads are missing from the frontiers, so a "
