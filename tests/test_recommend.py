@@ -174,3 +174,14 @@ def test_sglang_flags_wrap_with_shell_continuations():
     # pasted into a shell, which drops each backslash-newline: the same arguments
     assert shlex.split("\n".join(block).replace("\\\n", "")) == sgl.config
     assert all(ln.split()[0].startswith("--") for ln in block)  # a flag never parted from its value
+
+
+def test_a_covered_tier_says_so_with_compares_advice():
+    """Tier 50 lies below every point of both curves (their slowest is 55 TPS/user at load 64): the answer is the
+    heaviest load, said as 'covered'; throughput still rises from 16 to 64 users by far more than 2%, so
+    compare's advice to add heavier loads comes with it."""
+    r = recommend(records(), [50.0])[0]
+    assert (r.status, r.load, r.advice) == ("covered", 64.0, "add heavier loads")
+    text = " ".join(recommendations_text([r], width=200).split())
+    assert "covered: every frontier point of this curve runs faster than the tier" in text
+    assert "advice: add heavier loads" in text

@@ -83,6 +83,8 @@ class Recommendation:
         recomputed_share: tokens that point recomputed after preemptions per output token (seeds pooled); above
             :data:`specsim.analysis.metrics.THRASHING_SHARE` the text warns that the KV cache, not the
             policy, limits the point.
+        status, advice: the winner's frontier status at the tier (``covered``: every frontier point runs faster
+            than the tier, so its heaviest load is the answer) and compare's load advice ("" when none).
     """
 
     tier: float
@@ -99,6 +101,8 @@ class Recommendation:
     margin_verdict: str
     engines: list[EngineConfig] = field(default_factory=list)
     recomputed_share: float = 0.0
+    status: str = ""
+    advice: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,6 +141,7 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         rec = Recommendation(float(w.tier), w.curve, policy, kn, p["mode"], p["load"], p["tps"], p["thr"],
                              float(w.throughput_per_gpu), w.runner_up or None,
                              float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict)
+        rec.status, rec.advice = str(w.status), str(w.advice or "")
         rec.engines = engine_configs(policy, kn)
         for e in rec.engines:
             if e.config is None or not e.exact:
@@ -302,6 +307,12 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
+        if r.status == "covered":
+            para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load is "
+                 "the answer" + (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load "
+                                 "may meet the tier with more)" if r.advice else ""), "  ")
+        elif r.advice:
+            para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
         if r.recomputed_share > THRASHING_SHARE:
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
