@@ -149,15 +149,18 @@ def _rich_table(columns: list[str], body: list[list[str]], idx: list[int], keys:
 
 def _stacked(columns: list[str], body: list[list[str]], i: int, keys: int):
     """Column ``i`` when even the keys and it alone do not fit: a one-column table, per row the key cells on
-    one line and the value, right-aligned, on the next (nothing cut)."""
+    one line and the value on the next (nothing cut): a number right-aligned, text indented by two spaces and
+    wrapped at spaces."""
     from rich.console import Group
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
     t = Table(box=_rule_box(), show_edge=False, pad_edge=False, padding=(0, 0), expand=True)
     t.add_column(" / ".join(columns[:keys] + [columns[i]]), overflow="fold")
     for r in body:
-        t.add_row(Group(Text("  ".join(r[:keys])), Text(r[i], justify="right")))
+        value = Text(r[i], justify="right") if _is_number(r[i]) else Padding(Text(r[i]), (0, 0, 0, 2))
+        t.add_row(Group(Text("  ".join(r[:keys])), value))
     return t
 
 

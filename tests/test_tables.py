@@ -72,3 +72,14 @@ def test_sweep_names_the_points_that_thrash():
     df.loc[(df.curve == "B") & (df.load == 16), "recomputed_tokens"] = 250.0      # at the limit: fine
     text = " ".join(thrashing_text(df).split())
     assert text.startswith("warning: thrashing at 2 points (A at 16)")              # two seeds, one load point
+
+
+def test_a_stacked_text_column_reads_left_aligned_and_a_number_right_aligned():
+    """When even a key and one value column do not fit (specsim policies at 30 columns), each row's value goes
+    under its key: text indented by two spaces and wrapped (not pushed to the right edge), a number right-aligned."""
+    rows = [["trtllm-draft-len-schedule", "TensorRT-LLM draft_len_schedule: drafts per running-request bound"],
+            ["mtp1", "1,234.5"]]
+    lines = fmt.table(["name", "description"], rows, width=30).splitlines()
+    i = lines.index("trtllm-draft-len-schedule")
+    assert lines[i + 1].startswith("  TensorRT-LLM") and max(map(len, lines)) <= 30
+    assert lines[lines.index("mtp1") + 1] == " " * (30 - len("1,234.5")) + "1,234.5"
