@@ -352,3 +352,10 @@ def test_a_misspelt_scenario_knob_names_the_key_and_the_closest_valid_one():
     # the run's own knob wins over the table's; the declared default fills the rest
     assert run_knobs("specdecpp", {"threshold": 0.9}, {"threshold": 0.2}) == {"threshold": 0.2}
     assert run_knobs("specdecpp", {}, {}) == {"threshold": make_policy("specdecpp").threshold}
+
+
+def test_a_misspelt_policy_name_gets_the_closest_valid_one():
+    from specsim.errors import SpecsimInputError
+    from specsim.policies import make_policy
+    with pytest.raises(SpecsimInputError, match=r"closest valid: 'dspark'\), got 'dpsark'"):
+        make_policy("dpsark")

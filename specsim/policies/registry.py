@@ -77,7 +77,8 @@ def available_policies() -> dict[str, str]:
 
 
 def _unknown_name(name: str) -> SpecsimInputError:
-    hint = " (a plug-in file needs ':Name', the class or function to load)" if name.endswith(".py") else ""
+    hint = (" (a plug-in file needs ':Name', the class or function to load)" if name.endswith(".py")
+            else did_you_mean(name, sorted(_REGISTRY)))
     return SpecsimInputError(None, None, "policy", f"one of {sorted(_REGISTRY)} or path/to/file.py:Name{hint}",
                              repr(name))
 
