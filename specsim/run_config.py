@@ -88,8 +88,8 @@ class RunConfig:
         if self.concurrency is not None and self.concurrency < 1:
             bad("concurrency", "an int >= 1", self.concurrency)
         if self.concurrency is not None and self.rate_scale != 1.0:
-            raise SpecsimInputError(None, None, "rate_scale", "rate_scale applies to open loop only (no "
-                                    "concurrency)", f"rate_scale {self.rate_scale:g} with concurrency "
+            raise SpecsimInputError(None, None, "rate_scale", "rate_scale 1 with a concurrency (it scales "
+                                    "open-loop arrivals only)", f"rate_scale {self.rate_scale:g} with concurrency "
                                     f"{self.concurrency}")
 
 

@@ -398,7 +398,7 @@ def test_horizon_includes_t_and_help_says_so(monkeypatch, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "--trace", str(DATA / "closed_loop_rate_scale.jsonl"), "--policy", "none", "--concurrency", "2",
-      "--rate-scale", "4"], "--rate-scale applies to open loop only"),
+      "--rate-scale", "4"], "--rate-scale in open loop only"),
     (["run", "--trace", PROD, "--policy", "none", "--gamma", "3"], "--policy none"),
     (["run", "--trace", PROD, "--policy", "mtp1", "--drafter", "dspark"], "--policy mtp1"),
     (["sweep", "--trace", PROD, "--out", "unused", "--rate-scales", "1", "--requests-per-user", "3"],

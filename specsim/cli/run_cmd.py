@@ -320,7 +320,7 @@ def _check_conflicts(policy: str, concurrency: int | None, rate_scale: float | N
     def bad(flag: str, why: str, got: str) -> SpecsimInputError:
         return SpecsimInputError(flag, None, None, why, got)
     if concurrency is not None and rate_scale is not None:
-        raise bad("--rate-scale", "--rate-scale applies to open loop only: leave it out with --concurrency",
+        raise bad("--rate-scale", "--rate-scale in open loop only (leave it out with --concurrency)",
                   f"--concurrency {concurrency} --rate-scale {rate_scale:g}")
     if policy == "none" and (gamma not in (None, 0) or drafter not in (None, "none")):
         raise bad("--gamma" if gamma not in (None, 0) else "--drafter",
