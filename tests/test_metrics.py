@@ -182,7 +182,7 @@ def test_provenance_records_effective_knobs_and_profile():
 
 
 def test_rate_scale_with_concurrency_refused():
-    with pytest.raises(SpecsimInputError, match="open loop only"):
+    with pytest.raises(SpecsimInputError, match="open-loop arrivals only"):
         simulate(load_trace(DATA / "closed_loop_rate_scale.jsonl"), "none", flat(), concurrency=2, rate_scale=4.0)
 
 
