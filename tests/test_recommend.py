@@ -169,7 +169,7 @@ def test_sglang_flags_wrap_with_shell_continuations():
     r = recommend(records(), [100.0])[0]
     sgl = engine_configs("static", {"gamma": 3, "drafter": "eagle3"})[2]
     text = recommendations_text([replace(r, engines=[sgl])], width=40)
-    block = [ln for ln in text.splitlines() if "--speculative" in ln]
+    block = [ln for ln in text.splitlines() if ln.lstrip().startswith("--speculative")]
     assert len(block) == 4 and all(ln.endswith(" \\") for ln in block[:-1]) and max(map(len, block)) <= 40
     # pasted into a shell, which drops each backslash-newline: the same arguments
     assert shlex.split("\n".join(block).replace("\\\n", "")) == sgl.config

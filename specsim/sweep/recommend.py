@@ -326,6 +326,10 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                      f"{alt['throughput_per_gpu']:,.0f} tok/s/GPU at the tier ({alt['note']})", "    ")
                 _config_lines(alt["config"], width, lines)
             para(f"keys checked against: {e.source}", "    ")
+    para("how to use them: vLLM's JSON goes in `vllm serve MODEL --speculative-config '<JSON>'` (add your "
+         "drafter checkpoint as \"model\" where the method loads one); TensorRT-LLM's keys go in the "
+         "speculative_config of your extra_llm_api_options YAML; a closed load is the number of concurrent "
+         "users (client requests in flight), not --max-num-seqs.", "")
     return "\n".join(lines)
 
 
