@@ -322,7 +322,7 @@ def test_sweep_page_in_headless_chromium(browser, sweep_dir, tmp_path):
     assert len(marks) == 4 and all(m["w"] > 0 for m in marks)
     for curve, load in (("mtp1", 1), ("mtp1", 4), ("dspark", 1), ("dspark", 4)):
         pts = df[(df.curve == curve) & (df.load == load)]
-        want = (f"{curve}, {load} users: {pts.mean_tps_per_user.mean():,.1f} tok/s/user, "
+        want = (f"{curve}, {load} user{'s' if load != 1 else ''}: {pts.mean_tps_per_user.mean():,.1f} tok/s/user, "
                 f"{pts.output_throughput_per_gpu.mean():,.0f} tok/s/GPU, mean of 2 seeds")
         assert sum(m["text"] == want for m in marks) == 1, (want, [m["text"] for m in marks])
 
