@@ -48,3 +48,20 @@ def random_confidences(rng: np.random.Generator, R: int, G: int, power: float, t
         conf[rng.random(R) < 0.1] = 0.0
         conf = np.round(conf, 1)
     return conf
+
+
+def run_cli(args: list[str]) -> int:
+    """``specsim ARGS`` in this process; its exit status (0 when it returns)."""
+    import sys
+
+    from specsim.cli import main
+
+    old = sys.argv
+    sys.argv = ["specsim", *args]
+    try:
+        main()
+    except SystemExit as e:
+        return int(e.code or 0)
+    finally:
+        sys.argv = old
+    return 0

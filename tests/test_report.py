@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from helpers import run_cli
 from specsim.cli import main
 from specsim import fmt
 from specsim.analysis.report import RUN_FIGURES, SWEEP_FIGURES, decision_rows, shown, write_report
@@ -57,14 +58,8 @@ def sweep_dir(tmp_path_factory) -> Path:
 
 
 def _cli(args: list[str]) -> None:
-    old = sys.argv
-    sys.argv = ["specsim", *args]
-    try:
-        main()
-    except SystemExit as e:
-        assert not e.code, f"specsim {args[0]} failed with {e.code}"
-    finally:
-        sys.argv = old
+    code = run_cli(args)
+    assert not code, f"specsim {args[0]} failed with {code}"
 
 
 # ------------------------------------------------------------------------------------ the page, no browser

@@ -5,13 +5,12 @@ named, and a plug-in that raises fails its own points with its file and line whi
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specsim.cli import main
+from helpers import run_cli
 from specsim.analysis.sweep_records import load_records, manifest_point_ids, superseded
 from specsim.workload import Trace, save_trace
 
@@ -36,16 +35,7 @@ def _trace(path: Path, seed: int) -> Path:
     return path
 
 
-def _cli(args: list[str]) -> int:
-    old = sys.argv
-    sys.argv = ["specsim", *args]
-    try:
-        main()
-    except SystemExit as e:
-        return int(e.code or 0)
-    finally:
-        sys.argv = old
-    return 0
+_cli = run_cli
 
 
 def _compare(out: Path, capsys) -> tuple[dict, str]:

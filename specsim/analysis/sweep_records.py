@@ -81,12 +81,19 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
     return recs
 
 
+def read_manifest(out_dir: str | Path) -> dict[str, Any]:
+    """``DIR/sweep.json`` (the latest sweep's spec, scenario, trace hash, point ids, tiers) as a dict; ``{}``
+    when it is absent or unreadable (every reader then falls back to its default)."""
+    try:
+        man = json.loads((Path(out_dir) / "sweep.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return man if isinstance(man, dict) else {}
+
+
 def manifest_point_ids(out_dir: str | Path) -> set[str]:
     """The point ids ``DIR/sweep.json`` lists (the latest sweep's points; empty without a readable manifest)."""
-    try:
-        ids = json.loads((Path(out_dir) / "sweep.json").read_text()).get("point_ids", [])
-    except (OSError, ValueError, AttributeError):
-        return set()
+    ids = read_manifest(out_dir).get("point_ids", [])
     return {str(i) for i in ids} if isinstance(ids, list) else set()
 
 

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.analysis.significance import paired_margin
+from specsim.analysis.sweep_records import read_manifest
 
 #: The default SLA tiers, TPS/user in tok/s (compare, report, plot, and what a sweep stores).
 DEFAULT_TIERS: tuple[float, ...] = (50.0, 100.0, 150.0, 200.0)
@@ -38,11 +38,7 @@ def sweep_tiers(sweep_dir: str | Path) -> tuple[float, ...]:
 
     A manifest written before tiers were stored, or none at all, gives the default.
     """
-    man = Path(sweep_dir) / "sweep.json"
-    try:
-        tiers = json.loads(man.read_text()).get("tiers") if man.is_file() else None
-    except (OSError, ValueError):
-        tiers = None
+    tiers = read_manifest(sweep_dir).get("tiers")
     return tuple(float(t) for t in tiers) if tiers else DEFAULT_TIERS
 
 

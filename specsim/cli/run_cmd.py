@@ -262,7 +262,7 @@ def run(
     if out is not None:
         _clear_earlier_run(Path(out))
         res.save(out)
-        for name in ("summary.json", "requests.parquet", "steps.parquet", "step_log.parquet"):
+        for name in SAVED_FILES:
             if (Path(out) / name).is_file():
                 written_to(Path(out) / name, to_stderr=True)
         vllm = write_result_format(res, result_format, out)
@@ -281,9 +281,10 @@ def run(
         print(summary_text(res.summary, percentiles=pcts))
 
 
-#: The files ``specsim run --out`` writes (the result formats and --csv included).
-RUN_FILES = ("summary.json", "requests.parquet", "steps.parquet", "step_log.parquet", "vllm_result.json",
-             "summary.csv", "requests.csv", "steps.csv")
+#: The files ``SimulationResult.save`` writes, then every file ``specsim run --out`` may write (the result
+#: formats and --csv included).
+SAVED_FILES = ("summary.json", "requests.parquet", "steps.parquet", "step_log.parquet")
+RUN_FILES = (*SAVED_FILES, "vllm_result.json", "summary.csv", "requests.csv", "steps.csv")
 
 
 def _clear_earlier_run(out: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from specsim.analysis.sweep_records import body_checksum, points_dir, read_record
+from specsim.analysis.sweep_records import body_checksum, points_dir, read_manifest, read_record
 from specsim.errors import SpecsimInputError
 
 #: Version of the record layout; part of every point's identity.
@@ -109,14 +109,8 @@ def check_same_scenario(out_dir: str | Path, scenario: Any) -> None:
     Raises:
         SpecsimInputError: ``DIR/sweep.json`` names another scenario hash and ``DIR/points`` holds records.
     """
-    man = Path(out_dir) / "sweep.json"
-    if not man.is_file() or not any(points_dir(out_dir).glob("*.json")):
-        return
-    try:
-        old = json.loads(man.read_text()).get("scenario_hash")
-    except (OSError, ValueError):
-        return                                   # an unreadable manifest is rewritten by this sweep
-    if old and old != scenario.hash():
+    old = read_manifest(out_dir).get("scenario_hash")      # none readable: this sweep writes the manifest
+    if old and old != scenario.hash() and any(points_dir(out_dir).glob("*.json")):
         raise SpecsimInputError("--out", None, "scenario",
                                 "a new --out for another scenario (compare, recommend and report read one "
                                 "scenario per folder; --scenario and --set change it)",
