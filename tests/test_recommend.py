@@ -185,3 +185,14 @@ def test_a_covered_tier_says_so_with_compares_advice():
     text = " ".join(recommendations_text([r], width=200).split())
     assert "covered: every frontier point of this curve runs faster than the tier" in text
     assert "advice: add heavier loads" in text
+
+
+def test_a_wide_gap_to_the_interpolated_frontier_says_where_to_add_loads():
+    """Tier 100 on records(): vllm-dsd's point meeting it is load 16 (120 TPS/user, 198 tok/s/GPU), while its
+    frontier at 100 interpolates to 198 + (12 * 64 + 6 - 198) * 20 / 60 = 390: 97% more, between 16 and 64."""
+    r = recommend(records(), [100.0])[0]
+    assert r.tier_throughput_per_gpu == pytest.approx(390.0)
+    text = " ".join(recommendations_text([r], width=200).split())
+    assert ("the frontier reaches the tier at 390 tok/s/GPU between this load and the next simulated one "
+            "(97% more") in text
+    assert "sweep loads above 16" in text
