@@ -247,7 +247,7 @@ class ResolvedRun:
             block_size=c.block_size, prefix_caching=c.prefix_caching,
             chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
             emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv_fraction,
-            decode_first_token=decode_first)
+            decode_first_token=decode_first, state_blocks=self.kv.state_blocks)
             for i in range(c.num_replicas))
         return ClusterRuntime(
             replicas=replicas, kv_capacity_tokens=self.kv.tokens, router=c.router, colocated=colocated,

@@ -104,3 +104,75 @@ def test_weights_larger_than_the_memory_leave_no_room():
                                   "profile.name=h200-deepseek-v3-tp1-analytic"])
     with pytest.raises(SpecsimInputError, match="room for at least one KV block"):
         kv_capacity(sc, None, gamma=1)
+
+
+# ------------------------------------------------------------------ a linear-attention model's per-request state
+HF_CONFIGS = __import__("pathlib").Path(__file__).parent / "data" / "hf_configs"
+
+
+def _qwen_hybrid_on_b200():
+    from specsim.hardware.model_config import model_from_hf_config
+    from specsim.hardware.stepmodel import step_model
+    return step_model(model_from_hf_config(HF_CONFIGS / "qwen3.8-27b.json"), "b200")
+
+
+def test_linear_attention_state_blocks_by_hand():
+    """Qwen3.8-27B: 48 Gated DeltaNet layers, each request's fp32 state 48 value heads x 128 x 128 x 4 B plus the
+    convolution's last 3 inputs of (2 x 16 x 128 + 48 x 128) channels in bf16; 16 softmax layers of 4 KV heads
+    x 256 x 2 (K, V) x 2 B = 65,536 B per token, 1 MiB per 16-token block. vLLM keeps 1 + gamma state copies."""
+    from specsim.hardware.kv_capacity import state_blocks_per_request
+
+    sm = _qwen_hybrid_on_b200()
+    per_layer = 48 * 128 * 128 * 4 + (2 * 16 * 128 + 48 * 128) * 3 * 2
+    assert sm.model.linear_state_bytes(1) == 48 * per_layer == 153_944_064
+    assert sm.model.kv_bytes_per_token(1) == 16 * 4 * 256 * 2 * 2 == 65_536
+    assert state_blocks_per_request(sm.model, 1, 0, 65_536, 16) == (147, 153_944_064)      # 146.8 blocks
+    assert state_blocks_per_request(sm.model, 1, 7, 65_536, 16) == (1175, 8 * 153_944_064)  # 1174.5 blocks
+    from specsim.hardware.model_config import MODELS
+    dense = MODELS["llama2-7b"]
+    assert state_blocks_per_request(dense, 1, 7, dense.kv_bytes_per_token(1), 16) == (0, 0.0)
+
+
+def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
+    """With 8 state copies per request (DSpark k = 7) a B200 holds about 70 Qwen3.8-27B requests of 1,000 tokens
+    (the public vLLM sweep ran at most ~74 at 128 users, docs/validation.md); without speculation it holds them all."""
+    sm = _qwen_hybrid_on_b200()
+    prof = sm.profile(max_batch_tokens=17_000)
+    sc = load_scenario(overrides=['prefill.mode="colocated"', "prefill.chunk_tokens=16384",
+                                  "cluster.gpu_memory_utilization=0.9"])
+    plain, spec = kv_capacity(sc, prof, gamma=0), kv_capacity(sc, prof, gamma=7)
+    assert (plain.state_blocks, spec.state_blocks) == (147, 1175)
+    assert "1175 blocks of linear-attention state" in spec.describe()
+    blocks = spec.tokens // 16
+    per_request = 1175 + 63                                   # state + KV of 1,000 tokens (63 blocks)
+    assert 60 < blocks // per_request < 80
+    tr = Trace(request_id=[f"r{i}" for i in range(640)], arrival_s=np.zeros(640), prompt_tokens=np.full(640, 200),
+               output_tokens=np.full(640, 100), domain=["code"] * 640, source="t")
+    res = simulate(tr, "static", sc, seed=0, profile=prof, gamma=7, drafter="dspark", concurrency=128)
+    assert res.summary["kv_capacity"]["state_blocks"] == 1175
+    # each running request holds its 1,175 state blocks and at least its 200-token prompt's 13 KV blocks
+    assert res.steps["num_running"].max() <= blocks // (1175 + 13) < 128
+    assert (res.steps["kv_blocks_used"] <= blocks).all()
+    assert res.summary["completed"] + res.summary["unfinished"] + res.summary["not_issued"] == 640
+    again = simulate(tr, "static", sc, seed=0, profile=prof, gamma=0, concurrency=128)
+    assert again.steps["num_running"].max() == 128             # one state copy: all 128 users fit
+
+
+def test_the_kv_manager_takes_and_returns_the_state_blocks():
+    """Admission takes the KV blocks plus ``state_blocks``; a request that does not fit with its state waits;
+    freeing it returns both (blocks conserved)."""
+    from specsim.engine.kv_manager import KVManager
+    from specsim.engine.state import ReplicaConfig, Slots
+
+    cfg = ReplicaConfig(index=0, gamma=7, colocated=True, max_num_seqs=8, kv_allocation="paged", num_blocks=100,
+                        block_size=16, prefix_caching=False, chunk_tokens=512, host_overhead_s=0.0, state_blocks=50)
+    kv = KVManager(cfg, lazy=False)
+    got = kv.admit(0, (), prompt_tokens=100, output_tokens=10, num_generated=0, margin=0)
+    assert got.blocks == 7 and kv.pool.num_free == 100 - 7 - 50 == 43      # ceil(101 / 16) = 7 KV blocks
+    assert kv.admit(1, (), prompt_tokens=100, output_tokens=10, num_generated=0, margin=0) is None   # 43 < 7 + 50
+    s = Slots.empty(7)
+    s.append([dict(request=0, prompt_tokens=100, output_tokens=10, num_generated=0, prefill_left=100, kv_blocks=7,
+                   kv_cached=0, draft_kv_blocks=0, draw_key=0, draw_base=np.zeros(7), decode_steps=0,
+                   drafts_verified=0, drafts_accepted=0, last_verify_len=-1, last_accepted=-1, last_emit_s=0.0)])
+    kv.free(s, 0)
+    assert kv.pool.num_free == 100

@@ -187,9 +187,11 @@ class Cluster:
             return self.config.context_reasons[idx]
         w = self.workload
         tokens = int(w.prompt[idx] + w.output[idx])
-        need = int(blocks_for(tokens, w.block_size))
+        state = self.config.replicas[0].state_blocks
+        need = int(blocks_for(tokens, w.block_size)) + state
         if need > self.num_blocks:
-            return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}) "
+            held = f" + {state} blocks of linear-attention state" if state else ""
+            return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}{held}) "
                     f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}")
         return None
 

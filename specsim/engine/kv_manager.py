@@ -7,6 +7,8 @@ ceil(T / block_size) blocks.
   last step's unused lookahead returns to the pool);
 * admission: ``paged`` takes the prompt's blocks (+ generated + 1) minus prefix-cache hits; ``reserve`` takes
   prompt + output tokens up front and never preempts (:meth:`KVManager.admit`);
+* recurrent state: a linear-attention model's request holds ``state_blocks`` more blocks from admission to
+  release (its per-request state, vLLM's mamba blocks; none for an attention-only model);
 * drafter room: a drafting request's drafter holds ``drafter_kv_fraction`` blocks per target token, FCFS
   (:meth:`KVManager.reserve_draft_room`);
 * lookahead: a step verifying l drafts needs prompt + generated + l + 1 tokens (the policy's verify length + 1,
@@ -196,21 +198,23 @@ class KVManager:
     def free(self, s: Slots, slot: int) -> None:
         """Return every block of ``slot`` (its cached prefix blocks stay cached, evictable once unused)."""
         self.pool.drop_cached(self._cached_keys.pop(int(s.request[slot]), ()))
-        self.pool.release(int(s.kv_blocks[slot] - s.kv_cached[slot] + s.draft_kv_blocks[slot]))
+        self.pool.release(int(s.kv_blocks[slot] - s.kv_cached[slot] + s.draft_kv_blocks[slot])
+                          + self.config.state_blocks)
 
     # ----------------------------------------------------------------- admission and the prefix cache
     def admit(self, idx: int, keys: tuple, *, prompt_tokens: int, output_tokens: int, num_generated: int,
               margin: int) -> Admission | None:
         """Allocate request ``idx``'s blocks (``keys``: its prefix-cache keys); None when they do not fit beside
-        ``margin`` blocks. A hit never covers the prompt's last token (its logits are computed)."""
-        bs = self.block_size
+        ``margin`` blocks. A hit never covers the prompt's last token (its logits are computed). The request's
+        recurrent-state blocks (``config.state_blocks``) are taken too; ``blocks`` counts the KV blocks only."""
+        bs, state = self.block_size, self.config.state_blocks
         hit = min(self.pool.match(keys), (prompt_tokens - 1) // bs)
         tokens = prompt_tokens + (num_generated + 1 if self.paged else output_tokens)
         blocks = int(blocks_for(tokens, bs))
-        if blocks - hit + self.pool.num_evictable_in(keys[:hit]) > self.pool.num_available - margin:
+        if blocks - hit + state + self.pool.num_evictable_in(keys[:hit]) > self.pool.num_available - margin:
             return None                                 # (reviving an evictable hit takes it off the free list)
         self.pool.acquire_cached(keys[:hit])
-        self.pool.take(blocks - hit)
+        self.pool.take(blocks - hit + state)
         self._cached_keys[idx] = keys[:hit]
         return Admission(blocks, hit)
 

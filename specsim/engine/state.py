@@ -28,6 +28,8 @@ class ReplicaConfig:
         host_overhead_s: CPU scheduling per step, seconds (0 for policies that fit ZOS).
         emission_overhead_s: seconds per emitting request per step (output processing).
         drafter_kv_fraction: drafter KV per target KV token.
+        state_blocks: blocks each running request holds from admission to release for a linear-attention
+            model's recurrent state (:func:`specsim.hardware.kv_capacity.state_blocks_per_request`; 0 without).
         decode_first_token: disaggregated requests arrive with their prompt's KV only; their first step here
             recomputes the last prompt token and emits token 1 (scenario ``prefill.first_token = decode-step``).
     """
@@ -45,6 +47,7 @@ class ReplicaConfig:
     emission_overhead_s: float = 0.0
     drafter_kv_fraction: float = 0.0
     decode_first_token: bool = False
+    state_blocks: int = 0
 
 
 NO_SLOTS = np.zeros(0, np.int64)   # no slots (read-only: shared by every step that has none)

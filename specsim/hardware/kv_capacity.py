@@ -8,7 +8,7 @@ and a worked example; tests/test_kv_capacity.py checks it by hand).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specsim.errors import SpecsimInputError
@@ -39,12 +39,19 @@ class KvCapacity:
     engine charges ``drafter_kv_fraction`` target blocks per target token from it (specsim.engine.kv), so the
     target alone can hold ``tokens / (1 + drafter_kv_fraction)`` tokens when every request drafts.
 
+    A model with linear-attention layers (Gated DeltaNet, as Qwen3.5/Qwen3-Next) keeps a recurrent state per
+    request instead of a KV cache in those layers, drawn from the same pool: each running request holds
+    ``state_blocks`` blocks from admission to release (:func:`state_blocks_per_request`; (1 + gamma) copies of
+    the state under speculation, as vLLM keeps them).
+
     Attributes:
         tokens: capacity per replica, tokens (a multiple of ``block_size`` when derived).
         source: ``kv_capacity_tokens`` (set), ``default`` (:data:`DEFAULT_KV_CAPACITY_TOKENS`) or
             ``gpu_memory_utilization`` (derived; the other fields are then filled).
         block_size: tokens per KV block.
         drafter_kv_fraction: the drafter's KV per target KV token charged from the pool.
+        state_blocks: blocks each running request holds for its linear-attention state (0 without such layers).
+        state_bytes: the bytes behind ``state_blocks`` per request per GPU (all its state copies), 0 without.
         gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens,
         kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived.
     """
@@ -63,6 +70,8 @@ class KvCapacity:
     model: str | None = None
     tp: int | None = None
     profile: str | None = None
+    state_blocks: int = 0
+    state_bytes: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
@@ -79,6 +88,8 @@ class KvCapacity:
         share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
                  f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when every running request drafts"
                  if self.drafter_kv_fraction else "")
+        share += (f"; each running request also holds {self.state_blocks} blocks of linear-attention state "
+                  f"({self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}"
@@ -139,6 +150,30 @@ def _weight_params(model, tp: int) -> float:
 STEP_MODEL_UTILIZATION = 0.9
 
 
+def state_blocks_per_request(model, tp: int, gamma: int, kv_bytes_per_token: float,
+                             block_size: int) -> tuple[int, float]:
+    """Blocks (and bytes) of linear-attention state one running request holds in the KV pool, per GPU shard.
+
+    ``bytes = (1 + gamma) x linear_state_bytes(tp)`` (the fp32 recurrent state and the convolution's inputs of
+    every linear-attention layer, :meth:`specsim.hardware.model_config.ModelConfig.linear_state_bytes`): vLLM
+    (V1) gives each request one state block per such layer plus ``num_speculative_blocks`` =
+    ``num_speculative_tokens`` more under speculation, so a verify step can roll back to any accepted prefix
+    (``MambaBase.get_kv_cache_spec``, vllm/model_executor/layers/mamba/abstract.py; the default
+    ``mamba_cache_mode = "none"``, no prefix caching of states). ``blocks = ceil(bytes / (kv_bytes_per_token x
+    block_size))``: the pool is one pool of bytes shared with the attention layers' KV, counted here in blocks
+    of the attention KV. ``(0, 0.0)`` for a model without linear-attention layers.
+
+    Args:
+        model: the target's :class:`~specsim.hardware.model_config.ModelConfig`; tp: tensor-parallel size;
+        gamma: drafts per request per step (0: no speculation); kv_bytes_per_token: the attention KV bytes per
+        token per shard; block_size: tokens per KV block.
+    """
+    state = (1 + max(int(gamma), 0)) * float(model.linear_state_bytes(tp)) if model.linear_layers else 0.0
+    if state <= 0.0 or kv_bytes_per_token <= 0.0:
+        return 0, 0.0
+    return int(-(-state // (kv_bytes_per_token * block_size))), state
+
+
 def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
                 drafter_kv_fraction: float = 0.0) -> KvCapacity:
     """A replica's KV capacity in tokens: set, derived from ``cluster.gpu_memory_utilization`` (the rule and its
@@ -154,11 +189,27 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
             profile), or the weights and reserve leave no room for one KV block.
     """
     c = sc.cluster
-    utilization = c.gpu_memory_utilization
-    if utilization is None and c.kv_capacity_tokens is not None:
-        return KvCapacity(int(c.kv_capacity_tokens), "kv_capacity_tokens", c.block_size, drafter_kv_fraction)
+    if c.gpu_memory_utilization is None and c.kv_capacity_tokens is not None:
+        kvc = KvCapacity(int(c.kv_capacity_tokens), "kv_capacity_tokens", c.block_size, drafter_kv_fraction)
+        return _with_state(kvc, step_model_of(profile) if profile is not None else None, gamma)
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
     sm = step_model_of(prof)
+    return _with_state(_capacity(sc, prof, sm, gamma, drafter_kv_fraction), sm, gamma)
+
+
+def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:
+    """``kvc`` with the linear-attention state each request holds, where the step model ``sm`` has such layers."""
+    if sm is None or not sm.model.linear_layers:
+        return kvc
+    blocks, nbytes = state_blocks_per_request(sm.model, sm.tp, gamma, sm.model.kv_bytes_per_token(sm.tp),
+                                              kvc.block_size)
+    return replace(kvc, state_blocks=blocks, state_bytes=nbytes)
+
+
+def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fraction: float) -> KvCapacity:
+    """:func:`kv_capacity` without the linear-attention state: the default, or derived from the memory."""
+    c = sc.cluster
+    utilization = c.gpu_memory_utilization
     if utilization is None:
         if sm is None:                           # a plain table: the default capacity (sized for Llama-2-7B)
             return KvCapacity(DEFAULT_KV_CAPACITY_TOKENS, "default", c.block_size, drafter_kv_fraction)
