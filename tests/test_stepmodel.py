@@ -240,7 +240,7 @@ def test_routed_expert_gemm_time_halves_from_fp8_to_fp4_when_compute_bound():
     assert small["fp4"] < small["fp8"]
 
 
-def test_attention_dtype_sets_the_attention_gemms_and_the_gpu_must_support_each_dtype():
+def test_attention_dtype_sets_the_attention_gemms():
     m = MODELS["llama2-7b"]
     base = StepModel(m, H100, IDEAL)
     fp8_attn = StepModel(replace(m, attention_dtype="fp8"), H100, IDEAL)
@@ -248,9 +248,40 @@ def test_attention_dtype_sets_the_attention_gemms_and_the_gpu_must_support_each_
     saved = sum(n * k * (2 - 1) for n, k in m.attention_gemms(1)) * m.num_layers / H100.hbm_bytes_per_s
     gap = base.breakdown([1.0])["gemm"][0] - fp8_attn.breakdown([1.0])["gemm"][0]
     assert gap == pytest.approx(saved, rel=1e-9)
-    with pytest.raises(SpecsimInputError) as err:
-        StepModel(replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4"), H100, IDEAL, tp=8)
-    assert err.value.field == "expert_dtype" and "h100" in str(err.value)
+
+
+def test_a_dtype_without_tensor_cores_runs_weight_only_at_the_bf16_rate():
+    """FP4 routed experts on H100 (no FP4 tensor cores), as DeepSeek-V4 and gpt-oss ship: the weights are read at
+    0.5 byte each and the GEMM runs at the BF16 peak (vLLM's Marlin W4A16 path). Same shapes as the B200 case
+    above, on H100 (132 SMs, 989 TFLOPS BF16, 1979 FP8, 3.35 TB/s): compute bound at B = 4096, the FP4 experts
+    take the FP8 experts' time x the FP8 / BF16 peak ratio (about 2); memory bound at B = 1, half their weight bytes."""
+    m = replace(MODELS["deepseek-v3"], weight_dtype="fp8")
+    fp4 = StepModel(replace(m, expert_dtype="fp4"), H100, IDEAL, tp=1, ep=8)
+    fp8 = StepModel(replace(m, expert_dtype="fp8"), H100, IDEAL, tp=1, ep=8)
+    assert (fp4.compute_dtype("experts"), fp4.compute_dtype("other"), fp4.weight_only_parts()) == ("bf16", "fp8",
+                                                                                                   ["experts"])
+    assert fp8.weight_only_parts() == [] and H100.supports("fp8") and not H100.supports("fp4")
+    tile_m, tile_n, sms = 64, 128, H100.num_sms
+    routed = {}
+    for dtype, peak in (("fp8", H100.flops_per_s("fp8")), ("fp4", H100.flops_per_s("bf16"))):
+        t = 0.0
+        for n, k in ((2 * 2048, 7168), (7168, 2048)):
+            waves = np.ceil(32 * np.ceil(1024 / tile_m) * np.ceil(n / tile_n) / sms)
+            compute = waves * sms * tile_m * tile_n * 2.0 * k / peak
+            wbytes = 1.0 if dtype == "fp8" else 0.5
+            assert compute > 32 * (n * k * wbytes + 1024 * (k + n) * 2) / H100.hbm_bytes_per_s
+            t += compute
+        routed[dtype] = t
+    ratio = H100.flops_per_s("fp8") / H100.flops_per_s("bf16")                     # 1979 / 989.4, about 2
+    assert routed["fp4"] == pytest.approx(ratio * routed["fp8"], rel=1e-12) and 1.99 < ratio < 2.01
+    gap = fp4.breakdown([4096.0])["gemm"][0] - fp8.breakdown([4096.0])["gemm"][0]
+    assert gap == pytest.approx((61 - 3) * (routed["fp4"] - routed["fp8"]), rel=1e-9)
+    # B = 1: every touched expert is memory bound, so FP4 reads half the expert weight bytes
+    assert fp4.breakdown([1.0])["gemm"][0] < fp8.breakdown([1.0])["gemm"][0]
+    # FP8 weights on A100 (no FP8 tensor cores) run weight-only too
+    a100 = gpu_spec("a100")
+    assert StepModel(replace(MODELS["llama2-7b"], weight_dtype="fp8"), a100, IDEAL).weight_only_parts() == [
+        "attention", "experts", "other"]
 
 
 def test_per_component_dtypes_travel_in_the_profile_and_stay_out_when_unset(tmp_path):

@@ -229,6 +229,10 @@ def _echo_shape(sm) -> None:
     typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights"
                + (f" ({mixed})" if mixed else "") + f", {m.kv_dtype} KV) "
                f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
+    for part in sm.weight_only_parts():
+        typer.echo(f"note: the {g.name} has no {m.gemm_dtype(part)} tensor cores, so the {part} GEMMs run "
+                   f"weight-only: {m.gemm_dtype(part)} weight bytes at the BF16 rate (vLLM's Marlin path; "
+                   "docs/profiles.md)")
     if weights > g.memory_bytes:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "

@@ -151,6 +151,12 @@ class GpuSpec:
                 raise SpecsimInputError(None, None, key, f"{unit} in [{lo:.0e}, {hi:.0e}] (SI units, not TB/s, "
                                         "TFLOPS or GB)", repr(value))
 
+    def supports(self, dtype: str) -> bool:
+        """True when the GPU has tensor cores for ``dtype`` (BF16 and FP16 always; FP8 / FP4 where their peak is
+        set)."""
+        key = str(dtype).lower()
+        return key in ("bf16", "fp16") or (key in DTYPES and getattr(self, f"{key}_flops_per_s") is not None)
+
     def flops_per_s(self, dtype: str) -> float:
         """Peak dense tensor FLOP/s for GEMMs in ``dtype``.
 

@@ -164,8 +164,7 @@ class StepModel:
         ep_link_bytes_per_s: bandwidth of the all-to-all link when EP spans nodes (None: the GPU's link).
 
     Raises:
-        SpecsimInputError: tp or ep < 1; a weight dtype (``weight_dtype``, ``expert_dtype`` or
-            ``attention_dtype``, naming it) the GPU has no tensor cores for; ep > 1 on a dense model,
+        SpecsimInputError: tp or ep < 1; ep > 1 on a dense model,
             not a multiple of tp or more than the experts; tp not dividing the attention heads or incompatible
             with the KV heads.
     """
@@ -181,12 +180,6 @@ class StepModel:
         if self.tp < 1 or self.ep < 1:
             raise SpecsimInputError(None, None, "tp/ep", "ints >= 1", f"tp={self.tp}, ep={self.ep}")
         m = self.model
-        for key, part in (("weight_dtype", "other"), ("attention_dtype", "attention"), ("expert_dtype", "experts")):
-            try:
-                self.gpu.flops_per_s(m.gemm_dtype(part))
-            except SpecsimInputError:
-                raise SpecsimInputError(None, None, key, f"a dtype {self.gpu.name} has tensor cores for",
-                                        repr(m.gemm_dtype(part))) from None
         if self.ep > 1 and not m.num_experts:
             raise SpecsimInputError(None, None, "ep", "1: expert parallelism needs a MoE model", f"ep={self.ep}")
         if self.ep > 1 and (self.ep % self.tp or m.num_experts // self.ep < 1):
@@ -210,15 +203,31 @@ class StepModel:
         """KV-cache bytes one GPU reads per cached token per step (all layers; ``kv_dtype``)."""
         return float(self.model.kv_bytes_per_token(self.tp))
 
+    def compute_dtype(self, part: str) -> str:
+        """The dtype the GEMMs of ``part`` run at: the dtype their weights are stored in
+        (:meth:`ModelConfig.gemm_dtype`) where the GPU has tensor cores for it, else ``"bf16"``: weight-only
+        quantization, the weights read at their stored bytes and dequantized to BF16 in the kernel, as vLLM
+        runs FP4 weights on Hopper and Ampere and FP8 weights on Ampere (Marlin W4A16 / W8A16 kernels; vLLM's
+        ``Mxfp4Config`` takes BF16 activations; docs/profiles.md)."""
+        dtype = self.model.gemm_dtype(part)
+        return dtype if self.gpu.supports(dtype) else "bf16"
+
+    def weight_only_parts(self) -> list[str]:
+        """The parts (``attention``, ``experts``, ``other``) whose stored dtype the GPU has no tensor cores for,
+        so their GEMMs run weight-only at the BF16 rate (:meth:`compute_dtype`); [] when none."""
+        return [p for p in ("attention", "experts", "other")
+                if self.compute_dtype(p) != self.model.gemm_dtype(p)]
+
     def _gemm(self, m: np.ndarray, n: int, k: int, part: str = "other") -> np.ndarray:
         """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens, its weights
-        in the dtype of ``part`` (:meth:`ModelConfig.gemm_dtype`), at that dtype's peak."""
+        in the dtype of ``part`` (:meth:`ModelConfig.gemm_dtype`), at the peak of its :meth:`compute_dtype`."""
         g, e = self.gpu, self.terms
         dtype = self.model.gemm_dtype(part)
         m = np.asarray(m, dtype=np.float64)
         tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
-        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(dtype) * e.flops_eff)
+        compute = (waves * g.num_sms * TILE_M * TILE_N * 2.0 * k
+                   / (g.flops_per_s(self.compute_dtype(part)) * e.flops_eff))
         memory = (n * k * BYTES_PER_DTYPE[dtype] + (m * k + m * n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(m > 0, np.maximum(compute, memory), 0.0)
 
@@ -230,12 +239,13 @@ class StepModel:
     def _grouped_gemm(self, groups: np.ndarray, m: np.ndarray, n: int, k: int) -> np.ndarray:
         """Roofline seconds of one grouped GEMM (vLLM's fused MoE kernel): ``groups`` experts of (m x k) @ (k x n)
         whose tiles are scheduled together, so waves are counted over all of them, vectorised over steps; the
-        routed experts' dtype (``gemm_dtype("experts")``) sets the peak and the weight bytes."""
+        routed experts' dtype (``gemm_dtype("experts")``) sets the weight bytes, its :meth:`compute_dtype` the peak."""
         g, e = self.gpu, self.terms
         dtype = self.model.gemm_dtype("experts")
         tiles = groups * np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
         waves = np.ceil(tiles / g.num_sms)
-        compute = waves * g.num_sms * TILE_M * TILE_N * 2.0 * k / (g.flops_per_s(dtype) * e.flops_eff)
+        compute = (waves * g.num_sms * TILE_M * TILE_N * 2.0 * k
+                   / (g.flops_per_s(self.compute_dtype("experts")) * e.flops_eff))
         memory = groups * (n * k * BYTES_PER_DTYPE[dtype] + m * (k + n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(groups * m > 0, np.maximum(compute, memory), 0.0)
 

@@ -129,9 +129,9 @@ class Deployment:
 # top-6 of width 2048 + 1 shared, vocab 129,280; 284B total / 13B active). V4-Pro: 384 routed experts
 # top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
 # our estimate from 1.6T total / 49B active. Weights: FP8 (V4 stores routed experts in FP4 and the rest in
-# FP8; ModelConfig.expert_dtype = "fp4" says so, but the step model runs a GEMM at its stored dtype's peak and
-# the H800 has no FP4 tensor cores: V4's FP8 x FP4 expert kernels on Hopper are not modelled, so these rank
-# shapes keep FP8 experts and the fitted profiles stand as they are).
+# FP8; ModelConfig.expert_dtype = "fp4" says so, and the step model runs FP4 weights on the H800, which has no
+# FP4 tensor cores, weight-only at the BF16 rate (StepModel.compute_dtype). These rank shapes keep FP8 experts,
+# the dtype every fit and documented number of docs/production.md was made with; not re-run with FP4 yet).
 V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
                     expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
                     o_lora_rank=1024, o_groups=8, weight_dtype="fp8", kv_dtype="fp8",
