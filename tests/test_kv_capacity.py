@@ -143,6 +143,9 @@ def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
     plain, spec = kv_capacity(sc, prof, gamma=0), kv_capacity(sc, prof, gamma=7)
     assert (plain.state_blocks, spec.state_blocks) == (147, 1175)
     assert "1175 blocks of linear-attention state" in spec.describe()
+    # a capacity set in tokens is the same pool: the state still comes out of it
+    fixed = kv_capacity(load_scenario(overrides=["cluster.kv_capacity_tokens=100000"]), prof, gamma=2)
+    assert (fixed.tokens, fixed.source, fixed.state_blocks) == (100000, "kv_capacity_tokens", 441)
     blocks = spec.tokens // 16
     per_request = 1175 + 63                                   # state + KV of 1,000 tokens (63 blocks)
     assert 60 < blocks // per_request < 80
