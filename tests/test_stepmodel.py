@@ -281,7 +281,7 @@ def test_a_dtype_without_tensor_cores_runs_weight_only_at_the_bf16_rate():
     # FP8 weights on A100 (no FP8 tensor cores) run weight-only too
     a100 = gpu_spec("a100")
     assert StepModel(replace(MODELS["llama2-7b"], weight_dtype="fp8"), a100, IDEAL).weight_only_parts() == [
-        "attention", "experts", "other"]
+        "attention", "other"]
 
 
 def test_per_component_dtypes_travel_in_the_profile_and_stay_out_when_unset(tmp_path):

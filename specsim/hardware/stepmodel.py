@@ -214,9 +214,10 @@ class StepModel:
 
     def weight_only_parts(self) -> list[str]:
         """The parts (``attention``, ``experts``, ``other``) whose stored dtype the GPU has no tensor cores for,
-        so their GEMMs run weight-only at the BF16 rate (:meth:`compute_dtype`); [] when none."""
-        return [p for p in ("attention", "experts", "other")
-                if self.compute_dtype(p) != self.model.gemm_dtype(p)]
+        so their GEMMs run weight-only at the BF16 rate (:meth:`compute_dtype`); [] when none (``experts`` only for
+        a MoE model)."""
+        parts = ("attention", "experts", "other") if self.model.num_experts else ("attention", "other")
+        return [p for p in parts if self.compute_dtype(p) != self.model.gemm_dtype(p)]
 
     def _gemm(self, m: np.ndarray, n: int, k: int, part: str = "other") -> np.ndarray:
         """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens, its weights
