@@ -138,7 +138,7 @@ class Cluster:
         first = config.replicas[0]
         self.workload = Workload.from_trace(trace, first.block_size)
         self.records = Records(len(trace), record_step_log)
-        self.num_blocks = first.num_blocks
+        self.num_blocks, self.state_blocks = first.num_blocks, first.state_blocks
         self.kv_capacity_tokens = config.kv_capacity_tokens
         draws = row_draws(acceptance, config.seed, self.workload.domain, self.workload.output) if acceptance else None
         self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(),
@@ -187,10 +187,9 @@ class Cluster:
             return self.config.context_reasons[idx]
         w = self.workload
         tokens = int(w.prompt[idx] + w.output[idx])
-        state = self.config.replicas[0].state_blocks
-        need = int(blocks_for(tokens, w.block_size)) + state
+        need = int(blocks_for(tokens, w.block_size)) + self.state_blocks
         if need > self.num_blocks:
-            held = f" + {state} blocks of linear-attention state" if state else ""
+            held = f" + {self.state_blocks} blocks of linear-attention state" if self.state_blocks else ""
             return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}{held}) "
                     f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}")
         return None

@@ -201,8 +201,7 @@ def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:
     """``kvc`` with the linear-attention state each request holds, where the step model ``sm`` has such layers."""
     if sm is None or not sm.model.linear_layers:
         return kvc
-    blocks, nbytes = state_blocks_per_request(sm.model, sm.tp, gamma, sm.model.kv_bytes_per_token(sm.tp),
-                                              kvc.block_size)
+    blocks, nbytes = state_blocks_per_request(sm.model, sm.tp, gamma, sm.kv_bytes_per_token, kvc.block_size)
     return replace(kvc, state_blocks=blocks, state_bytes=nbytes)
 
 
