@@ -82,6 +82,27 @@ def test_a_winner_an_engine_only_approximates_comes_with_the_best_curve_it_runs_
     assert "the best this engine runs exactly, as simulated: static at 352 tok/s/GPU" in text
 
 
+def test_an_exact_alternative_names_its_load_and_says_when_that_point_thrashes():
+    """As above, with static's load-16 points (its point meeting tier 100: TPS/user 120) recomputing 40% of
+    their output after preemptions: each engine's alternative names closed load 16 and carries the caution."""
+    out = []
+    for seed, d in ((0, -1.0), (1, 0.0), (2, 1.0)):
+        for load, x in ((4, 200.0), (16, 120.0), (64, 60.0)):
+            out += [rec("dspark-async", load, seed, x + d, 12 * load), rec("static", load, seed, x + d, 11 * load)]
+    for r in out:
+        r["summary"].update(total_output_tokens=1000, recomputed_tokens=400 if r["id"].startswith("static-16")
+                            else 0)
+    r = recommend(out, [100.0])[0]
+    assert r.recomputed_share == 0
+    for e in r.engines:
+        assert (e.alternative["curve"], e.alternative["mode"], e.alternative["load"]) == ("static", "closed", 16.0)
+        assert e.alternative["recomputed_share"] == pytest.approx(0.4)
+    text = " ".join(recommendations_text([r], width=200).split())
+    assert text.count("at the tier, closed load 16 (") == 3
+    assert text.count("caution: that point thrashes (recomputes 40% of its output tokens") == 3
+    assert "caution: this point thrashes" not in text
+
+
 def test_engine_configs_static_schedules_and_what_cannot_be_expressed():
     vllm, trt, sgl = engine_configs("static", {"gamma": 3, "drafter": "eagle3"})
     assert vllm.config == {"method": "eagle3", "num_speculative_tokens": 3}

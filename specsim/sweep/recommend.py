@@ -148,11 +148,16 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         rec.engines = engine_configs(policy, kn)
         for e in rec.engines:
             if e.config is None or not e.exact:
-                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, records, w.curve)
-        at = df[(df.curve == w.curve) & (df.status == "ok") & (df.load == p["load"])]
-        rec.recomputed_share = float(at.recomputed_tokens.sum() / max(at.total_output_tokens.sum(), 1))
+                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, spread, records, w.curve)
+        rec.recomputed_share = _recomputed_share(df, w.curve, p["load"])
         out.append(rec)
     return out
+
+
+def _recomputed_share(df, curve: str, load: float) -> float:
+    """Tokens the curve's point at ``load`` recomputed after preemptions per output token, seeds pooled."""
+    at = df[(df.curve == curve) & (df.status == "ok") & (df.load == load)]
+    return float(at.recomputed_tokens.sum() / max(at.total_output_tokens.sum(), 1))
 
 
 # --------------------------------------------------------------------------------------------- per engine
@@ -188,9 +193,11 @@ def _schedule(policy: str, knobs: dict[str, Any], gamma: int) -> tuple[list[list
     return None
 
 
-def _best_exact(engine: str, rows, df, records: list[dict[str, Any]], winner: str) -> dict[str, Any] | None:
+def _best_exact(engine: str, rows, df, spread, records: list[dict[str, Any]],
+                winner: str) -> dict[str, Any] | None:
     """The deployable curve with the most throughput at the tier (``rows``: the compare table at it) whose
-    configuration ``engine`` runs exactly (the same scheduler, as simulated), or None."""
+    configuration ``engine`` runs exactly (the same scheduler, as simulated), or None; with the load of its
+    point meeting the tier (:func:`_point`) and that point's recomputed share (the thrashing caution)."""
     ok = rows[rows.curve.map(deployable) & np.isfinite(rows.throughput_per_gpu.astype(float))
               & (rows.curve != winner)]
     for _, r in ok.sort_values("throughput_per_gpu", ascending=False).iterrows():
@@ -198,8 +205,10 @@ def _best_exact(engine: str, rows, df, records: list[dict[str, Any]], winner: st
         policy = kn.pop("policy")
         e = next(c for c in engine_configs(policy, kn) if c.engine == engine)
         if e.config is not None and e.exact:
+            p = _point(spread, r.curve, float(r.tier))
             return {"curve": r.curve, "throughput_per_gpu": float(r.throughput_per_gpu), "config": e.config,
-                    "note": e.note}
+                    "note": e.note, "mode": p["mode"], "load": p["load"],
+                    "recomputed_share": _recomputed_share(df, r.curve, p["load"])}
     return None
 
 
@@ -330,7 +339,11 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             alt = e.alternative
             if alt is not None:
                 para(f"the best this engine runs exactly, as simulated: {alt['curve']} at "
-                     f"{alt['throughput_per_gpu']:,.0f} tok/s/GPU at the tier ({alt['note']})", "    ")
+                     f"{alt['throughput_per_gpu']:,.0f} tok/s/GPU at the tier, {alt['mode']} load {alt['load']:g} "
+                     f"({alt['note']})", "    ")
+                if alt["recomputed_share"] > THRASHING_SHARE:
+                    para(f"caution: that point thrashes (recomputes {alt['recomputed_share']:.0%} of its output "
+                         "tokens after preemptions): more KV blocks or fewer users per replica", "      ")
                 _config_lines(alt["config"], width, lines)
             para(f"keys checked against: {e.source}", "    ")
     para("how to use them: vLLM's JSON goes in `vllm serve MODEL --speculative-config '<JSON>'` (add your "
