@@ -61,6 +61,11 @@ def value(v) -> str:
 
 
 # --------------------------------------------------------------------------------------------- tables
+def users(n) -> str:
+    """A closed load in words: ``"1 user"``, ``"16 users"`` (``n`` formatted with ``:g``)."""
+    return f"{n:g} user{'' if n == 1 else 's'}"
+
+
 def terminal_width(default: int = 80) -> int:
     """Columns of the terminal: ``COLUMNS`` when set, else the terminal's size, else ``default`` (piped output)."""
     import shutil

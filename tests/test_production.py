@@ -163,8 +163,8 @@ def test_predict_reports_progress_and_the_cli_one_summary_line(tmp_path, capsys)
             (tmp_path / f"{_key(sc.to_dict(), prof.to_dict(), pol, n, 0, nreq)}.json").write_text(json.dumps(rec))
     calls = []
     out = predict(dep, sc, prof, concurrency=(1, 2), cache_dir=tmp_path, progress=lambda *a: calls.append(a))
-    assert calls == [(0, 4, ""), (1, 4, "dspark-async at 1 users"), (2, 4, "dspark-async at 2 users"),
-                     (3, 4, "mtp1 at 1 users"), (4, 4, "mtp1 at 2 users")]
+    assert calls == [(0, 4, ""), (1, 4, "dspark-async at 1 user"), (2, 4, "dspark-async at 2 users"),
+                     (3, 4, "mtp1 at 1 user"), (4, 4, "mtp1 at 2 users")]
     assert out["reach_tps"] == {"dspark-async": 300.0, "mtp1": 200.0}         # the records were the points
     _register()
     app(["production", "predict", "--concurrency", "1,2", "--cache", str(tmp_path)], standalone_mode=False)

@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from specsim.analysis.frontier import X, Y, Frontier, frontiers  # noqa: E402
 from specsim.analysis.sweep_tables import results_frame, seed_spread  # noqa: E402
+from specsim import fmt  # noqa: E402
 
 
 #: The two TPS/user estimators (see the module docstring): label -> x-axis text.
@@ -115,8 +116,7 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
 
 def _point_label(curve: str, row, x_col: str) -> str:
     """The hover text of one simulated load point (seed means)."""
-    users = f"{row['load']:g} user{'s' if row['load'] != 1 else ''}"
-    load = users if row["mode"] == "closed" else f"rate x{row['load']:g}"
+    load = fmt.users(row["load"]) if row["mode"] == "closed" else f"rate x{row['load']:g}"
     seeds = f", mean of {int(row['num_seeds'])} seeds" if row["num_seeds"] > 1 else ""
     return (f"{curve}, {load}: {row[f'{x_col}_mean']:,.1f} tok/s/user, {row[f'{Y}_mean']:,.0f} tok/s/GPU"
             f"{seeds}")

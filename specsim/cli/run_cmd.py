@@ -73,7 +73,7 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
         percentiles: ``--metric-percentiles``: show these latency percentiles in place of the default rows.
     """
     load = s["load"]
-    where = (f"closed loop, {load['concurrency']} users" if load["mode"] == "closed"
+    where = (f"closed loop, {fmt.users(load['concurrency'])}" if load["mode"] == "closed"
              else f"open loop x{load['rate_scale']:g}")
     knobs = _non_default_knobs(s)
     shown = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f", {k} {v}"

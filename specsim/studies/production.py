@@ -41,6 +41,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from specsim.acceptance.tables import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
+from specsim import fmt
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.drafter import shaped_drafter_cost
@@ -293,7 +294,7 @@ def sweep(dep: Deployment, scenario: Scenario, profile: StepTimeProfile, policy:
     for n in concurrency:
         out.append(_sweep_point(scenario, profile, policy, n, seed, cache_dir))
         if tick is not None:
-            tick(f"{policy} at {n} users")
+            tick(f"{policy} at {fmt.users(n)}")
     return out
 
 
