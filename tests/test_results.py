@@ -186,6 +186,27 @@ def test_import_results_cli_and_plot(tmp_path):
     assert [p.throughput_per_gpu for p in load_measured(tmp_path / "measured.json")] == pytest.approx([2400.0])
 
 
+def test_import_results_into_a_sweep_of_another_model_says_so(tmp_path):
+    """The sample result is of meta-llama/Llama-3.1-8B-Instruct; a sweep of the default scenario simulates
+    Llama-2-7b-hf: the import notes the mismatch. The same model under another suffix or organisation is not one."""
+    from specsim.analysis.results import _model_key, other_model_note
+
+    assert _model_key("meta-llama/Llama-2-7b-chat-hf") == _model_key("Llama-2-7b-hf") == "llama-2-7b"
+    assert _model_key("meta-llama/Llama-3.1-8B-Instruct") == "llama-3.1-8b"
+    (tmp_path / "sweep.json").write_text(json.dumps({"scenario": {"profile": {"name": "h100-llama2-7b-tp1",
+                                                                              "lookup": None}}}))
+    r = runner.invoke(app, ["import-results", str(DATA / "vllm_result_sample.json"), "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert ("note: the measured points are of meta-llama/Llama-3.1-8B-Instruct, the sweep in "
+            f"{tmp_path} simulates Llama-2-7b-hf (profile h100-llama2-7b-tp1)") in text
+    pts = load_measured(tmp_path / "measured.json")
+    for p in pts:
+        p.metrics["model_id"] = "meta-llama/Llama-2-7b-chat-hf"
+    assert other_model_note(pts, tmp_path) is None
+    assert other_model_note(pts, tmp_path / "no-sweep-here") is None
+
+
 def test_plot_frontiers_draws_measured_points(tmp_path):
     """A measured point far from the simulated ones stretches the axes: the PNG differs from one without it."""
     from specsim.analysis.plots import plot_frontiers

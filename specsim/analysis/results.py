@@ -199,3 +199,34 @@ def write_vllm_result(result, path, **kwargs) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(vllm_result(result, **kwargs)) + "\n")
     return p
+
+
+def _model_key(name: str) -> str:
+    """A model name reduced for comparison: the part after the last ``/``, lower case, without a trailing
+    ``-hf``, ``-instruct``, ``-chat`` or ``-it`` (``meta-llama/Llama-2-7b-chat-hf`` -> ``llama-2-7b``)."""
+    key = str(name).rsplit("/", 1)[-1].lower()
+    for suffix in ("-hf", "-instruct", "-chat", "-it"):
+        key = key.removesuffix(suffix)
+    return key
+
+
+def other_model_note(points, sweep_dir: str | Path) -> str | None:
+    """A note when measured ``points`` (their vLLM ``model_id``) name another model than the one the sweep in
+    ``sweep_dir`` simulates (its scenario's profile metadata ``model``), so an overlay compares unlike with
+    like; None when they agree, or either side names no model, or ``sweep_dir`` holds no sweep."""
+    from specsim.analysis.sweep_records import read_manifest
+    from specsim.hardware.profile import resolve_profile
+
+    prof = (read_manifest(sweep_dir).get("scenario") or {}).get("profile") or {}
+    measured = sorted({str(p.metrics["model_id"]) for p in points if p.metrics.get("model_id")})
+    if not prof.get("name") or not measured:
+        return None
+    try:
+        simulated = (resolve_profile(prof["name"], prof.get("lookup")).metadata or {}).get("model")
+    except SpecsimInputError:
+        return None
+    other = [m for m in measured if simulated and _model_key(m) != _model_key(simulated)]
+    if not other:
+        return None
+    return (f"the measured points are of {', '.join(other)}, the sweep in {sweep_dir} simulates {simulated} "
+            f"(profile {prof['name']}): the overlay compares different models")

@@ -54,10 +54,11 @@ def import_results(
     gpus: int = typer.Option(1, "--gpus", help="GPUs of the measured deployment (throughput per GPU)."),
     label: Optional[str] = typer.Option(None, "--label", help="Legend text for every point (default: from the file)."),
 ) -> None:
-    """Turn real vllm bench serve / guidellm results into measured points for specsim plot's frontier."""
+    """Turn real vllm bench serve / guidellm results into measured points for specsim plot's frontier (a note
+    says so when they measured another model than the sweep in the --out folder simulates)."""
     import sys
 
-    from specsim.analysis.results import read_results, save_measured
+    from specsim.analysis.results import other_model_note, read_results, save_measured
     from specsim.cli.outputs import output_file
 
     if out.is_dir():                     # a sweep folder: its measured.json, where specsim plot looks
@@ -72,6 +73,9 @@ def import_results(
     print(fmt.table(["file", "tool", "load", "TPS/user", "tok/s per GPU", "TPS/user from"], rows, keys=3,
                     title=f"{len(points)} measured points"))
     written_to(out, "measured points")
+    other = other_model_note(points, out.parent)
+    if other:
+        typer.echo(f"note: {other}")
     missing = [p.label for p in points if p.tps_per_user is None or p.throughput_per_gpu is None]
     if missing:
         typer.echo(f"warning: {len(missing)} points lack TPOT or throughput and are not plotted: {missing}")
