@@ -488,7 +488,9 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*", "winner", "advice"]
     rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
-    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). TPS@match: TPS/user at "
+    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). TPS/user (the tier's "
+             "unit): the mean over measured requests of each one's tokens/s after its first token, higher than "
+             "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
              "the baseline's throughput at the tier, gain@match over the baseline's own; goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*.",
