@@ -60,7 +60,8 @@ def test_a_rerun_after_the_trace_changed_reads_as_the_rerun_alone(tmp_path, caps
     rerun, err = _compare(tmp_path / "s", capsys)
     fresh, _ = _compare(tmp_path / "fresh", capsys)
     assert rerun["tiers"] == fresh["tiers"] and rerun == fresh
-    assert "4 points of an earlier version of this sweep's trace or plug-in are left out" in err
+    assert "4 points of an earlier version of this sweep (its trace, plug-in or profile, or its number of requests)" \
+        " are left out" in err
     recs = load_records(tmp_path / "s", latest=False)
     old = superseded(recs, manifest_point_ids(tmp_path / "s"))
     assert len(old) == 4 and len(load_records(tmp_path / "s")) == 4
@@ -122,3 +123,24 @@ def test_a_sweep_of_another_scenario_into_the_same_out_is_refused(tmp_path, caps
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--out" in err and "another scenario" in err, err
     assert sorted(p.name for p in (out / "points").glob("*.json")) == before
     assert _sweep(trace, out, "mtp1") == 0                   # the same scenario still resumes
+
+
+def test_a_rerun_with_more_requests_per_user_replaces_the_points_it_measures_again(tmp_path, capsys):
+    """A rerun into the same folder with another --requests-per-user measures the same points (policy, load,
+    seed) with more requests: compare reads the rerun alone, as a fresh sweep of those settings, and a point
+    that failed before and succeeds now is no longer reported as failed."""
+    trace = _trace(tmp_path / "t.jsonl", 1)
+
+    def sweep(out: Path, per_user: str) -> int:
+        return _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "mtp1,dspark",
+                     "--concurrency", "2,4", "--num-requests", "8", "--requests-per-user", per_user,
+                     "--executor", "serial", "--quiet"])
+
+    assert sweep(tmp_path / "s", "3") == 0
+    assert sweep(tmp_path / "s", "6") == 0
+    assert len(list((tmp_path / "s" / "points").glob("*.json"))) == 8      # both versions kept on disk
+    assert sweep(tmp_path / "fresh", "6") == 0
+    rerun, err = _compare(tmp_path / "s", capsys)
+    fresh, _ = _compare(tmp_path / "fresh", capsys)
+    assert rerun == fresh and "4 points of an earlier version of this sweep" in err
+    assert len(load_records(tmp_path / "s")) == 4

@@ -97,14 +97,21 @@ def manifest_point_ids(out_dir: str | Path) -> set[str]:
     return {str(i) for i in ids} if isinstance(ids, list) else set()
 
 
+#: Record config keys that version a point rather than name it: the content hashes of its trace, plug-in and
+#: profile, and its measurement size (requests, time limit).
+VERSION_KEYS = ("trace_sha", "plugin_sha", "profile_sha", "num_requests", "max_sim_s")
+
+
 def _version_free_key(rec: dict[str, Any]) -> str:
-    """A record's configuration without the content hashes of its trace and plug-in."""
-    return canonical_sha({k: v for k, v in rec["config"].items() if k not in ("trace_sha", "plugin_sha")})
+    """A record's configuration without :data:`VERSION_KEYS`: the point it measures (scenario, policy, knobs,
+    load, seed)."""
+    return canonical_sha({k: v for k, v in rec["config"].items() if k not in VERSION_KEYS})
 
 
 def superseded(records: list[dict[str, Any]], latest_ids: set[str]) -> list[str]:
-    """Ids of records replaced by a point of the latest sweep (``latest_ids``): the same configuration (policy,
-    knobs, load, seed, scenario, requests) but another content hash of the trace or of the plug-in, i.e. an
-    earlier version of the same point."""
+    """Ids of records replaced by a point of the latest sweep (``latest_ids``): the same point (scenario, policy,
+    knobs, load, seed) measured on another version of the trace, plug-in or profile, or with another number of
+    requests or time limit (a rerun with other ``--requests-per-user``), so that one seed is never counted
+    twice."""
     latest_keys = {_version_free_key(r) for r in records if r["id"] in latest_ids}
     return [r["id"] for r in records if r["id"] not in latest_ids and _version_free_key(r) in latest_keys]

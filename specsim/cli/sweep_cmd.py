@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -353,7 +354,7 @@ def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
 # --------------------------------------------------------------------------------------------- compare, plot
 def _records(d: Path) -> list[dict]:
     """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
-    earlier version of its trace or plug-in left (:func:`specsim.analysis.sweep_records.superseded`). Says on
+    earlier version of the sweep left (:func:`specsim.analysis.sweep_records.superseded`). Says on
     stderr what it leaves out and which points failed (their loads are missing from the frontiers)."""
     import sys
 
@@ -365,14 +366,15 @@ def _records(d: Path) -> list[dict]:
     recs = load_records(d, latest=False)
     old = set(superseded(recs, manifest_point_ids(d)))
     if old:
-        print(f"note: {len(old)} points of an earlier version of this sweep's trace or plug-in are left out (the "
-              "latest sweep recomputed them)", file=sys.stderr)
+        print(f"note: {len(old)} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
+              "number of requests) are left out (the latest sweep recomputed them)", file=sys.stderr)
     recs = [r for r in recs if r["id"] not in old]
     failed = [r for r in recs if r["status"] != "ok"]
     if failed:
         shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "
                           f"{r['config']['load']['value']:g}, seed {r['config']['seed']}: "
-                          f"{str(r.get('error') or r.get('error_type'))[:200]}" for r in failed[:3])
+                          f"{textwrap.shorten(str(r.get('error') or r.get('error_type')), 200)}"
+                          for r in failed[:3])
         more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
         print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
               f"{shown}{more}", file=sys.stderr)
