@@ -104,6 +104,15 @@ def test_weights_larger_than_the_memory_leave_no_room():
                                   "profile.name=h200-deepseek-v3-tp1-analytic"])
     with pytest.raises(SpecsimInputError, match="room for at least one KV block"):
         kv_capacity(sc, None, gamma=1)
+    # the utilisation left unset on a step-model profile (DeepSeek-V3 FP8 at TP 8 on A100: 85.1 GB of weights per
+    # GPU): the message says the default it assumed, not None
+    from dataclasses import replace
+
+    from specsim.hardware.model_config import MODELS
+    from specsim.hardware.stepmodel import step_model
+    prof = step_model(replace(MODELS["deepseek-v3"], weight_dtype="fp8"), "a100", tp=8).profile(64)
+    with pytest.raises(SpecsimInputError, match=r"unset \(vLLM's default 0.9 assumed\)"):
+        kv_capacity(load_scenario(), prof, gamma=1)
 
 
 # ------------------------------------------------------------------ a linear-attention model's per-request state
@@ -142,7 +151,7 @@ def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
                                   "cluster.gpu_memory_utilization=0.9"])
     plain, spec = kv_capacity(sc, prof, gamma=0), kv_capacity(sc, prof, gamma=7)
     assert (plain.state_blocks, spec.state_blocks) == (147, 1175)
-    assert "1175 blocks of linear-attention state" in spec.describe()
+    assert "1,175 blocks of linear-attention state" in spec.describe()
     # a capacity set in tokens is the same pool: the state still comes out of it
     fixed = kv_capacity(load_scenario(overrides=["cluster.kv_capacity_tokens=100000"]), prof, gamma=2)
     assert (fixed.tokens, fixed.source, fixed.state_blocks) == (100000, "kv_capacity_tokens", 441)

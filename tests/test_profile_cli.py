@@ -321,7 +321,9 @@ def test_analytic_takes_per_component_dtypes(tmp_path):
     r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "h100", "--tp", "8",
                          "--expert-dtype", "fp4", "--out", str(tmp_path / "w4.json")])
     assert r.exit_code == 0, r.output
-    assert "no fp4 tensor cores, so the experts GEMMs run weight-only" in " ".join(r.output.split())
+    text = " ".join(r.output.split())
+    assert "no tensor cores for the weight dtype of its routed-expert (fp4) GEMMs: they run weight-only" in text
+    assert "run on it: `specsim run --set profile.name=" in text
     assert json.loads((tmp_path / "w4.json").read_text())["metadata"]["expert_dtype"] == "fp4"
 
 
@@ -332,3 +334,19 @@ def test_fit_takes_per_component_dtypes(tmp_path):
     assert r.exit_code == 0, r.output
     model = json.loads(out.read_text())["metadata"]["step_model"]["model"]
     assert (model["weight_dtype"], model["attention_dtype"]) == ("bf16", "fp8") and "expert_dtype" not in model
+
+
+def test_analytic_refuses_conflicting_model_flags_and_warns_of_no_room_for_kv(tmp_path):
+    """--model with --config, and --expert-dtype on a dense model, are refused naming the flags; weights that
+    fit the GPU but not 90% of it (no KV cache at vLLM's default utilisation) get a warning."""
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(QWEN), "--model", "qwen3-8b",
+                         "--out", str(tmp_path / "a.json")])
+    assert "--model/--config" in _input_error(r)
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--expert-dtype", "fp4",
+                         "--out", str(tmp_path / "b.json")])
+    assert "--expert-dtype" in _input_error(r) and "no routed experts" in _input_error(r)
+    # DeepSeek-V3 FP8 at TP 8 on A100: 85.1 GB of weights per GPU, under its 85.9 GB, over 90% of it
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "a100", "--tp", "8",
+                         "--weight-dtype", "fp8", "--max-batch-tokens", "64", "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 0, r.output
+    assert "leave no KV cache within 90% of the a100's" in " ".join(r.output.split())

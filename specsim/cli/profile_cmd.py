@@ -175,7 +175,7 @@ def import_splitwise_cmd(
 
 @profile_app.command("analytic")
 def analytic_cmd(
-    model: str = typer.Option("llama2-7b", help="preset: llama2-7b, llama2-70b, qwen3-8b, deepseek-v3"),
+    model: str = typer.Option(None, help="preset: llama2-7b (the default), llama2-70b, qwen3-8b, deepseek-v3"),
     config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA, hybrid linear "
                                            "attention) instead of --model"),
     gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
@@ -218,7 +218,8 @@ def analytic_cmd(
     save_profile(prof, dest)
     typer.echo(f"{dest}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
                f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens} (no KV read); "
-               f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`")
+               f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`; "
+               f"run on it: `specsim run --set profile.name={dest} ...`")
 
 
 def _echo_shape(sm) -> None:
@@ -229,14 +230,19 @@ def _echo_shape(sm) -> None:
     typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights"
                + (f" ({mixed})" if mixed else "") + f", {m.kv_dtype} KV) "
                f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
-    for part in sm.weight_only_parts():
-        typer.echo(f"note: the {g.name} has no {m.gemm_dtype(part)} tensor cores, so the {part} GEMMs run "
-                   f"weight-only: {m.gemm_dtype(part)} weight bytes at the BF16 rate (vLLM's Marlin path; "
-                   "docs/profiles.md)")
+    parts = {"attention": "attention", "experts": "routed-expert", "other": "MLP and shared-expert"}
+    only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
+    if only:
+        typer.echo(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
+                   "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
     if weights > g.memory_bytes:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
                    "describes a deployment that cannot run")
+    elif weights > 0.9 * g.memory_bytes:
+        typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within 90% of the "
+                   f"{g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default gpu_memory_utilization): a run on "
+                   "this profile fails; raise --tp/--ep or use a smaller weight dtype")
 
 
 def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
@@ -246,14 +252,24 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
 
     from specsim.hardware.model_config import MODELS, model_from_hf_config
 
+    if config is not None and model is not None:
+        raise SpecsimInputError(None, None, "--model/--config", "one of the two (the shape of one model)",
+                                f"--model {model} --config {config}")
     if config is not None:
-        return model_from_hf_config(config, weight_dtype=weight_dtype, kv_dtype=kv_dtype, expert_dtype=expert_dtype,
-                                    attention_dtype=attention_dtype)
-    if model not in MODELS:
-        raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json)", repr(model))
-    over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype), ("expert_dtype", expert_dtype),
-                              ("attention_dtype", attention_dtype)) if v}
-    return replace(MODELS[model], **over) if over else MODELS[model]
+        m = model_from_hf_config(config, weight_dtype=weight_dtype, kv_dtype=kv_dtype, expert_dtype=expert_dtype,
+                                 attention_dtype=attention_dtype)
+    else:
+        model = model or "llama2-7b"
+        if model not in MODELS:
+            raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json)",
+                                    repr(model))
+        over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype),
+                                  ("expert_dtype", expert_dtype), ("attention_dtype", attention_dtype)) if v}
+        m = replace(MODELS[model], **over) if over else MODELS[model]
+    if expert_dtype and not m.num_experts:
+        raise SpecsimInputError(None, None, "--expert-dtype", f"no value for a dense model ({m.name} has no routed "
+                                "experts; --weight-dtype sets its MLPs)", repr(expert_dtype))
+    return m
 
 
 def _gpu_arg(gpu: str | None, spec: Path | None = None):

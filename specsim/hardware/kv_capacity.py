@@ -88,7 +88,7 @@ class KvCapacity:
         share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
                  f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when every running request drafts"
                  if self.drafter_kv_fraction else "")
-        share += (f"; each running request also holds {self.state_blocks} blocks of linear-attention state "
+        share += (f"; each running request also holds {self.state_blocks:,} blocks of linear-attention state "
                   f"({self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
@@ -237,6 +237,9 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
         raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
                                 f"room for at least one KV block: {gpu} {mem / 1e9:.1f} GB x "
                                 f"{utilization:g} - weights {weights / 1e9:.2f} GB - activation reserve "
-                                f"{act / 1e9:.2f} GB leaves {free / 1e9:.2f} GB", repr(c.gpu_memory_utilization))
+                                f"{act / 1e9:.2f} GB leaves {free / 1e9:.2f} GB (raise the profile's TP/EP or use "
+                                "a smaller weight dtype)",
+                                repr(c.gpu_memory_utilization) if c.gpu_memory_utilization is not None
+                                else f"unset (vLLM's default {STEP_MODEL_UTILIZATION} assumed)")
     return KvCapacity(tokens, "gpu_memory_utilization", c.block_size, drafter_kv_fraction, gpu, mem,
                       utilization, weights, act, t, float(per_token), model.name, tp, prof.source)
