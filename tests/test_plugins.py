@@ -71,6 +71,13 @@ def test_plug_in_unknown_knob_names_the_knobs_it_accepts():
         make_policy(SMARTSPEC, alpha=0.5)
 
 
+def test_a_knob_value_the_constructor_rejects_is_named_without_the_exception_class():
+    with pytest.raises(SpecsimInputError) as e:
+        load_plugin(TEMPLATE, threshold=1.5)
+    msg = str(e.value)
+    assert e.value.field == "policy survival-cutoff" and "got threshold=1.5" in msg and "ValueError" not in msg
+
+
 # ----------------------------------------------------------------------------------------- smartspec
 def _module(stem: str):
     """Import policies/<stem>.py as a module (the plug-ins are files, not a package)."""

@@ -72,8 +72,10 @@ def instantiate(obj: Any, gamma: int | None = None, where: str | None = None, **
         except (TypeError, ValueError) as e:     # the constructor rejected a knob (range, type)
             if isinstance(e, SpecsimInputError):
                 raise
-            raise SpecsimInputError(where, None, f"policy {label}", "knobs the policy's constructor accepts",
-                                    f"{type(e).__name__}: {e}") from None
+            given = ", ".join(f"{k}={v!r}" for k, v in knobs.items()) or "no knobs"
+            why = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+            raise SpecsimInputError(where, None, f"policy {label}",
+                                    f"knob values its constructor accepts (it said: {why})", given) from None
     try:
         policy = as_policy(obj)
     except TypeError:
