@@ -70,11 +70,12 @@ def _synth_count(num_requests, duration_s, span_s, prefix_groups, questions_per_
                             ("questions_per_group", grouped)) if v is not None]
     if len(given) != 1 and not (given == ["num_requests", "questions_per_group"]
                                 and num_requests == prefix_groups * questions_per_group):
-        raise SpecsimInputError(None, None, "num_requests", "exactly one of num_requests, duration_s "
-                                "(with rate) or prefix_groups x questions_per_group", f"{given or 'none'}")
+        raise SpecsimInputError(None, None, "num_requests", "exactly one of num_requests (--num-requests), "
+                                "duration_s (--duration, with the rate) or prefix_groups x questions_per_group "
+                                "(--prefix-groups, --questions-per-group)", f"{given or 'none'}")
     if span_s is not None and duration_s is not None:
-        raise SpecsimInputError(None, None, "span_s", "span_s without duration_s (both set the time span)",
-                                f"span_s={span_s}, duration_s={duration_s}")
+        raise SpecsimInputError(None, None, "span_s", "span_s (--span) without duration_s (--duration): both set "
+                                "the time span", f"span_s={span_s}, duration_s={duration_s}")
     if grouped is not None:
         return prefix_groups * questions_per_group
     return None if num_requests is None else int(num_requests)
