@@ -201,3 +201,24 @@ def test_itl_gaps_are_packed_in_step_order_and_windowed():
     np.testing.assert_array_equal(rec.itl_s(window), every[(every > window[0]) & (every <= window[1])])
     rec.itl(np.array([9.5]), end_s=float(n))                           # more after a read
     assert rec.itl_s().size == every.size + 1 and rec.itl_s()[-1] == 9.5
+
+
+def test_prefill_wait_by_hand_and_the_notice_when_prefill_limits_the_load():
+    """Two 100-token prompts arrive together at one prefill instance at 1 ms per token: the second waits the
+    first's 0.1 s prefill, so the mean wait is 50 ms; colocated prefill has no wait (None)."""
+    from specsim.cli.run_cmd import prefill_wait_notice
+    from specsim.workload.trace import Trace
+
+    tr = Trace(request_id=["a", "b"], arrival_s=np.zeros(2), prompt_tokens=np.full(2, 100),
+               output_tokens=np.full(2, 20), domain=["chat", "chat"], source="t")
+    res = simulate(tr, "none", load_scenario(overrides=["prefill.time_per_token_s=0.001"]))
+    assert res.requests.prefill_wait_s.tolist() == pytest.approx([0.0, 0.1])
+    assert res.summary["mean_prefill_wait_ms"] == pytest.approx(50.0)
+    colocated = simulate(tr, "none", load_scenario(overrides=['prefill.mode="colocated"']))
+    assert colocated.summary["mean_prefill_wait_ms"] is None and prefill_wait_notice(colocated.summary) is None
+    # the notice: waits over half the mean TTFT (and 10 ms or more) say the prefill pool limits the load
+    assert prefill_wait_notice({"mean_prefill_wait_ms": 655.0, "mean_ttft_ms": 699.0, "prefill_gpus": 1}) == (
+        "requests waited 655 ms on average for a prefill instance, 94% of their mean TTFT of 699 ms: the prefill "
+        "pool (1 GPU), not decode, limits this load; prefill.num_instances sizes it")
+    assert prefill_wait_notice({"mean_prefill_wait_ms": 300.0, "mean_ttft_ms": 700.0}) is None
+    assert prefill_wait_notice({"mean_prefill_wait_ms": 8.0, "mean_ttft_ms": 9.0}) is None

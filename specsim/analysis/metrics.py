@@ -133,6 +133,8 @@ def latency_stats(name: str, values_s: np.ndarray, percentiles=PERCENTILES) -> d
 
 def request_frame(records, workload, trace) -> pd.DataFrame:
     """One row per trace request: times (s), token counts, speculative and memory counters, status.
+    ``prefill_wait_s`` is the time a disaggregated request waited for a prefill instance (NaN where prefill is
+    colocated, or it was never prefilled); the summary's ``mean_prefill_wait_ms`` is its mean.
 
     Args:
         records: the run's :class:`specsim.engine.records.Records`.
@@ -154,6 +156,7 @@ def request_frame(records, workload, trace) -> pd.DataFrame:
         "prompt_tokens": workload.prompt, "output_tokens": out, "arrival_s": r.arrival_s,
         "prefill_s": r.prefill_s, "first_token_s": r.first_token_s, "done_s": r.done_s,
         "ttft_s": ttft, "e2el_s": e2el, "tpot_s": tpot, "tps_per_user": tps,
+        "prefill_wait_s": r.prefill_start_s - r.queued_s,
         "decode_steps": r.decode_steps, "verified_drafts": r.verified_drafts, "accepted_drafts": r.accepted_drafts,
         "emitted_tokens": r.emitted_tokens, "preemptions": r.preemptions, "recomputed_tokens": r.recomputed_tokens,
         "prefix_hit_tokens": r.prefix_hit_tokens, "prefix_lookup_tokens": r.prefix_lookup_tokens,
@@ -212,6 +215,8 @@ def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, dur
     out.update(latency_stats("tpot", multi.tpot_s.to_numpy(), percentiles))
     out.update(latency_stats("itl", itl_s, percentiles))
     out.update(latency_stats("e2el", measured.e2el_s.to_numpy(), percentiles))
+    wait = measured.prefill_wait_s.to_numpy() if "prefill_wait_s" in measured else np.zeros(0)
+    out["mean_prefill_wait_ms"] = float(np.nanmean(wait) * 1e3) if np.isfinite(wait).any() else None
     out["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None
     out["median_tps_per_user"] = float(multi.tps_per_user.median()) if len(multi) else None
     out["num_single_token"] = int((measured.output_tokens == 1).sum())

@@ -104,6 +104,7 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     if thrash:
         parts.append(fmt.table([], [], width=width, notes=[thrash]))
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
+    notices += [f"notice: {n}" for n in [prefill_wait_notice(s)] if n]
     cw = s.get("context_window") or {}
     notices += [f"notice: {n}" for n in [context_notice(cw, s["total"])] if n and not cw.get("unservable")]
     if cw.get("model_window"):
@@ -149,6 +150,23 @@ def unservable_warnings(s: dict) -> list[str]:
     if out:
         out.append("(why each: unservable_requests in --json, unservable_reason in requests.parquet with --out)")
     return out
+
+
+#: The share of the mean TTFT spent waiting for a prefill instance above which the run says prefill limits the load.
+PREFILL_WAIT_SHARE = 0.5
+
+
+def prefill_wait_notice(s: dict) -> str | None:
+    """One line when requests spent most of their TTFT (over :data:`PREFILL_WAIT_SHARE`, and 10 ms or more)
+    waiting for a disaggregated prefill instance: the prefill pool, not decode, limits the load; else None."""
+    wait, ttft = s.get("mean_prefill_wait_ms"), s.get("mean_ttft_ms")
+    if not wait or not ttft or wait < 10.0 or wait <= PREFILL_WAIT_SHARE * ttft:
+        return None
+    gpus = s.get("prefill_gpus")
+    pool = f" ({gpus} GPU{'' if gpus == 1 else 's'})" if gpus else ""
+    return (f"requests waited {wait:,.0f} ms on average for a prefill instance, {wait / ttft:.0%} of their mean "
+            f"TTFT of {ttft:,.0f} ms: the prefill pool{pool}, not decode, limits this load; prefill.num_instances "
+            "sizes it")
 
 
 def context_notice(cw: dict | None, total: int) -> str | None:
