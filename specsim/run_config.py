@@ -79,6 +79,8 @@ class RunConfig:
             raise SpecsimInputError(None, None, name, want, repr(got))
         if not (isinstance(self.rate_scale, (int, float)) and np.isfinite(self.rate_scale) and self.rate_scale > 0):
             bad("rate_scale", "a finite value > 0", self.rate_scale)
+        if not (isinstance(self.seed, (int, np.integer)) and 0 <= self.seed < 2 ** 63):
+            bad("seed", "an int in [0, 2**63) (the one seed of every random draw)", self.seed)
         if self.gamma is not None and not 0 <= self.gamma <= 64:
             bad("gamma", "an int in [0, 64]", self.gamma)
         horizon_ok = self.max_sim_s is None or (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S)

@@ -535,3 +535,13 @@ def test_a_run_into_an_earlier_runs_out_leaves_none_of_its_files(monkeypatch, ca
     assert code == 0 and "held an earlier run" in err
     assert not (out / "vllm_result.json").exists() and (out / "notes.txt").read_text() == "mine"
     assert json.loads((out / "summary.json").read_text())["policy"] == "mtp1"
+
+
+@pytest.mark.parametrize("seed", [-1, 2 ** 63, 1.5])
+def test_a_seed_outside_the_int_range_is_refused(seed):
+    from specsim.errors import SpecsimInputError
+    from specsim.workload import synth_trace
+
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(synth_trace(4, 1.0, seed=0), "none", seed=seed)
+    assert e.value.field == "seed" and "[0, 2**63)" in str(e.value)
