@@ -84,6 +84,11 @@ def test_load_advice_only_where_more_loads_can_help():
     assert load_advice(rising, 250.0) == ""               # one user is already below the tier: infeasible
     assert load_advice(_points([2, 4], [150.0, 120.0], [190.0, 200.0]), 160.0) == "add lighter loads"
     assert load_advice(_points([0.5, 1.0], [150.0, 120.0], [190.0, 200.0], "open"), 160.0) == "add lighter loads"
+    # the tour's dspark at tier 200: 369.9 TPS/user and 5,254 tok/s/GPU at 16 users, 147.2 and 8,431 at 64:
+    # interpolated 8,431 - (200 - 147.2) / 222.7 x 3,177 = 7,678, 46% above 16 users' 5,254
+    tour = _points([4, 16, 64], [537.1, 369.9, 147.2], [2040.0, 5254.0, 8431.0])
+    assert load_advice(tour, 200.0) == "add loads between 16 and 64"
+    assert load_advice(rising, 130.0) == ""               # 196.7 interpolated, 3.5% above load 2's 190
 
 
 # --------------------------------------------------------------------------------------------- stored tiers

@@ -14,7 +14,10 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   frontier point that meets it too). Never NaN when some point meets the tier.
 * Load advice (:func:`load_advice`): "add heavier loads" only for a covered tier whose curve's heaviest
   load still raises throughput by more than ``RISING`` (2%) over the load before it; "add lighter loads"
-  only when the lightest load's TPS/user is below the tier (and it is not already one closed-loop user).
+  only when the lightest load's TPS/user is below the tier (and it is not already one closed-loop user);
+  "add loads between A and B" when the tier falls between loads A and B and the throughput interpolated at
+  it is more than ``BRACKET_GAP`` (5%) above A's, the load that meets it (the answer then rests on the line
+  between two distant points).
 * Winner per tier: :func:`specsim.analysis.tiers.tier_winners`, its margin judged by the one paired rule
   of :mod:`specsim.analysis.significance`.
 * Throughput at an SLA tier t: y(t). Gain of A over B at t: y_A(t) / y_B(t) - 1.
@@ -56,6 +59,8 @@ X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
 #: Relative throughput growth between a curve's two heaviest loads above which heavier loads may still help.
 RISING = 0.02
+#: The throughput interpolated at a tier this much above the load meeting it asks for loads in between.
+BRACKET_GAP = 0.05
 
 
 def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -172,7 +177,7 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
         tier: the SLA tier, TPS/user.
 
     Returns:
-        ``"add heavier loads"``, ``"add lighter loads"`` or ``""``.
+        ``"add heavier loads"``, ``"add lighter loads"``, ``"add loads between A and B"`` or ``""``.
     """
     p = points.sort_values("load")
     x, y = p[f"{X}_mean"].to_numpy(float), p[f"{Y}_mean"].to_numpy(float)
@@ -184,6 +189,12 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
     covered = not at_most(np.nanmin(x), tier)             # every load point beats the tier
     if covered and x.size > 1 and y[-2] > 0 and y[-1] / y[-2] - 1 > RISING:
         return "add heavier loads"
+    loads = p["load"].to_numpy(float)
+    for i in range(x.size - 1):                           # the tier between load i (meets it) and i + 1
+        if at_least(x[i], tier) and not at_least(x[i + 1], tier) and y[i] > 0 and x[i] > x[i + 1]:
+            y_t = y[i] + (x[i] - tier) / (x[i] - x[i + 1]) * (y[i + 1] - y[i])
+            if y_t / y[i] - 1 > BRACKET_GAP:
+                return f"add loads between {loads[i]:g} and {loads[i + 1]:g}"
     return ""
 
 

@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from specsim.analysis.frontier import X, Y, compare, frontiers
+from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers
 from specsim.analysis.metrics import THRASHING_SHARE
 from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import deployable, winners
@@ -50,9 +50,6 @@ SOURCES = {
 #: specsim drafter -> vLLM ``method`` / SGLang ``--speculative-algorithm``.
 VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
 SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
-#: The interpolated frontier at a tier this much above the recommended (simulated) point makes the text advise
-#: loads between it and the next simulated load.
-GAP = 0.05
 CONFIDENCE_POLICIES = ("dspark", "dspark-async", "vllm-adaptive", "trtllm-confidence")
 
 
@@ -323,12 +320,12 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load is "
                  "the answer" + (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load "
                                  "may meet the tier with more)" if r.advice else ""), "  ")
-        elif r.advice:
-            para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
-        elif r.tier_throughput_per_gpu > (1 + GAP) * r.throughput_per_gpu:
+        elif r.tier_throughput_per_gpu > (1 + BRACKET_GAP) * r.throughput_per_gpu:
             para(f"the frontier reaches the tier at {r.tier_throughput_per_gpu:,.0f} tok/s/GPU between this load "
                  f"and the next simulated one ({r.tier_throughput_per_gpu / r.throughput_per_gpu - 1:.0%} more, "
                  f"interpolated): sweep loads above {r.load:g} to find the point that runs it", "  ")
+        elif r.advice:
+            para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
         if r.recomputed_share > THRASHING_SHARE:
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
