@@ -224,6 +224,8 @@ def analytic_cmd(
 
 def _echo_shape(sm) -> None:
     """One line naming the model, GPU and parallelism used; a warning when the weights do not fit the GPU."""
+    from specsim.hardware.kv_capacity import STEP_MODEL_UTILIZATION
+
     m, g = sm.model, sm.gpu
     weights = m.weight_bytes(sm.tp, sm.ep)
     mixed = ", ".join(f"{p} {m.gemm_dtype(p)}" for p in ("experts", "attention") if m.gemm_dtype(p) != m.weight_dtype)
@@ -239,10 +241,11 @@ def _echo_shape(sm) -> None:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
                    "describes a deployment that cannot run")
-    elif weights > 0.9 * g.memory_bytes:
-        typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within 90% of the "
-                   f"{g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default gpu_memory_utilization): a run on "
-                   "this profile fails; raise --tp/--ep or use a smaller weight dtype")
+    elif weights > STEP_MODEL_UTILIZATION * g.memory_bytes:
+        typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
+                   f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
+                   "gpu_memory_utilization): a run on this profile fails; raise --tp/--ep or use a smaller weight "
+                   "dtype")
 
 
 def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
