@@ -214,7 +214,7 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
     runtime = replace(rr.cluster_runtime(), context_reasons=reasons)
     policies: list = []
     cluster = Cluster(trace, runtime, lambda: policy_hooks(_keep(policies, pc.make())), model,
-                      rr.profile, rr.drafter_cost, config.record_step_log)
+                      rr.profile, rr.drafter_cost, config.record_step_log, horizon_s=config.max_sim_s)
     return _Built(rr, cluster, model, trace, context, policies)
 
 

@@ -129,10 +129,11 @@ class Cluster:
         profile: the replicas' step-time profile.
         drafter_cost: the drafter's cost model.
         record_step_log: keep per (step, request) rows (the specsim.acceptance.steplog format).
+        horizon_s: the run's horizon, simulated seconds (None: none); replicas run no step ahead past it.
     """
 
     def __init__(self, trace, config: ClusterRuntime, make_hooks, acceptance: AcceptanceModel | None, profile,
-                 drafter_cost, record_step_log: bool = False) -> None:
+                 drafter_cost, record_step_log: bool = False, horizon_s: float | None = None) -> None:
         self.env = simpy.Environment()
         self.trace, self.config, self.acceptance, self.profile = trace, config, acceptance, profile
         first = config.replicas[0]
@@ -141,10 +142,9 @@ class Cluster:
         self.num_blocks, self.state_blocks = first.num_blocks, first.state_blocks
         self.kv_capacity_tokens = config.kv_capacity_tokens
         draws = row_draws(acceptance, config.seed, self.workload.domain, self.workload.output) if acceptance else None
-        self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(),
-                                 profile=profile, drafter_cost=drafter_cost, draws=draws,
-                                 workload=self.workload, records=self.records, on_done=self.on_complete)
-                         for rc in config.replicas]
+        self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(), profile=profile,
+                                 drafter_cost=drafter_cost, draws=draws, workload=self.workload, records=self.records,
+                                 on_done=self.on_complete, horizon_s=horizon_s) for rc in config.replicas]
         self.prefill_instances = [PrefillInstance(i, first.num_blocks, first.prefix_caching)
                                   for i in range(config.num_prefill_instances)]
         # prefill queues, FCFS: one shared by the pool (any free instance serves its head), or one per instance

@@ -148,3 +148,78 @@ emit_decode = twin(_emit_decode_numpy, _emit_decode_loop)
 lazy_growth_blocks = twin(_lazy_growth_blocks_numpy, _lazy_growth_blocks_loop)
 clip_to_output = twin(_clip_to_output_numpy, _clip_to_output_loop)
 decoding_slots = twin(_decoding_slots_numpy, _decoding_slots_loop)
+
+
+# ------------------------------------------------------------------------ plain decode stretches
+
+def _plain_step_ends_numpy(now_s, limit_s, max_steps, base_s, kv_read_s_per_token, kv_tokens, num_requests,
+                           per_request_s, host_s, emission_s):
+    """Start and end times (k,) of up to ``max_steps`` plain decode steps from ``now_s``: the first k whose ends
+    are all < ``limit_s`` (:meth:`specsim.engine.step_runner.StepRunner.plain_step_ends`).
+
+    Each of the R = ``num_requests`` requests decodes one token per step and nothing else runs, so step j reads
+    ``kv_tokens + j R`` KV tokens and lasts ``((base_s + kv_read_s_per_token * kv) + per_request_s) + host_s +
+    emission_s`` seconds (``per_request_s`` and ``emission_s`` are the step's totals for its R requests): the
+    scalar arithmetic of :meth:`~specsim.hardware.step_profile.StepTimeProfile.step_time` and
+    :meth:`~specsim.engine.step_runner.StepRunner.step_time_s`, operation for operation. Each end is the previous
+    end plus the step's time, as the event loop adds them (``numpy.cumsum`` adds in order)."""
+    kv = (kv_tokens + num_requests * np.arange(max_steps, dtype=np.int64)).astype(np.float64)
+    t = ((base_s + kv_read_s_per_token * kv) + per_request_s + host_s) + emission_s
+    ends = np.cumsum(np.concatenate([[now_s], t]))
+    k = int(np.count_nonzero(ends[1:] < limit_s))
+    return ends[:k].copy(), ends[1:k + 1].copy()
+
+
+def _plain_step_ends_loop(now_s, limit_s, max_steps, base_s, kv_read_s_per_token, kv_tokens, num_requests,
+                          per_request_s, host_s, emission_s):
+    starts, ends = np.empty(max_steps), np.empty(max_steps)
+    now, kv, k = now_s, kv_tokens, 0
+    while k < max_steps:
+        t = ((base_s + kv_read_s_per_token * np.float64(kv)) + per_request_s + host_s) + emission_s
+        end = now + t
+        if not end < limit_s:
+            break
+        starts[k], ends[k] = now, end
+        now, kv, k = end, kv + num_requests, k + 1
+    return starts[:k].copy(), ends[:k].copy()
+
+
+def _plain_blocks_used_numpy(used, num_steps, prompt_tokens, num_generated, kv_blocks, block_size):
+    """(k,) KV blocks in use that exact accounting reports in each of ``num_steps`` lazy plain decode steps
+    (:meth:`specsim.engine.kv_manager.KVManager.exact_blocks_used` with no drafts): ``used`` plus, per slot,
+    ``ceil((prompt + generated + j + 1) / block_size)`` target blocks in place of its stale ``kv_blocks`` in
+    step j (every slot decodes and emits one token per step)."""
+    j = np.arange(num_steps, dtype=np.int64)[:, None]
+    base = (prompt_tokens + num_generated + 1)[None, :] + j
+    return used + (-(-base // block_size)).sum(axis=1) - int(kv_blocks.sum())
+
+
+def _plain_blocks_used_loop(used, num_steps, prompt_tokens, num_generated, kv_blocks, block_size):
+    out = np.empty(num_steps, np.int64)
+    held = 0
+    for i in range(kv_blocks.size):
+        held += kv_blocks[i]
+    for j in range(num_steps):
+        total = 0
+        for i in range(prompt_tokens.size):
+            total += -(-(prompt_tokens[i] + num_generated[i] + 1 + j) // block_size)
+        out[j] = used + total - held
+    return out
+
+
+plain_step_ends = twin(_plain_step_ends_numpy, _plain_step_ends_loop)
+plain_blocks_used = twin(_plain_blocks_used_numpy, _plain_blocks_used_loop)
+
+_PLAIN_LOADED: list[bool] = []
+
+
+def load_plain_kernels() -> None:
+    """Call the plain-stretch kernels once on tiny inputs typed as a run's are, so that numba loads them when a
+    replica is built, before the event loop is timed (a stretch may first come late in a run; loading from
+    numba's cache takes about 0.2 s each, issue 25). Once per process."""
+    if _PLAIN_LOADED:
+        return
+    _PLAIN_LOADED.append(True)
+    plain_step_ends(0.0, 1.0, 2, 0.01, 0.0, 10, 1, 0.0, 0.0, 0.0)
+    one = np.ones(1, np.int64)
+    plain_blocks_used(1, 2, one, one, one, 16)

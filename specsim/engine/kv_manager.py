@@ -154,6 +154,38 @@ class KVManager:
         if self.lazy_step:
             self._owed += num_running * self.growth_bound
 
+    def lazy_steps_ahead(self, num_running: int, limit: int) -> int:
+        """How many of the next ``limit`` steps :meth:`begin_step` would make lazy (or, under ``reserve``, leave
+        without accounting) when ``num_running`` requests decode in each and nothing is admitted or freed: lazy
+        steps change no pool count, each adds ``num_running`` x :attr:`growth_bound` to what is owed. 0 under
+        exact-only accounting."""
+        if not self.paged:
+            return limit
+        if not self._lazy_allowed:
+            return 0
+        room = self.pool.num_free - self.config.max_num_seqs * self.growth_bound - self._owed
+        if room < 0:
+            return 0
+        per_step = num_running * self.growth_bound
+        return limit if per_step == 0 else min(limit, room // per_step + 1)
+
+    def skip_lazy_steps(self, num_steps: int, num_running: int) -> None:
+        """Account ``num_steps`` steps that :meth:`lazy_steps_ahead` allowed, as :meth:`begin_step` and
+        :meth:`count_lazy_growth` would have one by one."""
+        if self.paged:
+            self.exact, self.lazy_step = False, True
+            self._owed += num_steps * num_running * self.growth_bound
+
+    def plain_blocks_used(self, s: Slots, num_steps: int) -> np.ndarray:
+        """(num_steps,) blocks in use each of ``num_steps`` plain decode steps reports (every slot decodes one
+        token per step, no drafts, accounting as :meth:`lazy_steps_ahead` allowed): :meth:`exact_blocks_used`
+        step by step."""
+        used = self.num_blocks_used
+        if not self.paged:
+            return np.full(num_steps, used, np.int64)
+        return kernels.plain_blocks_used(used, num_steps, s.prompt_tokens, s.num_generated, s.kv_blocks,
+                                         self.block_size)
+
     @property
     def num_blocks_used(self) -> int:
         """Blocks in use (cached evictable blocks not counted)."""

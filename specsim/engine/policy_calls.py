@@ -89,6 +89,18 @@ class PolicyCalls:
         self._views.append(view)
         return Decision(self._check_lengths(h.decide(view), R, batch.gamma), capacity)
 
+    @property
+    def asks_nothing_without_drafts(self) -> bool:
+        """A step without drafts (gamma 0) asks this policy nothing and builds no view (no ``capacity`` or
+        ``proposal_length`` hook): :meth:`decide` returns zeros."""
+        return self.hooks.capacity is None and self.hooks.proposal_length is None
+
+    def skip_steps(self, num_steps: int) -> None:
+        """``num_steps`` steps without drafts passed that asked this policy nothing (as :meth:`decide` keeps no
+        view for them)."""
+        for _ in range(min(num_steps, self._views.maxlen)):
+            self._views.append(None)
+
     def _view(self, batch: DecodeBatch, drafts: Drafts, capacity: int | None) -> SchedulingView:
         s, decode = self.slots, batch.decode
         shown = (s.request, s.num_generated, s.prompt_tokens, s.drafts_verified, s.drafts_accepted,

@@ -200,6 +200,16 @@ class Records:
         if len(self._itl) == _ITL_PACK_STEPS:
             self._pack_itl()
 
+    def plain_steps(self, recs: list[StepRecord], gaps_s: np.ndarray, end_s: np.ndarray) -> None:
+        """Several consecutive steps of one replica at once, as :meth:`step` and :meth:`itl` one by one would
+        keep them: their records, and (k, R) gaps of the R requests emitting in each of the k steps ending at
+        ``end_s`` (k,)."""
+        self._steps.extend(recs)
+        if self._itl:
+            self._pack_itl()
+        k, R = gaps_s.shape
+        self._itl_packed.append((gaps_s.ravel(), end_s, np.full(k, R, np.int64)))
+
     def _pack_itl(self) -> None:
         """Pack the latest steps' gaps into one array: a kept array per step costs about 100 bytes of header
         (more for the compiled kernels' arrays), over a million steps in long runs."""

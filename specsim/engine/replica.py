@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from specsim.engine import kernels
 from specsim.engine.kv_manager import KVManager
 from specsim.engine.policy_calls import PolicyCalls
 from specsim.engine.records import Records
@@ -28,6 +29,9 @@ from specsim.engine.step_runner import StepRunner
 from specsim.engine.workload import Workload
 
 __all__ = ["Replica", "ReplicaConfig"]
+
+#: Most plain decode steps run at once (bounds the (k, R) arrays of a stretch).
+PLAIN_STEPS_MAX = 4096
 
 
 class Replica:
@@ -45,12 +49,17 @@ class Replica:
         records: the run's record sink.
         on_done: ``on_done(ids, now_s)`` when requests complete.
         lazy_kv: allow lazy KV accounting (False: exact every step; for tests).
+        horizon_s: the run's horizon, simulated seconds (None: none); no step is run ahead past it.
     """
 
     def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, profile,
                  drafter_cost, draws, workload: Workload, records: Records,
-                 on_done: Callable[[np.ndarray, float], None], lazy_kv: bool = True) -> None:
+                 on_done: Callable[[np.ndarray, float], None], lazy_kv: bool = True,
+                 horizon_s: float | None = None) -> None:
         self.env, self.config, self.index = env, config, config.index
+        self.horizon_s = float("inf") if horizon_s is None else float(horizon_s)
+        if config.gamma == 0:
+            kernels.load_plain_kernels()            # plain decode stretches run only without drafts
         self.slots = Slots.empty(config.gamma)
         self.kv = KVManager(config, lazy=lazy_kv)
         policy = PolicyCalls(hooks, self.slots, workload, profile, drafter_cost)
@@ -81,8 +90,13 @@ class Replica:
 
     # ----------------------------------------------------------------- the process
     def run(self):
-        """Serve forever: schedule -> run (the step's time elapses) -> postprocess; sleep while there is no work."""
+        """Serve forever: schedule -> run (the step's time elapses) -> postprocess; sleep while there is no work.
+        A stretch of plain decode steps that ends before any other event runs at once (:meth:`_plain_steps`)."""
         while True:
+            end_s = self._plain_steps()
+            if end_s is not None:
+                yield self.env.timeout(end_s - self.env.now)
+                continue
             plan = self.scheduler.schedule(self.env.now)
             if plan is None:
                 self._idle = self.env.event()
@@ -92,6 +106,29 @@ class Replica:
             yield self.env.timeout(self.runner.step_time_s(plan))
             outcome = self.runner.finish(plan, self.env.now)
             self.scheduler.postprocess(plan, outcome, self.env.now)
+
+    def _plain_steps(self) -> float | None:
+        """Run the plain decode steps ahead (:meth:`Scheduler.plain_steps_ahead`) that end before the next other
+        event (``env.peek()``) and the horizon; returns when the last one ends, None when there is none.
+
+        Nothing else happens before the next event, and such steps depend only on their own times, so running
+        them at once changes no number: each step is priced, recorded and accounted as one by one (the step
+        times are added in the same order, and the returned end is reached exactly: a stretch whose end the
+        event loop's ``now + (end - now)`` would not reproduce bit for bit is shortened to its first steps)."""
+        num = self.scheduler.plain_steps_ahead(PLAIN_STEPS_MAX)
+        if num < 2:
+            return None
+        now = self.env.now
+        start_s, end_s = self.runner.plain_step_ends(now, min(self.env.peek(), self.horizon_s), num)
+        k = end_s.size
+        while k >= 2 and now + (float(end_s[k - 1]) - now) != float(end_s[k - 1]):
+            k -= 1
+        if k < 2:
+            return None
+        self.runner.finish_plain(start_s[:k], end_s[:k], step=self.scheduler.step_index,
+                                 num_waiting=len(self.scheduler.queue))
+        self.scheduler.skip_plain_steps(k)
+        return float(end_s[k - 1])
 
     def report_running(self) -> None:
         """Give the records every running request's counters (at the end of a run with a horizon)."""

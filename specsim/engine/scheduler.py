@@ -279,6 +279,29 @@ class Scheduler:
         keep = take > 0
         return waiting[keep], take[keep]
 
+    # ----------------------------------------------------------------- plain decode stretches
+    def plain_steps_ahead(self, limit: int) -> int:
+        """How many of the next steps (at most ``limit``) are plain decode steps: without drafts (gamma 0, a
+        policy asked nothing), every running request decoding one token and none reaching its output, nothing to
+        admit (an empty queue, or every slot taken), no prefill chunk, no step log, and KV accounting that neither
+        allocates nor preempts (:meth:`KVManager.lazy_steps_ahead`). Such steps depend on nothing but the step
+        times, so the replica can run them at once (:meth:`Replica.run`). 0 when the next step is not one."""
+        s, cfg = self.slots, self.config
+        if (cfg.gamma or not s.size or self._pending or self.records.record_step_log
+                or not self.policy.asks_nothing_without_drafts
+                or (self.queue and s.size < cfg.max_num_seqs) or s.prefill_left.any()):
+            return 0
+        limit = min(limit, int((s.output_tokens - s.num_generated).min()) - 1)   # the next finish runs alone
+        return self.kv.lazy_steps_ahead(s.size, limit) if limit > 0 else 0
+
+    def skip_plain_steps(self, num_steps: int) -> None:
+        """``num_steps`` plain decode steps ran (:meth:`plain_steps_ahead`): advance the step index and account
+        their KV and policy calls as :meth:`schedule` and :meth:`postprocess` would have one by one."""
+        self.kv.skip_lazy_steps(num_steps, self.slots.size)
+        self.policy.skip_steps(num_steps)
+        self.step_index += num_steps
+        self._stalled = 0
+
     # ----------------------------------------------------------------- after the step
     def postprocess(self, plan: StepPlan, outcome: StepOutcome, now_s: float) -> None:
         """After the step: guard against a livelock, advance the step index, release finished requests."""

@@ -21,6 +21,9 @@ from specsim.engine.scheduler import StepOutcome, StepPlan
 from specsim.engine.state import ReplicaConfig, Slots
 from specsim.engine.workload import Workload
 
+NO_STEPS = np.zeros(0)          # no plain decode step (read-only)
+NO_STEPS.setflags(write=False)
+
 
 class StepRunner:
     """Prices and finishes one replica's steps (see the module docstring).
@@ -74,6 +77,44 @@ class StepRunner:
             capacity=plan.capacity, host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
             kv_blocks_used=plan.kv_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
         return StepOutcome(num_decode_finished=num_finished, progress_tokens=R + plan.prefill_tokens)
+
+    # ----------------------------------------------------------------- plain decode stretches
+    def plain_step_ends(self, now_s: float, limit_s: float, max_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end times, seconds ((k,) each), of the next k <= ``max_steps`` plain decode steps from
+        ``now_s`` (every running request decodes one token, nothing else runs:
+        :meth:`~specsim.engine.scheduler.Scheduler.plain_steps_ahead`) that end before ``limit_s``; each
+        priced as :meth:`step_time_s` prices it, bit for bit (the profile's ``decode_step_terms``). k = 0 where
+        the profile prices steps otherwise than by its scalar table lookup (R beyond the table, a cost model
+        without the terms)."""
+        R = self.slots.size
+        terms = getattr(self.profile, "decode_step_terms", None)
+        terms = terms(R, R) if terms is not None else None
+        if terms is None:
+            return NO_STEPS, NO_STEPS
+        table_s, kv_read_s_per_token, per_request_s = terms
+        kv_tokens = int((self.slots.prompt_tokens + self.slots.num_generated).sum())
+        return kernels.plain_step_ends(float(now_s), float(limit_s), int(max_steps), table_s, kv_read_s_per_token,
+                                       kv_tokens, R, per_request_s, float(self.host_overhead_s),
+                                       float(self.config.emission_overhead_s * R))
+
+    def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, *, step: int, num_waiting: int) -> None:
+        """Plain decode steps ran from ``start_s`` to ``end_s`` ((k,) each, from :meth:`plain_step_ends`; the
+        first is step index ``step``): every running request emitted one token per step. Emits and records them
+        as :meth:`finish` would step by step (``num_waiting``: the queue's length, unchanged through them)."""
+        s, k, R = self.slots, end_s.size, self.slots.size
+        used = self.kv.plain_blocks_used(s, k)
+        gaps = np.empty((k, R))
+        gaps[0] = end_s[0] - s.last_emit_s
+        gaps[1:] = (end_s[1:] - end_s[:-1])[:, None]
+        s.num_generated = s.num_generated + k
+        s.decode_steps = s.decode_steps + k
+        s.last_verify_len, s.last_accepted = np.zeros(R, np.int64), np.zeros(R, np.int64)
+        s.last_emit_s[:] = end_s[-1]
+        replica, host = self.config.index, self.host_overhead_s
+        self.records.plain_steps(
+            [StepRecord(replica, step + j, a, b - a, R, R, R, 0, 0, R, 0, -1, host, u, 0, num_waiting)
+             for j, (a, b, u) in enumerate(zip(start_s.tolist(), end_s.tolist(), used.tolist()))],
+            gaps, end_s)
 
     def _emit_decode(self, plan: StepPlan, end_s: float) -> tuple[int, int]:
         """Reveal the step's outcomes; each decoding request emits its accepted prefix + 1 (the view's arrays

@@ -179,6 +179,17 @@ class StepTimeProfile:
         t = t + self.kv_read_s_per_token * kv_tokens + self.per_request_s * num_requests
         return float(t) if t.ndim == 0 else t
 
+    def decode_step_terms(self, batch_tokens: int, num_requests: int) -> tuple[float, float, float] | None:
+        """The terms :meth:`step_time` adds for an int ``batch_tokens`` on its scalar path: (the table's seconds at
+        B, ``kv_read_s_per_token``, ``per_request_s * num_requests``), so that a caller pricing many steps of the
+        same B and R (the engine's plain decode stretches) adds them in the same order, bit for bit:
+        ``(table + kv_read_s_per_token * kv_tokens) + per_request``. None where :meth:`step_time` takes another
+        path (B outside the dense table, or a subclass that prices steps otherwise)."""
+        if type(self).step_time is not StepTimeProfile.step_time or not 1 <= batch_tokens < self._dense.size:
+            return None
+        per_request = float(self.per_request_s * num_requests)
+        return float(self._dense[batch_tokens]), float(self.kv_read_s_per_token), per_request
+
     def mixed_step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
                         num_requests: int = 0) -> float | np.ndarray:
         """Seconds of a step that carries prefill chunks (scalar or array like ``batch_tokens``): the eager

@@ -1,0 +1,172 @@
+"""Plain decode stretches (specsim/engine/replica.py ``Replica._plain_steps``, issue 25): runs of steps in which
+every running request decodes one token and nothing else happens are run at once; the numbers must be those of
+running them one by one, bit for bit, whatever the scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import make_trace
+from specsim import twins
+from specsim.engine import kernels, replica, scheduler
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+
+needs_numba = pytest.mark.skipif(not twins.compiled(), reason="numba unavailable or SPECSIM_NO_NUMBA=1")
+
+VIDUR = str(Path(__file__).resolve().parent.parent / "specsim" / "scenarios" / "vidur-codellama34b-a100-tp2.toml")
+
+
+def _trace(n: int = 160, seed: int = 3, span_s: float = 6.0):
+    rng = np.random.default_rng(seed)
+    return make_trace(np.sort(rng.uniform(0, span_s, n)), rng.integers(20, 1800, n), rng.integers(1, 300, n))
+
+
+def _run_both(monkeypatch, trace, policy, scen, **kw):
+    """(result with stretches, result step by step, steps run in stretches)."""
+    fused: list[int] = []
+    real_skip = scheduler.Scheduler.skip_plain_steps
+
+    def spy(self, k):
+        fused.append(k)
+        real_skip(self, k)
+
+    with monkeypatch.context() as m:
+        m.setattr(scheduler.Scheduler, "skip_plain_steps", spy)
+        ahead = simulate(trace, policy, scen, seed=5, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(replica, "PLAIN_STEPS_MAX", 0)
+        one_by_one = simulate(trace, policy, scen, seed=5, **kw)
+    return ahead, one_by_one, sum(fused)
+
+
+def _assert_identical(a, b):
+    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
+    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+    for key, value in b.summary.items():
+        if key in ("event_loop_wall_s", "event_loop_cpu_s", "wall_time_s"):
+            continue
+        got = a.summary[key]
+        if isinstance(value, float) and value != value:
+            assert got != got, key
+        else:
+            assert got == value, key
+
+
+#: (case, policy, scenario, simulate's keywords, least share of the steps run in stretches)
+CASES = [
+    ("colocated chunked prefill (Vidur's scenario)", "none", VIDUR, {}, 0.2),
+    ("disaggregated prefill", "none", ["engine.host_overhead_s=0.0004", "engine.emission_overhead_s=0.00002"], {},
+     0.2),
+    # each replica's next step end bounds the other's stretches
+    ("two replicas", "none", [f"@{VIDUR}", "cluster.num_replicas=2"], {}, 0.0),
+    # exact accounting (memory short) admits or preempts at any step: few stretches
+    ("tight KV: lazy and exact accounting, preemptions", "none", [f"@{VIDUR}", "cluster.kv_capacity_tokens=6000"],
+     {}, 0.0),
+    # a queue waiting for memory with free slots retries its admission every step: no stretch then
+    ("reserve allocation", "none", [f"@{VIDUR}", "cluster.kv_allocation=reserve", "cluster.kv_capacity_tokens=30000"],
+     {}, 0.1),
+    ("closed loop", "none", VIDUR, {"concurrency": 12}, 0.2),
+    ("a speculative policy (no stretch may run)", "dspark", None, {}, None),
+]
+
+
+def _scenario(spec):
+    if spec is None or isinstance(spec, str):
+        return load_scenario(spec)
+    base = [s[1:] for s in spec if s.startswith("@")]
+    return load_scenario(base[0] if base else None, overrides=[s for s in spec if not s.startswith("@")])
+
+
+@pytest.mark.parametrize("name, policy, spec, kw, least", CASES, ids=[c[0] for c in CASES])
+def test_stretches_change_no_number(monkeypatch, name, policy, spec, kw, least):
+    ahead, one_by_one, fused = _run_both(monkeypatch, _trace(), policy, _scenario(spec), **kw)
+    _assert_identical(ahead, one_by_one)
+    if least is None:
+        assert fused == 0
+    else:
+        assert fused >= least * len(one_by_one.steps), f"only {fused} of {len(one_by_one.steps)} steps ran ahead"
+
+
+@pytest.mark.parametrize("horizon_s", [1.5, 3.0, 5.0])
+def test_a_horizon_mid_stretch_stops_it(monkeypatch, horizon_s):
+    rng = np.random.default_rng(1)
+    trace = make_trace(np.sort(rng.uniform(0, 0.5, 20)), rng.integers(50, 200, 20), rng.integers(100, 300, 20))
+    ahead, one_by_one, fused = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR), max_sim_s=horizon_s)
+    _assert_identical(ahead, one_by_one)
+    assert fused > 0.5 * len(one_by_one.steps) and one_by_one.summary["unfinished"] > 0
+    assert (ahead.steps.start_s + ahead.steps.duration_s).max() <= horizon_s
+
+
+def test_a_horizon_at_a_step_end_is_kept(monkeypatch):
+    """A step that ends exactly at the horizon T is processed (specsim.simulation.HORIZON_RULE); the replica then
+    plans its next step at T, and no stretch may run past T."""
+    rng = np.random.default_rng(1)
+    trace = make_trace(np.sort(rng.uniform(0, 0.5, 20)), rng.integers(50, 200, 20), rng.integers(100, 300, 20))
+    full = simulate(trace, "none", load_scenario(VIDUR), seed=5)
+    horizon_s = float((full.steps.start_s + full.steps.duration_s).iloc[len(full.steps) // 2])
+    ahead, one_by_one, fused = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR), max_sim_s=horizon_s)
+    _assert_identical(ahead, one_by_one)
+    assert fused > 0 and (ahead.steps.start_s + ahead.steps.duration_s).max() == horizon_s
+
+
+def test_preemptions_still_happen_under_tight_kv(monkeypatch):
+    scen = load_scenario(VIDUR, overrides=["cluster.kv_capacity_tokens=6000"])
+    ahead, one_by_one, _ = _run_both(monkeypatch, _trace(), "none", scen)
+    assert one_by_one.summary["num_preemptions"] > 0
+    assert ahead.summary["num_preemptions"] == one_by_one.summary["num_preemptions"]
+
+
+def test_a_long_lone_request_runs_in_few_events():
+    """One request of 2,000 output tokens: its decode runs in stretches of up to PLAIN_STEPS_MAX steps (one
+    event each) and still gives one step row and one inter-token gap per token."""
+    trace = make_trace([0.0], [100], [2000])
+    res = simulate(trace, "none", load_scenario(VIDUR), seed=0)
+    decode = res.steps[res.steps.num_decode > 0]
+    assert len(decode) == 1999 and (decode.emitted_tokens == 1).all()
+    assert (decode.step.diff().dropna() == 1).all()
+    np.testing.assert_allclose(decode.start_s.to_numpy()[1:],
+                               (decode.start_s + decode.duration_s).to_numpy()[:-1], rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- the kernels' two forms
+
+@needs_numba
+@pytest.mark.parametrize("limit", [np.inf, 0.3, 0.0])
+def test_plain_step_ends_twins_are_equal(limit):
+    args = (0.123, limit, 50, 0.0211, 3.1e-8, 12345, 7, 7 * 1.3e-5, 4e-4, 7 * 2e-5)
+    a = kernels.plain_step_ends.numpy_form(*args)
+    b = twins.compiled_twin(kernels.plain_step_ends)(*args)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    starts, ends = a
+    assert np.all(ends < limit) and np.array_equal(starts[1:], ends[:-1])
+    if limit == np.inf:
+        assert ends.size == 50
+
+
+def test_plain_step_ends_adds_the_step_times_in_order():
+    """End k is ((now + t0) + t1) + ..., each t as StepTimeProfile.step_time and StepRunner.step_time_s build it."""
+    starts, ends = kernels.plain_step_ends.numpy_form(1.0, np.inf, 3, 0.02, 1e-7, 1000, 4, 4e-5, 1e-3, 4e-6)
+    now = 1.0
+    for j in range(3):
+        t = ((0.02 + 1e-7 * float(1000 + 4 * j)) + 4e-5 + 1e-3) + 4e-6
+        assert starts[j] == now and ends[j] == now + t
+        now = now + t
+
+
+@needs_numba
+def test_plain_blocks_used_twins_are_equal():
+    rng = np.random.default_rng(0)
+    prompt, gen = rng.integers(1, 500, 9), rng.integers(0, 300, 9)
+    held = -(-(prompt + gen + 1) // 16) - rng.integers(0, 2, 9)
+    a = kernels.plain_blocks_used.numpy_form(40, 37, prompt, gen, held, 16)
+    b = twins.compiled_twin(kernels.plain_blocks_used)(40, 37, prompt, gen, held, 16)
+    np.testing.assert_array_equal(a, b)
+    # by hand: step j holds ceil((prompt + gen + 1 + j) / 16) per slot in place of ``held``
+    for j in (0, 17, 36):
+        assert a[j] == 40 + int((-(-(prompt + gen + 1 + j) // 16)).sum()) - int(held.sum())
