@@ -114,6 +114,26 @@ def test_a_horizon_at_a_step_end_is_kept(monkeypatch):
     assert fused > 0 and (ahead.steps.start_s + ahead.steps.duration_s).max() == horizon_s
 
 
+def test_a_long_prompt_prefills_its_middle_chunks_in_a_stretch(monkeypatch):
+    """Colocated: while four requests decode, a 6,000-token prompt runs chunks of 512 - 4 tokens; its middle
+    chunks (not its last, which emits the first token) run in a stretch with the decodes, bit for bit."""
+    from specsim.engine import step_runner
+    chunks: list[int] = []
+    real = step_runner.StepRunner.finish_plain
+
+    def spy(self, start_s, end_s, stretch, **kw):
+        chunks.extend([stretch.chunk] * end_s.size)
+        real(self, start_s, end_s, stretch, **kw)
+
+    monkeypatch.setattr(step_runner.StepRunner, "finish_plain", spy)
+    trace = make_trace([0.0, 0.0, 0.0, 0.0, 0.5], [100, 120, 140, 160, 6000], [400, 400, 400, 400, 20])
+    ahead, one_by_one, _ = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR))
+    _assert_identical(ahead, one_by_one)
+    assert chunks.count(508) >= 10                                      # 6000 // 508 = 11 middle chunks
+    long_prompt = one_by_one.steps[one_by_one.steps.prefill_tokens == 508]
+    assert len(long_prompt) == 11 and (long_prompt.num_decode == 4).all()
+
+
 def test_preemptions_still_happen_under_tight_kv(monkeypatch):
     scen = load_scenario(VIDUR, overrides=["cluster.kv_capacity_tokens=6000"])
     ahead, one_by_one, _ = _run_both(monkeypatch, _trace(), "none", scen)
@@ -137,8 +157,9 @@ def test_a_long_lone_request_runs_in_few_events():
 
 @needs_numba
 @pytest.mark.parametrize("limit", [np.inf, 0.3, 0.0])
-def test_plain_step_ends_twins_are_equal(limit):
-    args = (0.123, limit, 50, 0.0211, 3.1e-8, 12345, 7, 7 * 1.3e-5, 4e-4, 7 * 2e-5)
+@pytest.mark.parametrize("attention", [0.0, 2e-3])
+def test_plain_step_ends_twins_are_equal(limit, attention):
+    args = (0.123, limit, 0.0211, 3.1e-8, 12345, 7, 7 * 1.3e-5, 4e-4, np.linspace(0, attention, 50), 7 * 2e-5)
     a = kernels.plain_step_ends.numpy_form(*args)
     b = twins.compiled_twin(kernels.plain_step_ends)(*args)
     for x, y in zip(a, b):
@@ -151,10 +172,11 @@ def test_plain_step_ends_twins_are_equal(limit):
 
 def test_plain_step_ends_adds_the_step_times_in_order():
     """End k is ((now + t0) + t1) + ..., each t as StepTimeProfile.step_time and StepRunner.step_time_s build it."""
-    starts, ends = kernels.plain_step_ends.numpy_form(1.0, np.inf, 3, 0.02, 1e-7, 1000, 4, 4e-5, 1e-3, 4e-6)
+    attention = np.array([0.0, 1e-3, 2e-3])
+    starts, ends = kernels.plain_step_ends.numpy_form(1.0, np.inf, 0.02, 1e-7, 1000, 4, 4e-5, 1e-3, attention, 4e-6)
     now = 1.0
     for j in range(3):
-        t = ((0.02 + 1e-7 * float(1000 + 4 * j)) + 4e-5 + 1e-3) + 4e-6
+        t = ((((0.02 + 1e-7 * float(1000 + 4 * j)) + 4e-5) + 1e-3) + attention[j]) + 4e-6
         assert starts[j] == now and ends[j] == now + t
         now = now + t
 
@@ -164,9 +186,11 @@ def test_plain_blocks_used_twins_are_equal():
     rng = np.random.default_rng(0)
     prompt, gen = rng.integers(1, 500, 9), rng.integers(0, 300, 9)
     held = -(-(prompt + gen + 1) // 16) - rng.integers(0, 2, 9)
-    a = kernels.plain_blocks_used.numpy_form(40, 37, prompt, gen, held, 16)
-    b = twins.compiled_twin(kernels.plain_blocks_used)(40, 37, prompt, gen, held, 16)
+    decode = np.array([0, 1, 2, 4, 5, 6, 7, 8], np.int64)              # slot 3 prefills: not counted
+    a = kernels.plain_blocks_used.numpy_form(40, 37, decode, prompt, gen, held, 16)
+    b = twins.compiled_twin(kernels.plain_blocks_used)(40, 37, decode, prompt, gen, held, 16)
     np.testing.assert_array_equal(a, b)
-    # by hand: step j holds ceil((prompt + gen + 1 + j) / 16) per slot in place of ``held``
+    # by hand: step j holds ceil((prompt + gen + 1 + j) / 16) per decoding slot in place of ``held``
     for j in (0, 17, 36):
-        assert a[j] == 40 + int((-(-(prompt + gen + 1 + j) // 16)).sum()) - int(held.sum())
+        grow = -(-(prompt + gen + 1 + j) // 16) - held
+        assert a[j] == 40 + int(grow[decode].sum())

@@ -152,30 +152,32 @@ decoding_slots = twin(_decoding_slots_numpy, _decoding_slots_loop)
 
 # ------------------------------------------------------------------------ plain decode stretches
 
-def _plain_step_ends_numpy(now_s, limit_s, max_steps, base_s, kv_read_s_per_token, kv_tokens, num_requests,
-                           per_request_s, host_s, emission_s):
-    """Start and end times (k,) of up to ``max_steps`` plain decode steps from ``now_s``: the first k whose ends
+def _plain_step_ends_numpy(now_s, limit_s, base_s, kv_read_s_per_token, kv_tokens, num_requests, per_request_s,
+                           host_s, attention_s, emission_s):
+    """Start and end times (k,) of up to ``attention_s.size`` plain steps from ``now_s``: the first k whose ends
     are all < ``limit_s`` (:meth:`specsim.engine.step_runner.StepRunner.plain_step_ends`).
 
-    Each of the R = ``num_requests`` requests decodes one token per step and nothing else runs, so step j reads
-    ``kv_tokens + j R`` KV tokens and lasts ``((base_s + kv_read_s_per_token * kv) + per_request_s) + host_s +
-    emission_s`` seconds (``per_request_s`` and ``emission_s`` are the step's totals for its R requests): the
-    scalar arithmetic of :meth:`~specsim.hardware.step_profile.StepTimeProfile.step_time` and
+    Each of the R = ``num_requests`` decoding requests decodes one token per step, so step j reads
+    ``kv_tokens + j R`` KV tokens and lasts ``((((base_s + kv_read_s_per_token * kv) + per_request_s) + host_s)
+    + attention_s[j]) + emission_s`` seconds (``per_request_s`` and ``emission_s`` are the step's totals for its R
+    requests, ``attention_s[j]`` its prefill chunk's attention, 0.0 without one): the scalar arithmetic of
+    :meth:`~specsim.hardware.step_profile.StepTimeProfile.step_time` and
     :meth:`~specsim.engine.step_runner.StepRunner.step_time_s`, operation for operation. Each end is the previous
     end plus the step's time, as the event loop adds them (``numpy.cumsum`` adds in order)."""
-    kv = (kv_tokens + num_requests * np.arange(max_steps, dtype=np.int64)).astype(np.float64)
-    t = ((base_s + kv_read_s_per_token * kv) + per_request_s + host_s) + emission_s
+    kv = (kv_tokens + num_requests * np.arange(attention_s.size, dtype=np.int64)).astype(np.float64)
+    t = ((((base_s + kv_read_s_per_token * kv) + per_request_s) + host_s) + attention_s) + emission_s
     ends = np.cumsum(np.concatenate([[now_s], t]))
     k = int(np.count_nonzero(ends[1:] < limit_s))
     return ends[:k].copy(), ends[1:k + 1].copy()
 
 
-def _plain_step_ends_loop(now_s, limit_s, max_steps, base_s, kv_read_s_per_token, kv_tokens, num_requests,
-                          per_request_s, host_s, emission_s):
-    starts, ends = np.empty(max_steps), np.empty(max_steps)
+def _plain_step_ends_loop(now_s, limit_s, base_s, kv_read_s_per_token, kv_tokens, num_requests, per_request_s,
+                          host_s, attention_s, emission_s):
+    n = attention_s.size
+    starts, ends = np.empty(n), np.empty(n)
     now, kv, k = now_s, kv_tokens, 0
-    while k < max_steps:
-        t = ((base_s + kv_read_s_per_token * np.float64(kv)) + per_request_s + host_s) + emission_s
+    while k < n:
+        t = ((((base_s + kv_read_s_per_token * np.float64(kv)) + per_request_s) + host_s) + attention_s[k]) + emission_s
         end = now + t
         if not end < limit_s:
             break
@@ -184,25 +186,26 @@ def _plain_step_ends_loop(now_s, limit_s, max_steps, base_s, kv_read_s_per_token
     return starts[:k].copy(), ends[:k].copy()
 
 
-def _plain_blocks_used_numpy(used, num_steps, prompt_tokens, num_generated, kv_blocks, block_size):
-    """(k,) KV blocks in use that exact accounting reports in each of ``num_steps`` lazy plain decode steps
-    (:meth:`specsim.engine.kv_manager.KVManager.exact_blocks_used` with no drafts): ``used`` plus, per slot,
-    ``ceil((prompt + generated + j + 1) / block_size)`` target blocks in place of its stale ``kv_blocks`` in
-    step j (every slot decodes and emits one token per step)."""
+def _plain_blocks_used_numpy(used, num_steps, decode, prompt_tokens, num_generated, kv_blocks, block_size):
+    """(k,) KV blocks in use that exact accounting reports in each of ``num_steps`` lazy plain steps
+    (:meth:`specsim.engine.kv_manager.KVManager.exact_blocks_used` with no drafts): ``used`` plus, per decoding
+    slot of ``decode`` (R,), ``ceil((prompt + generated + j + 1) / block_size)`` target blocks in place of its
+    stale ``kv_blocks`` in step j (each decodes one token per step)."""
     j = np.arange(num_steps, dtype=np.int64)[:, None]
-    base = (prompt_tokens + num_generated + 1)[None, :] + j
-    return used + (-(-base // block_size)).sum(axis=1) - int(kv_blocks.sum())
+    base = (prompt_tokens[decode] + num_generated[decode] + 1)[None, :] + j
+    return used + (-(-base // block_size)).sum(axis=1) - int(kv_blocks[decode].sum())
 
 
-def _plain_blocks_used_loop(used, num_steps, prompt_tokens, num_generated, kv_blocks, block_size):
+def _plain_blocks_used_loop(used, num_steps, decode, prompt_tokens, num_generated, kv_blocks, block_size):
     out = np.empty(num_steps, np.int64)
     held = 0
-    for i in range(kv_blocks.size):
-        held += kv_blocks[i]
+    for i in range(decode.size):
+        held += kv_blocks[decode[i]]
     for j in range(num_steps):
         total = 0
-        for i in range(prompt_tokens.size):
-            total += -(-(prompt_tokens[i] + num_generated[i] + 1 + j) // block_size)
+        for i in range(decode.size):
+            s = decode[i]
+            total += -(-(prompt_tokens[s] + num_generated[s] + 1 + j) // block_size)
         out[j] = used + total - held
     return out
 
@@ -220,6 +223,6 @@ def load_plain_kernels() -> None:
     if _PLAIN_LOADED:
         return
     _PLAIN_LOADED.append(True)
-    plain_step_ends(0.0, 1.0, 2, 0.01, 0.0, 10, 1, 0.0, 0.0, 0.0)
+    plain_step_ends(0.0, 1.0, 0.01, 0.0, 10, 1, 0.0, 0.0, np.zeros(2), 0.0)
     one = np.ones(1, np.int64)
-    plain_blocks_used(1, 2, one, one, one, 16)
+    plain_blocks_used(1, 2, np.zeros(1, np.int64), one, one, one, 16)

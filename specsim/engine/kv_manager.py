@@ -176,14 +176,14 @@ class KVManager:
             self.exact, self.lazy_step = False, True
             self._owed += num_steps * num_running * self.growth_bound
 
-    def plain_blocks_used(self, s: Slots, num_steps: int) -> np.ndarray:
-        """(num_steps,) blocks in use each of ``num_steps`` plain decode steps reports (every slot decodes one
-        token per step, no drafts, accounting as :meth:`lazy_steps_ahead` allowed): :meth:`exact_blocks_used`
-        step by step."""
+    def plain_blocks_used(self, s: Slots, decode: np.ndarray, num_steps: int) -> np.ndarray:
+        """(num_steps,) blocks in use each of ``num_steps`` plain steps reports (each slot of ``decode`` (R,)
+        decodes one token per step, no drafts, accounting as :meth:`lazy_steps_ahead` allowed; a prefilling slot
+        holds its blocks from admission): :meth:`exact_blocks_used` step by step."""
         used = self.num_blocks_used
-        if not self.paged:
+        if not self.paged or not decode.size:
             return np.full(num_steps, used, np.int64)
-        return kernels.plain_blocks_used(used, num_steps, s.prompt_tokens, s.num_generated, s.kv_blocks,
+        return kernels.plain_blocks_used(used, num_steps, decode, s.prompt_tokens, s.num_generated, s.kv_blocks,
                                          self.block_size)
 
     @property

@@ -203,11 +203,13 @@ class Records:
     def plain_steps(self, recs: list[StepRecord], gaps_s: np.ndarray, end_s: np.ndarray) -> None:
         """Several consecutive steps of one replica at once, as :meth:`step` and :meth:`itl` one by one would
         keep them: their records, and (k, R) gaps of the R requests emitting in each of the k steps ending at
-        ``end_s`` (k,)."""
+        ``end_s`` (k,) (none when R = 0)."""
         self._steps.extend(recs)
+        k, R = gaps_s.shape
+        if not R:
+            return
         if self._itl:
             self._pack_itl()
-        k, R = gaps_s.shape
         self._itl_packed.append((gaps_s.ravel(), end_s, np.full(k, R, np.int64)))
 
     def _pack_itl(self) -> None:

@@ -30,7 +30,7 @@ from specsim.engine.workload import Workload
 
 __all__ = ["Replica", "ReplicaConfig"]
 
-#: Most plain decode steps run at once (bounds the (k, R) arrays of a stretch).
+#: Most plain steps run at once (bounds the (k, R) arrays of a stretch).
 PLAIN_STEPS_MAX = 4096
 
 
@@ -59,7 +59,7 @@ class Replica:
         self.env, self.config, self.index = env, config, config.index
         self.horizon_s = float("inf") if horizon_s is None else float(horizon_s)
         if config.gamma == 0:
-            kernels.load_plain_kernels()            # plain decode stretches run only without drafts
+            kernels.load_plain_kernels()            # plain stretches run only without drafts
         self.slots = Slots.empty(config.gamma)
         self.kv = KVManager(config, lazy=lazy_kv)
         policy = PolicyCalls(hooks, self.slots, workload, profile, drafter_cost)
@@ -91,7 +91,7 @@ class Replica:
     # ----------------------------------------------------------------- the process
     def run(self):
         """Serve forever: schedule -> run (the step's time elapses) -> postprocess; sleep while there is no work.
-        A stretch of plain decode steps that ends before any other event runs at once (:meth:`_plain_steps`)."""
+        A stretch of plain steps that ends before any other event runs at once (:meth:`_plain_steps`)."""
         while True:
             end_s = self._plain_steps()
             if end_s is not None:
@@ -108,24 +108,24 @@ class Replica:
             self.scheduler.postprocess(plan, outcome, self.env.now)
 
     def _plain_steps(self) -> float | None:
-        """Run the plain decode steps ahead (:meth:`Scheduler.plain_steps_ahead`) that end before the next other
-        event (``env.peek()``) and the horizon; returns when the last one ends, None when there is none.
+        """Run the plain steps ahead (:meth:`Scheduler.plain_steps_ahead`) that end before the next other event
+        (``env.peek()``) and the horizon; returns when the last one ends, None when there is none.
 
         Nothing else happens before the next event, and such steps depend only on their own times, so running
         them at once changes no number: each step is priced, recorded and accounted as one by one (the step
         times are added in the same order, and the returned end is reached exactly: a stretch whose end the
         event loop's ``now + (end - now)`` would not reproduce bit for bit is shortened to its first steps)."""
-        num = self.scheduler.plain_steps_ahead(PLAIN_STEPS_MAX)
-        if num < 2:
+        stretch = self.scheduler.plain_steps_ahead(PLAIN_STEPS_MAX)
+        if stretch is None:
             return None
         now = self.env.now
-        start_s, end_s = self.runner.plain_step_ends(now, min(self.env.peek(), self.horizon_s), num)
+        start_s, end_s = self.runner.plain_step_ends(now, min(self.env.peek(), self.horizon_s), stretch)
         k = end_s.size
-        while k >= 2 and now + (float(end_s[k - 1]) - now) != float(end_s[k - 1]):
+        while k and now + (float(end_s[k - 1]) - now) != float(end_s[k - 1]):
             k -= 1
-        if k < 2:
+        if not k:
             return None
-        self.runner.finish_plain(start_s[:k], end_s[:k], step=self.scheduler.step_index,
+        self.runner.finish_plain(start_s[:k], end_s[:k], stretch, step=self.scheduler.step_index,
                                  num_waiting=len(self.scheduler.queue))
         self.scheduler.skip_plain_steps(k)
         return float(end_s[k - 1])

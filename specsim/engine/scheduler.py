@@ -54,6 +54,16 @@ class StepPlan(NamedTuple):
     kv_blocks_used: int       # blocks in use after the step's allocation, exact even in lazy steps
 
 
+class Stretch(NamedTuple):
+    """Plain steps ahead (:meth:`Scheduler.plain_steps_ahead`): how many at most, the (R,) decoding slots, and
+    the slot prefilling a chunk of ``chunk`` tokens in each of them (-1 and 0: none)."""
+
+    num_steps: int
+    decode: np.ndarray
+    prefill_slot: int
+    chunk: int
+
+
 class StepOutcome(NamedTuple):
     """What a finished step changed that the scheduler acts on (from the step runner)."""
 
@@ -280,23 +290,33 @@ class Scheduler:
         return waiting[keep], take[keep]
 
     # ----------------------------------------------------------------- plain decode stretches
-    def plain_steps_ahead(self, limit: int) -> int:
-        """How many of the next steps (at most ``limit``) are plain decode steps: without drafts (gamma 0, a
-        policy asked nothing), every running request decoding one token and none reaching its output, nothing to
-        admit (an empty queue, or every slot taken), no prefill chunk, no step log, and KV accounting that neither
-        allocates nor preempts (:meth:`KVManager.lazy_steps_ahead`). Such steps depend on nothing but the step
-        times, so the replica can run them at once (:meth:`Replica.run`). 0 when the next step is not one."""
+    def plain_steps_ahead(self, limit: int) -> Stretch | None:
+        """The plain steps next (at most ``limit``), None when the next step is not one. A plain step has no
+        drafts (gamma 0, a policy asked nothing), nothing to admit (an empty queue, or every slot taken), no step
+        log, KV accounting that neither allocates nor preempts (:meth:`KVManager.lazy_steps_ahead`), and every
+        running request decoding one token without reaching its output, but those still prefilling: the first of
+        them runs a middle chunk (the step's whole chunk budget, not its last chunk), the others wait. Such steps
+        depend on nothing but their own times, so the replica can run them at once (:meth:`Replica.run`)."""
         s, cfg = self.slots, self.config
         if (cfg.gamma or not s.size or self._pending or self.records.record_step_log
-                or not self.policy.asks_nothing_without_drafts
-                or (self.queue and s.size < cfg.max_num_seqs) or s.prefill_left.any()):
-            return 0
-        limit = min(limit, int((s.output_tokens - s.num_generated).min()) - 1)   # the next finish runs alone
-        return self.kv.lazy_steps_ahead(s.size, limit) if limit > 0 else 0
+                or not self.policy.asks_nothing_without_drafts or (self.queue and s.size < cfg.max_num_seqs)):
+            return None
+        prefilling = np.flatnonzero(s.prefill_left)
+        decode, slot, chunk = np.flatnonzero(s.prefill_left == 0), -1, 0
+        if prefilling.size:             # FCFS packing: the first takes the whole budget while it needs more
+            slot, budget = int(prefilling[0]), cfg.chunk_tokens - decode.size
+            if budget <= 0:
+                return None
+            chunk, limit = budget, min(limit, (int(s.prefill_left[slot]) - 1) // budget)   # its last chunk: alone
+        if decode.size:
+            left = int((s.output_tokens[decode] - s.num_generated[decode]).min())
+            limit = min(limit, left - 1)                                    # the next finish runs alone
+        num = self.kv.lazy_steps_ahead(s.size, limit) if limit > 0 else 0
+        return Stretch(num, decode, slot, chunk) if num > 0 else None
 
     def skip_plain_steps(self, num_steps: int) -> None:
-        """``num_steps`` plain decode steps ran (:meth:`plain_steps_ahead`): advance the step index and account
-        their KV and policy calls as :meth:`schedule` and :meth:`postprocess` would have one by one."""
+        """``num_steps`` plain steps ran (:meth:`plain_steps_ahead`): advance the step index and account their
+        KV and policy calls as :meth:`schedule` and :meth:`postprocess` would have one by one."""
         self.kv.skip_lazy_steps(num_steps, self.slots.size)
         self.policy.skip_steps(num_steps)
         self.step_index += num_steps

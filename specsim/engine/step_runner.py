@@ -17,11 +17,11 @@ import numpy as np
 from specsim.engine import kernels
 from specsim.engine.kv_manager import KVManager
 from specsim.engine.records import Records, StepLogRow, StepRecord
-from specsim.engine.scheduler import StepOutcome, StepPlan
+from specsim.engine.scheduler import StepOutcome, StepPlan, Stretch
 from specsim.engine.state import ReplicaConfig, Slots
 from specsim.engine.workload import Workload
 
-NO_STEPS = np.zeros(0)          # no plain decode step (read-only)
+NO_STEPS = np.zeros(0)          # no plain step (read-only)
 NO_STEPS.setflags(write=False)
 
 
@@ -78,41 +78,58 @@ class StepRunner:
             kv_blocks_used=plan.kv_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
         return StepOutcome(num_decode_finished=num_finished, progress_tokens=R + plan.prefill_tokens)
 
-    # ----------------------------------------------------------------- plain decode stretches
-    def plain_step_ends(self, now_s: float, limit_s: float, max_steps: int) -> tuple[np.ndarray, np.ndarray]:
-        """Start and end times, seconds ((k,) each), of the next k <= ``max_steps`` plain decode steps from
-        ``now_s`` (every running request decodes one token, nothing else runs:
-        :meth:`~specsim.engine.scheduler.Scheduler.plain_steps_ahead`) that end before ``limit_s``; each
-        priced as :meth:`step_time_s` prices it, bit for bit (the profile's ``decode_step_terms``). k = 0 where
-        the profile prices steps otherwise than by its scalar table lookup (R beyond the table, a cost model
-        without the terms)."""
-        R = self.slots.size
-        terms = getattr(self.profile, "decode_step_terms", None)
-        terms = terms(R, R) if terms is not None else None
+    # ----------------------------------------------------------------- plain stretches
+    def plain_step_ends(self, now_s: float, limit_s: float, stretch: Stretch) -> tuple[np.ndarray, np.ndarray]:
+        """Start and end times, seconds ((k,) each), of the first k of ``stretch``'s plain steps from ``now_s``
+        (:meth:`~specsim.engine.scheduler.Scheduler.plain_steps_ahead`) that end before ``limit_s``, each priced
+        as :meth:`step_time_s` prices it, bit for bit (the profile's ``decode_step_terms`` or
+        ``mixed_step_terms``, its ``prefill_attention_s`` per chunk). k = 0 where the profile prices steps
+        otherwise than by its scalar table lookup (B beyond the table, a cost model without the terms)."""
+        s, prof, (num, decode, slot, chunk) = self.slots, self.profile, stretch
+        R = decode.size
+        terms = getattr(prof, "mixed_step_terms" if chunk else "decode_step_terms", None)
+        terms = terms(R + chunk, R) if terms is not None else None
         if terms is None:
             return NO_STEPS, NO_STEPS
         table_s, kv_read_s_per_token, per_request_s = terms
-        kv_tokens = int((self.slots.prompt_tokens + self.slots.num_generated).sum())
-        return kernels.plain_step_ends(float(now_s), float(limit_s), int(max_steps), table_s, kv_read_s_per_token,
-                                       kv_tokens, R, per_request_s, float(self.host_overhead_s),
+        attention_s = np.zeros(num)
+        if chunk:
+            done = int(s.prompt_tokens[slot] + s.num_generated[slot] - s.prefill_left[slot])
+            tokens = np.array([chunk], np.int64)
+            for j in range(num):
+                attention_s[j] = prof.prefill_attention_s(tokens, np.array([done + j * chunk], np.int64))
+        kv_tokens = int((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
+        return kernels.plain_step_ends(float(now_s), float(limit_s), table_s, kv_read_s_per_token, kv_tokens, R,
+                                       per_request_s, float(self.host_overhead_s), attention_s,
                                        float(self.config.emission_overhead_s * R))
 
-    def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, *, step: int, num_waiting: int) -> None:
-        """Plain decode steps ran from ``start_s`` to ``end_s`` ((k,) each, from :meth:`plain_step_ends`; the
-        first is step index ``step``): every running request emitted one token per step. Emits and records them
-        as :meth:`finish` would step by step (``num_waiting``: the queue's length, unchanged through them)."""
-        s, k, R = self.slots, end_s.size, self.slots.size
-        used = self.kv.plain_blocks_used(s, k)
+    def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, stretch: Stretch, *, step: int,
+                     num_waiting: int) -> None:
+        """The first k = ``end_s.size`` of ``stretch``'s plain steps ran from ``start_s`` to ``end_s`` ((k,) each,
+        from :meth:`plain_step_ends`; the first is step index ``step``): each decoding slot emitted one token per
+        step, the prefilling slot (if any) ran a chunk per step. Emits and records them as :meth:`finish` would
+        step by step (``num_waiting``: the queue's length, unchanged through them)."""
+        s, k, (_, d, slot, chunk) = self.slots, end_s.size, stretch
+        R = d.size
+        used = self.kv.plain_blocks_used(s, d, k)
         gaps = np.empty((k, R))
-        gaps[0] = end_s[0] - s.last_emit_s
+        gaps[0] = end_s[0] - s.last_emit_s[d]
         gaps[1:] = (end_s[1:] - end_s[:-1])[:, None]
-        s.num_generated = s.num_generated + k
-        s.decode_steps = s.decode_steps + k
-        s.last_verify_len, s.last_accepted = np.zeros(R, np.int64), np.zeros(R, np.int64)
-        s.last_emit_s[:] = end_s[-1]
-        replica, host = self.config.index, self.host_overhead_s
+        generated, steps = s.num_generated.copy(), s.decode_steps.copy()
+        generated[d] += k
+        steps[d] += k
+        s.num_generated, s.decode_steps = generated, steps
+        if R == s.size:
+            s.last_verify_len, s.last_accepted = np.zeros(R, np.int64), np.zeros(R, np.int64)
+        else:
+            s.last_verify_len, s.last_accepted = s.last_verify_len.copy(), s.last_accepted.copy()
+            s.last_verify_len[d], s.last_accepted[d] = 0, 0
+        s.last_emit_s[d] = end_s[-1]
+        if chunk:
+            s.prefill_left[slot] -= k * chunk
+        replica, host, size = self.config.index, self.host_overhead_s, s.size
         self.records.plain_steps(
-            [StepRecord(replica, step + j, a, b - a, R, R, R, 0, 0, R, 0, -1, host, u, 0, num_waiting)
+            [StepRecord(replica, step + j, a, b - a, size, R, R + chunk, 0, 0, R, chunk, -1, host, u, 0, num_waiting)
              for j, (a, b, u) in enumerate(zip(start_s.tolist(), end_s.tolist(), used.tolist()))],
             gaps, end_s)
 

@@ -190,6 +190,17 @@ class StepTimeProfile:
         per_request = float(self.per_request_s * num_requests)
         return float(self._dense[batch_tokens]), float(self.kv_read_s_per_token), per_request
 
+    def mixed_step_terms(self, batch_tokens: int, num_requests: int) -> tuple[float, float, float] | None:
+        """:meth:`decode_step_terms` for a step that carries prefill chunks: the terms :meth:`mixed_step_time`
+        adds for an int ``batch_tokens`` (the eager table's seconds at B where the profile has one); None where
+        it takes another path."""
+        if type(self).mixed_step_time is not StepTimeProfile.mixed_step_time:
+            return None
+        if self.mixed_step_time_s is None or batch_tokens > self.max_batch_tokens:
+            return self.decode_step_terms(batch_tokens, num_requests)
+        table_s = float(np.interp(batch_tokens, self.batch_tokens, self.mixed_step_time_s))
+        return table_s, float(self.kv_read_s_per_token), float(self.per_request_s * num_requests)
+
     def mixed_step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
                         num_requests: int = 0) -> float | np.ndarray:
         """Seconds of a step that carries prefill chunks (scalar or array like ``batch_tokens``): the eager
