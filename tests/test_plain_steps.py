@@ -194,3 +194,20 @@ def test_plain_blocks_used_twins_are_equal():
     for j in (0, 17, 36):
         grow = -(-(prompt + gen + 1 + j) // 16) - held
         assert a[j] == 40 + int(grow[decode].sum())
+
+
+@needs_numba
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_slots_twins_are_equal(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 12))
+    left = np.where(rng.uniform(size=n) < 0.3, rng.integers(1, 900, n), 0).astype(np.int64)
+    out = rng.integers(2, 400, n)
+    gen = np.minimum(rng.integers(0, 400, n), out - 1)
+    a = kernels.plain_slots.numpy_form(left, out, gen)
+    b = twins.compiled_twin(kernels.plain_slots)(left, out, gen)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1:] == b[1:]
+    decode = np.flatnonzero(left == 0)
+    assert a[1] == (np.flatnonzero(left)[0] if (left > 0).any() else -1)
+    assert a[2] == ((out - gen)[decode].min() if decode.size else 0)

@@ -210,6 +210,33 @@ def _plain_blocks_used_loop(used, num_steps, decode, prompt_tokens, num_generate
     return out
 
 
+def _plain_slots_numpy(prefill_left, output_tokens, num_generated):
+    """``(decode, first_prefilling, fewest_left)`` of a replica's slots for its plain stretches
+    (:meth:`specsim.engine.scheduler.Scheduler.plain_steps_ahead`): the (R,) int64 slots with no prefill left,
+    the first slot still prefilling (-1: none), and the fewest output tokens any of ``decode`` has left to emit
+    (``output_tokens - num_generated``; 0 when R = 0)."""
+    decode = np.flatnonzero(prefill_left == 0).astype(np.int64)
+    prefilling = np.flatnonzero(prefill_left)
+    fewest = int((output_tokens[decode] - num_generated[decode]).min()) if decode.size else 0
+    return decode, int(prefilling[0]) if prefilling.size else -1, fewest
+
+
+def _plain_slots_loop(prefill_left, output_tokens, num_generated):
+    n = prefill_left.size
+    decode = np.empty(n, np.int64)
+    R, first, fewest = 0, -1, 0
+    for s in range(n):
+        if prefill_left[s] == 0:
+            left = output_tokens[s] - num_generated[s]
+            fewest = left if R == 0 or left < fewest else fewest
+            decode[R] = s
+            R += 1
+        elif first < 0:
+            first = s
+    return decode[:R].copy(), first, fewest
+
+
+plain_slots = twin(_plain_slots_numpy, _plain_slots_loop)
 plain_step_ends = twin(_plain_step_ends_numpy, _plain_step_ends_loop)
 plain_blocks_used = twin(_plain_blocks_used_numpy, _plain_blocks_used_loop)
 
@@ -226,3 +253,4 @@ def load_plain_kernels() -> None:
     plain_step_ends(0.0, 1.0, 0.01, 0.0, 10, 1, 0.0, 0.0, np.zeros(2), 0.0)
     one = np.ones(1, np.int64)
     plain_blocks_used(1, 2, np.zeros(1, np.int64), one, one, one, 16)
+    plain_slots(one, one, one)

@@ -301,16 +301,15 @@ class Scheduler:
         if (cfg.gamma or not s.size or self._pending or self.records.record_step_log
                 or not self.policy.asks_nothing_without_drafts or (self.queue and s.size < cfg.max_num_seqs)):
             return None
-        prefilling = np.flatnonzero(s.prefill_left)
-        decode, slot, chunk = np.flatnonzero(s.prefill_left == 0), -1, 0
-        if prefilling.size:             # FCFS packing: the first takes the whole budget while it needs more
-            slot, budget = int(prefilling[0]), cfg.chunk_tokens - decode.size
+        decode, slot, fewest_left = kernels.plain_slots(s.prefill_left, s.output_tokens, s.num_generated)
+        chunk = 0
+        if slot >= 0:                   # FCFS packing: the first prefilling takes the whole budget while it needs more
+            budget = cfg.chunk_tokens - decode.size
             if budget <= 0:
                 return None
             chunk, limit = budget, min(limit, (int(s.prefill_left[slot]) - 1) // budget)   # its last chunk: alone
         if decode.size:
-            left = int((s.output_tokens[decode] - s.num_generated[decode]).min())
-            limit = min(limit, left - 1)                                    # the next finish runs alone
+            limit = min(limit, fewest_left - 1)                             # the next finish runs alone
         num = self.kv.lazy_steps_ahead(s.size, limit) if limit > 0 else 0
         return Stretch(num, decode, slot, chunk) if num > 0 else None
 

@@ -92,6 +92,9 @@ class StepRunner:
         if terms is None:
             return NO_STEPS, NO_STEPS
         table_s, kv_read_s_per_token, per_request_s = terms
+        shortest = (table_s + self.host_overhead_s) * (1.0 - 1e-9)         # every term is >= 0
+        if shortest > 0.0 and limit_s - now_s < num * shortest:            # (a bound: no step priced in vain)
+            num = max(0, int((limit_s - now_s) / shortest) + 1)
         attention_s = np.zeros(num)
         if chunk:
             done = int(s.prompt_tokens[slot] + s.num_generated[slot] - s.prefill_left[slot])
