@@ -213,3 +213,5 @@ def test_one_or_two_chunks_take_the_scalar_path_with_the_same_numbers():
                                       np.clip(k, ctx[0], ctx[-1])) - p.charged_ms_per_token_per_layer * c
             vectorised = float(p.num_layers * np.maximum(per_layer, 0.0).sum() * 1e-3)
             assert p.prefill_attention_s(c, k) == vectorised
+            ci, ki = np.round(c).astype(np.int64), np.round(k).astype(np.int64)        # the engine's int arrays
+            assert p.prefill_attention_s(ci, ki) == p.prefill_attention_s(ci.astype(float), ki.astype(float))

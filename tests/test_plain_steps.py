@@ -182,17 +182,18 @@ def test_plain_step_ends_adds_the_step_times_in_order():
 
 
 @needs_numba
-def test_plain_blocks_used_twins_are_equal():
-    rng = np.random.default_rng(0)
+@pytest.mark.parametrize("block_size", [1, 3, 16])
+def test_plain_blocks_used_twins_are_equal(block_size):
+    rng = np.random.default_rng(block_size)
     prompt, gen = rng.integers(1, 500, 9), rng.integers(0, 300, 9)
-    held = -(-(prompt + gen + 1) // 16) - rng.integers(0, 2, 9)
+    held = -(-(prompt + gen + 1) // block_size) - rng.integers(0, 2, 9)
     decode = np.array([0, 1, 2, 4, 5, 6, 7, 8], np.int64)              # slot 3 prefills: not counted
-    a = kernels.plain_blocks_used.numpy_form(40, 37, decode, prompt, gen, held, 16)
-    b = twins.compiled_twin(kernels.plain_blocks_used)(40, 37, decode, prompt, gen, held, 16)
+    a = kernels.plain_blocks_used.numpy_form(40, 37, decode, prompt, gen, held, block_size)
+    b = twins.compiled_twin(kernels.plain_blocks_used)(40, 37, decode, prompt, gen, held, block_size)
     np.testing.assert_array_equal(a, b)
-    # by hand: step j holds ceil((prompt + gen + 1 + j) / 16) per decoding slot in place of ``held``
+    # by hand: step j holds ceil((prompt + gen + 1 + j) / block_size) per decoding slot in place of ``held``
     for j in (0, 17, 36):
-        grow = -(-(prompt + gen + 1 + j) // 16) - held
+        grow = -(-(prompt + gen + 1 + j) // block_size) - held
         assert a[j] == 40 + int(grow[decode].sum())
 
 

@@ -197,16 +197,23 @@ def _plain_blocks_used_numpy(used, num_steps, decode, prompt_tokens, num_generat
 
 
 def _plain_blocks_used_loop(used, num_steps, decode, prompt_tokens, num_generated, kv_blocks, block_size):
-    out = np.empty(num_steps, np.int64)
-    held = 0
+    # step 0's sum, then each slot adds a block at the steps where its tokens cross a block boundary
+    rises = np.zeros(num_steps, np.int64)
+    first = used
     for i in range(decode.size):
-        held += kv_blocks[decode[i]]
+        s = decode[i]
+        tokens = prompt_tokens[s] + num_generated[s] + 1
+        first += -(-tokens // block_size) - kv_blocks[s]
+        j = (1 - tokens) % block_size                 # ceil((tokens + j) / bs) rises where tokens + j - 1 = 0 mod bs
+        j = block_size if j == 0 else j
+        while j < num_steps:
+            rises[j] += 1
+            j += block_size
+    out = np.empty(num_steps, np.int64)
+    total = first
     for j in range(num_steps):
-        total = 0
-        for i in range(decode.size):
-            s = decode[i]
-            total += -(-(prompt_tokens[s] + num_generated[s] + 1 + j) // block_size)
-        out[j] = used + total - held
+        total += rises[j]
+        out[j] = total
     return out
 
 

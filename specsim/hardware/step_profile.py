@@ -395,6 +395,10 @@ class PrefillAttentionProfile(StepTimeProfile):
             chunk_tokens: (n,) prompt tokens each prefill chunk processes this step.
             context_tokens: (n,) prompt tokens of the same requests already in the KV cache.
         """
+        if (type(chunk_tokens) is np.ndarray and type(context_tokens) is np.ndarray and chunk_tokens.ndim == 1
+                and chunk_tokens.size <= 2 and context_tokens.shape == chunk_tokens.shape):   # a step's own arrays
+            return self._few_chunks_s([float(x) for x in chunk_tokens.tolist()],
+                                      [float(x) for x in context_tokens.tolist()]) if chunk_tokens.size else 0.0
         c = np.atleast_1d(np.asarray(chunk_tokens, dtype=np.float64))
         if c.size == 0:
             return 0.0
@@ -408,20 +412,26 @@ class PrefillAttentionProfile(StepTimeProfile):
                         - self.charged_ms_per_token_per_layer * c)  # (n,)
         return float(self.num_layers * np.maximum(per_layer_ms, 0.0).sum() * 1e-3)
 
+    @functools.cached_property
+    def _grid_lists(self) -> tuple[list[float], list[float], list[list[float]]]:
+        """The measured grid's axes and values as plain floats (the same doubles), for :meth:`_few_chunks_s`."""
+        return (self.prefill_chunk_tokens.tolist(), self.prefill_context_tokens.tolist(),
+                self.prefill_ms_per_layer.tolist())
+
     def _few_chunks_s(self, chunks: list[float], contexts: list[float]) -> float:
         """:meth:`prefill_attention_s` for one or two chunks in plain floats (IEEE doubles, the same operations
         in the same order as :func:`grid_bilinear` and numpy's sum of two terms: bit-identical, tested), without
         numpy's per-call overhead (issue 25: the vectorised lookup was 23% of the Vidur scenario's loop)."""
-        xs, ys = self.prefill_chunk_tokens.tolist(), self.prefill_context_tokens.tolist()
-        m, charged, total = self.prefill_ms_per_layer, self.charged_ms_per_token_per_layer, 0.0
+        xs, ys, m = self._grid_lists
+        charged, total = self.charged_ms_per_token_per_layer, 0.0
         for ci, ki in zip(chunks, contexts):
             x, y = min(max(ci, xs[0]), xs[-1]), min(max(ki, ys[0]), ys[-1])
             i = min(max(bisect_right(xs, x) - 1, 0), len(xs) - 2)
             j = min(max(bisect_right(ys, y) - 1, 0), len(ys) - 2)
             u = (x - xs[i]) / (xs[i + 1] - xs[i])
             w = (y - ys[j]) / (ys[j + 1] - ys[j])
-            v = (float(m[i, j]) * (1 - u) * (1 - w) + float(m[i, j + 1]) * (1 - u) * w
-                 + float(m[i + 1, j]) * u * (1 - w) + float(m[i + 1, j + 1]) * u * w)
+            v = (m[i][j] * (1 - u) * (1 - w) + m[i][j + 1] * (1 - u) * w
+                 + m[i + 1][j] * u * (1 - w) + m[i + 1][j + 1] * u * w)
             total += max(v - charged * ci, 0.0)
         return float(self.num_layers * total * 1e-3)
 
