@@ -210,3 +210,22 @@ def test_dspark_scan_and_hull_equal_their_twins(R, G, seed, power, ties, cap, hu
         assert (h <= step_times).all() and (np.diff(h, 2) >= -1e-15).all()
         step_times = h
     assert_same(*both(greedy_lengths, conf, step_times, R))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pack_prefill_is_fcfs_within_the_budget(seed):
+    """Chunks go to the slots with prefill left in slot order, each up to what the budget leaves after the
+    prompts before it; the compiled twin gives the same arrays."""
+    rng = np.random.default_rng(seed)
+    left = np.where(rng.uniform(size=12) < 0.5, rng.integers(1, 700, 12), 0).astype(np.int64)
+    budget = int(rng.integers(1, 1500))
+    slots, tokens = kernels.pack_prefill.numpy_form(left, budget)
+    before, want = 0, []
+    for s in np.flatnonzero(left):
+        take = min(int(left[s]), max(0, budget - before))
+        before += int(left[s])
+        if take:
+            want.append((s, take))
+    assert list(zip(slots.tolist(), tokens.tolist())) == want and tokens.sum() <= budget
+    if twins.compiled():
+        assert_same((slots, tokens), twins.compiled_twin(kernels.pack_prefill)(left, budget))

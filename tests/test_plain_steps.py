@@ -134,6 +134,16 @@ def test_a_long_prompt_prefills_its_middle_chunks_in_a_stretch(monkeypatch):
     assert len(long_prompt) == 11 and (long_prompt.num_decode == 4).all()
 
 
+def test_a_lone_long_prompt_prefills_in_a_stretch(monkeypatch):
+    """No request decodes (R = 0) while one 3,000-token prompt runs its 512-token chunks: a stretch of five
+    middle chunks, then its last chunk alone (it emits the first token), bit for bit."""
+    trace = make_trace([0.0], [3000], [5])
+    ahead, one_by_one, fused = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR))
+    _assert_identical(ahead, one_by_one)
+    steps = one_by_one.steps
+    assert steps.prefill_tokens.tolist()[:6] == [512] * 5 + [440] and fused >= 5
+
+
 def test_preemptions_still_happen_under_tight_kv(monkeypatch):
     scen = load_scenario(VIDUR, overrides=["cluster.kv_capacity_tokens=6000"])
     ahead, one_by_one, _ = _run_both(monkeypatch, _trace(), "none", scen)

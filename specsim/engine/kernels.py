@@ -116,6 +116,32 @@ def _decoding_slots_loop(prefill_left, prompt_tokens, num_generated):
     return decode[:R].copy(), kv_tokens
 
 
+def _pack_prefill_numpy(prefill_left, budget):
+    """FCFS prefill chunks within a step's token ``budget`` (> 0): ``(slots, tokens)``, (n,) int64 each, the
+    slots with prefill left in slot order, each taking ``min(left, budget - the left of those before it)``, those
+    that get nothing left out (:meth:`specsim.engine.scheduler.Scheduler._pack_prefill`)."""
+    waiting = np.flatnonzero(prefill_left > 0).astype(np.int64)
+    left = prefill_left[waiting]
+    take = np.minimum(left, np.maximum(0, budget - np.concatenate([[0], np.cumsum(left)[:-1]]))).astype(np.int64)
+    keep = take > 0
+    return waiting[keep], take[keep]
+
+
+def _pack_prefill_loop(prefill_left, budget):
+    n = prefill_left.size
+    slots, tokens = np.empty(n, np.int64), np.empty(n, np.int64)
+    k = before = 0
+    for s in range(n):
+        left = prefill_left[s]
+        if left > 0:
+            take = min(left, max(0, budget - before))
+            before += left
+            if take > 0:
+                slots[k], tokens[k] = s, take
+                k += 1
+    return slots[:k].copy(), tokens[:k].copy()
+
+
 def _lazy_growth_blocks_numpy(decode, verify_len, prompt_tokens, num_generated, kv_blocks, draft_kv_blocks,
                               block_size, gamma, fraction):
     """KV blocks (an int, may be negative) that exact accounting would add to the decoding slots ``decode`` (R,)
@@ -147,6 +173,7 @@ def _lazy_growth_blocks_loop(decode, verify_len, prompt_tokens, num_generated, k
 emit_decode = twin(_emit_decode_numpy, _emit_decode_loop)
 lazy_growth_blocks = twin(_lazy_growth_blocks_numpy, _lazy_growth_blocks_loop)
 clip_to_output = twin(_clip_to_output_numpy, _clip_to_output_loop)
+pack_prefill = twin(_pack_prefill_numpy, _pack_prefill_loop)
 decoding_slots = twin(_decoding_slots_numpy, _decoding_slots_loop)
 
 

@@ -279,15 +279,10 @@ class Scheduler:
 
     def _pack_prefill(self, B: int) -> tuple[np.ndarray, np.ndarray]:
         """FCFS prefill / recompute chunks within the step's token budget: (slots, chunk tokens)."""
-        left_all = self.slots.prefill_left
-        waiting = np.flatnonzero(left_all > 0)
-        budget = max(0, self.config.chunk_tokens - B)
-        if not waiting.size or budget == 0:
+        budget = self.config.chunk_tokens - B
+        if budget <= 0:
             return NO_SLOTS, NO_SLOTS
-        left = left_all[waiting]
-        take = np.minimum(left, np.maximum(0, budget - np.concatenate([[0], np.cumsum(left)[:-1]])))
-        keep = take > 0
-        return waiting[keep], take[keep]
+        return kernels.pack_prefill(self.slots.prefill_left, budget)
 
     # ----------------------------------------------------------------- plain decode stretches
     def plain_steps_ahead(self, limit: int) -> Stretch | None:
