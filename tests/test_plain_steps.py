@@ -10,9 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from helpers import make_trace
 from specsim import twins
 from specsim.engine import kernels, replica, scheduler
+from specsim.errors import SpecsimInputError
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
 
@@ -35,6 +39,7 @@ def _run_both(monkeypatch, trace, policy, scen, **kw):
         fused.append(k)
         real_skip(self, k)
 
+    monkeypatch = monkeypatch or pytest.MonkeyPatch()
     with monkeypatch.context() as m:
         m.setattr(scheduler.Scheduler, "skip_plain_steps", spy)
         ahead = simulate(trace, policy, scen, seed=5, **kw)
@@ -161,6 +166,49 @@ def test_a_long_lone_request_runs_in_few_events():
     assert (decode.step.diff().dropna() == 1).all()
     np.testing.assert_allclose(decode.start_s.to_numpy()[1:],
                                (decode.start_s + decode.duration_s).to_numpy()[:-1], rtol=0, atol=0)
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=25,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_stretches_change_no_number_anywhere(data):
+    """Property: on random small traces and scenarios (colocated or not, chunk budget, block size, KV room,
+    slots, overheads, prefix caching, open or closed loop, a horizon), running plain stretches at once gives
+    every number of running them one by one."""
+    n = data.draw(st.integers(1, 24), "requests")
+    seed = data.draw(st.integers(0, 2 ** 16), "seed")
+    rng = np.random.default_rng(seed)
+    trace = make_trace(np.sort(rng.uniform(0, data.draw(st.sampled_from([0.1, 1.0, 4.0]), "span"), n)),
+                       rng.integers(1, 2500, n), rng.integers(1, 200, n))
+    sets = [f"prefill.mode={data.draw(st.sampled_from(['colocated', 'disaggregated']), 'mode')}",
+            f"prefill.chunk_tokens={data.draw(st.sampled_from([64, 256, 512, 2048]), 'chunk')}",
+            f"cluster.block_size={data.draw(st.sampled_from([1, 16]), 'block')}",
+            f"cluster.kv_capacity_tokens={data.draw(st.sampled_from([3000, 12000, 400000]), 'kv')}",
+            f"cluster.max_num_seqs={data.draw(st.sampled_from([1, 4, 64]), 'seqs')}",
+            f"engine.host_overhead_s={data.draw(st.sampled_from([0.0, 0.0005]), 'host')}",
+            f"engine.emission_overhead_s={data.draw(st.sampled_from([0.0, 2e-5]), 'emission')}",
+            f"cluster.prefix_caching={str(data.draw(st.booleans(), 'prefix')).lower()}",
+            "engine.context_overflow=truncate"]
+    kw = {}
+    if data.draw(st.booleans(), "closed loop") and n >= 4:
+        kw["concurrency"] = 2
+    elif data.draw(st.booleans(), "horizon"):
+        kw["max_sim_s"] = data.draw(st.sampled_from([0.5, 2.0, 6.0]), "horizon_s")
+    scen = load_scenario(VIDUR, overrides=sets)
+
+    def run(max_steps):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(replica, "PLAIN_STEPS_MAX", max_steps)
+            try:
+                return simulate(trace, "none", scen, seed=5, **kw)
+            except SpecsimInputError as e:      # e.g. a closed-loop window too short: both must refuse it alike
+                return str(e)
+
+    ahead, one_by_one = run(replica.PLAIN_STEPS_MAX), run(0)
+    if isinstance(one_by_one, str):
+        assert ahead == one_by_one
+    else:
+        _assert_identical(ahead, one_by_one)
 
 
 # --------------------------------------------------------------------------- the kernels' two forms
