@@ -215,23 +215,29 @@ def test_stretches_change_no_number_anywhere(data):
 
 @needs_numba
 @pytest.mark.parametrize("limit", [np.inf, 0.3, 0.0])
+@pytest.mark.parametrize("end_by", [np.inf, 0.5])
 @pytest.mark.parametrize("attention", [0.0, 2e-3])
-def test_plain_step_ends_twins_are_equal(limit, attention):
-    args = (0.123, limit, 0.0211, 3.1e-8, 12345, 7, 7 * 1.3e-5, 4e-4, np.linspace(0, attention, 50), 7 * 2e-5)
+def test_plain_step_ends_twins_are_equal(limit, end_by, attention):
+    """Steps start before ``limit`` (the next event; the last may straddle it) and end before ``end_by``."""
+    args = (0.123, limit, end_by, 0.0211, 3.1e-8, 12345, 7, 7 * 1.3e-5, 4e-4, np.linspace(0, attention, 50), 7 * 2e-5)
     a = kernels.plain_step_ends.numpy_form(*args)
     b = twins.compiled_twin(kernels.plain_step_ends)(*args)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
     starts, ends = a
-    assert np.all(ends < limit) and np.array_equal(starts[1:], ends[:-1])
-    if limit == np.inf:
+    assert np.all(starts < limit) and np.array_equal(starts[1:], ends[:-1])
+    assert np.all(ends < end_by)
+    last = ends[-1] if ends.size else 0.123
+    assert ends.size == 50 or last >= limit or last + 0.0212 >= end_by         # stopped for a reason
+    if limit == np.inf and end_by == np.inf:
         assert ends.size == 50
 
 
 def test_plain_step_ends_adds_the_step_times_in_order():
     """End k is ((now + t0) + t1) + ..., each t as StepTimeProfile.step_time and StepRunner.step_time_s build it."""
     attention = np.array([0.0, 1e-3, 2e-3])
-    starts, ends = kernels.plain_step_ends.numpy_form(1.0, np.inf, 0.02, 1e-7, 1000, 4, 4e-5, 1e-3, attention, 4e-6)
+    starts, ends = kernels.plain_step_ends.numpy_form(1.0, np.inf, np.inf, 0.02, 1e-7, 1000, 4, 4e-5, 1e-3,
+                                                      attention, 4e-6)
     now = 1.0
     for j in range(3):
         t = ((((0.02 + 1e-7 * float(1000 + 4 * j)) + 4e-5) + 1e-3) + attention[j]) + 4e-6

@@ -144,7 +144,8 @@ class Cluster:
         draws = row_draws(acceptance, config.seed, self.workload.domain, self.workload.output) if acceptance else None
         self.replicas = [Replica(env=self.env, config=rc, hooks=make_hooks(), profile=profile,
                                  drafter_cost=drafter_cost, draws=draws, workload=self.workload, records=self.records,
-                                 on_done=self.on_complete, horizon_s=horizon_s) for rc in config.replicas]
+                                 on_done=self.on_complete, horizon_s=horizon_s, alone=len(config.replicas) == 1)
+                         for rc in config.replicas]
         self.prefill_instances = [PrefillInstance(i, first.num_blocks, first.prefix_caching)
                                   for i in range(config.num_prefill_instances)]
         # prefill queues, FCFS: one shared by the pool (any free instance serves its head), or one per instance

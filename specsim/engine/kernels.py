@@ -179,10 +179,10 @@ decoding_slots = twin(_decoding_slots_numpy, _decoding_slots_loop)
 
 # ------------------------------------------------------------------------ plain decode stretches
 
-def _plain_step_ends_numpy(now_s, limit_s, base_s, kv_read_s_per_token, kv_tokens, num_requests, per_request_s,
-                           host_s, attention_s, emission_s):
-    """Start and end times (k,) of up to ``attention_s.size`` plain steps from ``now_s``: the first k whose ends
-    are all < ``limit_s`` (:meth:`specsim.engine.step_runner.StepRunner.plain_step_ends`).
+def _plain_step_ends_numpy(now_s, next_s, end_by_s, base_s, kv_read_s_per_token, kv_tokens, num_requests,
+                           per_request_s, host_s, attention_s, emission_s):
+    """Start and end times (k,) of up to ``attention_s.size`` plain steps from ``now_s``: the first k that start
+    before ``next_s`` and end before ``end_by_s`` (:meth:`specsim.engine.step_runner.StepRunner.plain_step_ends`).
 
     Each of the R = ``num_requests`` decoding requests decodes one token per step, so step j reads
     ``kv_tokens + j R`` KV tokens and lasts ``((((base_s + kv_read_s_per_token * kv) + per_request_s) + host_s)
@@ -193,20 +193,20 @@ def _plain_step_ends_numpy(now_s, limit_s, base_s, kv_read_s_per_token, kv_token
     end plus the step's time, as the event loop adds them (``numpy.cumsum`` adds in order)."""
     kv = (kv_tokens + num_requests * np.arange(attention_s.size, dtype=np.int64)).astype(np.float64)
     t = ((((base_s + kv_read_s_per_token * kv) + per_request_s) + host_s) + attention_s) + emission_s
-    ends = np.cumsum(np.concatenate([[now_s], t]))
-    k = int(np.count_nonzero(ends[1:] < limit_s))
-    return ends[:k].copy(), ends[1:k + 1].copy()
+    bounds = np.cumsum(np.concatenate([[now_s], t]))
+    k = int(np.count_nonzero((bounds[:-1] < next_s) & (bounds[1:] < end_by_s)))
+    return bounds[:k].copy(), bounds[1:k + 1].copy()
 
 
-def _plain_step_ends_loop(now_s, limit_s, base_s, kv_read_s_per_token, kv_tokens, num_requests, per_request_s,
-                          host_s, attention_s, emission_s):
+def _plain_step_ends_loop(now_s, next_s, end_by_s, base_s, kv_read_s_per_token, kv_tokens, num_requests,
+                          per_request_s, host_s, attention_s, emission_s):
     n = attention_s.size
     starts, ends = np.empty(n), np.empty(n)
     now, kv, k = now_s, kv_tokens, 0
-    while k < n:
+    while k < n and now < next_s:
         t = ((((base_s + kv_read_s_per_token * np.float64(kv)) + per_request_s) + host_s) + attention_s[k]) + emission_s
         end = now + t
-        if not end < limit_s:
+        if not end < end_by_s:
             break
         starts[k], ends[k] = now, end
         now, kv, k = end, kv + num_requests, k + 1
@@ -284,7 +284,7 @@ def load_plain_kernels() -> None:
     if _PLAIN_LOADED:
         return
     _PLAIN_LOADED.append(True)
-    plain_step_ends(0.0, 1.0, 0.01, 0.0, 10, 1, 0.0, 0.0, np.zeros(2), 0.0)
+    plain_step_ends(0.0, 1.0, 1.0, 0.01, 0.0, 10, 1, 0.0, 0.0, np.zeros(2), 0.0)
     one = np.ones(1, np.int64)
     plain_blocks_used(1, 2, np.zeros(1, np.int64), one, one, one, 16)
     plain_slots(one, one, one)

@@ -50,14 +50,17 @@ class Replica:
         on_done: ``on_done(ids, now_s)`` when requests complete.
         lazy_kv: allow lazy KV accounting (False: exact every step; for tests).
         horizon_s: the run's horizon, simulated seconds (None: none); no step is run ahead past it.
+        alone: the cluster's only replica (no other process records steps): a stretch of plain steps may then end
+            with a step that runs past the next event (which cannot see or change a planned step).
     """
 
     def __init__(self, *, env: simpy.Environment, config: ReplicaConfig, hooks, profile,
                  drafter_cost, draws, workload: Workload, records: Records,
                  on_done: Callable[[np.ndarray, float], None], lazy_kv: bool = True,
-                 horizon_s: float | None = None) -> None:
+                 horizon_s: float | None = None, alone: bool = False) -> None:
         self.env, self.config, self.index = env, config, config.index
         self.horizon_s = float("inf") if horizon_s is None else float(horizon_s)
+        self.alone = alone
         if config.gamma == 0:
             kernels.load_plain_kernels()            # plain stretches run only without drafts
         self.slots = Slots.empty(config.gamma)
@@ -108,18 +111,22 @@ class Replica:
             self.scheduler.postprocess(plan, outcome, self.env.now)
 
     def _plain_steps(self) -> float | None:
-        """Run the plain steps ahead (:meth:`Scheduler.plain_steps_ahead`) that end before the next other event
-        (``env.peek()``) and the horizon; returns when the last one ends, None when there is none.
+        """Run the plain steps ahead (:meth:`Scheduler.plain_steps_ahead`) that start before the next other event
+        (``env.peek()``) and end before it (a replica that is ``alone``: before the horizon; its last step may
+        straddle the event) and the horizon; returns when the last one ends, None when there is none.
 
-        Nothing else happens before the next event, and such steps depend only on their own times, so running
-        them at once changes no number: each step is priced, recorded and accounted as one by one (the step
-        times are added in the same order, and the returned end is reached exactly: a stretch whose end the
-        event loop's ``now + (end - now)`` would not reproduce bit for bit is shortened to its first steps)."""
+        Nothing else happens before the next event, and a plain step depends only on what held when it started,
+        so running them at once changes no number: each step is priced, recorded and accounted as one by one (the
+        step times are added in the same order, and the returned end is reached exactly: a stretch whose end the
+        event loop's ``now + (end - now)`` would not reproduce bit for bit is shortened to its first steps). An
+        event during the last step sees the replica's slots a step ahead, which none reads; only another replica's
+        step record would see the order change, hence ``alone``."""
         stretch = self.scheduler.plain_steps_ahead(PLAIN_STEPS_MAX)
         if stretch is None:
             return None
-        now = self.env.now
-        start_s, end_s = self.runner.plain_step_ends(now, min(self.env.peek(), self.horizon_s), stretch)
+        now, next_s = self.env.now, self.env.peek()
+        end_by_s = self.horizon_s if self.alone else min(next_s, self.horizon_s)
+        start_s, end_s = self.runner.plain_step_ends(now, next_s, end_by_s, stretch)
         k = end_s.size
         while k and now + (float(end_s[k - 1]) - now) != float(end_s[k - 1]):
             k -= 1

@@ -79,12 +79,14 @@ class StepRunner:
         return StepOutcome(num_decode_finished=num_finished, progress_tokens=R + plan.prefill_tokens)
 
     # ----------------------------------------------------------------- plain stretches
-    def plain_step_ends(self, now_s: float, limit_s: float, stretch: Stretch) -> tuple[np.ndarray, np.ndarray]:
+    def plain_step_ends(self, now_s: float, next_s: float, end_by_s: float,
+                        stretch: Stretch) -> tuple[np.ndarray, np.ndarray]:
         """Start and end times, seconds ((k,) each), of the first k of ``stretch``'s plain steps from ``now_s``
-        (:meth:`~specsim.engine.scheduler.Scheduler.plain_steps_ahead`) that end before ``limit_s``, each priced
-        as :meth:`step_time_s` prices it, bit for bit (the profile's ``decode_step_terms`` or
-        ``mixed_step_terms``, its ``prefill_attention_s`` per chunk). k = 0 where the profile prices steps
-        otherwise than by its scalar table lookup (B beyond the table, a cost model without the terms)."""
+        (:meth:`~specsim.engine.scheduler.Scheduler.plain_steps_ahead`) that start before ``next_s`` and end
+        before ``end_by_s``, each priced as :meth:`step_time_s` prices it, bit for bit (the profile's
+        ``decode_step_terms`` or ``mixed_step_terms``, its ``prefill_attention_s`` per chunk). k = 0 where the
+        profile prices steps otherwise than by its scalar table lookup (B beyond the table, a cost model without
+        the terms)."""
         s, prof, (num, decode, slot, chunk) = self.slots, self.profile, stretch
         R = decode.size
         terms = getattr(prof, "mixed_step_terms" if chunk else "decode_step_terms", None)
@@ -93,8 +95,9 @@ class StepRunner:
             return NO_STEPS, NO_STEPS
         table_s, kv_read_s_per_token, per_request_s = terms
         shortest = (table_s + self.host_overhead_s) * (1.0 - 1e-9)         # every term is >= 0
-        if shortest > 0.0 and limit_s - now_s < num * shortest:            # (a bound: no step priced in vain)
-            num = max(0, int((limit_s - now_s) / shortest) + 1)
+        span = min(next_s, end_by_s) - now_s
+        if shortest > 0.0 and span < num * shortest:                        # (a bound: no step priced in vain)
+            num = min(num, max(0, int(span / shortest) + 2))
         attention_s = np.zeros(num)
         if chunk:
             done = int(s.prompt_tokens[slot] + s.num_generated[slot] - s.prefill_left[slot])
@@ -102,8 +105,8 @@ class StepRunner:
             for j in range(num):
                 attention_s[j] = prof.prefill_attention_s(tokens, np.array([done + j * chunk], np.int64))
         kv_tokens = int((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
-        return kernels.plain_step_ends(float(now_s), float(limit_s), table_s, kv_read_s_per_token, kv_tokens, R,
-                                       per_request_s, float(self.host_overhead_s), attention_s,
+        return kernels.plain_step_ends(float(now_s), float(next_s), float(end_by_s), table_s, kv_read_s_per_token,
+                                       kv_tokens, R, per_request_s, float(self.host_overhead_s), attention_s,
                                        float(self.config.emission_overhead_s * R))
 
     def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, stretch: Stretch, *, step: int,
