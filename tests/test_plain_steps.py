@@ -126,9 +126,9 @@ def test_a_long_prompt_prefills_its_middle_chunks_in_a_stretch(monkeypatch):
     chunks: list[int] = []
     real = step_runner.StepRunner.finish_plain
 
-    def spy(self, start_s, end_s, stretch, **kw):
+    def spy(self, start_s, end_s, stretch, used, **kw):
         chunks.extend([stretch.chunk] * end_s.size)
-        real(self, start_s, end_s, stretch, **kw)
+        real(self, start_s, end_s, stretch, used, **kw)
 
     monkeypatch.setattr(step_runner.StepRunner, "finish_plain", spy)
     trace = make_trace([0.0, 0.0, 0.0, 0.0, 0.5], [100, 120, 140, 160, 6000], [400, 400, 400, 400, 20])
@@ -245,20 +245,40 @@ def test_plain_step_ends_adds_the_step_times_in_order():
         now = now + t
 
 
-@needs_numba
+def _kv_by_hand(num_steps, lazy_allowed, owed, free, margin, per_step, used, decode, prompt, gen, held, bs):
+    """KVManager's rules step by step (begin_step, fit_base_need, count_lazy_growth, exact_blocks_used)."""
+    held = held.copy()
+    out = []
+    for j in range(num_steps):
+        need = -(-(prompt + gen + 1 + j) // bs)
+        if lazy_allowed and owed + margin <= free:
+            out.append((used + int((need - held)[decode].sum()), owed + per_step))
+            owed += per_step
+        else:
+            delta = int((need - held)[decode].sum())
+            if delta > free:
+                break
+            free, used, owed = free - delta, used + delta, 0
+            held[decode] = need[decode]
+            out.append((used, 0))
+    return out
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 16])
-def test_plain_blocks_used_twins_are_equal(block_size):
-    rng = np.random.default_rng(block_size)
+@pytest.mark.parametrize("free", [40, 400, 5000])
+@pytest.mark.parametrize("lazy_allowed", [True, False])
+def test_plain_kv_steps_follow_the_managers_rules(block_size, free, lazy_allowed):
+    rng = np.random.default_rng(block_size + free)
     prompt, gen = rng.integers(1, 500, 9), rng.integers(0, 300, 9)
     held = -(-(prompt + gen + 1) // block_size) - rng.integers(0, 2, 9)
     decode = np.array([0, 1, 2, 4, 5, 6, 7, 8], np.int64)              # slot 3 prefills: not counted
-    a = kernels.plain_blocks_used.numpy_form(40, 37, decode, prompt, gen, held, block_size)
-    b = twins.compiled_twin(kernels.plain_blocks_used)(40, 37, decode, prompt, gen, held, block_size)
-    np.testing.assert_array_equal(a, b)
-    # by hand: step j holds ceil((prompt + gen + 1 + j) / block_size) per decoding slot in place of ``held``
-    for j in (0, 17, 36):
-        grow = -(-(prompt + gen + 1 + j) // block_size) - held
-        assert a[j] == 40 + int(grow[decode].sum())
+    args = (60, lazy_allowed, 10, free, 64, 18, 1000, decode, prompt, gen, held, block_size)
+    a = kernels.plain_kv_steps.numpy_form(*args)
+    want = _kv_by_hand(*args)
+    assert list(zip(a[0].tolist(), a[1].tolist())) == want
+    if twins.compiled():
+        for x, y in zip(a, twins.compiled_twin(kernels.plain_kv_steps)(*args)):
+            np.testing.assert_array_equal(x, y)
 
 
 @needs_numba

@@ -213,35 +213,66 @@ def _plain_step_ends_loop(now_s, next_s, end_by_s, base_s, kv_read_s_per_token, 
     return starts[:k].copy(), ends[:k].copy()
 
 
-def _plain_blocks_used_numpy(used, num_steps, decode, prompt_tokens, num_generated, kv_blocks, block_size):
-    """(k,) KV blocks in use that exact accounting reports in each of ``num_steps`` lazy plain steps
-    (:meth:`specsim.engine.kv_manager.KVManager.exact_blocks_used` with no drafts): ``used`` plus, per decoding
-    slot of ``decode`` (R,), ``ceil((prompt + generated + j + 1) / block_size)`` target blocks in place of its
-    stale ``kv_blocks`` in step j (each decodes one token per step)."""
-    j = np.arange(num_steps, dtype=np.int64)[:, None]
-    base = (prompt_tokens[decode] + num_generated[decode] + 1)[None, :] + j
-    return used + (-(-base // block_size)).sum(axis=1) - int(kv_blocks[decode].sum())
+def _plain_kv_steps_numpy(num_steps, lazy_allowed, owed, num_free, fixed_margin, per_step, used, decode,
+                          prompt_tokens, num_generated, kv_blocks, block_size):
+    """The KV accounting of up to ``num_steps`` plain steps (each slot of ``decode`` (R,) decodes one token per step;
+    :meth:`specsim.engine.kv_manager.KVManager.plain_steps`), step by step as ``begin_step``, ``fit_base_need``,
+    ``count_lazy_growth`` and ``exact_blocks_used`` do it: a step is lazy while ``owed + fixed_margin <= num_free``
+    (and ``lazy_allowed``), adding ``per_step`` to what is owed; else exact: what is owed resets to 0 and every
+    decoding slot's blocks are brought to ``ceil((prompt + generated + 1) / block_size)``, taken from the free
+    blocks. Stops before an exact step whose blocks exceed the free ones (the slow path then preempts or evicts).
+
+    Returns four (n,) int64 arrays, n <= ``num_steps`` the plain steps: the blocks in use each step reports (from
+    ``used``, the pool's count), what is owed after it, the blocks taken (net) up to it, and the latest exact step
+    up to it (-1: none)."""
+    j = np.arange(num_steps, dtype=np.int64)
+    need = (-(-((prompt_tokens[decode] + num_generated[decode] + 1)[None, :] + j[:, None]) // block_size)).sum(axis=1)
+    out = np.zeros((4, num_steps), np.int64)
+    held, free, taken, last, n = int(kv_blocks[decode].sum()), num_free, 0, -1, 0
+    for step in range(num_steps):
+        if lazy_allowed and owed + fixed_margin <= free:
+            out[0, step] = used + taken + int(need[step]) - held
+            owed += per_step
+        else:
+            delta = int(need[step]) - held
+            if delta > free:
+                break
+            free, taken, held, owed, last = free - delta, taken + delta, int(need[step]), 0, step
+            out[0, step] = used + taken
+        out[1:, step] = owed, taken, last
+        n += 1
+    return out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy(), out[3, :n].copy()
 
 
-def _plain_blocks_used_loop(used, num_steps, decode, prompt_tokens, num_generated, kv_blocks, block_size):
-    # step 0's sum, then each slot adds a block at the steps where its tokens cross a block boundary
+def _plain_kv_steps_loop(num_steps, lazy_allowed, owed, num_free, fixed_margin, per_step, used, decode,
+                         prompt_tokens, num_generated, kv_blocks, block_size):
+    # the decoding slots' base need by step: step 0's sum, then a block where a slot's tokens cross a boundary
     rises = np.zeros(num_steps, np.int64)
-    first = used
+    need = held = 0
     for i in range(decode.size):
         s = decode[i]
         tokens = prompt_tokens[s] + num_generated[s] + 1
-        first += -(-tokens // block_size) - kv_blocks[s]
-        j = (1 - tokens) % block_size                 # ceil((tokens + j) / bs) rises where tokens + j - 1 = 0 mod bs
-        j = block_size if j == 0 else j
+        need, held = need - (-tokens // block_size), held + kv_blocks[s]
+        j = (-tokens) % block_size + 1                # ceil((tokens + j) / bs) rises where tokens + j - 1 = 0 mod bs
         while j < num_steps:
             rises[j] += 1
             j += block_size
-    out = np.empty(num_steps, np.int64)
-    total = first
-    for j in range(num_steps):
-        total += rises[j]
-        out[j] = total
-    return out
+    out = np.zeros((4, num_steps), np.int64)
+    free, taken, last, n = num_free, 0, -1, 0
+    for step in range(num_steps):
+        need += rises[step]
+        if lazy_allowed and owed + fixed_margin <= free:
+            out[0, step] = used + taken + need - held
+            owed += per_step
+        else:
+            delta = need - held
+            if delta > free:
+                break
+            free, taken, held, owed, last = free - delta, taken + delta, need, 0, step
+            out[0, step] = used + taken
+        out[1, step], out[2, step], out[3, step] = owed, taken, last
+        n += 1
+    return out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy(), out[3, :n].copy()
 
 
 def _plain_slots_numpy(prefill_left, output_tokens, num_generated):
@@ -272,7 +303,7 @@ def _plain_slots_loop(prefill_left, output_tokens, num_generated):
 
 plain_slots = twin(_plain_slots_numpy, _plain_slots_loop)
 plain_step_ends = twin(_plain_step_ends_numpy, _plain_step_ends_loop)
-plain_blocks_used = twin(_plain_blocks_used_numpy, _plain_blocks_used_loop)
+plain_kv_steps = twin(_plain_kv_steps_numpy, _plain_kv_steps_loop)
 
 _PLAIN_LOADED: list[bool] = []
 
@@ -286,5 +317,5 @@ def load_plain_kernels() -> None:
     _PLAIN_LOADED.append(True)
     plain_step_ends(0.0, 1.0, 1.0, 0.01, 0.0, 10, 1, 0.0, 0.0, np.zeros(2), 0.0)
     one = np.ones(1, np.int64)
-    plain_blocks_used(1, 2, np.zeros(1, np.int64), one, one, one, 16)
+    plain_kv_steps(2, True, 0, 10, 2, 2, 1, np.zeros(1, np.int64), one, one, one, 16)
     plain_slots(one, one, one)

@@ -43,6 +43,17 @@ class Admission(NamedTuple):
     hit_blocks: int
 
 
+class PlainKV(NamedTuple):
+    """The KV accounting of plain steps (:meth:`KVManager.plain_steps`), (n,) int64 each: the blocks in use each
+    step reports, what lazy accounting owes after it, the blocks taken (net) up to it, the latest exact step up to
+    it (-1: none)."""
+
+    used: np.ndarray
+    owed: np.ndarray
+    taken: np.ndarray
+    last_exact: np.ndarray
+
+
 class Lookahead(NamedTuple):
     """Verify lengths after the KV lookahead ((R,) ints) and how many requests it shortened."""
 
@@ -154,37 +165,36 @@ class KVManager:
         if self.lazy_step:
             self._owed += num_running * self.growth_bound
 
-    def lazy_steps_ahead(self, num_running: int, limit: int) -> int:
-        """How many of the next ``limit`` steps :meth:`begin_step` would make lazy (or, under ``reserve``, leave
-        without accounting) when ``num_running`` requests decode in each and nothing is admitted or freed: lazy
-        steps change no pool count, each adds ``num_running`` x :attr:`growth_bound` to what is owed. 0 under
-        exact-only accounting."""
+    def plain_steps(self, s: Slots, decode: np.ndarray, num_steps: int) -> PlainKV:
+        """The KV accounting of the next ``num_steps`` plain steps (each slot of ``decode`` (R,) decodes one token
+        per step, nothing is admitted or freed, no drafts; a prefilling slot holds its blocks from admission), step
+        by step as :meth:`begin_step`, :meth:`fit_base_need`, :meth:`count_lazy_growth` and
+        :meth:`exact_blocks_used` would do it, changing nothing (:meth:`apply_plain_steps` does). Stops before an
+        exact step whose blocks exceed the free ones (one that preempts or evicts cached blocks)."""
+        if not self.paged:                          # reserve: no accounting, nothing grows
+            used = np.full(num_steps, self.num_blocks_used, np.int64)
+            return PlainKV(used, used * 0, used * 0, used * 0 - 1)
+        return PlainKV(*kernels.plain_kv_steps(
+            num_steps, self._lazy_allowed, self._owed, self.pool.num_free, self.config.max_num_seqs * self.growth_bound,
+            s.size * self.growth_bound, self.num_blocks_used, decode, s.prompt_tokens, s.num_generated, s.kv_blocks,
+            self.block_size))
+
+    def apply_plain_steps(self, s: Slots, decode: np.ndarray, plan: PlainKV, num_steps: int) -> None:
+        """Account the first ``num_steps`` steps of ``plan`` (:meth:`plain_steps`, made before the slots' tokens
+        grew): what is owed, the accounting mode, the blocks taken and the decoding slots' holdings at the latest
+        exact step."""
         if not self.paged:
-            return limit
-        if not self._lazy_allowed:
-            return 0
-        room = self.pool.num_free - self.config.max_num_seqs * self.growth_bound - self._owed
-        if room < 0:
-            return 0
-        per_step = num_running * self.growth_bound
-        return limit if per_step == 0 else min(limit, room // per_step + 1)
-
-    def skip_lazy_steps(self, num_steps: int, num_running: int) -> None:
-        """Account ``num_steps`` steps that :meth:`lazy_steps_ahead` allowed, as :meth:`begin_step` and
-        :meth:`count_lazy_growth` would have one by one."""
-        if self.paged:
-            self.exact, self.lazy_step = False, True
-            self._owed += num_steps * num_running * self.growth_bound
-
-    def plain_blocks_used(self, s: Slots, decode: np.ndarray, num_steps: int) -> np.ndarray:
-        """(num_steps,) blocks in use each of ``num_steps`` plain steps reports (each slot of ``decode`` (R,)
-        decodes one token per step, no drafts, accounting as :meth:`lazy_steps_ahead` allowed; a prefilling slot
-        holds its blocks from admission): :meth:`exact_blocks_used` step by step."""
-        used = self.num_blocks_used
-        if not self.paged or not decode.size:
-            return np.full(num_steps, used, np.int64)
-        return kernels.plain_blocks_used(used, num_steps, decode, s.prompt_tokens, s.num_generated, s.kv_blocks,
-                                         self.block_size)
+            return
+        j = num_steps - 1
+        last = int(plan.last_exact[j])
+        self._owed = int(plan.owed[j])
+        self.exact = last == j
+        self.lazy_step = not self.exact
+        taken = int(plan.taken[j])
+        self.pool.take(taken) if taken >= 0 else self.pool.release(-taken)
+        if last >= 0:
+            s.kv_blocks[decode] = blocks_for(s.prompt_tokens[decode] + s.num_generated[decode] + 1 + last,
+                                             self.block_size)
 
     @property
     def num_blocks_used(self) -> int:

@@ -127,12 +127,14 @@ class Replica:
         now, next_s = self.env.now, self.env.peek()
         end_by_s = self.horizon_s if self.alone else min(next_s, self.horizon_s)
         start_s, end_s = self.runner.plain_step_ends(now, next_s, end_by_s, stretch)
-        k = end_s.size
+        kv = self.kv.plain_steps(self.slots, stretch.decode, end_s.size)     # stops before a preemption
+        k = kv.used.size
         while k and now + (float(end_s[k - 1]) - now) != float(end_s[k - 1]):
             k -= 1
         if not k:
             return None
-        self.runner.finish_plain(start_s[:k], end_s[:k], stretch, step=self.scheduler.step_index,
+        self.kv.apply_plain_steps(self.slots, stretch.decode, kv, k)
+        self.runner.finish_plain(start_s[:k], end_s[:k], stretch, kv.used[:k], step=self.scheduler.step_index,
                                  num_waiting=len(self.scheduler.queue))
         self.scheduler.skip_plain_steps(k)
         return float(end_s[k - 1])

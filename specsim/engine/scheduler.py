@@ -288,10 +288,11 @@ class Scheduler:
     def plain_steps_ahead(self, limit: int) -> Stretch | None:
         """The plain steps next (at most ``limit``), None when the next step is not one. A plain step has no
         drafts (gamma 0, a policy asked nothing), nothing to admit (an empty queue, or every slot taken), no step
-        log, KV accounting that neither allocates nor preempts (:meth:`KVManager.lazy_steps_ahead`), and every
-        running request decoding one token without reaching its output, but those still prefilling: the first of
-        them runs a middle chunk (the step's whole chunk budget, not its last chunk), the others wait. Such steps
-        depend on nothing but their own times, so the replica can run them at once (:meth:`Replica.run`)."""
+        log, and every running request decoding one token without reaching its output, but those still
+        prefilling: the first of them runs a middle chunk (the step's whole chunk budget, not its last chunk), the
+        others wait. Such steps depend on nothing but their own times and KV accounting that does not preempt
+        (:meth:`KVManager.plain_steps` says how many of them it allows), so the replica can run them at once
+        (:meth:`Replica.run`)."""
         s, cfg = self.slots, self.config
         if (cfg.gamma or not s.size or self._pending or self.records.record_step_log
                 or not self.policy.asks_nothing_without_drafts or (self.queue and s.size < cfg.max_num_seqs)):
@@ -305,13 +306,12 @@ class Scheduler:
             chunk, limit = budget, min(limit, (int(s.prefill_left[slot]) - 1) // budget)   # its last chunk: alone
         if decode.size:
             limit = min(limit, fewest_left - 1)                             # the next finish runs alone
-        num = self.kv.lazy_steps_ahead(s.size, limit) if limit > 0 else 0
-        return Stretch(num, decode, slot, chunk) if num > 0 else None
+        return Stretch(limit, decode, slot, chunk) if limit > 0 else None
 
     def skip_plain_steps(self, num_steps: int) -> None:
-        """``num_steps`` plain steps ran (:meth:`plain_steps_ahead`): advance the step index and account their
-        KV and policy calls as :meth:`schedule` and :meth:`postprocess` would have one by one."""
-        self.kv.skip_lazy_steps(num_steps, self.slots.size)
+        """``num_steps`` plain steps ran (:meth:`plain_steps_ahead`; their KV accounted by
+        :meth:`KVManager.apply_plain_steps`): advance the step index and account their policy calls as
+        :meth:`schedule` and :meth:`postprocess` would have one by one."""
         self.policy.skip_steps(num_steps)
         self.step_index += num_steps
         self._stalled = 0

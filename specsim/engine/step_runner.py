@@ -109,15 +109,14 @@ class StepRunner:
                                        kv_tokens, R, per_request_s, float(self.host_overhead_s), attention_s,
                                        float(self.config.emission_overhead_s * R))
 
-    def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, stretch: Stretch, *, step: int,
-                     num_waiting: int) -> None:
+    def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, stretch: Stretch, used: np.ndarray, *,
+                     step: int, num_waiting: int) -> None:
         """The first k = ``end_s.size`` of ``stretch``'s plain steps ran from ``start_s`` to ``end_s`` ((k,) each,
         from :meth:`plain_step_ends`; the first is step index ``step``): each decoding slot emitted one token per
         step, the prefilling slot (if any) ran a chunk per step. Emits and records them as :meth:`finish` would
-        step by step (``num_waiting``: the queue's length, unchanged through them)."""
+        step by step (``used``: the KV blocks each reports; ``num_waiting``: the queue's length, unchanged)."""
         s, k, (_, d, slot, chunk) = self.slots, end_s.size, stretch
         R = d.size
-        used = self.kv.plain_blocks_used(s, d, k)
         gaps = np.empty((k, R))
         gaps[0] = end_s[0] - s.last_emit_s[d]
         gaps[1:] = (end_s[1:] - end_s[:-1])[:, None]
