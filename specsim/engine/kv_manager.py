@@ -172,8 +172,8 @@ class KVManager:
         :meth:`exact_blocks_used` would do it, changing nothing (:meth:`apply_plain_steps` does). Stops before an
         exact step whose blocks exceed the free ones (one that preempts or evicts cached blocks)."""
         if not self.paged:                          # reserve: no accounting, nothing grows
-            used = np.full(num_steps, self.num_blocks_used, np.int64)
-            return PlainKV(used, used * 0, used * 0, used * 0 - 1)
+            zeros = np.zeros(num_steps, np.int64)
+            return PlainKV(zeros + self.num_blocks_used, zeros, zeros, zeros - 1)
         return PlainKV(*kernels.plain_kv_steps(
             num_steps, self._lazy_allowed, self._owed, self.pool.num_free, self.config.max_num_seqs * self.growth_bound,
             s.size * self.growth_bound, self.num_blocks_used, decode, s.prompt_tokens, s.num_generated, s.kv_blocks,

@@ -95,8 +95,9 @@ class Replica:
     def run(self):
         """Serve forever: schedule -> run (the step's time elapses) -> postprocess; sleep while there is no work.
         A stretch of plain steps that ends before any other event runs at once (:meth:`_plain_steps`)."""
+        plain = self.config.gamma == 0                  # only a replica without drafts has plain steps
         while True:
-            end_s = self._plain_steps()
+            end_s = self._plain_steps() if plain else None
             if end_s is not None:
                 yield self.env.timeout(end_s - self.env.now)
                 continue
