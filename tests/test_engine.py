@@ -436,3 +436,49 @@ def test_empirical_acceptance_with_a_proposal_shorter_than_gamma(tmp_path):
     assert widths.max() == 3 and (widths == 3).mean() > 0.8      # fewer only in a request's last steps
     first = three.conf.iloc[0]
     np.testing.assert_array_equal(first, full.conf.iloc[0][:3])     # same request, same anchor: same numbers
+
+
+def test_engine_views_show_the_step_as_an_eager_view_would():
+    """The engine's views make their per-request arrays on first read (issue 25). A policy that keeps every view
+    and reads it only after the run (as ``capacity`` reads a view one or two steps old) sees, for each step, what an
+    eager view built at that step held: the arrays the policy read during the step equal those it reads later,
+    every array is read-only, a view nobody read keeps them unmade, and an unknown attribute is an AttributeError."""
+    import dataclasses
+
+    from specsim.policies.base import LAZY_ARRAYS, SchedulingView
+    from specsim.policies.dspark import DSpark
+
+    kept, seen = [], []
+
+    class Keeping(DSpark):
+        name = "keeping"
+
+        def __call__(self, view):
+            if view.step % 2:                               # odd steps: read now, compare after the run
+                seen.append({n: np.array(getattr(view, n)) for n in sorted(LAZY_ARRAYS)})
+                kept.append(view)
+            else:
+                kept.append(None)
+                assert not LAZY_ARRAYS & set(view.__dict__)     # nothing made before anyone reads
+            return super().__call__(view)
+
+    # colocated prefill in 48-token chunks: some steps decode only part of the slots (the views index them)
+    scen = load_scenario(overrides=["prefill.mode=colocated", "prefill.chunk_tokens=48"])
+    trace = make_trace([0.0, 0.0, 0.01, 0.02, 0.3], [64, 40, 30, 200, 16], [50, 90, 20, 70, 40])
+    res = simulate(trace, Keeping(), scen, seed=2)
+    ref = simulate(trace, DSpark(), scen, seed=2)
+    np.testing.assert_array_equal(res.requests.done_s, ref.requests.done_s)   # reading changes nothing
+    views = [v for v in kept if v is not None]
+    assert len(views) == len(seen) > 10
+    running = dict(zip(res.steps.step, res.steps.num_running))
+    assert any(v.num_requests < running[v.step] for v in views)           # some steps had slots prefilling
+    for view, then in zip(views, seen):
+        eager = SchedulingView(**{f.name: getattr(view, f.name) for f in dataclasses.fields(SchedulingView)})
+        for name in sorted(LAZY_ARRAYS):
+            np.testing.assert_array_equal(getattr(view, name), then[name])
+            np.testing.assert_array_equal(getattr(eager, name), then[name])
+            assert not getattr(view, name).flags.writeable
+        assert view.num_requests == then["request_ids"].size == view.conf.shape[0]
+        assert not view.conf.flags.writeable and not view.conf_raw.flags.writeable
+    with pytest.raises(AttributeError, match="no attribute 'not_a_field'"):
+        views[0].not_a_field

@@ -146,13 +146,22 @@ def test_clip_to_output():
 def test_decoding_slots():
     left = np.array([0, 5, 0, 0, 12, 0])
     prompt, generated = np.arange(10, 16), np.array([1, 0, 3, 4, 0, 9])
-    decode, kv = kernels.decoding_slots(left, prompt, generated)
+    output = np.array([5, 100, 20, 6, 100, 10])         # left: 4, (prefilling), 17, 2, (prefilling), 1
+    decode, kv, most_left = kernels.decoding_slots(left, prompt, generated, output)
     np.testing.assert_array_equal(decode, [0, 2, 3, 5])
     assert kv == (10 + 1) + (12 + 3) + (13 + 4) + (15 + 9)
-    none, kv0 = kernels.decoding_slots(np.zeros(0, np.int64), prompt[:0], generated[:0])
-    assert none.size == 0 and kv0 == 0
+    assert most_left == 17                                # the prefilling slots' 100-token outputs do not count
+    none, kv0, left0 = kernels.decoding_slots(np.zeros(0, np.int64), prompt[:0], generated[:0], output[:0])
+    assert none.size == 0 and kv0 == 0 and left0 == 0
     if twins.compiled():
-        assert_same(*both(kernels.decoding_slots, left, prompt, generated))
+        assert_same(*both(kernels.decoding_slots, left, prompt, generated, output))
+        rng = np.random.default_rng(3)
+        for _ in range(20):                               # random slots, some prefilling, some at their last token
+            n = int(rng.integers(1, 40))
+            gen = rng.integers(0, 50, n)
+            args = (rng.integers(0, 3, n) * rng.integers(0, 2, n), rng.integers(1, 900, n), gen,
+                    gen + rng.integers(0, 30, n))
+            assert_same(*both(kernels.decoding_slots, *args))
 
 
 def test_lazy_growth_blocks_by_hand_and_twin():

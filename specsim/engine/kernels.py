@@ -97,23 +97,29 @@ def _clip_to_output_loop(verify_len, decode, output_tokens, num_generated):
     return clipped, total, num_clipped, low, high
 
 
-def _decoding_slots_numpy(prefill_left, prompt_tokens, num_generated):
-    """``(decode, kv_tokens)``: the slots with no prefill left, (R,) int64, and the KV tokens their step
-    reads, ``sum(prompt_tokens + num_generated)`` over them (an int)."""
+def _decoding_slots_numpy(prefill_left, prompt_tokens, num_generated, output_tokens):
+    """``(decode, kv_tokens, most_left)``: the slots with no prefill left, (R,) int64; the KV tokens their step
+    reads, ``sum(prompt_tokens + num_generated)`` over them (an int); and the most output tokens any of them has
+    left, ``max(output_tokens - num_generated)`` over them (an int, 0 when R = 0: the step's largest useful
+    draft length is one less, :meth:`specsim.engine.scheduler.Scheduler._useful_drafts`)."""
     decode = np.flatnonzero(prefill_left == 0).astype(np.int64)
-    return decode, int((prompt_tokens[decode] + num_generated[decode]).sum())
+    most_left = int((output_tokens[decode] - num_generated[decode]).max()) if decode.size else 0
+    return decode, int((prompt_tokens[decode] + num_generated[decode]).sum()), most_left
 
 
-def _decoding_slots_loop(prefill_left, prompt_tokens, num_generated):
+def _decoding_slots_loop(prefill_left, prompt_tokens, num_generated, output_tokens):
     n = prefill_left.size
     decode = np.empty(n, np.int64)
-    R = kv_tokens = 0
+    R = kv_tokens = most_left = 0
     for s in range(n):
         if prefill_left[s] == 0:
+            left = output_tokens[s] - num_generated[s]
+            if R == 0 or left > most_left:
+                most_left = left
             decode[R] = s
             R += 1
             kv_tokens += prompt_tokens[s] + num_generated[s]
-    return decode[:R].copy(), kv_tokens
+    return decode[:R].copy(), kv_tokens, most_left
 
 
 def _pack_prefill_numpy(prefill_left, budget):

@@ -8,6 +8,7 @@ before drafting), ``capacity`` (asked with the view of two steps ago) and ``deci
 from __future__ import annotations
 
 from collections import deque
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -102,21 +103,21 @@ class PolicyCalls:
             self._views.append(None)
 
     def _view(self, batch: DecodeBatch, drafts: Drafts, capacity: int | None) -> SchedulingView:
-        s, decode = self.slots, batch.decode
-        shown = (s.request, s.num_generated, s.prompt_tokens, s.drafts_verified, s.drafts_accepted,
-                 s.last_verify_len, s.last_accepted)
-        if decode.size < s.size:                         # else every slot decodes: the arrays serve as they are
-            shown = tuple(a[decode] for a in shown)
-        ids, generated, prompt, verified, accepted, last_verify_len, last_accepted = shown
-        if ids is not self._domains[0]:                  # same ids array (no admission or release): same domains
+        """The policy's read-only view of this step: its per-request arrays are made when the policy first reads
+        them (:meth:`SchedulingView.shown_lazily`; most policies read a few)."""
+        fields = {"step": batch.step, "now_s": batch.now_s, "gamma": batch.gamma, "conf_raw": drafts.conf_raw,
+                  "conf": drafts.conf, "kv_tokens": batch.kv_tokens, "profile": self.profile,
+                  "capacity": capacity, "drafter_cost": self.drafter_cost}
+        if self.hooks.view_cls is OracleView:
+            fields["accept"] = drafts.accept
+        return self.hooks.view_cls.shown_lazily(fields, _Shown(self, batch.decode))
+
+    def domains_of(self, ids: np.ndarray) -> np.ndarray:
+        """(R,) the domains of the requests ``ids`` (kept while the same ids array is shown: no admission or
+        release)."""
+        if ids is not self._domains[0]:
             self._domains = (ids, self.workload.domain[ids])
-        extra = {"accept": drafts.accept} if self.hooks.view_cls is OracleView else {}
-        return self.hooks.view_cls(
-            step=batch.step, now_s=batch.now_s, gamma=batch.gamma, request_ids=ids,
-            domains=self._domains[1], conf_raw=drafts.conf_raw, conf=drafts.conf, num_generated=generated,
-            prompt_tokens=prompt, kv_tokens=batch.kv_tokens, hist_drafts_verified=verified,
-            hist_drafts_accepted=accepted, last_verify_len=last_verify_len, last_accepted=last_accepted,
-            profile=self.profile, capacity=capacity, drafter_cost=self.drafter_cost, **extra)
+        return self._domains[1]
 
     def _check_lengths(self, result, R: int, gamma: int) -> np.ndarray:
         """The policy's verify lengths as an (R,) int64 array (their range is checked by the scheduler)."""
@@ -138,3 +139,27 @@ class PolicyCalls:
             want = "an int >= 0" if upper is None else f"an int in [0, {upper}]"
             raise SpecsimInputError(None, None, f"policy {self.name}, {hook}", want, repr(result))
         return int(result)
+
+
+class _Shown:
+    """The per-request arrays of one step's view (:meth:`PolicyCalls._view`), made on first access from the slot
+    arrays as they were when the view was built (those arrays are replaced, never written in place)."""
+
+    __slots__ = ("calls", "decode", "arrays")
+
+    NAMES = ("request_ids", "num_generated", "prompt_tokens", "hist_drafts_verified", "hist_drafts_accepted",
+             "last_verify_len", "last_accepted")
+    _SLOTS = attrgetter("request", "num_generated", "prompt_tokens", "drafts_verified", "drafts_accepted",
+                        "last_verify_len", "last_accepted")          # the slot array of each of NAMES
+
+    def __init__(self, calls: PolicyCalls, decode: np.ndarray) -> None:
+        self.calls, self.decode, self.arrays = calls, decode, self._SLOTS(calls.slots)
+
+    def __call__(self, name: str) -> np.ndarray:
+        if name == "domains":
+            return self.calls.domains_of(self._at("request_ids"))
+        return self._at(name)
+
+    def _at(self, name: str) -> np.ndarray:
+        arr = self.arrays[self.NAMES.index(name)]      # every slot decodes: the array serves as it is
+        return arr if self.decode.size == arr.shape[0] else arr[self.decode]

@@ -203,9 +203,11 @@ class Scheduler:
     def _plan(self, now_s: float, preempted: int, waiting: int) -> StepPlan:
         """Draft, ask the policy, limit its verify lengths (allocating their KV) and pack prefill chunks."""
         s = self.slots
-        decode, kv_tokens = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated)
+        decode, kv_tokens, most_left = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated,
+                                                              s.output_tokens)
         batch = self._useful_drafts(self.policy.proposal(DecodeBatch(self.step_index, now_s, decode,
-                                                                     float(kv_tokens), self.config.gamma)))
+                                                                     float(kv_tokens), self.config.gamma)),
+                                    most_left)
         can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
         if can_draft is not None:
             self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
@@ -224,14 +226,14 @@ class Scheduler:
                         prefill_tokens=prefill_tokens, batch_tokens=B + prefill_tokens, num_preempted=preempted,
                         num_waiting=waiting, kv_blocks_used=used)
 
-    def _useful_drafts(self, batch: DecodeBatch) -> DecodeBatch:
+    def _useful_drafts(self, batch: DecodeBatch, most_left: int) -> DecodeBatch:
         """Draft at most the largest useful length in the batch: a request can verify at most its remaining
-        output - 1 drafts, so drafting beyond the batch's largest such length only costs drafter time. A step
-        where it is 0 drafts nothing (no drafter time; counted: Records.count_undrafted_step)."""
+        output - 1 drafts, so drafting beyond the batch's largest such length (``most_left`` - 1: the most output
+        tokens a decoding request has left, less one) only costs drafter time. A step where it is 0 drafts
+        nothing (no drafter time; counted: Records.count_undrafted_step)."""
         if not batch.gamma or not batch.decode.size:
             return batch
-        d = batch.decode
-        useful = int((self.slots.output_tokens[d] - self.slots.num_generated[d]).max()) - 1
+        useful = most_left - 1
         if useful >= batch.gamma:
             return batch
         if useful <= 0:

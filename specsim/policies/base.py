@@ -26,6 +26,20 @@ from specsim.hardware.profile import StepTimeProfile
 _VIEW_ARRAYS = ("request_ids", "domains", "conf_raw", "conf", "num_generated", "prompt_tokens",
                 "hist_drafts_verified", "hist_drafts_accepted", "last_verify_len", "last_accepted")
 
+#: The per-request arrays an engine-built view makes on first access (:meth:`SchedulingView.shown_lazily`).
+LAZY_ARRAYS = frozenset(("request_ids", "domains", "num_generated", "prompt_tokens", "hist_drafts_verified",
+                         "hist_drafts_accepted", "last_verify_len", "last_accepted"))
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only: itself when nobody else writes it (the engine's arrays are replaced each step),
+    a read-only view of it when it is a view of someone's array."""
+    if arr.flags.writeable:
+        if isinstance(arr.base, np.ndarray):       # a view of someone's array: freeze our own view of it
+            arr = arr.view()
+        arr.setflags(write=False)
+    return arr
+
 
 @dataclass(frozen=True, eq=False)
 class SchedulingView:
@@ -72,16 +86,39 @@ class SchedulingView:
     def __post_init__(self) -> None:
         fields = self.__dict__
         for name in _VIEW_ARRAYS:
-            arr = fields[name]
-            if arr.flags.writeable:
-                if isinstance(arr.base, np.ndarray):   # a view of someone's array: freeze our own view of it
-                    arr = fields[name] = arr.view()
-                arr.setflags(write=False)          # an array nobody else writes (the engine's, replaced each step)
+            fields[name] = _frozen(fields[name])
+
+    @classmethod
+    def shown_lazily(cls, fields: dict, shown: Callable[[str], np.ndarray]) -> "SchedulingView":
+        """The engine's constructor (issue 25: a step builds a view for every policy call, and most policies
+        read a few of its arrays): a view with ``fields`` (every field but the per-request arrays of
+        :data:`LAZY_ARRAYS`, which ``shown(name)`` gives on first access and the view then keeps, read-only).
+
+        ``shown`` must return the same values whenever it is called (the engine's slot arrays are replaced,
+        never written in place, so it can keep references to them). Apart from when the arrays are made, the
+        view is the one ``cls(**fields, **{name: shown(name)})`` builds."""
+        view = object.__new__(cls)
+        d = view.__dict__
+        d.update(fields)
+        d["_shown"] = shown
+        d["conf_raw"], d["conf"] = _frozen(d["conf_raw"]), _frozen(d["conf"])
+        if d.get("accept") is not None:                 # an oracle's outcomes: its own read-only view of them
+            d["accept"] = d["accept"].view()
+            d["accept"].setflags(write=False)
+        return view
+
+    def __getattr__(self, name: str):
+        # reached only for an attribute the instance does not hold: a lazily shown array not read yet
+        shown = self.__dict__.get("_shown")
+        if shown is None or name not in LAZY_ARRAYS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        arr = self.__dict__[name] = _frozen(shown(name))
+        return arr
 
     @property
     def num_requests(self) -> int:
-        """R, the number of running requests."""
-        return int(self.request_ids.shape[0])
+        """R, the number of running requests (the rows of ``conf``, (R, gamma))."""
+        return int(self.conf.shape[0])
 
     def sps(self, batch_tokens: int | np.ndarray) -> float | np.ndarray:
         """Target steps per second at B tokens (scalar or array), with this step's KV read included."""
