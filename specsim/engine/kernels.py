@@ -281,30 +281,33 @@ def _plain_kv_steps_loop(num_steps, lazy_allowed, owed, num_free, fixed_margin, 
     return out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy(), out[3, :n].copy()
 
 
-def _plain_slots_numpy(prefill_left, output_tokens, num_generated):
-    """``(decode, first_prefilling, fewest_left)`` of a replica's slots for its plain stretches
+def _plain_slots_numpy(prefill_left, output_tokens, num_generated, prompt_tokens):
+    """``(decode, first_prefilling, fewest_left, kv_tokens)`` of a replica's slots for its plain stretches
     (:meth:`specsim.engine.scheduler.Scheduler.plain_steps_ahead`): the (R,) int64 slots with no prefill left,
-    the first slot still prefilling (-1: none), and the fewest output tokens any of ``decode`` has left to emit
-    (``output_tokens - num_generated``; 0 when R = 0)."""
+    the first slot still prefilling (-1: none), the fewest output tokens any of ``decode`` has left to emit
+    (``output_tokens - num_generated``; 0 when R = 0), and the KV tokens the first step's decodes read,
+    ``sum(prompt_tokens + num_generated)`` over ``decode`` (an int)."""
     decode = np.flatnonzero(prefill_left == 0).astype(np.int64)
     prefilling = np.flatnonzero(prefill_left)
     fewest = int((output_tokens[decode] - num_generated[decode]).min()) if decode.size else 0
-    return decode, int(prefilling[0]) if prefilling.size else -1, fewest
+    kv_tokens = int((prompt_tokens[decode] + num_generated[decode]).sum())
+    return decode, int(prefilling[0]) if prefilling.size else -1, fewest, kv_tokens
 
 
-def _plain_slots_loop(prefill_left, output_tokens, num_generated):
+def _plain_slots_loop(prefill_left, output_tokens, num_generated, prompt_tokens):
     n = prefill_left.size
     decode = np.empty(n, np.int64)
-    R, first, fewest = 0, -1, 0
+    R, first, fewest, kv_tokens = 0, -1, 0, 0
     for s in range(n):
         if prefill_left[s] == 0:
             left = output_tokens[s] - num_generated[s]
             fewest = left if R == 0 or left < fewest else fewest
+            kv_tokens += prompt_tokens[s] + num_generated[s]
             decode[R] = s
             R += 1
         elif first < 0:
             first = s
-    return decode[:R].copy(), first, fewest
+    return decode[:R].copy(), first, fewest, kv_tokens
 
 
 plain_slots = twin(_plain_slots_numpy, _plain_slots_loop)
@@ -324,4 +327,4 @@ def load_plain_kernels() -> None:
     plain_step_ends(0.0, 1.0, 1.0, 0.01, 0.0, 10, 1, 0.0, 0.0, np.zeros(2), 0.0)
     one = np.ones(1, np.int64)
     plain_kv_steps(2, True, 0, 10, 2, 2, 1, np.zeros(1, np.int64), one, one, one, 16)
-    plain_slots(one, one, one)
+    plain_slots(one, one, one, one)

@@ -197,7 +197,7 @@ class Records:
         """Inter-emission gaps (s) of the requests emitting in a step that ends at ``end_s``."""
         self._itl.append(gaps_s)
         self._itl_end_s.append(end_s)
-        if len(self._itl) == _ITL_PACK_STEPS:
+        if len(self._itl) >= _ITL_PACK_STEPS:
             self._pack_itl()
 
     def plain_steps(self, recs: list[StepRecord], gaps_s: np.ndarray, end_s: np.ndarray) -> None:
@@ -205,12 +205,12 @@ class Records:
         keep them: their records, and (k, R) gaps of the R requests emitting in each of the k steps ending at
         ``end_s`` (k,) (none when R = 0)."""
         self._steps.extend(recs)
-        k, R = gaps_s.shape
-        if not R:
+        if not gaps_s.shape[1]:
             return
-        if self._itl:
+        self._itl.extend(gaps_s)                  # the k steps' (R,) rows, as :meth:`itl` keeps one step's
+        self._itl_end_s.extend(end_s.tolist())
+        if len(self._itl) >= _ITL_PACK_STEPS:
             self._pack_itl()
-        self._itl_packed.append((gaps_s.ravel(), end_s, np.full(k, R, np.int64)))
 
     def _pack_itl(self) -> None:
         """Pack the latest steps' gaps into one array: a kept array per step costs about 100 bytes of header

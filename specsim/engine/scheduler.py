@@ -55,13 +55,15 @@ class StepPlan(NamedTuple):
 
 
 class Stretch(NamedTuple):
-    """Plain steps ahead (:meth:`Scheduler.plain_steps_ahead`): how many at most, the (R,) decoding slots, and
-    the slot prefilling a chunk of ``chunk`` tokens in each of them (-1 and 0: none)."""
+    """Plain steps ahead (:meth:`Scheduler.plain_steps_ahead`): how many at most, the (R,) decoding slots, the
+    slot prefilling a chunk of ``chunk`` tokens in each of them (-1 and 0: none), and the KV tokens the first
+    step's decodes read (each later step reads R more)."""
 
     num_steps: int
     decode: np.ndarray
     prefill_slot: int
     chunk: int
+    kv_tokens: int
 
 
 class StepOutcome(NamedTuple):
@@ -299,7 +301,8 @@ class Scheduler:
         if (cfg.gamma or not s.size or self._pending or self.records.record_step_log
                 or not self.policy.asks_nothing_without_drafts or (self.queue and s.size < cfg.max_num_seqs)):
             return None
-        decode, slot, fewest_left = kernels.plain_slots(s.prefill_left, s.output_tokens, s.num_generated)
+        decode, slot, fewest_left, kv_tokens = kernels.plain_slots(s.prefill_left, s.output_tokens, s.num_generated,
+                                                                   s.prompt_tokens)
         chunk = 0
         if slot >= 0:                   # FCFS packing: the first prefilling takes the whole budget while it needs more
             budget = cfg.chunk_tokens - decode.size
@@ -308,7 +311,7 @@ class Scheduler:
             chunk, limit = budget, min(limit, (int(s.prefill_left[slot]) - 1) // budget)   # its last chunk: alone
         if decode.size:
             limit = min(limit, fewest_left - 1)                             # the next finish runs alone
-        return Stretch(limit, decode, slot, chunk) if limit > 0 else None
+        return Stretch(limit, decode, slot, chunk, kv_tokens) if limit > 0 else None
 
     def skip_plain_steps(self, num_steps: int) -> None:
         """``num_steps`` plain steps ran (:meth:`plain_steps_ahead`; their KV accounted by

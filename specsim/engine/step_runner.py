@@ -87,7 +87,7 @@ class StepRunner:
         ``decode_step_terms`` or ``mixed_step_terms``, its ``prefill_attention_s`` per chunk). k = 0 where the
         profile prices steps otherwise than by its scalar table lookup (B beyond the table, a cost model without
         the terms)."""
-        s, prof, (num, decode, slot, chunk) = self.slots, self.profile, stretch
+        s, prof, (num, decode, slot, chunk, kv_tokens) = self.slots, self.profile, stretch
         R = decode.size
         terms = getattr(prof, "mixed_step_terms" if chunk else "decode_step_terms", None)
         terms = terms(R + chunk, R) if terms is not None else None
@@ -104,7 +104,6 @@ class StepRunner:
             tokens = np.array([chunk], np.int64)
             for j in range(num):
                 attention_s[j] = prof.prefill_attention_s(tokens, np.array([done + j * chunk], np.int64))
-        kv_tokens = int((s.prompt_tokens[decode] + s.num_generated[decode]).sum())
         return kernels.plain_step_ends(float(now_s), float(next_s), float(end_by_s), table_s, kv_read_s_per_token,
                                        kv_tokens, R, per_request_s, float(self.host_overhead_s), attention_s,
                                        float(self.config.emission_overhead_s * R))
@@ -115,7 +114,7 @@ class StepRunner:
         from :meth:`plain_step_ends`; the first is step index ``step``): each decoding slot emitted one token per
         step, the prefilling slot (if any) ran a chunk per step. Emits and records them as :meth:`finish` would
         step by step (``used``: the KV blocks each reports; ``num_waiting``: the queue's length, unchanged)."""
-        s, k, (_, d, slot, chunk) = self.slots, end_s.size, stretch
+        s, k, (_, d, slot, chunk, _) = self.slots, end_s.size, stretch
         R = d.size
         gaps = np.empty((k, R))
         gaps[0] = end_s[0] - s.last_emit_s[d]
@@ -169,6 +168,8 @@ class StepRunner:
         s = self.slots
         s.prefill_left[plan.prefill] -= plan.chunk
         done = plan.prefill[s.prefill_left[plan.prefill] == 0]
+        if not done.size:                                # middle chunks only: nobody emits
+            return 0
         for slot in done.tolist():
             idx = int(s.request[slot])
             s.kv_cached[slot] += self.kv.publish_prefix(idx, self.workload.prefix_keys(idx), int(s.kv_cached[slot]))
