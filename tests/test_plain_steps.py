@@ -168,6 +168,26 @@ def test_a_long_lone_request_runs_in_few_events():
                                (decode.start_s + decode.duration_s).to_numpy()[:-1], rtol=0, atol=0)
 
 
+def test_a_stretch_ends_with_the_step_that_finishes_a_request(monkeypatch):
+    """A lone request (100-token prompt, 300 tokens out) plans one step the slow way, its admission with its only
+    prefill chunk; the 299 decode steps run as one stretch whose last step finishes it, and it leaves when that
+    step ends (done_s), as step by step; nothing else is left in the event queue to stop the stretch."""
+    planned = []
+    real_plan = scheduler.Scheduler._plan
+
+    def spy(self, *args):
+        planned.append(self.step_index)
+        return real_plan(self, *args)
+
+    monkeypatch.setattr(scheduler.Scheduler, "_plan", spy)
+    ahead, one_by_one, fused = _run_both(None, make_trace([0.0], [100], [300]), "none", load_scenario(VIDUR))
+    _assert_identical(ahead, one_by_one)
+    # the run ahead plans step 0 only; step by step plans all 300
+    assert fused == 299 and planned == [0] + list(range(300))
+    last = ahead.steps.iloc[-1]
+    assert ahead.requests.done_s[0] == last.start_s + last.duration_s
+
+
 @settings(derandomize=True, database=None, deadline=None, max_examples=25,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())

@@ -163,18 +163,22 @@ class Cluster:
         self._prefilled_on: dict[int, PrefillInstance] = {}          # sessions: where a turn was prefilled
 
     # ----------------------------------------------------------------- request lifecycle
-    def arrive(self, idx: int) -> simpy.Event:
-        """Request ``idx`` enters the system now; returns an event that fires when it leaves."""
+    def arrive(self, idx: int, notify: bool = True) -> simpy.Event | None:
+        """Request ``idx`` enters the system now; returns an event that fires when it leaves (``notify``; None
+        without: an open loop waits for no request, and an event nobody waits on would still take a place in
+        the event queue at the request's end, where a replica's plain stretch then cannot start)."""
         rec = self.records
         rec.request_arrived(idx, self.env.now)
-        done = self.env.event()
+        done = self.env.event() if notify else None
         why = self._unservable(idx)
         if why is not None:
             rec.request_unservable(idx, why)
-            done.succeed()
+            if done is not None:
+                done.succeed()
             return done
         self._count(+1)
-        self._done_events[idx] = done
+        if done is not None:
+            self._done_events[idx] = done
         if self.config.request_overhead_s > 0:
             self.env.timeout(self.config.request_overhead_s).callbacks.append(lambda _ev: self._enter(idx))
         else:
@@ -315,7 +319,9 @@ class Cluster:
             self._count(-1)
             if self.sessions is not None:
                 self._keep_context(idx)
-            self._done_events.pop(idx).succeed()
+            done = self._done_events.pop(idx, None)
+            if done is not None:
+                done.succeed()
 
     def _keep_context(self, idx: int) -> None:
         """A session turn completed: its whole context stays cached where its next turn will look (module doc)."""
@@ -359,7 +365,7 @@ class Cluster:
             if t > self.env.now:
                 yield self.env.timeout(t - self.env.now)
             if self.sessions is None:
-                self.arrive(idx)
+                self.arrive(idx, notify=False)
             else:
                 self.env.process(self._chain(idx))
 

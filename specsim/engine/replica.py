@@ -97,9 +97,12 @@ class Replica:
         A stretch of plain steps that ends before any other event runs at once (:meth:`_plain_steps`)."""
         plain = self.config.gamma == 0                  # only a replica without drafts has plain steps
         while True:
-            end_s = self._plain_steps() if plain else None
-            if end_s is not None:
+            stretch_end = self._plain_steps() if plain else None
+            if stretch_end is not None:
+                end_s, finished = stretch_end
                 yield self.env.timeout(end_s - self.env.now)
+                if finished:                            # its last step finished requests: they leave now
+                    self.scheduler.release_finished(self.env.now)
                 continue
             plan = self.scheduler.schedule(self.env.now)
             if plan is None:
@@ -111,10 +114,11 @@ class Replica:
             outcome = self.runner.finish(plan, self.env.now)
             self.scheduler.postprocess(plan, outcome, self.env.now)
 
-    def _plain_steps(self) -> float | None:
+    def _plain_steps(self) -> tuple[float, bool] | None:
         """Run the plain steps ahead (:meth:`Scheduler.plain_steps_ahead`) that start before the next other event
         (``env.peek()``) and end before it (a replica that is ``alone``: before the horizon; its last step may
-        straddle the event) and the horizon; returns when the last one ends, None when there is none.
+        straddle the event) and the horizon; returns (when the last one ends, whether it finished requests, which
+        leave then), None when there is none.
 
         Nothing else happens before the next event, and a plain step depends only on what held when it started,
         so running them at once changes no number: each step is priced, recorded and accounted as one by one (the
@@ -138,7 +142,7 @@ class Replica:
         self.runner.finish_plain(start_s[:k], end_s[:k], stretch, kv.used[:k], step=self.scheduler.step_index,
                                  num_waiting=len(self.scheduler.queue))
         self.scheduler.skip_plain_steps(k)
-        return float(end_s[k - 1])
+        return float(end_s[k - 1]), k == stretch.finish_step
 
     def report_running(self) -> None:
         """Give the records every running request's counters (at the end of a run with a horizon)."""

@@ -56,14 +56,16 @@ class StepPlan(NamedTuple):
 
 class Stretch(NamedTuple):
     """Plain steps ahead (:meth:`Scheduler.plain_steps_ahead`): how many at most, the (R,) decoding slots, the
-    slot prefilling a chunk of ``chunk`` tokens in each of them (-1 and 0: none), and the KV tokens the first
-    step's decodes read (each later step reads R more)."""
+    slot prefilling a chunk of ``chunk`` tokens in each of them (-1 and 0: none), the KV tokens the first
+    step's decodes read (each later step reads R more), and the step that finishes a request (the last one it
+    may run)."""
 
     num_steps: int
     decode: np.ndarray
     prefill_slot: int
     chunk: int
     kv_tokens: int
+    finish_step: int          # the step (1-based) in which the first decoding request reaches its output; 0: none
 
 
 class StepOutcome(NamedTuple):
@@ -292,11 +294,12 @@ class Scheduler:
     def plain_steps_ahead(self, limit: int) -> Stretch | None:
         """The plain steps next (at most ``limit``), None when the next step is not one. A plain step has no
         drafts (gamma 0, a policy asked nothing), nothing to admit (an empty queue, or every slot taken), no step
-        log, and every running request decoding one token without reaching its output, but those still
-        prefilling: the first of them runs a middle chunk (the step's whole chunk budget, not its last chunk), the
-        others wait. Such steps depend on nothing but their own times and KV accounting that does not preempt
-        (:meth:`KVManager.plain_steps` says how many of them it allows), so the replica can run them at once
-        (:meth:`Replica.run`)."""
+        log, and every running request decoding one token, but those still prefilling: the first of them runs a
+        middle chunk (the step's whole chunk budget, not its last chunk), the others wait. The step in which a
+        request reaches its output ends the stretch (its requests leave when it ends:
+        :meth:`release_finished`). Such steps depend on nothing but their own times and KV accounting that does
+        not preempt (:meth:`KVManager.plain_steps` says how many of them it allows), so the replica can run them
+        at once (:meth:`Replica.run`)."""
         s, cfg = self.slots, self.config
         if (cfg.gamma or not s.size or self._pending or self.records.record_step_log
                 or not self.policy.asks_nothing_without_drafts or (self.queue and s.size < cfg.max_num_seqs)):
@@ -310,8 +313,8 @@ class Scheduler:
                 return None
             chunk, limit = budget, min(limit, (int(s.prefill_left[slot]) - 1) // budget)   # its last chunk: alone
         if decode.size:
-            limit = min(limit, fewest_left - 1)                             # the next finish runs alone
-        return Stretch(limit, decode, slot, chunk, kv_tokens) if limit > 0 else None
+            limit = min(limit, fewest_left)                                 # the next finish ends the stretch
+        return Stretch(limit, decode, slot, chunk, kv_tokens, fewest_left) if limit > 0 else None
 
     def skip_plain_steps(self, num_steps: int) -> None:
         """``num_steps`` plain steps ran (:meth:`plain_steps_ahead`; their KV accounted by
@@ -327,9 +330,13 @@ class Scheduler:
         self._check_progress(outcome.progress_tokens)
         self.step_index += 1
         if outcome.num_decode_finished or plan.prefill.size:    # a finished prefill may complete a 1-token output
-            done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
-            if done.size:
-                self._release(done, now_s)
+            self.release_finished(now_s)
+
+    def release_finished(self, now_s: float) -> None:
+        """The requests that reached their output length leave at ``now_s`` (the end of their last step)."""
+        done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
+        if done.size:
+            self._release(done, now_s)
 
     def _check_progress(self, progress: int) -> None:
         """Raise after 1000 consecutive steps without any decode or prefill progress (a livelock guard).

@@ -87,7 +87,7 @@ class StepRunner:
         ``decode_step_terms`` or ``mixed_step_terms``, its ``prefill_attention_s`` per chunk). k = 0 where the
         profile prices steps otherwise than by its scalar table lookup (B beyond the table, a cost model without
         the terms)."""
-        s, prof, (num, decode, slot, chunk, kv_tokens) = self.slots, self.profile, stretch
+        s, prof, (num, decode, slot, chunk, kv_tokens, _) = self.slots, self.profile, stretch
         R = decode.size
         terms = getattr(prof, "mixed_step_terms" if chunk else "decode_step_terms", None)
         terms = terms(R + chunk, R) if terms is not None else None
@@ -114,7 +114,7 @@ class StepRunner:
         from :meth:`plain_step_ends`; the first is step index ``step``): each decoding slot emitted one token per
         step, the prefilling slot (if any) ran a chunk per step. Emits and records them as :meth:`finish` would
         step by step (``used``: the KV blocks each reports; ``num_waiting``: the queue's length, unchanged)."""
-        s, k, (_, d, slot, chunk, _) = self.slots, end_s.size, stretch
+        s, k, (_, d, slot, chunk, _, _) = self.slots, end_s.size, stretch
         R = d.size
         gaps = np.empty((k, R))
         gaps[0] = end_s[0] - s.last_emit_s[d]
