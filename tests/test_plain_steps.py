@@ -318,3 +318,29 @@ def test_plain_slots_twins_are_equal(seed):
     assert a[1] == (np.flatnonzero(left)[0] if (left > 0).any() else -1)
     assert a[2] == ((out - gen)[decode].min() if decode.size else 0)
     assert a[3] == sum(int(prompt[s] + gen[s]) for s in decode)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_plain_emit_by_hand_and_twins(seed):
+    """k plain steps' emissions: the first gap from each slot's last emission, the later ones a step long, k tokens
+    and k steps added at the decoding slots only, their last emission moved to the last step's end."""
+    rng = np.random.default_rng(seed)
+    S, k = int(rng.integers(1, 10)), int(rng.integers(1, 6))
+    decode = np.sort(rng.choice(S, int(rng.integers(0, S + 1)), replace=False)).astype(np.int64)
+    end_s = 5.0 + np.cumsum(rng.uniform(0.01, 0.05, k))
+    last = rng.uniform(4.0, 5.0, S)
+    generated, steps = rng.integers(0, 50, S), rng.integers(0, 50, S)
+    want_last = last.copy()
+    want_last[decode] = end_s[-1]
+    forms = [kernels.plain_emit.numpy_form] + ([twins.compiled_twin(kernels.plain_emit)] if twins.compiled() else [])
+    for form in forms:
+        got_last = last.copy()
+        gaps, g, st = form(end_s, got_last, decode, generated, steps)
+        assert gaps.shape == (k, decode.size)
+        np.testing.assert_array_equal(gaps[0], end_s[0] - last[decode])
+        for j in range(1, k):
+            np.testing.assert_array_equal(gaps[j], np.full(decode.size, end_s[j] - end_s[j - 1]))
+        np.testing.assert_array_equal(g, generated + k * np.isin(np.arange(S), decode))
+        np.testing.assert_array_equal(st, steps + k * np.isin(np.arange(S), decode))
+        np.testing.assert_array_equal(got_last, want_last)
+        assert g is not generated and st is not steps

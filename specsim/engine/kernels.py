@@ -310,7 +310,42 @@ def _plain_slots_loop(prefill_left, output_tokens, num_generated, prompt_tokens)
     return decode[:R].copy(), first, fewest, kv_tokens
 
 
+def _plain_emit_numpy(end_s, last_emit_s, decode, num_generated, decode_steps):
+    """The emissions of k plain steps ending at ``end_s`` (k,) >= 1, each decoding slot of ``decode`` (R,) emitting
+    one token per step: returns ``(gaps_s, num_generated, decode_steps)``, the (k, R) inter-token gaps in seconds
+    (the first step's from each slot's ``last_emit_s``, the others one step's length) and the two (S,) counters
+    as new arrays, k added at ``decode``; ``last_emit_s[decode]`` is set to ``end_s[-1]`` in place
+    (:meth:`specsim.engine.step_runner.StepRunner.finish_plain`)."""
+    k = end_s.size
+    gaps = np.empty((k, decode.size))
+    gaps[0] = end_s[0] - last_emit_s[decode]
+    gaps[1:] = (end_s[1:] - end_s[:-1])[:, None]
+    generated, steps = num_generated.copy(), decode_steps.copy()
+    generated[decode] += k
+    steps[decode] += k
+    last_emit_s[decode] = end_s[-1]
+    return gaps, generated, steps
+
+
+def _plain_emit_loop(end_s, last_emit_s, decode, num_generated, decode_steps):
+    k, R = end_s.size, decode.size
+    gaps = np.empty((k, R))
+    generated, steps = num_generated.copy(), decode_steps.copy()
+    for i in range(R):
+        s = decode[i]
+        gaps[0, i] = end_s[0] - last_emit_s[s]
+        generated[s] += k
+        steps[s] += k
+        last_emit_s[s] = end_s[k - 1]
+    for j in range(1, k):
+        step_s = end_s[j] - end_s[j - 1]
+        for i in range(R):
+            gaps[j, i] = step_s
+    return gaps, generated, steps
+
+
 plain_slots = twin(_plain_slots_numpy, _plain_slots_loop)
+plain_emit = twin(_plain_emit_numpy, _plain_emit_loop)
 plain_step_ends = twin(_plain_step_ends_numpy, _plain_step_ends_loop)
 plain_kv_steps = twin(_plain_kv_steps_numpy, _plain_kv_steps_loop)
 
@@ -328,3 +363,4 @@ def load_plain_kernels() -> None:
     one = np.ones(1, np.int64)
     plain_kv_steps(2, True, 0, 10, 2, 2, 1, np.zeros(1, np.int64), one, one, one, 16)
     plain_slots(one, one, one, one)
+    plain_emit(np.ones(2), np.zeros(1), np.zeros(1, np.int64), one, one)

@@ -116,19 +116,13 @@ class StepRunner:
         step by step (``used``: the KV blocks each reports; ``num_waiting``: the queue's length, unchanged)."""
         s, k, (_, d, slot, chunk, _, _) = self.slots, end_s.size, stretch
         R = d.size
-        gaps = np.empty((k, R))
-        gaps[0] = end_s[0] - s.last_emit_s[d]
-        gaps[1:] = (end_s[1:] - end_s[:-1])[:, None]
-        generated, steps = s.num_generated.copy(), s.decode_steps.copy()
-        generated[d] += k
-        steps[d] += k
-        s.num_generated, s.decode_steps = generated, steps
+        gaps, s.num_generated, s.decode_steps = kernels.plain_emit(end_s, s.last_emit_s, d, s.num_generated,
+                                                                   s.decode_steps)
         if R == s.size:
             s.last_verify_len, s.last_accepted = np.zeros(R, np.int64), np.zeros(R, np.int64)
         else:
             s.last_verify_len, s.last_accepted = s.last_verify_len.copy(), s.last_accepted.copy()
             s.last_verify_len[d], s.last_accepted[d] = 0, 0
-        s.last_emit_s[d] = end_s[-1]
         if chunk:
             s.prefill_left[slot] -= k * chunk
         replica, host, size = self.config.index, self.host_overhead_s, s.size
