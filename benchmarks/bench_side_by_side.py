@@ -24,7 +24,9 @@ second run finds it). Jobs (``benchmarks/side_by_side_driver.py`` holds the meas
   time slices, which the CPU columns show apart).
 
 Run: ``python benchmarks/bench_side_by_side.py [--repeat 3] [--jobs startup,vidur3000,main,decide] [--base 10b4cad]``.
-A benchmark, not a test: it prints figures and one ``verdict`` line per target.
+A benchmark, not a test: it prints figures and one ``verdict`` line per target; under a missed loop or
+whole-process target, where B's time goes (``benchmarks/step_phases.py``: the loop by phase, and a fresh
+process from start to exit).
 """
 
 from __future__ import annotations
@@ -108,8 +110,20 @@ def rounds(job: str, sides: dict[str, Path], repeat: int, trace3000: Path | None
     return got
 
 
-def report_vidur(got: dict[str, list]) -> None:
-    """Whole-process and loop-per-step medians, the ratios, and whether the results are identical."""
+PHASES = REPO / "benchmarks" / "step_phases.py"
+
+
+def where_time_goes(job: list[str], whole: bool) -> None:
+    """For a missed target: B's loop by phase (``step_phases.py``) and, for a whole-process miss, where a fresh
+    process's time goes from start to exit."""
+    for extra in ([], ["--whole"]) if whole else ([],):
+        out = subprocess.run([sys.executable, str(PHASES), *job, *extra], cwd=REPO, capture_output=True, text=True)
+        print(out.stdout.rstrip() if out.returncode == 0 else f"step_phases.py failed:\n{out.stderr[-2000:]}")
+
+
+def report_vidur(got: dict[str, list], trace3000: Path | None = None) -> None:
+    """Whole-process and loop-per-step medians, the ratios, and whether the results are identical; for a missed
+    target, where B's time goes."""
     med = {}
     for s, runs in got.items():
         js = [json.loads(o.strip().splitlines()[-1]) for _, o in runs]
@@ -122,18 +136,24 @@ def report_vidur(got: dict[str, list]) -> None:
     print(f"verdict vidur3000 results: {'UNCHANGED' if same else 'CHANGED'} (steps {na} vs {nb})")
     print(f"verdict vidur3000 whole process: B/A {wb / wa:.2f}, target <= 0.40: {'MET' if wb / wa <= 0.4 else 'MISSED'}")
     print(f"verdict vidur3000 loop per step: B/A {lb / la:.2f}, target <= 0.33: {'MET' if lb / la <= 0.33 else 'MISSED'}")
+    if trace3000 is not None and (wb / wa > 0.4 or lb / la > 0.33):
+        where_time_goes(["vidur", str(trace3000), str(REPO / SCENARIO)], whole=wb / wa > 0.4)
 
 
-def report_main(got: dict[str, list]) -> None:
-    """Whole-process medians of the README main job and the ratio."""
+def report_main(got: dict[str, list], trace3000: Path | None = None) -> None:
+    """Whole-process medians of the README main job and the ratio; for a miss, where B's time goes."""
     med = {s: statistics.median(w for w, _ in runs) for s, runs in got.items()}
     for s, runs in got.items():
         print(f"main {s}: whole process median {med[s]:.2f} s (runs {', '.join(f'{w:.2f}' for w, _ in runs)})")
     r = med["B"] / med["A"]
     print(f"verdict main job whole process: B/A {r:.2f}, target <= 0.50: {'MET' if r <= 0.5 else 'MISSED'}")
+    if r > 0.5:
+        where_time_goes(["main"], whole=True)
 
 
-def report_startup(got: dict[str, list]) -> None:
+
+
+def report_startup(got: dict[str, list], trace3000: Path | None = None) -> None:
     """Medians of the run path's import time and of getting the acceptance model, per side."""
     med = {}
     for s, runs in got.items():
@@ -145,7 +165,7 @@ def report_startup(got: dict[str, list]) -> None:
           f"{med['B']['model_s'] / med['A']['model_s']:.3f}")
 
 
-def report_decide(got: dict[str, list]) -> None:
+def report_decide(got: dict[str, list], trace3000: Path | None = None) -> None:
     """Per-call distributions of each decision (medians over the rounds of each percentile), and per policy its
     worst regime's median against the 100 us target."""
     worst: dict[str, dict[str, tuple[float, str]]] = {}
@@ -194,7 +214,7 @@ def main() -> None:
         report = {"vidur3000": report_vidur, "main": report_main, "decide": report_decide,
                   "startup": report_startup}
         for job in jobs:
-            report[job](rounds(job, sides, args.repeat, trace3000))
+            report[job](rounds(job, sides, args.repeat, trace3000), trace3000)
             sys.stdout.flush()
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 

@@ -10,14 +10,20 @@ Jobs (the same as ``bench_side_by_side.py``'s):
 
 Phases are nested (``schedule`` holds ``admit`` and ``plan``, ``plan`` holds ``draft``, ``decide`` ...); each row
 gives its own time with its nested rows included, and ``the rest`` is the loop time outside every top-level phase
-(SimPy's event machinery, the replica's loop, arrivals and prefill instances). Run:
-``python benchmarks/step_phases.py [main | vidur TRACE SCENARIO | POLICY] [--requests N]``; a benchmark, not a test.
+(SimPy's event machinery, the replica's loop, arrivals and prefill instances, releases after a stretch). With
+``--whole``, a fresh process's wall time from start to exit instead (interpreter, imports, the kernels' first
+load, the loop, the rest of the run, the exit). Run:
+``python benchmarks/step_phases.py [main | vidur TRACE SCENARIO | POLICY] [--requests N] [--whole]``; a benchmark,
+not a test.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
+
+START = time.time()             # the interpreter is up (for --whole)
+
+import argparse  # noqa: E402
 from collections import defaultdict
 from pathlib import Path
 
@@ -70,12 +76,16 @@ def install() -> dict:
     return totals
 
 
-def run(job: list[str], requests: int | None) -> tuple[dict, float, int]:
-    """Run ``job`` with the phases wrapped: (totals, loop seconds, steps)."""
-    totals = install()
+def run(job: list[str], requests: int | None, stamps: dict | None = None) -> tuple[dict, float, int]:
+    """Run ``job`` with the phases wrapped: (totals, loop seconds, steps). ``stamps`` gets wall-clock times
+    (``time.time()``) after the imports, after the warm-up run and after the run (then no phase is wrapped)."""
+    totals = install() if stamps is None else defaultdict(lambda: [0.0, 0])
     from specsim.scenario import load_scenario
     from specsim.simulation import simulate
     from specsim.workload.jsonl import load_trace
+
+    if stamps is not None:
+        stamps["imported"] = time.time()
 
     if job[0] == "vidur":
         trace, scenario, policy = load_trace(job[1]), load_scenario(job[2]), "none"
@@ -86,8 +96,34 @@ def run(job: list[str], requests: int | None) -> tuple[dict, float, int]:
         trace = trace.head(requests)
     simulate(trace.head(8), policy, scenario, seed=0)      # loads the kernels (and the run's own warm-up) untimed
     totals.clear()
+    if stamps is not None:
+        stamps["warmed"] = time.time()
     res = simulate(trace, policy, scenario, seed=0)
+    if stamps is not None:
+        stamps["ran"] = time.time()
+        stamps["loop_s"] = float(res.summary["event_loop_wall_s"])
     return totals, float(res.summary["event_loop_wall_s"]), len(res.steps)
+
+
+def whole_process(job: list[str]) -> None:
+    """Print where a fresh process's wall time goes: interpreter start, imports (the phase wrappers' too),
+    loading the inputs and the kernels (a run of the first 8 requests), the run's loop, the rest of the run
+    (building, summarising) and the interpreter's exit. Runs this script in a child process, no phase wrapped."""
+    import json
+    import subprocess
+    import sys
+
+    t0 = time.time()
+    out = subprocess.run([sys.executable, __file__, *job, "--stamps"], capture_output=True, text=True, check=True)
+    t1 = time.time()
+    st = json.loads(out.stdout.strip().splitlines()[-1])
+    parts = {"interpreter start": st["start"] - t0, "imports": st["imported"] - st["start"],
+             "inputs, kernels' first load (8 requests)": st["warmed"] - st["imported"], "event loop": st["loop_s"],
+             "rest of the run (build, summary)": st["ran"] - st["warmed"] - st["loop_s"],
+             "exit (interpreter teardown)": t1 - st["ran"]}
+    print(f"whole process ({' '.join(job)}): {t1 - t0:.2f} s")
+    for name, secs in parts.items():
+        print(f"  {name:<42s} {secs:6.2f} s")
 
 
 def report(totals: dict, loop_s: float, steps: int, label: str = "") -> None:
@@ -111,8 +147,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("job", nargs="+", help="main | vidur TRACE SCENARIO | POLICY")
     ap.add_argument("--requests", type=int, default=None, help="the trace's first N requests only")
+    ap.add_argument("--whole", action="store_true", help="where a fresh process's time goes, start to exit")
+    ap.add_argument("--stamps", action="store_true", help=argparse.SUPPRESS)     # the child of --whole
     args = ap.parse_args()
-    totals, loop_s, steps = run(args.job, args.requests)
+    if args.whole:
+        whole_process(args.job)
+        return
+    stamps = {"start": START} if args.stamps else None
+    totals, loop_s, steps = run(args.job, args.requests, stamps)
+    if stamps is not None:
+        import json
+
+        print(json.dumps(stamps))
+        return
     report(totals, loop_s, steps, " ".join(args.job))
 
 

@@ -7,6 +7,7 @@ public API, with or without the shared folder.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,17 @@ def test_bench_engine_fails_loudly_outside_the_band(tmp_path, monkeypatch, capsy
     assert bench_engine.main(["--quick", "--r-targets", "4"]) == 2
     err = capsys.readouterr().err
     assert "outside the 10% band" in err and "dspark at R=4: measured mean R 100.0" in err
+
+
+def test_step_phases_quick():
+    """The phase table of 60 requests of the main job: every wrapped phase of the slow path is called once per
+    planned step, and the loop's steps are those the run reports; ``--whole`` lists each part of a process."""
+    out = _run("step_phases.py", "main", "--requests", "60").stdout
+    head = next(line for line in out.splitlines() if line.startswith("where the time goes (main)"))
+    steps = int(head.split(" steps")[0].split()[-1])
+    calls = {re.split(r"\s{2,}", line.strip())[0]: int(line.split("(")[-1].split()[0])
+             for line in out.splitlines() if line.rstrip().endswith("calls)")}
+    assert steps > 60 and calls["plan"] == calls["policy decide"] == calls["finish (emit, record)"] == steps
+    whole = _run("step_phases.py", "main", "--requests", "60", "--whole").stdout
+    for part in ("interpreter start", "imports", "event loop", "exit (interpreter teardown)"):
+        assert part in whole
