@@ -93,11 +93,14 @@ class Replica:
 
     # ----------------------------------------------------------------- the process
     def run(self):
-        """Serve forever: schedule -> run (the step's time elapses) -> postprocess; sleep while there is no work.
-        A stretch of plain steps that ends before any other event runs at once (:meth:`_plain_steps`)."""
-        plain = self.config.gamma == 0                  # only a replica without drafts has plain steps
+        """Serve forever (the SimPy process): schedule -> run (the step's time elapses) -> postprocess; sleep while
+        there is no work. Without drafts, a stretch of plain steps runs at once (:meth:`_serve_plain`); with
+        drafts, steps that end before any other event run without a SimPy event each (:meth:`_serve_drafting`)."""
+        return self._serve_plain() if self.config.gamma == 0 else self._serve_drafting()
+
+    def _serve_plain(self):
         while True:
-            stretch_end = self._plain_steps() if plain else None
+            stretch_end = self._plain_steps()
             if stretch_end is not None:
                 end_s, finished = stretch_end
                 yield self.env.timeout(end_s - self.env.now)
@@ -106,13 +109,53 @@ class Replica:
                 continue
             plan = self.scheduler.schedule(self.env.now)
             if plan is None:
-                self._idle = self.env.event()
-                yield self._idle
-                self._idle = None
+                yield from self._sleep()
                 continue
             yield self.env.timeout(self.runner.step_time_s(plan))
             outcome = self.runner.finish(plan, self.env.now)
             self.scheduler.postprocess(plan, outcome, self.env.now)
+
+    def _serve_drafting(self):
+        """The loop of a replica with drafts, keeping its own clock ``now`` (the end of its last step, never behind
+        SimPy's). A step that ends before the next other event (``env.peek()``) and the horizon, at a time SimPy
+        would reach exactly from its clock, is finished at once: nothing else can happen before it ends, and none
+        of the step's work reads SimPy's clock, so every number is that of one event per step. Whatever another
+        process may see (a release tells the cluster, a sleep waits for it, a step in flight) waits for SimPy's
+        clock to catch up: one event to ``now``, which is exact by that check."""
+        now = self.env.now
+        while True:
+            plan = self.scheduler.schedule(now)
+            if plan is None:
+                yield from self._catch_up(now)
+                yield from self._sleep()
+                now = self.env.now
+                continue
+            dt = self.runner.step_time_s(plan)
+            end = now + dt
+            if not self._ahead(end):
+                yield from self._catch_up(now)
+                yield self.env.timeout(dt)              # SimPy's now + dt: end, as computed above
+            outcome = self.runner.finish(plan, end)
+            if outcome.num_decode_finished or plan.prefill.size:     # requests may leave: the cluster is told
+                yield from self._catch_up(end)
+            self.scheduler.postprocess(plan, outcome, end)
+            now = end
+
+    def _ahead(self, end_s: float) -> bool:
+        """Whether a step ending at ``end_s`` may finish before SimPy's clock gets there (:meth:`_serve_drafting`)."""
+        now = self.env.now
+        return bool(end_s < self.env.peek() and end_s <= self.horizon_s and now + (end_s - now) == end_s)
+
+    def _catch_up(self, now_s: float):
+        """Bring SimPy's clock to the replica's own (``now_s``, reached exactly: :meth:`_ahead`)."""
+        if now_s != self.env.now:
+            yield self.env.timeout(now_s - self.env.now)
+
+    def _sleep(self):
+        """Wait until a request joins the queue (:meth:`enqueue`)."""
+        self._idle = self.env.event()
+        yield self._idle
+        self._idle = None
 
     def _plain_steps(self) -> tuple[float, bool] | None:
         """Run the plain steps ahead (:meth:`Scheduler.plain_steps_ahead`) that start before the next other event
