@@ -22,6 +22,7 @@ Each value is decided in one place:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -213,6 +214,28 @@ def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
                                 f"--max-batch-tokens {chunk} or more)", f"last size {prof.max_batch_tokens}")
 
 
+def profile_gpus(profile: StepTimeProfile) -> int:
+    """GPUs one replica of ``profile`` runs on: its metadata's ``tp`` x ``pp`` (1 for each it does not give)."""
+    md = getattr(profile, "metadata", None) or {}
+    return int(md.get("tp") or 1) * int(md.get("pp") or 1)
+
+
+def replica_gpus(scenario: Scenario, profile: StepTimeProfile) -> tuple[int, str | None]:
+    """(GPUs per decode replica, a notice or None): ``cluster.gpus_per_replica`` where the scenario sets it,
+    else the profile's (:func:`profile_gpus`). The notice says when a set value differs from the profile's:
+    throughput per GPU then divides by the set value while the step times stay the profile's."""
+    own, set_to = profile_gpus(profile), scenario.cluster.gpus_per_replica
+    if set_to is None:
+        return own, None
+    if set_to == own:
+        return set_to, None
+    name = (getattr(profile, "metadata", None) or {}).get("name") or Path(str(profile.source)).stem
+    return set_to, (f"cluster.gpus_per_replica = {set_to}, but the profile {name} describes a replica "
+                    f"of {own} GPU{'s' if own != 1 else ''} (TP x PP in its metadata): throughput per GPU divides "
+                    f"by {set_to} while the step times stay those of {own}; leave the key out to take the "
+                    f"profile's")
+
+
 @dataclass(frozen=True)
 class ResolvedRun:
     """A run with every setting decided: the one object the cluster, summary and provenance read.
@@ -224,6 +247,7 @@ class ResolvedRun:
         drafter_cost: the drafter's cost model (:func:`drafter_cost_of`).
         kv_fraction: the drafter's KV per target KV token (:func:`drafter_kv_fraction`).
         kv: a replica's KV capacity (computed once, :func:`specsim.hardware.kv_capacity.kv_capacity`).
+        gpus_per_replica: GPUs per decode replica, and the notice of :func:`replica_gpus` (None: none).
     """
 
     config: RunConfig
@@ -232,6 +256,8 @@ class ResolvedRun:
     drafter_cost: Any
     kv_fraction: float
     kv: KvCapacity
+    gpus_per_replica: int = 1
+    gpus_notice: str | None = None
 
     @property
     def scenario(self) -> Scenario:
@@ -277,4 +303,5 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
     check_prefill_chunk(sc, prof)
     cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
     frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
-    return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac))
+    gpus, notice = replica_gpus(sc, prof)
+    return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac), gpus, notice)

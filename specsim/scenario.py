@@ -175,7 +175,9 @@ class ClusterConfig(_Section):
 
     Attributes:
         num_replicas: decode serving instances behind the router, int >= 1.
-        gpus_per_replica: GPUs per decode instance (throughput per GPU divides by these), int >= 1.
+        gpus_per_replica: GPUs per decode instance (throughput per GPU divides by these), int >= 1; None (the
+            default) = the profile's TP x PP (its metadata's ``tp`` and ``pp``, 1 where it gives none:
+            :func:`specsim.run_config.replica_gpus`). A value other than the profile's is kept, with a notice.
         router: one of :data:`ROUTERS`; ``prefix-aware`` sends a request to the replica holding its longest
             cached prefix, ties broken by load.
         max_num_seqs: running requests per replica, int >= 1.
@@ -194,7 +196,7 @@ class ClusterConfig(_Section):
 
     SECTION: ClassVar[str] = "cluster"
     num_replicas: int = 1
-    gpus_per_replica: int = 1
+    gpus_per_replica: int | None = None
     router: Literal[ROUTERS] = "round-robin"
     max_num_seqs: int = 256
     kv_capacity_tokens: int | None = None
@@ -205,7 +207,8 @@ class ClusterConfig(_Section):
 
     def _validate(self) -> None:
         self._check(self.num_replicas >= 1, "num_replicas", "an int >= 1")
-        self._check(self.gpus_per_replica >= 1, "gpus_per_replica", "an int >= 1")
+        self._check(self.gpus_per_replica is None or self.gpus_per_replica >= 1, "gpus_per_replica",
+                    "an int >= 1 (leave it out to take the profile's TP x PP)")
         self._check(self.max_num_seqs >= 1, "max_num_seqs", "an int >= 1")
         self._check(self.block_size >= 1, "block_size", "an int >= 1 (tokens per KV block)")
         self._check(self.kv_capacity_tokens is None or self.kv_capacity_tokens >= self.block_size,

@@ -1,0 +1,47 @@
+"""Throughput per GPU divides by the GPUs a replica of the profile runs on (its TP x PP), unless the scenario sets
+``cluster.gpus_per_replica``; a set value other than the profile's is kept with a notice (a fresh user's report:
+the TP 8 DeepSeek-V3 profile's whole-node throughput was shown as per GPU)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import make_trace
+
+from specsim.hardware.profile import resolve_profile
+from specsim.run_config import profile_gpus, replica_gpus
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+
+
+def _trace():
+    return make_trace([0.0, 0.01, 0.02, 0.5], [200, 300, 100, 50], [40, 30, 60, 20])
+
+
+@pytest.mark.parametrize("profile, gpus", [("h100-llama2-7b-tp1", 1), ("h100-llama2-7b-tp2", 2),
+                                           ("h200-deepseek-v3-tp8-terms", 8), ("v4-flash-rank-terms", 1)])
+def test_a_replica_runs_on_the_profiles_tp(profile, gpus):
+    assert profile_gpus(resolve_profile(profile)) == gpus
+    res = simulate(_trace(), "dspark", load_scenario(overrides=[f"profile.name={profile}"]), seed=0)
+    s = res.summary
+    assert s["decode_gpus"] == gpus
+    assert s["output_throughput_per_gpu"] == pytest.approx(s["output_throughput"] / gpus, rel=1e-12)
+    assert not any("gpus_per_replica" in n for n in s["profile_range"]["notices"])
+
+
+def test_a_set_value_is_kept_with_a_notice():
+    sc = load_scenario(overrides=["cluster.gpus_per_replica=2"])          # the default profile runs at TP 1
+    assert replica_gpus(sc, resolve_profile(sc.profile.name))[0] == 2
+    s = simulate(_trace(), "dspark", sc, seed=0).summary
+    assert s["decode_gpus"] == 2
+    assert s["output_throughput_per_gpu"] == pytest.approx(s["output_throughput"] / 2, rel=1e-12)
+    notice = next(n for n in s["profile_range"]["notices"] if "gpus_per_replica" in n)
+    assert "h100-llama2-7b-tp1 describes a replica of 1 GPU" in notice
+    same = load_scenario(overrides=["cluster.gpus_per_replica=2", "profile.name=h100-llama2-7b-tp2"])
+    assert replica_gpus(same, resolve_profile(same.profile.name)) == (2, None)
+
+
+def test_gpus_per_replica_must_be_positive():
+    from specsim.errors import SpecsimInputError
+
+    with pytest.raises(SpecsimInputError, match="gpus_per_replica"):
+        load_scenario(overrides=["cluster.gpus_per_replica=0"])
