@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from helpers import homogeneous_scenario, make_trace
@@ -482,3 +483,22 @@ def test_engine_views_show_the_step_as_an_eager_view_would():
         assert not view.conf.flags.writeable and not view.conf_raw.flags.writeable
     with pytest.raises(AttributeError, match="no attribute 'not_a_field'"):
         views[0].not_a_field
+
+
+def test_a_fixed_length_plugin_survives_the_steps_that_draft_fewer(tmp_path):
+    """A policy that always verifies 2 drafts (a fresh user's plug-in) while a step drafts only 1 because no
+    request has more than 2 tokens left: its lengths are clipped to the output left and counted, not refused;
+    the run equals static's at gamma 2 (which verifies the step's drafts, all of them)."""
+    class Two:
+        name, fits_zos = "two", True          # as static: B fixed before the confidences (no host overhead)
+
+        def __call__(self, view):
+            return np.full(view.num_requests, 2, np.int64)
+
+    # output 4, (almost) no draft accepted: one token a step, so the step with 2 tokens left drafts 1
+    trace, scen = make_trace([0.0], [50], [4]), load_scenario(overrides=["acceptance.constant_alpha=1e-9"])
+    res = simulate(trace, Two(), scen, gamma=2, seed=0)
+    ref = simulate(trace, "static", scen, gamma=2, seed=0)
+    np.testing.assert_array_equal(res.requests.done_s, ref.requests.done_s)
+    pd.testing.assert_frame_equal(res.steps, ref.steps)
+    assert res.summary["clipped_verify_lengths"] == ref.summary["clipped_verify_lengths"] + 1   # the 1-draft step

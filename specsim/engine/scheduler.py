@@ -209,15 +209,15 @@ class Scheduler:
         s = self.slots
         decode, kv_tokens, most_left = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated,
                                                               s.output_tokens)
-        batch = self._useful_drafts(self.policy.proposal(DecodeBatch(self.step_index, now_s, decode,
-                                                                     float(kv_tokens), self.config.gamma)),
-                                    most_left)
+        proposed = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens),
+                                                    self.config.gamma))
+        batch = self._useful_drafts(proposed, most_left)
         can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
         if can_draft is not None:
             self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
         drafts = self._draft(batch, can_draft)
         decision = self.policy.decide(batch, drafts)
-        verify_len, verified = self._limit_verify_lengths(batch, decision.verify_len, can_draft)
+        verify_len, verified = self._limit_verify_lengths(batch, decision.verify_len, can_draft, proposed.gamma)
         B = decode.size + verified
         prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (NO_SLOTS, NO_SLOTS)
         prefill_tokens = int(chunk.sum()) if chunk.size else 0
@@ -259,12 +259,13 @@ class Scheduler:
             conf[~can_draft] = 0.0
         return Drafts(accept, conf_raw, conf)
 
-    def _limit_verify_lengths(self, batch: DecodeBatch, verify_len: np.ndarray,
-                              can_draft: np.ndarray | None) -> tuple[np.ndarray, int]:
-        """Check the policy's lengths are in [0, gamma]; limit them to the remaining output - 1, the drafter's
-        room and (exact steps) the KV lookahead, which allocates their blocks. Returns (verify lengths, sum)."""
-        decode, gamma = batch.decode, batch.gamma
-        s = self.slots
+    def _limit_verify_lengths(self, batch: DecodeBatch, verify_len: np.ndarray, can_draft: np.ndarray | None,
+                              gamma: int) -> tuple[np.ndarray, int]:
+        """Check the policy's lengths are in [0, gamma] (the drafts proposed: a step that drafts fewer, as none
+        is useful beyond, has every longer length clipped by the output left); limit them to the remaining output
+        - 1, the drafter's room and (exact steps) the KV lookahead, which allocates their blocks. Returns (verify
+        lengths, sum)."""
+        decode, s = batch.decode, self.slots
         verify_len, total, num_clipped, low, high = kernels.clip_to_output(verify_len, decode, s.output_tokens,
                                                                            s.num_generated)
         if not (0 <= low and high <= gamma):

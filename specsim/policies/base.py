@@ -48,7 +48,10 @@ class SchedulingView:
     Attributes:
         step: the replica's step index (0-based).
         now_s: simulated time at the start of the step, seconds.
-        gamma: drafts proposed per request this step (the block length).
+        gamma: drafts proposed per request this step (the block length). Near the end of the running requests'
+            outputs it can be below the configured gamma: a step drafts at most the most output any request has
+            left, less one (docs/profiles.md); a length above it (up to the configured gamma) is clipped to the
+            output left and counted in ``clipped_verify_lengths``, like any length past a request's output.
         request_ids: (R,) int64 trace indices of the running requests, in slot order.
         domains: (R,) object array of domain names.
         conf_raw: (R, gamma) float64 raw drafter confidences c_k in (0, 1) (PAPER.md section 3).
@@ -227,7 +230,8 @@ class PolicyBase:
     proposal_length: ClassVar[Callable[[SchedulingView], int] | None] = None
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
-        """Verify lengths for this step: (R,) integers in [0, view.gamma]."""
+        """Verify lengths for this step: (R,) integers in [0, view.gamma] (up to the configured gamma is
+        accepted: each length is clipped to its request's output left)."""
         raise NotImplementedError(f"policy {type(self).__name__} defines no __call__(view)")
 
 
