@@ -335,3 +335,16 @@ def test_policies_command_lists_registry_and_plugin_files(monkeypatch, capsys):
     assert files["policies/smartspec.py:SmartSpec"].startswith("Goodput-based")
     assert set(files) == {"policies/smartspec.py:SmartSpec", "policies/template.py:SurvivalCutoff",
                           "policies/draft_len_schedule.py:DraftLenSchedule"}
+
+
+def test_a_plugin_constructor_that_raises_is_named_by_file_and_line(tmp_path):
+    """A plug-in class whose constructor raises (not a knob it rejects): one input error naming the user's file,
+    the line that raised and the exception, never a traceback (a fresh user's report)."""
+    src = tmp_path / "bad.py"
+    src.write_text("import numpy as np\n\n\nclass CtorRaises:\n    name = 'ctor-raises'\n\n    def __init__(self):\n"
+                   "        raise RuntimeError('ctor failed')\n\n    def __call__(self, view):\n"
+                   "        return np.zeros(view.num_requests, np.int64)\n")
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(synth_trace(4, 10.0, seed=0), f"{src}:CtorRaises", seed=0)
+    assert e.value.file == str(src) and e.value.line == 8
+    assert "RuntimeError: ctor failed" in str(e.value) and "its constructor" in str(e.value)

@@ -89,7 +89,7 @@ def test_a_builtin_policy_error_is_not_taken_for_the_users():
     """Built-in policies are called unwrapped (their errors are specsim's bugs, with their traceback); in a
     user's, the innermost frame of the user's code is named even when the error is raised inside numpy."""
     from specsim.policies.base import policy_hooks
-    from specsim.policies.guard import _user_frame, is_user_policy
+    from specsim.policies.guard import is_user_policy, user_frame
     from specsim.policies.static import StaticK
 
     builtin = StaticK(3)
@@ -97,7 +97,7 @@ def test_a_builtin_policy_error_is_not_taken_for_the_users():
     try:
         np.zeros(2).reshape(3)
     except ValueError as e:                               # raised in numpy, called from this file
-        assert _user_frame(e.__traceback__) is not None and _user_frame(e.__traceback__)[0] == __file__
+        assert user_frame(e.__traceback__) is not None and user_frame(e.__traceback__)[0] == __file__
 
 
 @pytest.mark.parametrize("policies", ["dspark,nosuch", "missing_file.py:P"])

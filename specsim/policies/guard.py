@@ -31,7 +31,7 @@ def is_user_policy(policy: Any) -> bool:
     return not (module == "specsim" or module.startswith("specsim."))
 
 
-def _user_frame(tb) -> tuple[str, int] | None:
+def user_frame(tb) -> tuple[str, int] | None:
     """(file, line) of the innermost traceback frame outside specsim, the standard library and installed
     packages; None when there is none."""
     for frame in reversed(traceback.extract_tb(tb)):
@@ -53,7 +53,7 @@ def guarded(name: str, hook: str, fn: Callable | None) -> Callable | None:
         except SpecsimInputError:
             raise
         except Exception as e:
-            where = _user_frame(e.__traceback__)
+            where = user_frame(e.__traceback__)
             if where is None:
                 raise
             raise SpecsimInputError(where[0], where[1], f"policy {name}, {hook}", "a hook that runs without raising",

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from specsim.errors import SpecsimInputError
 from specsim.policies.base import Policy, as_policy, declared_knobs, policy_hooks, check_knobs
+from specsim.policies.guard import user_frame
 
 GROUP = "specsim.policies"
 
@@ -76,6 +77,12 @@ def instantiate(obj: Any, gamma: int | None = None, where: str | None = None, **
             why = str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
             raise SpecsimInputError(where, None, f"policy {label}",
                                     f"knob values its constructor accepts (it said: {why})", given) from None
+        except Exception as e:                   # a user's constructor that fails otherwise: its file and line
+            frame = user_frame(e.__traceback__)
+            if frame is None:
+                raise
+            raise SpecsimInputError(frame[0], frame[1], f"policy {label}, its constructor",
+                                    "a constructor that runs without raising", f"{type(e).__name__}: {e}") from e
     try:
         policy = as_policy(obj)
     except TypeError:
