@@ -356,6 +356,13 @@ def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[
     """The closed-loop window (start_s, end_s), or None in open loop."""
     if window is None:
         return None
+    if config.max_sim_s is not None and not np.isfinite(window.end_s):
+        opened = (f"it opened at {window.start_s:.3g} s, when every user had completed one request"
+                  if np.isfinite(window.start_s) else "it had not even opened: not every user completed a request")
+        raise SpecsimInputError(None, None, "max_sim_s", "a horizon after the closed loop's window closes (when "
+                                f"the last of the {len(trace)} requests is issued; {opened}): raise --max-sim-s "
+                                "or use fewer requests (--num-requests; in a sweep --requests-per-user K)",
+                                f"{config.max_sim_s:g} s")
     if not (np.isfinite(window.start_s) and np.isfinite(window.end_s)) or window.end_s <= window.start_s:
         raise SpecsimInputError(getattr(trace, "source", None), None, "concurrency",
                                 f"a trace long enough for a closed-loop window with {config.concurrency} users "

@@ -502,3 +502,14 @@ def test_a_fixed_length_plugin_survives_the_steps_that_draft_fewer(tmp_path):
     np.testing.assert_array_equal(res.requests.done_s, ref.requests.done_s)
     pd.testing.assert_frame_equal(res.steps, ref.steps)
     assert res.summary["clipped_verify_lengths"] == ref.summary["clipped_verify_lengths"] + 1   # the 1-draft step
+
+
+@pytest.mark.parametrize("horizon_s, opened", [(0.05, False), (3.0, True)])
+def test_a_closed_loop_horizon_before_the_window_closes_is_named(prod_trace, horizon_s, opened):
+    """A horizon that ends before the closed loop issues its last request: the error names --max-sim-s and says
+    to raise it, and whether the window had opened (a fresh user got 'use more requests', which cannot help)."""
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(prod_trace.head(16), "static", concurrency=1 if opened else 4, max_sim_s=horizon_s, seed=0)
+    msg = str(e.value)
+    assert e.value.field == "max_sim_s" and "raise --max-sim-s" in msg and f"got {horizon_s:g} s" in msg
+    assert ("it opened at" in msg) == opened

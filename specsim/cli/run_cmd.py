@@ -208,7 +208,8 @@ def run(
     num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N requests."),
     max_sim_s: Optional[float] = typer.Option(
         None, "--max-sim-s", help="Stop at simulated time T. The horizon includes T: every event at a time <= T is "
-        "processed, so a request that finishes exactly at T is completed; requests still running are unfinished. At "
+        "processed, so a request that finishes exactly at T is completed; requests still running are unfinished. "
+        "In closed loop T must come after the window closes (when the last request is issued). At "
         "most 1e9 s, specsim's bound on simulated time (arrivals / --rate-scale too)."),
     goodput: list[str] = typer.Option(
         [], "--goodput", help="Request goodput limits in ms, as vllm bench serve: 'ttft:200 tpot:50 e2el:3000' "
