@@ -288,6 +288,23 @@ def test_cli_sweep_prints_the_spread_and_writes_the_manifest(tmp_path):
     assert man["trace_sha"] == small_trace().content_hash() and len(man["point_ids"]) == 2
 
 
+def test_cli_sweep_exits_1_when_every_point_failed(tmp_path):
+    """Every point failed (a horizon before each closed loop's window closes): the records keep the errors and
+    the command exits 1, so a script sees it (a fresh user's report: it exited 0)."""
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    trace_file = tmp_path / "small.jsonl"
+    save_trace(small_trace(), trace_file)
+    out = tmp_path / "cli"
+    args = ["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "mtp1", "--concurrency", "1,2",
+            "--num-requests", "12", "--executor", "serial"]
+    r = CliRunner().invoke(app, args + ["--max-sim-s", "0.001"])
+    assert r.exit_code == 1 and "every one of the sweep's 2 points failed" in r.output
+    assert len(list((out / "points").glob("*.json"))) == 2                      # recorded, with their errors
+
+
 def test_open_loop_rate_axis_and_knob_curves(tmp_path):
     """Open-loop rate scales and a gamma axis: curves are labelled by the knob that varies."""
     spec = SweepSpec(policies=("mtp1", "static"), rate_scales=(1.0, 4.0), gammas=(2, 4), num_requests=12)

@@ -161,7 +161,7 @@ def sweep(
     """Run every (policy, knobs, load, seed) point; finished points are kept and skipped on re-runs.
 
     --concurrency and --rate-scales may be given together (closed- and open-loop points in one sweep);
-    --requests-per-user needs --concurrency.
+    --requests-per-user needs --concurrency. Exits 1 when every point failed (each is recorded with its error).
     """
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
     from specsim.scenario import load_scenario
@@ -209,13 +209,16 @@ def sweep(
     df = results_frame(recs)
     if csv:
         _write_sweep_csv(recs, df, Path(out), pcts)
-    if quiet:
-        return
-    texts = [spread_text(df), failed_text(df), thrashing_text(df), goodput_text(recs, slos) if slos else "",
-             percentile_text(recs, df, pcts) if metric_percentiles else ""]
-    for text in texts:
-        if text:
-            print(text)
+    if not quiet:
+        texts = [spread_text(df), failed_text(df), thrashing_text(df), goodput_text(recs, slos) if slos else "",
+                 percentile_text(recs, df, pcts) if metric_percentiles else ""]
+        for text in texts:
+            if text:
+                print(text)
+    if recs and all(r["status"] != "ok" for r in recs):
+        print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are above and in "
+              f"{out / 'points'})", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:
