@@ -61,6 +61,9 @@ def test_parse_knob_grids_and_errors():
     for bad in ("threshold", "threshold=0.1", "threshold=a:b", "threshold=0.1:0.9:-1"):
         with pytest.raises(SpecsimInputError, match="--knob"):
             parse_knob(bad, "specdecpp")
+    # a range the policy rejects fails before any point runs, naming --knob and the constructor's words
+    with pytest.raises(SpecsimInputError, match=r"--knob.*at 1.5: threshold: expected a float in \[0, 1\]"):
+        parse_knob("threshold=0.1:1.5", "specdecpp")
     with pytest.raises(SpecsimInputError, match="LO <= HI"):
         KnobRange("threshold", 0.9, 0.1, 5)
     with pytest.raises(SpecsimInputError, match="--tiers"):

@@ -140,7 +140,27 @@ def parse_knob(text: str, policy: str, num_points: int | None = None) -> KnobRan
         num = num_points or int(hi - lo) + 1
     else:
         num = num_points or (1 if lo == hi else 10)
+    if name != "gamma":
+        _check_ends(policy, name, (lo, hi), integer, text)
     return KnobRange(name, lo, hi, max(1, num), integer)
+
+
+def _check_ends(policy: str, name: str, ends: tuple[float, float], integer: bool, text: str) -> None:
+    """Build the policy at both ends of the range before any point runs, so that a range it rejects fails at
+    once, naming ``--knob`` (not after the grid's first points).
+
+    Raises:
+        SpecsimInputError: the policy's constructor rejects an end of the range.
+    """
+    from specsim.policies import make_policy
+
+    for value in ends:
+        try:
+            make_policy(policy, **{name: int(value) if integer else value})
+        except SpecsimInputError as e:
+            why = str(e.expected).split("it said: ", 1)[-1].removesuffix(")")      # the constructor's own words
+            raise SpecsimInputError("--knob", None, name, f"a range policy {policy} accepts at both ends (at "
+                                    f"{value:g}: {why})", repr(text)) from None
 
 
 # --------------------------------------------------------------------------------------------- spec and result
