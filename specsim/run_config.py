@@ -82,14 +82,18 @@ class RunConfig:
             bad("rate_scale", "a finite value > 0", self.rate_scale)
         if not (isinstance(self.seed, (int, np.integer)) and 0 <= self.seed < 2 ** 63):
             bad("seed", "an int in [0, 2**63) (the one seed of every random draw)", self.seed)
-        if self.gamma is not None and not 0 <= self.gamma <= 64:
-            bad("gamma", "an int in [0, 64]", self.gamma)
         horizon_ok = self.max_sim_s is None or (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S)
         if not horizon_ok:
             bad("max_sim_s", f"a time in (0, {MAX_SIM_TIME_S:g}] s (specsim's bound on simulated time)",
                 self.max_sim_s)
-        if self.concurrency is not None and self.concurrency < 1:
-            bad("concurrency", "an int >= 1", self.concurrency)
+        is_int = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))  # noqa: E731
+        if self.concurrency is not None and not (is_int(self.concurrency) and self.concurrency >= 1):
+            bad("concurrency", "an int >= 1 (closed-loop users)", self.concurrency)
+        if self.gamma is not None and not (is_int(self.gamma) and 0 <= self.gamma <= 64):
+            bad("gamma", "an int in [0, 64]", self.gamma)
+        if not isinstance(self.scenario, Scenario):
+            bad("scenario", "a Scenario (specsim.scenario.load_scenario(path), or None for the default)",
+                self.scenario)
         if self.concurrency is not None and self.rate_scale != 1.0:
             raise SpecsimInputError(None, None, "rate_scale", "rate_scale 1 with a concurrency (it scales "
                                     "open-loop arrivals only)", f"rate_scale {self.rate_scale:g} with concurrency "

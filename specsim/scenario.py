@@ -522,8 +522,9 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, i
     return replace(base, **new)
 
 
-def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
-    """Load the bundled defaults, then ``path`` (if given), then ``--set section.key=value`` overrides.
+def load_scenario(path: str | Path | None = None, overrides: list[str] | str | None = None) -> Scenario:
+    """Load the bundled defaults, then ``path`` (if given), then ``--set section.key=value`` overrides (a list of
+    them, or one as a string).
 
     Raises:
         SpecsimInputError: unreadable or invalid TOML (with its line), unknown section or key, a value of the
@@ -535,7 +536,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | None = 
         scen = _apply(scen, doc, str(path), lines)
         scen = replace(scen, source=str(path))
         scen = _profile_beside(scen, doc, Path(path))
-    for item in overrides or []:
+    for item in [overrides] if isinstance(overrides, str) else overrides or []:
         scen = _apply(scen, parse_override(item), f"--set {item}")
     return scen
 

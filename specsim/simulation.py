@@ -76,7 +76,9 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
 
     Args:
-        trace: a :class:`specsim.workload.trace.Trace`.
+        trace: a :class:`specsim.workload.trace.Trace`, or the path of a JSONL trace (loaded with
+            :func:`specsim.workload.load_trace`).
+        scenario: a :class:`~specsim.scenario.Scenario`, the path of a scenario TOML, or None for the default.
         profile: override the scenario's step-time profile.
         drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
         progress: a :data:`specsim.progress.ProgressCallback` told (done, total, simulated s) as the run goes.
@@ -87,6 +89,14 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         SpecsimInputError: bad configuration or a domain missing from the acceptance tables.
         RuntimeError: an internal invariant broke (a request lost or over-emitted).
     """
+    if isinstance(trace, (str, Path)):
+        from specsim.workload import load_trace
+        trace = load_trace(trace)
+    if isinstance(scenario, (str, Path)):
+        scenario = load_scenario(scenario)
+    if not hasattr(trace, "arrival_s"):
+        raise SpecsimInputError(None, None, "trace", "a Trace (specsim.workload.load_trace(path)) or a JSONL path",
+                                type(trace).__name__)
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
                        record_step_log=record_step_log, metric_percentiles=tuple(metric_percentiles))

@@ -513,3 +513,32 @@ def test_a_closed_loop_horizon_before_the_window_closes_is_named(prod_trace, hor
     msg = str(e.value)
     assert e.value.field == "max_sim_s" and "raise --max-sim-s" in msg and f"got {horizon_s:g} s" in msg
     assert ("it opened at" in msg) == opened
+
+
+def test_the_api_takes_paths_and_names_wrong_argument_types(tmp_path):
+    """A notebook user's mistakes get one input error each, and paths are taken where a trace or scenario is
+    expected (a fresh user's report: AttributeError from inside the run)."""
+    from specsim.analysis.frontier import compare, frontiers
+    from specsim.analysis.sweep_records import load_records
+    from specsim.workload import save_trace
+
+    path = tmp_path / "t.jsonl"
+    save_trace(make_trace([0.0, 0.1], [30, 40], [10, 12]), path)
+    toml = tmp_path / "s.toml"
+    toml.write_text("[engine]\ngamma = 3\n")
+    res = simulate(str(path), "dspark", str(toml), seed=0)
+    assert res.summary["completed"] == 2 and res.summary["gamma"] == 3
+    assert load_scenario(None, "engine.gamma=4").engine.gamma == 4               # one override as a string
+    for kw, field in [({"concurrency": 2.5}, "concurrency"), ({"gamma": 2.0}, "gamma"),
+                      ({"scenario": 42}, "scenario"), ({"concurrency": True}, "concurrency")]:
+        with pytest.raises(SpecsimInputError) as e:
+            simulate(str(path), "dspark", **kw)
+        assert e.value.field == field
+    with pytest.raises(SpecsimInputError, match="a Trace"):
+        simulate(123, "dspark")
+    with pytest.raises(SpecsimInputError, match="results folder"):
+        load_records(tmp_path / "typo")
+    with pytest.raises(SpecsimInputError, match="at least one SLA tier"):
+        compare([], [])
+    with pytest.raises(SpecsimInputError, match="seed_spread frame"):
+        frontiers(pd.DataFrame({"curve": ["a"], "load": [1]}))

@@ -160,7 +160,15 @@ class Frontier:
 
 
 def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
-    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.analysis.sweep_tables.seed_spread` frame)."""
+    """Per curve, the frontier of its seed-mean load points (a :func:`specsim.analysis.sweep_tables.seed_spread` frame).
+
+    Raises:
+        SpecsimInputError: ``spread`` is not a seed-spread frame (e.g. :func:`results_frame`'s rows, one per seed).
+    """
+    missing = [c for c in ("curve", "load", f"{X}_mean", f"{Y}_mean") if c not in spread.columns]
+    if missing:
+        raise SpecsimInputError(None, None, "spread", "a seed_spread frame (specsim.analysis.sweep_tables."
+                                "seed_spread(results_frame(records)))", f"a frame without {', '.join(missing)}")
     out = {}
     for curve, sub in spread.groupby("curve", sort=True):
         out[str(curve)] = Frontier.from_points(str(curve), sub[f"{X}_mean"].to_numpy(),
@@ -313,6 +321,8 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
             from several scenarios.
     """
     tiers = [float(t) for t in tiers]
+    if not tiers:
+        raise SpecsimInputError(None, None, "tiers", "at least one SLA tier (TPS/user, tok/s)", "none")
     df = results_frame(records)
     if df.empty or not (df.status == "ok").any():
         raise SpecsimInputError(None, None, "points", "at least one successful sweep point", "none")

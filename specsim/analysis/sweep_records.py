@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from specsim.errors import SpecsimInputError
+
 #: Summary keys copied into a record (plus ``load`` and ``per_domain``).
 SUMMARY_KEYS = (
     "completed", "unfinished", "unservable", "total", "measured_requests", "total_input_tokens",
@@ -67,7 +69,13 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
 
     Reading the whole folder (``ids`` None) with ``latest`` drops the records :func:`superseded` by the latest
     sweep's points, so that a sweep rerun into the same folder after its trace or a plug-in changed is read
-    as that rerun, never as an average of the old and new versions."""
+    as that rerun, never as an average of the old and new versions.
+
+    Raises:
+        SpecsimInputError: reading the whole folder (``ids`` None) and ``out_dir`` is not a folder.
+    """
+    if ids is None and not Path(out_dir).is_dir():
+        raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (its --out)", "no such folder")
     d = points_dir(out_dir)
     if ids is not None:
         paths = [d / f"{i}.json" for i in ids]
