@@ -224,3 +224,17 @@ def test_plot_frontiers_draws_measured_points(tmp_path):
     r = runner.invoke(app, ["plot", str(tmp_path / "sw"), "--out", str(tmp_path / "plots")])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "plots" / "frontiers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_negative_tpot_or_throughput_is_refused(tmp_path):
+    """A result whose mean TPOT is <= 0 or throughput < 0 is an input error naming the object and the field (a
+    fresh user imported mean_tpot_ms: -5 and got TPS/user -200)."""
+    import json
+
+    from specsim.hardware.measured import read_vllm_result
+
+    for key, value in (("mean_tpot_ms", -5.0), ("mean_tpot_ms", 0.0), ("output_throughput", -1.0)):
+        f = tmp_path / f"{key}{value}.json"
+        f.write_text(json.dumps({"output_throughput": 100.0, "mean_tpot_ms": 20.0, key: value}))
+        with pytest.raises(SpecsimInputError, match=f"line 1, field '{key}'"):
+            read_vllm_result(f)

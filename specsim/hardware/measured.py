@@ -84,6 +84,20 @@ def _json_objects(path: Path) -> list[dict]:
     return objs
 
 
+def _check_signs(src: str, index: int, figures: dict) -> None:
+    """A measured point's throughput must be >= 0 and its mean TPOT > 0 (a negative or zero one would give a
+    negative or infinite TPS/user).
+
+    Raises:
+        SpecsimInputError: naming the file, the 1-based object (or benchmark) index and the field.
+    """
+    for key, ok, want in (("output_throughput", lambda v: v >= 0, "a throughput >= 0 (tok/s)"),
+                          ("mean_tpot_ms", lambda v: v > 0, "a mean TPOT > 0 ms")):
+        v = _num(figures.get(key))
+        if v is not None and not ok(v):
+            raise SpecsimInputError(src, index, key, want, f"{v:g}")
+
+
 def _check_gpus(gpus: int) -> int:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise SpecsimInputError("--gpus", None, "gpus", "an int >= 1", repr(gpus))
@@ -112,6 +126,7 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         if _num(obj.get("output_throughput")) is None:
             raise SpecsimInputError(str(path), k, "output_throughput", "a number (a vllm bench serve result)",
                                     repr(obj.get("output_throughput")))
+        _check_signs(str(path), k, obj)
         conc = obj.get("max_concurrency")
         rate = obj.get("request_rate")
         load = (f"concurrency {conc}" if conc not in (None, "") else
@@ -203,6 +218,7 @@ def read_guidellm_result(path, gpus: int = 1, label: str | None = None) -> list[
                 v = _guidellm_stat(m, gname, stat)
                 key = stat if stat in ("mean", "median") else f"p{GUIDELLM_PERCENTILES[stat]}"
                 metrics[f"{key}_{word}_ms"] = None if v is None else v * scale
+        _check_signs(src, k, metrics)
         tpot = metrics["mean_tpot_ms"]
         load = _guidellm_load(bench)
         points.append(MeasuredPoint(src, "guidellm", label or f"measured: guidellm ({load})", load, gpus,
