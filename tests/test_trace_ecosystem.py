@@ -90,6 +90,18 @@ def test_table_csv_ms_origin_first_sorted_with_prefix(tmp_path):
     assert load_trace(out).content_hash() == tr.content_hash()
 
 
+def test_table_unix_milliseconds_keep_their_digits_and_are_not_seconds(tmp_path):
+    """Unix times in ms (about 1.7e12): relative arrivals are taken in ms before scaling, so 442 ms is 0.442 s
+    exactly (not 0.442000150...); read as seconds (no --time-unit) they are refused, naming --time-unit ms (a
+    fresh user's report: a 17.5 s log became 17,503 s without a word)."""
+    p = tmp_path / "log.csv"
+    p.write_text("ts,in,out\n1764547200803,506,129\n1764547201245,1492,140\n1764547218306,70,7\n")
+    tr = convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=out", time_unit="ms")
+    assert tr.arrival_s.tolist() == [0.0, 0.442, 17.503]
+    with pytest.raises(SpecsimInputError, match=r"line 4, field 'ts'.*--time-unit ms"):
+        convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=out")
+
+
 def test_table_jsonl_origins_and_units(tmp_path):
     p = tmp_path / "log.jsonl"
     p.write_text('{"t": 10, "p": 5, "o": 2, "id": "x", "kind": "code"}\n'

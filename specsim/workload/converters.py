@@ -424,8 +424,20 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
     return df
 
 
-def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.ndarray) -> np.ndarray:
-    """(N,) float64 seconds of an arrival column in ``unit`` (a TIME_UNITS key or ``datetime``)."""
+#: Arrival values in seconds beyond this (about the year 5100 as a Unix time) are another unit: Unix times in
+#: milliseconds are about 1.7e12.
+MAX_ARRIVAL_SECONDS = 1e11
+
+
+def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.ndarray,
+                     relative: bool = False) -> np.ndarray:
+    """(N,) float64 seconds of an arrival column in ``unit`` (a TIME_UNITS key or ``datetime``); ``relative``:
+    from the first arrival, subtracted in the column's own unit before scaling (Unix times in ms lose no digit).
+
+    Raises:
+        SpecsimInputError: a value that is not a time, or seconds beyond :data:`MAX_ARRIVAL_SECONDS` (naming
+            --time-unit: Unix milliseconds read as seconds).
+    """
     if unit == "datetime":
         t = pd.to_datetime(col.astype(str).str.strip(), errors="coerce", utc=True, format="mixed")
         bad = t.isna().to_numpy()
@@ -437,7 +449,12 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
         return (ns - ns.min()) / 1e9 + 0.0  # relative; the origin rule then applies to these seconds
     if unit not in TIME_UNITS:
         raise SpecsimInputError(None, None, "time_unit", f"one of {[*TIME_UNITS, 'datetime']}", repr(unit))
-    return _numbers(col, src, name, lines, integer=False, minimum=-math.inf) * TIME_UNITS[unit]
+    raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf)
+    if unit == "s" and raw.size and np.abs(raw).max() > MAX_ARRIVAL_SECONDS:
+        i = int(np.argmax(np.abs(raw)))
+        raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
+                                "Unix times in milliseconds are about 1.7e12: pass --time-unit ms)", f"{raw[i]:g}")
+    return ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit]
 
 
 def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", origin: str | float = "first",
@@ -472,10 +489,9 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
         if col not in df.columns:
             raise SpecsimInputError(src, 1 if fmt != "jsonl" and "lines" not in df.attrs else None, col,
                                     f"a column for {key} (columns: {list(map(str, df.columns))})", "no such column")
-    arrival = _arrival_seconds(df[cmap["arrival_s"]], time_unit, src, cmap["arrival_s"], lines)
-    if origin == "first":
-        arrival = arrival - arrival.min()
-    elif origin != "zero":
+    arrival = _arrival_seconds(df[cmap["arrival_s"]], time_unit, src, cmap["arrival_s"], lines,
+                               relative=origin == "first")
+    if origin not in ("first", "zero"):                   # "first": relative already (above)
         try:
             arrival = arrival - float(origin)
         except (TypeError, ValueError):
