@@ -100,6 +100,17 @@ class RunConfig:
                                     f"{self.concurrency}")
 
 
+def _knob_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
+    """(file, line) of a ``policy.knobs.KEY`` field in the scenario's own file, None when it came from elsewhere
+    (the defaults, a ``--set``)."""
+    if not field.startswith("policy.knobs.") or not scenario.source or not Path(scenario.source).is_file():
+        return None
+    from specsim.tomlfile import read_toml
+
+    line = read_toml(Path(scenario.source))[1].get(field)
+    return None if line is None else (scenario.source, line)
+
+
 @dataclass(frozen=True)
 class PolicyChoice:
     """The policy side of a run, resolved: what to build, with which drafter, gamma and knob values.
@@ -137,7 +148,13 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     Raises:
         SpecsimInputError: unknown policy, unknown or mistyped knob (naming the closest valid one).
     """
-    values = run_knobs(policy, scenario.policy.knobs, dict(knobs or {}), shared)
+    try:
+        values = run_knobs(policy, scenario.policy.knobs, dict(knobs or {}), shared)
+    except SpecsimInputError as e:     # a [policy.knobs] entry of the scenario file: name the file and line
+        where = _knob_line(scenario, str(e.field)) if e.file is None else None
+        if where is not None:
+            raise SpecsimInputError(where[0], where[1], e.field, e.expected, e.got) from None
+        raise
     if isinstance(policy, str):
         probe = make_policy(policy, gamma=gamma, **values)
         factory = lambda: make_policy(policy, gamma=gamma, **values)  # noqa: E731

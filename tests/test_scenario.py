@@ -238,3 +238,21 @@ def test_bundled_scenarios_load():
     for path in sorted(DEFAULT_SCENARIO.parent.glob("*.toml")):
         s = load_scenario(path)
         assert s.source == str(path) and s.profile.lookup is None
+
+
+def test_a_knob_typo_in_the_scenario_file_names_its_file_and_line(tmp_path):
+    """A [policy.knobs] key no policy declares: the error names the scenario file and the key's line (a fresh
+    user's report: every other TOML error did, this one did not); from --set it names no file."""
+    from specsim.simulation import simulate
+    from helpers import make_trace
+
+    f = tmp_path / "k.toml"
+    f.write_text("[engine]\ngamma = 3\n\n[policy.knobs]\nthreshhold = 0.5\n")
+    trace = make_trace([0.0], [20], [5])
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(trace, "specdecpp", load_scenario(f))
+    assert (e.value.file, e.value.line, e.value.field) == (str(f), 5, "policy.knobs.threshhold")
+    assert "closest valid: 'threshold'" in str(e.value)
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(trace, "specdecpp", load_scenario(None, ["policy.knobs.thres=0.4"]))
+    assert e.value.file is None and e.value.field == "policy.knobs.thres"

@@ -114,7 +114,7 @@ def _iter_json_lines(path: Path):
             raise SpecsimInputError(src, i, None, "UTF-8 text", "undecodable bytes") from None
         except json.JSONDecodeError as e:
             raise SpecsimInputError(src, i, None, "one JSON object per line",
-                                    f"malformed JSON ({e.msg} at column {e.colno})") from None
+                                    f"malformed JSON ({e.msg.removesuffix(' at')} at column {e.colno})") from None
         except (ValueError, RecursionError) as e:   # an int of > 4,300 digits; nesting too deep
             raise SpecsimInputError(src, i, None, "one JSON object per line",
                                     f"JSON Python cannot read ({type(e).__name__}: "
