@@ -227,14 +227,17 @@ def test_plot_frontiers_draws_measured_points(tmp_path):
 
 
 def test_a_negative_tpot_or_throughput_is_refused(tmp_path):
-    """A result whose mean TPOT is <= 0 or throughput < 0 is an input error naming the object and the field (a
-    fresh user imported mean_tpot_ms: -5 and got TPS/user -200)."""
+    """A result whose mean TPOT or throughput is < 0 is an input error naming the object and the field (a fresh
+    user imported mean_tpot_ms: -5 and got TPS/user -200); a TPOT of 0 (no second token) leaves TPS/user unknown."""
     import json
 
     from specsim.hardware.measured import read_vllm_result
 
-    for key, value in (("mean_tpot_ms", -5.0), ("mean_tpot_ms", 0.0), ("output_throughput", -1.0)):
+    for key, value in (("mean_tpot_ms", -5.0), ("output_throughput", -1.0)):
         f = tmp_path / f"{key}{value}.json"
         f.write_text(json.dumps({"output_throughput": 100.0, "mean_tpot_ms": 20.0, key: value}))
         with pytest.raises(SpecsimInputError, match=f"line 1, field '{key}'"):
             read_vllm_result(f)
+    f = tmp_path / "zero.json"
+    f.write_text(json.dumps({"output_throughput": 100.0, "mean_tpot_ms": 0.0}))
+    assert read_vllm_result(f)[0].tps_per_user is None
