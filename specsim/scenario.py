@@ -392,8 +392,9 @@ class EngineConfig(_Section):
         self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
         self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
                     "an int >= 1, tokens of context (leave it out for the model's own)")
-        for key in ("host_overhead_s", "request_overhead_s", "emission_overhead_s"):
-            self._check(getattr(self, key) >= 0, key, "a float >= 0 s")
+        for key, most in (("host_overhead_s", 1.0), ("request_overhead_s", 60.0), ("emission_overhead_s", 1.0)):
+            self._check(0 <= getattr(self, key) <= most, key, f"a float in [0, {most:g}] s (seconds, not ms: "
+                        f"0.0005 is 0.5 ms)")
 
 
 @_section

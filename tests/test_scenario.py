@@ -256,3 +256,11 @@ def test_a_knob_typo_in_the_scenario_file_names_its_file_and_line(tmp_path):
     with pytest.raises(SpecsimInputError) as e:
         simulate(trace, "specdecpp", load_scenario(None, ["policy.knobs.thres=0.4"]))
     assert e.value.file is None and e.value.field == "policy.knobs.thres"
+
+
+def test_overheads_in_milliseconds_by_mistake_are_refused():
+    """A per-step overhead of seconds is a unit slip (a fresh user's 5.0 gave 1.3 tok/s/GPU without a word)."""
+    for key, bad in (("host_overhead_s", 5.0), ("emission_overhead_s", 2.0), ("request_overhead_s", 500.0)):
+        with pytest.raises(SpecsimInputError, match=rf"engine.{key}': expected a float in \[0, .*not ms"):
+            load_scenario(None, [f"engine.{key}={bad}"])
+    assert load_scenario(None, ["engine.host_overhead_s=1.0"]).engine.host_overhead_s == 1.0     # the bound
