@@ -190,7 +190,7 @@ def test_old_policy_threshold_points_to_the_knobs_table():
     ("cluster.prefix_caching=yes", "cluster.prefix_caching", "true or false"),
     ("cluster.kv_allocation=lazy", "cluster.kv_allocation", "'paged', 'reserve'"),
     ("cluster.router=random", "cluster.router", "'prefix-aware'"),
-    ("engine.request_overhead_s=-0.1", "engine.request_overhead_s", ">= 0"),
+    ("engine.request_overhead_s=-0.1", "engine.request_overhead_s", "in [0, 60] s"),
     ("engine.emission_overhead_s=fast", "engine.emission_overhead_s", "a finite float"),
     ("drafter.kv_fraction=-1", "drafter.kv_fraction", ">= 0"),
     ("drafter.kv_fraction=abc", "drafter.kv_fraction", "or leave the key out"),
