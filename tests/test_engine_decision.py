@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from specsim import twins
 from specsim.policies.dspark import lengths_from_top, ranked_candidates, top_lengths
-from specsim.policies.engines import best_prefix, every_gain, live_beyond_floor, match_rows, stale_rows
+from specsim.policies.engine_kernels import best_prefix, every_gain, live_beyond_floor, match_rows, stale_rows
 
 
 def forms(fn):

@@ -23,10 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
+from specsim.policies.carry import Carry
 from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table, check_profile_context
-from specsim.policies.dspark import (column_total, cumprod_rows, load_scan_kernels, rise_bound, scored_candidates,
-                                     top_lengths)
-from specsim.twins import twin
+from specsim.policies.dspark import cumprod_rows, rise_bound, scored_candidates
+from specsim.policies.engine_kernels import (best_prefix, every_gain, every_gain_sorted, lengths_at_sorted,
+                                             live_beyond_floor, load_engine_kernels, match_rows, stale_rows,
+                                             survival_live)
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -41,162 +43,6 @@ def stale_survival(old_view: SchedulingView | None, running_ids: np.ndarray, gam
         return np.ones((running_ids.size, gamma))
     rows = match_rows(np.array(old_view.request_ids, dtype=np.int64), np.array(running_ids, dtype=np.int64))
     return stale_rows(old_view.conf, rows, int(gamma))
-
-
-def _match_rows_numpy(old_ids, ids):
-    """(R,) int64: the row of each of ``ids`` in ``old_ids`` (its last row if repeated), -1 where absent."""
-    if old_ids.size == 0:
-        return np.full(ids.size, -1, np.int64)
-    order = np.argsort(old_ids, kind="stable")
-    at = np.maximum(np.searchsorted(old_ids[order], ids, side="right") - 1, 0)
-    return np.where(old_ids[order[at]] == ids, order[at], -1).astype(np.int64)
-
-
-#: Fibonacci hashing's multiplier, 2**64 / golden ratio, as a signed 64-bit int (wrapping products spread the ids).
-_GOLDEN = 0x9E3779B97F4A7C15 - 2**64
-
-
-def _match_rows_loop(old_ids, ids):
-    size = 1
-    while size < 2 * old_ids.size + 2:
-        size *= 2
-    keys, vals = np.empty(size, np.int64), np.full(size, -1, np.int64)   # open addressing, linear probing
-    for i in range(old_ids.size):
-        h = (old_ids[i] * _GOLDEN) & (size - 1)
-        while vals[h] >= 0 and keys[h] != old_ids[i]:
-            h = (h + 1) & (size - 1)
-        keys[h], vals[h] = old_ids[i], i                                 # a repeated id keeps its last row
-    rows = np.full(ids.size, -1, np.int64)
-    for i in range(ids.size):
-        h = (ids[i] * _GOLDEN) & (size - 1)
-        while vals[h] >= 0:
-            if keys[h] == ids[i]:
-                rows[i] = vals[h]
-                break
-            h = (h + 1) & (size - 1)
-    return rows
-
-
-def _stale_rows_numpy(old_conf, rows, gamma):
-    """(R, gamma) survivals: row i the cumulative product of ``old_conf[rows[i], :g]`` (g = min(gamma, the old
-    gamma)) followed by zeros (drafts the old step did not make), or ones where ``rows[i] < 0``."""
-    out = np.ones((rows.size, gamma))
-    g = min(gamma, old_conf.shape[1])
-    have = rows >= 0
-    out[have, :g] = old_conf.cumprod(axis=1)[rows[have], :g]
-    out[have, g:] = 0.0
-    return out
-
-
-def _stale_rows_loop(old_conf, rows, gamma):
-    out = np.ones((rows.size, gamma))
-    g = min(gamma, old_conf.shape[1])
-    for i in range(rows.size):
-        if rows[i] >= 0:
-            acc = 1.0
-            for j in range(gamma):
-                acc = acc * old_conf[rows[i], j] if j < g else 0.0
-                out[i, j] = acc
-    return out
-
-
-def _best_prefix_numpy(a_asc, count, offset, base, first, add):
-    """n in 0..``count`` maximising Theta_n = (``offset`` + the n largest of ``a_asc``, summed largest first) /
-    cost_n, the first maximum (a global search); cost_n = ``base[min(first + n, len(base) - 1)] + add``.
-
-    Args:
-        a_asc: (M,) values sorted ascending (M >= count). offset: tau at n = 0 (tokens).
-        base: a step-time table (seconds; a :class:`SchedulerTable`'s ``verify_s`` read at B = first + n)
-            or the (count + 1,) costs themselves (``first`` = 0, ``add`` = 0.0).
-        add: seconds added to every entry (the table's drafter seconds at R requests).
-    """
-    tau = offset + np.concatenate([[0.0], np.cumsum(a_asc[::-1][:count])])          # (count+1,)
-    cost = base[np.minimum(first + np.arange(count + 1), base.size - 1)] + add
-    return int(np.argmax(tau / cost))
-
-
-def _best_prefix_loop(a_asc, count, offset, base, first, add):
-    size, top = a_asc.size, base.size - 1
-    total, best_n = 0.0, 0
-    best = (offset + total) / (base[min(first, top)] + add)
-    for n in range(1, count + 1):
-        total += a_asc[size - n]
-        theta = (offset + total) / (base[min(first + n, top)] + add)
-        if theta > best:
-            best, best_n = theta, n
-    return best_n
-
-
-def _live_numpy(survival, floor, eps):
-    """(R, gamma - floor) the survivals beyond the first ``floor`` drafts, -1.0 where below ``eps`` (never
-    admitted), and how many are not."""
-    live = np.where(survival[:, floor:] >= eps, survival[:, floor:], -1.0)
-    return live, int((live >= 0).sum())
-
-
-def _live_loop(survival, floor, eps):
-    R, G = survival.shape
-    live = np.empty((R, G - floor))
-    count = 0
-    for r in range(R):
-        for j in range(floor, G):
-            keep = survival[r, j] >= eps
-            live[r, j - floor] = survival[r, j] if keep else -1.0
-            count += keep
-    return live, count
-
-
-match_rows = twin(_match_rows_numpy, _match_rows_loop)
-def _every_gain_numpy(values, offset, ratio):
-    """Whether every step of the global search provably raises Theta (its first maximum is then the last n):
-    the smallest candidate (the entries >= 0 of ``values``; negative ones are not candidates) exceeds
-    (``offset`` + the candidates' sum) * (ratio * (1 + 1e-6) + 1e-9), ``ratio`` an upper bound on cost[n+1] /
-    cost[n] - 1 (the proof of :func:`specsim.policies.dspark.head_scan`, tau starting at ``offset``)."""
-    cand = values >= 0
-    total = column_total(np.where(cand, values, 0.0))               # adding 0.0 changes no sum
-    return bool(values[cand].min(initial=np.inf) > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9))
-
-
-def _every_gain_loop(values, offset, ratio):
-    R, G = values.shape
-    cols, lows = np.zeros(G), np.full(G, np.inf)
-    for r in range(R):
-        for j in range(G):
-            v = values[r, j]
-            if v >= 0:
-                cols[j] += v
-                lows[j] = min(lows[j], v)
-    total, low = 0.0, np.inf
-    for j in range(G):
-        total += cols[j]
-        low = min(low, lows[j])
-    return low > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9)
-
-
-stale_rows = twin(_stale_rows_numpy, _stale_rows_loop)
-every_gain = twin(_every_gain_numpy, _every_gain_loop)
-best_prefix = twin(_best_prefix_numpy, _best_prefix_loop)
-live_beyond_floor = twin(_live_numpy, _live_loop)
-
-
-def load_engine_kernels() -> None:
-    """Call each compiled piece of the two confidence schedulers once on tiny inputs typed as a step's are, so
-    that numba loads them at a run's first decision, before its event loop is timed (as
-    :func:`specsim.policies.dspark.load_scan_kernels`). Once per process."""
-    if _LOADED:
-        return
-    _LOADED.append(True)
-    load_scan_kernels()
-    conf = np.full((2, 2), 0.5)
-    conf.setflags(write=False)
-    ids = np.arange(2, dtype=np.int64)
-    survival = stale_rows(conf, match_rows(ids, ids.copy()), 2)
-    live, _ = live_beyond_floor(survival, 1, 0.0)
-    every_gain(live, 2.0, 0.0)
-    best_prefix(np.sort(survival, axis=None), 2, 2.0, np.ones(5), 2, 0.0)
-
-
-_LOADED: list = []
 
 
 def _cost_args(table, view: SchedulingView, first: int, count: int, num_requests: int, draft: bool) -> tuple:
@@ -224,12 +70,13 @@ class _Tabled(PolicyBase):
                                      int(self.profile_context))
         return self.table
 
-    def _search(self, values: np.ndarray, count: int, offset: float, view: SchedulingView, first: int,
-                num_requests: int, draft: bool) -> int:
+    def _search(self, values: np.ndarray | None, count: int, offset: float, view: SchedulingView, first: int,
+                num_requests: int, draft: bool, a_asc: np.ndarray | None = None) -> int:
         """The budget: the first n in 0..``count`` maximising (``offset`` + the n largest candidates) / cost(first
         + n), candidates the entries >= 0 of ``values``. Without a sort when :func:`every_gain` proves Theta
         rises at every n on the table (its rise bound kept per (first, count)); else one ``np.sort`` and
-        :func:`best_prefix`."""
+        :func:`best_prefix`. ``a_asc``: the entries of ``values`` already sorted ascending (the carry,
+        :mod:`specsim.policies.carry`; ``values`` is then not read)."""
         table = self._table(view)
         base, at, add = _cost_args(table, view, first, count, num_requests, draft)
         if table is not None:
@@ -238,9 +85,12 @@ class _Tabled(PolicyBase):
                 seg = base[np.minimum(first + np.arange(count + 1), base.size - 1)]      # (count+1,) seconds
                 stats = self._rises[first, count] = (float(np.diff(seg).max()) if count else 0.0,
                                                      float(seg.min()), float(seg.max()))
-            if every_gain(values, offset, rise_bound(stats, add)):
+            ratio = rise_bound(stats, add)
+            if every_gain_sorted(a_asc, offset, ratio) if a_asc is not None else every_gain(values, offset, ratio):
                 return count
-        return best_prefix(np.sort(values, axis=None), count, offset, base, at, add)
+        if a_asc is None:
+            a_asc = np.sort(values, axis=None)
+        return best_prefix(a_asc, count, offset, base, at, add)
 
     def _record(self, view: SchedulingView, lengths: np.ndarray) -> None:
         """Add this step's |table - charged| / charged at the chosen B to ``self.table_error``."""
@@ -288,17 +138,22 @@ class VllmAdaptive(_Tabled):
             raise ValueError(f"cost_table: expected 'vllm' or 'exact', got {cost_table!r}")
         self.enabled = bool(enable_adaptive_verification)
         self.cost_table, self.profile_context = cost_table, check_profile_context(profile_context_len)
+        self._carry = Carry(lambda survival: survival)           # every survival is a candidate
 
     def capacity(self, old_view: SchedulingView | None, running_ids: np.ndarray, num_running: int) -> int:
-        """n*, the drafts verified this step, from the view one step old (class docstring)."""
+        """n*, the drafts verified this step, from the view one step old (class docstring): from the survivals
+        the last ``__call__`` sorted when that is this view (:mod:`specsim.policies.carry`), else from scratch."""
         if old_view is None:
             return NO_OLD_VIEW
+        carried = self._carry.stale(old_view, running_ids)
+        if carried is not None:
+            return self._budget(carried[0], old_view, carried[1])
         return self._budget(stale_survival(old_view, running_ids, old_view.gamma), old_view)
 
-    def _budget(self, survival: np.ndarray, view: SchedulingView) -> int:
+    def _budget(self, survival: np.ndarray, view: SchedulingView, a_asc: np.ndarray | None = None) -> int:
         R = survival.shape[0]
         n_max = scored_candidates(R, survival.size, view.profile.batch_limit)
-        return self._search(survival, n_max, float(R), view, R, R, True)
+        return self._search(survival, n_max, float(R), view, R, R, True, a_asc)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         R, g = view.num_requests, view.gamma
@@ -310,7 +165,10 @@ class VllmAdaptive(_Tabled):
             k = view.capacity if view.capacity is not None else NO_OLD_VIEW
             if k == NO_OLD_VIEW:                         # first step: vLLM's stale rows start at 1.0
                 k = self._budget(np.ones((R, g)), view)
-            out = top_lengths(cumprod_rows(view.conf), min(int(k), R * g))     # the k best live survivals
+            survival = cumprod_rows(view.conf)                                   # (R, g)
+            a_asc = np.sort(survival, axis=None)         # the k best here, and the next step's budget (carry)
+            out = lengths_at_sorted(survival, a_asc, min(int(k), R * g))          # the k best live survivals
+            self._carry.keep(view, survival, a_asc)
         self._record(view, out)
         return out
 
@@ -346,20 +204,33 @@ class TrtllmConfidence(_Tabled):
         self.enabled = bool(enable_confidence_scheduling) and cost_table != "none"
         self.min_len, self.eps = min_verify_len, float(survival_eps)
         self.cost_table = "exact" if cost_table == "none" else cost_table
+        self._carry = Carry(self._live)
+
+    def _live(self, survival: np.ndarray) -> np.ndarray:
+        """(K, gamma - floor) the candidates of K rows of survivals: beyond the floor, -1.0 below eps."""
+        return live_beyond_floor(survival, min(self.min_len, survival.shape[1]), self.eps)[0]
 
     def capacity(self, old_view: SchedulingView | None, running_ids: np.ndarray, num_running: int) -> int:
-        """The budget beyond the floor from the view one step old (class docstring)."""
+        """The budget beyond the floor from the view one step old (class docstring): from the candidates the
+        last ``__call__`` sorted when that is this view (:mod:`specsim.policies.carry`), else from scratch."""
         if old_view is None:
             return NO_OLD_VIEW
+        carried = self._carry.stale(old_view, running_ids)
+        if carried is not None:
+            return self._budget(carried[0], old_view, carried[1])
         return self._budget(stale_survival(old_view, running_ids, old_view.gamma), old_view)
 
-    def _budget(self, survival: np.ndarray, view: SchedulingView) -> int:
+    def _budget(self, survival: np.ndarray, view: SchedulingView, a_asc: np.ndarray | None = None) -> int:
+        """The budget from (R, g) stale survivals; ``a_asc``: their candidates sorted, when carried."""
         R, g = survival.shape
         floor = min(self.min_len, g)
-        live, count = live_beyond_floor(survival, floor, self.eps)       # (R, g - floor), -1.0 below eps
+        if a_asc is None:
+            live, count = live_beyond_floor(survival, floor, self.eps)   # (R, g - floor), -1.0 below eps
+        else:
+            live, count = None, a_asc.size - int(np.searchsorted(a_asc, 0.0, "left"))
         first = R * (floor + 1)
         n_max = scored_candidates(first, count, view.profile.batch_limit)
-        return self._search(live, n_max, float(R + survival[:, :floor].sum()), view, first, R, False)
+        return self._search(live, n_max, float(R + survival[:, :floor].sum()), view, first, R, False, a_asc)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         R, g = view.num_requests, view.gamma
@@ -371,7 +242,9 @@ class TrtllmConfidence(_Tabled):
         k = view.capacity if view.capacity is not None else NO_OLD_VIEW
         if k == NO_OLD_VIEW:
             k = self._budget(np.ones((R, g)), view)
-        live, count = live_beyond_floor(cumprod_rows(view.conf), floor, self.eps)   # below eps: never admitted
-        out = floor + top_lengths(live, min(int(k), count))
+        survival, live, count = survival_live(view.conf, floor, self.eps)       # (R, g); below eps: never admitted
+        a_asc = np.sort(live, axis=None)                 # the k best here, and the next step's budget (carry)
+        out = floor + lengths_at_sorted(live, a_asc, min(int(k), count))
+        self._carry.keep(view, survival, a_asc)
         self._record(view, out)
         return out

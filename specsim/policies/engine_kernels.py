@@ -1,0 +1,268 @@
+"""The compiled pieces of the engines' confidence schedulers (``vllm-adaptive``, ``trtllm-confidence``,
+:mod:`specsim.policies.engines`): each a numpy definition and its loop twin (:mod:`specsim.twins`), bit-equal
+(tests/test_engine_decision.py).
+
+* the stale rows: :func:`match_rows` (each running request's row in the old view, by a hashed id) and
+  :func:`stale_rows` (the host's survivals from the old view's confidences);
+* the budget: :func:`every_gain` (a proof that Theta rises at every step, so no sort is needed) and
+  :func:`best_prefix` (the global argmax over the sorted candidates);
+* the allocation: :func:`live_beyond_floor` (trtllm-confidence's candidates) and :func:`lengths_at_sorted`;
+* the carry (issue 25, :mod:`specsim.policies.carry`): :func:`drop_and_join`, last step's sorted candidates
+  less the finished requests' plus the joining requests' ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specsim.policies.dspark import column_total, load_scan_kernels, threshold_lengths
+from specsim.twins import twin
+
+
+def _match_rows_numpy(old_ids, ids):
+    """(R,) int64: the row of each of ``ids`` in ``old_ids`` (its last row if repeated), -1 where absent."""
+    if old_ids.size == 0:
+        return np.full(ids.size, -1, np.int64)
+    order = np.argsort(old_ids, kind="stable")
+    at = np.maximum(np.searchsorted(old_ids[order], ids, side="right") - 1, 0)
+    return np.where(old_ids[order[at]] == ids, order[at], -1).astype(np.int64)
+
+
+#: Fibonacci hashing's multiplier, 2**64 / golden ratio, as a signed 64-bit int (wrapping products spread the ids).
+_GOLDEN = 0x9E3779B97F4A7C15 - 2**64
+
+
+def _match_rows_loop(old_ids, ids):
+    size = 1
+    while size < 2 * old_ids.size + 2:
+        size *= 2
+    keys, vals = np.empty(size, np.int64), np.full(size, -1, np.int64)   # open addressing, linear probing
+    for i in range(old_ids.size):
+        h = (old_ids[i] * _GOLDEN) & (size - 1)
+        while vals[h] >= 0 and keys[h] != old_ids[i]:
+            h = (h + 1) & (size - 1)
+        keys[h], vals[h] = old_ids[i], i                                 # a repeated id keeps its last row
+    rows = np.full(ids.size, -1, np.int64)
+    for i in range(ids.size):
+        h = (ids[i] * _GOLDEN) & (size - 1)
+        while vals[h] >= 0:
+            if keys[h] == ids[i]:
+                rows[i] = vals[h]
+                break
+            h = (h + 1) & (size - 1)
+    return rows
+
+
+def _stale_rows_numpy(old_conf, rows, gamma):
+    """(R, gamma) survivals: row i the cumulative product of ``old_conf[rows[i], :g]`` (g = min(gamma, the old
+    gamma)) followed by zeros (drafts the old step did not make), or ones where ``rows[i] < 0``."""
+    out = np.ones((rows.size, gamma))
+    g = min(gamma, old_conf.shape[1])
+    have = rows >= 0
+    out[have, :g] = old_conf.cumprod(axis=1)[rows[have], :g]
+    out[have, g:] = 0.0
+    return out
+
+
+def _stale_rows_loop(old_conf, rows, gamma):
+    out = np.ones((rows.size, gamma))
+    g = min(gamma, old_conf.shape[1])
+    for i in range(rows.size):
+        if rows[i] >= 0:
+            acc = 1.0
+            for j in range(gamma):
+                acc = acc * old_conf[rows[i], j] if j < g else 0.0
+                out[i, j] = acc
+    return out
+
+
+def _best_prefix_numpy(a_asc, count, offset, base, first, add):
+    """n in 0..``count`` maximising Theta_n = (``offset`` + the n largest of ``a_asc``, summed largest first) /
+    cost_n, the first maximum (a global search); cost_n = ``base[min(first + n, len(base) - 1)] + add``.
+
+    Args:
+        a_asc: (M,) values sorted ascending (M >= count). offset: tau at n = 0 (tokens).
+        base: a step-time table (seconds; a :class:`SchedulerTable`'s ``verify_s`` read at B = first + n)
+            or the (count + 1,) costs themselves (``first`` = 0, ``add`` = 0.0).
+        add: seconds added to every entry (the table's drafter seconds at R requests).
+    """
+    tau = offset + np.concatenate([[0.0], np.cumsum(a_asc[::-1][:count])])          # (count+1,)
+    cost = base[np.minimum(first + np.arange(count + 1), base.size - 1)] + add
+    return int(np.argmax(tau / cost))
+
+
+def _best_prefix_loop(a_asc, count, offset, base, first, add):
+    size, top = a_asc.size, base.size - 1
+    total, best_n = 0.0, 0
+    best = (offset + total) / (base[min(first, top)] + add)
+    for n in range(1, count + 1):
+        total += a_asc[size - n]
+        theta = (offset + total) / (base[min(first + n, top)] + add)
+        if theta > best:
+            best, best_n = theta, n
+    return best_n
+
+
+def _live_numpy(survival, floor, eps):
+    """(R, gamma - floor) the survivals beyond the first ``floor`` drafts, -1.0 where below ``eps`` (never
+    admitted), and how many are not."""
+    live = np.where(survival[:, floor:] >= eps, survival[:, floor:], -1.0)
+    return live, int((live >= 0).sum())
+
+
+def _live_loop(survival, floor, eps):
+    R, G = survival.shape
+    live = np.empty((R, G - floor))
+    count = 0
+    for r in range(R):
+        for j in range(floor, G):
+            keep = survival[r, j] >= eps
+            live[r, j - floor] = survival[r, j] if keep else -1.0
+            count += keep
+    return live, count
+
+
+def _survival_live_numpy(conf, floor, eps):
+    """(survival (R, gamma) = ``conf.cumprod(axis=1)``, then :func:`live_beyond_floor` of it): trtllm-confidence's
+    allocation inputs in one pass."""
+    survival = conf.cumprod(axis=1)
+    live, count = _live_numpy(survival, floor, eps)
+    return survival, live, count
+
+
+def _survival_live_loop(conf, floor, eps):
+    R, G = conf.shape
+    survival, live = np.empty((R, G)), np.empty((R, G - floor))
+    count = 0
+    for r in range(R):
+        acc = 1.0
+        for j in range(G):
+            acc *= conf[r, j]
+            survival[r, j] = acc
+            if j >= floor:
+                keep = acc >= eps
+                live[r, j - floor] = acc if keep else -1.0
+                count += keep
+    return survival, live, count
+
+
+def _every_gain_numpy(values, offset, ratio):
+    """Whether every step of the global search provably raises Theta (its first maximum is then the last n):
+    the smallest candidate (the entries >= 0 of ``values``; negative ones are not candidates) exceeds
+    (``offset`` + the candidates' sum) * (ratio * (1 + 1e-6) + 1e-9), ``ratio`` an upper bound on cost[n+1] /
+    cost[n] - 1 (the proof of :func:`specsim.policies.dspark.head_scan`, tau starting at ``offset``)."""
+    cand = values >= 0
+    total = column_total(np.where(cand, values, 0.0))               # adding 0.0 changes no sum
+    return bool(values[cand].min(initial=np.inf) > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9))
+
+
+def _every_gain_loop(values, offset, ratio):
+    R, G = values.shape
+    cols, lows = np.zeros(G), np.full(G, np.inf)
+    for r in range(R):
+        for j in range(G):
+            v = values[r, j]
+            if v >= 0:
+                cols[j] += v
+                lows[j] = min(lows[j], v)
+    total, low = 0.0, np.inf
+    for j in range(G):
+        total += cols[j]
+        low = min(low, lows[j])
+    return low > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9)
+
+
+def _drop_and_join_numpy(a_asc, gone, ones):
+    """(sorted, ok): the values ``a_asc`` (M,) sorted ascending, less one entry equal to each of ``gone`` (K,),
+    plus ``ones`` entries 1.0, sorted ascending, shape (M - K + ones,); ``ok`` False (and an empty array) when
+    some value of ``gone`` is not among ``a_asc`` (counted with repeats; NaN never is). Among equal values the
+    first ones in ``a_asc`` go (only -0.0 and 0.0 are equal and differ, and no sum or comparison of the
+    schedulers tells them apart)."""
+    g = np.sort(gone)                                                          # (K,)
+    idx = np.searchsorted(a_asc, g, "left") + (np.arange(g.size) - np.searchsorted(g, g, "left"))
+    if g.size and (idx[-1] >= a_asc.size or not (a_asc[np.minimum(idx, a_asc.size - 1)] == g).all()):
+        return np.empty(0), False
+    kept = np.delete(a_asc, idx)                                               # (M - K,)
+    return np.insert(kept, np.searchsorted(kept, 1.0, "right"), np.ones(ones)), True
+
+
+def _drop_and_join_loop(a_asc, gone, ones):
+    g = np.sort(gone)
+    out = np.empty(a_asc.size - g.size + ones)
+    j = k = 0
+    placed = ones == 0
+    for i in range(a_asc.size):
+        v = a_asc[i]
+        if j < g.size and v == g[j]:
+            j += 1
+            continue
+        if not placed and v > 1.0:
+            out[k:k + ones] = 1.0
+            k += ones
+            placed = True
+        if k == out.size:                                # more kept than room: some of ``gone`` was absent
+            return np.empty(0), False
+        out[k] = v
+        k += 1
+    if j < g.size:
+        return np.empty(0), False
+    if not placed:
+        out[k:] = 1.0
+    return out, True
+
+
+def every_gain_sorted(a_asc: np.ndarray, offset: float, ratio: float) -> bool:
+    """:func:`every_gain` read from the same candidates sorted ascending (negative entries not candidates): the
+    smallest candidate is the first entry >= 0 and their sum is taken in another order, which moves it by a
+    relative 1e-12 at most (8,192 candidates) against the proof's margin of 1e-6, so the proof stays sound and
+    the budget it returns (every candidate) is the global argmax's, as on the matrix."""
+    start = 0 if a_asc.size and a_asc[0] >= 0.0 else int(np.searchsorted(a_asc, 0.0, "left"))
+    if start == a_asc.size:
+        return True                                      # no candidate: nothing to disprove
+    factor = max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
+    if not a_asc[start] > offset * factor:               # fails before the sum (candidates >= 0, offset >= 0)
+        return False
+    return bool(a_asc[start] > (offset + float(a_asc[start:].sum())) * factor)
+
+
+def lengths_at_sorted(survival: np.ndarray, a_asc: np.ndarray, n: int) -> np.ndarray:
+    """:func:`specsim.policies.dspark.top_lengths` (the ``n`` best candidates of ``survival`` (R, gamma) by rank)
+    when its values are already sorted, ``a_asc`` = ``np.sort(survival, axis=None)``: the n-th largest is read
+    there rather than found by ``np.partition`` (the same value). ``n`` is clipped to 0 .. R * gamma."""
+    size = survival.size
+    n = max(0, min(int(n), size))
+    if n == 0 or n == size:
+        return np.full(survival.shape[0], survival.shape[1] if n else 0, dtype=np.int64)
+    return threshold_lengths(survival, n, a_asc[size - n])
+
+
+stale_rows = twin(_stale_rows_numpy, _stale_rows_loop)
+every_gain = twin(_every_gain_numpy, _every_gain_loop)
+best_prefix = twin(_best_prefix_numpy, _best_prefix_loop)
+match_rows = twin(_match_rows_numpy, _match_rows_loop)
+live_beyond_floor = twin(_live_numpy, _live_loop)
+drop_and_join = twin(_drop_and_join_numpy, _drop_and_join_loop)
+survival_live = twin(_survival_live_numpy, _survival_live_loop)
+
+
+def load_engine_kernels() -> None:
+    """Call each compiled piece of the two confidence schedulers once on tiny inputs typed as a step's are, so
+    that numba loads them at a run's first decision, before its event loop is timed (as
+    :func:`specsim.policies.dspark.load_scan_kernels`). Once per process."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    load_scan_kernels()
+    conf = np.full((2, 2), 0.5)
+    conf.setflags(write=False)
+    ids = np.arange(2, dtype=np.int64)
+    survival = stale_rows(conf, match_rows(ids, ids.copy()), 2)
+    live, _ = live_beyond_floor(survival, 1, 0.0)
+    survival_live(conf, 1, 0.0)
+    every_gain(live, 2.0, 0.0)
+    a_asc = np.sort(survival, axis=None)
+    best_prefix(a_asc, 2, 2.0, np.ones(5), 2, 0.0)
+    drop_and_join(a_asc, survival[0], 2)
+
+
+_LOADED: list = []
