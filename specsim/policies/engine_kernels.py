@@ -178,6 +178,8 @@ def _drop_and_join_numpy(a_asc, gone, ones):
     some value of ``gone`` is not among ``a_asc`` (counted with repeats; NaN never is). Among equal values the
     first ones in ``a_asc`` go (only -0.0 and 0.0 are equal and differ, and no sum or comparison of the
     schedulers tells them apart)."""
+    if gone.size > a_asc.size:
+        return np.empty(0), False
     g = np.sort(gone)                                                          # (K,)
     idx = np.searchsorted(a_asc, g, "left") + (np.arange(g.size) - np.searchsorted(g, g, "left"))
     if g.size and (idx[-1] >= a_asc.size or not (a_asc[np.minimum(idx, a_asc.size - 1)] == g).all()):
@@ -187,6 +189,8 @@ def _drop_and_join_numpy(a_asc, gone, ones):
 
 
 def _drop_and_join_loop(a_asc, gone, ones):
+    if gone.size > a_asc.size:
+        return np.empty(0), False
     g = np.sort(gone)
     out = np.empty(a_asc.size - g.size + ones)
     j = k = 0
@@ -217,9 +221,9 @@ def every_gain_sorted(a_asc: np.ndarray, offset: float, ratio: float) -> bool:
     relative 1e-12 at most (8,192 candidates) against the proof's margin of 1e-6, so the proof stays sound and
     the budget it returns (every candidate) is the global argmax's, as on the matrix."""
     start = 0 if a_asc.size and a_asc[0] >= 0.0 else int(np.searchsorted(a_asc, 0.0, "left"))
-    if start == a_asc.size:
-        return True                                      # no candidate: nothing to disprove
     factor = max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
+    if start == a_asc.size:                              # no candidate: the smallest is +inf, the sum 0.0
+        return bool(np.inf > offset * factor)
     if not a_asc[start] > offset * factor:               # fails before the sum (candidates >= 0, offset >= 0)
         return False
     return bool(a_asc[start] > (offset + float(a_asc[start:].sum())) * factor)

@@ -1,0 +1,147 @@
+"""The carry of the engine-variant schedulers (issue 25, specsim/policies/carry.py): the budget ``capacity`` sizes
+from last step's sorted survivals equals the from-scratch budget bit for bit over runs of steps in which requests
+finish and join, and its merge kernel equals a sort of the same values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import random_confidences
+from specsim import twins
+from specsim.hardware.profile import StepTimeProfile
+from specsim.policies import make_policy
+from specsim.policies.base import SchedulingView
+from specsim.policies.dspark import top_lengths
+from specsim.policies.engine_kernels import (drop_and_join, every_gain, every_gain_sorted, lengths_at_sorted,
+                                             live_beyond_floor, survival_live)
+from specsim.policies.engines import stale_survival
+
+
+def forms(fn):
+    """The numpy form of a twin, and its compiled form when numba runs."""
+    return [fn.numpy_form] + ([twins.compiled_twin(fn)] if twins.compiled() else [])
+
+
+def test_drop_and_join_by_hand():
+    a_asc = np.array([-1.0, 0.0, 0.25, 0.5, 0.5, 0.75, 1.0, 2.0])
+    for fn in forms(drop_and_join):
+        out, ok = fn(a_asc, np.array([0.5, -1.0, 2.0]), 2)         # one of the two 0.5s goes; two ones join
+        assert ok and out.tolist() == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+        out, ok = fn(a_asc, np.array([0.5, 0.5, 0.5]), 0)           # a third 0.5 is not there
+        assert not ok and out.size == 0
+        out, ok = fn(a_asc, np.array([0.3]), 1)
+        assert not ok and out.size == 0
+        out, ok = fn(a_asc[:0], np.empty(0), 3)                     # nothing kept: only the joining ones
+        assert ok and out.tolist() == [1.0, 1.0, 1.0]
+        out, ok = fn(a_asc, a_asc[::-1].copy(), 0)                  # everything goes
+        assert ok and out.size == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), M=st.integers(0, 200), K=st.integers(0, 50), ones=st.integers(0, 20),
+       ties=st.booleans(), absent=st.booleans())
+def test_drop_and_join_is_the_sort_of_what_is_left(seed, M, K, ones, ties, absent):
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(-1.0, 1.5, M)
+    if ties:
+        values = np.round(values, 1)
+    take = rng.permutation(M)[: min(K, M)]
+    gone = values[take]
+    keep = np.delete(values, take)
+    if absent and M:
+        gone = np.append(gone, 7.0)                                # a value that is not there
+    outs = [fn(np.sort(values), gone, ones) for fn in forms(drop_and_join)]
+    for out, ok in outs:
+        assert ok == (not (absent and M))
+        if ok:
+            np.testing.assert_array_equal(out, np.sort(np.concatenate([keep, np.ones(ones)])))
+    np.testing.assert_array_equal(outs[0][0], outs[-1][0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), R=st.integers(0, 40), G=st.integers(1, 8), floor=st.integers(0, 3),
+       eps=st.sampled_from([0.0, 0.3]), ties=st.booleans())
+def test_sorted_pieces_equal_the_matrix_ones(seed, R, G, floor, eps, ties):
+    rng = np.random.default_rng(seed)
+    conf = random_confidences(rng, R, G, 2.0, ties)
+    floor = min(floor, G)
+    survival = conf.cumprod(axis=1)
+    live, count = live_beyond_floor.numpy_form(survival, floor, eps)
+    for fn in forms(survival_live):
+        s, lv, c = fn(conf, floor, eps)
+        np.testing.assert_array_equal(s, survival)
+        np.testing.assert_array_equal(lv, live)
+        assert c == count
+    a_asc = np.sort(live, axis=None)
+    for ratio in (0.0, 1e-4, 1e-2, 1.0, np.inf):
+        for offset in (0.0, float(R), 10.0 * R):
+            assert every_gain_sorted(a_asc, offset, ratio) == every_gain(live, offset, ratio)
+    for n in {0, 1, count // 2, count}:
+        np.testing.assert_array_equal(lengths_at_sorted(live, a_asc, n), top_lengths(live, n))
+
+
+def _view(conf: np.ndarray, ids: np.ndarray, profile, capacity=None) -> SchedulingView:
+    R = ids.size
+    z = np.zeros(R, np.int64)
+    return SchedulingView(step=0, now_s=0.0, gamma=conf.shape[1], request_ids=ids,
+                          domains=np.array(["chat"] * R, dtype=object), conf_raw=conf, conf=conf,
+                          num_generated=z + 1, prompt_tokens=z + 10, kv_tokens=float(100 * R),
+                          hist_drafts_verified=z, hist_drafts_accepted=z, last_verify_len=z - 1,
+                          last_accepted=z - 1, profile=profile, capacity=capacity)
+
+
+POLICIES = [("vllm-adaptive", {}), ("vllm-adaptive", {"cost_table": "exact"}), ("trtllm-confidence", {}),
+            ("trtllm-confidence", {"cost_table": "exact", "min_verify_len": 2, "survival_eps": 0.3}),
+            ("trtllm-confidence", {"survival_eps": 0.05})]
+#: Step-time lines (seconds at B = 1 and per token): nearly flat (most drafts pay), steep (few do), between.
+SLOPES = (1e-7, 4e-5, 1e-3)
+
+
+@pytest.mark.parametrize("name,knobs", POLICIES)
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), slope=st.sampled_from(SLOPES), ties=st.booleans(), G=st.integers(1, 6))
+def test_the_carried_budget_is_the_from_scratch_budget(name, knobs, seed, slope, ties, G):
+    # a run of steps as the engine asks (capacity with the view __call__ saw one step earlier), requests
+    # finishing (any of them) and joining (at the end, as admission appends them); the policy that carries
+    # and one that never does (its carry dropped after every call) answer the same at every step
+    rng = np.random.default_rng(seed)
+    profile = StepTimeProfile(np.array([1.0, 4096.0]), np.array([0.02, 0.02 + 4095 * slope]), "linear")
+    carrying, scratch = make_policy(name, gamma=G, **knobs), make_policy(name, gamma=G, **knobs)
+    ids, next_id, old = np.arange(int(rng.integers(0, 30)), dtype=np.int64), 1000, None
+    for _ in range(12):
+        stay = rng.random(ids.size) >= rng.choice([0.0, 0.1, 0.5])             # finishes
+        joins = int(rng.choice([0, 0, 1, 3]))
+        ids = np.concatenate([ids[stay], np.arange(next_id, next_id + joins, dtype=np.int64)])
+        next_id += joins
+        if ids.size == 0:
+            old = None                                     # the engine asks nothing and keeps no view
+            continue
+        conf = random_confidences(rng, ids.size, G, float(rng.choice([0.3, 1.0, 3.0])), ties)
+        if old is not None:
+            carry = carrying._carry.stale(old, ids)
+            assert carry is not None                      # the carry path is the one taken
+            np.testing.assert_array_equal(carry[0], stale_survival(old, ids, G))
+        k = carrying.capacity(old, ids, ids.size)
+        assert k == scratch.capacity(old, ids, ids.size)
+        view = _view(conf, ids, profile, capacity=k)
+        np.testing.assert_array_equal(carrying(view), scratch(view))
+        scratch._carry.conf = None                         # never carries
+        old = dataclasses.replace(view, capacity=None) if rng.random() < 0.5 else view
+
+
+def test_another_view_with_the_same_values_is_not_carried():
+    profile = StepTimeProfile(np.array([1.0, 4096.0]), np.array([0.02, 0.06]), "linear")
+    policy = make_policy("vllm-adaptive", gamma=3)
+    conf, ids = np.full((4, 3), 0.5), np.arange(4, dtype=np.int64)
+    view = _view(conf, ids, profile, capacity=5)
+    policy(view)
+    assert policy._carry.stale(view, ids) is not None
+    assert policy._carry.stale(dataclasses.replace(view, step=1), ids) is not None    # the same arrays
+    assert policy._carry.stale(_view(conf.copy(), ids, profile), ids) is None         # equal, not the same
+    assert policy._carry.stale(_view(conf, ids.copy(), profile), ids) is None
