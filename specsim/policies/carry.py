@@ -54,8 +54,9 @@ class Carry:
         if (self.conf is None or old_view.conf is not self.conf or old_view.request_ids is not self.request_ids
                 or self.conf.flags.writeable or self.survival.shape[1] != old_view.gamma):
             return None
-        if np.array_equal(running_ids, self.request_ids):
-            return self.survival, self.a_asc
+        running_ids = np.asarray(running_ids)
+        if running_ids.shape == self.request_ids.shape and (running_ids == self.request_ids).all():
+            return self.survival, self.a_asc                 # no request joined or finished
         rows = match_rows(np.array(self.request_ids, dtype=np.int64), np.array(running_ids, dtype=np.int64))
         used = np.bincount(rows[rows >= 0], minlength=self.survival.shape[0])           # (R_old,)
         if used.max(initial=0) > 1:

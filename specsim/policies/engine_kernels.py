@@ -215,12 +215,19 @@ def _drop_and_join_loop(a_asc, gone, ones):
     return out, True
 
 
+def first_candidate(a_asc: np.ndarray) -> int:
+    """The index of the first entry >= 0 of ``a_asc`` (sorted ascending): the candidates start there."""
+    if a_asc.size == 0 or a_asc[0] >= 0.0:
+        return 0
+    return int(np.searchsorted(a_asc, 0.0, "left"))
+
+
 def every_gain_sorted(a_asc: np.ndarray, offset: float, ratio: float) -> bool:
     """:func:`every_gain` read from the same candidates sorted ascending (negative entries not candidates): the
     smallest candidate is the first entry >= 0 and their sum is taken in another order, which moves it by a
     relative 1e-12 at most (8,192 candidates) against the proof's margin of 1e-6, so the proof stays sound and
     the budget it returns (every candidate) is the global argmax's, as on the matrix."""
-    start = 0 if a_asc.size and a_asc[0] >= 0.0 else int(np.searchsorted(a_asc, 0.0, "left"))
+    start = first_candidate(a_asc)
     factor = max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
     if start == a_asc.size:                              # no candidate: the smallest is +inf, the sum 0.0
         return bool(np.inf > offset * factor)

@@ -26,9 +26,9 @@ from specsim.policies.base import PolicyBase, SchedulingView
 from specsim.policies.carry import Carry
 from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table, check_profile_context
 from specsim.policies.dspark import cumprod_rows, rise_bound, scored_candidates
-from specsim.policies.engine_kernels import (best_prefix, every_gain, every_gain_sorted, lengths_at_sorted,
-                                             live_beyond_floor, load_engine_kernels, match_rows, stale_rows,
-                                             survival_live)
+from specsim.policies.engine_kernels import (best_prefix, every_gain, every_gain_sorted, first_candidate,
+                                             lengths_at_sorted, live_beyond_floor, load_engine_kernels, match_rows,
+                                             stale_rows, survival_live)
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -227,7 +227,7 @@ class TrtllmConfidence(_Tabled):
         if a_asc is None:
             live, count = live_beyond_floor(survival, floor, self.eps)   # (R, g - floor), -1.0 below eps
         else:
-            live, count = None, a_asc.size - int(np.searchsorted(a_asc, 0.0, "left"))
+            live, count = None, a_asc.size - first_candidate(a_asc)
         first = R * (floor + 1)
         n_max = scored_candidates(first, count, view.profile.batch_limit)
         return self._search(live, n_max, float(R + survival[:, :floor].sum()), view, first, R, False, a_asc)
