@@ -125,8 +125,12 @@ def test_the_carried_budget_is_the_from_scratch_budget(name, knobs, seed, slope,
         conf = random_confidences(rng, ids.size, G, float(rng.choice([0.3, 1.0, 3.0])), ties)
         if old is not None:
             carry = carrying._carry.stale(old, ids)
-            assert carry is not None                      # the carry path is the one taken
-            np.testing.assert_array_equal(carry[0], stale_survival(old, ids, G))
+            same = np.array_equal(ids, old.request_ids)
+            assert carry is not None or (carrying._carry.a_asc is None and not same)   # else it is carried
+            if carry is not None:
+                np.testing.assert_array_equal(carry[0], stale_survival(old, ids, G))
+                if carry[1] is not None:
+                    np.testing.assert_array_equal(carry[1], np.sort(carrying._carry.candidates(carry[0]), axis=None))
         k = carrying.capacity(old, ids, ids.size)
         assert k == scratch.capacity(old, ids, ids.size)
         view = _view(conf, ids, profile, capacity=k)
@@ -145,3 +149,20 @@ def test_another_view_with_the_same_values_is_not_carried():
     assert policy._carry.stale(dataclasses.replace(view, step=1), ids) is not None    # the same arrays
     assert policy._carry.stale(_view(conf.copy(), ids, profile), ids) is None         # equal, not the same
     assert policy._carry.stale(_view(conf, ids.copy(), profile), ids) is None
+
+
+@pytest.mark.parametrize("name", ["vllm-adaptive", "trtllm-confidence"])
+def test_a_finish_and_a_join_are_merged_into_the_sorted_candidates(name):
+    profile = StepTimeProfile(np.array([1.0, 4096.0]), np.array([0.02, 0.06]), "linear")
+    policy = make_policy(name, gamma=3, cost_table="exact")
+    conf = np.array([[0.9, 0.8, 0.5], [0.7, 0.7, 0.2], [0.95, 0.3, 0.3], [0.6, 0.6, 0.6]])
+    view = _view(conf, np.array([10, 11, 12, 13], dtype=np.int64), profile, capacity=3)
+    policy(view)                                                    # 3 of the candidates: one sort
+    assert policy._carry.a_asc is not None
+    ids = np.array([10, 12, 13, 14], dtype=np.int64)                # request 11 finished, 14 joined
+    stale, a_asc = policy._carry.stale(view, ids)
+    want = stale_survival(view, ids, 3)
+    np.testing.assert_array_equal(stale, want)
+    np.testing.assert_array_equal(a_asc, np.sort(policy._carry.candidates(want), axis=None))
+    assert (a_asc == 1.0).sum() == (3 if name == "vllm-adaptive" else 2)    # the joining row's ones (floor 1)
+    assert policy.capacity(view, ids, 4) == make_policy(name, gamma=3, cost_table="exact").capacity(view, ids, 4)

@@ -32,7 +32,8 @@ class Carry:
         conf, request_ids: the view's arrays (kept by reference: the key; views never write them).
         survival: (R, gamma) survivals a_{r,j} of that view.
         a_asc: (R * width,) the scheduler's candidates from ``survival`` (``candidates(survival)``), sorted
-            ascending.
+            ascending, or None when ``__call__`` needed no sort (it admitted none or every candidate): the
+            budget then sorts only if its proof fails, as from scratch.
     """
 
     def __init__(self, candidates: Callable[[np.ndarray], np.ndarray]) -> None:
@@ -41,22 +42,25 @@ class Carry:
         self.candidates = candidates
         self.conf = self.request_ids = self.survival = self.a_asc = None
 
-    def keep(self, view, survival: np.ndarray, a_asc: np.ndarray) -> None:
-        """Keep ``view``'s ``survival`` (R, gamma) and its candidates sorted ascending, ``a_asc``."""
+    def keep(self, view, survival: np.ndarray, a_asc: np.ndarray | None) -> None:
+        """Keep ``view``'s ``survival`` (R, gamma) and its candidates sorted ascending, ``a_asc`` (or None)."""
         self.conf, self.request_ids, self.survival, self.a_asc = view.conf, view.request_ids, survival, a_asc
 
-    def stale(self, old_view, running_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """(stale survivals (R, gamma) in ``running_ids`` order, their candidates sorted ascending) when
-        ``old_view`` is the kept view, else None. The stale survivals are
+    def stale(self, old_view, running_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """(stale survivals (R, gamma) in ``running_ids`` order, their candidates sorted ascending or None when
+        none were sorted) when ``old_view`` is the kept view, else None. The stale survivals are
         :func:`specsim.policies.engines.stale_survival`'s (the same rows, or the same array when no request
-        joined or finished); None also when a kept row would serve two running requests or a value to drop is
-        missing (not in a run's views: the from-scratch path then answers)."""
+        joined or finished); None also when requests joined or finished and nothing was sorted, when a kept row
+        would serve two running requests or when a value to drop is missing (not in a run's views): the
+        from-scratch path then answers."""
         if (self.conf is None or old_view.conf is not self.conf or old_view.request_ids is not self.request_ids
                 or self.conf.flags.writeable or self.survival.shape[1] != old_view.gamma):
             return None
         running_ids = np.asarray(running_ids)
         if running_ids.shape == self.request_ids.shape and (running_ids == self.request_ids).all():
             return self.survival, self.a_asc                 # no request joined or finished
+        if self.a_asc is None:
+            return None
         rows = match_rows(np.array(self.request_ids, dtype=np.int64), np.array(running_ids, dtype=np.int64))
         used = np.bincount(rows[rows >= 0], minlength=self.survival.shape[0])           # (R_old,)
         if used.max(initial=0) > 1:

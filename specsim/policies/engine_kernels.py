@@ -236,10 +236,11 @@ def every_gain_sorted(a_asc: np.ndarray, offset: float, ratio: float) -> bool:
     return bool(a_asc[start] > (offset + float(a_asc[start:].sum())) * factor)
 
 
-def lengths_at_sorted(survival: np.ndarray, a_asc: np.ndarray, n: int) -> np.ndarray:
+def lengths_at_sorted(survival: np.ndarray, a_asc: np.ndarray | None, n: int) -> np.ndarray:
     """:func:`specsim.policies.dspark.top_lengths` (the ``n`` best candidates of ``survival`` (R, gamma) by rank)
     when its values are already sorted, ``a_asc`` = ``np.sort(survival, axis=None)``: the n-th largest is read
-    there rather than found by ``np.partition`` (the same value). ``n`` is clipped to 0 .. R * gamma."""
+    there rather than found by ``np.partition`` (the same value). ``n`` is clipped to 0 .. R * gamma; ``a_asc``
+    is not read (may be None) when that leaves none or every candidate."""
     size = survival.size
     n = max(0, min(int(n), size))
     if n == 0 or n == size:

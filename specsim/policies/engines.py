@@ -165,9 +165,9 @@ class VllmAdaptive(_Tabled):
             k = view.capacity if view.capacity is not None else NO_OLD_VIEW
             if k == NO_OLD_VIEW:                         # first step: vLLM's stale rows start at 1.0
                 k = self._budget(np.ones((R, g)), view)
-            survival = cumprod_rows(view.conf)                                   # (R, g)
-            a_asc = np.sort(survival, axis=None)         # the k best here, and the next step's budget (carry)
-            out = lengths_at_sorted(survival, a_asc, min(int(k), R * g))          # the k best live survivals
+            survival, n = cumprod_rows(view.conf), min(int(k), R * g)                # (R, g)
+            a_asc = np.sort(survival, axis=None) if 0 < n < R * g else None      # also the next budget's
+            out = lengths_at_sorted(survival, a_asc, n)                           # the k best live survivals
             self._carry.keep(view, survival, a_asc)
         self._record(view, out)
         return out
@@ -243,8 +243,9 @@ class TrtllmConfidence(_Tabled):
         if k == NO_OLD_VIEW:
             k = self._budget(np.ones((R, g)), view)
         survival, live, count = survival_live(view.conf, floor, self.eps)       # (R, g); below eps: never admitted
-        a_asc = np.sort(live, axis=None)                 # the k best here, and the next step's budget (carry)
-        out = floor + lengths_at_sorted(live, a_asc, min(int(k), count))
+        n = min(int(k), count)
+        a_asc = np.sort(live, axis=None) if 0 < n < live.size else None         # also the next budget's
+        out = floor + lengths_at_sorted(live, a_asc, n)
         self._carry.keep(view, survival, a_asc)
         self._record(view, out)
         return out
