@@ -93,18 +93,30 @@ class _Tabled(PolicyBase):
         return best_prefix(a_asc, count, offset, base, at, add)
 
     def _record(self, view: SchedulingView, lengths: np.ndarray) -> None:
-        """Add this step's |table - charged| / charged at the chosen B to ``self.table_error``."""
+        """Note this step's chosen B (and what its charged cost depends on) for ``table_error``, which adds
+        |table - charged| / charged when read (``table_error``): the same arithmetic in the same step
+        order, kept off the decision's path (issue 25)."""
         table = self._table(view)
         if table is None or view.num_requests == 0:
             return
         R = view.num_requests
-        b = int(R + lengths.sum())
-        exact = view.profile.step_time(b, view.kv_tokens, R)
-        if table.draft_s_per_request is not None:
-            exact += view.draft_time_s(view.gamma)
-        if not hasattr(self, "table_error"):
-            self.table_error = TableError()
-        self.table_error.add(abs(table.step_time(b, 0.0, R) - exact) / exact)
+        steps = self.__dict__.setdefault("_steps", [])
+        steps.append((table, view.profile, view.drafter_cost, int(R + lengths.sum()), view.kv_tokens, R, view.gamma))
+
+    @property
+    def table_error(self) -> TableError | None:
+        """The mean relative error of the table against the charged cost over the steps so far
+        (:class:`specsim.policies.cost_table.TableError`), or None before any step with a table."""
+        steps = self.__dict__.get("_steps")
+        if steps:
+            err = self.__dict__.setdefault("_table_error", TableError())
+            for table, profile, drafter, b, kv, R, gamma in steps:
+                exact = profile.step_time(b, kv, R)
+                if table.draft_s_per_request is not None and drafter is not None and gamma > 0:
+                    exact += drafter.draft_time_s(R, gamma, profile, kv)        # SchedulingView.draft_time_s
+                err.add(abs(table.step_time(b, 0.0, R) - exact) / exact)
+            steps.clear()
+        return self.__dict__.get("_table_error")
 
 
 class VllmAdaptive(_Tabled):
