@@ -166,3 +166,33 @@ def test_a_finish_and_a_join_are_merged_into_the_sorted_candidates(name):
     np.testing.assert_array_equal(a_asc, np.sort(policy._carry.candidates(want), axis=None))
     assert (a_asc == 1.0).sum() == (3 if name == "vllm-adaptive" else 2)    # the joining row's ones (floor 1)
     assert policy.capacity(view, ids, 4) == make_policy(name, gamma=3, cost_table="exact").capacity(view, ids, 4)
+
+
+@pytest.mark.parametrize("name", ["vllm-adaptive", "trtllm-confidence"])
+def test_the_table_error_read_later_is_the_per_step_sum(name):
+    # the record keeps (B, KV read, R) per step and the table, profile and drafter once per change; read, it is
+    # the sum the per-step record made: |table(B) - charged(B)| / charged(B) in step order
+    from specsim.hardware.drafter import DrafterCost
+
+    rng = np.random.default_rng(5)
+    profiles = [StepTimeProfile(np.array([1.0, 4096.0]), np.array([0.02, 0.02 + 4095 * s]), "linear")
+                for s in (1e-5, 3e-5)]
+    drafter = DrafterCost("parallel", 0.14, 0.002)                  # vLLM's table adds the drafter's seconds
+    policy = make_policy(name, gamma=4)
+    want_sum, want_n = 0.0, 0
+    for step in range(30):
+        profile = profiles[(step // 7) % 2]                          # the context changes every 7 steps
+        R = int(rng.integers(1, 20))
+        view = dataclasses.replace(_view(random_confidences(rng, R, 4, 1.0, False),
+                                         np.arange(R, dtype=np.int64), profile, capacity=int(rng.integers(0, 4 * R))),
+                                   drafter_cost=drafter)
+        lengths = policy(view)
+        table = policy._table(view)
+        b = int(R + lengths.sum())
+        exact = profile.step_time(b, view.kv_tokens, R)
+        if table.draft_s_per_request is not None:
+            exact += view.draft_time_s(view.gamma)
+        want_sum += abs(table.step_time(b, 0.0, R) - exact) / exact
+        want_n += 1
+        if step in (9, 29):                                           # read midway and at the end
+            assert policy.table_error.num_steps == want_n and policy.table_error.sum_rel == want_sum

@@ -20,6 +20,8 @@ scheduler's own table (:mod:`specsim.policies.cost_table`), not from the cost th
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
@@ -94,28 +96,39 @@ class _Tabled(PolicyBase):
 
     def _record(self, view: SchedulingView, lengths: np.ndarray) -> None:
         """Note this step's chosen B (and what its charged cost depends on) for ``table_error``, which adds
-        |table - charged| / charged when read (``table_error``): the same arithmetic in the same step
-        order, kept off the decision's path (issue 25)."""
+        |table - charged| / charged when read: the same arithmetic in the same step order, kept off the
+        decision's path (issue 25). Per step three floats (B, KV read, R), and the table, profile, drafter
+        and gamma once per change of them."""
         table = self._table(view)
         if table is None or view.num_requests == 0:
             return
         R = view.num_requests
-        steps = self.__dict__.setdefault("_steps", [])
-        steps.append((table, view.profile, view.drafter_cost, int(R + lengths.sum()), view.kv_tokens, R, view.gamma))
+        notes = self.__dict__.get("_notes")
+        if notes is None:
+            notes = self._notes = ([], array("d"))
+        last = notes[0][-1][1] if notes[0] else None
+        if (last is None or last[0] is not table or last[1] is not view.profile or last[2] is not view.drafter_cost
+                or last[3] != view.gamma):
+            notes[0].append((len(notes[1]), (table, view.profile, view.drafter_cost, view.gamma)))   # (first, context)
+        notes[1].extend((float(R + lengths.sum()), view.kv_tokens, R))
 
     @property
     def table_error(self) -> TableError | None:
         """The mean relative error of the table against the charged cost over the steps so far
         (:class:`specsim.policies.cost_table.TableError`), or None before any step with a table."""
-        steps = self.__dict__.get("_steps")
-        if steps:
+        notes = self.__dict__.get("_notes")
+        if notes is not None and notes[1]:
             err = self.__dict__.setdefault("_table_error", TableError())
-            for table, profile, drafter, b, kv, R, gamma in steps:
-                exact = profile.step_time(b, kv, R)
-                if table.draft_s_per_request is not None and drafter is not None and gamma > 0:
-                    exact += drafter.draft_time_s(R, gamma, profile, kv)        # SchedulingView.draft_time_s
-                err.add(abs(table.step_time(b, 0.0, R) - exact) / exact)
-            steps.clear()
+            contexts, values = notes
+            ends = [start for start, _ in contexts[1:]] + [len(values)]
+            for (start, (table, profile, drafter, gamma)), end in zip(contexts, ends):
+                for i in range(start, end, 3):
+                    b, kv, R = int(values[i]), values[i + 1], int(values[i + 2])
+                    exact = profile.step_time(b, kv, R)
+                    if table.draft_s_per_request is not None and drafter is not None and gamma > 0:
+                        exact += drafter.draft_time_s(R, gamma, profile, kv)        # SchedulingView.draft_time_s
+                    err.add(abs(table.step_time(b, 0.0, R) - exact) / exact)
+            self._notes = None
         return self.__dict__.get("_table_error")
 
 
