@@ -18,8 +18,8 @@ from specsim.hardware.profile import StepTimeProfile
 from specsim.policies import make_policy
 from specsim.policies.base import SchedulingView
 from specsim.policies.dspark import top_lengths
-from specsim.policies.engine_kernels import (drop_and_join, every_gain, every_gain_sorted, lengths_at_sorted,
-                                             live_beyond_floor, survival_live)
+from specsim.policies.engine_kernels import (drop_and_join, every_gain, every_gain_sorted, gather_rows,
+                                             lengths_at_sorted, live_beyond_floor, stale_rows, survival_live)
 from specsim.policies.engines import stale_survival
 
 
@@ -84,6 +84,15 @@ def test_sorted_pieces_equal_the_matrix_ones(seed, R, G, floor, eps, ties):
             assert every_gain_sorted(a_asc, offset, ratio) == every_gain(live, offset, ratio)
     for n in {0, 1, count // 2, count}:
         np.testing.assert_array_equal(lengths_at_sorted(live, a_asc, n), top_lengths(live, n))
+
+
+def test_gathered_rows_are_the_stale_rows():
+    rng = np.random.default_rng(2)
+    conf = rng.random((6, 4))
+    rows = np.array([5, -1, 0, 0, 3, -1, 2], dtype=np.int64)
+    for fn in forms(gather_rows):
+        np.testing.assert_array_equal(fn(conf.cumprod(axis=1), rows), stale_rows(conf, rows, 4))
+        assert fn(conf[:0], rows[:0]).shape == (0, 4)
 
 
 def _view(conf: np.ndarray, ids: np.ndarray, profile, capacity=None) -> SchedulingView:

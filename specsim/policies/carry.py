@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from specsim.policies.engine_kernels import drop_and_join, match_rows, stale_rows
+from specsim.policies.engine_kernels import drop_and_join, gather_rows, match_rows
 
 
 class Carry:
@@ -70,4 +70,4 @@ class Carry:
         a_asc, ok = drop_and_join(self.a_asc, gone, int((rows < 0).sum()) * width)
         if not ok:
             return None
-        return stale_rows(old_view.conf, rows, int(old_view.gamma)), a_asc
+        return gather_rows(self.survival, rows), a_asc                  # stale_rows' values, read

@@ -189,30 +189,46 @@ def _drop_and_join_numpy(a_asc, gone, ones):
 
 
 def _drop_and_join_loop(a_asc, gone, ones):
+    # each value of ``gone`` found by a binary search (its k-th repeat at the k-th equal entry), then the kept
+    # stretches between them and the ones copied as slices
     if gone.size > a_asc.size:
         return np.empty(0), False
     g = np.sort(gone)
-    out = np.empty(a_asc.size - g.size + ones)
-    j = k = 0
-    placed = ones == 0
-    for i in range(a_asc.size):
-        v = a_asc[i]
-        if j < g.size and v == g[j]:
-            j += 1
-            continue
-        if not placed and v > 1.0:
-            out[k:k + ones] = 1.0
-            k += ones
-            placed = True
-        if k == out.size:                                # more kept than room: some of ``gone`` was absent
+    idx = np.empty(g.size, np.int64)
+    for i in range(g.size):
+        idx[i] = idx[i - 1] + 1 if i > 0 and g[i] == g[i - 1] else np.searchsorted(a_asc, g[i])
+        if idx[i] >= a_asc.size or a_asc[idx[i]] != g[i]:
             return np.empty(0), False
-        out[k] = v
-        k += 1
-    if j < g.size:
-        return np.empty(0), False
-    if not placed:
-        out[k:] = 1.0
+    kept = np.empty(a_asc.size - g.size)
+    k = start = 0
+    for i in range(g.size):
+        kept[k:k + idx[i] - start] = a_asc[start:idx[i]]
+        k += idx[i] - start
+        start = idx[i] + 1
+    kept[k:] = a_asc[start:]
+    at = np.searchsorted(kept, 1.0, side="right")
+    out = np.empty(kept.size + ones)
+    out[:at] = kept[:at]
+    out[at:at + ones] = 1.0
+    out[at + ones:] = kept[at:]
     return out, True
+
+
+def _gather_rows_numpy(survival, rows):
+    """(R, gamma) rows ``survival[rows[i]]``, ones where ``rows[i] < 0``: :func:`stale_rows` of the confidences
+    behind ``survival`` (the same products), read rather than multiplied again."""
+    out = np.ones((rows.size, survival.shape[1]))
+    have = rows >= 0
+    out[have] = survival[rows[have]]
+    return out
+
+
+def _gather_rows_loop(survival, rows):
+    out = np.ones((rows.size, survival.shape[1]))
+    for i in range(rows.size):
+        if rows[i] >= 0:
+            out[i, :] = survival[rows[i], :]
+    return out
 
 
 def first_candidate(a_asc: np.ndarray) -> int:
@@ -254,6 +270,7 @@ best_prefix = twin(_best_prefix_numpy, _best_prefix_loop)
 match_rows = twin(_match_rows_numpy, _match_rows_loop)
 live_beyond_floor = twin(_live_numpy, _live_loop)
 drop_and_join = twin(_drop_and_join_numpy, _drop_and_join_loop)
+gather_rows = twin(_gather_rows_numpy, _gather_rows_loop)
 survival_live = twin(_survival_live_numpy, _survival_live_loop)
 
 
@@ -275,6 +292,7 @@ def load_engine_kernels() -> None:
     a_asc = np.sort(survival, axis=None)
     best_prefix(a_asc, 2, 2.0, np.ones(5), 2, 0.0)
     drop_and_join(a_asc, survival[0], 2)
+    gather_rows(survival, ids)
 
 
 _LOADED: list = []
