@@ -158,6 +158,8 @@ def test_another_view_with_the_same_values_is_not_carried():
     assert policy._carry.stale(dataclasses.replace(view, step=1), ids) is not None    # the same arrays
     assert policy._carry.stale(_view(conf.copy(), ids, profile), ids) is None         # equal, not the same
     assert policy._carry.stale(_view(conf, ids.copy(), profile), ids) is None
+    assert policy._carry.stale(view, np.array([0, 0, 1, 2], dtype=np.int64)) is None   # a row for two requests
+    assert policy._carry.stale(view, np.array([0, 1, 2], dtype=np.int64)) is not None  # one finished: merged
 
 
 @pytest.mark.parametrize("name", ["vllm-adaptive", "trtllm-confidence"])
