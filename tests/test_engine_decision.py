@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from specsim import twins
 from specsim.policies.dspark import lengths_from_top, ranked_candidates, top_lengths
-from specsim.policies.engine_kernels import best_prefix, every_gain, live_beyond_floor, match_rows, stale_rows
+from specsim.policies.engine_kernels import (best_prefix, candidate_stats, every_gain, live_beyond_floor, match_rows,
+                                             stale_rows)
 
 
 def forms(fn):
@@ -71,6 +72,50 @@ def test_every_gain_proves_a_rising_search_with_room_for_the_float_error():
         assert fn(values, 2.0, 0.1) and not fn(values, 2.0, 0.2) and not fn(values, 2.0, np.inf)
         assert fn(values[:, 1:], 2.0, 5.0)                          # no candidate: nothing to disprove
     assert best_prefix(np.array([-1.0, -1.0, 0.4, 0.5]), 2, 2.0, cost, 0, 0.0) == 2
+
+
+def test_the_proof_piece_by_piece_holds_on_a_steep_line_where_the_single_bound_fails():
+    """512 requests, 15 candidates each in [0.6, 1): tau from 1,000, a cost line 20 ms + 4 us per token from B =
+    1,024. The single bound (the largest relative rise, at the smallest cost, times the whole sum) cannot prove
+    that Theta rises; piece by piece (a piece's own rise, the sum of at most its last n candidates) it can, and
+    the global search agrees: every candidate pays."""
+    from specsim.policies.dspark import rise_bound
+    from specsim.policies.engine_kernels import candidate_stats, every_gain_by_range, piece_factors, range_stats
+
+    rng = np.random.default_rng(0)
+    values = rng.uniform(0.6, 1.0, (512, 15))
+    count, first, offset = values.size, 1024, 1000.0
+    table = 0.02 + 4e-6 * np.arange(first + count + 1)
+    seg = table[first:]
+    stats = candidate_stats(values)
+    assert stats == (values.min(), values.max(), pytest.approx(values.sum(), rel=1e-12))
+    assert not every_gain(values, offset, rise_bound((float(np.diff(seg).max()), seg.min(), seg.max()), 0.0))
+    pieces = range_stats(seg)
+    assert every_gain_by_range(stats, offset, pieces[0], piece_factors(pieces, 0.0))
+    assert best_prefix(np.sort(values, axis=None), count, offset, table, first, 0.0) == count
+    flat_then_cliff = seg.copy()
+    flat_then_cliff[count // 2:] += 0.05                         # a cliff: Theta falls there, no proof may pass
+    cliff = range_stats(flat_then_cliff)
+    assert not every_gain_by_range(stats, offset, cliff[0], piece_factors(cliff, 0.0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), R=st.integers(1, 40), G=st.integers(1, 8), steep=st.floats(0.0, 0.05),
+       offset=st.floats(0.0, 200.0), pieces=st.integers(1, 20))
+def test_the_proof_piece_by_piece_never_claims_a_budget_the_search_does_not_give(seed, R, G, steep, offset, pieces):
+    """Property: whenever the proof piece by piece holds, the global search's first maximum is every candidate
+    (random candidates, costs rising by random steps, any number of pieces)."""
+    from specsim.policies.engine_kernels import candidate_stats, every_gain_by_range, piece_factors, range_stats
+
+    rng = np.random.default_rng(seed)
+    values = np.where(rng.random((R, G)) < 0.9, rng.random((R, G)), -1.0)
+    count = int((values >= 0).sum())
+    cost = 0.01 + np.concatenate([[0.0], np.cumsum(rng.random(count) * steep * 1e-3)])
+    got = range_stats(cost, pieces)
+    if every_gain_by_range(candidate_stats(values), offset, got[0], piece_factors(got, 0.0)):
+        assert best_prefix(np.sort(values, axis=None), count, offset, cost, 0, 0.0) == count
+    for fn in forms(candidate_stats):
+        assert fn(values) == candidate_stats.numpy_form(values)
 
 
 @settings(max_examples=200, deadline=None)

@@ -4,8 +4,9 @@
 
 * the stale rows: :func:`match_rows` (each running request's row in the old view, by a hashed id) and
   :func:`stale_rows` (the host's survivals from the old view's confidences);
-* the budget: :func:`every_gain` (a proof that Theta rises at every step, so no sort is needed) and
-  :func:`best_prefix` (the global argmax over the sorted candidates);
+* the budget: :func:`every_gain` (a proof that Theta rises at every step, so no sort is needed), the same
+  proof piece by piece (:func:`candidate_stats`, :func:`every_gain_by_range`) and :func:`best_prefix` (the
+  global argmax over the sorted candidates);
 * the allocation: :func:`live_beyond_floor` (trtllm-confidence's candidates) and :func:`lengths_at_sorted`;
 * the carry (issue 25, :mod:`specsim.policies.carry`): :func:`drop_and_join`, last step's sorted candidates
   less the finished requests' plus the joining requests' ones.
@@ -264,6 +265,80 @@ def lengths_at_sorted(survival: np.ndarray, a_asc: np.ndarray | None, n: int) ->
     return threshold_lengths(survival, n, a_asc[size - n])
 
 
+def _candidate_stats_numpy(values):
+    """(smallest, largest, sum) of the candidates, the entries >= 0 of ``values`` (R, G): (inf, -inf, 0.0)
+    when there is none; the sum in column order, as :func:`every_gain` takes it."""
+    cand = values >= 0
+    total = column_total(np.where(cand, values, 0.0))
+    return (float(values[cand].min(initial=np.inf)), float(values[cand].max(initial=-np.inf)), float(total))
+
+
+def _candidate_stats_loop(values):
+    R, G = values.shape
+    cols, low, high = np.zeros(G), np.inf, -np.inf
+    for r in range(R):
+        for j in range(G):
+            v = values[r, j]
+            if v >= 0:
+                cols[j] += v
+                low, high = min(low, v), max(high, v)
+    total = 0.0
+    for j in range(G):
+        total += cols[j]
+    return low, high, total
+
+
+#: Pieces of a budget's range of steps in :func:`every_gain_by_range`.
+RANGE_PIECES = 16
+
+
+def range_stats(seg: np.ndarray, pieces: int = RANGE_PIECES) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                      np.ndarray]:
+    """The per-piece (last step, largest rise, smallest, largest entry) of a cost segment ``seg`` (count + 1,)
+    seconds (cost at n = 0 .. count, without a constant): its ``count`` steps n -> n + 1 in up to ``pieces``
+    pieces of consecutive steps; ``last`` (K,) int the piece's largest n + 1, the others (K,) seconds over the
+    costs its steps read (for :func:`specsim.policies.dspark.rise_bound` per piece)."""
+    count = seg.size - 1
+    if count < 1:
+        return (np.zeros(0, np.int64),) + (np.zeros(0),) * 3
+    edges = np.unique(np.linspace(0, count, min(pieces, count) + 1).astype(np.int64))
+    lo, hi = edges[:-1], edges[1:]
+    rise = np.maximum.reduceat(np.diff(seg), lo)
+    low = np.minimum.reduceat(seg[:-1], lo)                   # T at n, the step's start
+    high = np.maximum.reduceat(seg[1:], lo)                   # T at n + 1, the step's end
+    return hi, rise, low, high
+
+
+def piece_factors(pieces: tuple, add: float) -> np.ndarray:
+    """(K,) each piece's rise bound times the proof's margins (:func:`every_gain`'s factor, per piece), for a
+    cost ``add`` seconds above the segment of :func:`range_stats`."""
+    last, rise, cmin, cmax = pieces
+    ratio = (rise + 4.5e-16 * (cmax + add)) / (cmin + add)      # rise_bound per piece (dspark.rise_bound)
+    return np.maximum(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
+
+
+def every_gain_by_range(stats: tuple[float, float, float], offset: float, last: np.ndarray,
+                        factors: np.ndarray) -> bool:
+    """:func:`every_gain`'s proof piece by piece: Theta rises at every step n -> n + 1 when the smallest candidate
+    exceeds (``offset`` + a bound on the sum of the n largest) * (the piece's rise bound, with the proof's
+    margins). The bound on that sum over a piece is the least of their total, (its last n) * the largest
+    candidate and the total less (the steps after it) * the smallest: on a cost that rises fastest where the
+    batch is small (a steep line), the pieces with many candidates admitted have the smallest relative rise,
+    which the single bound over every step cannot use.
+
+    Args:
+        stats: (smallest, largest, sum) of the candidates (:func:`candidate_stats`).
+        offset: tau at n = 0 (tokens). last: (K,) each piece's last n + 1 (:func:`range_stats`).
+        factors: (K,) :func:`piece_factors`.
+    """
+    low, high, total = stats
+    if not last.size or not np.isfinite(low):                  # no step, or no candidate: nothing to disprove
+        return True
+    bound = offset + np.minimum(np.minimum(total, last * high), total - (last[-1] - last) * low)
+    return bool((low > bound * factors).all())
+
+
+candidate_stats = twin(_candidate_stats_numpy, _candidate_stats_loop)
 stale_rows = twin(_stale_rows_numpy, _stale_rows_loop)
 every_gain = twin(_every_gain_numpy, _every_gain_loop)
 best_prefix = twin(_best_prefix_numpy, _best_prefix_loop)
@@ -289,6 +364,7 @@ def load_engine_kernels() -> None:
     live, _ = live_beyond_floor(survival, 1, 0.0)
     survival_live(conf, 1, 0.0)
     every_gain(live, 2.0, 0.0)
+    candidate_stats(live)
     a_asc = np.sort(survival, axis=None)
     best_prefix(a_asc, 2, 2.0, np.ones(5), 2, 0.0)
     drop_and_join(a_asc, survival[0], 2)

@@ -28,9 +28,9 @@ from specsim.policies.base import PolicyBase, SchedulingView
 from specsim.policies.carry import Carry
 from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_table, check_profile_context
 from specsim.policies.dspark import cumprod_rows, rise_bound, scored_candidates
-from specsim.policies.engine_kernels import (best_prefix, every_gain, every_gain_sorted, first_candidate,
+from specsim.policies.engine_kernels import (best_prefix, candidate_stats, every_gain_by_range, first_candidate,
                                              lengths_at_sorted, live_beyond_floor, load_engine_kernels, match_rows,
-                                             stale_rows, survival_live)
+                                             piece_factors, range_stats, stale_rows, survival_live)
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -75,24 +75,51 @@ class _Tabled(PolicyBase):
     def _search(self, values: np.ndarray | None, count: int, offset: float, view: SchedulingView, first: int,
                 num_requests: int, draft: bool, a_asc: np.ndarray | None = None) -> int:
         """The budget: the first n in 0..``count`` maximising (``offset`` + the n largest candidates) / cost(first
-        + n), candidates the entries >= 0 of ``values``. Without a sort when :func:`every_gain` proves Theta
-        rises at every n on the table (its rise bound kept per (first, count)); else one ``np.sort`` and
-        :func:`best_prefix`. ``a_asc``: the entries of ``values`` already sorted ascending (the carry,
-        :mod:`specsim.policies.carry`; ``values`` is then not read)."""
+        + n), candidates the entries >= 0 of ``values``. Without a sort when :func:`every_gain`'s proof (from
+        :func:`candidate_stats`, the same arithmetic), or the same proof piece by piece
+        (:func:`every_gain_by_range`), shows Theta rises at every n on the table (the rise bounds kept per
+        (first, count)); else one ``np.sort`` and :func:`best_prefix`. ``a_asc``: the entries of ``values``
+        already sorted ascending (the carry, :mod:`specsim.policies.carry`; ``values`` is then not read, and the
+        sum is taken as :func:`every_gain_sorted` takes it)."""
         table = self._table(view)
         base, at, add = _cost_args(table, view, first, count, num_requests, draft)
-        if table is not None:
-            stats = self._rises.get((first, count))
-            if stats is None:
-                seg = base[np.minimum(first + np.arange(count + 1), base.size - 1)]      # (count+1,) seconds
-                stats = self._rises[first, count] = (float(np.diff(seg).max()) if count else 0.0,
-                                                     float(seg.min()), float(seg.max()))
-            ratio = rise_bound(stats, add)
-            if every_gain_sorted(a_asc, offset, ratio) if a_asc is not None else every_gain(values, offset, ratio):
-                return count
+        if table is not None and self._proven(values, a_asc, offset, base, first, count, add):
+            return count
         if a_asc is None:
             a_asc = np.sort(values, axis=None)
         return best_prefix(a_asc, count, offset, base, at, add)
+
+    def _proven(self, values: np.ndarray | None, a_asc: np.ndarray | None, offset: float, base: np.ndarray,
+                first: int, count: int, add: float) -> bool:
+        """Whether Theta provably rises at every n (the budget is then every candidate, as the global search
+        finds): :func:`every_gain`'s proof (the same arithmetic; :func:`every_gain_sorted`'s sum when carried),
+        or the same proof piece by piece (:func:`every_gain_by_range`). Both fail at once when the smallest
+        candidate does not clear ``offset`` times their factors (no sum taken). The table's rise bounds are kept
+        per (first, count), the pieces' factors per (first, count, add)."""
+        got = self._rises.get((first, count))
+        if got is None:
+            seg = base[np.minimum(first + np.arange(count + 1), base.size - 1)]          # (count+1,) seconds
+            got = self._rises[first, count] = ((float(np.diff(seg).max()) if count else 0.0, float(seg.min()),
+                                                float(seg.max())), range_stats(seg), {})
+        stats, pieces, factors = got
+        if add not in factors:                   # (single factor, pieces' factors, the largest of those)
+            single, by_piece = max(rise_bound(stats, add), 0.0) * (1.0 + 1e-6) + 1e-9, piece_factors(pieces, add)
+            factors[add] = (single, by_piece, float(by_piece.max(initial=single)))
+        factor, by_piece, most = factors[add]
+        least = min(factor, most)                # a candidate at or below offset * it disproves both
+        if a_asc is not None:
+            start = first_candidate(a_asc)
+            if start == a_asc.size:                                  # no candidate: nothing to disprove
+                return bool(np.inf > offset * factor)
+            low = float(a_asc[start])
+            if not low > offset * least:
+                return False                                          # fails before any sum
+            cand = (low, float(a_asc[-1]), float(a_asc[start:].sum()))
+        else:
+            cand = candidate_stats(values)                            # (smallest, largest, sum) in one pass
+        if cand[0] > (offset + cand[2]) * factor:
+            return True
+        return bool(cand[0] > offset * most) and every_gain_by_range(cand, offset, pieces[0], by_piece)
 
     def _record(self, view: SchedulingView, lengths: np.ndarray) -> None:
         """Note this step's chosen B (and what its charged cost depends on) for ``table_error``, which adds
