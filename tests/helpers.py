@@ -65,3 +65,18 @@ def run_cli(args: list[str]) -> int:
     finally:
         sys.argv = old
     return 0
+
+
+def assert_same_run(a, b) -> None:
+    """Two simulation results are the same run: equal steps and requests frames to the bit and equal summaries
+    but for the wall and CPU times (NaN equal to NaN)."""
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
+    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
+    for key, value in b.summary.items():
+        if key in ("event_loop_wall_s", "event_loop_cpu_s", "wall_time_s"):
+            continue
+        got = a.summary[key]
+        assert got == value or (got != got and value != value), key
+

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import numpy as np
-import pandas as pd
 import pytest
-from helpers import make_trace
+from helpers import assert_same_run, make_trace
 from hypothesis import HealthCheck, given, settings
 
 from specsim.engine import replica
@@ -40,16 +39,6 @@ def _run_both(trace, policy, scen, **kw):
     return fast, one_by_one, sum(ahead)
 
 
-def _assert_identical(a, b):
-    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    for key, value in b.summary.items():
-        if key in ("event_loop_wall_s", "event_loop_cpu_s", "wall_time_s"):
-            continue
-        got = a.summary[key]
-        assert got == value or (got != got and value != value), key
-
-
 #: (case, policy, scenario overrides, simulate's keywords, least share of the steps finished ahead)
 CASES = [
     ("default scenario, dspark", "dspark", [], {}, 0.3),
@@ -66,7 +55,7 @@ CASES = [
 @pytest.mark.parametrize("name, policy, sets, kw, least", CASES, ids=[c[0] for c in CASES])
 def test_steps_ahead_change_no_number(name, policy, sets, kw, least):
     fast, one_by_one, ahead = _run_both(_trace(), policy, load_scenario(overrides=sets), **kw)
-    _assert_identical(fast, one_by_one)
+    assert_same_run(fast, one_by_one)
     assert ahead >= least * len(one_by_one.steps), f"only {ahead} of {len(one_by_one.steps)} steps ran ahead"
 
 
@@ -99,4 +88,4 @@ def test_steps_ahead_change_no_number_anywhere(data):
         with pytest.raises(SpecsimInputError):
             simulate(trace, policy, scen, seed=3, **kw)
         return
-    _assert_identical(fast, one_by_one)
+    assert_same_run(fast, one_by_one)

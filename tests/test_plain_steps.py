@@ -7,13 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import make_trace
+from helpers import assert_same_run, make_trace
 from specsim import twins
 from specsim.engine import kernels, replica, scheduler
 from specsim.errors import SpecsimInputError
@@ -49,19 +48,6 @@ def _run_both(monkeypatch, trace, policy, scen, **kw):
     return ahead, one_by_one, sum(fused)
 
 
-def _assert_identical(a, b):
-    pd.testing.assert_frame_equal(a.steps, b.steps, check_exact=True)
-    pd.testing.assert_frame_equal(a.requests, b.requests, check_exact=True)
-    for key, value in b.summary.items():
-        if key in ("event_loop_wall_s", "event_loop_cpu_s", "wall_time_s"):
-            continue
-        got = a.summary[key]
-        if isinstance(value, float) and value != value:
-            assert got != got, key
-        else:
-            assert got == value, key
-
-
 #: (case, policy, scenario, simulate's keywords, least share of the steps run in stretches)
 CASES = [
     ("colocated chunked prefill (Vidur's scenario)", "none", VIDUR, {}, 0.2),
@@ -90,7 +76,7 @@ def _scenario(spec):
 @pytest.mark.parametrize("name, policy, spec, kw, least", CASES, ids=[c[0] for c in CASES])
 def test_stretches_change_no_number(monkeypatch, name, policy, spec, kw, least):
     ahead, one_by_one, fused = _run_both(monkeypatch, _trace(), policy, _scenario(spec), **kw)
-    _assert_identical(ahead, one_by_one)
+    assert_same_run(ahead, one_by_one)
     if least is None:
         assert fused == 0
     else:
@@ -102,7 +88,7 @@ def test_a_horizon_mid_stretch_stops_it(monkeypatch, horizon_s):
     rng = np.random.default_rng(1)
     trace = make_trace(np.sort(rng.uniform(0, 0.5, 20)), rng.integers(50, 200, 20), rng.integers(100, 300, 20))
     ahead, one_by_one, fused = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR), max_sim_s=horizon_s)
-    _assert_identical(ahead, one_by_one)
+    assert_same_run(ahead, one_by_one)
     assert fused > 0.5 * len(one_by_one.steps) and one_by_one.summary["unfinished"] > 0
     assert (ahead.steps.start_s + ahead.steps.duration_s).max() <= horizon_s
 
@@ -115,7 +101,7 @@ def test_a_horizon_at_a_step_end_is_kept(monkeypatch):
     full = simulate(trace, "none", load_scenario(VIDUR), seed=5)
     horizon_s = float((full.steps.start_s + full.steps.duration_s).iloc[len(full.steps) // 2])
     ahead, one_by_one, fused = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR), max_sim_s=horizon_s)
-    _assert_identical(ahead, one_by_one)
+    assert_same_run(ahead, one_by_one)
     assert fused > 0 and (ahead.steps.start_s + ahead.steps.duration_s).max() == horizon_s
 
 
@@ -133,7 +119,7 @@ def test_a_long_prompt_prefills_its_middle_chunks_in_a_stretch(monkeypatch):
     monkeypatch.setattr(step_runner.StepRunner, "finish_plain", spy)
     trace = make_trace([0.0, 0.0, 0.0, 0.0, 0.5], [100, 120, 140, 160, 6000], [400, 400, 400, 400, 20])
     ahead, one_by_one, _ = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR))
-    _assert_identical(ahead, one_by_one)
+    assert_same_run(ahead, one_by_one)
     assert chunks.count(508) >= 10                                      # 6000 // 508 = 11 middle chunks
     long_prompt = one_by_one.steps[one_by_one.steps.prefill_tokens == 508]
     assert len(long_prompt) == 11 and (long_prompt.num_decode == 4).all()
@@ -144,7 +130,7 @@ def test_a_lone_long_prompt_prefills_in_a_stretch(monkeypatch):
     middle chunks, then its last chunk alone (it emits the first token), bit for bit."""
     trace = make_trace([0.0], [3000], [5])
     ahead, one_by_one, fused = _run_both(monkeypatch, trace, "none", load_scenario(VIDUR))
-    _assert_identical(ahead, one_by_one)
+    assert_same_run(ahead, one_by_one)
     steps = one_by_one.steps
     assert steps.prefill_tokens.tolist()[:6] == [512] * 5 + [440] and fused >= 5
 
@@ -181,7 +167,7 @@ def test_a_stretch_ends_with_the_step_that_finishes_a_request(monkeypatch):
 
     monkeypatch.setattr(scheduler.Scheduler, "_plan", spy)
     ahead, one_by_one, fused = _run_both(None, make_trace([0.0], [100], [300]), "none", load_scenario(VIDUR))
-    _assert_identical(ahead, one_by_one)
+    assert_same_run(ahead, one_by_one)
     # the run ahead plans step 0 only; step by step plans all 300
     assert fused == 299 and planned == [0] + list(range(300))
     last = ahead.steps.iloc[-1]
@@ -228,7 +214,7 @@ def test_stretches_change_no_number_anywhere(data):
     if isinstance(one_by_one, str):
         assert ahead == one_by_one
     else:
-        _assert_identical(ahead, one_by_one)
+        assert_same_run(ahead, one_by_one)
 
 
 # --------------------------------------------------------------------------- the kernels' two forms
