@@ -26,7 +26,7 @@ second run finds it). Jobs (``benchmarks/side_by_side_driver.py`` holds the meas
 Run: ``python benchmarks/bench_side_by_side.py [--repeat 3] [--jobs startup,vidur3000,main,decide] [--base 10b4cad]``.
 A benchmark, not a test: it prints figures and one ``verdict`` line per target; under a missed loop or
 whole-process target, where B's time goes (``benchmarks/step_phases.py``: the loop by phase, and a fresh
-process from start to exit).
+process from start to exit), and under a missed decision target its two hooks' shares.
 """
 
 from __future__ import annotations
@@ -190,6 +190,13 @@ def report_decide(got: dict[str, list], trace3000: Path | None = None) -> None:
         verdict = "MET" if b <= 100 else "MISSED"
         print(f"verdict decide {policy} R=512 gamma=16: worst-regime median {b:.1f} us ({b_regime}); {a}; "
               f"target <= 100: {verdict}")
+        if verdict == "MISSED" and "B" in got:
+            js = [json.loads(o.strip().splitlines()[-1]) for _, o in got["B"]]
+            part = {k: statistics.median(j[policy][b_regime].get(k, float("nan")) for j in js)
+                    for k in ("capacity_p50", "call_p50")}
+            print(f"  where the time goes ({b_regime}, B, medians): the capacity hook (the budget) "
+                  f"{part['capacity_p50']:.1f} us, __call__ (the allocation) {part['call_p50']:.1f} us; the "
+                  "parts of each: benchmarks/README.md, the decision sections")
 
 
 def main() -> None:

@@ -83,22 +83,22 @@ def _profiles(R: int, gamma: int) -> dict:
             "steep-high": (steep, high), "steep-mid": (steep, rng.uniform(0.9, 1.0, (R, gamma)))}
 
 
-def _timed_call(policy, view, R: int) -> tuple[float, float, np.ndarray]:
-    """(wall s, thread CPU s, verify lengths) of one decision: the ``capacity`` hook (asked with this view as the
-    old one, every request still running) and ``__call__`` on the view carrying its answer; the view copy
-    between them is not timed."""
+def _timed_call(policy, view, R: int) -> tuple[float, float, np.ndarray, float]:
+    """(wall s, thread CPU s, verify lengths, wall s of the ``capacity`` hook alone) of one decision: the
+    ``capacity`` hook (asked with this view as the old one, every request still running) and ``__call__`` on the
+    view carrying its answer; the view copy between them is not timed."""
     hook = getattr(policy, "capacity", None)
     if hook is None:
         w0, c0 = time.perf_counter(), time.thread_time()
         out = policy(view)
-        return time.perf_counter() - w0, time.thread_time() - c0, out
+        return time.perf_counter() - w0, time.thread_time() - c0, out, 0.0
     w0, c0 = time.perf_counter(), time.thread_time()
     k = hook(view, view.request_ids, R)
     w1, c1 = time.perf_counter() - w0, time.thread_time() - c0
     live = dataclasses.replace(view, capacity=k)
     w0, c0 = time.perf_counter(), time.thread_time()
     out = policy(live)
-    return w1 + time.perf_counter() - w0, c1 + time.thread_time() - c0, out
+    return w1 + time.perf_counter() - w0, c1 + time.thread_time() - c0, out, w1
 
 
 def decide(R: int = 512, gamma: int = 16, calls: int = 300) -> dict:
@@ -131,13 +131,15 @@ def decide(R: int = 512, gamma: int = 16, calls: int = 300) -> dict:
             view = _view(R, gamma, conf, prof, None)
             for _ in range(20):             # kernels loaded, caches warm
                 _timed_call(policy, view, R)
-            wall, cpu = np.empty(calls), np.empty(calls)
+            wall, cpu, hook = np.empty(calls), np.empty(calls), np.empty(calls)
             for i in range(calls):
-                wall[i], cpu[i], lengths = _timed_call(policy, view, R)
-            wall, cpu = wall * 1e6, cpu * 1e6
+                wall[i], cpu[i], lengths, hook[i] = _timed_call(policy, view, R)
+            wall, cpu, hook = wall * 1e6, cpu * 1e6, hook * 1e6
             out[label][regime] = {"p50": float(np.median(wall)), "p90": float(np.percentile(wall, 90)),
                                   "p99": float(np.percentile(wall, 99)), "max": float(wall.max()),
                                   "cpu_p50": float(np.median(cpu)), "cpu_p99": float(np.percentile(cpu, 99)),
+                                  "capacity_p50": float(np.median(hook)),
+                                  "call_p50": float(np.median(wall - hook)),
                                   "admitted": int(np.asarray(lengths).sum())}
     return out
 
