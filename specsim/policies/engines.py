@@ -104,7 +104,7 @@ class _Tabled(PolicyBase):
         stats, pieces, factors = got
         if add not in factors:                   # (single factor, pieces' factors, the largest of those)
             single, by_piece = max(rise_bound(stats, add), 0.0) * (1.0 + 1e-6) + 1e-9, piece_factors(pieces, add)
-            factors[add] = (single, by_piece, float(by_piece.max(initial=single)))
+            factors[add] = (single, by_piece, float(by_piece.max()) if by_piece.size else single)
         factor, by_piece, most = factors[add]
         least = min(factor, most)                # a candidate at or below offset * it disproves both
         if a_asc is not None:
