@@ -45,3 +45,14 @@ def test_gpus_per_replica_must_be_positive():
 
     with pytest.raises(SpecsimInputError, match="gpus_per_replica"):
         load_scenario(overrides=["cluster.gpus_per_replica=0"])
+
+
+def test_throughput_per_all_gpus_counts_the_prefill_pool():
+    """Disaggregated (the default: one prefill instance of one GPU beside one decode GPU): per GPU divides by
+    the decode GPU, per all GPUs by both; colocated they are one figure (a fresh user's report: per GPU alone
+    made a colocated and a disaggregated deployment look alike)."""
+    s = simulate(_trace(), "dspark", load_scenario(), seed=0).summary
+    assert (s["decode_gpus"], s["prefill_gpus"]) == (1, 1)
+    assert s["output_throughput_per_all_gpus"] == pytest.approx(s["output_throughput"] / 2, rel=1e-12)
+    c = simulate(_trace(), "dspark", load_scenario(overrides=["prefill.mode=colocated"]), seed=0).summary
+    assert c["prefill_gpus"] == 0 and c["output_throughput_per_all_gpus"] == c["output_throughput_per_gpu"]

@@ -22,8 +22,9 @@ Definitions (the `specsim run` issue, DESIGN.md):
   ``requests_issued`` = requests issued inside it; its per-request figures (latencies, TPS/user) cover those
   requests (they run to completion) and its step figures the steps that end inside it. Sweeps and
   frontiers use the window's figures for closed-loop points (a steady state, free of ramp-up and tail).
-* Throughput per GPU divides by the decode GPUs (num_replicas x gpus_per_replica); prefill-pool GPUs are
-  reported separately.
+* Throughput per GPU divides by the decode GPUs (num_replicas x gpus_per_replica, the profile's TP x PP unless
+  set); prefill-pool GPUs are reported separately, and ``output_throughput_per_all_gpus`` divides by decode and
+  prefill GPUs together (to compare a disaggregated deployment with a colocated one).
 * Goodput (``--goodput``), as ``vllm bench serve --goodput`` defines it: a request is good when every given
   limit holds (TTFT, TPOT, E2EL in ms; a one-token request's TPOT counts as 0, as in vLLM);
   ``request_goodput`` = good requests / ``duration_s`` (the window's in the window block). The tier-based
@@ -197,8 +198,10 @@ def memory_summary(records, requests: pd.DataFrame) -> dict[str, Any]:
 
 
 def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, duration: float,
-             out_tokens: int, decode_gpus: int, percentiles=PERCENTILES) -> dict[str, Any]:
-    """The figures of one scope: ``measured`` requests, ``steps``, ITL gaps, ``duration`` s, ``out_tokens``."""
+             out_tokens: int, decode_gpus: int, percentiles=PERCENTILES, prefill_gpus: int = 0) -> dict[str, Any]:
+    """The figures of one scope: ``measured`` requests, ``steps``, ITL gaps, ``duration`` s, ``out_tokens``;
+    ``output_throughput_per_all_gpus`` also counts the ``prefill_gpus`` of a disaggregated pool (the figure to
+    compare a disaggregated deployment with a colocated one)."""
     multi = measured[measured.output_tokens > 1]
     req_steps = float(steps.num_decode.sum())
     verified = float(steps.verified_drafts.sum())
@@ -211,6 +214,8 @@ def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, dur
     }
     out["output_throughput_per_gpu"] = (out["output_throughput"] / decode_gpus
                                         if out["output_throughput"] is not None else None)
+    out["output_throughput_per_all_gpus"] = (out["output_throughput"] / (decode_gpus + prefill_gpus)
+                                             if out["output_throughput"] is not None else None)
     out.update(latency_stats("ttft", measured.ttft_s.to_numpy(), percentiles))
     out.update(latency_stats("tpot", multi.tpot_s.to_numpy(), percentiles))
     out.update(latency_stats("itl", itl_s, percentiles))
@@ -263,7 +268,8 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
         "total_input_tokens": int(done.prompt_tokens.sum()),
         "total_output_tokens": int(done.output_tokens.sum()),
     }
-    out.update(_figures(done, steps, itl_s, duration, out["total_output_tokens"], decode_gpus, percentiles))
+    out.update(_figures(done, steps, itl_s, duration, out["total_output_tokens"], decode_gpus, percentiles,
+                        prefill_gpus))
     out["decode_gpus"] = decode_gpus
     out["prefill_gpus"] = prefill_gpus
     out["steps"] = int(len(steps))
@@ -279,7 +285,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
         w: dict[str, Any] = {"start_s": float(start), "end_s": float(end), "requests_issued": int(issued.sum()),
                              "output_tokens": tokens}
         w.update(_figures(measured, steps[in_win], np.zeros(0) if window_itl_s is None else window_itl_s,
-                          float(end - start), tokens, decode_gpus, percentiles))
+                          float(end - start), tokens, decode_gpus, percentiles, prefill_gpus))
         out["window"] = w
     return out
 

@@ -16,7 +16,8 @@ from specsim.errors import SpecsimInputError
 
 #: The metrics of the summary table, in order (whole-run scope; the window block repeats the starred ones).
 SUMMARY_ROWS = ("completed", "unfinished", "unservable", "not_issued", "total", "total_output_tokens", "duration_s",
-                "request_throughput", "output_throughput", "output_throughput_per_gpu", "mean_ttft_ms",
+                "request_throughput", "output_throughput", "output_throughput_per_gpu",
+                "output_throughput_per_all_gpus", "mean_ttft_ms",
                 "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms", "p99.9_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
                 "p90_tpot_ms", "p99_tpot_ms", "p99.9_tpot_ms", "mean_itl_ms", "p90_itl_ms", "p99_itl_ms",
                 "p99.9_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms", "p99.9_e2el_ms",
@@ -29,7 +30,8 @@ SUMMARY_ROWS = ("completed", "unfinished", "unservable", "not_issued", "total", 
 
 #: The closed-loop window's rows.
 WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_tokens", "output_throughput",
-               "output_throughput_per_gpu", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
+               "output_throughput_per_gpu", "output_throughput_per_all_gpus", "mean_ttft_ms", "p99_ttft_ms",
+               "mean_tpot_ms", "p99_tpot_ms",
                "mean_itl_ms", "mean_e2el_ms", "mean_tps_per_user", "mean_acceptance_length",
                "mean_verify_tokens_per_request", "good_requests", "request_goodput")
 
@@ -79,7 +81,8 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     shown = "".join(f", {k} {v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f", {k} {v}"
                     for k, v in knobs.items() if k not in ("gamma", "drafter"))
     gpus = (f"; per GPU = per decode GPU ({s['decode_gpus']}; the {s['prefill_gpus']} prefill GPU"
-            f"{'s' if s['prefill_gpus'] != 1 else ''} not counted)" if s.get("prefill_gpus") else "")
+            f"{'s' if s['prefill_gpus'] != 1 else ''} not counted; per_all_gpus counts them)"
+            if s.get("prefill_gpus") else "")
     title = (f"specsim run: policy {s['policy']} (drafter {s['drafter']}, gamma {s['gamma']}{shown}), seed "
              f"{s['seed']}, {where}; whole run (completed requests, first arrival to last completion){gpus}")
     parts = [fmt.table(["metric", "value"], [[k, fmt.value(s.get(k))] for k in _rows(percentiles) if k in s],
