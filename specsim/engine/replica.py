@@ -136,7 +136,7 @@ class Replica:
                 yield from self._catch_up(now)
                 yield self.env.timeout(dt)              # SimPy's now + dt: end, as computed above
             outcome = self.runner.finish(plan, end)
-            if outcome.num_decode_finished or plan.prefill.size:     # requests may leave: the cluster is told
+            if self.scheduler.may_release(plan, outcome):            # requests may leave: the cluster is told
                 yield from self._catch_up(end)
             self.scheduler.postprocess(plan, outcome, end)
             now = end

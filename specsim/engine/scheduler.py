@@ -330,8 +330,14 @@ class Scheduler:
         """After the step: guard against a livelock, advance the step index, release finished requests."""
         self._check_progress(outcome.progress_tokens)
         self.step_index += 1
-        if outcome.num_decode_finished or plan.prefill.size:    # a finished prefill may complete a 1-token output
+        if self.may_release(plan, outcome):
             self.release_finished(now_s)
+
+    @staticmethod
+    def may_release(plan: StepPlan, outcome: StepOutcome) -> bool:
+        """Whether requests may leave after the step: one reached its output, or a prefill chunk ran (a finished
+        prefill may complete a 1-token output)."""
+        return bool(outcome.num_decode_finished or plan.prefill.size)
 
     def release_finished(self, now_s: float) -> None:
         """The requests that reached their output length leave at ``now_s`` (the end of their last step)."""

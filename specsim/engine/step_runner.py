@@ -87,7 +87,8 @@ class StepRunner:
         ``decode_step_terms`` or ``mixed_step_terms``, its ``prefill_attention_s`` per chunk). k = 0 where the
         profile prices steps otherwise than by its scalar table lookup (B beyond the table, a cost model without
         the terms)."""
-        s, prof, (num, decode, slot, chunk, kv_tokens, _) = self.slots, self.profile, stretch
+        s, prof, num, decode = self.slots, self.profile, stretch.num_steps, stretch.decode
+        slot, chunk = stretch.prefill_slot, stretch.chunk
         R = decode.size
         terms = getattr(prof, "mixed_step_terms" if chunk else "decode_step_terms", None)
         terms = terms(R + chunk, R) if terms is not None else None
@@ -105,7 +106,7 @@ class StepRunner:
             for j in range(num):
                 attention_s[j] = prof.prefill_attention_s(tokens, np.array([done + j * chunk], np.int64))
         return kernels.plain_step_ends(float(now_s), float(next_s), float(end_by_s), table_s, kv_read_s_per_token,
-                                       kv_tokens, R, per_request_s, float(self.host_overhead_s), attention_s,
+                                       stretch.kv_tokens, R, per_request_s, float(self.host_overhead_s), attention_s,
                                        float(self.config.emission_overhead_s * R))
 
     def finish_plain(self, start_s: np.ndarray, end_s: np.ndarray, stretch: Stretch, used: np.ndarray, *,
@@ -114,7 +115,7 @@ class StepRunner:
         from :meth:`plain_step_ends`; the first is step index ``step``): each decoding slot emitted one token per
         step, the prefilling slot (if any) ran a chunk per step. Emits and records them as :meth:`finish` would
         step by step (``used``: the KV blocks each reports; ``num_waiting``: the queue's length, unchanged)."""
-        s, k, (_, d, slot, chunk, _, _) = self.slots, end_s.size, stretch
+        s, k, d, slot, chunk = self.slots, end_s.size, stretch.decode, stretch.prefill_slot, stretch.chunk
         R = d.size
         gaps, s.num_generated, s.decode_steps = kernels.plain_emit(end_s, s.last_emit_s, d, s.num_generated,
                                                                    s.decode_steps)

@@ -154,7 +154,7 @@ def _every_gain_numpy(values, offset, ratio):
     cost[n] - 1 (the proof of :func:`specsim.policies.dspark.head_scan`, tau starting at ``offset``)."""
     cand = values >= 0
     total = column_total(np.where(cand, values, 0.0))               # adding 0.0 changes no sum
-    return bool(values[cand].min(initial=np.inf) > (offset + total) * (max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9))
+    return bool(values[cand].min(initial=np.inf) > (offset + total) * proof_factor(ratio))
 
 
 def _every_gain_loop(values, offset, ratio):
@@ -239,13 +239,19 @@ def first_candidate(a_asc: np.ndarray) -> int:
     return int(np.searchsorted(a_asc, 0.0, "left"))
 
 
+def proof_factor(ratio):
+    """The factor the proof that Theta rises multiplies tau by: an upper bound ``ratio`` on cost[n+1] / cost[n] - 1
+    (a float or an array of them) with the margins six orders above the float error (:func:`every_gain`)."""
+    return np.maximum(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
+
+
 def every_gain_sorted(a_asc: np.ndarray, offset: float, ratio: float) -> bool:
     """:func:`every_gain` read from the same candidates sorted ascending (negative entries not candidates): the
     smallest candidate is the first entry >= 0 and their sum is taken in another order, which moves it by a
     relative 1e-12 at most (8,192 candidates) against the proof's margin of 1e-6, so the proof stays sound and
     the budget it returns (every candidate) is the global argmax's, as on the matrix."""
     start = first_candidate(a_asc)
-    factor = max(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
+    factor = proof_factor(ratio)
     if start == a_asc.size:                              # no candidate: the smallest is +inf, the sum 0.0
         return bool(np.inf > offset * factor)
     if not a_asc[start] > offset * factor:               # fails before the sum (candidates >= 0, offset >= 0)
@@ -313,8 +319,7 @@ def piece_factors(pieces: tuple, add: float) -> np.ndarray:
     """(K,) each piece's rise bound times the proof's margins (:func:`every_gain`'s factor, per piece), for a
     cost ``add`` seconds above the segment of :func:`range_stats`."""
     last, rise, cmin, cmax = pieces
-    ratio = (rise + 4.5e-16 * (cmax + add)) / (cmin + add)      # rise_bound per piece (dspark.rise_bound)
-    return np.maximum(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
+    return proof_factor((rise + 4.5e-16 * (cmax + add)) / (cmin + add))     # rise_bound per piece
 
 
 def every_gain_by_range(stats: tuple[float, float, float], offset: float, last: np.ndarray,

@@ -30,7 +30,7 @@ from specsim.policies.cost_table import VLLM_PROFILE_CONTEXT, TableError, build_
 from specsim.policies.dspark import cumprod_rows, rise_bound, scored_candidates
 from specsim.policies.engine_kernels import (best_prefix, candidate_stats, every_gain_by_range, first_candidate,
                                              lengths_at_sorted, live_beyond_floor, load_engine_kernels, match_rows,
-                                             piece_factors, range_stats, stale_rows, survival_live)
+                                             piece_factors, proof_factor, range_stats, stale_rows, survival_live)
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -103,7 +103,7 @@ class _Tabled(PolicyBase):
                                                 float(seg.max())), range_stats(seg), {})
         stats, pieces, factors = got
         if add not in factors:                   # (single factor, pieces' factors, the largest of those)
-            single, by_piece = max(rise_bound(stats, add), 0.0) * (1.0 + 1e-6) + 1e-9, piece_factors(pieces, add)
+            single, by_piece = float(proof_factor(rise_bound(stats, add))), piece_factors(pieces, add)
             factors[add] = (single, by_piece, float(by_piece.max()) if by_piece.size else single)
         factor, by_piece, most = factors[add]
         least = min(factor, most)                # a candidate at or below offset * it disproves both
