@@ -241,7 +241,10 @@ def first_candidate(a_asc: np.ndarray) -> int:
 
 def proof_factor(ratio):
     """The factor the proof that Theta rises multiplies tau by: an upper bound ``ratio`` on cost[n+1] / cost[n] - 1
-    (a float or an array of them) with the margins six orders above the float error (:func:`every_gain`)."""
+    (a float or an array of them) with the margins six orders above the float error (:func:`every_gain`); a
+    float for a float (Python arithmetic: an infinite ratio times a zero tau is NaN without a numpy warning)."""
+    if np.ndim(ratio) == 0:
+        return max(float(ratio), 0.0) * (1.0 + 1e-6) + 1e-9
     return np.maximum(ratio, 0.0) * (1.0 + 1e-6) + 1e-9
 
 
