@@ -136,6 +136,7 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     _check_time_bound(trace, config)
     _warm_kernels(trace, config, profile, drafter_cost)
     built = _build(trace, config, profile, drafter_cost)
+    _check_closed_loop(built, config)
     window = None if config.concurrency is None else ClosedLoopWindow(np.nan, np.nan)
     cluster = built.cluster
     driver = (cluster.open_loop(config.rate_scale) if window is None
@@ -360,6 +361,32 @@ def _provenance(trace, config: RunConfig, built: _Built) -> dict[str, Any]:
         "profile_source": prof.source, "profile_metadata": prof.provenance(),
         "acceptance_source": built.acceptance.source if built.acceptance else None,
     }
+
+
+def _check_closed_loop(built: _Built, config: RunConfig) -> None:
+    """Refuse, before the run, a closed loop whose measurement window cannot open (nothing is computed yet).
+
+    The window opens when every one of the N users has completed a request and closes when the last of the n
+    requests (conversations: their first turns) is issued. By the time the last user completes its first
+    request, each of the other N - 1 has issued another, so 2N - 1 are out, and the last user then issues one
+    more at that instant: with n <= 2N the window closes no later than it opens (:func:`_window` would refuse it
+    after the whole run). A longer trace can still close early when some users are much faster than others;
+    :func:`_window` catches that after the run.
+
+    Raises:
+        SpecsimInputError: ``n <= 2 x concurrency``.
+    """
+    users = config.concurrency
+    if users is None:
+        return
+    sessions = built.cluster.sessions
+    n = len(built.trace) if sessions is None else len(sessions.starts)
+    if n <= 2 * users:
+        what = "requests" if sessions is None else "conversations"
+        raise SpecsimInputError(getattr(built.trace, "source", None), None, "concurrency",
+                                f"more than {2 * users} {what} (twice the users) for a closed-loop window with "
+                                f"{users} users: use more requests (--num-requests; in a sweep --requests-per-user "
+                                "K) or fewer users", f"{n} {what}")
 
 
 def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[float, float] | None:

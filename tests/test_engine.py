@@ -515,6 +515,24 @@ def test_a_closed_loop_horizon_before_the_window_closes_is_named(prod_trace, hor
     assert ("it opened at" in msg) == opened
 
 
+def test_a_closed_loop_window_that_cannot_open_is_refused_before_the_run(prod_trace, monkeypatch):
+    """n <= 2N requests for N users: the last request is issued no later than the window opens, so the run is
+    refused before any step (a fresh user's report: the whole run was computed, then thrown away). Just above
+    the bound the run goes ahead and its window opens."""
+    import specsim.simulation as simulation
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the event loop ran")
+
+    with monkeypatch.context() as m:
+        m.setattr(simulation, "run_until", no_run)
+        with pytest.raises(SpecsimInputError) as e:
+            simulate(prod_trace.head(8), "static", concurrency=4, seed=0)
+    assert e.value.field == "concurrency" and "more than 8 requests" in str(e.value) and "got 8 requests" in str(e.value)
+    res = simulate(prod_trace.head(40), "static", concurrency=4, seed=0)
+    assert res.summary["load"]["window_end_s"] > res.summary["load"]["window_start_s"]
+
+
 def test_the_api_takes_paths_and_names_wrong_argument_types(tmp_path):
     """A notebook user's mistakes get one input error each, and paths are taken where a trace or scenario is
     expected (a fresh user's report: AttributeError from inside the run)."""
