@@ -403,10 +403,22 @@ def test_horizon_includes_t_and_help_says_so(monkeypatch, capsys):
     (["run", "--trace", PROD, "--policy", "mtp1", "--drafter", "dspark"], "--policy mtp1"),
     (["sweep", "--trace", PROD, "--out", "unused", "--rate-scales", "1", "--requests-per-user", "3"],
      "--requests-per-user with --concurrency"),
+    (["run", "--trace", PROD, "--set", "engine.gamma=3", "--gamma", "5"], "--gamma 5 and --set engine.gamma=3"),
+    (["run", "--trace", PROD, "--set", "drafter.name = eagle3", "--drafter", "mtp"], "--drafter mtp and --set"),
+    (["run", "--trace", PROD, "--max-model-len", "4096", "--set", "engine.max_model_len=8192"],
+     "--max-model-len 4096 and --set engine.max_model_len=8192"),
 ])
 def test_conflicting_options_exit_2_one_line(monkeypatch, capsys, args, message):
     code, out, err = run_cli(monkeypatch, capsys, *args)
     assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_set_that_agrees_with_its_flag_runs(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--num-requests", "4", "--json",
+                             "--set", "engine.gamma=+5", "--gamma", "5", "--set", "drafter.name='dspark'",
+                             "--drafter", "dspark")
+    assert code == 0, err
+    assert json.loads(out)["gamma"] == 5
 
 
 def test_sweep_concurrency_with_rate_scales_stays_allowed(monkeypatch, capsys, tmp_path):

@@ -249,6 +249,8 @@ def run(
     if num_requests is not None and num_requests < 1:
         raise SpecsimInputError("--num-requests", None, "num_requests", "an int >= 1", str(num_requests))
     _check_conflicts(policy, concurrency, rate_scale, gamma, drafter)
+    _check_set_against_flags(set_, {"engine.gamma": ("--gamma", gamma), "drafter.name": ("--drafter", drafter),
+                                    "engine.max_model_len": ("--max-model-len", max_model_len)})
     slos = parse_goodput(goodput)
     if max_model_len is not None:
         set_ = [*set_, f"engine.max_model_len={max_model_len}"]
@@ -353,3 +355,26 @@ def _check_conflicts(policy: str, concurrency: int | None, rate_scale: float | N
         raise bad("--gamma" if gamma not in (None, 1) else "--drafter",
                   "no --gamma or --drafter with --policy mtp1 (it is the mtp drafter at gamma 1)",
                   f"--gamma {gamma}" if gamma not in (None, 1) else f"--drafter {drafter}")
+
+
+def _check_set_against_flags(set_: list[str], flags: dict[str, tuple[str, object]]) -> None:
+    """Refuse a ``--set section.key=value`` that a flag of the same command line contradicts (``--set
+    engine.gamma=3 --gamma 5``: a fresh user's report, where the flag won silently). Equal values pass, and so
+    does a key no flag gives; the scenario checks each value itself.
+
+    Args:
+        set_: the ``--set`` items as typed.
+        flags: scenario key -> (flag name, the flag's value or None when not given).
+
+    Raises:
+        SpecsimInputError: a key both set and flagged with different values, naming both.
+    """
+    for item in set_:
+        key, eq, value = item.partition("=")
+        flag, given = flags.get(key.strip(), (None, None))
+        if not eq or given is None:
+            continue
+        value = value.strip().strip("'\"")
+        if value != str(given) and not (value.lstrip("+-").isdigit() and int(value) == given):
+            raise SpecsimInputError(flag, None, key.strip(), f"one value (give {flag} or --set {key.strip()}, not "
+                                    "two that disagree)", f"{flag} {given} and --set {item.strip()}")
