@@ -28,13 +28,14 @@ _register()
 
 # --------------------------------------------------------------------------------------------- readers
 def test_vllm_summary_file_point():
-    """No per-request lists: TPS/user = 1000 / mean_tpot_ms = 50; 2400 tok/s over 2 GPUs = 1200."""
+    """No per-request lists: TPS/user = 1000 / mean_tpot_ms = 50; 2375.1 tok/s over 2 GPUs = 1187.55 (48 users
+    at 50 tok/s less the TTFT share: 48 x 480 tokens / (0.12 + 479 x 0.02 s) = 2375.3, Little's law)."""
     (p,) = read_vllm_result(DATA / "vllm_result_sample.json", gpus=2)
-    assert p.tool == "vllm" and p.load == "concurrency 16"
+    assert p.tool == "vllm" and p.load == "concurrency 48"
     assert p.tps_per_user == pytest.approx(50.0) and p.tps_per_user_basis == "1000 / mean TPOT"
-    assert p.throughput_per_gpu == pytest.approx(1200.0)
+    assert p.throughput_per_gpu == pytest.approx(1187.55)
     assert p.metrics["p99_ttft_ms"] == 210.0 and "latencies" not in p.metrics
-    assert p.label == "measured: meta-llama/Llama-3.1-8B-Instruct (concurrency 16)"
+    assert p.label == "measured: meta-llama/Llama-3.1-8B-Instruct (concurrency 48)"
 
 
 def test_vllm_detailed_file_uses_per_request_tps():
@@ -66,11 +67,11 @@ def test_guidellm_report_points():
     pts = read_guidellm_result(DATA / "guidellm_report_sample.json")
     assert [p.load for p in pts] == ["concurrency 4", "constant rate 3.0 req/s"]
     assert [p.tps_per_user for p in pts] == pytest.approx([80.0, 50.0])       # 1000 / 12.5 and 1000 / 20
-    assert [p.throughput_per_gpu for p in pts] == pytest.approx([640.0, 1200.0])
+    assert [p.throughput_per_gpu for p in pts] == pytest.approx([310.7739, 384.0])   # 4 / 1.6475 s and 3 req/s, x 128
     m = pts[0].metrics
     assert m["p99.9_tpot_ms"] == 19.5 and m["median_tpot_ms"] == 12.0 and m["p90_itl_ms"] == 15.0
-    assert m["mean_e2el_ms"] == pytest.approx(2000.0)                           # request_latency is in seconds
-    assert m["completed"] == 90 and m["request_throughput"] == 1.5
+    assert m["mean_e2el_ms"] == pytest.approx(1647.5)          # request_latency in seconds: 0.06 + 127 x 0.0125
+    assert m["completed"] == 146 and m["request_throughput"] == pytest.approx(2.4279)
 
 
 def test_read_results_detects_the_format_and_round_trips(tmp_path):
@@ -179,11 +180,11 @@ def test_import_results_cli_and_plot(tmp_path):
                       env={"COLUMNS": "60"})
     assert r.exit_code == 0, r.output
     pts = load_measured(out)
-    assert [p.throughput_per_gpu for p in pts] == pytest.approx([1200.0, 320.0, 600.0])
+    assert [p.throughput_per_gpu for p in pts] == pytest.approx([1187.55, 155.38695, 192.0])
     # --out naming a folder (a sweep's) writes its measured.json, where specsim plot looks
     r = runner.invoke(app, ["import-results", str(DATA / "vllm_result_sample.json"), "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
-    assert [p.throughput_per_gpu for p in load_measured(tmp_path / "measured.json")] == pytest.approx([2400.0])
+    assert [p.throughput_per_gpu for p in load_measured(tmp_path / "measured.json")] == pytest.approx([2375.1])
 
 
 def test_import_results_into_a_sweep_of_another_model_says_so(tmp_path):
