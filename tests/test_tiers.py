@@ -89,6 +89,10 @@ def test_load_advice_only_where_more_loads_can_help():
     tour = _points([4, 16, 64], [537.1, 369.9, 147.2], [2040.0, 5254.0, 8431.0])
     assert load_advice(tour, 200.0) == "add loads between 16 and 64"
     assert load_advice(rising, 130.0) == ""               # 196.7 interpolated, 3.5% above load 2's 190
+    # one load that covers the tier: nothing shows heavier loads lose throughput (a fresh user's compare read
+    # "covered" and a +111% WINNER off one point with no advice)
+    assert load_advice(_points([8], [150.0], [3259.0]), 100.0) == "add heavier loads"
+    assert load_advice(_points([8], [150.0], [3259.0]), 200.0) == "add lighter loads"    # below the tier
 
 
 # --------------------------------------------------------------------------------------------- stored tiers
@@ -113,3 +117,17 @@ def test_tiers_stored_with_the_sweep_are_reused(tmp_path):
     assert data["winners"][0]["curve"] == "none" and data["winners"][0]["margin_verdict"] == "no runner-up"
     r = CliRunner().invoke(app, ["compare", str(tmp_path), "--tiers", "0"])
     assert isinstance(r.exception, SpecsimInputError) and r.exception.file == "--tiers"
+
+
+def test_compare_shows_a_fractional_rate_scale_as_given():
+    """load* of an open-loop point at rate scale 0.5 reads 0.5, not 0 (a fresh user's report)."""
+    from specsim.cli.sweep_cmd import _compare_row
+
+    r = pd.Series({"tier": 100.0, "curve": "mtp1", "throughput_per_gpu": 1234.0, "status": "ok",
+                   "gain_vs_baseline": float("nan"), "tps_gain_at_matched": float("nan"), "throughput_std": 0.0,
+                   "tps_at_matched_throughput": float("nan"), "oracle_fraction": float("nan"), "winner": False,
+                   "best_goodput_per_gpu": 1000.0, "best_goodput_load": 0.5, "attainment_at_best": 0.9,
+                   "advice": ""})
+    row = _compare_row(r, has_oracle=False, multi_seed=False)
+    assert row[-4] == "0.5" and row[-5] == "1,000"
+    assert _compare_row(r.copy().replace({0.5: 16.0}), False, False)[-4] == "16"

@@ -13,7 +13,8 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   meeting it, which is the frontier's heaviest-load point (any point meeting the tier is dominated by a
   frontier point that meets it too). Never NaN when some point meets the tier.
 * Load advice (:func:`load_advice`): "add heavier loads" only for a covered tier whose curve's heaviest
-  load still raises throughput by more than ``RISING`` (2%) over the load before it; "add lighter loads"
+  load still raises throughput by more than ``RISING`` (2%) over the load before it, or whose curve has one
+  load (nothing then shows that heavier loads lose throughput); "add lighter loads"
   only when the lightest load's TPS/user is below the tier (and it is not already one closed-loop user);
   "add loads between A and B" when the tier falls between loads A and B and the throughput interpolated at
   it is more than ``BRACKET_GAP`` (5%) above A's, the load that meets it (the answer then rests on the line
@@ -195,8 +196,8 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
         one_user = p["mode"].iloc[0] == "closed" and float(p["load"].iloc[0]) <= 1
         return "" if one_user else "add lighter loads"
     covered = not at_most(np.nanmin(x), tier)             # every load point beats the tier
-    if covered and x.size > 1 and y[-2] > 0 and y[-1] / y[-2] - 1 > RISING:
-        return "add heavier loads"
+    if covered and (x.size == 1 or (y[-2] > 0 and y[-1] / y[-2] - 1 > RISING)):
+        return "add heavier loads"                        # one load: nothing says heavier ones lose throughput
     loads = p["load"].to_numpy(float)
     for i in range(x.size - 1):                           # the tier between load i (meets it) and i + 1
         if at_least(x[i], tier) and not at_least(x[i + 1], tier) and y[i] > 0 and x[i] > x[i + 1]:

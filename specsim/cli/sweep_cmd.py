@@ -476,7 +476,8 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
     win = ""
     if not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
         win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
-    return row + [_fmt(r.best_goodput_per_gpu, 0), _fmt(r.best_goodput_load, 0),
+    load = r.best_goodput_load       # users, or a fractional rate scale (0.5): shown as given, never rounded
+    return row + [_fmt(r.best_goodput_per_gpu, 0), f"{load:g}" if math.isfinite(load) else fmt.MISSING,
                   f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-",
                   win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
 
@@ -504,8 +505,8 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05).",
-             "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%), "
-             "lighter loads (the lightest load is below the tier) or loads between two (the tier's throughput, "
+             "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
+             "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two (the tier's throughput, "
              "interpolated between them, is > 5% above the lighter one's)."]
     return fmt.table(cols, rows, keys=2, width=width, notes=notes,
                      title=f"{sweep_dir}: throughput per GPU at SLA tiers "
