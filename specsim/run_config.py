@@ -257,6 +257,23 @@ def replica_gpus(scenario: Scenario, profile: StepTimeProfile) -> tuple[int, str
                     f"profile's")
 
 
+def prefill_instance_gpus(scenario: Scenario, profile: StepTimeProfile) -> tuple[int, str | None]:
+    """(GPUs per disaggregated prefill instance, a notice or None): ``prefill.gpus_per_instance`` where the
+    scenario sets it, else the profile's (:func:`profile_gpus`: a prefill instance runs the decode replica's
+    model at the profile's step times). The notice says when a set value differs from the profile's while the
+    prefill time comes from the profile (no ``prefill.time_per_token_s``)."""
+    own, set_to = profile_gpus(profile), scenario.prefill.gpus_per_instance
+    if set_to is None:
+        return own, None
+    if set_to == own or scenario.prefill.time_per_token_s is not None:
+        return set_to, None
+    name = (getattr(profile, "metadata", None) or {}).get("name") or Path(str(profile.source)).stem
+    return set_to, (f"prefill.gpus_per_instance = {set_to}, but the prefill time comes from the profile {name}, "
+                    f"a replica of {own} GPU{'s' if own != 1 else ''} (TP x PP in its metadata): the GPUs counted "
+                    f"per prefill instance are {set_to} while its speed is that of {own}; leave the key out to "
+                    "take the profile's")
+
+
 @dataclass(frozen=True)
 class ResolvedRun:
     """A run with every setting decided: the one object the cluster, summary and provenance read.
@@ -269,6 +286,8 @@ class ResolvedRun:
         kv_fraction: the drafter's KV per target KV token (:func:`drafter_kv_fraction`).
         kv: a replica's KV capacity (computed once, :func:`specsim.hardware.kv_capacity.kv_capacity`).
         gpus_per_replica: GPUs per decode replica, and the notice of :func:`replica_gpus` (None: none).
+        prefill_gpus_per_instance: GPUs per disaggregated prefill instance, and the notice of
+            :func:`prefill_instance_gpus` (None: none).
     """
 
     config: RunConfig
@@ -279,6 +298,8 @@ class ResolvedRun:
     kv: KvCapacity
     gpus_per_replica: int = 1
     gpus_notice: str | None = None
+    prefill_gpus_per_instance: int = 1
+    prefill_gpus_notice: str | None = None
 
     @property
     def scenario(self) -> Scenario:
@@ -325,4 +346,6 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
     cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
     frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
     gpus, notice = replica_gpus(sc, prof)
-    return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac), gpus, notice)
+    prefill_gpus, prefill_notice = prefill_instance_gpus(sc, prof)
+    return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac), gpus, notice,
+                       prefill_gpus, prefill_notice)

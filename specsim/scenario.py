@@ -228,7 +228,8 @@ class PrefillConfig(_Section):
         mode: ``disaggregated`` (a separate pool, one request at a time per instance) or ``colocated``
             (chunked prefill mixed into decode steps).
         num_instances: disaggregated prefill pool size, int >= 1.
-        gpus_per_instance: GPUs per prefill instance, int >= 1.
+        gpus_per_instance: GPUs per prefill instance, int >= 1; None = the profile's TP x PP (a prefill
+            instance runs the decode replica's model at the profile's step times, so it needs as many GPUs).
         time_per_token_s: fixed prefill seconds per prompt token, float > 0; None = from the profile.
         chunk_tokens: colocated: token budget per mixed step; disaggregated: the chunk of the profile lookup;
             int >= 1.
@@ -240,14 +241,15 @@ class PrefillConfig(_Section):
     SECTION: ClassVar[str] = "prefill"
     mode: Literal[PREFILL_MODES] = "disaggregated"
     num_instances: int = 1
-    gpus_per_instance: int = 1
+    gpus_per_instance: int | None = None
     time_per_token_s: float | None = None
     chunk_tokens: int = 512
     first_token: Literal[FIRST_TOKEN_RULES] = "prefill"
 
     def _validate(self) -> None:
         self._check(self.num_instances >= 1, "num_instances", "an int >= 1")
-        self._check(self.gpus_per_instance >= 1, "gpus_per_instance", "an int >= 1")
+        self._check(self.gpus_per_instance is None or self.gpus_per_instance >= 1, "gpus_per_instance",
+                    "an int >= 1 (leave it out to take the profile's TP x PP)")
         self._check(self.time_per_token_s is None or self.time_per_token_s > 0, "time_per_token_s",
                     "a float > 0 s per prompt token (leave it out to take prefill time from the profile)")
         self._check(self.chunk_tokens >= 1, "chunk_tokens", "an int >= 1")

@@ -295,7 +295,7 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     summary = summarize(requests, steps, rec.itl_s(None), window=win,
                         decode_gpus=sc.cluster.num_replicas * built.resolved.gpus_per_replica,
                         prefill_gpus=0 if cluster.config.colocated
-                        else sc.prefill.num_instances * sc.prefill.gpus_per_instance,
+                        else sc.prefill.num_instances * built.resolved.prefill_gpus_per_instance,
                         mean_in_system=_mean_in_system(cluster, rec, requests),
                         window_itl_s=rec.itl_s(win) if win is not None else None,
                         percentiles=tuple(sorted(set(PERCENTILES) | set(config.metric_percentiles))))
@@ -311,8 +311,9 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
             requests, completed & (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1]))
     rr, pc = built.resolved, built.resolved.policy
     summary["profile_range"] = range_report(rr.profile, steps, pc.gamma)   # padded / capped steps
-    if rr.gpus_notice:
-        summary["profile_range"].setdefault("notices", []).append(rr.gpus_notice)
+    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice):
+        if notice:
+            summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)
     if diagnostics is not None:
         summary["policy_diagnostics"] = diagnostics

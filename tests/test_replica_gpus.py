@@ -56,3 +56,24 @@ def test_throughput_per_all_gpus_counts_the_prefill_pool():
     assert s["output_throughput_per_all_gpus"] == pytest.approx(s["output_throughput"] / 2, rel=1e-12)
     c = simulate(_trace(), "dspark", load_scenario(overrides=["prefill.mode=colocated"]), seed=0).summary
     assert c["prefill_gpus"] == 0 and c["output_throughput_per_all_gpus"] == c["output_throughput_per_gpu"]
+
+
+@pytest.mark.parametrize("profile, gpus", [("h100-llama2-7b-tp2", 2), ("h200-deepseek-v3-tp8-terms", 8)])
+def test_a_prefill_instance_runs_on_the_profiles_tp(profile, gpus):
+    """A disaggregated prefill instance prefills at the profile's step times, so it counts the profile's TP x PP
+    GPUs unless the scenario sets ``prefill.gpus_per_instance`` (a fresh user's report: a 70B model at TP 4
+    counted one prefill GPU, inflating throughput per all GPUs); a set value that differs gets a notice."""
+    from specsim.run_config import prefill_instance_gpus
+
+    sc = load_scenario(overrides=[f"profile.name={profile}", "prefill.num_instances=2"])
+    assert prefill_instance_gpus(sc, resolve_profile(profile)) == (gpus, None)
+    s = simulate(_trace(), "dspark", sc, seed=0).summary
+    assert (s["decode_gpus"], s["prefill_gpus"]) == (gpus, 2 * gpus)
+    assert s["output_throughput_per_all_gpus"] == pytest.approx(s["output_throughput"] / (3 * gpus), rel=1e-12)
+    one = load_scenario(overrides=[f"profile.name={profile}", "prefill.gpus_per_instance=1"])
+    s1 = simulate(_trace(), "dspark", one, seed=0).summary
+    assert s1["prefill_gpus"] == 1
+    assert any("prefill.gpus_per_instance = 1" in n and f"of {gpus} GPUs" in n for n in s1["profile_range"]["notices"])
+    fixed = load_scenario(overrides=[f"profile.name={profile}", "prefill.gpus_per_instance=1",
+                                     "prefill.time_per_token_s=1e-5"])     # its own prefill speed: no notice
+    assert prefill_instance_gpus(fixed, resolve_profile(profile)) == (1, None)
