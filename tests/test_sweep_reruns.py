@@ -144,3 +144,23 @@ def test_a_rerun_with_more_requests_per_user_replaces_the_points_it_measures_aga
     fresh, _ = _compare(tmp_path / "fresh", capsys)
     assert rerun == fresh and "4 points of an earlier version of this sweep" in err
     assert len(load_records(tmp_path / "s")) == 4
+
+
+def test_curves_swept_on_different_requests_into_one_folder_are_named(tmp_path, capsys):
+    """Two sweeps of different policies into one --out with different --num-requests: compare warns that the
+    curves ran on different requests, naming each (a fresh user's report: static's 100-request points were
+    ranked against mtp1's 200-request ones with no note); one setting gives no warning."""
+    trace = _trace(tmp_path / "t.jsonl", 1)
+
+    def sweep(policy: str, n: str) -> int:
+        return _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "s"), "--policies", policy,
+                     "--rate-scales", "1", "--num-requests", n, "--executor", "serial", "--quiet"])
+
+    assert sweep("mtp1", "12") == 0 and sweep("dspark", "12") == 0
+    _, err = _compare(tmp_path / "s", capsys)
+    assert "different requests" not in err
+    assert sweep("static", "16") == 0
+    _, err = _compare(tmp_path / "s", capsys)
+    text = " ".join(err.split())
+    assert "the curves ran on different requests (open load 1: mtp1, dspark on 12 requests" in text
+    assert "static on 16 requests" in text

@@ -372,6 +372,10 @@ def _records(d: Path) -> list[dict]:
         print(f"note: {len(old)} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
               "number of requests) are left out (the latest sweep recomputed them)", file=sys.stderr)
     recs = [r for r in recs if r["id"] not in old]
+    mixed = mixed_workloads(recs)
+    if mixed:
+        print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
+              "same trace and request counts", file=sys.stderr)
     failed = [r for r in recs if r["status"] != "ok"]
     if failed:
         shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "
@@ -382,6 +386,29 @@ def _records(d: Path) -> list[dict]:
         print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
               f"{shown}{more}", file=sys.stderr)
     return recs
+
+
+def mixed_workloads(recs: list[dict]) -> str:
+    """Where a folder's curves were measured on different requests at the same load (another trace, or another
+    ``--num-requests`` / ``--requests-per-user``, from separate sweeps into one ``--out``: a fresh user's report
+    had compare rank 100-request points against 200-request ones), the first such load and what each curve ran
+    on, as text; "" when every load's curves share their requests."""
+    by_load: dict[tuple, dict[tuple, list[str]]] = {}
+    for r in recs:
+        c = r["config"]
+        curve = c["policy"] + "".join(f" {k}={v}" for k, v in sorted((c.get("knobs") or {}).items())
+                                      if k not in ("gamma", "drafter"))
+        runs = by_load.setdefault((c["load"]["mode"], float(c["load"]["value"])), {})
+        runs.setdefault((c.get("num_requests"), c.get("trace_sha")), [])
+        if curve not in runs[(c.get("num_requests"), c.get("trace_sha"))]:
+            runs[(c.get("num_requests"), c.get("trace_sha"))].append(curve)
+    mixed = {k: v for k, v in by_load.items() if len(v) > 1}
+    if not mixed:
+        return ""
+    (mode, value), runs = min(mixed.items())
+    shown = "; ".join(f"{', '.join(curves)} on {n} requests (trace {str(sha)[:8]})" for (n, sha), curves in runs.items())
+    return f"at {len(mixed)} load{'s' if len(mixed) > 1 else ''} the curves ran on different requests ({mode} " \
+           f"load {value:g}: {shown})"
 
 
 def parse_tiers(text: str) -> list[float]:
