@@ -164,3 +164,6 @@ def test_curves_swept_on_different_requests_into_one_folder_are_named(tmp_path, 
     text = " ".join(err.split())
     assert "the curves ran on different requests (open load 1: mtp1, dspark on 12 requests" in text
     assert "static on 16 requests" in text
+    assert _cli(["report", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert '<p id="mixed">At 1 load the curves ran on different requests' in page

@@ -336,7 +336,7 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
     from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
     from specsim.analysis.results import measured_for_plot
-    from specsim.analysis.sweep_records import load_records
+    from specsim.analysis.sweep_records import load_records, mixed_workloads
     from specsim.analysis.sweep_tables import results_frame, seed_spread
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
@@ -355,13 +355,16 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
     sla = sla_table(ok, tiers)
     goodput = [[_cell(f"{r.tier:g}"), _cell(r.curve), _cell(f"{r.load:g}"), _cell(r.attainment, pct=True),
                 _cell(r.goodput_per_gpu, digits=1)] for _, r in sla.iterrows()]
-    sections = [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab)], "text": None,
-                 "text_id": None},
-                {"title": "Load points (seed means)", "text": None, "text_id": None, "tables": [_table(
-                    "points", ["curve", "mode", "load", "seeds", X, Y, "mean_verify_tokens_per_request",
-                               "mean_ttft_ms"], points)]},
-                {"title": "Goodput per SLA tier", "text": None, "text_id": None, "tables": [_table(
-                    "goodput", ["tier", "curve", "load", "attainment", "goodput (tok/s/GPU)"], goodput)]}]
+    mixed = mixed_workloads(ok)
+    sections = [{"title": "Warning: curves measured on different requests", "tables": [], "text_id": "mixed",
+                 "text": f"{mixed[0].upper()}{mixed[1:]}: their throughputs are not comparable."}] if mixed else []
+    sections += [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab)], "text": None,
+                  "text_id": None},
+                 {"title": "Load points (seed means)", "text": None, "text_id": None, "tables": [_table(
+                     "points", ["curve", "mode", "load", "seeds", X, Y, "mean_verify_tokens_per_request",
+                                "mean_ttft_ms"], points)]},
+                 {"title": "Goodput per SLA tier", "text": None, "text_id": None, "tables": [_table(
+                     "goodput", ["tier", "curve", "load", "attainment", "goodput (tok/s/GPU)"], goodput)]}]
     plt = _plt()
     hover: dict[str, list[str]] = {}
     fig = frontier_figure([(d.name, ok)], tiers, measured_for_plot([d]), width_in=7.0, height_in=4.2, hover=hover)

@@ -123,3 +123,26 @@ def superseded(records: list[dict[str, Any]], latest_ids: set[str]) -> list[str]
     twice."""
     latest_keys = {_version_free_key(r) for r in records if r["id"] in latest_ids}
     return [r["id"] for r in records if r["id"] not in latest_ids and _version_free_key(r) in latest_keys]
+
+
+def mixed_workloads(recs: list[dict]) -> str:
+    """Where a folder's curves were measured on different requests at the same load (another trace, or another
+    ``--num-requests`` / ``--requests-per-user``, from separate sweeps into one ``--out``: a fresh user's report
+    had compare rank 100-request points against 200-request ones), the first such load and what each curve ran
+    on, as text; "" when every load's curves share their requests."""
+    by_load: dict[tuple, dict[tuple, list[str]]] = {}
+    for r in recs:
+        c = r["config"]
+        curve = c["policy"] + "".join(f" {k}={v}" for k, v in sorted((c.get("knobs") or {}).items())
+                                      if k not in ("gamma", "drafter"))
+        runs = by_load.setdefault((c["load"]["mode"], float(c["load"]["value"])), {})
+        runs.setdefault((c.get("num_requests"), c.get("trace_sha")), [])
+        if curve not in runs[(c.get("num_requests"), c.get("trace_sha"))]:
+            runs[(c.get("num_requests"), c.get("trace_sha"))].append(curve)
+    mixed = {k: v for k, v in by_load.items() if len(v) > 1}
+    if not mixed:
+        return ""
+    (mode, value), runs = min(mixed.items())
+    shown = "; ".join(f"{', '.join(curves)} on {n} requests (trace {str(sha)[:8]})" for (n, sha), curves in runs.items())
+    return f"at {len(mixed)} load{'s' if len(mixed) > 1 else ''} the curves ran on different requests ({mode} " \
+           f"load {value:g}: {shown})"

@@ -361,7 +361,7 @@ def _records(d: Path) -> list[dict]:
     stderr what it leaves out and which points failed (their loads are missing from the frontiers)."""
     import sys
 
-    from specsim.analysis.sweep_records import load_records, manifest_point_ids, superseded
+    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
@@ -386,29 +386,6 @@ def _records(d: Path) -> list[dict]:
         print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
               f"{shown}{more}", file=sys.stderr)
     return recs
-
-
-def mixed_workloads(recs: list[dict]) -> str:
-    """Where a folder's curves were measured on different requests at the same load (another trace, or another
-    ``--num-requests`` / ``--requests-per-user``, from separate sweeps into one ``--out``: a fresh user's report
-    had compare rank 100-request points against 200-request ones), the first such load and what each curve ran
-    on, as text; "" when every load's curves share their requests."""
-    by_load: dict[tuple, dict[tuple, list[str]]] = {}
-    for r in recs:
-        c = r["config"]
-        curve = c["policy"] + "".join(f" {k}={v}" for k, v in sorted((c.get("knobs") or {}).items())
-                                      if k not in ("gamma", "drafter"))
-        runs = by_load.setdefault((c["load"]["mode"], float(c["load"]["value"])), {})
-        runs.setdefault((c.get("num_requests"), c.get("trace_sha")), [])
-        if curve not in runs[(c.get("num_requests"), c.get("trace_sha"))]:
-            runs[(c.get("num_requests"), c.get("trace_sha"))].append(curve)
-    mixed = {k: v for k, v in by_load.items() if len(v) > 1}
-    if not mixed:
-        return ""
-    (mode, value), runs = min(mixed.items())
-    shown = "; ".join(f"{', '.join(curves)} on {n} requests (trace {str(sha)[:8]})" for (n, sha), curves in runs.items())
-    return f"at {len(mixed)} load{'s' if len(mixed) > 1 else ''} the curves ran on different requests ({mode} " \
-           f"load {value:g}: {shown})"
 
 
 def parse_tiers(text: str) -> list[float]:
