@@ -167,3 +167,18 @@ def test_curves_swept_on_different_requests_into_one_folder_are_named(tmp_path, 
     assert _cli(["report", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
     assert '<p id="mixed">At 1 load the curves ran on different requests' in page
+
+
+def test_plot_of_a_sweep_whose_every_point_failed_is_refused(tmp_path, capsys, monkeypatch):
+    """No finished point: plot exits 2 naming the folder instead of writing blank figures (a fresh user's
+    report), and a --quiet sweep's last error does not point at errors it did not print."""
+    trace = _trace(tmp_path / "t.jsonl", 1)
+    plugin = tmp_path / "boom.py"
+    plugin.write_text(BOOM)
+    code = _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "s"), "--policies", f"{plugin}:P",
+                 "--rate-scales", "1", "--num-requests", "8", "--executor", "serial", "--quiet"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1 and "their errors are in" in err and "above" not in err
+    assert _cli(["plot", str(tmp_path / "s"), "--out", str(tmp_path / "plots")]) == 2
+    assert "no point finished" in capsys.readouterr().err
+    assert not (tmp_path / "plots" / "frontiers.png").exists()

@@ -216,8 +216,9 @@ def sweep(
             if text:
                 print(text)
     if recs and all(r["status"] != "ok" for r in recs):
-        print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are above and in "
-              f"{out / 'points'})", file=sys.stderr)
+        where = f"in {out / 'points'}" if quiet else f"above and in {out / 'points'}"
+        print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
+              f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
 
 
@@ -533,6 +534,11 @@ def plot(
 
     split = [(d.name, *read_tuned(d, _records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
     recs = [(name, r) for name, r, _ in split]
+    if not any(x["status"] == "ok" for _, r, _ in split for x in r) and not any(t for _, _, t in split):
+        # nothing to draw: refuse rather than write blank axes
+        raise SpecsimInputError(", ".join(str(d) for d in sweep_dirs), None, "points",
+                                "a sweep with at least one finished point to draw (the warning above names the "
+                                "failed ones)", "no point finished")
     dest = out or sweep_dirs[0] / "plots"
     tier_list = resolve_tiers(tiers, sweep_dirs[0])
     from specsim.analysis.plots import tps_estimator
