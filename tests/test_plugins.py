@@ -335,6 +335,11 @@ def test_policies_command_lists_registry_and_plugin_files(monkeypatch, capsys):
     assert files["policies/smartspec.py:SmartSpec"].startswith("Goodput-based")
     assert set(files) == {"policies/smartspec.py:SmartSpec", "policies/template.py:SurvivalCutoff",
                           "policies/draft_len_schedule.py:DraftLenSchedule"}
+    # the knobs' defaults the scenario file points users to (a fresh user's report: none were listed)
+    assert out["knobs"]["specdecpp"] == {"threshold": 0.3} and out["knobs"]["static"] == {}
+    assert out["knobs"]["vllm-adaptive"]["cost_table"] == "vllm"
+    code, stdout, _ = run_cli(monkeypatch, capsys, "policies")
+    assert code == 0 and "threshold=0.3" in stdout.split()
 
 
 def test_a_plugin_constructor_that_raises_is_named_by_file_and_line(tmp_path):

@@ -39,15 +39,21 @@ def plugin_files(folder: Path) -> dict[str, str]:
 @app.command("policies")
 def policies(
     folder: Path = typer.Option(Path("policies"), "--dir", help="Folder of plug-in files to list too."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object {name: description}."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: {\"registered\": {name: "
+                                 "description}, \"knobs\": {name: {knob: default}}, \"plugin_files\": "
+                                 "{path:Class: description}}."),
 ) -> None:
-    """List the available verification policies with a one-line description each."""
+    """List the available verification policies with a one-line description and their knobs' defaults each
+    (set a knob with --set policy.knobs.NAME=VALUE, or [policy.knobs] in a scenario file)."""
     from specsim.policies import available_policies
+    from specsim.policies.registry import policy_knobs
 
     registry = available_policies()
+    knobs = {name: policy_knobs(name) for name in registry}
     files = plugin_files(folder)
     if as_json:
-        print(json.dumps({"registered": registry, "plugin_files": files}, indent=1))
+        print(json.dumps({"registered": registry, "knobs": knobs, "plugin_files": files}, indent=1, default=str))
         return
-    rows = [[name, desc] for name, desc in {**registry, **files}.items()]
-    print(fmt.table(["name", "description"], rows, title="verification policies (--policy NAME)"))
+    rows = [[name, desc, ", ".join(f"{k}={v}" for k, v in knobs.get(name, {}).items()) or "-"]
+            for name, desc in {**registry, **files}.items()]
+    print(fmt.table(["name", "description", "knobs (defaults)"], rows, title="verification policies (--policy NAME)"))
