@@ -272,3 +272,21 @@ def test_a_pick_at_the_edge_of_the_range_says_so_and_many_seeds_drop_the_one_see
     assert res.tiers[0].value in (0.2, 0.8)
     assert f"the pick sits at the edge of the range 0.2:0.8 at tier 100 ({res.tiers[0].value:g})" in text
     assert "with one seed" not in text
+
+
+def test_a_gamma_range_beyond_the_drafters_block_is_refused_and_its_end_is_never_to_widen():
+    """gamma=1:9 with the dspark drafter (block 7) fails before any point, naming --knob (a fresh user's report:
+    '--gamma' after the first points); a pick at 7, the largest gamma it drafts, gets no advice to widen."""
+    from specsim.cli.tune_cmd import _fixed_ends
+    from specsim.errors import SpecsimInputError
+    from specsim.scenario import load_scenario
+    from specsim.sweep.tune import check_gamma_range, parse_knob
+
+    scen = load_scenario()
+    with pytest.raises(SpecsimInputError) as e:
+        check_gamma_range("static", parse_knob("gamma=1:9", "static"), scen)
+    assert e.value.file == "--knob" and "at 9: a gamma <= 7" in str(e.value)
+    check_gamma_range("static", parse_knob("gamma=5:7", "static"), scen)          # both ends allowed
+    assert _fixed_ends(parse_knob("gamma=5:7", "static"), "static", scen, None) == (7.0,)
+    assert _fixed_ends(parse_knob("gamma=1:6", "static"), "static", scen, None) == ()
+    assert _fixed_ends(parse_knob("gamma=1:6", "static"), "static", scen, "eagle3") == ()    # no block: 64 max

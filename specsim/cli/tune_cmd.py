@@ -46,7 +46,7 @@ def tune(
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace
-    from specsim.sweep.tune import TuneSpec, parse_knob, tune as run_tune, write_tuned
+    from specsim.sweep.tune import TuneSpec, check_gamma_range, parse_knob, tune as run_tune, write_tuned
 
     spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),
                     tiers=tuple(parse_list(tiers, float, "tiers")),
@@ -54,6 +54,7 @@ def tune(
                     seeds=tuple(range(base_seed, base_seed + max(seeds, 1))), num_requests=num_requests,
                     requests_per_user=requests_per_user, drafter=drafter)
     scen = load_scenario(scenario, set_)
+    check_gamma_range(policy, spec.knob, scen, drafter)
     tr = load_trace(trace)
     from specsim.progress import ProgressBar
     # the search stops once each tier's pick is bracketed: the full grid is an upper bound (so is the ETA)
@@ -74,12 +75,26 @@ def tune(
     if quiet:
         print(path)
         return
-    _print_result(res, path, len(untuned_ids))
+    _print_result(res, path, len(untuned_ids), _fixed_ends(spec.knob, policy, scen, drafter))
 
 
-def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> str:
+def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:
+    """The ends of ``knob``'s range that cannot be widened: the policy (or, for gamma, the drafter) rejects the
+    next grid value beyond them (:func:`specsim.sweep.tune.knob_rejection`)."""
+    from specsim.sweep.tune import knob_rejection
+
+    step = 1.0 if knob.integer else ((knob.hi - knob.lo) / (knob.num - 1) if knob.num > 1 else 0.0)
+    if step <= 0:
+        return ()
+    return tuple(end for end, beyond in ((knob.lo, knob.lo - step), (knob.hi, knob.hi + step))
+                 if knob_rejection(policy, knob, beyond, scen, drafter) is not None)
+
+
+def result_text(res, path: Path, num_untuned: int, width: int | None = None, fixed_ends: tuple = ()) -> str:
     """The per-tier picks, the runs used against the full grid, and where the result is, as text
-    (:func:`specsim.fmt.table`; ``width``: characters to fit, None: the terminal's)."""
+    (:func:`specsim.fmt.table`; ``width``: characters to fit, None: the terminal's). ``fixed_ends``: ends of
+    the knob's range the policy allows no value beyond (:func:`_fixed_ends`): a pick there gets no advice to
+    widen the range."""
     k = res.spec.knob.name
     multi = len(res.spec.seeds) > 1
     cols = ["tier", "status", k, "tok/s/GPU"] + (["+-std", "seeds"] if multi else []) + ["2nd", "2nd tok/s"]
@@ -98,7 +113,7 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> 
              + ("." if multi else "; with one seed no margin can be tested.")]
     kr = res.spec.knob
     edge = [f"{r.tier:g} ({r.value:g})" for r in res.tiers
-            if r.value is not None and kr.lo != kr.hi and r.value in (kr.lo, kr.hi)]
+            if r.value is not None and kr.lo != kr.hi and r.value in (kr.lo, kr.hi) and r.value not in fixed_ends]
     if edge:
         notes.append(f"note: the pick sits at the edge of the range {kr.lo:g}:{kr.hi:g} at tier "
                      f"{', '.join(edge)}: the best {k} may lie beyond it; widen --knob to see")
@@ -114,6 +129,6 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> 
                      title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
 
 
-def _print_result(res, path: Path, num_untuned: int) -> None:
+def _print_result(res, path: Path, num_untuned: int, fixed_ends: tuple = ()) -> None:
     """Print :func:`result_text` at the terminal's width."""
-    print(result_text(res, path, num_untuned))
+    print(result_text(res, path, num_untuned, fixed_ends=fixed_ends))

@@ -163,6 +163,42 @@ def _check_ends(policy: str, name: str, ends: tuple[float, float], integer: bool
                                     f"{value:g}: {why})", repr(text)) from None
 
 
+def knob_rejection(policy: str, knob: KnobRange, value: float, scenario, drafter: str | None = None) -> str | None:
+    """Why ``policy`` cannot run with ``knob`` at ``value`` under ``scenario`` (its drafter, or ``drafter``),
+    in the policy's or the scenario's own words; None when it can. ``gamma`` is checked against the drafter (a
+    checkpoint drafts at most its draft block), any other knob by building the policy."""
+    from specsim.policies import make_policy
+    from specsim.run_config import resolve_policy
+
+    v = int(round(value)) if knob.integer else value
+    try:
+        if knob.name == "gamma":
+            resolve_policy(policy, scenario, v, drafter)
+        else:
+            make_policy(policy, **{knob.name: v})
+    except SpecsimInputError as e:
+        said = str(e.expected)
+        return said.split("it said: ", 1)[1].removesuffix(")") if "it said: " in said else said
+    return None
+
+
+def check_gamma_range(policy: str, knob: KnobRange, scenario, drafter: str | None = None) -> None:
+    """A gamma range both of whose ends the drafter allows, checked before any point runs (the other knobs are
+    checked by :func:`parse_knob`), so that a rejected end names ``--knob`` (a fresh user's report: the error
+    named ``--gamma`` after the first points).
+
+    Raises:
+        SpecsimInputError: an end of the range the drafter or policy rejects.
+    """
+    if knob.name != "gamma":
+        return
+    for value in (knob.lo, knob.hi):
+        why = knob_rejection(policy, knob, value, scenario, drafter)
+        if why is not None:
+            raise SpecsimInputError("--knob", None, "gamma", f"a range policy {policy} accepts at both ends (at "
+                                    f"{value:g}: {why})", f"gamma={knob.lo:g}:{knob.hi:g}")
+
+
 # --------------------------------------------------------------------------------------------- spec and result
 @dataclass(frozen=True)
 class TuneSpec:
