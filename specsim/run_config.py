@@ -163,6 +163,10 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         factory = lambda: probe  # noqa: E731  (a user object is shared: it must be stateless or per-run)
     forced_drafter = getattr(probe, "drafter", None)
     dname = forced_drafter or drafter or scenario.drafter.name
+    if dname == "none" and probe.name != "none":      # it would verify nothing under a speculative policy's name
+        raise SpecsimInputError("--drafter" if drafter else None, None, None if drafter else "drafter.name",
+                                f"a drafter for policy {probe.name} (drafter none drafts nothing: the run would be "
+                                "no speculation under that policy's name; use --policy none for that)", "none")
     if dname == "none":
         g = 0
     elif getattr(probe, "gamma", None) is not None and forced_drafter:

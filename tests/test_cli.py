@@ -404,6 +404,8 @@ def test_horizon_includes_t_and_help_says_so(monkeypatch, capsys):
     (["sweep", "--trace", PROD, "--out", "unused", "--rate-scales", "1", "--requests-per-user", "3"],
      "--requests-per-user with --concurrency"),
     (["run", "--trace", PROD, "--set", "engine.gamma=3", "--gamma", "5"], "--gamma 5 and --set engine.gamma=3"),
+    (["run", "--trace", PROD, "--policy", "dspark-async", "--drafter", "none"], "drafter none drafts nothing"),
+    (["run", "--trace", PROD, "--policy", "static", "--set", "drafter.name=none"], "field 'drafter.name'"),
     (["run", "--trace", PROD, "--set", "drafter.name = eagle3", "--drafter", "mtp"], "--drafter mtp and --set"),
     (["run", "--trace", PROD, "--max-model-len", "4096", "--set", "engine.max_model_len=8192"],
      "--max-model-len 4096 and --set engine.max_model_len=8192"),
