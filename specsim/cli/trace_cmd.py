@@ -140,8 +140,10 @@ def synth(
                             help=f"Domain weights, e.g. chat=0.2,code=0.4,math=0.4 "
                                  f"(domains: {', '.join(DOMAINS)})."),
     seed: int = typer.Option(0, "--seed", help="The one random seed."),
-    max_prompt: int = typer.Option(8192, "--max-prompt", help="Clip prompts to this many tokens."),
-    max_output: int = typer.Option(2048, "--max-output", help="Clip outputs to this many tokens."),
+    max_prompt: int = typer.Option(8192, "--max-prompt", help="Clip drawn prompts to this many tokens "
+                                   "(--prompt-len is used as given)."),
+    max_output: int = typer.Option(2048, "--max-output", help="Clip drawn outputs to this many tokens "
+                                   "(--output-len is used as given)."),
     output_len: str = typer.Option(None, "--output-len", help="Output length: N (fixed) or uniform:LO:HI."),
     prompt_len: str = typer.Option(None, "--prompt-len",
                                    help="Prompt (question) length: N (fixed) or uniform:LO:HI."),
