@@ -361,6 +361,10 @@ def test_beyond_context_is_refused_on_the_default_scenario_and_served_with_a_lar
     line = " ".join(out.split())
     assert code == 0 and "--max-model-len 8192 is above the model's own window of 4096 tokens" in line
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in line
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(DATA / "beyond_context.jsonl"), "--policy",
+                          "none", "--max-model-len", "8192", "--json")   # --json: the notice on stderr too
+    assert code == 0 and json.loads(out)["completed"] == 2
+    assert "--max-model-len 8192 is above the model's own window of 4096 tokens" in " ".join(err.split())
     assert simulate(trace, "none", load_scenario(overrides=["engine.max_model_len=4096"])
                     ).summary["context_window"]["model_window"] is None
     s = simulate(trace, "none", load_scenario(overrides=["engine.context_overflow=truncate"])).summary

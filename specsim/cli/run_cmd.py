@@ -106,6 +106,16 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     thrash = thrashing_warning(s)
     if thrash:
         parts.append(fmt.table([], [], width=width, notes=[thrash]))
+    notices = run_notices(s)
+    if notices:
+        parts.append(fmt.table([], [], width=width, notes=notices))
+    return "\n\n".join(parts)
+
+
+def run_notices(s: dict) -> list[str]:
+    """The ``notice:`` lines of summary ``s`` (the profile's range, the replica's GPUs, a prefill pool that limits
+    the load, the context window, a --max-model-len above the model's, the scheduler's cost table): printed
+    under the tables, and on stderr with --json."""
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
     notices += [f"notice: {n}" for n in [prefill_wait_notice(s)] if n]
     cw = s.get("context_window") or {}
@@ -120,9 +130,7 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
         notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "
                        f"{table['profile_context_len']} context tokens per request); its mean relative error "
                        f"against the cost charged was {table['mean_rel_error']:.1%} over {table['steps']} steps")
-    if notices:
-        parts.append(fmt.table([], [], width=width, notes=notices))
-    return "\n\n".join(parts)
+    return notices
 
 
 def _rows(percentiles) -> tuple[str, ...]:
@@ -298,7 +306,7 @@ def run(
                 written_to(p, to_stderr=True)
     if as_json:
         print(json.dumps(res.summary, default=float))
-        for line in unservable_warnings(res.summary):       # stdout stays one JSON object
+        for line in [*unservable_warnings(res.summary), *run_notices(res.summary)]:   # stdout stays one JSON object
             print(line, file=sys.stderr)
     else:
         print(fmt.table([], [], notes=[res.summary["kv_capacity"]["describe"]]))
