@@ -501,3 +501,17 @@ def test_a_misspelt_trace_field_exits_2_naming_file_line_key_and_closest_field(m
     code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", src, "--policy", "none")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert src in err and "line 1" in err and "'domian'" in err and "closest valid: 'domain'" in err
+
+
+def test_more_requests_than_the_trace_holds_is_noted_by_run_and_sweep(monkeypatch, capsys, tmp_path):
+    """--num-requests above the trace's size runs all of them and says so, in run and in sweep alike (a fresh
+    user's sweep ran the whole trace silently)."""
+    trace = DATA / "closed_loop_rate_scale.jsonl"
+    size = sum(1 for line in trace.read_text().splitlines() if line.strip())
+    code, _, err = run_cli(monkeypatch, capsys, "run", "--trace", str(trace), "--policy", "none",
+                           "--num-requests", "999", "--json")
+    assert code == 0 and f"--num-requests 999 but {trace} holds {size} requests: all of them run" in " ".join(err.split())
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "--trace", str(trace), "--out", str(tmp_path / "s"),
+                           "--policies", "none", "--rate-scales", "1", "--num-requests", "999", "--executor",
+                           "serial", "--quiet")
+    assert code == 0 and f"holds {size} requests: all of them run" in " ".join(err.split())

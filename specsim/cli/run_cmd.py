@@ -265,9 +265,8 @@ def run(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:
-        if num_requests > len(tr):
-            print(f"note: --num-requests {num_requests} but {trace} holds {len(tr)} requests: all of them run",
-                  file=sys.stderr)
+        from specsim.cli.sweep_cmd import note_more_requests_than_trace
+        note_more_requests_than_trace(num_requests, trace, len(tr))
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
     _check_outputs(out, trace_events)

@@ -183,6 +183,7 @@ def sweep(
                  max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
+    note_more_requests_than_trace(num_requests, trace, len(tr))
     from specsim.policies import policy_knobs
 
     for name in spec.policies:              # an unknown name or a broken plug-in fails before --out is created
@@ -387,6 +388,15 @@ def _records(d: Path) -> list[dict]:
         print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
               f"{shown}{more}", file=sys.stderr)
     return recs
+
+
+def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: int) -> None:
+    """A note on stderr when ``--num-requests`` asks for more requests than the trace holds (all of them run),
+    as ``specsim run`` says it."""
+    if num_requests is not None and num_requests > size:
+        import sys
+        print(f"note: --num-requests {num_requests} but {trace} holds {size} requests: all of them run",
+              file=sys.stderr)
 
 
 def parse_tiers(text: str) -> list[float]:

@@ -42,7 +42,7 @@ def tune(
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
-    from specsim.cli.sweep_cmd import parse_list
+    from specsim.cli.sweep_cmd import note_more_requests_than_trace, parse_list
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace
@@ -56,6 +56,7 @@ def tune(
     scen = load_scenario(scenario, set_)
     check_gamma_range(policy, spec.knob, scen, drafter)
     tr = load_trace(trace)
+    note_more_requests_than_trace(num_requests, trace, len(tr))
     from specsim.progress import ProgressBar
     # the search stops once each tier's pick is bracketed: the full grid is an upper bound (so is the ETA)
     with ProgressBar("tune", "points", enabled=not quiet,
