@@ -16,9 +16,9 @@ from specsim.hardware.drafter import ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.profile import resolve_profile
 from specsim.hardware.profile_fit import FIT_BOUNDS
 from specsim.hardware.stepmodel import step_model_of
-from specsim.studies.production import (DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM_BOUNDS, TRAINING_MIX, V4_FLASH,
-                                deployment, ep_link_bytes_per_s, num_requests_for, production_trace,
-                                rank_profile, rank_step_model, surrogate_tps)
+from specsim.studies.production import (BASE_TERMS, DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM_BOUNDS,
+                                        TRAINING_MIX, V4_FLASH, deployment, ep_link_bytes_per_s, num_requests_for,
+                                        production_trace, rank_profile, rank_step_model, surrogate_tps)
 from specsim.scenario import load_scenario
 from specsim.run_config import drafter_cost_of as _drafter_cost
 from specsim.simulation import simulate
@@ -44,6 +44,56 @@ def test_v4_flash_shape_weights_and_kv():
     assert replace(V4_FLASH, num_layers=3).kv_bytes_per_token(1) == pytest.approx(3 * 82.0)
     with pytest.raises(SpecsimInputError, match="weight_dtype"):
         replace(V4_FLASH, weight_dtype="int3")
+
+
+def test_v4_routed_experts_are_fp4_half_the_fp8_bytes():
+    # V4 stores routed experts in FP4 (0.5 B/param) and the rest in FP8; a rank holds 256 / 32 = 8 (Flash) or
+    # 384 / 48 = 8 (Pro) whole experts of 3 x hidden x width params in each of its 43 (61) MoE layers
+    for dep, layers, hidden, width in (("v4-flash", 43, 4096, 2048), ("v4-pro", 61, 7168, 3072)):
+        m = deployment(dep).model
+        assert (m.weight_dtype, m.expert_dtype, m.kv_dtype) == ("fp8", "fp4", "fp8")
+        fp8 = replace(m, expert_dtype=None)
+        ep = deployment(dep).ep
+        routed = layers * 8 * 3 * hidden * width
+        assert fp8.weight_bytes(1, ep) - m.weight_bytes(1, ep) == routed * 1.0 - routed * 0.5
+        # every other part keeps its bytes: removing the routed experts leaves the same rest
+        assert m.weight_bytes(1, ep) - routed * 0.5 == pytest.approx(fp8.weight_bytes(1, ep) - routed * 1.0,
+                                                                     rel=1e-15)
+    # Flash per rank: 43 x 8 x 25,165,824 = 8,657,043,456 routed params, 4.33 GB in FP4 (8.66 GB in FP8)
+    assert 43 * 8 * 3 * 4096 * 2048 * 0.5 == 4_328_521_728
+
+
+def test_v4_expert_gemm_fp4_by_hand_on_h800():
+    # The H800 has no FP4 tensor cores: the experts' GEMMs run weight-only at the BF16 peak (989.4 TFLOPS) and
+    # stream 0.5 B per weight; the attention stays FP8. One grouped gate/up GEMM of the rank's 8 local experts
+    # (N = 2 x 2048, K = 4096), at flops_eff 1 and bw_eff 0.8958 (HBM 3.35 TB/s x 0.8958 = 3.00093e12 B/s).
+    sm = rank_step_model(deployment("v4-flash"), replace(BASE_TERMS, flops_eff=1.0))
+    sm8 = replace(sm, model=replace(sm.model, expert_dtype=None))
+    assert sm.compute_dtype("experts") == "bf16" and sm.compute_dtype("attention") == "fp8"
+    assert sm.weight_only_parts() == ["experts"] and sm8.weight_only_parts() == []
+    hbm = 3.35e12 * 0.8958
+    tile = 64 * 128 * 2 * 4096                                 # FLOPs of one 64 x 128 output tile, K = 4096
+
+    def gemm(model, m):
+        return model._grouped_gemm(np.array([8.0]), np.array([float(m)]), 2 * 2048, 4096)[0]
+
+    # 8 tokens per expert: 8 x 32 = 256 tiles = 2 waves of 132 SMs -> 2 x 132 tiles at BF16 = 17.9 us, under
+    # the weights' 8 x (4096 x 4096 x 0.5 + 8 x 8192 x 2 activation bytes) = 68,157,440 B / hbm = 22.7 us:
+    # memory bound, and the FP8 shape's 135,266,304 B (45.1 us; its FP8 compute 8.95 us) is 1.98x it
+    fp4_small = 8 * (4096 * 4096 * 0.5 + 8 * 8192 * 2) / hbm
+    assert 2 * 132 * tile / 989.4e12 < fp4_small
+    assert gemm(sm, 8) == pytest.approx(fp4_small, rel=1e-12) == pytest.approx(22.712e-6, rel=1e-4)
+    assert gemm(sm8, 8) == pytest.approx(8 * (4096 * 4096 + 8 * 8192 * 2) / hbm, rel=1e-12)
+    # 512 tokens per expert: 8 x 8 x 32 = 2,048 tiles = 16 waves -> 16 x 132 tiles at BF16 = 143.3 us, over the
+    # 134,217,728 B (44.7 us): compute bound, twice the FP8 shape's 71.6 us (same tiles at 1,978.9 TFLOPS)
+    fp4_large = 16 * 132 * tile / 989.4e12
+    assert 8 * (4096 * 4096 * 0.5 + 512 * 8192 * 2) / hbm < fp4_large
+    assert gemm(sm, 512) == pytest.approx(fp4_large, rel=1e-12) == pytest.approx(143.25e-6, rel=1e-4)
+    assert gemm(sm8, 512) == pytest.approx(16 * 132 * tile / 1978.9e12, rel=1e-12)
+    # at the unfitted flops_eff 0.6693 the 8-token case is on the tile side (2 waves = 26.8 us > 22.7 us):
+    # the roofline charges whole 64-row tiles, so FP4 at the BF16 rate barely beats its own weight stream
+    base = rank_step_model(deployment("v4-flash"))
+    assert gemm(base, 8) == pytest.approx(2 * 132 * tile / (989.4e12 * 0.6693), rel=1e-12)
 
 
 def test_h800_is_h100_compute_and_hbm():
