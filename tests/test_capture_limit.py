@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.profile import resolve_profile
+from specsim.hardware.profile import load_profile, resolve_profile
 from specsim.hardware.stepmodel import EngineTerms, step_model, step_model_of
+
+PROFILES = Path(__file__).resolve().parent.parent / "specsim" / "data" / "profiles"
 
 
 def test_inside_the_capture_size_a_batch_costs_its_padded_graph_size_beyond_it_the_eager_cost():
@@ -59,9 +63,16 @@ def test_bundled_moe_profile_with_a_capture_limit_has_its_cliff():
     assert np.all(np.diff(prof.step_time_s[prof.batch_tokens > 256]) >= -1e-12)
 
 
-def test_a_profile_written_before_the_new_terms_keeps_its_costs():
-    # v4-flash-rank-terms was written before issue 20: its step model gains no eager or speculation term
-    prof = resolve_profile("v4-flash-rank-terms")
+def test_a_profile_written_before_the_new_terms_keeps_its_costs(tmp_path):
+    # A step model saved before issue 20 names no eager or speculation term (the bundled v4-*-rank-terms did
+    # until their FP4 re-fit of 2026-12-02): rebuilt, it gains none, whatever EngineTerms' defaults are now
+    doc = json.loads((PROFILES / "v4-flash-rank-terms.json").read_text())
+    for key in ("spec_step_s", "spec_request_s", "spec_zero_draft_pays", "cudagraph_max_tokens", "eager_kernel_s"):
+        doc["metadata"]["step_model"]["terms"].pop(key, None)
+        doc.pop(key, None)
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    prof = load_profile(tmp_path / "old.json")
     terms = step_model_of(prof).terms
+    assert EngineTerms().spec_step_s > 0 and EngineTerms().eager_kernel_s > 0
     assert (terms.eager_kernel_s, terms.spec_step_s, terms.spec_request_s) == (0.0, 0.0, 0.0)
     assert prof.speculation_s(64, 64) == 0.0

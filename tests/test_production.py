@@ -166,6 +166,8 @@ def test_fitted_scenario_profile_and_drafters():
     assert "step_model" in prof.metadata
     fit = json.loads((REPO / "specsim" / "scenarios" / "v4-flash-fit.json").read_text())
     sm = step_model_of(prof)
+    assert sm.model == V4_FLASH and sm.model.expert_dtype == "fp4"   # fitted with FP4 experts (2026-12-02)
+    assert step_model_of(resolve_profile("v4-pro-rank-terms")).model == deployment("v4-pro").model
     for p, v in fit["params"].items():                         # inside the physical bounds, and in the profile
         lo, hi = PARAM_BOUNDS[p]
         assert lo <= v <= hi

@@ -130,11 +130,9 @@ class Deployment:
 # (43 layers, hidden 4096, 64 heads x 512, q_lora 1024, o_lora 1024 x 8 groups, 256 routed experts
 # top-6 of width 2048 + 1 shared, vocab 129,280; 284B total / 13B active). V4-Pro: 384 routed experts
 # top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
-# our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4
-# (``expert_dtype``, 0.5 bytes per parameter), the rest in FP8. The H800 has no FP4 tensor cores, so the step
-# model runs the expert GEMMs weight-only at the BF16 rate (StepModel.compute_dtype; docs/profiles.md: an
-# FP8 x FP4 kernel, which would keep the FP8 rate, is not modelled). Until 2026-12-02 these shapes kept FP8
-# experts; docs/production.md records the numbers of both.
+# our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4 (0.5 B/param),
+# the rest in FP8. The H800 has no FP4 tensor cores: the expert GEMMs run weight-only at the BF16 rate
+# (StepModel.compute_dtype; an FP8 x FP4 kernel is not modelled). FP8 experts until 2026-12-02 (docs/production.md).
 V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
                     expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
                     o_lora_rank=1024, o_groups=8, weight_dtype="fp8", expert_dtype="fp4", kv_dtype="fp8",
@@ -517,7 +515,7 @@ def profile_name(dep: Deployment) -> str:
 
 def scenario_toml(dep: Deployment, fit: FitResult) -> str:
     """The fitted scenario as TOML text, every value with its provenance in a comment."""
-    res = ", ".join(f"{k}: {v:+.3f}" for k, v in fit.residuals.items())
+    res = ", ".join(f"{k}: {v:+.3f}" if np.isfinite(v) else f"{k}: not reached" for k, v in fit.residuals.items())
     pts = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points)
     par = ", ".join(f"{k} {v:.4g}" for k, v in fit.params.items())
     return f"""# {dep.name}: one decode rank of a DeepSeek-V4-{dep.name[3:].capitalize()}-like deployment, fitted by
@@ -526,9 +524,9 @@ def scenario_toml(dep: Deployment, fit: FitResult) -> str:
 #   (gpus_per_replica = 1); concurrency counts that GPU's requests (Fig. 7 and Fig. 8 of the DSpark paper
 #   agree only if throughput per GPU = concurrency x TPS/user, PAPER.md 8.5).
 # - Profile {profile_name(dep)}: the engine-level step model (specsim.hardware.stepmodel) of the whole
-#   model on one H800 (datasheet; routed experts in FP4, run weight-only at the BF16 rate, the rest in FP8), tp 1, ep {dep.ep}, V4's compressed KV bytes per
-#   context token, the EP all-to-all over 50 GB/s of InfiniBand per GPU (DeepSeek-V3 report) with FP8
-#   dispatch and BF16 combine.
+#   model on one H800 (datasheet; routed experts in FP4, run weight-only at the BF16 rate, the rest in
+#   FP8), tp 1, ep {dep.ep}, V4's compressed KV bytes per context token, the EP all-to-all over 50 GB/s of
+#   InfiniBand per GPU (DeepSeek-V3 report) with FP8 dispatch and BF16 combine.
 #   Fitted to the MTP-1 frontier of Fig. 7 and nothing else (tok/s/user: tok/s/GPU):
 #     {pts};
 #   freed terms (physical bounds): {par}
