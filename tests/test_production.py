@@ -64,36 +64,50 @@ def test_v4_routed_experts_are_fp4_half_the_fp8_bytes():
 
 
 def test_v4_expert_gemm_fp4_by_hand_on_h800():
-    # The H800 has no FP4 tensor cores: the experts' GEMMs run weight-only at the BF16 peak (989.4 TFLOPS) and
-    # stream 0.5 B per weight; the attention stays FP8. One grouped gate/up GEMM of the rank's 8 local experts
-    # (N = 2 x 2048, K = 4096), at flops_eff 1 and bw_eff 0.8958 (HBM 3.35 TB/s x 0.8958 = 3.00093e12 B/s).
+    # V4's ranks run FP8 activations (activation_dtype "fp8"): the FP4 experts' GEMMs run W4A8 at the H800's FP8
+    # peak (1,978.9 TFLOPS) and stream 0.5 B per weight; the attention stays FP8 (W8A8). Without FP8 activations
+    # (the 2026-12-02 sensitivity run) the H800, which has no FP4 tensor cores, runs them weight-only at the BF16
+    # peak (989.4 TFLOPS). One grouped gate/up GEMM of the rank's 8 local experts (N = 2 x 2048, K = 4096), at
+    # flops_eff 1 and bw_eff 0.8958 (HBM 3.35 TB/s x 0.8958 = 3.00093e12 B/s).
     sm = rank_step_model(deployment("v4-flash"), replace(BASE_TERMS, flops_eff=1.0))
+    w4a16 = replace(sm, model=replace(sm.model, activation_dtype=None))
     sm8 = replace(sm, model=replace(sm.model, expert_dtype=None))
-    assert sm.compute_dtype("experts") == "bf16" and sm.compute_dtype("attention") == "fp8"
-    assert sm.weight_only_parts() == ["experts"] and sm8.weight_only_parts() == []
+    assert sm.model.activation_dtype == "fp8" and deployment("v4-pro").model.activation_dtype == "fp8"
+    assert (sm.compute_dtype("experts"), sm.compute_dtype("attention")) == ("fp8", "fp8")
+    assert (sm.gemm_kernel("experts"), sm.gemm_kernel("attention"), w4a16.gemm_kernel("experts")) == (
+        "W4A8", "W8A8", "W4A16")
+    assert sm.weight_only_parts() == [] and sm.mixed_input_parts() == ["experts"]
+    assert w4a16.weight_only_parts() == ["experts"] and w4a16.mixed_input_parts() == []
+    assert sm8.weight_only_parts() == [] == sm8.mixed_input_parts()
     hbm = 3.35e12 * 0.8958
     tile = 64 * 128 * 2 * 4096                                 # FLOPs of one 64 x 128 output tile, K = 4096
 
     def gemm(model, m):
         return model._grouped_gemm(np.array([8.0]), np.array([float(m)]), 2 * 2048, 4096)[0]
 
-    # 8 tokens per expert: 8 x 32 = 256 tiles = 2 waves of 132 SMs -> 2 x 132 tiles at BF16 = 17.9 us, under
-    # the weights' 8 x (4096 x 4096 x 0.5 + 8 x 8192 x 2 activation bytes) = 68,157,440 B / hbm = 22.7 us:
-    # memory bound, and the FP8 shape's 135,266,304 B (45.1 us; its FP8 compute 8.95 us) is 1.98x it
+    # 8 tokens per expert: 8 x 32 = 256 tiles = 2 waves of 132 SMs -> 2 x 132 tiles at FP8 = 8.95 us (BF16:
+    # 17.9 us), under the weights' 8 x (4096 x 4096 x 0.5 + 8 x 8192 x 2 activation bytes) = 68,157,440 B / hbm =
+    # 22.7 us: memory bound, the same bytes with either activation dtype, and the FP8 shape's 135,266,304 B
+    # (45.1 us) is 1.98x it
     fp4_small = 8 * (4096 * 4096 * 0.5 + 8 * 8192 * 2) / hbm
     assert 2 * 132 * tile / 989.4e12 < fp4_small
     assert gemm(sm, 8) == pytest.approx(fp4_small, rel=1e-12) == pytest.approx(22.712e-6, rel=1e-4)
+    assert gemm(w4a16, 8) == gemm(sm, 8)
     assert gemm(sm8, 8) == pytest.approx(8 * (4096 * 4096 + 8 * 8192 * 2) / hbm, rel=1e-12)
-    # 512 tokens per expert: 8 x 8 x 32 = 2,048 tiles = 16 waves -> 16 x 132 tiles at BF16 = 143.3 us, over the
-    # 134,217,728 B (44.7 us): compute bound, twice the FP8 shape's 71.6 us (same tiles at 1,978.9 TFLOPS)
-    fp4_large = 16 * 132 * tile / 989.4e12
+    # 512 tokens per expert: 8 x 8 x 32 = 2,048 tiles = 16 waves -> 16 x 132 tiles: W4A8 at FP8 = 71.6 us, over
+    # the 134,217,728 B (44.7 us): compute bound, the FP8 shape's time; weight-only at BF16 143.3 us, twice it
+    fp4_large = 16 * 132 * tile / 1978.9e12
     assert 8 * (4096 * 4096 * 0.5 + 512 * 8192 * 2) / hbm < fp4_large
-    assert gemm(sm, 512) == pytest.approx(fp4_large, rel=1e-12) == pytest.approx(143.25e-6, rel=1e-4)
-    assert gemm(sm8, 512) == pytest.approx(16 * 132 * tile / 1978.9e12, rel=1e-12)
-    # at the unfitted flops_eff 0.6693 the 8-token case is on the tile side (2 waves = 26.8 us > 22.7 us):
-    # the roofline charges whole 64-row tiles, so FP4 at the BF16 rate barely beats its own weight stream
+    assert gemm(sm, 512) == pytest.approx(fp4_large, rel=1e-12) == pytest.approx(71.62e-6, rel=1e-3)
+    assert gemm(sm8, 512) == pytest.approx(fp4_large, rel=1e-12)
+    assert gemm(w4a16, 512) == pytest.approx(16 * 132 * tile / 989.4e12, rel=1e-12) == pytest.approx(
+        143.25e-6, rel=1e-4)
+    # at the unfitted flops_eff 0.6693 the 8-token W4A16 case is on the tile side (2 waves = 26.8 us > 22.7 us:
+    # the roofline charges whole 64-row tiles); W4A8's 13.4 us stays under the weight stream
     base = rank_step_model(deployment("v4-flash"))
-    assert gemm(base, 8) == pytest.approx(2 * 132 * tile / (989.4e12 * 0.6693), rel=1e-12)
+    base16 = replace(base, model=replace(base.model, activation_dtype=None))
+    assert gemm(base16, 8) == pytest.approx(2 * 132 * tile / (989.4e12 * 0.6693), rel=1e-12)
+    assert gemm(base, 8) == pytest.approx(fp4_small, rel=1e-12)
 
 
 def test_h800_is_h100_compute_and_hbm():
@@ -167,6 +181,7 @@ def test_fitted_scenario_profile_and_drafters():
     fit = json.loads((REPO / "specsim" / "scenarios" / "v4-flash-fit.json").read_text())
     sm = step_model_of(prof)
     assert sm.model == V4_FLASH and sm.model.expert_dtype == "fp4"   # fitted with FP4 experts (2026-12-02)
+    assert sm.model.activation_dtype == "fp8" and sm.gemm_kernel("experts") == "W4A8"    # W4A8 (2026-12-02)
     assert step_model_of(resolve_profile("v4-pro-rank-terms")).model == deployment("v4-pro").model
     for p, v in fit["params"].items():                         # inside the physical bounds, and in the profile
         lo, hi = PARAM_BOUNDS[p]

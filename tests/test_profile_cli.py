@@ -336,6 +336,27 @@ def test_fit_takes_per_component_dtypes(tmp_path):
     assert (model["weight_dtype"], model["attention_dtype"]) == ("bf16", "fp8") and "expert_dtype" not in model
 
 
+def test_analytic_and_fit_take_the_activation_dtype(tmp_path):
+    # FP4 experts against FP8 activations on H800 run W4A8 at the FP8 rate: the note says so, not weight-only
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "h800", "--tp", "8", "--ep", "8",
+                         "--weight-dtype", "fp8", "--expert-dtype", "fp4", "--activation-dtype", "fp8",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "w4a8.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "routed-expert (fp4) GEMMs run W4A8: their stored bytes against fp8 activations at the h800's FP8 rate" in text
+    assert "weight-only" not in text
+    meta = json.loads((tmp_path / "w4a8.json").read_text())["metadata"]
+    assert meta["activation_dtype"] == "fp8" and meta["step_model"]["model"]["activation_dtype"] == "fp8"
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(POINTS / "vllm_c16.json"),
+                         "--weight-dtype", "fp8", "--activation-dtype", "fp8", "--params", "per_request_step_s",
+                         "--out", str(tmp_path / "fit.json")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "fit.json").read_text())["metadata"]["step_model"]["model"]["activation_dtype"] == "fp8"
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "llama2-7b", "--activation-dtype", "int8",
+                         "--out", str(tmp_path / "bad.json")])
+    assert "--activation-dtype" in _input_error(r) and "int8" in _input_error(r)
+
+
 def test_analytic_refuses_conflicting_model_flags_and_warns_of_no_room_for_kv(tmp_path):
     """--model with --config, and --expert-dtype on a dense model, are refused naming the flags; weights that
     fit the GPU but not 90% of it (no KV cache at vLLM's default utilisation) get a warning."""

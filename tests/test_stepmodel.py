@@ -12,7 +12,7 @@ from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import MODELS
 from specsim.hardware.drafter import MARKOV_RANK, ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.gpus import gpu_spec
-from specsim.hardware.profile import StepTimeProfile, load_profile, save_profile
+from specsim.hardware.profile import StepTimeProfile, load_profile, resolve_profile, save_profile
 from specsim.hardware.stepmodel import (TERMS, EngineTerms, StepModel, step_model, step_model_from_spec,
                                         step_model_of, terms_table)
 from specsim.scenario import load_scenario
@@ -295,3 +295,88 @@ def test_per_component_dtypes_travel_in_the_profile_and_stay_out_when_unset(tmp_
     assert back.model == mixed and back.breakdown([64.0])["gemm"] == pytest.approx(sm.breakdown([64.0])["gemm"])
     plain = StepModel(MODELS["deepseek-v3"], gpu_spec("b200"), tp=8, ep=8).profile(256)
     assert "expert_dtype" not in plain.metadata and "expert_dtype" not in plain.metadata["step_model"]["model"]
+
+
+def _routed_time(gpu, peak: float, wbytes: float) -> float:
+    """DeepSeek-V3 at TP 1 / EP 8, B = 4096: both grouped GEMMs of the 32 local experts (1024 tokens each), by
+    hand (64 x 128 tiles wave-quantised over the SMs), asserted compute bound at ``peak``."""
+    t = 0.0
+    for n, k in ((2 * 2048, 7168), (7168, 2048)):
+        waves = np.ceil(32 * np.ceil(1024 / 64) * np.ceil(n / 128) / gpu.num_sms)
+        compute = waves * gpu.num_sms * 64 * 128 * 2.0 * k / peak
+        assert compute > 32 * (n * k * wbytes + 1024 * (k + n) * 2) / gpu.hbm_bytes_per_s
+        t += compute
+    return t
+
+
+def test_fp8_activations_run_fp4_experts_w4a8_at_the_fp8_rate_on_h800():
+    """FP4 routed experts on the H800 (no FP4 tensor cores; FP8 1,978.9 TFLOPS, BF16 989.4): with
+    activation_dtype "fp8" the compute-bound expert GEMMs cost the FP8-rate time (W4A8: vLLM's CUTLASS W4A8,
+    DeepGEMM's sm90 fp8_fp4 grouped GEMM), without it the BF16-rate time (weight-only W4A16); memory bound
+    (B = 1) they read the same bytes either way."""
+    h800 = gpu_spec("h800")
+    m = replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4")
+    w4a16 = StepModel(m, h800, IDEAL, tp=1, ep=8)
+    w4a8 = StepModel(replace(m, activation_dtype="fp8"), h800, IDEAL, tp=1, ep=8)
+    fp8 = StepModel(replace(m, expert_dtype="fp8"), h800, IDEAL, tp=1, ep=8)
+    assert (w4a8.compute_dtype("experts"), w4a8.gemm_kernel("experts"), w4a8.gemm_kernel("other")) == (
+        "fp8", "W4A8", "W8A8")
+    assert (w4a8.weight_only_parts(), w4a8.mixed_input_parts()) == ([], ["experts"])
+    assert (w4a16.weight_only_parts(), w4a16.mixed_input_parts()) == (["experts"], [])
+    at_fp8, at_bf16 = _routed_time(h800, 1978.9e12, 0.5), _routed_time(h800, 989.4e12, 0.5)
+    gemm = {name: sm.breakdown([4096.0])["gemm"][0] for name, sm in (("w4a8", w4a8), ("w4a16", w4a16),
+                                                                     ("fp8", fp8))}
+    moe_layers = 61 - 3
+    assert gemm["w4a16"] - gemm["w4a8"] == pytest.approx(moe_layers * (at_bf16 - at_fp8), rel=1e-9)
+    assert gemm["w4a8"] == pytest.approx(gemm["fp8"], rel=1e-12)        # compute bound: the FP8 experts' time
+    # 32 experts of 1 token each (gate/up, N = 4096, K = 7168): 32 x 32 = 1,024 tiles = 8 waves, 125.3 us at
+    # BF16 (62.7 at FP8), under the 32 x (4096 x 7168 x 0.5 + 1 x 11,264 x 2) = 470,482,944 B / 3.35 TB/s =
+    # 140.4 us: memory bound, the same FP4 bytes at either rate
+    def one_token(sm):
+        return sm._grouped_gemm(np.array([32.0]), np.array([1.0]), 4096, 7168)[0]
+    assert 8 * 132 * 64 * 128 * 2.0 * 7168 / 989.4e12 < 470_482_944 / h800.hbm_bytes_per_s
+    assert one_token(w4a8) == one_token(w4a16) == pytest.approx(470_482_944 / 3.35e12, rel=1e-12)
+    assert one_token(fp8) > one_token(w4a8)
+
+
+def test_fp8_activations_keep_blackwell_fp4_weights_at_the_fp8_rate_and_bf16_weights_at_bf16():
+    """On B200 (FP8 4.5 PFLOPS, FP4 9): FP4 weights against FP8 activations run at the FP8 rate (tcgen05
+    kind::f8f6f4), not the FP4 one; BF16 weights stay BF16; on A100 (no FP8) everything falls back as without."""
+    b200 = gpu_spec("b200")
+    m = replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4")
+    w4a4 = StepModel(m, b200, IDEAL, tp=1, ep=8)
+    w4a8 = StepModel(replace(m, activation_dtype="fp8"), b200, IDEAL, tp=1, ep=8)
+    assert (w4a4.compute_dtype("experts"), w4a8.compute_dtype("experts")) == ("fp4", "fp8")
+    at_fp8, at_fp4 = _routed_time(b200, 4.5e15, 0.5), _routed_time(b200, 9.0e15, 0.5)
+    gap = w4a8.breakdown([4096.0])["gemm"][0] - w4a4.breakdown([4096.0])["gemm"][0]
+    assert gap == pytest.approx((61 - 3) * (at_fp8 - at_fp4), rel=1e-9) and at_fp8 == pytest.approx(2 * at_fp4)
+    bf16 = StepModel(replace(MODELS["llama2-7b"], activation_dtype="fp8"), b200, IDEAL)
+    assert [bf16.compute_dtype(p) for p in ("attention", "other")] == ["bf16", "bf16"]
+    assert bf16.breakdown([512.0])["gemm"][0] == StepModel(MODELS["llama2-7b"], b200, IDEAL).breakdown(
+        [512.0])["gemm"][0]
+    a100 = gpu_spec("a100")
+    on_a100 = StepModel(replace(m, activation_dtype="fp8"), a100, IDEAL, tp=8, ep=8)
+    assert on_a100.weight_only_parts() == ["attention", "experts", "other"]
+    assert on_a100.breakdown([64.0])["gemm"][0] == StepModel(m, a100, IDEAL, tp=8, ep=8).breakdown([64.0])["gemm"][0]
+    with pytest.raises(SpecsimInputError) as err:
+        replace(m, activation_dtype="int8")
+    assert err.value.field == "activation_dtype"
+
+
+def test_activation_dtype_travels_in_the_profile_and_old_profiles_load_unchanged(tmp_path):
+    m = replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4", activation_dtype="fp8")
+    sm = StepModel(m, gpu_spec("h800"), tp=8, ep=8)
+    save_profile(sm.profile(256), tmp_path / "w4a8.json")
+    prof = load_profile(tmp_path / "w4a8.json")
+    assert prof.metadata["activation_dtype"] == "fp8" and prof.metadata["step_model"]["model"]["activation_dtype"] == "fp8"
+    back = step_model_of(prof)
+    assert back.model == m and back.breakdown([64.0])["gemm"] == pytest.approx(sm.breakdown([64.0])["gemm"])
+    plain = StepModel(replace(m, activation_dtype=None), gpu_spec("h800"), tp=8, ep=8).profile(256)
+    assert "activation_dtype" not in plain.metadata and "activation_dtype" not in plain.metadata["step_model"]["model"]
+    # a bundled profile written before the field: rebuilt, its step model has no activation dtype and gives
+    # its stored table back exactly
+    old = resolve_profile("h200-deepseek-v3-tp8-terms")
+    assert "activation_dtype" not in old.metadata["step_model"]["model"]
+    rebuilt = step_model_of(old)
+    assert rebuilt.model.activation_dtype is None
+    assert np.array_equal(rebuilt.profile(int(old.batch_tokens.max())).step_time_s, old.step_time_s)

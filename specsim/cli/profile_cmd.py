@@ -187,6 +187,11 @@ def analytic_cmd(
                                                 "config's quantization_config, else --weight-dtype)"),
     attention_dtype: str = typer.Option(None, help="the attention projections' dtype, bf16, fp8 or fp4 (default: "
                                                    "the config's quantization_config, else --weight-dtype)"),
+    activation_dtype: str = typer.Option(None, help="the dtype the engine quantizes GEMM activations to: fp8 runs "
+                                                    "FP8 and FP4 weights at the FP8 rate (W8A8 / W4A8: vLLM's "
+                                                    "CUTLASS W4A8 and DeepGEMM's fp8_fp4 GEMMs on Hopper) where the "
+                                                    "GPU has FP8; default: each GEMM in its weights' dtype where the "
+                                                    "GPU has it, else weight-only at BF16"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves"),
     cudagraph_max_tokens: int = typer.Option(512, help="largest CUDA-graph size in tokens (vLLM's "
@@ -209,8 +214,8 @@ def analytic_cmd(
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
-    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype),
-                    _gpu_arg(gpu, gpu_spec), tp, ep, terms)
+    sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
+                               activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms)
     sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
@@ -230,13 +235,20 @@ def _echo_shape(sm) -> None:
     weights = m.weight_bytes(sm.tp, sm.ep)
     mixed = ", ".join(f"{p} {m.gemm_dtype(p)}" for p in ("experts", "attention") if m.gemm_dtype(p) != m.weight_dtype)
     typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights"
-               + (f" ({mixed})" if mixed else "") + f", {m.kv_dtype} KV) "
+               + (f" ({mixed})" if mixed else "")
+               + (f", {m.activation_dtype} activations" if m.activation_dtype else "") + f", {m.kv_dtype} KV) "
                f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
     parts = {"attention": "attention", "experts": "routed-expert", "other": "MLP and shared-expert"}
     only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
     if only:
         typer.echo(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
                    "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
+    mixed_in = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.mixed_input_parts()]
+    if mixed_in:
+        kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
+        typer.echo(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
+                   f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
+                   "(--activation-dtype; vLLM's CUTLASS W4A8, DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
     if weights > g.memory_bytes:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
@@ -249,11 +261,13 @@ def _echo_shape(sm) -> None:
 
 
 def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
-               expert_dtype: str | None = None, attention_dtype: str | None = None):
-    """A preset name or a parsed config.json, with dtype overrides (per component: routed experts, attention)."""
+               expert_dtype: str | None = None, attention_dtype: str | None = None,
+               activation_dtype: str | None = None):
+    """A preset name or a parsed config.json, with dtype overrides (per component: routed experts, attention;
+    and the engine's GEMM activation dtype)."""
     from dataclasses import replace
 
-    from specsim.hardware.model_config import MODELS, model_from_hf_config
+    from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, model_from_hf_config
 
     if config is not None and model is not None:
         raise SpecsimInputError(None, None, "--model/--config", "one of the two (the shape of one model)",
@@ -272,6 +286,11 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
     if expert_dtype and not m.num_experts:
         raise SpecsimInputError(None, None, "--expert-dtype", f"no value for a dense model ({m.name} has no routed "
                                 "experts; --weight-dtype sets its MLPs)", repr(expert_dtype))
+    if activation_dtype is not None:
+        if activation_dtype not in BYTES_PER_DTYPE:
+            raise SpecsimInputError(None, None, "--activation-dtype", f"one of {list(BYTES_PER_DTYPE)}",
+                                    repr(activation_dtype))
+        m = replace(m, activation_dtype=activation_dtype)
     return m
 
 
@@ -319,6 +338,8 @@ def fit_cmd(
     weight_dtype: str = typer.Option(None), kv_dtype: str = typer.Option(None),
     expert_dtype: str = typer.Option(None, help="the routed experts' dtype (default: as profile analytic)"),
     attention_dtype: str = typer.Option(None, help="the attention projections' dtype (default: as profile analytic)"),
+    activation_dtype: str = typer.Option(None, help="the GEMM activations' dtype, fp8 for W8A8 / W4A8 at the FP8 "
+                                                    "rate (default: as profile analytic)"),
     params: str = typer.Option(",".join(("kernel_s", "per_request_step_s")),
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
                                     "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
@@ -371,8 +392,8 @@ def fit_cmd(
                       for o in group] for group in (obs, held))
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
         typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
-    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype),
-                      _gpu_arg(gpu, gpu_spec), tp, ep)
+    base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
+                                 activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
     base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(base)
     if chunk_tokens is not None and chunk_tokens < 1:

@@ -20,7 +20,10 @@ checkpoints likewise). Two components may differ (mixed-precision checkpoints: g
 experts beside BF16 attention, DeepSeek-V4 FP4 routed experts beside FP8 for the rest, docs/production.md):
 ``expert_dtype`` for the routed experts and ``attention_dtype`` for the token mixers' projections (softmax and
 linear attention), each None = ``weight_dtype``; dense MLPs and shared experts stay in ``weight_dtype``. Block scales of FP8/FP4 formats are not counted (FP8 with 128 x 128 blocks adds
-< 0.01%; NVFP4 adds one FP8 scale per 16 values, +12.5% on the FP4 bytes).
+< 0.01%; NVFP4 adds one FP8 scale per 16 values, +12.5% on the FP4 bytes). ``activation_dtype`` is the
+engine's choice of GEMM input precision, not the checkpoint's (None: activations in each GEMM's weight dtype
+where the GPU can, else BF16; ``"fp8"``: DeepSeek's FP8 activations in 1 x 128 tiles, DeepSeek-V3 report
+section 3.3, against FP8 or FP4 weights); the rate it gives is :meth:`StepModel.compute_dtype`'s.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from specsim.errors import SpecsimInputError
 #: Bytes per stored value of each dtype specsim models.
 BYTES_PER_DTYPE: dict[str, float] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}
 _EMBED_BYTES = BYTES_PER_DTYPE["bf16"]   # embeddings, LM head, norms, routers (module docstring)
+#: ModelConfig's dtype fields that may be None (unset: a profile written without them reads as before).
+OPTIONAL_DTYPES = ("expert_dtype", "attention_dtype", "activation_dtype")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,9 @@ class ModelConfig:
         weight_dtype: dtype of the transformer's GEMM weights, a key of :data:`BYTES_PER_DTYPE`.
         expert_dtype: dtype of the routed experts' weights (None = ``weight_dtype``; module docstring).
         attention_dtype: dtype of the attention (and linear-attention) projections (None = ``weight_dtype``).
+        activation_dtype: dtype the engine quantizes GEMM activations to (None = each GEMM's activations in its
+            weights' dtype where the GPU has tensor cores for it, else BF16; ``"fp8"``: FP8 activations against
+            FP8 or FP4 weights, W8A8 / W4A8, as DeepSeek's engine runs V3/V4; ``StepModel.compute_dtype``).
         kv_dtype: dtype of the KV cache, a key of :data:`BYTES_PER_DTYPE`.
         tie_embeddings: the LM head shares the embedding matrix.
         v_head_dim: MLA value head dim (0 = head_dim).
@@ -101,10 +109,11 @@ class ModelConfig:
     max_position_embeddings: int = 0
     expert_dtype: str | None = None
     attention_dtype: str | None = None
+    activation_dtype: str | None = None
 
     def __post_init__(self) -> None:
-        for key in ("weight_dtype", "kv_dtype", "expert_dtype", "attention_dtype"):
-            if getattr(self, key) is None and key in ("expert_dtype", "attention_dtype"):
+        for key in ("weight_dtype", "kv_dtype", "expert_dtype", "attention_dtype", "activation_dtype"):
+            if getattr(self, key) is None and key in OPTIONAL_DTYPES:
                 continue
             if getattr(self, key) not in BYTES_PER_DTYPE:
                 raise SpecsimInputError(None, None, key, f"one of {list(BYTES_PER_DTYPE)}",

@@ -11,7 +11,9 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
                     vLLM's fused MoE kernel runs them): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
                     bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`); each GEMM's
                     peak and weight bytes follow its component's dtype (``ModelConfig.gemm_dtype``: attention,
-                    routed experts, the rest), the router's the weights' dtype
+                    routed experts, the rest), the router's the weights' dtype; the peak is that of
+                    :meth:`StepModel.compute_dtype` (weight-only at BF16 where the GPU lacks the dtype; W4A8 / W8A8
+                    at the FP8 peak with ``ModelConfig.activation_dtype = "fp8"``)
 ``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
                     activations over HBM per layer
 ``attention``       decode: the KV read, ``K * kv_bytes_per_token / (HBM * attn_bw_eff)``, plus
@@ -52,7 +54,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import TILE_M, TILE_N, graph_grid
-from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, ModelConfig
+from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import StepTimeProfile
 
@@ -204,20 +206,56 @@ class StepModel:
         return float(self.model.kv_bytes_per_token(self.tp))
 
     def compute_dtype(self, part: str) -> str:
-        """The dtype the GEMMs of ``part`` run at: the dtype their weights are stored in
-        (:meth:`ModelConfig.gemm_dtype`) where the GPU has tensor cores for it, else ``"bf16"``: weight-only
-        quantization, the weights read at their stored bytes and dequantized to BF16 in the kernel, as vLLM
-        runs FP4 weights on Hopper and Ampere and FP8 weights on Ampere (Marlin W4A16 / W8A16 kernels; vLLM's
-        ``Mxfp4Config`` takes BF16 activations; docs/profiles.md)."""
-        dtype = self.model.gemm_dtype(part)
-        return dtype if self.gpu.supports(dtype) else "bf16"
+        """The dtype the GEMMs of ``part`` run at (the tensor-core rate :meth:`GpuSpec.flops_per_s` gives).
+
+        With ``model.activation_dtype`` None: the dtype their weights are stored in (:meth:`ModelConfig.gemm_dtype`)
+        where the GPU has tensor cores for it, else ``"bf16"``: weight-only quantization, the weights read at their
+        stored bytes and dequantized to BF16 in the kernel, as vLLM runs FP4 weights on Hopper and Ampere and FP8
+        weights on Ampere (Marlin W4A16 / W8A16 kernels; vLLM's ``Mxfp4Config`` takes BF16 activations;
+        docs/profiles.md).
+
+        With an ``activation_dtype``: the wider of the weights' and the activations' dtypes (an MMA runs at the
+        rate of its wider operand) where the GPU has tensor cores for it, else as above. So ``"fp8"`` runs FP4
+        weights W4A8 at the FP8 rate on Hopper (the FP4 weights expanded to FP8 in registers: vLLM's
+        ``CutlassW4A8LinearKernel``, vllm/model_executor/kernels/linear/mixed_precision/cutlass.py, "requires
+        compute capability of 90 (Hopper)"; DeepGEMM's ``sm90_m_grouped_fp8_fp4_gemm_contiguous_1d1d``,
+        csrc/jit_kernels/impls/sm90_fp8_fp4_gemm_1d2d.hpp, FP8 e4m3 activations x packed FP4 weights) and at the
+        FP8 rate on Blackwell too (``tcgen05.mma kind::f8f6f4`` mixes FP8 and FP4 operands at the FP8 rate; only
+        ``kind::mxf4`` / ``kind::mxf4nvf4``, both operands FP4, run at the FP4 rate; PTX ISA, tcgen05.mma; CUTLASS's
+        Blackwell docs: kind::f8f6f4 2x Hopper's FP8 WGMMA, kind::mxf4 4x); FP8 weights W8A8; BF16 weights
+        stay BF16; on a GPU without FP8 (Ampere) as with None. Activation bytes stay BF16 (``ACT_BYTES``): the
+        quantization reads the BF16 activations that the previous kernel wrote.
+        """
+        stored = self.model.gemm_dtype(part)
+        act = self.model.activation_dtype
+        if act is not None:
+            wider = max(stored, act, key=lambda d: BYTES_PER_DTYPE[d])
+            if self.gpu.supports(wider):
+                return wider
+        return stored if self.gpu.supports(stored) else "bf16"
+
+    def gemm_kernel(self, part: str) -> str:
+        """The GEMMs of ``part`` as ``W<bits>A<bits>``: the weights' stored bits and the bits of the dtype they
+        run at (:meth:`compute_dtype`), e.g. ``W4A16`` (weight-only FP4 at the BF16 rate), ``W4A8`` (FP4
+        weights against FP8 activations at the FP8 rate), ``W8A8``, ``W16A16``."""
+        def bits(d: str) -> int:
+            return int(8 * BYTES_PER_DTYPE[d])
+        return f"W{bits(self.model.gemm_dtype(part))}A{bits(self.compute_dtype(part))}"
+
+    def _parts(self) -> tuple[str, ...]:
+        return ("attention", "experts", "other") if self.model.num_experts else ("attention", "other")
 
     def weight_only_parts(self) -> list[str]:
-        """The parts (``attention``, ``experts``, ``other``) whose stored dtype the GPU has no tensor cores for,
-        so their GEMMs run weight-only at the BF16 rate (:meth:`compute_dtype`); [] when none (``experts`` only for
-        a MoE model)."""
-        parts = ("attention", "experts", "other") if self.model.num_experts else ("attention", "other")
-        return [p for p in parts if self.compute_dtype(p) != self.model.gemm_dtype(p)]
+        """The parts (``attention``, ``experts``, ``other``) whose GEMMs run weight-only at the BF16 rate: stored
+        narrower than they compute, at a 16-bit rate (:meth:`compute_dtype`); [] when none (``experts`` only for
+        a MoE model). A W4A8 part is not weight-only (:meth:`mixed_input_parts`)."""
+        return [p for p in self._parts() if self.compute_dtype(p) in ("bf16", "fp16")
+                and self.compute_dtype(p) != self.model.gemm_dtype(p)]
+
+    def mixed_input_parts(self) -> list[str]:
+        """The parts whose weights are dequantized in the kernel to a low-precision rate, not to BF16 (FP4
+        weights against FP8 activations, ``W4A8``: :meth:`compute_dtype` with ``activation_dtype="fp8"``)."""
+        return [p for p in self._parts() if self.compute_dtype(p) not in ("bf16", "fp16", self.model.gemm_dtype(p))]
 
     def _gemm(self, m: np.ndarray, n: int, k: int, part: str = "other") -> np.ndarray:
         """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens, its weights
@@ -407,7 +445,7 @@ class StepModel:
         meta = {
             "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
             "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,
-            **{k: v for k in ("expert_dtype", "attention_dtype") if (v := getattr(self.model, k))},
+            **{k: v for k in OPTIONAL_DTYPES if (v := getattr(self.model, k))},
             "engine": f"decode in CUDA graphs at capture sizes 1, 2, 4, 8..{self.terms.cudagraph_max_tokens} step 8 "
                       "(eager and multiple-of-8 beyond); mixed prefill steps unpadded (mixed_step_time_s), eager "
                       "beyond the same limit",
@@ -426,8 +464,8 @@ class StepModel:
 
     def spec(self) -> dict[str, Any]:
         """A JSON-serialisable description that :func:`step_model_from_spec` rebuilds."""
-        model = {k: v for k, v in asdict(self.model).items()      # unset per-component dtypes stay out, so a
-                 if not (k in ("expert_dtype", "attention_dtype") and v is None)}   # profile reads as before
+        model = {k: v for k, v in asdict(self.model).items()      # unset optional dtypes stay out, so a
+                 if not (k in OPTIONAL_DTYPES and v is None)}      # profile reads as before
         return {"model": {"class": type(self.model).__name__, **model}, "gpu": asdict(self.gpu),
                 "terms": self.terms.to_dict(), "tp": self.tp, "ep": self.ep,
                 "ep_link_bytes_per_s": self.ep_link_bytes_per_s}

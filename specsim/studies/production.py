@@ -12,7 +12,7 @@ and every choice):
    data-parallel-attention rank of a wide expert-parallel deployment, all ranks stepping in lockstep.
 3. Step time of the rank, :func:`rank_step_model`: the engine-level
    :class:`~specsim.hardware.stepmodel.StepModel` of the whole V4 model (:class:`V4Config`, FP4 routed experts
-   (weight-only at the BF16 rate: the H800 has no FP4 tensor cores) beside FP8 for the rest,
+   against FP8 activations (W4A8 at the H800's FP8 rate) beside FP8 (W8A8) for the rest,
    the compressed sparse attention's KV bytes per context token) on one H800 (:data:`H800`) with tp = 1 and
    ep = the deployment's EP: attention, the shared expert and the LM head over the rank's B tokens, the
    ``num_experts / ep`` local routed experts over the tokens of ``ep`` ranks, and the EP all-to-all (dispatch
@@ -95,7 +95,7 @@ class Deployment:
 
     Attributes:
         name: ``v4-flash`` or ``v4-pro``.
-        model: the full model's shape (FP4 routed experts, FP8 for the rest, V4's KV bytes per context token).
+        model: the full model's shape (FP4 routed experts, FP8 for the rest, FP8 activations, V4's KV bytes).
         ep: expert-parallel degree (local routed experts per rank = num_experts / ep); our choice.
         mtp1_points: ((TPS/user tok/s, throughput tok/s/GPU), ...) MTP-1 frontier of Fig. 7 used in the fit.
         dspark_points: Fig. 7 DSpark frontier (never fitted; for comparison only).
@@ -130,17 +130,17 @@ class Deployment:
 # (43 layers, hidden 4096, 64 heads x 512, q_lora 1024, o_lora 1024 x 8 groups, 256 routed experts
 # top-6 of width 2048 + 1 shared, vocab 129,280; 284B total / 13B active). V4-Pro: 384 routed experts
 # top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
-# our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4 (0.5 B/param),
-# the rest in FP8. The H800 has no FP4 tensor cores: the expert GEMMs run weight-only at the BF16 rate
-# (StepModel.compute_dtype; an FP8 x FP4 kernel is not modelled). FP8 experts until 2026-12-02 (docs/production.md).
+# our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4 (0.5 B/param), the rest
+# in FP8; activations in FP8 (DeepSeek-V3 report 3.3), so the experts run W4A8 at the H800's FP8 rate as DeepGEMM's
+# sm90 fp8_fp4 grouped GEMM and vLLM's CUTLASS W4A8 do (StepModel.compute_dtype). docs/production.md: all 3 variants.
 V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
                     expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
                     o_lora_rank=1024, o_groups=8, weight_dtype="fp8", expert_dtype="fp4", kv_dtype="fp8",
-                    kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
+                    activation_dtype="fp8", kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
 V4_PRO = V4Config("v4-pro", 61, 7168, 128, 1, 512, 3072, 129280, num_experts=384, top_k=6,
                   expert_ffn=3072, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1536,
                   o_lora_rank=1024, o_groups=16, weight_dtype="fp8", expert_dtype="fp4",
-                  kv_dtype="fp8",
+                  kv_dtype="fp8", activation_dtype="fp8",
                   kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
 
 DEPLOYMENTS: dict[str, Deployment] = {
@@ -516,7 +516,7 @@ def profile_name(dep: Deployment) -> str:
 def scenario_toml(dep: Deployment, fit: FitResult) -> str:
     """The fitted scenario as TOML text, every value with its provenance in a comment."""
     res = ", ".join(f"{k}: {v:+.3f}" if np.isfinite(v) else f"{k}: not reached" for k, v in fit.residuals.items())
-    pts = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points)
+    pts, kern = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points), rank_step_model(dep).gemm_kernel
     par = ", ".join(f"{k} {v:.4g}" for k, v in fit.params.items())
     return f"""# {dep.name}: one decode rank of a DeepSeek-V4-{dep.name[3:].capitalize()}-like deployment, fitted by
 # `specsim production fit --model {dep.name}` (specsim/studies/production.py; docs/production.md explains every value).
@@ -524,9 +524,9 @@ def scenario_toml(dep: Deployment, fit: FitResult) -> str:
 #   (gpus_per_replica = 1); concurrency counts that GPU's requests (Fig. 7 and Fig. 8 of the DSpark paper
 #   agree only if throughput per GPU = concurrency x TPS/user, PAPER.md 8.5).
 # - Profile {profile_name(dep)}: the engine-level step model (specsim.hardware.stepmodel) of the whole
-#   model on one H800 (datasheet; routed experts in FP4, run weight-only at the BF16 rate, the rest in
-#   FP8), tp 1, ep {dep.ep}, V4's compressed KV bytes per context token, the EP all-to-all over 50 GB/s of
-#   InfiniBand per GPU (DeepSeek-V3 report) with FP8 dispatch and BF16 combine.
+#   model on one H800 (datasheet; GEMMs {kern("experts")} routed experts, {kern("other")} the rest), tp 1, ep {dep.ep}, V4's
+#   compressed KV bytes per context token, the EP all-to-all over 50 GB/s of InfiniBand per GPU (DeepSeek-V3
+#   report) with FP8 dispatch and BF16 combine.
 #   Fitted to the MTP-1 frontier of Fig. 7 and nothing else (tok/s/user: tok/s/GPU):
 #     {pts};
 #   freed terms (physical bounds): {par}
