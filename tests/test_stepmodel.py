@@ -311,8 +311,8 @@ def _routed_time(gpu, peak: float, wbytes: float) -> float:
 
 def test_fp8_activations_run_fp4_experts_w4a8_at_the_fp8_rate_on_h800():
     """FP4 routed experts on the H800 (no FP4 tensor cores; FP8 1,978.9 TFLOPS, BF16 989.4): with
-    activation_dtype "fp8" the compute-bound expert GEMMs cost the FP8-rate time (W4A8: vLLM's CUTLASS W4A8,
-    DeepGEMM's sm90 fp8_fp4 grouped GEMM), without it the BF16-rate time (weight-only W4A16); memory bound
+    activation_dtype "fp8" the compute-bound expert GEMMs cost the FP8-rate time (W4A8: DeepGEMM's sm90
+    fp8_fp4 grouped GEMM), without it the BF16-rate time (weight-only W4A16); memory bound
     (B = 1) they read the same bytes either way."""
     h800 = gpu_spec("h800")
     m = replace(MODELS["deepseek-v3"], weight_dtype="fp8", expert_dtype="fp4")

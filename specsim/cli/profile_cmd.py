@@ -188,8 +188,8 @@ def analytic_cmd(
     attention_dtype: str = typer.Option(None, help="the attention projections' dtype, bf16, fp8 or fp4 (default: "
                                                    "the config's quantization_config, else --weight-dtype)"),
     activation_dtype: str = typer.Option(None, help="the dtype the engine quantizes GEMM activations to: fp8 runs "
-                                                    "FP8 and FP4 weights at the FP8 rate (W8A8 / W4A8: vLLM's "
-                                                    "CUTLASS W4A8 and DeepGEMM's fp8_fp4 GEMMs on Hopper) where the "
+                                                    "FP8 and FP4 weights at the FP8 rate (W8A8 / W4A8: DeepGEMM's "
+                                                    "fp8_fp4 GEMMs on Hopper) where the "
                                                     "GPU has FP8; default: each GEMM in its weights' dtype where the "
                                                     "GPU has it, else weight-only at BF16"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
@@ -248,7 +248,7 @@ def _echo_shape(sm) -> None:
         kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
         typer.echo(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
                    f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
-                   "(--activation-dtype; vLLM's CUTLASS W4A8, DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
+                   "(--activation-dtype; DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
     if weights > g.memory_bytes:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "

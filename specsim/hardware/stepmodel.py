@@ -216,10 +216,11 @@ class StepModel:
 
         With an ``activation_dtype``: the wider of the weights' and the activations' dtypes (an MMA runs at the
         rate of its wider operand) where the GPU has tensor cores for it, else as above. So ``"fp8"`` runs FP4
-        weights W4A8 at the FP8 rate on Hopper (the FP4 weights expanded to FP8 in registers: vLLM's
-        ``CutlassW4A8LinearKernel``, vllm/model_executor/kernels/linear/mixed_precision/cutlass.py, "requires
-        compute capability of 90 (Hopper)"; DeepGEMM's ``sm90_m_grouped_fp8_fp4_gemm_contiguous_1d1d``,
-        csrc/jit_kernels/impls/sm90_fp8_fp4_gemm_1d2d.hpp, FP8 e4m3 activations x packed FP4 weights) and at the
+        weights W4A8 at the FP8 rate on Hopper (the FP4 weights expanded to FP8 in registers: DeepGEMM's
+        ``sm90_m_grouped_fp8_fp4_gemm_contiguous_1d1d``, csrc/jit_kernels/impls/sm90_fp8_fp4_gemm_1d2d.hpp, FP8
+        e4m3 activations x packed FP4 weights; vLLM's ``CutlassW4A8LinearKernel``,
+        vllm/model_executor/kernels/linear/mixed_precision/cutlass.py, does the same for INT4 weights and
+        "requires compute capability of 90 (Hopper)") and at the
         FP8 rate on Blackwell too (``tcgen05.mma kind::f8f6f4`` mixes FP8 and FP4 operands at the FP8 rate; only
         ``kind::mxf4`` / ``kind::mxf4nvf4``, both operands FP4, run at the FP4 rate; PTX ISA, tcgen05.mma; CUTLASS's
         Blackwell docs: kind::f8f6f4 2x Hopper's FP8 WGMMA, kind::mxf4 4x); FP8 weights W8A8; BF16 weights

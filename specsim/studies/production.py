@@ -132,7 +132,7 @@ class Deployment:
 # top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
 # our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4 (0.5 B/param), the rest
 # in FP8; activations in FP8 (DeepSeek-V3 report 3.3), so the experts run W4A8 at the H800's FP8 rate as DeepGEMM's
-# sm90 fp8_fp4 grouped GEMM and vLLM's CUTLASS W4A8 do (StepModel.compute_dtype). docs/production.md: all 3 variants.
+# sm90 fp8_fp4 grouped GEMM does (StepModel.compute_dtype). docs/production.md: all 3 variants (W4A8, W4A16, FP8).
 V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
                     expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
                     o_lora_rank=1024, o_groups=8, weight_dtype="fp8", expert_dtype="fp4", kv_dtype="fp8",
