@@ -291,7 +291,19 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     requests = request_frame(rec, cluster.workload, trace)
     _check_invariants(rec, cluster.workload, requests, horizon=config.max_sim_s is not None)
     steps = rec.steps_frame()
-    win = _window(trace, config, window)
+    try:
+        win = _window(trace, config, window)
+    except SpecsimInputError as e:         # no window to measure: keep the whole run for the caller to save
+        raise NoWindowError(e.file, e.line, e.field, e.expected, e.got,
+                            result=_summarised(trace, config, built, requests, steps, None)) from None
+    return _summarised(trace, config, built, requests, steps, win)
+
+
+def _summarised(trace, config: RunConfig, built: _Built, requests: pd.DataFrame, steps: pd.DataFrame,
+                win: tuple[float, float] | None) -> SimulationResult:
+    """The summary of a finished run over its window ``win`` (closed loop; None: the whole run), with its
+    request and step frames."""
+    cluster, rec, sc = built.cluster, built.cluster.records, config.scenario
     summary = summarize(requests, steps, rec.itl_s(None), window=win,
                         decode_gpus=sc.cluster.num_replicas * built.resolved.gpus_per_replica,
                         prefill_gpus=0 if cluster.config.colocated
@@ -304,7 +316,9 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
     summary["clipped_verify_lengths"] = rec.num_clips
     summary["undrafted_steps"] = rec.num_undrafted_steps
     summary["load"] = ({"mode": "closed", "concurrency": config.concurrency, "window_start_s": win[0],
-                        "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale})
+                        "window_end_s": win[1]} if win else {"mode": "open", "rate_scale": config.rate_scale}
+                       if config.concurrency is None else {"mode": "closed", "concurrency": config.concurrency,
+                                                           "window_start_s": None, "window_end_s": None})
     summary["per_domain"] = domain_breakdown(requests, completed)
     if win is not None:
         summary["window"]["per_domain"] = domain_breakdown(
@@ -362,6 +376,19 @@ def _provenance(trace, config: RunConfig, built: _Built) -> dict[str, Any]:
         "profile_source": prof.source, "profile_metadata": prof.provenance(),
         "acceptance_source": built.acceptance.source if built.acceptance else None,
     }
+
+
+@dataclass
+class NoWindowError(SpecsimInputError):
+    """A closed-loop run that ended without a measurement window (the horizon came first, or the trace was too
+    short): the input error, with the whole run kept in ``result`` (a :class:`SimulationResult` whose summary
+    covers the whole run, ``load.window_start_s`` None), so that a caller can save what was computed.
+
+    Attributes:
+        result: the run's records and its whole-run summary.
+    """
+
+    result: Any = None
 
 
 def _check_closed_loop(built: _Built, config: RunConfig) -> None:

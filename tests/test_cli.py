@@ -515,3 +515,17 @@ def test_more_requests_than_the_trace_holds_is_noted_by_run_and_sweep(monkeypatc
                            "--policies", "none", "--rate-scales", "1", "--num-requests", "999", "--executor",
                            "serial", "--quiet")
     assert code == 0 and f"holds {size} requests: all of them run" in " ".join(err.split())
+
+
+def test_a_run_without_a_closed_loop_window_keeps_its_records_in_out(monkeypatch, capsys, tmp_path):
+    """--max-sim-s before the window closes: exit 2 with the one-line error, and --out holds the whole run's
+    records and summary (a fresh user's report: a finished simulation was thrown away, --out left empty)."""
+    out = tmp_path / "run"
+    code, _, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--concurrency", "8", "--num-requests", "80",
+                           "--max-sim-s", "2", "--out", str(out))
+    assert code == 2 and "raise --max-sim-s" in " ".join(err.split())
+    assert f"whole-run summary (no window metrics, load.window_start_s null) are in {out}" in " ".join(err.split())
+    s = json.loads((out / "summary.json").read_text())
+    assert s["load"]["window_start_s"] is None and s["total"] == 80
+    assert (out / "requests.parquet").is_file() and (out / "steps.parquet").is_file()
+

@@ -513,6 +513,13 @@ def test_a_closed_loop_horizon_before_the_window_closes_is_named(prod_trace, hor
     msg = str(e.value)
     assert e.value.field == "max_sim_s" and "raise --max-sim-s" in msg and f"got {horizon_s:g} s" in msg
     assert ("it opened at" in msg) == opened
+    # nothing computed is lost: the error carries the whole run (a fresh user's report: --out was left empty)
+    whole = e.value.result
+    assert whole.summary["load"] == {"mode": "closed", "concurrency": 1 if opened else 4, "window_start_s": None,
+                                     "window_end_s": None}
+    assert "window" not in whole.summary and len(whole.requests) == 16
+    assert whole.summary["completed"] + whole.summary["unfinished"] + whole.summary["not_issued"] \
+        + whole.summary["unservable"] == 16
 
 
 def test_a_closed_loop_window_that_cannot_open_is_refused_before_the_run(prod_trace, monkeypatch):

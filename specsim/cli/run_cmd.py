@@ -271,11 +271,20 @@ def run(
     knobs = {} if threshold is None else {"threshold": threshold}
     _check_outputs(out, trace_events)
     from specsim.progress import command_line, run_progress
-    with run_progress(len(tr)) as bar:
-        res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency,
-                       rate_scale=1.0 if rate_scale is None else rate_scale, max_sim_s=max_sim_s, gamma=gamma,
-                       drafter=drafter, record_step_log=out is not None, progress=bar,
-                       metric_percentiles=pcts, **knobs)
+    from specsim.simulation import NoWindowError
+    try:
+        with run_progress(len(tr)) as bar:
+            res = simulate(tr, policy, scen, seed=seed, concurrency=concurrency,
+                           rate_scale=1.0 if rate_scale is None else rate_scale, max_sim_s=max_sim_s, gamma=gamma,
+                           drafter=drafter, record_step_log=out is not None, progress=bar,
+                           metric_percentiles=pcts, **knobs)
+    except NoWindowError as e:              # nothing computed is lost: the whole run's records go to --out
+        if out is not None and e.result is not None:
+            _clear_earlier_run(Path(out))
+            e.result.save(out)
+            print(f"note: the run ended without a closed-loop window; its records and whole-run summary (no "
+                  f"window metrics, load.window_start_s null) are in {out}", file=sys.stderr)
+        raise
     _refuse_all_unservable(res.summary, trace)
     res.summary["command_line"] = command_line()
     if slos:
