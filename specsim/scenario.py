@@ -355,8 +355,10 @@ class AcceptanceConfig(_Section, LatentParams):
                     "a float in (0, 1) (leave it out for the rate table)")
         self._check(self.table is None or self.table != "", "table",
                     "fig2, fig4, dspark5, mtp or a JSON rate-table path (leave it out for the default table)")
-        self._check(all(r and all(0 < x < 1 for x in r) for r in self.rates.values()), "rates",
-                    "a table {domain = [rates strictly in (0, 1)]}")
+        bad = next((d for d, r in self.rates.items() if not (r and all(0 < x < 1 for x in r))), None)
+        if bad is not None:                 # the row's own key, so a scenario file's error names its line
+            raise SpecsimInputError(None, None, f"{self.SECTION}.rates.{bad}",
+                                    "a non-empty list of rates strictly in (0, 1)", repr(self.rates[bad]))
         self._check(self.model is None or (self.model.split(":", 1)[0] in ("fitted", "empirical")
                                            and self.model.split(":", 1)[-1] not in ("", self.model)), "model",
                     "'fitted:DIR' or 'empirical:DIR' (leave it out for the latent model)")

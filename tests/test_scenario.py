@@ -106,7 +106,8 @@ def test_old_sentinel_values_are_rejected_not_reinterpreted(item, field):
     (lambda: DrafterConfig(base_fraction=float("nan")), "drafter.base_fraction"),
     (lambda: AcceptanceConfig(sigma_request=-1), "acceptance.sigma_request"),
     (lambda: AcceptanceConfig(constant_alpha=1.0), "acceptance.constant_alpha"),
-    (lambda: AcceptanceConfig(rates={"legal": [0.8, 1.2]}), "acceptance.rates"),
+    (lambda: AcceptanceConfig(rates={"legal": [0.8, 1.2]}), "acceptance.rates.legal"),     # the bad row's key
+    (lambda: AcceptanceConfig(rates={"legal": [0.8], "tax": []}), "acceptance.rates.tax"),
     (lambda: AcceptanceConfig(model="fitted:"), "acceptance.model"),
     (lambda: AcceptanceConfig(calibration="platt"), "acceptance.calibration"),
     (lambda: EngineConfig(gamma=65), "engine.gamma"),
@@ -195,7 +196,7 @@ def test_old_policy_threshold_points_to_the_knobs_table():
     ("drafter.kv_fraction=-1", "drafter.kv_fraction", ">= 0"),
     ("drafter.kv_fraction=abc", "drafter.kv_fraction", "or leave the key out"),
     ("policy.knobs=3", "policy.knobs", "a table"),
-    ("acceptance.rates.legal=[1.5]", "acceptance.rates", "strictly in (0, 1)"),
+    ("acceptance.rates.legal=[1.5]", "acceptance.rates.legal", "strictly in (0, 1)"),
 ])
 def test_bad_values_name_the_field_and_the_source(item, field, expected):
     with pytest.raises(SpecsimInputError) as e:
@@ -264,3 +265,14 @@ def test_overheads_in_milliseconds_by_mistake_are_refused():
         with pytest.raises(SpecsimInputError, match=rf"engine.{key}': expected a float in \[0, .*not ms"):
             load_scenario(None, [f"engine.{key}={bad}"])
     assert load_scenario(None, ["engine.host_overhead_s=1.0"]).engine.host_overhead_s == 1.0     # the bound
+
+
+def test_a_bad_rate_row_in_a_file_names_its_own_line(tmp_path):
+    """A bad [acceptance.rates] row, as a table or inline, is named with its own line (a fresh user's report: the
+    error pointed at the section's line)."""
+    p = tmp_path / "s.toml"
+    p.write_text("[engine]\ngamma = 3\n\n[acceptance.rates]\nchat = [0.8, 0.7, 0.6]\ncode = [0.8, 1.5, 0.6]\n")
+    with pytest.raises(SpecsimInputError) as e:
+        load_scenario(p)
+    assert (e.value.line, e.value.field) == (6, "acceptance.rates.code") and "[0.8, 1.5, 0.6]" in str(e.value)
+

@@ -144,7 +144,8 @@ class AcceptanceModel(LatentParams):
             if self.gamma > len(rates):
                 raise SpecsimInputError(None, None, "gamma",
                                         f"gamma <= {len(rates)}, the length of the '{self.drafter}' "
-                                        f"acceptance table for domain '{dom}' ({self.source})", str(self.gamma))
+                                        f"acceptance table for domain '{dom}' ({self.source}; --gamma "
+                                        f"{len(rates)} or engine.gamma sets it)", str(self.gamma))
             r = np.asarray(rates, dtype=float)
             if np.any(~np.isfinite(r)) or np.any(r <= 0) or np.any(r >= 1):
                 raise SpecsimInputError(None, None, f"acceptance.{self.drafter}.{dom}",
