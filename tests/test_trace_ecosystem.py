@@ -241,3 +241,28 @@ def test_synth_cli(tmp_path):
     assert all(x["prefix_tokens"] == 100 for x in lines)
     r = runner.invoke(app, ["trace", "synth", "--rate", "2", "--out", str(out)])
     assert isinstance(r.exception, SpecsimInputError)              # no count, duration or groups
+
+
+def test_skip_bad_leaves_out_rows_that_do_not_convert_and_names_them(tmp_path):
+    """--skip-bad: a real log's bad rows (a negative count, text for a number, a missing time) are left out and
+    reported (line, column, value), the rest converts with their file row indices as ids; without it the first
+    stops the conversion (a fresh user's report: one bad row stopped a whole log)."""
+    p = tmp_path / "log.csv"
+    p.write_text("ts,in,out\n1000,100,20\n1500,-4,30\n2000,50,x\n,10,10\n2500,60,40\n")
+    mapping = "arrival_s=ts,prompt_tokens=in,output_tokens=out"
+    with pytest.raises(SpecsimInputError) as e:
+        convert_table(p, mapping, time_unit="ms")
+    assert (e.value.line, e.value.field) == (5, "ts")        # the arrival column is checked first
+    skipped: list = []
+    tr = convert_table(p, mapping, time_unit="ms", on_skip=lambda *row: skipped.append(row))
+    assert [line for line, _, _ in skipped] == [3, 4, 5]
+    assert [col for _, col, _ in skipped] == ["in", "out", "ts"]
+    assert list(tr.request_id) == ["0", "4"] and list(tr.arrival_s) == [0.0, 1.5]
+    assert list(tr.prompt_tokens) == [100, 60] and list(tr.output_tokens) == [20, 40]
+    r = CliRunner().invoke(app, ["trace", "convert", str(p), str(tmp_path / "t.jsonl"), "--from", "table",
+                                 "--map", mapping, "--time-unit", "ms", "--skip-bad"])
+    assert r.exit_code == 0, r.output
+    assert "3 bad rows left out (--skip-bad); the first:" in " ".join(r.output.split())
+    p.write_text("ts,in,out\n1000,-1,20\n")
+    with pytest.raises(SpecsimInputError, match="at least one row that converts"):
+        convert_table(p, mapping, on_skip=lambda *row: None)

@@ -80,6 +80,9 @@ def convert(
                                           "a tokenizer (OpenAI's English rule of thumb: 4)."),
     max_turns: int = typer.Option(None, "--max-turns", help="sharegpt: keep the first K turns of a session."),
     seed: int = typer.Option(0, "--seed", help="sharegpt: seed of session starts and think times."),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="table: leave out rows whose arrival, prompt or "
+                                  "output tokens do not convert (counted, the first named) instead of stopping "
+                                  "at the first."),
 ) -> None:
     """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT) or any table to canonical JSONL."""
     from specsim.cli.outputs import output_file
@@ -118,8 +121,13 @@ def convert(
         if column_map is None:
             raise SpecsimInputError("--map", None, "map", "a column map with --from table",
                                     "none (e.g. --map arrival_s=ts,prompt_tokens=in,output_tokens=out)")
-        trace = convert_table(src, column_map, time_unit=time_unit, origin=origin,
-                              domain=domain or "chat")
+        skipped: list[tuple] = []
+        trace = convert_table(src, column_map, time_unit=time_unit, origin=origin, domain=domain or "chat",
+                              on_skip=(lambda *row: skipped.append(row)) if skip_bad else None)
+        if skipped:
+            line, col, value = skipped[0]
+            typer.echo(f"note: {len(skipped)} bad rows left out (--skip-bad); the first: {src}, line {line}, "
+                       f"field {col!r}: {value!r}", err=True)
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
 

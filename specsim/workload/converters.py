@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import math
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -457,8 +458,32 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
     return ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit]
 
 
+def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tuple[np.ndarray, list[tuple[str, Any]]]:
+    """(N,) bool: rows whose arrival is not a time (a number, or a date-time with ``time_unit`` datetime) or whose
+    prompt or output tokens are not an int >= 1, the rules :func:`convert_table` enforces; and for each row, the
+    first bad (column, value) or None."""
+    def numeric(col: str) -> np.ndarray:
+        return pd.to_numeric(df[col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
+
+    a = cmap["arrival_s"]
+    if time_unit == "datetime":
+        arr_bad = pd.to_datetime(df[a].astype(str).str.strip(), errors="coerce", utc=True,
+                                 format="mixed").isna().to_numpy()
+    else:
+        arr_bad = ~np.isfinite(numeric(a))
+    checks = [(a, arr_bad)]
+    for key in ("prompt_tokens", "output_tokens"):
+        v = numeric(cmap[key])
+        checks.append((cmap[key], ~np.isfinite(v) | (v < 1) | np.where(np.isfinite(v), v != np.floor(v), True)))
+    bad = np.logical_or.reduce([m for _, m in checks])
+    first = [next(((col, df[col].iloc[i]) for col, m in checks if m[i]), None) if bad[i] else None
+             for i in range(len(df))] if bad.any() else []
+    return bad, first
+
+
 def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", origin: str | float = "first",
-                  fmt: str | None = None, domain: str = DEFAULT_DOMAIN) -> Trace:
+                  fmt: str | None = None, domain: str = DEFAULT_DOMAIN,
+                  on_skip: Callable[[int, str, Any], None] | None = None) -> Trace:
     """Convert a CSV or JSONL file in any layout to a :class:`Trace` through a column map.
 
     Args:
@@ -471,6 +496,9 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
             every one must be >= 0 s) or a number (seconds, in the file's unit after conversion,
             subtracted from every arrival; the results must be >= 0).
         domain: the domain of rows without a mapped domain column.
+        on_skip: None (the default): a bad row raises. A callable: rows whose arrival, prompt or output tokens
+            break the rules are left out instead, each reported as ``on_skip(line, column, value)`` (1-based file
+            line); the rest is converted and checked as usual.
 
     Rows are put in arrival order by a stable sort (logs are often written in completion order).
     Request ids: the mapped column, else the 0-based data row index in the file.
@@ -485,10 +513,18 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
     cmap = parse_column_map(mapping) if isinstance(mapping, str) else dict(mapping)
     df = _read_table(path, fmt)
     lines = df.attrs.get("lines", np.arange(len(df)) + 2)
+    rows = np.arange(len(df))                     # 0-based data row index in the file: the default request id
     for key, col in cmap.items():
         if col not in df.columns:
             raise SpecsimInputError(src, 1 if fmt != "jsonl" and "lines" not in df.attrs else None, col,
                                     f"a column for {key} (columns: {list(map(str, df.columns))})", "no such column")
+    if on_skip is not None:
+        bad, why = _bad_row_mask(df, cmap, time_unit)
+        for i in np.flatnonzero(bad):
+            on_skip(int(lines[i]), *why[i])
+        if bad.all():
+            raise SpecsimInputError(src, None, None, "at least one row that converts", f"{int(bad.sum())} bad rows")
+        df, lines, rows = df[~bad].reset_index(drop=True), np.asarray(lines)[~bad], rows[~bad]
     arrival = _arrival_seconds(df[cmap["arrival_s"]], time_unit, src, cmap["arrival_s"], lines,
                                relative=origin == "first")
     if origin not in ("first", "zero"):                   # "first": relative already (above)
@@ -505,7 +541,7 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
             for k in ("prompt_tokens", "output_tokens")}
     n = len(df)
     ids = (np.array([str(x) for x in df[cmap["request_id"]]], dtype=object) if "request_id" in cmap
-           else np.array([str(k) for k in range(n)], dtype=object))
+           else np.array([str(k) for k in rows], dtype=object))
     dom = (np.array([str(x) for x in df[cmap["domain"]]], dtype=object) if "domain" in cmap
            else np.full(n, domain, dtype=object))
     extra = {}
