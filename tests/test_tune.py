@@ -280,7 +280,7 @@ def test_a_gamma_range_beyond_the_drafters_block_is_refused_and_its_end_is_never
     from specsim.cli.tune_cmd import _fixed_ends
     from specsim.errors import SpecsimInputError
     from specsim.scenario import load_scenario
-    from specsim.sweep.tune import check_gamma_range, parse_knob
+    from specsim.sweep.knobs import check_gamma_range, parse_knob
 
     scen = load_scenario()
     with pytest.raises(SpecsimInputError) as e:

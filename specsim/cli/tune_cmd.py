@@ -46,7 +46,8 @@ def tune(
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace
-    from specsim.sweep.tune import TuneSpec, check_gamma_range, parse_knob, tune as run_tune, write_tuned
+    from specsim.sweep.knobs import check_gamma_range, parse_knob
+    from specsim.sweep.tune import TuneSpec, tune as run_tune, write_tuned
 
     spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),
                     tiers=tuple(parse_list(tiers, float, "tiers")),
@@ -81,8 +82,8 @@ def tune(
 
 def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:
     """The ends of ``knob``'s range that cannot be widened: the policy (or, for gamma, the drafter) rejects the
-    next grid value beyond them (:func:`specsim.sweep.tune.knob_rejection`)."""
-    from specsim.sweep.tune import knob_rejection
+    next grid value beyond them (:func:`specsim.sweep.knobs.knob_rejection`)."""
+    from specsim.sweep.knobs import knob_rejection
 
     step = 1.0 if knob.integer else ((knob.hi - knob.lo) / (knob.num - 1) if knob.num > 1 else 0.0)
     if step <= 0:

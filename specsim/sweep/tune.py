@@ -52,151 +52,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError, did_you_mean
+from specsim.errors import SpecsimInputError
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import canonical_sha, points_dir, read_record
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
+from specsim.sweep.knobs import KNOB_DIGITS, KnobRange, check_gamma_range, knob_rejection, parse_knob  # noqa: F401
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
 from specsim.sweep.store import jsonable, write_record
 
 #: Golden-section fraction (3 - sqrt 5) / 2 of a bracket where the lower interior point sits.
 GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0
-#: Knob values on a float grid are rounded to this many significant digits (stable point ids).
-KNOB_DIGITS = 6
 METHODS = ("search", "grid")
-
-
-# --------------------------------------------------------------------------------------------- the knob
-@dataclass(frozen=True)
-class KnobRange:
-    """The grid of one knob: ``num`` values evenly spaced over [lo, hi] (ints: every step-th int).
-
-    Attributes:
-        name: the knob (one the policy declares, or ``gamma``).
-        lo, hi: the range, inclusive (lo <= hi).
-        num: number of grid values (>= 1; 1 only when lo == hi).
-        integer: integer values (gamma, or a knob whose declared default is an int).
-    """
-
-    name: str
-    lo: float
-    hi: float
-    num: int
-    integer: bool = False
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.lo) and math.isfinite(self.hi) and self.lo <= self.hi):
-            raise SpecsimInputError("--knob", None, self.name, "a range LO:HI with finite LO <= HI",
-                                    f"{self.lo:g}:{self.hi:g}")
-        if self.num < 1 or (self.num == 1 and self.lo != self.hi):
-            raise SpecsimInputError("--knob-points", None, self.name, "an int >= 2 for a range", repr(self.num))
-
-    def values(self) -> tuple[float, ...]:
-        """The grid, ascending (ints when ``integer``; floats rounded to KNOB_DIGITS significant digits)."""
-        raw = np.linspace(self.lo, self.hi, self.num)
-        if self.integer:
-            return tuple(sorted({int(round(v)) for v in raw}))
-        return tuple(float(f"{v:.{KNOB_DIGITS}g}") for v in raw)
-
-
-def parse_knob(text: str, policy: str, num_points: int | None = None) -> KnobRange:
-    """Parse ``--knob NAME=LO:HI`` or ``NAME=LO:HI:STEP`` for ``policy``.
-
-    Args:
-        text: the flag's value.
-        policy: the policy tuned (its declared knobs: :func:`specsim.policies.policy_knobs`).
-        num_points: grid values when no STEP is given (default: 10 for floats; every int for ints).
-
-    Raises:
-        SpecsimInputError: bad syntax, a knob the policy does not declare, or a bad range.
-    """
-    from specsim.policies import policy_knobs
-
-    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=\s*([^:]+):([^:]+)(?::([^:]+))?\s*", text)
-    if not m:
-        raise SpecsimInputError("--knob", None, "knob", "NAME=LO:HI or NAME=LO:HI:STEP (e.g. threshold=0.05:0.95)",
-                                repr(text))
-    name = m.group(1)
-    declared = policy_knobs(policy)
-    if name != "gamma" and name not in declared:
-        raise SpecsimInputError("--knob", None, name, f"a knob policy {policy} declares: "
-                                f"{', '.join(sorted(declared) + ['gamma'])}"
-                                f"{did_you_mean(name, [*declared, 'gamma'])}", repr(name))
-    integer = name == "gamma" or (isinstance(declared.get(name), int) and not isinstance(declared.get(name), bool))
-    try:
-        lo, hi = float(m.group(2)), float(m.group(3))
-        step = float(m.group(4)) if m.group(4) else None
-    except ValueError:
-        raise SpecsimInputError("--knob", None, name, "numbers LO:HI[:STEP]", repr(text)) from None
-    if step is not None:
-        if not (step > 0 and math.isfinite(step)):
-            raise SpecsimInputError("--knob", None, name, "a STEP > 0", repr(m.group(4)))
-        num = int(math.floor((hi - lo) / step + 1e-9)) + 1
-        hi = lo + (num - 1) * step
-    elif integer:
-        num = num_points or int(hi - lo) + 1
-    else:
-        num = num_points or (1 if lo == hi else 10)
-    if name != "gamma":
-        _check_ends(policy, name, (lo, hi), integer, text)
-    return KnobRange(name, lo, hi, max(1, num), integer)
-
-
-def _check_ends(policy: str, name: str, ends: tuple[float, float], integer: bool, text: str) -> None:
-    """Build the policy at both ends of the range before any point runs, so that a range it rejects fails at
-    once, naming ``--knob`` (not after the grid's first points).
-
-    Raises:
-        SpecsimInputError: the policy's constructor rejects an end of the range.
-    """
-    from specsim.policies import make_policy
-
-    for value in ends:
-        try:
-            make_policy(policy, **{name: int(value) if integer else value})
-        except SpecsimInputError as e:
-            why = str(e.expected).split("it said: ", 1)[-1].removesuffix(")")      # the constructor's own words
-            raise SpecsimInputError("--knob", None, name, f"a range policy {policy} accepts at both ends (at "
-                                    f"{value:g}: {why})", repr(text)) from None
-
-
-def knob_rejection(policy: str, knob: KnobRange, value: float, scenario, drafter: str | None = None) -> str | None:
-    """Why ``policy`` cannot run with ``knob`` at ``value`` under ``scenario`` (its drafter, or ``drafter``),
-    in the policy's or the scenario's own words; None when it can. ``gamma`` is checked against the drafter (a
-    checkpoint drafts at most its draft block), any other knob by building the policy."""
-    from specsim.policies import make_policy
-    from specsim.run_config import resolve_policy
-
-    v = int(round(value)) if knob.integer else value
-    try:
-        if knob.name == "gamma":
-            resolve_policy(policy, scenario, v, drafter)
-        else:
-            make_policy(policy, **{knob.name: v})
-    except SpecsimInputError as e:
-        said = str(e.expected)
-        return said.split("it said: ", 1)[1].removesuffix(")") if "it said: " in said else said
-    return None
-
-
-def check_gamma_range(policy: str, knob: KnobRange, scenario, drafter: str | None = None) -> None:
-    """A gamma range both of whose ends the drafter allows, checked before any point runs (the other knobs are
-    checked by :func:`parse_knob`), so that a rejected end names ``--knob`` (a fresh user's report: the error
-    named ``--gamma`` after the first points).
-
-    Raises:
-        SpecsimInputError: an end of the range the drafter or policy rejects.
-    """
-    if knob.name != "gamma":
-        return
-    for value in (knob.lo, knob.hi):
-        why = knob_rejection(policy, knob, value, scenario, drafter)
-        if why is not None:
-            raise SpecsimInputError("--knob", None, "gamma", f"a range policy {policy} accepts at both ends (at "
-                                    f"{value:g}: {why})", f"gamma={knob.lo:g}:{knob.hi:g}")
 
 
 # --------------------------------------------------------------------------------------------- spec and result
