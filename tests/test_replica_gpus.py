@@ -77,3 +77,18 @@ def test_a_prefill_instance_runs_on_the_profiles_tp(profile, gpus):
     fixed = load_scenario(overrides=[f"profile.name={profile}", "prefill.gpus_per_instance=1",
                                      "prefill.time_per_token_s=1e-5"])     # its own prefill speed: no notice
     assert prefill_instance_gpus(fixed, resolve_profile(profile)) == (1, None)
+
+
+def test_a_run_says_when_its_profile_charges_no_speculation_overhead_or_is_superseded():
+    """A speculating run on a plain measured table (the default profile) is told its speed-up at load comes out
+    high, as speculation's own step cost is not charged; a step-model profile carries the terms and gets no such
+    notice, nor does a run without drafts; a superseded profile says so (fresh-user reports)."""
+    notices = lambda s: " ".join(s["profile_range"]["notices"])          # noqa: E731
+    s = simulate(_trace(), "dspark", load_scenario(), seed=0).summary
+    assert "charges no speculation overhead" in notices(s)
+    assert "charges no speculation overhead" not in notices(simulate(_trace(), "none", load_scenario(), seed=0).summary)
+    terms = load_scenario(overrides=["profile.name=h200-deepseek-v3-tp8-terms"])
+    assert resolve_profile("h200-deepseek-v3-tp8-terms").spec_step_s > 0
+    assert "speculation overhead" not in notices(simulate(_trace(), "dspark", terms, seed=0).summary)
+    old = load_scenario(overrides=["profile.name=h100-deepseek-v3-tp1-analytic"])
+    assert "superseded by h200-deepseek-v3-tp8-terms" in notices(simulate(_trace(), "none", old, seed=0).summary)

@@ -171,7 +171,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
         size (costed at its time); n2 counts, under ``extrapolate="error"``, decode steps whose verification
         batch (requests + verified drafts) is exactly the last measured size while drafts were left
         unverified, i.e. a scheduler that scores B stopped at the table's edge. One notice line per non-zero
-        count.
+        count, one when a speculating run's profile charges no speculation overhead (issue 20), and one when the
+        profile is marked ``superseded_by``.
     """
     first, last = int(profile.batch_tokens[0]), profile.max_batch_tokens
     b = np.asarray(steps["batch_tokens"], dtype=np.int64)
@@ -190,6 +191,17 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
     if padded:
         notices.append(f"{padded} of {b.size} steps ran below the profile's measured range (B < {first}) and "
                        f"were costed at B = {first}'s time (padded up to the first measured size)")
+    md = profile.metadata or {}
+    name = md.get("name") or Path(str(profile.source)).stem
+    if gamma > 0 and not (profile.spec_step_s or profile.spec_request_s):
+        notices.append(f"the profile {name} charges no speculation overhead (spec_step_s, spec_request_s: "
+                       "rejection sampling, draft bookkeeping, docs/profiles.md), so speculative steps cost a plain "
+                       "step plus the drafter and the speed-up at load comes out high (docs/validation.md); set "
+                       "them in the profile, or use a step-model profile (profile analytic / fit), which carries "
+                       "sourced defaults")
+    if md.get("superseded_by"):
+        notices.append(f"the profile {name} is superseded by {md['superseded_by']} (kept to reproduce earlier "
+                       "results; docs/profiles.md says why)")
     return {"measured_batch_tokens": [first, last], "extrapolate": profile.extrapolate,
             "steps_padded_to_first": padded, "steps_capped_at_last": capped, "notices": notices}
 
