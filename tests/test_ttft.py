@@ -130,3 +130,28 @@ def test_profile_fit_cli_reports_ttft_residuals(tmp_path):
     assert tp["measured_ms"] == pytest.approx(62.0)
     assert abs(tp["rel_error"]) < 1e-6 or fit["ttft"]["request_overhead_s"] == 0.0   # one point: met exactly
     assert len(fit["points"]) == 1                                   # the TPOT residual is still there
+
+
+def test_profile_fit_warns_when_the_ttft_model_misses_a_point_by_more_than_a_fifth(tmp_path):
+    """Two points of the same load whose TTFTs differ 5x (one queued in the server): the one fitted overhead
+    misses both by far more than 20%, and the fit says so and why (a fresh user's report: a TTFT fit off
+    several-fold printed no warning); a single point met exactly gets none."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+
+    _register()
+    base = json.loads((POINTS / "vllm_c16.json").read_text())
+    slow = {**base, **{k: 5 * v for k, v in base.items() if k.endswith("_ttft_ms") and isinstance(v, (int, float))}}
+    (tmp_path / "fast.json").write_text(json.dumps(base))
+    (tmp_path / "slow.json").write_text(json.dumps(slow))
+    args = ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", "--params", "kernel_s"]
+    r = CliRunner().invoke(app, [*args, str(tmp_path / "fast.json"), str(tmp_path / "slow.json"),
+                                 "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "warning: the TTFT model misses" in text and "it assumes no queue in the server" in text
+    r = CliRunner().invoke(app, [*args, str(POINTS / "vllm_c16.json"), "--out", str(tmp_path / "b.json")])
+    assert r.exit_code == 0 and "TTFT model misses" not in r.output

@@ -428,6 +428,10 @@ def _echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what
             typer.echo(f"median |{what}| on {which} points: {100 * m:.1f}%")
 
 
+#: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
+TTFT_WARN_ERROR = 0.2
+
+
 def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     """Where the inputs give TTFT: fit the request overhead to it, print every point's TTFT residual (the TPOT
     residuals are printed above) and add them to ``prov`` under ``fit.ttft``; else say TTFT was not fitted."""
@@ -440,6 +444,12 @@ def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s (set engine.request_overhead_s; "
                "the step terms stay fitted on TPOT)")
     _echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error")
+    worst = max(trep.points, key=lambda p: abs(p.rel_error), default=None)
+    if worst is not None and abs(worst.rel_error) > TTFT_WARN_ERROR:
+        typer.echo(f"warning: the TTFT model misses {worst.label} by {worst.rel_error:+.0%}: it assumes no queue "
+                   "in the server (a load below max_num_seqs and the KV capacity, docs/profiles.md), so points "
+                   "where requests wait for prefill or admission pull request_overhead_s away from the others; "
+                   "fit TTFT on low-load points, and read TTFT at load from a simulation")
     prov["fit"]["ttft"] = trep.provenance()
 
 
