@@ -171,7 +171,12 @@ def synth(
                               "exp:MEAN, uniform:LO:HI or lognormal:MEDIAN:SIGMA (seconds)."),
 ) -> None:
     """Draw a synthetic trace with fitted per-domain lengths (see traces/README.md)."""
+    from specsim.cli.outputs import output_file
     from specsim.workload import save_trace, synth_trace
+
+    note = output_file(out, "--out")          # its folder made, as trace convert does
+    if note:
+        typer.echo(f"note: {note}", err=True)
 
     if cv is None and arrival is Arrival.gamma:
         raise SpecsimInputError("--cv", None, "cv", "a value > 0 with --arrival gamma", "none")
