@@ -79,10 +79,21 @@ def test_run_page_is_self_contained_and_shows_the_summary(run_dir):
     assert {"completed", "mean_ttft_ms", "output_throughput_per_gpu", "mean_acceptance_length"} <= {
         k for k, _, _ in cells}
     for key, exact, text in cells:
-        assert text == fmt.value(s[key]), key          # written as the CLI writes it
-        assert float(exact) == s[key], key              # and the exact number beside it
+        assert text == fmt.value(_at(s, key)), key          # written as the CLI writes it
+        assert float(exact) == _at(s, key), key              # and the exact number beside it
+    # every number of summary.json is on the page (docs/report.md), the window's too in a closed loop
+    numbers = {k for k, v in s.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    assert numbers <= {k for k, _, _ in cells}
+    if isinstance(s.get("window"), dict):
+        assert "window.output_throughput_per_gpu" in {k for k, _, _ in cells}
+        assert "Headline (closed-loop window)" in page
     import html
     assert html.escape(s["command_line"]) in page
+
+
+def _at(s: dict, key: str):
+    """The summary number a page cell's data-key names (``window.X``: the closed-loop window's X)."""
+    return s["window"][key.removeprefix("window.")] if key.startswith("window.") else s[key]
 
 
 def test_shown_rounds_to_six_significant_digits():
@@ -283,7 +294,7 @@ def test_run_page_in_headless_chromium(browser, run_dir, tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     assert len(state["numbers"]) >= 20
     for key, text in state["numbers"].items():
-        want = s[key]
+        want = _at(s, key)
         if isinstance(want, int):
             assert int(text) == want, key
         else:

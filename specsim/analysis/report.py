@@ -206,12 +206,22 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
     load = s.get("load", {})
     where = (f"closed loop, {load.get('concurrency')} users" if load.get("mode") == "closed"
              else f"open loop x{load.get('rate_scale')}")
-    head = [[_cell(k), _cell(s[k], key=k)] for k in RUN_HEADLINE if k in s]
-    metrics = [[_cell(k), _cell(s[k], key=k)] for k in RUN_METRICS if k in s]
-    sections = [{"title": "Metrics", "tables": [_table("metrics", ["metric", "value"], metrics)],
+    win = s.get("window") if isinstance(s.get("window"), dict) else None
+    shown = win or s                # closed loop: the window's figures, the ones sweeps and compare read
+    at = "window." if win is not None else ""      # a cell's data-key names the block its number comes from
+    head = [[_cell(k), _cell(shown[k], key=at + k)] for k in RUN_HEADLINE if k in shown]
+    sections = [{"title": "Metrics (whole run)", "tables": [_table("metrics", ["metric", "value"],
+                                                                  _numbers_rows(s, RUN_METRICS))],
                  "text": (s.get("kv_capacity") or {}).get("describe"), "text_id": "kv-capacity"},
                 {"title": "Goodput", "tables": [_run_goodput(s, rq, tiers)],
                  "text": _request_goodput_text(s), "text_id": None}]
+    if win is not None:
+        sections.insert(0, {"title": "Closed-loop window (the figures sweeps, compare and the headline read)",
+                            "tables": [_table("window", ["metric", "value"],
+                                              _numbers_rows(win, RUN_METRICS, "window."))],
+                            "text": f"requests arriving from {win.get('start_s', 0):.3f} s to {win.get('end_s', 0):.3f} "
+                                    "s, once every user has completed one request and until the last is issued",
+                            "text_id": "window"})
     if s.get("per_domain"):
         cols = ["requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
                 "acceptance_rate"]
@@ -227,10 +237,22 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
                      f"seed {s.get('seed')}",
             "subtitle": f"{where}; {d}" + (f" -- {warning}" if warning else ""),
             "decision": None, "lead_figure": None,
-            "headline": {"heading": "Headline (whole run)", "table": _table("headline", ["metric", "value"], head)},
+            "headline": {"heading": "Headline (closed-loop window)" if win is not None else "Headline (whole run)",
+                         "table": _table("headline", ["metric", "value"], head)},
             "sections": sections, "figures": [_figure(k, RUN_FIGURES[k], f) for k, f in made.items()],
             "provenance": [_provenance_items(s.get("provenance", {}), {"run directory": str(d)})],
             "command": s.get("command_line"), "scenario": _scenario_text(s.get("provenance", {}).get("scenario"))}
+
+
+def _numbers_rows(block: dict[str, Any], first: tuple[str, ...], prefix: str = "") -> list[list[dict[str, Any]]]:
+    """(metric, value) rows of every number of a summary block (``summary.json``'s top level or its window):
+    the keys of ``first`` in that order, then the other numbers by name; each value cell's key is ``prefix`` +
+    the name (``window.`` for the window's)."""
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    keys = [k for k in first if number(block.get(k))]
+    keys += sorted(k for k, v in block.items() if number(v) and k not in keys)
+    return [[_cell(k), _cell(block[k], key=prefix + k)] for k in keys]
 
 
 def _scenario_text(scen: Any) -> str:
