@@ -237,3 +237,24 @@ def test_predict_reports_progress_and_the_cli_one_summary_line(tmp_path, capsys)
     app(["production", "predict", "--concurrency", "1,2", "--cache", str(tmp_path)], standalone_mode=False)
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and re.fullmatch(r"production predict: 4/4 points in \d+\.\d s", err[0]), err
+
+
+def test_a_fit_writes_into_its_out_folder_and_leaves_the_bundled_files_alone(tmp_path):
+    """write_fit with a folder: the profile, the scenario TOML naming that profile file and the fit record go
+    there, and the TOML loads and resolves that profile (a fresh user's `production fit` overwrote the package's
+    bundled files by default)."""
+    import json
+
+    from specsim.hardware.profile import resolve_profile
+    from specsim.scenario import load_scenario
+    from specsim.studies.production import FitResult, write_fit
+
+    rec = json.loads((REPO / "specsim" / "scenarios" / "v4-flash-fit.json").read_text())
+    bundled = (REPO / "specsim" / "scenarios" / "v4-flash.toml").read_text()
+    paths = write_fit(deployment("v4-flash"), FitResult(**rec), REPO, tmp_path / "fit")
+    assert [p.name for p in paths] == ["v4-flash-rank-terms.json", "v4-flash.toml", "v4-flash-fit.json"]
+    assert all(p.parent == tmp_path / "fit" for p in paths)
+    sc = load_scenario(paths[1])
+    assert Path(sc.profile.name).name == "v4-flash-rank-terms.json"
+    assert resolve_profile(sc.profile.name).metadata["name"] == "v4-flash-rank-terms"
+    assert (REPO / "specsim" / "scenarios" / "v4-flash.toml").read_text() == bundled

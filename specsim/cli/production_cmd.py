@@ -23,9 +23,16 @@ REPO = Path(__file__).resolve().parent.parent.parent
 def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
             iterations: int = typer.Option(2, help="simulate-and-correct rounds after the surrogate fit"),
             cache: Path = typer.Option(Path("runs/production-cache"), help="cache of simulated points"),
-            write: bool = typer.Option(True, help="write the profile, scenario TOML and fit record")) -> None:
+            write: bool = typer.Option(True, help="write the profile, scenario TOML and fit record"),
+            out: Path = typer.Option(Path("runs/production"), "--out", help="folder for the profile, the scenario "
+                                     "TOML (naming the profile beside it) and the fit record; run predict with "
+                                     "--scenario OUT/<model>.toml"),
+            bundled: bool = typer.Option(False, "--bundled", help="write the package's bundled files instead "
+                                         "(specsim/data/profiles, specsim/scenarios: what docs/production.md "
+                                         "was regenerated from), replacing them")) -> None:
     """Fit the rank's engine-level terms (flops_eff, kernel_s, the exposed all-to-all fraction; physical bounds)
-    to the MTP-1 frontier points of Fig. 7 (nothing from DSpark); writes profile <model>-rank-terms."""
+    to the MTP-1 frontier points of Fig. 7 (nothing from DSpark); writes profile <model>-rank-terms into --out
+    (the bundled files only with --bundled)."""
     from rich.console import Console
 
     from specsim.progress import ProgressBar
@@ -37,8 +44,8 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
     console = Console()
     console.print(json.dumps({k: v for k, v in fit.to_dict().items() if k != "iterations"}, indent=1))
     if write:
-        for p in write_fit(dep, fit, REPO):
-            console.print(f"written to {p.relative_to(REPO)}")
+        for p in write_fit(dep, fit, REPO, None if bundled else out):
+            console.print(f"written to {p.relative_to(REPO) if bundled else p}")
 
 
 @production_app.command("predict")

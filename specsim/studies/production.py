@@ -570,20 +570,19 @@ host_overhead_s = {HOST_OVERHEAD_S}
 """
 
 
-def write_fit(dep: Deployment, fit: FitResult, repo_root: Path) -> tuple[Path, Path, Path]:
-    """Write the fitted profile, the scenario TOML and the fit record (JSON) under ``repo_root``.
-
-    Returns:
-        (profile path, scenario path, fit record path).
-    """
+def write_fit(dep: Deployment, fit: FitResult, repo_root: Path, dest: Path | None = None) -> tuple[Path, Path, Path]:
+    """Write the fitted profile, the scenario TOML and the fit record (JSON) into folder ``dest`` (the TOML names the
+    profile file beside it), or with ``dest`` None as the package's bundled files under ``repo_root``. Returns
+    (profile path, scenario path, fit record path)."""
     from specsim.hardware.profile import save_profile
 
-    prof = fitted_profile(dep, fit)
-    ppath = repo_root / "specsim" / "data" / "profiles" / f"{profile_name(dep)}.json"
-    save_profile(prof, ppath)
-    spath = repo_root / "specsim" / "scenarios" / f"{dep.name}.toml"
-    spath.write_text(scenario_toml(dep, fit))
-    fpath = repo_root / "specsim" / "scenarios" / f"{dep.name}-fit.json"
+    ppath = (dest or repo_root / "specsim" / "data" / "profiles") / f"{profile_name(dep)}.json"
+    sdir = dest or repo_root / "specsim" / "scenarios"
+    sdir.mkdir(parents=True, exist_ok=True)                      # with dest, the profile's folder too
+    save_profile(fitted_profile(dep, fit), ppath)
+    spath, toml = sdir / f"{dep.name}.toml", scenario_toml(dep, fit)
+    spath.write_text(toml if dest is None else toml.replace(f'name = "{profile_name(dep)}"', f'name = "{ppath.name}"'))
+    fpath = sdir / f"{dep.name}-fit.json"
     fpath.write_text(json.dumps(fit.to_dict(), indent=1) + "\n")
     return ppath, spath, fpath
 
