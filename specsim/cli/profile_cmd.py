@@ -147,7 +147,8 @@ def import_vidur_cmd(
 
 @profile_app.command("import-splitwise")
 def import_splitwise_cmd(
-    csv: Path = typer.Option(None, help="splitwise-sim perf_model.csv (default: the shared copy)"),
+    csv: Path = typer.Option(None, help="splitwise-sim perf_model.csv (default: the copy in the project's shared "
+                             "data, $SPECSIM_SHARED or ../shared beside the repository; not shipped in the package)"),
     model: str = typer.Option("llama2-70b"), hardware: str = typer.Option("h100-80gb"),
     tp: int = typer.Option(2), out: Path = typer.Option(Path("."), help="output folder"),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
@@ -193,7 +194,9 @@ def analytic_cmd(
                                                     "GPU has FP8; default: each GEMM in its weights' dtype where the "
                                                     "GPU has it, else weight-only at BF16"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
-    calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves"),
+    calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves "
+                                    "(needs Vidur's profiling CSVs from the project's shared data, $SPECSIM_SHARED "
+                                    "or ../shared beside the repository; not shipped in the package)"),
     cudagraph_max_tokens: int = typer.Option(512, help="largest CUDA-graph size in tokens (vLLM's "
                                                        "max_cudagraph_capture_size; 0 = eager); eager beyond"),
 ) -> None:
