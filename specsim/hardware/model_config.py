@@ -296,7 +296,8 @@ def _check_degree(key: str, value: int, most: int) -> None:
 
 
 #: Presets. Llama-2 shapes from meta-llama config.json; Qwen3-8B from Qwen/Qwen3-8B config.json;
-#: deepseek-v3 from deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense, 256 experts top-8, 1 shared).
+#: deepseek-v3 from deepseek-ai/DeepSeek-V3 config.json (61 layers, 3 dense, 256 experts top-8, 1 shared), its
+#: weights in FP8 as the checkpoint ships them (its quantization_config; the config file gives the same).
 #: Context lengths: each config.json's max_position_embeddings (:data:`CONTEXT_LENGTHS`).
 MODELS: dict[str, ModelConfig] = {
     "llama2-7b": ModelConfig("llama2-7b", 32, 4096, 32, 32, 128, 11008, 32000, max_position_embeddings=4096),
@@ -304,7 +305,8 @@ MODELS: dict[str, ModelConfig] = {
     "qwen3-8b": ModelConfig("qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, max_position_embeddings=40960),
     "deepseek-v3": ModelConfig("deepseek-v3", 61, 7168, 128, 128, 128, 18432, 129280, num_experts=256,
                                top_k=8, expert_ffn=2048, num_shared_experts=1, first_dense_layers=3,
-                               kv_lora_rank=512, q_lora_rank=1536, rope_dim=64, max_position_embeddings=163840),
+                               kv_lora_rank=512, q_lora_rank=1536, rope_dim=64, max_position_embeddings=163840,
+                               weight_dtype="fp8"),
 }
 
 #: Context lengths (tokens) of the models the bundled profiles name in ``metadata.model`` (lower case), from
