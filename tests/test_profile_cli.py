@@ -371,3 +371,17 @@ def test_analytic_refuses_conflicting_model_flags_and_warns_of_no_room_for_kv(tm
                          "--weight-dtype", "fp8", "--max-batch-tokens", "64", "--out", str(tmp_path / "c.json")])
     assert r.exit_code == 0, r.output
     assert "leave no KV cache within 90% of the a100's" in " ".join(r.output.split())
+
+
+def test_an_activation_dtype_that_changes_no_gemm_is_said(tmp_path):
+    """--activation-dtype fp8 on BF16 weights runs every GEMM as before (an MMA runs at its wider operand's rate):
+    the output says so instead of listing fp8 activations as if they counted (a fresh user's report); on FP4
+    experts it names the W4A8 GEMMs and no such note."""
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--gpu", "h100", "--activation-dtype", "fp8",
+                         "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    assert "--activation-dtype fp8 changes no GEMM here" in " ".join(r.output.split())
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "h800", "--tp", "8", "--ep", "8",
+                         "--expert-dtype", "fp4", "--activation-dtype", "fp8", "--out", str(tmp_path / "b.json")])
+    text = " ".join(r.output.split())
+    assert r.exit_code == 0 and "GEMMs run W4A8" in text and "changes no GEMM" not in text

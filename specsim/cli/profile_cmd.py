@@ -232,6 +232,8 @@ def analytic_cmd(
 
 def _echo_shape(sm) -> None:
     """One line naming the model, GPU and parallelism used; a warning when the weights do not fit the GPU."""
+    from dataclasses import replace
+
     from specsim.hardware.kv_capacity import STEP_MODEL_UTILIZATION
 
     m, g = sm.model, sm.gpu
@@ -252,6 +254,12 @@ def _echo_shape(sm) -> None:
         typer.echo(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
                    f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
                    "(--activation-dtype; DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
+    plain = replace(sm, model=replace(m, activation_dtype=None))
+    if m.activation_dtype and all(sm.compute_dtype(p) == plain.compute_dtype(p) for p in parts
+                                  if p != "experts" or m.num_experts):
+        typer.echo(f"note: --activation-dtype {m.activation_dtype} changes no GEMM here: a GEMM runs at the rate of "
+                   f"its wider operand, and the weights are already {m.activation_dtype} or wider (BF16 weights "
+                   "run BF16); it applies to FP8 or FP4 weights")
     if weights > g.memory_bytes:
         typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
