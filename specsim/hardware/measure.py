@@ -33,7 +33,7 @@ def _import_torch():
     try:
         import torch
     except ImportError:  # pragma: no cover - depends on the environment
-        raise SpecsimInputError(None, None, "torch", "torch installed (pip install 'specsim[torch]')",
+        raise SpecsimInputError(None, None, "torch", "torch installed (pip install torch==2.13.0, then specsim[torch])",
                                 "not importable") from None
     return torch
 
