@@ -529,3 +529,17 @@ def test_a_run_without_a_closed_loop_window_keeps_its_records_in_out(monkeypatch
     assert s["load"]["window_start_s"] is None and s["total"] == 80
     assert (out / "requests.parquet").is_file() and (out / "steps.parquet").is_file()
 
+
+
+def test_a_closed_loop_window_with_few_requests_is_noted(monkeypatch, capsys):
+    """A window that measured fewer than two requests per user is said to (its figures rest on few requests, and
+    each policy's window holds other requests: a fresh user's report); a wide one is not."""
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--policy", "none", "--concurrency", "32",
+                             "--num-requests", "128", "--json")
+    s = json.loads(out)
+    assert code == 0 and s["window"]["measured_requests"] < 64
+    assert f"the closed-loop window measured {s['window']['measured_requests']} requests for 32 users" in \
+        " ".join(err.split())
+    code, out, err = run_cli(monkeypatch, capsys, "run", "--trace", PROD, "--policy", "none", "--concurrency", "4",
+                             "--num-requests", "200", "--json")
+    assert code == 0 and "closed-loop window measured" not in err

@@ -125,6 +125,12 @@ def run_notices(s: dict) -> list[str]:
         notices.append(f"notice: --max-model-len {cw['max_model_len']} is above the model's own window of {own} "
                        f"tokens ({src}): vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, and the model "
                        "was not trained past it; a longer-context model's profile answers for long requests")
+    load, win = s.get("load") or {}, s.get("window") if isinstance(s.get("window"), dict) else {}
+    users, measured = load.get("concurrency"), win.get("measured_requests")
+    if users and measured is not None and measured < 2 * users:
+        notices.append(f"notice: the closed-loop window measured {measured} requests for {users} users (it opens "
+                       "when every user has completed one and closes when the last request is issued, so each "
+                       "policy's window holds other requests); more --num-requests widens it")
     table = s.get("scheduler_cost_table")
     if table and table.get("mean_rel_error") is not None:
         notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "
