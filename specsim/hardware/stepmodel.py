@@ -31,8 +31,11 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
                     the engine's once-per-request ``request_overhead_s`` and the CPU ``host_overhead_s``)
 ``fixed``           ``fixed_step_s``: per-step GPU-side fixed cost
 ``kernels``         ``kernel_s`` per kernel (GEMMs, elementwise, attention, communication, sampling)
-``communication``   TP all-reduce (2 per layer and the LM head's gather) and EP all-to-all (dispatch and
-                    combine per MoE layer): ``latency + size / (link * link_eff)``, ring factor ``2 (n-1)/n``
+``communication``   TP all-reduce (2 per layer and the LM head's gather) and, with data-parallel attention
+                    (EP > TP), EP all-to-all (dispatch and combine per MoE layer, in place of that layer's MoE
+                    all-reduce): ``latency + size / (link * link_eff)``, ring factor ``2 (n-1)/n``. With EP = TP
+                    every rank already holds every token, so the experts' outputs meet in the MoE all-reduce and
+                    no all-to-all runs (vLLM uses its all-to-all kernels only with data parallelism)
 ``eager``           ``eager_kernel_s`` per kernel for a step of B > ``cudagraph_max_tokens`` tokens: beyond the
                     CUDA-graph capture limit the engine launches every kernel from the host (issue 20)
 ==================  ===========================================================================================
@@ -337,11 +340,13 @@ class StepModel:
             per = lat + ring * b * m.hidden * ACT_BYTES / (bw * e.link_eff)
             count = 2 * m.num_layers + 1                                     # + the LM head's gather
             t, n = t + count * per, n + count
-        if self.ep > 1:
+        if self.ep > self.tp:           # data-parallel attention groups: tokens travel to the experts and back
             moe_layers = m.num_layers - m.first_dense_layers
             ep_bw = self.ep_link_bytes_per_s or bw
             size = b * m.top_k * m.hidden * ACT_BYTES * (self.ep - 1) / self.ep
             t, n = t + 2 * moe_layers * (lat + size / (ep_bw * e.link_eff)), n + 2 * moe_layers
+            if self.tp > 1:             # the MoE output's TP all-reduce is the combine's work instead
+                t, n = t - moe_layers * per, n - moe_layers
         return t, n
 
     # ------------------------------------------------------------------ the terms
