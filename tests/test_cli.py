@@ -510,7 +510,8 @@ def test_more_requests_than_the_trace_holds_is_noted_by_run_and_sweep(monkeypatc
     size = sum(1 for line in trace.read_text().splitlines() if line.strip())
     code, _, err = run_cli(monkeypatch, capsys, "run", "--trace", str(trace), "--policy", "none",
                            "--num-requests", "999", "--json")
-    assert code == 0 and f"--num-requests 999 but {trace} holds {size} requests: all of them run" in " ".join(err.split())
+    text = " ".join(err.split())
+    assert code == 0 and f"--num-requests 999 but {trace} holds {size} requests: all of them run" in text
     code, _, err = run_cli(monkeypatch, capsys, "sweep", "--trace", str(trace), "--out", str(tmp_path / "s"),
                            "--policies", "none", "--rate-scales", "1", "--num-requests", "999", "--executor",
                            "serial", "--quiet")

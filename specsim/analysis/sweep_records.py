@@ -143,6 +143,7 @@ def mixed_workloads(recs: list[dict]) -> str:
     if not mixed:
         return ""
     (mode, value), runs = min(mixed.items())
-    shown = "; ".join(f"{', '.join(curves)} on {n} requests (trace {str(sha)[:8]})" for (n, sha), curves in runs.items())
+    shown = "; ".join(f"{', '.join(curves)} on {n} requests (trace {str(sha)[:8]})"
+                      for (n, sha), curves in runs.items())
     return f"at {len(mixed)} load{'s' if len(mixed) > 1 else ''} the curves ran on different requests ({mode} " \
            f"load {value:g}: {shown})"

@@ -113,9 +113,9 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
 
 
 def run_notices(s: dict) -> list[str]:
-    """The ``notice:`` lines of summary ``s`` (the profile's range, the replica's GPUs, a prefill pool that limits
-    the load, the context window, a --max-model-len above the model's, the scheduler's cost table): printed
-    under the tables, and on stderr with --json."""
+    """The ``notice:`` lines of summary ``s`` (the profile's range and speculation terms, the replica's GPUs, a
+    prefill pool that limits the load, the context window, a --max-model-len above the model's, a closed-loop
+    window of few requests, the scheduler's cost table): printed under the tables, and on stderr with --json."""
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
     notices += [f"notice: {n}" for n in [prefill_wait_notice(s)] if n]
     cw = s.get("context_window") or {}

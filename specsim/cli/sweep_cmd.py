@@ -521,8 +521,8 @@ def compare_text(tab, sweep_dir, width: int | None = None) -> str:
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05).",
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
-             "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two (the tier's throughput, "
-             "interpolated between them, is > 5% above the lighter one's)."]
+             "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
+             "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]
     return fmt.table(cols, rows, keys=2, width=width, notes=notes,
                      title=f"{sweep_dir}: throughput per GPU at SLA tiers "
                      + (f"(baseline {tab.attrs['baseline']})" if tab.attrs.get("baseline") else "(no baseline)"))
