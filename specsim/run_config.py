@@ -36,7 +36,7 @@ from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
-from specsim.hardware.profile import StepTimeProfile, resolve_profile
+from specsim.hardware.profile import StepTimeProfile, profile_label, resolve_profile
 from specsim.hardware.stepmodel import step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
@@ -250,14 +250,11 @@ def replica_gpus(scenario: Scenario, profile: StepTimeProfile) -> tuple[int, str
     else the profile's (:func:`profile_gpus`). The notice says when a set value differs from the profile's:
     throughput per GPU then divides by the set value while the step times stay the profile's."""
     own, set_to = profile_gpus(profile), scenario.cluster.gpus_per_replica
-    if set_to is None:
+    if set_to is None or set_to == own:
         return own, None
-    if set_to == own:
-        return set_to, None
-    name = (getattr(profile, "metadata", None) or {}).get("name") or Path(str(profile.source)).stem
-    return set_to, (f"cluster.gpus_per_replica = {set_to}, but the profile {name} describes a replica "
-                    f"of {own} GPU{'s' if own != 1 else ''} (TP x PP in its metadata): throughput per GPU divides "
-                    f"by {set_to} while the step times stay those of {own}; leave the key out to take the "
+    return set_to, (f"cluster.gpus_per_replica = {set_to}, but the profile {profile_label(profile)} describes a "
+                    f"replica of {own} GPU{'s' if own != 1 else ''} (TP x PP in its metadata): throughput per GPU "
+                    f"divides by {set_to} while the step times stay those of {own}; leave the key out to take the "
                     f"profile's")
 
 
@@ -267,12 +264,10 @@ def prefill_instance_gpus(scenario: Scenario, profile: StepTimeProfile) -> tuple
     model at the profile's step times). The notice says when a set value differs from the profile's while the
     prefill time comes from the profile (no ``prefill.time_per_token_s``)."""
     own, set_to = profile_gpus(profile), scenario.prefill.gpus_per_instance
-    if set_to is None:
-        return own, None
-    if set_to == own or scenario.prefill.time_per_token_s is not None:
-        return set_to, None
-    name = (getattr(profile, "metadata", None) or {}).get("name") or Path(str(profile.source)).stem
-    return set_to, (f"prefill.gpus_per_instance = {set_to}, but the prefill time comes from the profile {name}, "
+    if set_to is None or set_to == own or scenario.prefill.time_per_token_s is not None:
+        return own if set_to is None else set_to, None
+    return set_to, (f"prefill.gpus_per_instance = {set_to}, but the prefill time comes from the profile "
+                    f"{profile_label(profile)}, "
                     f"a replica of {own} GPU{'s' if own != 1 else ''} (TP x PP in its metadata): the GPUs counted "
                     f"per prefill instance are {set_to} while its speed is that of {own}; leave the key out to "
                     "take the profile's")

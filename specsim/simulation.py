@@ -295,11 +295,11 @@ def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow
         win = _window(trace, config, window)
     except SpecsimInputError as e:         # no window to measure: keep the whole run for the caller to save
         raise NoWindowError(e.file, e.line, e.field, e.expected, e.got,
-                            result=_summarised(trace, config, built, requests, steps, None)) from None
-    return _summarised(trace, config, built, requests, steps, win)
+                            result=_summary_over(trace, config, built, requests, steps, None)) from None
+    return _summary_over(trace, config, built, requests, steps, win)
 
 
-def _summarised(trace, config: RunConfig, built: _Built, requests: pd.DataFrame, steps: pd.DataFrame,
+def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFrame, steps: pd.DataFrame,
                 win: tuple[float, float] | None) -> SimulationResult:
     """The summary of a finished run over its window ``win`` (closed loop; None: the whole run), with its
     request and step frames."""

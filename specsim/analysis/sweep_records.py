@@ -136,9 +136,9 @@ def mixed_workloads(recs: list[dict]) -> str:
         curve = c["policy"] + "".join(f" {k}={v}" for k, v in sorted((c.get("knobs") or {}).items())
                                       if k not in ("gamma", "drafter"))
         runs = by_load.setdefault((c["load"]["mode"], float(c["load"]["value"])), {})
-        runs.setdefault((c.get("num_requests"), c.get("trace_sha")), [])
-        if curve not in runs[(c.get("num_requests"), c.get("trace_sha"))]:
-            runs[(c.get("num_requests"), c.get("trace_sha"))].append(curve)
+        curves = runs.setdefault((c.get("num_requests"), c.get("trace_sha")), [])
+        if curve not in curves:
+            curves.append(curve)
     mixed = {k: v for k, v in by_load.items() if len(v) > 1}
     if not mixed:
         return ""

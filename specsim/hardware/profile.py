@@ -156,6 +156,11 @@ def _numbers(values: object, src: str, key: str, none_ok: bool = False, nested: 
     return a if nested else a[0]
 
 
+def profile_label(profile: StepTimeProfile) -> str:
+    """A profile's name for a message: its metadata's ``name``, else its file's stem."""
+    return (getattr(profile, "metadata", None) or {}).get("name") or Path(str(profile.source)).stem
+
+
 def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
     """How a run's steps met the edges of the profile's measured range.
 
@@ -191,8 +196,7 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
     if padded:
         notices.append(f"{padded} of {b.size} steps ran below the profile's measured range (B < {first}) and "
                        f"were costed at B = {first}'s time (padded up to the first measured size)")
-    md = profile.metadata or {}
-    name = md.get("name") or Path(str(profile.source)).stem
+    md, name = profile.metadata or {}, profile_label(profile)
     if gamma > 0 and not (profile.spec_step_s or profile.spec_request_s):
         notices.append(f"the profile {name} charges no speculation overhead (spec_step_s, spec_request_s: "
                        "rejection sampling, draft bookkeeping, docs/profiles.md), so speculative steps cost a plain "

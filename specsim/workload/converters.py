@@ -458,10 +458,10 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
     return ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit]
 
 
-def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tuple[np.ndarray, list[tuple[str, Any]]]:
+def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tuple[np.ndarray, dict[int, tuple]]:
     """(N,) bool: rows whose arrival is not a time (a number, or a date-time with ``time_unit`` datetime) or whose
-    prompt or output tokens are not an int >= 1, the rules :func:`convert_table` enforces; and for each row, the
-    first bad (column, value) or None."""
+    prompt or output tokens are not an int >= 1, the rules :func:`convert_table` enforces; and for each bad row's
+    index, its first bad (column, value)."""
     def numeric(col: str) -> np.ndarray:
         return pd.to_numeric(df[col].astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
 
@@ -476,8 +476,7 @@ def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tup
         v = numeric(cmap[key])
         checks.append((cmap[key], ~np.isfinite(v) | (v < 1) | np.where(np.isfinite(v), v != np.floor(v), True)))
     bad = np.logical_or.reduce([m for _, m in checks])
-    first = [next(((col, df[col].iloc[i]) for col, m in checks if m[i]), None) if bad[i] else None
-             for i in range(len(df))] if bad.any() else []
+    first = {int(i): next((col, df[col].iloc[i]) for col, m in checks if m[i]) for i in np.flatnonzero(bad)}
     return bad, first
 
 
