@@ -143,12 +143,16 @@ cols = ["tier", "curve", "status", "throughput_per_gpu", "gain_vs_baseline", "tp
         "best_goodput_per_gpu", "best_goodput_load", "attainment_at_best"]
 table[cols].round(3)'''),
     ("md", """What this small scenario shows: at both tiers DSpark's hardware-aware budget beats verifying
-all gamma drafts (its verify budget falls from about 6 tokens per request at 4 users to about 2 at 64,
-while static keeps 8), and the asynchronous variant, which also hides the host overhead, gains more."""),
+all gamma drafts (about +14% at 170 tok/s/user and +4% at 200; its verify budget falls from about 6.7 tokens
+per request at 4 users to about 4.5 at 64, while static keeps 8), and the asynchronous variant, which also hides
+the host overhead, gains more (about +27% and +17%). Every drafting step also pays speculation's own overhead
+(this plain A100 table states none, so the run charges vLLM issue 49548's sourced defaults: 0.78 ms + 0.084 ms
+per running request, 6 ms of a step at 64 users; docs/profiles.md); DSpark prices it into every step, so it
+trims less at load than it would on the target's step time alone."""),
     ("code", '''at = table.set_index(["tier", "curve"]).throughput_per_gpu
 for t in TIERS:
-    assert at[(t, "dspark")] > 1.05 * at[(t, "static")], t          # dspark dominates static at the tier
-    assert at[(t, "dspark-async")] > at[(t, "static")], t
+    assert at[(t, "dspark-async")] > at[(t, "dspark")] > at[(t, "static")], t    # dspark dominates static
+assert at[(170.0, "dspark")] > 1.1 * at[(170.0, "static")]
 budget = budget_curve(records).pivot(index="load", columns="curve",
                                      values="mean_verify_tokens_per_request_mean")
 assert budget["dspark"].is_monotonic_decreasing and budget["static"].min() > 7.5
@@ -299,16 +303,17 @@ table = compare(records, TIERS, baseline="static")
 table[["tier", "curve", "status", "throughput_per_gpu", "gain_vs_baseline"]].round(3)'''),
     ("md", """What the numbers say: the cut-off's budget shrinks with load as designed, but a threshold
 that ignores the step-time curve leaves throughput on the table: DSpark, which prices every extra token
-with SPS(B), is ahead at both tiers (about +25% at 150 tok/s/user and +15% at 200), and the cut-off does
-not beat static (about 8% behind at 150, level within 2% at 200), because at 16 users it still verifies 4
-of 7 drafts while paying the host overhead that static hides."""),
+with SPS(B), is ahead of it at both tiers (about 1.4x at 150 tok/s/user and 1.1x at 200) and ahead of static
+(about +22% and +6%), and the cut-off does not beat static (about 15% behind at 150 and 5% at 200), because at
+16 users it still verifies 4 of 7 drafts while paying the host overhead that static hides. (Every speculating
+step here also pays speculation's own overhead, vLLM issue 49548's sourced defaults, as this plain Vidur table
+states none: docs/profiles.md.)"""),
     ("code", '''budget = df.pivot(index="load", columns="curve", values="mean_verify_tokens_per_request")
 assert budget["load-aware-cutoff"].is_monotonic_decreasing
 at = table.set_index(["tier", "curve"]).throughput_per_gpu
 for t in TIERS:
-    assert at[(t, "dspark")] > 1.1 * at[(t, "load-aware-cutoff")], t
-assert at[(150.0, "load-aware-cutoff")] < at[(150.0, "static")]
-assert abs(at[(200.0, "load-aware-cutoff")] / at[(200.0, "static")] - 1) < 0.05
+    assert at[(t, "dspark")] > 1.05 * at[(t, "load-aware-cutoff")], t
+    assert at[(t, "dspark")] > at[(t, "static")] > at[(t, "load-aware-cutoff")], t
 budget.round(2)'''),
 ]
 

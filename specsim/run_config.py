@@ -37,7 +37,7 @@ from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
 from specsim.hardware.profile import StepTimeProfile, profile_label, resolve_profile
-from specsim.hardware.stepmodel import step_model_of
+from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
 from specsim.policies.registry import run_knobs
@@ -239,6 +239,33 @@ def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
                                 f"--max-batch-tokens {chunk} or more)", f"last size {prof.max_batch_tokens}")
 
 
+def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeProfile:
+    """``profile`` with the speculation overhead the run charges (issue 20; ``engine.spec_step_s`` and
+    ``engine.spec_request_s``, docs/profiles.md "Speculation's own overhead").
+
+    A value set in the scenario overrides the profile's; left unset, a profile that states its terms (nonzero
+    terms; a step model, which always carries them: sourced defaults, fitted or set; a file with the keys, even
+    0; or ``metadata["speculation_terms"]``, as :meth:`StepTimeProfile.flat` says none) keeps them, and one that
+    states none (a measured table of plain forward passes, like the bundled Vidur-derived ones) gets
+    :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults (vLLM issue 49548: 7.75e-4 s per
+    speculative step, 8.4e-5 s per running request), said in ``metadata["speculation_terms"]`` for the run's
+    notice (:func:`specsim.hardware.profile.range_report`). Returns ``profile`` itself when nothing changes.
+    """
+    e, md = scenario.engine, profile.metadata or {}
+    stated = bool(profile.spec_step_s or profile.spec_request_s or "step_model" in md or "speculation_terms" in md)
+    if stated and e.spec_step_s is None and e.spec_request_s is None:
+        return profile
+    d = EngineTerms()
+    step = e.spec_step_s if e.spec_step_s is not None else profile.spec_step_s if stated else d.spec_step_s
+    req = e.spec_request_s if e.spec_request_s is not None else profile.spec_request_s if stated else d.spec_request_s
+    if (step, req) == (profile.spec_step_s, profile.spec_request_s):
+        return profile
+    why = ("set in the scenario (engine.spec_step_s, engine.spec_request_s)" if stated or e.spec_step_s is not None
+           or e.spec_request_s is not None else "vLLM issue 49548's sourced defaults: the profile states none")
+    return replace(profile, spec_step_s=float(step), spec_request_s=float(req),
+                   metadata={**md, "speculation_terms": why})
+
+
 def profile_gpus(profile: StepTimeProfile) -> int:
     """GPUs one replica of ``profile`` runs on: its metadata's ``tp`` x ``pp`` (1 for each it does not give)."""
     md = getattr(profile, "metadata", None) or {}
@@ -340,7 +367,7 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
     """
     sc = config.scenario
     choice = resolve_policy(config.policy, sc, config.gamma, config.drafter, config.knobs)
-    prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
+    prof = speculation_terms(sc, profile or resolve_profile(sc.profile.name, sc.profile.lookup))
     check_prefill_chunk(sc, prof)
     cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
     frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)

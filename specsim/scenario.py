@@ -382,6 +382,13 @@ class EngineConfig(_Section):
             None = the model's own (specsim.hardware.context: profile metadata, step model, config.json).
         context_overflow: a request beyond the window is ``unservable`` (with its reason, as vLLM refuses
             it) or ``truncate`` (its output cut to fit, as replay tools do).
+        spec_step_s, spec_request_s: speculation's own overhead (issue 20: rejection sampling, draft metadata,
+            the extra CPU-GPU synchronisation), seconds per speculative step and per running request in such a
+            step; float in [0, 0.05] and [0, 0.01]. None = the profile's own terms where it states them (a
+            step-model profile always does: sourced defaults or fitted), else vLLM issue 49548's sourced defaults
+            (7.75e-4 s and 8.4e-5 s, :class:`specsim.hardware.stepmodel.EngineTerms`), as for a measured table of
+            plain forward passes. A value overrides the profile's (0 charges none). Resolved by
+            :func:`specsim.run_config.speculation_terms`; charged only while speculation is configured.
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -391,9 +398,15 @@ class EngineConfig(_Section):
     emission_overhead_s: float = 0.0
     max_model_len: int | None = None
     context_overflow: Literal[CONTEXT_OVERFLOWS] = "unservable"
+    spec_step_s: float | None = None
+    spec_request_s: float | None = None
 
     def _validate(self) -> None:
         self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
+        for key, most in (("spec_step_s", 0.05), ("spec_request_s", 0.01)):
+            v = getattr(self, key)
+            self._check(v is None or 0 <= v <= most, key, f"a float in [0, {most:g}] s (seconds, not ms), or left "
+                        "out for the profile's own terms")
         self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
                     "an int >= 1, tokens of context (leave it out for the model's own)")
         for key, most in (("host_overhead_s", 1.0), ("request_overhead_s", 60.0), ("emission_overhead_s", 1.0)):

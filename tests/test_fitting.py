@@ -54,7 +54,9 @@ def test_logged_blocks_and_replay_layout():
 #: The default scenario with a window every request of prod.jsonl fits (its longest: 9,060 tokens): 19 of the first
 #: 120 exceed Llama-2's 4,096 tokens and would be refused, thinning the ~40 requests per domain these statistical
 #: round trips rest on; the fit is about acceptance, not the context window.
-FITS = ["engine.max_model_len=16384"]
+#: Speculation's own overhead is off: these round trips are about acceptance, and their tolerances (seed noise
+#: of ~45 requests per domain) were set on runs without it, whose timing decides which steps the window holds.
+FITS = ["engine.max_model_len=16384", "engine.spec_step_s=0", "engine.spec_request_s=0"]
 
 
 @pytest.fixture(scope="module")

@@ -187,7 +187,9 @@ def test_smartspec_poor_acceptance_matches_not_verifying():
 def test_smartspec_never_below_none_at_poor_acceptance():
     """With the engine's proposal_length hook SmartSpec drafts nothing when drafts never land, so it runs
     at `none`'s throughput; the only cost is its exploration (one draft per request on 1 step in 64 of
-    the would-be-empty steps, so the estimate can recover), measured at 0.03% here."""
+    the would-be-empty steps, so the estimate can recover), measured at 0.27% here: a probing step pays the
+    drafter and speculation's own overhead (the table's sourced defaults, 0.775 ms + 84 us x 32 requests on a
+    ~20 ms step), so 1/64 of the steps cost about 18% more (0.03% before that overhead was charged)."""
     sc = homogeneous_scenario("profile.name=a100-llama2-7b-tp1", alpha=0.05)
     tr = _small_trace(96)
     smart = simulate(tr, SMARTSPEC, sc, concurrency=32, seed=0).summary["window"]["output_throughput_per_gpu"]
@@ -197,7 +199,7 @@ def test_smartspec_never_below_none_at_poor_acceptance():
     # at 0.5 within a few steps of 32 requests); what those first drafts cost or win depends on their draws
     # (here they win 0.12%), so it matches `none` to 0.2%
     assert no_probe.summary["window"]["output_throughput_per_gpu"] == pytest.approx(none, rel=2e-3)
-    assert smart >= 0.998 * none
+    assert smart >= 0.995 * none
 
 
 # ----------------------------------------------------------------------------------------- schedule

@@ -21,7 +21,8 @@ from specsim.workload import load_trace
 DATA = Path(__file__).parent / "data"
 BUILT_IN = ["none", "mtp1", "static", "specdecpp", "dspark", "dspark-async", "dspark-global", "oracle"]
 FLAT = [f"profile.name={DATA / 'flat20ms_profile.json'}", "engine.host_overhead_s=0", "engine.request_overhead_s=0",
-        "drafter.base_fraction=0", "drafter.per_draft_fraction=0", "prefill.time_per_token_s=0.0009765625"]
+        "drafter.base_fraction=0", "drafter.per_draft_fraction=0", "prefill.time_per_token_s=0.0009765625",
+        "engine.spec_step_s=0", "engine.spec_request_s=0"]
 
 
 def const(alpha: float = 0.7) -> list[str]:

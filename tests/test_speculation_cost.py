@@ -90,6 +90,61 @@ def test_step_model_profiles_carry_the_sourced_defaults_and_round_trip(tmp_path)
     assert (back.spec_step_s, back.spec_request_s, back.spec_zero_draft_pays) == (7.75e-4, 8.4e-5, True)
 
 
+def test_a_table_that_states_no_terms_is_charged_the_sourced_defaults(tmp_path):
+    """A plain table file without the keys (as the bundled Vidur-derived ones) pays EngineTerms' sourced defaults
+    on every drafting step; the scenario's engine keys override them (0: the earlier plain-table behaviour); a
+    file stating 0, a closed-form flat profile and a step-model profile keep their own terms."""
+    from specsim.hardware.profile import resolve_profile
+    from specsim.run_config import speculation_terms
+    d = EngineTerms()
+    table = tmp_path / "table.json"
+    table.write_text('{"batch_tokens": [1, 4096], "step_time_s": [0.02, 0.02]}')
+    steps = _decode_steps(_Propose(2), load_profile(table))
+    expect = 0.02 + d.spec_step_s + d.spec_request_s * steps["num_decode"].to_numpy()
+    np.testing.assert_allclose(steps["duration_s"].to_numpy(), expect, rtol=0, atol=1e-12)
+    sc = load_scenario()
+    got = speculation_terms(sc, resolve_profile(sc.profile.name))
+    assert (got.spec_step_s, got.spec_request_s) == (7.75e-4, 8.4e-5)
+    assert got.metadata["speculation_terms"].startswith("vLLM issue 49548")
+    off = load_scenario(overrides=["engine.spec_step_s=0", "engine.spec_request_s=0"])
+    assert speculation_terms(off, load_profile(table)).speculation_s(8, 24) == 0.0
+    half = load_scenario(overrides=["engine.spec_step_s=0.002"])          # one key set: the other from the default
+    assert (speculation_terms(half, load_profile(table)).spec_step_s,
+            speculation_terms(half, load_profile(table)).spec_request_s) == (0.002, 8.4e-5)
+    zero = tmp_path / "zero.json"
+    zero.write_text('{"batch_tokens": [1, 4096], "step_time_s": [0.02, 0.02], "spec_step_s": 0}')
+    for prof in (load_profile(zero), StepTimeProfile.flat(0.02)):
+        assert speculation_terms(sc, prof) is prof and prof.speculation_s(8, 24) == 0.0
+    model = step_model("qwen3-8b", "h100", terms=replace(d, spec_step_s=5e-4)).profile(256)
+    assert speculation_terms(sc, model) is model
+    both = speculation_terms(half, model)
+    assert (both.spec_step_s, both.spec_request_s) == (0.002, 8.4e-5)
+    with pytest.raises(SpecsimInputError, match="engine.spec_step_s"):
+        load_scenario(overrides=["engine.spec_step_s=0.775"])          # milliseconds given for seconds
+
+
+def test_dspark_prices_its_step_with_speculations_overhead():
+    """R = 1, gamma = 1, T(1) = 10 ms, T(2) = 12 ms: Theta rises with the draft iff (1 + a) / (12 + c) > 1 / (10 + c),
+    i.e. a > 2 / (10 + c) ms. At a = 0.15 DSpark admits the draft when the step pays c = 10 ms of speculation's own
+    overhead (threshold 0.1) and not without it (threshold 0.2); both early-stop rules, and the view's SPS."""
+    from specsim.policies import SchedulingView, make_policy
+    table = StepTimeProfile(np.array([1, 2]), np.array([0.010, 0.012]), metadata={"speculation_terms": "none"})
+    one = np.array([[0.15]])
+    z = np.zeros(1, np.int64)
+
+    def view(prof):
+        return SchedulingView(step=0, now_s=0.0, gamma=1, request_ids=z, domains=np.array(["chat"], dtype=object),
+                              conf_raw=one, conf=one, num_generated=z + 1, prompt_tokens=z + 10, kv_tokens=0.0,
+                              hist_drafts_verified=z, hist_drafts_accepted=z, last_verify_len=z - 1,
+                              last_accepted=z - 1, profile=prof)
+    paid = replace(table, spec_step_s=0.010)
+    assert view(paid).speculation_s == 0.010 and view(table).speculation_s == 0.0
+    assert view(paid).drafting_sps(2) == pytest.approx(1 / 0.022) and view(paid).sps(2) == pytest.approx(1 / 0.012)
+    for rule in ("hull", "paper"):
+        pol = make_policy("dspark", early_stop=rule)
+        assert list(pol(view(table))) == [0] and list(pol(view(paid))) == [1], rule
+
+
 def test_bad_speculation_terms_are_named(tmp_path):
     with pytest.raises(SpecsimInputError, match="spec_request_s"):
         EngineTerms(spec_request_s=-1.0)

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = f"{REPO / 'policies' / 'template.py'}:SurvivalCutoff"
 LOADS = (8, 16, 24, 32)
 SEEDS = (0, 1)
-TIERS = (500.0, 530.0)
+TIERS = (440.0, 465.0)    # the default scenario's TPS/user band on this trace (with speculation's own overhead)
 
 
 def small_trace(n: int = 160, seed: int = 7) -> Trace:
@@ -140,7 +140,7 @@ def test_sweep_points_are_the_tune_points(searched_then_grid):
 
 # --------------------------------------------------------------------------------------------- plug-ins
 def test_plugin_template_tunes_like_a_builtin(tmp_path):
-    res = tune(spec(TEMPLATE, tiers=(530.0,)), load_scenario(), small_trace(), tmp_path, executor="serial")
+    res = tune(spec(TEMPLATE, tiers=(465.0,)), load_scenario(), small_trace(), tmp_path, executor="serial")
     r = res.tiers[0]
     assert r.status == "ok" and r.value in res.spec.knob.values() and res.num_runs <= res.grid_runs // 2
     recs = load_records(tmp_path)

@@ -75,6 +75,9 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
         if type(v) not in (int, float):
             raise SpecsimInputError(src, None, key, "a number of seconds >= 0", _shown(v))
         coef[key] = float(v)
+    md = dict(doc.get("metadata", {}))
+    if any(k in doc for k in ("spec_step_s", "spec_request_s")) and not (coef["spec_step_s"] or coef["spec_request_s"]):
+        md.setdefault("speculation_terms", "none: stated as 0 in the profile file")   # run_config.speculation_terms
     pays = doc.get("spec_zero_draft_pays", False)
     if type(pays) is not bool:
         raise SpecsimInputError(src, None, "spec_zero_draft_pays", "true or false", _shown(pays))
@@ -86,7 +89,7 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
         batch_tokens=b.astype(np.int64), step_time_s=t,
         lookup=lookup or doc.get("lookup", "linear"),
         extrapolate=doc.get("extrapolate", "error"),
-        metadata=dict(doc.get("metadata", {})), source=src, **coef,
+        metadata=md, source=src, **coef,
         mixed_step_time_s=None if mixed is None else _numbers(mixed, src, "mixed_step_time_s", none_ok=True),
     )
     pa = doc.get("prefill_attention")
@@ -176,7 +179,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
         size (costed at its time); n2 counts, under ``extrapolate="error"``, decode steps whose verification
         batch (requests + verified drafts) is exactly the last measured size while drafts were left
         unverified, i.e. a scheduler that scores B stopped at the table's edge. One notice line per non-zero
-        count, one when a speculating run's profile charges no speculation overhead (issue 20), and one when the
+        count, one when a speculating run charges no speculation overhead or charges the sourced defaults for a
+        profile that states none (issue 20, :func:`specsim.run_config.speculation_terms`), and one when the
         profile is marked ``superseded_by``.
     """
     first, last = int(profile.batch_tokens[0]), profile.max_batch_tokens
@@ -198,11 +202,15 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
                        f"were costed at B = {first}'s time (padded up to the first measured size)")
     md, name = profile.metadata or {}, profile_label(profile)
     if gamma > 0 and not (profile.spec_step_s or profile.spec_request_s):
-        notices.append(f"the profile {name} charges no speculation overhead (spec_step_s, spec_request_s: "
+        notices.append(f"the run charges no speculation overhead (profile {name}; spec_step_s, spec_request_s: "
                        "rejection sampling, draft bookkeeping, docs/profiles.md), so speculative steps cost a plain "
                        "step plus the drafter and the speed-up at load comes out high (docs/validation.md); set "
-                       "them in the profile, or use a step-model profile (profile analytic / fit), which carries "
-                       "sourced defaults")
+                       "engine.spec_step_s and engine.spec_request_s, or leave them unset for sourced defaults")
+    elif gamma > 0 and str(md.get("speculation_terms", "")).startswith("vLLM issue 49548"):
+        notices.append(f"speculation's own overhead: {profile.spec_step_s * 1e3:.3g} ms per speculative step + "
+                       f"{profile.spec_request_s * 1e3:.2g} ms per running request, vLLM issue 49548's sourced "
+                       f"defaults, as the profile {name} states none (docs/profiles.md); set engine.spec_step_s "
+                       "and engine.spec_request_s to change them")
     if md.get("superseded_by"):
         notices.append(f"the profile {name} is superseded by {md['superseded_by']} (kept to reproduce earlier "
                        "results; docs/profiles.md says why)")

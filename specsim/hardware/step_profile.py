@@ -57,7 +57,9 @@ class StepTimeProfile:
             (:meth:`prefill_attention_s`); 0 = none.
         spec_step_s, spec_request_s, spec_zero_draft_pays: speculation's own overhead (:meth:`speculation_s`;
             step-model profiles carry :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults, plain
-            tables 0 unless their file sets the JSON keys of the same names).
+            tables 0 unless their file sets the JSON keys of the same names; a run charges a table that states
+            none, neither by these keys nor by ``metadata["speculation_terms"]``, the sourced defaults:
+            :func:`specsim.run_config.speculation_terms`).
 
     Raises:
         SpecsimInputError: NaN or non-positive times, unsorted or duplicate sizes, length mismatch,
@@ -306,9 +308,12 @@ class StepTimeProfile:
 
     @classmethod
     def flat(cls, step_time_s: float, max_batch_tokens: int = 65536) -> "StepTimeProfile":
-        """A constant step time at every B in [1, max_batch_tokens] (for closed-form checks)."""
+        """A constant step time at every B in [1, max_batch_tokens] (for closed-form checks): a step costs
+        ``step_time_s`` and nothing else, so its ``metadata["speculation_terms"]`` states no speculation overhead
+        (:func:`specsim.run_config.speculation_terms` then adds none unless the scenario sets it)."""
         return cls(np.array([1, max_batch_tokens]), np.array([step_time_s, step_time_s]),
-                   metadata={"kind": "synthetic", "source": "flat profile"}, source="<flat>")
+                   metadata={"kind": "synthetic", "source": "flat profile",
+                             "speculation_terms": "none: a closed-form profile"}, source="<flat>")
 
 
 def grid_bilinear(x_axis: np.ndarray, y_axis: np.ndarray, values: np.ndarray, x: np.ndarray,

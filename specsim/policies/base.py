@@ -127,6 +127,21 @@ class SchedulingView:
         """Target steps per second at B tokens (scalar or array), with this step's KV read included."""
         return self.profile.sps(batch_tokens, self.kv_tokens, self.num_requests)
 
+    @property
+    def speculation_s(self) -> float:
+        """Seconds of speculation's own overhead this step pays once it has drafted, whatever it verifies (the
+        profile's ``speculation_s`` at R requests drafting gamma each, issue 20, docs/profiles.md; 0 for a
+        scheduler table, which carries none, and without drafts)."""
+        f = getattr(self.profile, "speculation_s", None)
+        return 0.0 if f is None else f(self.num_requests, self.num_requests * self.gamma)
+
+    def drafting_sps(self, batch_tokens: int | np.ndarray) -> float | np.ndarray:
+        """Steps per second of this step, which has drafted, at B verified tokens: 1 / (the target's step time
+        with this step's KV read + :attr:`speculation_s`). What a verify-length decision scores (DSpark's
+        Theta); :meth:`sps` is the target's alone (a decision on how much to draft, where drafting nothing
+        pays no speculation overhead, reads it)."""
+        return 1.0 / (self.profile.step_time(batch_tokens, self.kv_tokens, self.num_requests) + self.speculation_s)
+
     def draft_time_s(self, gamma: int) -> float:
         """Seconds to draft ``gamma`` tokens for every running request (0 without a drafter)."""
         if self.drafter_cost is None or gamma <= 0:
@@ -136,6 +151,11 @@ class SchedulingView:
     def sps_range(self, first: int, count: int) -> np.ndarray:
         """SPS at B = first .. first + count - 1, shape (count,), with this step's KV read included."""
         return 1.0 / self.profile.step_time_range(first, count, self.kv_tokens, self.num_requests)
+
+    def drafting_sps_range(self, first: int, count: int) -> np.ndarray:
+        """:meth:`drafting_sps` at B = first .. first + count - 1, shape (count,)."""
+        return 1.0 / (self.profile.step_time_range(first, count, self.kv_tokens, self.num_requests)
+                      + self.speculation_s)
 
     def survival(self, calibrated: bool = True) -> np.ndarray:
         """(R, gamma) survival a_{r,j} = prod_{i<=j} c_{r,i} (PAPER.md section 3)."""

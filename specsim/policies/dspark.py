@@ -38,7 +38,8 @@ def scored_candidates(num_requests: int, num_candidates: int, batch_limit: int |
 
 
 def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens: int | None = None) -> np.ndarray:
-    """Theta_n = (R + sum of the n best survivals) * SPS(R + n), for n = 0..N. Shape (N+1,).
+    """Theta_n = (R + sum of the n best survivals) * SPS(R + n), for n = 0..N. Shape (N+1,). A view's SPS is
+    :meth:`~specsim.policies.base.SchedulingView.drafting_sps` (speculation's own overhead included).
 
     Args:
         num_requests: R, the anchor slots.
@@ -57,9 +58,9 @@ def theta_curve(num_requests: int, a_sorted: np.ndarray, view, max_batch_tokens:
     tau[0] = 0.0
     a_sorted[:n_max].cumsum(out=tau[1:])
     tau += num_requests
-    if callable(view) and not hasattr(view, "sps_range"):
+    if callable(view) and not hasattr(view, "drafting_sps_range"):
         return tau * view(num_requests + np.arange(n_max + 1))
-    return tau * view.sps_range(num_requests, n_max + 1)
+    return tau * view.drafting_sps_range(num_requests, n_max + 1)
 
 
 def lengths_from_top(n: int, r_sorted: np.ndarray, num_requests: int) -> np.ndarray:
@@ -439,7 +440,8 @@ class DSpark(PolicyBase):
     Start from B = R and tau = R (each request's own token), admit candidates in survival order adding
     a_{r,j} to tau, and stop at the first admission that does not raise Theta = tau / T(B) (PAPER.md 5.1).
     T(B) is the step time at B = R .. R + N including the step's constant terms (per-request and KV-read
-    seconds, known before drafting). The early stop keeps the decision for a request's draft j independent
+    seconds, known before drafting, and speculation's own overhead, which the step pays whatever it verifies:
+    :attr:`SchedulingView.speculation_s`). The early stop keeps the decision for a request's draft j independent
     of its later drafts' confidences, which keeps speculative decoding lossless (PAPER.md Appendix A).
 
     Args:
@@ -476,21 +478,25 @@ class DSpark(PolicyBase):
         load_scan_kernels()
         profile = view.profile
         n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
+        spec = view.speculation_s                       # speculation's own overhead: paid whatever is verified
         if self.early_stop == "hull":                   # the constant terms: per-request and KV-read seconds
-            constant = profile.step_time(R, view.kv_tokens, R) - profile.step_time(R)
+            constant = profile.step_time(R, view.kv_tokens, R) - profile.step_time(R) + spec
             base, stats = self._table_hull(profile, R, n_max)                          # (N+1,) B = R .. R+N
             ratio = rise_bound(stats, max(constant, 0.0))
         else:
             parts = getattr(profile, "step_time_parts", None)             # a scheduler table has none
             parts = None if parts is None else parts(R, n_max + 1, view.kv_tokens, R)
             if parts is None:
-                constant, base, ratio = 0.0, profile.step_time_range(R, n_max + 1, view.kv_tokens, R), np.inf
+                constant, ratio = spec, np.inf
+                base = profile.step_time_range(R, n_max + 1, view.kv_tokens, R)
             else:                                                          # the table itself, no copy
                 base, constant = parts
+                constant += spec
                 ratio = rise_bound(self._table_stats(profile, R, n_max, base), max(constant, 0.0))
         lengths = scan_lengths(view.conf, base, constant, R, ratio)
         if self.diagnose:
-            self._count(view.conf, profile.step_time_range(R, n_max + 1, view.kv_tokens, R), int(lengths.sum()))
+            self._count(view.conf, profile.step_time_range(R, n_max + 1, view.kv_tokens, R) + spec,
+                        int(lengths.sum()))
         return lengths
 
     def _table_hull(self, profile, R: int, n_max: int) -> tuple[np.ndarray, tuple[float, float, float]]:

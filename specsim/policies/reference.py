@@ -46,7 +46,7 @@ class DSparkGlobal(PolicyBase):
         if R == 0 or view.gamma == 0:
             return np.zeros(R, dtype=np.int64)
         a_sorted, r_sorted = ranked_candidates(view.survival())
-        theta = theta_curve(R, a_sorted, view.sps, view.profile.max_batch_tokens)   # (N+1,)
+        theta = theta_curve(R, a_sorted, view.drafting_sps, view.profile.max_batch_tokens)   # (N+1,)
         return lengths_from_top(int(np.argmax(theta)), r_sorted, R)
 
 
@@ -82,5 +82,5 @@ class Oracle(PolicyBase):
         r_order = np.concatenate([slot[accepted.T], slot[~accepted.T]])      # (R*g,)
         n_max = min(R * g, view.profile.max_batch_tokens - R)
         n = np.arange(n_max + 1)
-        realised = (R + np.minimum(n, prefix.sum())) * view.sps(R + n)      # (n_max+1,) tokens/s
+        realised = (R + np.minimum(n, prefix.sum())) * view.drafting_sps(R + n)   # (n_max+1,) tokens/s
         return lengths_from_top(int(np.argmax(realised)), r_order, R)
