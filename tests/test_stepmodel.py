@@ -399,3 +399,12 @@ def test_ep_equal_to_tp_runs_no_all_to_all():
     a2a = g.link_latency_s + b * ds.top_k * ds.hidden * 2.0 * (8 - 1) / 8 / (g.link_bytes_per_s * e.link_eff)
     want = (2 * ds.num_layers + 1 - moe) * ar + 2 * moe * a2a
     np.testing.assert_allclose(comm(StepModel(ds, H100, IDEAL, tp=2, ep=8)), want, rtol=1e-9)
+
+
+def test_an_fp4_kv_cache_needs_a_gpu_with_fp4():
+    """A fresh user's `profile analytic --kv-dtype fp4` on an H100 was accepted and halved the KV read; no engine
+    stores an FP4 KV cache without FP4 support (NVFP4 KV is a Blackwell feature)."""
+    fp4 = replace(MODELS["llama2-7b"], kv_dtype="fp4")
+    with pytest.raises(SpecsimInputError, match=r"kv_dtype.*fp8 or bf16 on h100.*Blackwell"):
+        step_model(fp4, "h100")
+    assert step_model(fp4, "b200").kv_bytes_per_token * 4 == step_model(MODELS["llama2-7b"], "b200").kv_bytes_per_token

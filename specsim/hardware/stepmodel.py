@@ -171,7 +171,7 @@ class StepModel:
     Raises:
         SpecsimInputError: tp or ep < 1; ep > 1 on a dense model,
             not a multiple of tp or more than the experts; tp not dividing the attention heads or incompatible
-            with the KV heads.
+            with the KV heads; an fp4 KV cache on a GPU without FP4 support.
     """
 
     model: ModelConfig
@@ -190,6 +190,10 @@ class StepModel:
         if self.ep > 1 and (self.ep % self.tp or m.num_experts // self.ep < 1):
             raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides the model's experts",
                                     f"ep={self.ep} (tp={self.tp}, experts={m.num_experts})")
+        if m.kv_dtype == "fp4" and self.gpu.fp4_flops_per_s is None:
+            raise SpecsimInputError(None, None, "kv_dtype", f"fp8 or bf16 on {self.gpu.name}: an FP4 KV cache "
+                                    "(NVFP4, as TensorRT-LLM stores it) needs a GPU with FP4 support (Blackwell)",
+                                    "fp4")
         kv_ok = m.kv_lora_rank or m.num_kv_heads % self.tp == 0 or self.tp % m.num_kv_heads == 0
         if m.num_heads % self.tp or not kv_ok:
             raise SpecsimInputError(None, None, "tp", f"a divisor of the {m.num_heads} attention heads that divides "
