@@ -36,7 +36,7 @@ from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
-from specsim.hardware.profile import StepTimeProfile, profile_label, resolve_profile
+from specsim.hardware.profile import StepTimeProfile, profile_label, resolve_profile, speculation_notice
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
@@ -264,6 +264,28 @@ def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeP
            or e.spec_request_s is not None else "vLLM issue 49548's sourced defaults: the profile states none")
     return replace(profile, spec_step_s=float(step), spec_request_s=float(req),
                    metadata={**md, "speculation_terms": why})
+
+
+def swept_speculation_notices(records: list[dict]) -> list[str]:
+    """The speculation-overhead notices (:func:`specsim.hardware.profile.speculation_notice`) of a sweep's
+    speculating points, one per distinct scenario, so that ``specsim compare`` and ``recommend`` say what a run
+    says (sweep records keep no notices). ``records``: sweep records (``config.scenario``, ``config.knobs.gamma``);
+    a scenario that no longer loads is skipped (its points are reported elsewhere)."""
+    base, seen, out = load_scenario(), set(), []
+    for r in records:
+        cfg = r.get("config") or {}
+        key = repr(cfg.get("scenario"))
+        if not (cfg.get("knobs") or {}).get("gamma") or key in seen:
+            continue
+        seen.add(key)
+        try:
+            sc = base.with_updates(cfg.get("scenario") or {}, src="a sweep record")
+            note = speculation_notice(speculation_terms(sc, resolve_profile(sc.profile.name, sc.profile.lookup)))
+        except SpecsimInputError:
+            continue
+        if note and note not in out:
+            out.append(note)
+    return out
 
 
 def profile_gpus(profile: StepTimeProfile) -> int:

@@ -140,7 +140,7 @@ def test_cli_recommend_json(tmp_path):
     _register()
     out = CliRunner().invoke(app, ["recommend", str(tmp_path), "--tiers", "100", "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
+    data = json.loads(out.stdout)            # notes go to stderr
     assert data["tiers"] == [100.0] and data["recommendations"][0]["policy"] == "vllm-dsd"
     assert {e["engine"] for e in data["recommendations"][0]["engines"]} == {"vllm", "trtllm", "sglang"}
 

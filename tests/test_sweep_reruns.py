@@ -182,3 +182,22 @@ def test_plot_of_a_sweep_whose_every_point_failed_is_refused(tmp_path, capsys, m
     assert _cli(["plot", str(tmp_path / "s"), "--out", str(tmp_path / "plots")]) == 2
     assert "no point finished" in capsys.readouterr().err
     assert not (tmp_path / "plots" / "frontiers.png").exists()
+
+
+def test_compare_says_what_speculation_overhead_the_points_were_charged(tmp_path, capsys):
+    """A sweep keeps no run notices: compare says, from the points' scenario, that the default profile's
+    speculating points paid vLLM issue 49548's sourced defaults (issue 20), that a sweep with them set to 0 paid
+    none and its speed-ups come out high, and says nothing of speculation for a sweep of `none` alone."""
+    trace = _trace(tmp_path / "t.jsonl", 1)
+    assert _sweep(trace, tmp_path / "s") == 0
+    err = " ".join(_compare(tmp_path / "s", capsys)[1].split())
+    assert "note: speculation's own overhead: 0.775 ms per speculative step + 0.084 ms per running request" in err
+    zero = ["--set", "engine.spec_step_s=0", "--set", "engine.spec_request_s=0"]
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "z"), "--policies", "mtp1,dspark",
+                 "--concurrency", "2,4", "--requests-per-user", "6", "--executor", "serial", "--quiet", *zero]) == 0
+    err = " ".join(_compare(tmp_path / "z", capsys)[1].split())
+    assert "the run charges no speculation overhead" in err and "49548" not in err
+    assert _sweep(trace, tmp_path / "n", policies="none") == 0
+    capsys.readouterr()
+    assert _cli(["compare", str(tmp_path / "n"), "--json", "--tiers", "20", "--baseline", "none"]) == 0
+    assert "speculation" not in capsys.readouterr().err

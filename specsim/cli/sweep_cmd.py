@@ -360,7 +360,8 @@ def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
 def _records(d: Path) -> list[dict]:
     """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
     earlier version of the sweep left (:func:`specsim.analysis.sweep_records.superseded`). Says on
-    stderr what it leaves out and which points failed (their loads are missing from the frontiers)."""
+    stderr what it leaves out, which points failed (their loads are missing from the frontiers) and the
+    speculation overhead its points were charged where a run would say it (issue 20)."""
     import sys
 
     from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
@@ -378,6 +379,9 @@ def _records(d: Path) -> list[dict]:
     if mixed:
         print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
               "same trace and request counts", file=sys.stderr)
+    from specsim.run_config import swept_speculation_notices
+    for note in swept_speculation_notices([r for r in recs if r["status"] == "ok"]):
+        print(f"note: {note}", file=sys.stderr)
     failed = [r for r in recs if r["status"] != "ok"]
     if failed:
         shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "

@@ -201,21 +201,32 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
         notices.append(f"{padded} of {b.size} steps ran below the profile's measured range (B < {first}) and "
                        f"were costed at B = {first}'s time (padded up to the first measured size)")
     md, name = profile.metadata or {}, profile_label(profile)
-    if gamma > 0 and not (profile.spec_step_s or profile.spec_request_s):
-        notices.append(f"the run charges no speculation overhead (profile {name}; spec_step_s, spec_request_s: "
-                       "rejection sampling, draft bookkeeping, docs/profiles.md), so speculative steps cost a plain "
-                       "step plus the drafter and the speed-up at load comes out high (docs/validation.md); set "
-                       "engine.spec_step_s and engine.spec_request_s, or leave them unset for sourced defaults")
-    elif gamma > 0 and str(md.get("speculation_terms", "")).startswith("vLLM issue 49548"):
-        notices.append(f"speculation's own overhead: {profile.spec_step_s * 1e3:.3g} ms per speculative step + "
-                       f"{profile.spec_request_s * 1e3:.2g} ms per running request, vLLM issue 49548's sourced "
-                       f"defaults, as the profile {name} states none (docs/profiles.md); set engine.spec_step_s "
-                       "and engine.spec_request_s to change them")
+    spec = speculation_notice(profile) if gamma > 0 else None
+    if spec:
+        notices.append(spec)
     if md.get("superseded_by"):
         notices.append(f"the profile {name} is superseded by {md['superseded_by']} (kept to reproduce earlier "
                        "results; docs/profiles.md says why)")
     return {"measured_batch_tokens": [first, last], "extrapolate": profile.extrapolate,
             "steps_padded_to_first": padded, "steps_capped_at_last": capped, "notices": notices}
+
+
+def speculation_notice(profile: StepTimeProfile) -> str | None:
+    """The notice for a speculating run on ``profile`` (its terms as :func:`specsim.run_config.speculation_terms`
+    resolved them): that it charges no speculation overhead, or that it charges vLLM issue 49548's sourced
+    defaults because the profile states none; None when the profile states its own terms."""
+    name = profile_label(profile)
+    if not (profile.spec_step_s or profile.spec_request_s):
+        return (f"the run charges no speculation overhead (profile {name}; spec_step_s, spec_request_s: rejection "
+                "sampling, draft bookkeeping, docs/profiles.md), so speculative steps cost a plain step plus the "
+                "drafter and the speed-up at load comes out high (docs/validation.md); set engine.spec_step_s and "
+                "engine.spec_request_s, or leave them unset for sourced defaults")
+    if str((profile.metadata or {}).get("speculation_terms", "")).startswith("vLLM issue 49548"):
+        return (f"speculation's own overhead: {profile.spec_step_s * 1e3:.3g} ms per speculative step + "
+                f"{profile.spec_request_s * 1e3:.2g} ms per running request, vLLM issue 49548's sourced defaults, "
+                f"as the profile {name} states none (docs/profiles.md); set engine.spec_step_s and "
+                "engine.spec_request_s to change them")
+    return None
 
 
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:
