@@ -260,8 +260,9 @@ def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeP
     req = e.spec_request_s if e.spec_request_s is not None else profile.spec_request_s if stated else d.spec_request_s
     if (step, req) == (profile.spec_step_s, profile.spec_request_s):
         return profile
-    why = ("set in the scenario (engine.spec_step_s, engine.spec_request_s)" if stated or e.spec_step_s is not None
-           or e.spec_request_s is not None else "vLLM issue 49548's sourced defaults: the profile states none")
+    set_here = e.spec_step_s is not None or e.spec_request_s is not None
+    why = ("set in the scenario (engine.spec_step_s, engine.spec_request_s)" if set_here
+           else "vLLM issue 49548's sourced defaults: the profile states none")
     return replace(profile, spec_step_s=float(step), spec_request_s=float(req),
                    metadata={**md, "speculation_terms": why})
 
