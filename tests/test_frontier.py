@@ -268,7 +268,7 @@ def test_cli_compare_and_plot(regression_dir, tmp_path):
     r = runner.invoke(app, ["compare", str(regression_dir), "--tiers", "100,150,200", "--baseline", "mtp1",
                             "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["baseline"] == "mtp1" and len(data["table"]) == 15
     base = [row for row in data["table"] if row["curve"] == "mtp1"]
     assert all(row["gain_vs_baseline"] == pytest.approx(0.0) for row in base if row["status"] == "ok")
@@ -367,7 +367,7 @@ def test_cli_compare_goodput(tier_boundary_dir):
     runner = CliRunner()
     r = runner.invoke(app, ["compare", str(tier_boundary_dir), "--tiers", "50", "--goodput", "e2el:1062.5", "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["table"][0]["status"] == "ok"
     assert data["request_goodput"][0]["request_goodput"] == pytest.approx(3 / 201.0625, rel=1e-9)
     for width in ("40", "80"):

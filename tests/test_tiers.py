@@ -112,7 +112,7 @@ def test_tiers_stored_with_the_sweep_are_reused(tmp_path):
     _register()
     r = CliRunner().invoke(app, ["compare", str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data["tiers"] == [30.0, 45.0] and [w["tier"] for w in data["winners"]] == [30.0, 45.0]
     assert data["winners"][0]["curve"] == "none" and data["winners"][0]["margin_verdict"] == "no runner-up"
     r = CliRunner().invoke(app, ["compare", str(tmp_path), "--tiers", "0"])

@@ -228,7 +228,7 @@ def test_cli_tune_compare_plot(tmp_path):
     assert len(d["untuned_ids"]) == 4
     r = CliRunner().invoke(app, ["compare", str(out), "--tiers", "490", "--json"])
     assert r.exit_code == 0, r.output
-    js = json.loads(r.output)
+    js = json.loads(r.stdout)
     assert set(js["frontiers"]) == {"mtp1"} and js["tuned"][0]["curve"] == "specdecpp tuned threshold"
     r = CliRunner().invoke(app, ["plot", str(out), "--tiers", "490"])
     assert r.exit_code == 0, r.output
