@@ -185,13 +185,15 @@ def test_plot_of_a_sweep_whose_every_point_failed_is_refused(tmp_path, capsys, m
 
 
 def test_compare_says_what_speculation_overhead_the_points_were_charged(tmp_path, capsys):
-    """A sweep keeps no run notices: compare says, from the points' scenario, that the default profile's
-    speculating points paid vLLM issue 49548's sourced defaults (issue 20), that a sweep with them set to 0 paid
-    none and its speed-ups come out high, and says nothing of speculation for a sweep of `none` alone."""
+    """A sweep keeps no run notices: compare (and report's page) says, from the points' scenario, that the default
+    profile's speculating points paid vLLM issue 49548's sourced defaults (issue 20), that a sweep with them set to
+    0 paid none and its speed-ups come out high, and says nothing of speculation for a sweep of `none` alone."""
     trace = _trace(tmp_path / "t.jsonl", 1)
     assert _sweep(trace, tmp_path / "s") == 0
     err = " ".join(_compare(tmp_path / "s", capsys)[1].split())
     assert "note: speculation's own overhead: 0.775 ms per speculative step + 0.084 ms per running request" in err
+    assert _cli(["report", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0     # and the report's page
+    assert '<p id="notes">Speculation&#39;s own overhead: 0.775 ms' in (tmp_path / "r.html").read_text()
     zero = ["--set", "engine.spec_step_s=0", "--set", "engine.spec_request_s=0"]
     assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "z"), "--policies", "mtp1,dspark",
                  "--concurrency", "2,4", "--requests-per-user", "6", "--executor", "serial", "--quiet", *zero]) == 0

@@ -111,13 +111,16 @@ class Report:
     figures: tuple[str, ...]
 
 
-def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[float, ...] = DEFAULT_TIERS) -> Report:
+def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[float, ...] = DEFAULT_TIERS,
+                 notes: tuple[str, ...] = ()) -> Report:
     """Write the HTML page of run or sweep directory ``src``.
 
     Args:
         src: a run directory (``summary.json``) or a sweep directory (``sweep.json`` or ``points/``).
         out: the HTML path; default ``src/report.html``.
         tiers: TPS/user SLA tiers (tok/s) of the winners and the goodput tables.
+        notes: a sweep page's notes, shown under "Notes" (``specsim report`` passes what compare says of the
+            speculation overhead its points were charged: :func:`specsim.run_config.swept_speculation_notices`).
 
     Returns:
         The :class:`Report` written.
@@ -129,7 +132,7 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
     if (d / "summary.json").is_file():
         kind, page = "run", _run_page(d, tiers)
     elif (d / "sweep.json").is_file() or (d / "points").is_dir():
-        kind, page = "sweep", _sweep_page(d, tiers)
+        kind, page = "sweep", _sweep_page(d, tiers, notes)
     else:
         raise SpecsimInputError(str(d), None, None, "a run directory (summary.json from specsim run --out) or a "
                                 "sweep directory (sweep.json, points/ from specsim sweep --out)", "neither")
@@ -355,7 +358,7 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
                   "status says why a tier has no throughput (infeasible) or reads its best point (covered), never a bare '-'.")
 
 
-def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
+def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) -> dict[str, Any]:
     from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
     from specsim.analysis.results import measured_for_plot
@@ -381,6 +384,8 @@ def _sweep_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
     mixed = mixed_workloads(ok)
     sections = [{"title": "Warning: curves measured on different requests", "tables": [], "text_id": "mixed",
                  "text": f"{mixed[0].upper()}{mixed[1:]}: their throughputs are not comparable."}] if mixed else []
+    sections += [{"title": "Notes", "tables": [], "text_id": "notes",
+                  "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
     sections += [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab)], "text": None,
                   "text_id": None},
                  {"title": "Load points (seed means)", "text": None, "text_id": None, "tables": [_table(

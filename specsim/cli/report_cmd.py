@@ -23,5 +23,10 @@ def report(
     from specsim.cli.sweep_cmd import resolve_tiers
 
     tier_values = tuple(resolve_tiers(tiers, directory))
-    rep = write_report(directory, out, tier_values)
+    notes: tuple[str, ...] = ()
+    if (directory / "points").is_dir():                 # a sweep: what its speculating points were charged
+        from specsim.analysis.sweep_records import load_records
+        from specsim.run_config import swept_speculation_notices
+        notes = tuple(swept_speculation_notices([r for r in load_records(directory) if r["status"] == "ok"]))
+    rep = write_report(directory, out, tier_values, notes)
     print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")
