@@ -49,11 +49,13 @@ def stale_survival(old_view: SchedulingView | None, running_ids: np.ndarray, gam
 
 def _cost_args(table, view: SchedulingView, first: int, count: int, num_requests: int, draft: bool) -> tuple:
     """(base, first, add) of :func:`best_prefix` at B = first .. first + count for ``num_requests`` requests: the
-    scheduler's table, or (no table) the exact profile at the view's KV read, plus the view's drafter seconds
+    scheduler's table, or (no table) the exact profile at the view's KV read with speculation's own overhead (which
+    a step that drafted pays whatever it verifies, as DSpark's T counts it), plus the view's drafter seconds
     when ``draft``."""
     if table is not None:
         return table.verify_s, first, table.draft_s(num_requests)
-    cost = view.profile.step_time_range(first, count + 1, view.kv_tokens, num_requests)
+    cost = (view.profile.step_time_range(first, count + 1, view.kv_tokens, num_requests)
+            + view.profile.speculation_s(num_requests, num_requests * view.gamma))
     return (cost + view.draft_time_s(view.gamma) if draft else cost), 0, 0.0
 
 
