@@ -36,7 +36,7 @@ from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
-from specsim.hardware.profile import StepTimeProfile, profile_label, resolve_profile, speculation_notice
+from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profile_label, resolve_profile
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
@@ -243,50 +243,28 @@ def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeP
     """``profile`` with the speculation overhead the run charges (issue 20; ``engine.spec_step_s`` and
     ``engine.spec_request_s``, docs/profiles.md "Speculation's own overhead").
 
-    A value set in the scenario overrides the profile's; left unset, a profile that states its terms (nonzero
-    terms; a step model, which always carries them: sourced defaults, fitted or set; a file with the keys, even
-    0; or ``metadata["speculation_terms"]``, as :meth:`StepTimeProfile.flat` says none) keeps them, and one that
-    states none (a measured table of plain forward passes, like the bundled Vidur-derived ones) gets
-    :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults (vLLM issue 49548: 7.75e-4 s per
-    speculative step, 8.4e-5 s per running request), said in ``metadata["speculation_terms"]`` for the run's
-    notice (:func:`specsim.hardware.profile.range_report`). Returns ``profile`` itself when nothing changes.
+    Each term resolves on its own: a value set in the scenario overrides the profile's; left unset, a profile that
+    states its terms (nonzero terms; a step model, which always carries them: sourced defaults, fitted or set; a
+    file with the keys, even 0; or ``metadata["speculation_terms"]``, as :meth:`StepTimeProfile.flat` says none)
+    keeps its own, and one that states none (a measured table of plain forward passes, like the bundled
+    Vidur-derived ones) gets :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults (vLLM issue 49548:
+    7.75e-4 s per speculative step, 8.4e-5 s per running request). Where the values came from is kept in
+    ``metadata["speculation_terms"]`` for the run's notice (:func:`specsim.hardware.profile.speculation_notice`);
+    a profile that keeps its own terms is returned as it is.
     """
     e, md = scenario.engine, profile.metadata or {}
     stated = bool(profile.spec_step_s or profile.spec_request_s or "step_model" in md or "speculation_terms" in md)
     if stated and e.spec_step_s is None and e.spec_request_s is None:
         return profile
     d = EngineTerms()
-    step = e.spec_step_s if e.spec_step_s is not None else profile.spec_step_s if stated else d.spec_step_s
-    req = e.spec_request_s if e.spec_request_s is not None else profile.spec_request_s if stated else d.spec_request_s
-    if (step, req) == (profile.spec_step_s, profile.spec_request_s):
-        return profile
-    set_here = e.spec_step_s is not None or e.spec_request_s is not None
-    why = ("set in the scenario (engine.spec_step_s, engine.spec_request_s)" if set_here
-           else "vLLM issue 49548's sourced defaults: the profile states none")
+    own = "the profile's own" if stated else SOURCED_SPECULATION
+    step, step_from = ((e.spec_step_s, "the scenario") if e.spec_step_s is not None
+                       else (profile.spec_step_s if stated else d.spec_step_s, own))
+    req, req_from = ((e.spec_request_s, "the scenario") if e.spec_request_s is not None
+                     else (profile.spec_request_s if stated else d.spec_request_s, own))
+    why = step_from if step_from == req_from else f"spec_step_s from {step_from}, spec_request_s from {req_from}"
     return replace(profile, spec_step_s=float(step), spec_request_s=float(req),
                    metadata={**md, "speculation_terms": why})
-
-
-def swept_speculation_notices(records: list[dict]) -> list[str]:
-    """The speculation-overhead notices (:func:`specsim.hardware.profile.speculation_notice`) of a sweep's
-    speculating points, one per distinct scenario, so that ``specsim compare`` and ``recommend`` say what a run
-    says (sweep records keep no notices). ``records``: sweep records (``config.scenario``, ``config.knobs.gamma``);
-    a scenario that no longer loads is skipped (its points are reported elsewhere)."""
-    base, seen, out = load_scenario(), set(), []
-    for r in records:
-        cfg = r.get("config") or {}
-        key = repr(cfg.get("scenario"))
-        if not (cfg.get("knobs") or {}).get("gamma") or key in seen:
-            continue
-        seen.add(key)
-        try:
-            sc = base.with_updates(cfg.get("scenario") or {}, src="a sweep record")
-            note = speculation_notice(speculation_terms(sc, resolve_profile(sc.profile.name, sc.profile.lookup)))
-        except SpecsimInputError:
-            continue
-        if note and note not in out:
-            out.append(note)
-    return out
 
 
 def profile_gpus(profile: StepTimeProfile) -> int:

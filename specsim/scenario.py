@@ -382,13 +382,15 @@ class EngineConfig(_Section):
             None = the model's own (specsim.hardware.context: profile metadata, step model, config.json).
         context_overflow: a request beyond the window is ``unservable`` (with its reason, as vLLM refuses
             it) or ``truncate`` (its output cut to fit, as replay tools do).
-        spec_step_s, spec_request_s: speculation's own overhead (issue 20: rejection sampling, draft metadata,
-            the extra CPU-GPU synchronisation), seconds per speculative step and per running request in such a
-            step; float in [0, 0.05] and [0, 0.01]. None = the profile's own terms where it states them (a
-            step-model profile always does: sourced defaults or fitted), else vLLM issue 49548's sourced defaults
-            (7.75e-4 s and 8.4e-5 s, :class:`specsim.hardware.stepmodel.EngineTerms`), as for a measured table of
-            plain forward passes. A value overrides the profile's (0 charges none). Resolved by
-            :func:`specsim.run_config.speculation_terms`; charged only while speculation is configured.
+        spec_step_s: speculation's own overhead per speculative step, seconds (issue 20: rejection sampling,
+            draft metadata, the extra CPU-GPU synchronisation), float in [0, 0.05]; unset = the profile's own term
+            where it states one (a step-model profile always does: sourced or fitted), else vLLM issue 49548's
+            sourced default 7.75e-4 s (:class:`specsim.hardware.stepmodel.EngineTerms`), as for a measured table of
+            plain forward passes; a value overrides the profile's (0 charges none). Each term resolves on its own
+            (:func:`specsim.run_config.speculation_terms`), and a run's notice says both values and where each came
+            from; charged only while speculation is configured.
+        spec_request_s: the same overhead per running request in a speculative step, seconds, float in [0, 0.01];
+            unset = the profile's own term, else vLLM issue 49548's sourced default 8.4e-5 s (same rules).
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -406,7 +408,7 @@ class EngineConfig(_Section):
         for key, most in (("spec_step_s", 0.05), ("spec_request_s", 0.01)):
             v = getattr(self, key)
             self._check(v is None or 0 <= v <= most, key, f"a float in [0, {most:g}] s (seconds, not ms), or left "
-                        "out for the profile's own terms")
+                        "out (the profile's own term, or vLLM issue 49548's default where the profile states none)")
         self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
                     "an int >= 1, tokens of context (leave it out for the model's own)")
         for key, most in (("host_overhead_s", 1.0), ("request_overhead_s", 60.0), ("emission_overhead_s", 1.0)):

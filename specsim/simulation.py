@@ -21,7 +21,7 @@ from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.context import ContextWindow, context_window
-from specsim.hardware.profile import StepTimeProfile, range_report
+from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
 from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, resolve_run
@@ -325,6 +325,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
             requests, completed & (requests.arrival_s >= win[0]) & (requests.arrival_s <= win[1]))
     rr, pc = built.resolved, built.resolved.policy
     summary["profile_range"] = range_report(rr.profile, steps, pc.gamma)   # padded / capped steps
+    summary["speculation_overhead"] = speculation_overhead(rr.profile) if pc.gamma else None
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)

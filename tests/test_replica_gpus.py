@@ -82,8 +82,8 @@ def test_a_prefill_instance_runs_on_the_profiles_tp(profile, gpus):
 def test_a_run_says_when_its_profile_charges_no_speculation_overhead_or_is_superseded():
     """A speculating run on a plain measured table that states no speculation terms (the default profile) is
     charged the sourced defaults and told so; set to 0 in the scenario, it is told its speed-up at load comes out
-    high; a step-model profile carries the terms and gets neither notice, nor does a run without drafts; a
-    superseded profile says so (fresh-user reports)."""
+    high; a step-model profile's own terms are named as such; one term set names where each came from; a run
+    without drafts says nothing of speculation; a superseded profile says so (fresh-user reports)."""
     notices = lambda s: " ".join(s["profile_range"]["notices"])          # noqa: E731
     s = simulate(_trace(), "dspark", load_scenario(), seed=0).summary
     assert "0.775 ms per speculative step + 0.084 ms per running request, vLLM issue 49548" in notices(s)
@@ -92,6 +92,13 @@ def test_a_run_says_when_its_profile_charges_no_speculation_overhead_or_is_super
     assert "speculation" not in notices(simulate(_trace(), "none", load_scenario(), seed=0).summary)
     terms = load_scenario(overrides=["profile.name=h200-deepseek-v3-tp8-terms"])
     assert resolve_profile("h200-deepseek-v3-tp8-terms").spec_step_s > 0
-    assert "speculation" not in notices(simulate(_trace(), "dspark", terms, seed=0).summary)
+    own = simulate(_trace(), "dspark", terms, seed=0).summary
+    assert "0.775 ms per speculative step + 0.084 ms per running request, the profile's own (step model)" in \
+        notices(own) and own["speculation_overhead"]["spec_step_s"] == 7.75e-4
+    # one term set: the other keeps its source, and the notice names both
+    half = load_scenario(overrides=["engine.spec_step_s=0"])
+    s = simulate(_trace(), "dspark", half, seed=0).summary
+    assert "0 ms per speculative step + 0.084 ms per running request, spec_step_s from the scenario, " \
+        "spec_request_s from vLLM issue 49548's sourced defaults" in notices(s)
     old = load_scenario(overrides=["profile.name=h100-deepseek-v3-tp1-analytic"])
     assert "superseded by h200-deepseek-v3-tp8-terms" in notices(simulate(_trace(), "none", old, seed=0).summary)

@@ -150,6 +150,10 @@ def test_bad_speculation_terms_are_named(tmp_path):
         EngineTerms(spec_request_s=-1.0)
     with pytest.raises(SpecsimInputError, match="spec_zero_draft_pays"):
         EngineTerms(spec_zero_draft_pays="yes")
+    ms = tmp_path / "ms.json"                 # a fresh user's 0.775 (milliseconds) in a profile file
+    ms.write_text('{"batch_tokens": [1, 8], "step_time_s": [0.01, 0.02], "spec_step_s": 0.775}')
+    with pytest.raises(SpecsimInputError, match=r"spec_step_s.*seconds, not ms"):
+        load_profile(ms)
     path = tmp_path / "bad.json"
     path.write_text('{"batch_tokens": [1, 8], "step_time_s": [0.01, 0.02], "spec_zero_draft_pays": 1}')
     with pytest.raises(SpecsimInputError, match="spec_zero_draft_pays"):

@@ -120,7 +120,7 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
         out: the HTML path; default ``src/report.html``.
         tiers: TPS/user SLA tiers (tok/s) of the winners and the goodput tables.
         notes: a sweep page's notes, shown under "Notes" (``specsim report`` passes what compare says of the
-            speculation overhead its points were charged: :func:`specsim.run_config.swept_speculation_notices`).
+            speculation overhead its points were charged: :func:`specsim.analysis.sweep_records.speculation_notes`).
 
     Returns:
         The :class:`Report` written.

@@ -147,3 +147,26 @@ def mixed_workloads(recs: list[dict]) -> str:
                       for (n, sha), curves in sorted(runs.items(), key=lambda kv: (kv[0][0] or 0, str(kv[0][1]))))
     return f"at {len(mixed)} load{'s' if len(mixed) > 1 else ''} the curves ran on different requests ({mode} " \
            f"load {value:g}: {shown})"
+
+
+def speculation_notes(recs: list[dict]) -> list[str]:
+    """What a sweep's speculating points were charged for speculation's own overhead (issue 20), one note per
+    distinct (values, source) as its points recorded them (:func:`specsim.hardware.profile.speculation_text`),
+    and one counting the speculating points recorded before records kept it (their charge is unknown: before
+    2026-12-02 a plain measured table, like the default profile, was charged none). ``recs``: ok records."""
+    from specsim.hardware.profile import speculation_text
+
+    notes, old = [], 0
+    for r in recs:
+        if not ((r.get("config") or {}).get("knobs") or {}).get("gamma"):
+            continue
+        got = (r.get("summary") or {}).get("speculation_overhead")
+        if got is None:
+            old += 1
+        elif speculation_text(got) not in notes:
+            notes.append(speculation_text(got))
+    if old:
+        notes.append(f"{old} speculating points were recorded by an earlier specsim, which kept no record of the "
+                     "speculation overhead they were charged (before 2026-12-02 a plain measured table, like the "
+                     "default profile, was charged none): sweep them again with --force to compare like with like")
+    return notes

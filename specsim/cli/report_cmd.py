@@ -25,8 +25,7 @@ def report(
     tier_values = tuple(resolve_tiers(tiers, directory))
     notes: tuple[str, ...] = ()
     if (directory / "points").is_dir():                 # a sweep: what its speculating points were charged
-        from specsim.analysis.sweep_records import load_records
-        from specsim.run_config import swept_speculation_notices
-        notes = tuple(swept_speculation_notices([r for r in load_records(directory) if r["status"] == "ok"]))
+        from specsim.analysis.sweep_records import load_records, speculation_notes
+        notes = tuple(speculation_notes([r for r in load_records(directory) if r["status"] == "ok"]))
     rep = write_report(directory, out, tier_values, notes)
     print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")

@@ -110,11 +110,13 @@ def _spec(policies: str, concurrency: str | None, rate_scales: str | None, seeds
     """The :class:`specsim.sweep.SweepSpec` of the command's flags (``rest``: the other spec fields)."""
     from specsim.sweep import SweepSpec
 
+    if seeds < 1:
+        raise SpecsimInputError("--seeds", None, "seeds", "the number of seeds per point, an int >= 1", str(seeds))
     return SweepSpec(
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
         concurrency=tuple(parse_list(concurrency, int, "concurrency")) if concurrency else (),
         rate_scales=tuple(parse_list(rate_scales, float, "rate-scales")) if rate_scales else (),
-        seeds=tuple(range(base_seed, base_seed + seeds)) if seeds >= 1 else (),
+        seeds=tuple(range(base_seed, base_seed + seeds)),
         gammas=tuple(parse_list(gamma, int, "gamma")) if gamma else (None,),
         thresholds=tuple(parse_list(threshold, float, "threshold")) if threshold else (None,), **rest)
 
@@ -165,6 +167,7 @@ def sweep(
     """
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
     from specsim.scenario import load_scenario
+    from specsim.analysis.sweep_records import speculation_notes
     from specsim.sweep import load_records, results_frame, run_sweep
     from specsim.workload import load_trace
 
@@ -216,6 +219,8 @@ def sweep(
         for text in texts:
             if text:
                 print(text)
+        for note in speculation_notes([r for r in recs if r["status"] == "ok"]):
+            print(f"note: {note}", file=sys.stderr)
     if recs and all(r["status"] != "ok" for r in recs):
         where = f"in {out / 'points'}" if quiet else f"above and in {out / 'points'}"
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
@@ -364,7 +369,8 @@ def _records(d: Path) -> list[dict]:
     speculation overhead its points were charged where a run would say it (issue 20)."""
     import sys
 
-    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
+    from specsim.analysis.sweep_records import (load_records, manifest_point_ids, mixed_workloads,
+                                                speculation_notes, superseded)
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
@@ -379,8 +385,7 @@ def _records(d: Path) -> list[dict]:
     if mixed:
         print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
               "same trace and request counts", file=sys.stderr)
-    from specsim.run_config import swept_speculation_notices
-    for note in swept_speculation_notices([r for r in recs if r["status"] == "ok"]):
+    for note in speculation_notes([r for r in recs if r["status"] == "ok"]):
         print(f"note: {note}", file=sys.stderr)
     failed = [r for r in recs if r["status"] != "ok"]
     if failed:

@@ -179,9 +179,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
         size (costed at its time); n2 counts, under ``extrapolate="error"``, decode steps whose verification
         batch (requests + verified drafts) is exactly the last measured size while drafts were left
         unverified, i.e. a scheduler that scores B stopped at the table's edge. One notice line per non-zero
-        count, one when a speculating run charges no speculation overhead or charges the sourced defaults for a
-        profile that states none (issue 20, :func:`specsim.run_config.speculation_terms`), and one when the
-        profile is marked ``superseded_by``.
+        count, one on a speculating run's speculation overhead (:func:`speculation_notice`: what it charges and
+        where that came from, issue 20), and one when the profile is marked ``superseded_by``.
     """
     first, last = int(profile.batch_tokens[0]), profile.max_batch_tokens
     b = np.asarray(steps["batch_tokens"], dtype=np.int64)
@@ -201,9 +200,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
         notices.append(f"{padded} of {b.size} steps ran below the profile's measured range (B < {first}) and "
                        f"were costed at B = {first}'s time (padded up to the first measured size)")
     md, name = profile.metadata or {}, profile_label(profile)
-    spec = speculation_notice(profile) if gamma > 0 else None
-    if spec:
-        notices.append(spec)
+    if gamma > 0:
+        notices.append(speculation_notice(profile))
     if md.get("superseded_by"):
         notices.append(f"the profile {name} is superseded by {md['superseded_by']} (kept to reproduce earlier "
                        "results; docs/profiles.md says why)")
@@ -211,22 +209,43 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
             "steps_padded_to_first": padded, "steps_capped_at_last": capped, "notices": notices}
 
 
-def speculation_notice(profile: StepTimeProfile) -> str | None:
-    """The notice for a speculating run on ``profile`` (its terms as :func:`specsim.run_config.speculation_terms`
-    resolved them): that it charges no speculation overhead, or that it charges vLLM issue 49548's sourced
-    defaults because the profile states none; None when the profile states its own terms."""
-    name = profile_label(profile)
-    if not (profile.spec_step_s or profile.spec_request_s):
-        return (f"the run charges no speculation overhead (profile {name}; spec_step_s, spec_request_s: rejection "
+#: Where :func:`specsim.run_config.speculation_terms` says a term came from when the profile states none.
+SOURCED_SPECULATION = "vLLM issue 49548's sourced defaults (the profile states none)"
+
+
+def speculation_overhead(profile: StepTimeProfile) -> dict[str, Any]:
+    """What a speculating run on ``profile`` (its terms as :func:`specsim.run_config.speculation_terms`
+    resolved them) is charged per speculative step: ``{"spec_step_s", "spec_request_s"}`` in seconds and
+    ``"source"``, where they came from (a run's summary and a sweep's records keep it)."""
+    md = profile.metadata or {}
+    source = md.get("speculation_terms") or ("the profile's own (step model)" if "step_model" in md
+                                             else "the profile's own")
+    return {"spec_step_s": float(profile.spec_step_s), "spec_request_s": float(profile.spec_request_s),
+            "source": str(source)}
+
+
+def speculation_text(overhead: dict[str, Any], name: str | None = None) -> str:
+    """The notice for a speculation overhead (:func:`speculation_overhead`'s dict; ``name``: the profile's): the
+    values charged and where they came from, a warning that none was charged, or the sourced defaults used."""
+    step, req, source = overhead["spec_step_s"], overhead["spec_request_s"], overhead["source"]
+    on = f" on the profile {name}" if name else ""
+    if not (step or req):
+        return (f"the run charges no speculation overhead{on} ({source}; spec_step_s, spec_request_s: rejection "
                 "sampling, draft bookkeeping, docs/profiles.md), so speculative steps cost a plain step plus the "
-                "drafter and the speed-up at load comes out high (docs/validation.md); set engine.spec_step_s and "
-                "engine.spec_request_s, or leave them unset for sourced defaults")
-    if str((profile.metadata or {}).get("speculation_terms", "")).startswith("vLLM issue 49548"):
-        return (f"speculation's own overhead: {profile.spec_step_s * 1e3:.3g} ms per speculative step + "
-                f"{profile.spec_request_s * 1e3:.2g} ms per running request, vLLM issue 49548's sourced defaults, "
-                f"as the profile {name} states none (docs/profiles.md); set engine.spec_step_s and "
-                "engine.spec_request_s to change them")
-    return None
+                "drafter and the speed-up at load comes out high (docs/validation.md) unless the profile's step "
+                "times already hold it; set engine.spec_step_s and engine.spec_request_s to charge it (vLLM issue "
+                "49548's: 7.75e-4 s and 8.4e-5 s)")
+    text = (f"speculation's own overhead{on}: {step * 1e3:.3g} ms per speculative step + {req * 1e3:.2g} ms per "
+            f"running request, {source}")
+    if source == SOURCED_SPECULATION:
+        text += "; docs/profiles.md; set engine.spec_step_s and engine.spec_request_s to change them"
+    return text
+
+
+def speculation_notice(profile: StepTimeProfile) -> str:
+    """:func:`speculation_text` of ``profile``'s resolved terms, naming it (one line of a speculating run's
+    notices: :func:`range_report`)."""
+    return speculation_text(speculation_overhead(profile), profile_label(profile))
 
 
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:

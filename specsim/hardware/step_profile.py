@@ -34,6 +34,9 @@ import numpy as np
 from specsim.errors import SpecsimInputError
 
 LOOKUPS = ("linear", "padded")
+#: Largest speculation overhead a profile or scenario may state, seconds per step and per request per step (50 ms
+#: and 10 ms: far above any measured engine's, so a value typed in milliseconds is caught; the fit's bounds too).
+SPEC_STEP_S_MAX, SPEC_REQUEST_S_MAX = 0.05, 0.01
 EXTRAPOLATIONS = ("error", "linear")
 
 
@@ -63,7 +66,8 @@ class StepTimeProfile:
 
     Raises:
         SpecsimInputError: NaN or non-positive times, unsorted or duplicate sizes, length mismatch,
-            an unknown lookup rule, a negative coefficient.
+            an unknown lookup rule, a negative coefficient, a speculation term above its bound
+            (:data:`SPEC_STEP_S_MAX`, :data:`SPEC_REQUEST_S_MAX`: a value in milliseconds).
     """
 
     batch_tokens: np.ndarray
@@ -112,6 +116,10 @@ class StepTimeProfile:
             v = getattr(self, key)
             if not np.isfinite(v) or v < 0:
                 raise SpecsimInputError(src, None, key, "a finite value >= 0", repr(v))
+        for key, most in (("spec_step_s", SPEC_STEP_S_MAX), ("spec_request_s", SPEC_REQUEST_S_MAX)):
+            if getattr(self, key) > most:
+                raise SpecsimInputError(src, None, key, f"seconds in [0, {most:g}] (seconds, not ms)",
+                                        repr(getattr(self, key)))
         if self.mixed_step_time_s is not None:
             mixed = np.asarray(self.mixed_step_time_s, dtype=np.float64)
             if mixed.shape != t.shape or not np.all(np.isfinite(mixed) & (mixed > 0)):

@@ -78,6 +78,7 @@ def _ok_fields(res) -> dict[str, Any]:
     summary["load"] = s["load"]
     summary["per_domain"] = s["per_domain"]
     summary["window"] = s.get("window")
+    summary["speculation_overhead"] = s.get("speculation_overhead")      # what compare says it was charged
     pv = s["provenance"]
     return {"summary": jsonable(summary), "requests": _measured_requests(res), "latencies": _latencies(res),
             "provenance": {"specsim_version": pv["specsim_version"], "profile_source": pv["profile_source"],
