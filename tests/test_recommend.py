@@ -217,3 +217,20 @@ def test_a_wide_gap_to_the_interpolated_frontier_says_where_to_add_loads():
     assert ("the frontier reaches the tier at 390 tok/s/GPU between this load and the next simulated one "
             "(97% more") in text
     assert "sweep loads above 16" in text
+
+
+def test_a_thrashing_covered_point_is_not_told_to_add_heavier_loads():
+    """A fresh user's report: recommend said "advice: add heavier loads" right beside "caution: this point
+    thrashes ... fewer users per replica". A thrashing point keeps the caution and drops the heavier-load advice;
+    a point that does not thrash keeps it."""
+    from specsim.sweep.recommend import Recommendation, recommendations_text
+    rec = Recommendation(tier=100.0, curve="dspark", policy="dspark", knobs={"gamma": 7}, mode="closed", load=64.0,
+                         tps_per_user=114.1, throughput_per_gpu=6984.0, tier_throughput_per_gpu=6984.0,
+                         runner_up="static", margin=0.01, margin_verdict="within noise", recomputed_share=0.73,
+                         status="covered", advice="add heavier loads")
+    text = " ".join(recommendations_text([rec], width=100).split())
+    assert "heaviest load on the frontier is the answer" in text and "this point thrashes" in text
+    assert "add heavier loads" not in text
+    calm = " ".join(recommendations_text([Recommendation(**{**rec.to_dict(), "recomputed_share": 0.0})],
+                                         width=100).split())
+    assert "advice: add heavier loads" in calm and "thrashes" not in calm

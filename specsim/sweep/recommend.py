@@ -316,17 +316,19 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
+        thrashes = r.recomputed_share > THRASHING_SHARE
         if r.status == "covered":
-            para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load is "
-                 "the answer" + (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load "
-                                 "may meet the tier with more)" if r.advice else ""), "  ")
+            para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load on "
+                 "the frontier is the answer (a heavier simulated load, if any, delivered less throughput)"
+                 + (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load may meet the "
+                    "tier with more)" if r.advice and not thrashes else ""), "  ")
         elif r.tier_throughput_per_gpu > (1 + BRACKET_GAP) * r.throughput_per_gpu:
             para(f"the frontier reaches the tier at {r.tier_throughput_per_gpu:,.0f} tok/s/GPU between this load "
                  f"and the next simulated one ({r.tier_throughput_per_gpu / r.throughput_per_gpu - 1:.0%} more, "
                  f"interpolated): sweep loads above {r.load:g} to find the point that runs it", "  ")
         elif r.advice:
             para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
-        if r.recomputed_share > THRASHING_SHARE:
+        if thrashes:
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
                  "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
