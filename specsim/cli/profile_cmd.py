@@ -32,7 +32,9 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
                                                 "(1 = no speculation; gamma + 1 for a full verify)")) -> None:
     """Print a profile (step time and SPS per B, marking where SPS rises again); with --terms, the step
     model's terms at each B instead (a table in ms). --png FILE also draws it; nothing is written without it."""
-    from specsim.hardware.profile import resolve_profile, speculation_overhead, sps_rise_points
+    from specsim.hardware.profile import resolve_profile, speculation_overhead, speculation_text, sps_rise_points
+    from specsim.run_config import speculation_terms
+    from specsim.scenario import load_scenario
 
     prof = resolve_profile(path)
     if terms and "step_model" not in prof.metadata:
@@ -43,9 +45,6 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
         typer.echo(f"{k}: {v}" if k != "step_model" else "step_model: yes (--terms shows its terms)")
     typer.echo(f"lookup: {prof.lookup}, extrapolate: {prof.extrapolate}, "
                f"kv_read_s_per_token: {prof.kv_read_s_per_token:.4g}, per_request_s: {prof.per_request_s:.4g}")
-    from specsim.hardware.profile import speculation_text
-    from specsim.run_config import speculation_terms
-    from specsim.scenario import load_scenario
     charged = speculation_terms(load_scenario(), prof)          # as a run on the default scenario's engine keys
     typer.echo("speculating runs: " + speculation_text(speculation_overhead(charged)))
     if terms:

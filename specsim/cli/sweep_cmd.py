@@ -166,8 +166,8 @@ def sweep(
     --requests-per-user needs --concurrency. Exits 1 when every point failed (each is recorded with its error).
     """
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
-    from specsim.scenario import load_scenario
     from specsim.analysis.sweep_records import speculation_notes
+    from specsim.scenario import load_scenario
     from specsim.sweep import load_records, results_frame, run_sweep
     from specsim.workload import load_trace
 
