@@ -78,6 +78,11 @@ def tune(
         print(path)
         return
     _print_result(res, path, len(untuned_ids), _fixed_ends(spec.knob, policy, scen, drafter))
+    import sys
+
+    from specsim.analysis.sweep_records import load_records, speculation_notes
+    for note in speculation_notes([r for r in load_records(out) if r["status"] == "ok"]):
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:
