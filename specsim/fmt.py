@@ -73,6 +73,15 @@ def terminal_width(default: int = 80) -> int:
     return max(20, shutil.get_terminal_size((default, 24)).columns)
 
 
+def wrapped(text: str, width: int | None = None) -> str:
+    """``text`` wrapped at spaces to ``width`` columns (None: :func:`terminal_width`), its later lines indented
+    two spaces; a word longer than the width stays whole."""
+    import textwrap
+
+    return textwrap.fill(text, width or terminal_width(), subsequent_indent="  ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def _is_number(cell: str) -> bool:
     """Whether a formatted cell reads as a number (``1,234.5``, ``-5.0%``, ``+12%``, ``-``): never wrapped."""
     s = cell.strip().rstrip("%").lstrip("+-").replace(",", "")

@@ -195,7 +195,7 @@ def sweep(
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
     if note:
-        print(f"note: {note}", file=sys.stderr)
+        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     from specsim.progress import ProgressBar
     with ProgressBar("sweep", "points", enabled=not quiet) as bar:
         if auto:
@@ -220,7 +220,7 @@ def sweep(
             if text:
                 print(text)
         for note in speculation_notes([r for r in recs if r["status"] == "ok"]):
-            print(f"note: {note}", file=sys.stderr)
+            print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     if recs and all(r["status"] != "ok" for r in recs):
         where = f"in {out / 'points'}" if quiet else f"above and in {out / 'points'}"
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
@@ -386,7 +386,7 @@ def _records(d: Path) -> list[dict]:
         print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
               "same trace and request counts", file=sys.stderr)
     for note in speculation_notes([r for r in recs if r["status"] == "ok"]):
-        print(f"note: {note}", file=sys.stderr)
+        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     failed = [r for r in recs if r["status"] != "ok"]
     if failed:
         shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "

@@ -82,7 +82,7 @@ def tune(
 
     from specsim.analysis.sweep_records import load_records, speculation_notes
     for note in speculation_notes([r for r in load_records(out) if r["status"] == "ok"]):
-        print(f"note: {note}", file=sys.stderr)
+        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
 
 
 def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:
