@@ -212,3 +212,35 @@ def test_compare_says_what_speculation_overhead_the_points_were_charged(tmp_path
     capsys.readouterr()
     assert _cli(["compare", str(tmp_path / "n"), "--json", "--tiers", "20", "--baseline", "none"]) == 0
     assert "speculation" not in capsys.readouterr().err
+
+
+def test_thrashing_points_are_named_by_sweep_and_the_report_alike():
+    """The report's page repeats sweep's thrashing warning (a fresh user found it only in the terminal): one
+    rule, :func:`thrashing_points`, recomputed tokens above 25% of the output tokens."""
+    import pandas as pd
+
+    from specsim.analysis.report import _thrashing
+    from specsim.analysis.sweep_tables import thrashing_points
+    from specsim.cli.sweep_cmd import thrashing_text
+    df = pd.DataFrame({"status": ["ok", "ok", "ok", "error"], "curve": ["dspark", "dspark", "static", "mtp1"],
+                       "load": [16.0, 64.0, 64.0, 64.0], "recomputed_tokens": [10, 300, 251, 900],
+                       "total_output_tokens": [1000, 1000, 1000, 1000]})
+    assert thrashing_points(df) == ["dspark at 64", "static at 64"]          # 25% exactly is not thrashing
+    assert _thrashing(df).startswith("2 points thrash (dspark at 64, static at 64)")
+    assert "thrashing at 2 points (dspark at 64, static at 64)" in " ".join(thrashing_text(df).split())
+    assert _thrashing(df.iloc[:1]) == "" and thrashing_text(df.iloc[:1]) == ""
+
+
+def test_recommend_says_how_far_unmet_tiers_are(tmp_path, capsys):
+    """No tier met: recommend names the sweep's fastest deployable point instead of only saying so."""
+    trace = _trace(tmp_path / "t.jsonl", 1)
+    assert _sweep(trace, tmp_path / "s") == 0
+    capsys.readouterr()
+    assert _cli(["recommend", str(tmp_path / "s"), "--tiers", "5000"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    from specsim.sweep import results_frame
+    df = results_frame(load_records(tmp_path / "s"))
+    best = df.loc[df.mean_tps_per_user.idxmax()]
+    assert out == ("no deployable policy meets any of the tiers: the sweep's fastest point runs "
+                   f"{best.mean_tps_per_user:.1f} TPS/user ({best.curve} at closed load {best.load:g}); lower the "
+                   "tiers or sweep lighter loads")

@@ -358,6 +358,18 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
                   "status says why a tier has no throughput (infeasible) or reads its best point (covered), never a bare '-'.")
 
 
+def _thrashing(df: pd.DataFrame) -> str:
+    """The sweep's points that thrash (:func:`specsim.analysis.sweep_tables.thrashing_points`, as ``specsim
+    sweep`` warns), as a sentence; "" when none does."""
+    from specsim.analysis.metrics import THRASHING_SHARE
+    from specsim.analysis.sweep_tables import thrashing_points
+
+    bad = thrashing_points(df)
+    return (f"{len(bad)} points thrash ({', '.join(dict.fromkeys(bad))}): their recomputed tokens exceed "
+            f"{THRASHING_SHARE:.0%} of their output tokens, so the KV cache, not the policy, limits those "
+            "loads.") if bad else ""
+
+
 def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) -> dict[str, Any]:
     from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
@@ -386,6 +398,9 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
                  "text": f"{mixed[0].upper()}{mixed[1:]}: their throughputs are not comparable."}] if mixed else []
     sections += [{"title": "Notes", "tables": [], "text_id": "notes",
                   "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
+    thrash = _thrashing(df)
+    sections += [{"title": "Warning: points that thrash", "tables": [], "text_id": "thrashing",
+                  "text": thrash}] if thrash else []
     sections += [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab)], "text": None,
                   "text_id": None},
                  {"title": "Load points (seed means)", "text": None, "text_id": None, "tables": [_table(

@@ -100,3 +100,15 @@ def seed_spread(df: pd.DataFrame, metrics: Iterable[str] = SPREAD_METRICS) -> pd
         agg[f"{m}_std"] = agg[f"{m}_std"].fillna(0.0)
     agg.insert(0, "num_seeds", g.size())
     return agg.reset_index()
+
+
+def thrashing_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful point of a :func:`results_frame` whose recomputed tokens exceed
+    :data:`specsim.analysis.metrics.THRASHING_SHARE` of its output tokens (one entry per point, seeds apart;
+    ``specsim sweep`` and the report's page warn of them)."""
+    from specsim.analysis.metrics import THRASHING_SHARE
+
+    if df.empty or "recomputed_tokens" not in df:
+        return []
+    bad = df[(df.status == "ok") & (df.recomputed_tokens > THRASHING_SHARE * df.total_output_tokens)]
+    return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]

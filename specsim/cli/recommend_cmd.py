@@ -24,8 +24,24 @@ def recommend(
     from specsim.cli.sweep_cmd import _records, resolve_tiers
 
     tier_list = resolve_tiers(tiers, sweep_dir)
-    recs = recommend_tiers(_records(sweep_dir), tier_list)
+    records = _records(sweep_dir)
+    recs = recommend_tiers(records, tier_list)
     if as_json:
         print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs]}))
         return
-    print(recommendations_text(recs))
+    print(recommendations_text(recs) + ("" if recs else _fastest(records)))
+
+
+def _fastest(records: list[dict]) -> str:
+    """Where no tier is met: the sweep's fastest deployable point (its TPS/user, curve and load), so the reader
+    sees how far the tiers are."""
+    from specsim.analysis.tiers import NOT_DEPLOYABLE
+    from specsim.sweep import results_frame
+
+    df = results_frame(records)
+    df = df[(df.status == "ok") & ~df.policy.isin(NOT_DEPLOYABLE)]
+    if df.empty:
+        return ""
+    best = df.loc[df.mean_tps_per_user.idxmax()]
+    return (f": the sweep's fastest point runs {best.mean_tps_per_user:.1f} TPS/user ({best.curve} at {best['mode']} "
+            f"load {best.load:g}); lower the tiers or sweep lighter loads")

@@ -324,18 +324,16 @@ def spread_text(df, width: int | None = None) -> str:
 
 
 def thrashing_text(df) -> str:
-    """A warning naming the points that thrash (:func:`specsim.analysis.metrics.thrashing_warning`'s rule), or ""."""
+    """A warning naming the points that thrash (:func:`specsim.analysis.sweep_tables.thrashing_points`), or ""."""
     from specsim.analysis.metrics import THRASHING_SHARE
+    from specsim.analysis.sweep_tables import thrashing_points
 
-    if df.empty or "recomputed_tokens" not in df:
+    bad = thrashing_points(df)
+    if not bad:
         return ""
-    bad = df[(df.status == "ok") & (df.recomputed_tokens > THRASHING_SHARE * df.total_output_tokens)]
-    if bad.empty:
-        return ""
-    where = ", ".join(dict.fromkeys(f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()))
-    return fmt.table([], [], notes=[f"warning: thrashing at {len(bad)} points ({where}): recomputed tokens exceed "
-                                    f"{THRASHING_SHARE:.0%} of output tokens; the KV cache is too small for "
-                                    "those loads"])
+    return fmt.table([], [], notes=[f"warning: thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): "
+                                    f"recomputed tokens exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache "
+                                    "is too small for those loads"])
 
 
 def failed_text(df, width: int | None = None) -> str:
