@@ -153,12 +153,13 @@ def speculation_notes(recs: list[dict]) -> list[str]:
     """What a sweep's speculating points were charged for speculation's own overhead (issue 20), one note per
     distinct (values, source) as its points recorded them (:func:`specsim.hardware.profile.speculation_text`),
     and one counting the speculating points recorded before records kept it (their charge is unknown: before
-    2026-12-02 a plain measured table, like the default profile, was charged none). ``recs``: ok records."""
+    2026-12-02 a plain measured table, like the default profile, was charged none). ``recs``: sweep records
+    (failed ones are skipped)."""
     from specsim.hardware.profile import speculation_text
 
     notes, old = [], 0
     for r in recs:
-        if not ((r.get("config") or {}).get("knobs") or {}).get("gamma"):
+        if r.get("status") != "ok" or not ((r.get("config") or {}).get("knobs") or {}).get("gamma"):
             continue
         got = (r.get("summary") or {}).get("speculation_overhead")
         if got is None:

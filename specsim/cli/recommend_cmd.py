@@ -35,11 +35,11 @@ def recommend(
 def _fastest(records: list[dict]) -> str:
     """Where no tier is met: the sweep's fastest deployable point (its TPS/user, curve and load), so the reader
     sees how far the tiers are."""
-    from specsim.analysis.tiers import NOT_DEPLOYABLE
+    from specsim.analysis.tiers import deployable
     from specsim.sweep import results_frame
 
     df = results_frame(records)
-    df = df[(df.status == "ok") & ~df.policy.isin(NOT_DEPLOYABLE)]
+    df = df[(df.status == "ok") & df.curve.map(deployable)]
     if df.empty:
         return ""
     best = df.loc[df.mean_tps_per_user.idxmax()]

@@ -26,6 +26,6 @@ def report(
     notes: tuple[str, ...] = ()
     if (directory / "points").is_dir():                 # a sweep: what its speculating points were charged
         from specsim.analysis.sweep_records import load_records, speculation_notes
-        notes = tuple(speculation_notes([r for r in load_records(directory) if r["status"] == "ok"]))
+        notes = tuple(speculation_notes(load_records(directory)))
     rep = write_report(directory, out, tier_values, notes)
     print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")

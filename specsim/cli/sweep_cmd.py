@@ -166,7 +166,6 @@ def sweep(
     --requests-per-user needs --concurrency. Exits 1 when every point failed (each is recorded with its error).
     """
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
-    from specsim.analysis.sweep_records import speculation_notes
     from specsim.scenario import load_scenario
     from specsim.sweep import load_records, results_frame, run_sweep
     from specsim.workload import load_trace
@@ -219,8 +218,7 @@ def sweep(
         for text in texts:
             if text:
                 print(text)
-        for note in speculation_notes([r for r in recs if r["status"] == "ok"]):
-            print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
+        print_speculation_notes(recs)
     if recs and all(r["status"] != "ok" for r in recs):
         where = f"in {out / 'points'}" if quiet else f"above and in {out / 'points'}"
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
@@ -367,8 +365,7 @@ def _records(d: Path) -> list[dict]:
     speculation overhead its points were charged where a run would say it (issue 20)."""
     import sys
 
-    from specsim.analysis.sweep_records import (load_records, manifest_point_ids, mixed_workloads,
-                                                speculation_notes, superseded)
+    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
@@ -383,8 +380,7 @@ def _records(d: Path) -> list[dict]:
     if mixed:
         print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
               "same trace and request counts", file=sys.stderr)
-    for note in speculation_notes([r for r in recs if r["status"] == "ok"]):
-        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
+    print_speculation_notes(recs)
     failed = [r for r in recs if r["status"] != "ok"]
     if failed:
         shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "
@@ -395,6 +391,17 @@ def _records(d: Path) -> list[dict]:
         print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
               f"{shown}{more}", file=sys.stderr)
     return recs
+
+
+def print_speculation_notes(recs: list[dict]) -> None:
+    """On stderr, what a sweep's speculating points were charged for speculation's own overhead
+    (:func:`specsim.analysis.sweep_records.speculation_notes`), wrapped to the terminal."""
+    import sys
+
+    from specsim.analysis.sweep_records import speculation_notes
+
+    for note in speculation_notes(recs):
+        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
 
 
 def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: int) -> None:

@@ -42,7 +42,7 @@ def tune(
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
-    from specsim.cli.sweep_cmd import note_more_requests_than_trace, parse_list
+    from specsim.cli.sweep_cmd import note_more_requests_than_trace, parse_list, print_speculation_notes
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace
@@ -78,11 +78,8 @@ def tune(
         print(path)
         return
     _print_result(res, path, len(untuned_ids), _fixed_ends(spec.knob, policy, scen, drafter))
-    import sys
-
-    from specsim.analysis.sweep_records import load_records, speculation_notes
-    for note in speculation_notes([r for r in load_records(out) if r["status"] == "ok"]):
-        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
+    from specsim.analysis.sweep_records import load_records
+    print_speculation_notes(load_records(out))
 
 
 def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:

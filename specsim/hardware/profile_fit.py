@@ -26,6 +26,7 @@ import numpy as np
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.residuals import Residual, median_abs_error
+from specsim.hardware.step_profile import SPEC_REQUEST_S_MAX, SPEC_STEP_S_MAX
 from specsim.hardware.stepmodel import StepModel
 
 #: Parameters ``profile fit`` may free, with their bounds (efficiencies <= 1, times >= 0 and below a ceiling
@@ -33,7 +34,7 @@ from specsim.hardware.stepmodel import StepModel
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "bw_eff": (0.2, 1.0), "flops_eff": (0.1, 1.0), "attn_bw_eff": (0.1, 1.0), "link_eff": (0.05, 1.0),
     "kernel_s": (0.0, 5e-5), "per_request_step_s": (0.0, 1e-2), "fixed_step_s": (0.0, 5e-2),
-    "attn_request_s": (0.0, 1e-4), "spec_step_s": (0.0, 5e-2), "spec_request_s": (0.0, 1e-2),
+    "attn_request_s": (0.0, 1e-4), "spec_step_s": (0.0, SPEC_STEP_S_MAX), "spec_request_s": (0.0, SPEC_REQUEST_S_MAX),
     "eager_kernel_s": (0.0, 5e-5),
 }
 #: What ``profile fit`` frees unless told otherwise: the GPU-side cost per kernel (the step's floor beyond

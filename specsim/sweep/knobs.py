@@ -104,9 +104,14 @@ def _check_ends(policy: str, name: str, ends: tuple[float, float], integer: bool
         try:
             make_policy(policy, **{name: int(value) if integer else value})
         except SpecsimInputError as e:
-            why = str(e.expected).split("it said: ", 1)[-1].removesuffix(")")      # the constructor's own words
             raise SpecsimInputError("--knob", None, name, f"a range policy {policy} accepts at both ends (at "
-                                    f"{value:g}: {why})", repr(text)) from None
+                                    f"{value:g}: {_own_words(e)})", repr(text)) from None
+
+
+def _own_words(e: SpecsimInputError) -> str:
+    """What a policy's constructor (or the drafter check) said, without the registry's wrapping."""
+    said = str(e.expected)
+    return said.split("it said: ", 1)[1].removesuffix(")") if "it said: " in said else said
 
 
 def knob_rejection(policy: str, knob: KnobRange, value: float, scenario, drafter: str | None = None) -> str | None:
@@ -123,8 +128,7 @@ def knob_rejection(policy: str, knob: KnobRange, value: float, scenario, drafter
         else:
             make_policy(policy, **{knob.name: v})
     except SpecsimInputError as e:
-        said = str(e.expected)
-        return said.split("it said: ", 1)[1].removesuffix(")") if "it said: " in said else said
+        return _own_words(e)
     return None
 
 
