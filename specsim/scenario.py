@@ -182,7 +182,8 @@ class ClusterConfig(_Section):
             cached prefix, ties broken by load.
         max_num_seqs: running requests per replica, int >= 1.
         kv_capacity_tokens: KV-cache capacity per replica in tokens, int >= ``block_size``; None =
-            :data:`DEFAULT_KV_CAPACITY_TOKENS`, or derived from ``gpu_memory_utilization`` when that is set.
+            110,000 tokens (:data:`DEFAULT_KV_CAPACITY_TOKENS`), or derived from ``gpu_memory_utilization`` when that
+            is set.
         gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
             float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = off. Setting it together with
             ``kv_capacity_tokens`` is an error.

@@ -76,3 +76,25 @@ def test_cli_scenario_schema_and_keys(tmp_path, monkeypatch, capsys):
     text = capsys.readouterr().out
     assert sum(line.split(" ")[0].count(".") == 1 for line in text.splitlines()[3:]) == \
         sum(len(fields(c)) for c in SECTIONS.values())
+
+
+def test_scenario_keys_say_what_an_unset_key_means(monkeypatch, capsys):
+    """A key whose default is None shows what leaving it out means (from its docstring), never a bare None."""
+    from specsim.cli import _register, app
+    from specsim.cli.scenario_cmd import unset_meaning
+    from specsim.scenario import describe_scenario
+
+    unset = [line.split(":")[0] for line in describe_scenario().splitlines() if line.endswith("= None")]
+    assert len(unset) >= 15
+    meanings = {key: unset_meaning(key) for key in unset}
+    assert "see its description" not in meanings.values(), meanings
+    assert meanings["engine.max_model_len"] == "the model's own"
+    assert meanings["cluster.gpu_memory_utilization"] == "off"
+    assert meanings["cluster.kv_capacity_tokens"].startswith("110,000 tokens")
+    assert meanings["engine.spec_step_s"] == "the profile's own term where it states one"
+    assert all("(" not in m and ")" not in m for m in meanings.values())
+    _register()
+    monkeypatch.setenv("COLUMNS", "300")
+    app(["scenario", "keys"], standalone_mode=False)
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line[:1].isalpha()}
+    assert all(rows[key].rstrip().endswith(f"unset: {meanings[key]}") for key in unset)

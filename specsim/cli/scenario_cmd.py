@@ -23,7 +23,27 @@ def keys() -> None:
     from specsim.scenario import describe_scenario
 
     rows = [list(re.match(r"(\S+): (.*) = (.*)$", line).groups()) for line in describe_scenario().splitlines()]
-    print(fmt.table(["key", "type", "default"], rows, title="scenario keys (--set section.key=value)"))
+    for row in rows:
+        if row[2] == "None":
+            row[2] = f"unset: {unset_meaning(row[0])}"
+    print(fmt.table(["key", "type", "default"], rows, title="scenario keys (--set section.key=value)",
+                    notes=["unset: leave the key out (TOML has no null); `specsim scenario schema` gives each key's "
+                           "meaning, specsim/scenarios/default.toml its source"]))
+
+
+def unset_meaning(key: str) -> str:
+    """What a scenario key left unset means, from its section's docstring (``None = ...`` or ``unset = ...``
+    to the end of that clause, parentheses left out), e.g. ``engine.max_model_len`` -> "the model's own"; "see
+    its description" where the docstring says nothing of it."""
+    from specsim.scenario import SECTIONS
+    from specsim.scenario_schema import _attribute_docs
+
+    section, _, name = key.partition(".")
+    doc = _attribute_docs(SECTIONS[section]).get(name, "")
+    while re.search(r"\([^()]*\)", doc):                   # parentheses out (nested ones too): the gist only
+        doc = re.sub(r" ?\([^()]*\)", "", doc)
+    m = re.search(r"(?:None|unset) = (.*?)(?:[.;:](?:\s|$)|,? else |$)", doc)
+    return m.group(1).strip() if m else "see its description"
 
 
 @scenario_app.command("schema")
