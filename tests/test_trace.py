@@ -611,6 +611,15 @@ def test_synth_mix_counts_and_bad_args():
     with pytest.raises(SpecsimInputError) as ei:
         synth_trace(10, 0.0)
     assert ei.value.field == "rate"
+    # a count that would fill the machine's memory is refused before anything is drawn (a typo in a rate or a
+    # duration; a fresh user's --rate 1e9 --duration 1e9 failed deep in numpy, --rate 1e5 --duration 1e3 ran to 13 GB)
+    from specsim.workload.synth import MAX_SYNTH_REQUESTS
+    for args, kw, field in [((MAX_SYNTH_REQUESTS + 1, 1.0), {}, "num_requests"),
+                            ((None, 1e9), dict(duration_s=1e9), "rate x duration_s"),
+                            ((None, 1e5), dict(duration_s=1e3), "rate x duration_s")]:
+        with pytest.raises(SpecsimInputError) as ei:
+            synth_trace(*args, **kw)
+        assert ei.value.field == field
 
 
 def test_length_constants_match_refit(shared):

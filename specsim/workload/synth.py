@@ -13,6 +13,9 @@ from specsim.workload.lengths import LENGTH_MODELS, LengthModel, _draw_lengths, 
 from specsim.workload.trace import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant")
+#: The most requests one synthetic trace may hold (about 1 GB of JSONL; 100x the largest benchmarked run): a larger
+#: count is almost always a typo in a rate or a duration, and would fill the machine's memory before failing.
+MAX_SYNTH_REQUESTS = 10_000_000
 
 
 def _synth_arrivals(rng: np.random.Generator, n: int | None, rate: float, arrival: str, cv: float,
@@ -119,7 +122,8 @@ def synth_trace(num_requests: int | None, rate: float, *, arrival: str = "poisso
     group order, and the lengths-file / uniform draws.
 
     Args:
-        num_requests: N >= 1, or None with ``duration_s`` or ``questions_per_group``.
+        num_requests: N in [1, :data:`MAX_SYNTH_REQUESTS`], or None with ``duration_s`` or
+            ``questions_per_group``.
         rate: mean arrival rate in requests per second, > 0.
         arrival: ``"poisson"``, ``"gamma"`` or ``"constant"``.
         cv: inter-arrival coefficient of variation, > 0 (must be 1 for ``poisson`` and ``constant``).
@@ -127,7 +131,8 @@ def synth_trace(num_requests: int | None, rate: float, *, arrival: str = "poisso
         seed: the one seed, an int >= 0.
         max_prompt_tokens, max_output_tokens: clipping maxima in tokens, >= 1.
         length_models: per-domain length models (default: :data:`LENGTH_MODELS`).
-        duration_s: seconds > 0; with ``rate`` instead of a count.
+        duration_s: seconds > 0; with ``rate`` instead of a count (rate x duration at most
+            :data:`MAX_SYNTH_REQUESTS`).
         span_s: seconds > 0, the last arrival after rescaling (N >= 2).
         output_len, prompt_len: fixed or uniform lengths (:func:`parse_length_spec`).
         lengths: (prompt, output) int arrays of equal length M >= 1
@@ -140,7 +145,7 @@ def synth_trace(num_requests: int | None, rate: float, *, arrival: str = "poisso
     """
     n = _synth_count(num_requests, duration_s, span_s, prefix_groups, questions_per_group)
     for name, v, ok, expected in [
-        ("num_requests", n, n is None or n >= 1, "an int >= 1"),
+        ("num_requests", n, n is None or 1 <= n <= MAX_SYNTH_REQUESTS, f"an int in [1, {MAX_SYNTH_REQUESTS:,}]"),
         ("rate", rate, math.isfinite(rate) and rate > 0, "a finite rate > 0 req/s"),
         ("arrival", arrival, arrival in ARRIVALS, f"one of {ARRIVALS}"),
         ("cv", cv, math.isfinite(cv) and cv > 0 and (arrival == "gamma" or cv == 1.0),
@@ -150,6 +155,9 @@ def synth_trace(num_requests: int | None, rate: float, *, arrival: str = "poisso
         ("max_output_tokens", max_output_tokens, max_output_tokens >= 1, "an int >= 1"),
         ("duration_s", duration_s, duration_s is None or (math.isfinite(duration_s) and duration_s > 0),
          "a finite duration > 0 s"),
+        ("rate x duration_s", None if duration_s is None else f"{rate * duration_s:.3g} requests",
+         duration_s is None or not rate * duration_s > MAX_SYNTH_REQUESTS,
+         f"at most {MAX_SYNTH_REQUESTS:,} requests (MAX_SYNTH_REQUESTS; lower --rate or --duration)"),
         ("span_s", span_s, span_s is None or (math.isfinite(span_s) and span_s > 0 and (n or 0) >= 2),
          "a finite span > 0 s with at least 2 requests"),
         ("prefix_groups", prefix_groups, prefix_groups >= 0, "an int >= 0"),
