@@ -184,6 +184,14 @@ def exit3() -> None:
 def interrupt() -> None:
     raise KeyboardInterrupt
 
+@app.command("interrupt-in-compiled")
+def interrupt_in_compiled() -> None:
+    # what numba raises when Ctrl-C lands while a compiled function returns (a fresh user saw its traceback)
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set")
+
 @app.command("ok")
 def ok() -> None:
     print("fine")
@@ -192,11 +200,13 @@ main()
 """
 
 
-@pytest.mark.parametrize("command, status", [("exit3", 3), ("interrupt", 130), ("ok", 0)])
+@pytest.mark.parametrize("command, status", [("exit3", 3), ("interrupt", 130), ("interrupt-in-compiled", 130),
+                                             ("ok", 0)])
 def test_main_propagates_the_app_status(command, status):
     code, out, err = _specsim(command, code=EXIT_APP)
     assert code == status and "Traceback" not in err
     assert ("fine" in out) == (command == "ok")
+    assert ("specsim: interrupted" in err) == (status == 130)
 
 
 # ------------------------------------------------------------------ number formatting (specsim.fmt)

@@ -244,3 +244,25 @@ def test_recommend_says_how_far_unmet_tiers_are(tmp_path, capsys):
     assert out == ("no deployable policy meets any of the tiers: the sweep's fastest point runs "
                    f"{best.mean_tps_per_user:.1f} TPS/user ({best.curve} at closed load {best.load:g}); lower the "
                    "tiers or sweep lighter loads")
+
+
+def test_interrupted_sweep_says_what_it_kept(tmp_path, monkeypatch, capsys):
+    """Ctrl-C during a sweep: status 130 and one line on how many finished records are kept and how to resume
+    (a fresh user's interrupted sweep printed nothing)."""
+    import specsim.sweep
+
+    trace = _trace(tmp_path / "t.jsonl", 0)
+    out = tmp_path / "sw"
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "static", "--concurrency", "2",
+                 "--executor", "serial", "--quiet"]) == 0
+    capsys.readouterr()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(specsim.sweep, "run_sweep", interrupted)
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "static,none", "--concurrency",
+                 "2,4", "--executor", "serial", "--quiet"]) == 130
+    err = " ".join(capsys.readouterr().err.split())
+    assert "interrupted: 1 finished point records are kept" in err and "resumes" in err
+    assert err.endswith("specsim: interrupted") and "Traceback" not in err

@@ -181,7 +181,25 @@ def main() -> None:
     except KeyboardInterrupt:               # outside a command; typer turns one inside into 130 itself
         rc = EXIT_INTERRUPTED
     except Exception as e:                 # click's usage errors, by their public interface (any typer version)
-        if not (callable(getattr(e, "format_message", None)) and hasattr(e, "exit_code")):
+        if _interrupted(e):
+            rc = EXIT_INTERRUPTED
+        elif not (callable(getattr(e, "format_message", None)) and hasattr(e, "exit_code")):
             raise
-        rc = _usage_error(e)
+        else:
+            rc = _usage_error(e)
+    if rc == EXIT_INTERRUPTED:
+        print("specsim: interrupted", file=sys.stderr)
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether ``e`` is the trace of a Ctrl-C: a KeyboardInterrupt raised while compiled code was returning
+    reaches Python as numba's ``SystemError`` ("returned a result with an exception set") with the
+    KeyboardInterrupt as its cause or context."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False

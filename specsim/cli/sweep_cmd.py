@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from specsim import fmt
-from specsim.cli import app
+from specsim.cli import EXIT_INTERRUPTED, app
 from specsim.errors import SpecsimInputError
 
 _fmt = fmt.number
@@ -196,12 +196,18 @@ def sweep(
     if note:
         print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     from specsim.progress import ProgressBar
-    with ProgressBar("sweep", "points", enabled=not quiet) as bar:
-        if auto:
-            ids = _run_auto(spec, auto, tier_list, max_load, scen, tr, out, run_kw, bar, quiet)
-        else:
-            res = run_sweep(spec, scen, tr, out, progress=bar, tiers=tier_list, **run_kw)
-            ids = [p.id for p in res.points]
+    try:
+        with ProgressBar("sweep", "points", enabled=not quiet) as bar:
+            if auto:
+                ids = _run_auto(spec, auto, tier_list, max_load, scen, tr, out, run_kw, bar, quiet)
+            else:
+                res = run_sweep(spec, scen, tr, out, progress=bar, tiers=tier_list, **run_kw)
+                ids = [p.id for p in res.points]
+    except KeyboardInterrupt:
+        kept = len(list((Path(out) / "points").glob("*.json")))
+        print(fmt.wrapped(f"interrupted: {kept} finished point records are kept in {Path(out) / 'points'}; the same "
+                          "command again resumes (finished points are skipped)"), file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
     if not auto:

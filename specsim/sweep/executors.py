@@ -44,9 +44,9 @@ def _iter_process(tasks: list[PointTask], jobs: int, address: str | None, on_sta
     ctx = mp.get_context("fork" if fork else "spawn")
     if fork:                 # warm once here (imports, acceptance models, kernels): every child inherits it
         warm_up(tasks)
-        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start)
     else:                    # spawned workers warm themselves once, then take many points
-        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=warm_up,
+        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_start,
                                  initargs=(distinct_tasks(tasks),))
     pending = {}
     queue = list(tasks)
@@ -62,6 +62,20 @@ def _iter_process(tasks: list[PointTask], jobs: int, address: str | None, on_sta
                 yield fut.result()
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_start(tasks: list[PointTask] | None = None) -> None:
+    """A pool worker's start: Ctrl-C (SIGINT reaches the whole process group) ends it at once and quietly, as
+    the parent reports the interruption and keeps every finished record (workers write none: the parent writes
+    each record as its result arrives); then, for spawned workers, :func:`warm_up` on ``tasks``."""
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    if tasks is not None:
+        from specsim.sweep.warm import warm_up
+
+        warm_up(tasks)
 
 
 def _iter_ray(tasks: list[PointTask], jobs: int, address: str | None, on_start: OnStart) -> Iterator[dict]:
