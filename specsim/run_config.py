@@ -21,6 +21,8 @@ Each value is decided in one place:
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -116,7 +118,8 @@ class PolicyChoice:
     """The policy side of a run, resolved: what to build, with which drafter, gamma and knob values.
 
     Attributes:
-        make: zero-argument factory of a fresh policy object (a user object is shared: it must be stateless).
+        make: zero-argument factory of the policy object of one replica (one object per replica: a user's object
+            serves the first, deep copies of it the others; :func:`_one_per_replica`).
         name: the policy's name.
         drafter: the drafter's name (``none`` without speculation).
         gamma: the run's draft block length (0 without a drafter).
@@ -159,8 +162,12 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         probe = make_policy(policy, gamma=gamma, **values)
         factory = lambda: make_policy(policy, gamma=gamma, **values)  # noqa: E731
     else:
-        probe = as_policy(policy)
-        factory = lambda: probe  # noqa: E731  (a user object is shared: it must be stateless or per-run)
+        try:
+            probe = as_policy(policy)
+        except TypeError as e:
+            raise SpecsimInputError(None, None, "policy", "a policy: a registered name, path/file.py:Name, a "
+                                    "function view -> verify lengths, or a policy class or object", str(e)) from None
+        factory = _one_per_replica(policy, probe)
     forced_drafter = getattr(probe, "drafter", None)
     dname = forced_drafter or drafter or scenario.drafter.name
     if dname == "none" and probe.name != "none":      # it would verify nothing under a speculative policy's name
@@ -175,6 +182,33 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         g = scenario.engine.gamma if gamma is None else int(gamma)
     _check_block(scenario, dname, g, gamma is not None)
     return PolicyChoice(factory, probe.name, dname, g, values)
+
+
+def _one_per_replica(policy: Any, probe: Any) -> Callable[[], Any]:
+    """The factory of a user's policy (a class, an object or a function): one policy object per replica, so
+    that replicas never share a policy's state (a policy keeps state built from its own views only; a fresh
+    user's counter shared by three replicas saw ``view.step`` go backwards). A class is instantiated for each
+    replica; an object serves the first replica itself (its state is the caller's to read after a one-replica
+    run) and a deep copy of it, as it was given, each further one.
+
+    Raises (from the factory, at the second replica):
+        SpecsimInputError: the object cannot be deep-copied (pass its class, or run one replica).
+    """
+    if isinstance(policy, type):
+        first = [probe]
+        return lambda: first.pop() if first else as_policy(policy)
+    made = []
+
+    def make() -> Any:                       # every replica is made before any runs: each copy is of the object
+        if not made:                         # as given (a deep copy costs nothing to a one-replica run)
+            made.append(probe)
+            return probe
+        try:
+            return copy.deepcopy(probe)
+        except Exception as e:
+            raise SpecsimInputError(None, None, f"policy {probe.name}", "a policy object that copy.deepcopy can "
+                                    "copy (each replica runs its own copy), or its class", f"{type(e).__name__}: {e}")
+    return make
 
 
 def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) -> None:

@@ -355,3 +355,59 @@ def test_a_plugin_constructor_that_raises_is_named_by_file_and_line(tmp_path):
         simulate(synth_trace(4, 10.0, seed=0), f"{src}:CtorRaises", seed=0)
     assert e.value.file == str(src) and e.value.line == 8
     assert "RuntimeError: ctor failed" in str(e.value) and "its constructor" in str(e.value)
+
+
+class _StepWatcher:
+    """A stateful policy: counts its calls and how often the step index it sees goes backwards (it would, were
+    replicas to share it)."""
+
+    name, fits_zos = "watcher", False
+
+    def __init__(self) -> None:
+        self.last, self.backwards, self.calls = -1, 0, 0
+
+    def __call__(self, view):
+        self.calls += 1
+        self.backwards += view.step <= self.last
+        self.last = view.step
+        return np.full(view.num_requests, view.gamma, np.int64)
+
+
+def test_each_replica_runs_its_own_user_policy_object():
+    """A user's stateful policy object or class gives each replica its own object (a fresh user's counter, shared
+    by three replicas, saw view.step go backwards 445 times); the object itself serves the first replica."""
+    from specsim.scenario import load_scenario
+
+    trace = synth_trace(100, rate=40.0, seed=3, max_prompt_tokens=512, max_output_tokens=128)
+    three = load_scenario(None, ["cluster.num_replicas=3"])
+    obj = _StepWatcher()
+    res = simulate(trace, obj, three)
+    assert obj.backwards == 0 and 0 < obj.calls <= (res.steps.replica == 0).sum()   # replica 0's steps only
+    assert set(res.steps.replica) == {0, 1, 2}
+    by_class = simulate(trace, _StepWatcher, three)
+    assert by_class.steps.equals(res.steps)                  # a class: one instance per replica, the same run
+    single = _StepWatcher()
+    simulate(trace, single, load_scenario(None, []))
+    assert single.backwards == 0 and single.calls > 0
+
+
+def test_a_policy_class_without_name_is_refused_not_wrapped():
+    """An object with policy members (fits_zos, capacity) but no name used to run as a plain function, its
+    fits_zos and capacity silently dropped."""
+    class NoName:
+        fits_zos = True
+
+        def capacity(self, old_view, running_ids, num_running):
+            raise AssertionError("never called")
+
+        def __call__(self, view):
+            return np.zeros(view.num_requests, np.int64)
+
+    trace = synth_trace(20, rate=40.0, seed=3)
+    for policy in (NoName, NoName(), 5):
+        with pytest.raises(SpecsimInputError) as ei:
+            simulate(trace, policy)
+        assert ei.value.field == "policy"
+    assert "no name" in str(ei.value) or "not a policy" in str(ei.value)
+    with pytest.raises(SpecsimInputError, match="but no name"):
+        simulate(trace, NoName)

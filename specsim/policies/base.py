@@ -7,7 +7,9 @@ class (or be a plain function ``view -> verify lengths``). The engine reads a po
 :func:`policy_hooks`, which checks it once and returns a frozen :class:`PolicyHooks`.
 
 Causality holds by construction: a view holds this step's drafts' confidences and the causal history,
-never the hidden outcomes of the step being scheduled. Policies may keep state built only from views.
+never the hidden outcomes of the step being scheduled. Policies may keep state built only from views; each
+replica runs its own policy object (a user's object serves the first replica, deep copies of it the others:
+:func:`specsim.run_config.resolve_policy`).
 """
 
 from __future__ import annotations
@@ -281,15 +283,27 @@ def as_policy(obj: Any) -> Policy:
     plain callables are wrapped in :class:`FunctionPolicy`.
 
     Raises:
-        TypeError: ``obj`` is neither a policy nor callable.
+        TypeError: ``obj`` is neither a policy nor callable, or has some of a policy's members
+            (:data:`POLICY_MEMBERS`) but not ``name`` and ``fits_zos``.
     """
     if isinstance(obj, type):
         obj = obj()
     if isinstance(obj, PolicyBase) or (hasattr(obj, "fits_zos") and hasattr(obj, "name") and callable(obj)):
         return obj
     if callable(obj):
+        members = [m for m in POLICY_MEMBERS if hasattr(obj, m)]
+        if members:          # a policy class missing name or fits_zos: wrapping it would drop those members
+            missing = " and ".join(m for m in ("name", "fits_zos") if not hasattr(obj, m))
+            raise TypeError(f"{type(obj).__name__} has policy members ({', '.join(members)}) but no {missing}: "
+                            f"give it {missing} (a plain function is wrapped with fits_zos False, and its other "
+                            "members would be ignored)")
         return FunctionPolicy(obj)
     raise TypeError(f"{obj!r} is not a policy: expected a callable view -> verify lengths")
+
+
+#: The members only a policy object has (a plain function has none): with any of them, ``name`` and ``fits_zos``
+#: are required (:func:`as_policy`).
+POLICY_MEMBERS = ("name", "fits_zos", "capacity", "proposal_length", "view_kind", "capacity_view_age", "knobs")
 
 
 # ------------------------------------------------------------------------------------------ hooks

@@ -85,9 +85,10 @@ def instantiate(obj: Any, gamma: int | None = None, where: str | None = None, **
                                     "a constructor that runs without raising", f"{type(e).__name__}: {e}") from e
     try:
         policy = as_policy(obj)
-    except TypeError:
+    except TypeError as e:
+        got = f"{_kind(obj)}, which is not callable" if not callable(obj) else str(e)
         raise SpecsimInputError(where, None, str(label), "a policy class, instance or function "
-                                "(a callable view -> verify lengths)", f"{_kind(obj)}, which is not callable") from None
+                                "(a callable view -> verify lengths)", got) from None
     policy_hooks(policy)                            # checked once, when the policy is made
     return policy
 
