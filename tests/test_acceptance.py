@@ -302,3 +302,14 @@ def test_temperatures_from_a_calibrate_file(tmp_path):
     d = raw_only.draw_request(np.random.default_rng(0), "math", 20)
     raw, calib = raw_only.confidences(d.logit_q, d.noise)
     np.testing.assert_array_equal(raw, calib)
+
+
+@pytest.mark.parametrize("key", ["sigma_request", "sigma_step", "sigma_token"])
+def test_spreads_that_swamp_the_rates_are_an_input_error(key):
+    """A latent spread so large that no logit offset reaches the table's rates is one input error naming the
+    spreads (a researcher's sigma_request = 20 ended in scipy's brentq, 21 frames deep)."""
+    from specsim.workload.synth import synth_trace
+
+    with pytest.raises(SpecsimInputError) as ei:
+        simulate(synth_trace(10, 5.0, seed=0), "static", load_scenario(None, [f"acceptance.{key}=50"]))
+    assert "sigma_request" in str(ei.value.field) and "reachable" in str(ei.value)

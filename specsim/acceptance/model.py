@@ -349,6 +349,9 @@ def _solve_beta(alpha: np.ndarray, sigma_request: float, sigma_step: float, sigm
     E_eps[sigmoid(beta_i + c + eps)]. Gauss-Hermite nodes over (z, e, eps) (20 x 20 x 24, exact to ~1e-9
     in tau); the weights 1 / tau(z) depend on beta, so the left-to-right solve is repeated to a fixed
     point (8-12 rounds, about 0.05 s per domain).
+
+    Raises:
+        SpecsimInputError: spreads so large that no offset in [-40, 40] reaches a rate (sigma 20 and up).
     """
     xz, wz = np.polynomial.hermite_e.hermegauss(20)
     xe, we = np.polynomial.hermite_e.hermegauss(20)
@@ -369,7 +372,13 @@ def _solve_beta(alpha: np.ndarray, sigma_request: float, sigma_step: float, sigm
         new = np.empty(alpha.size)
         for k, a in enumerate(alpha):
             w = weight * survival / (weight @ survival)
-            new[k] = brentq(lambda b: float(w @ g(b)) - a, -40.0, 40.0, xtol=1e-12)
+            try:
+                new[k] = brentq(lambda b: float(w @ g(b)) - a, -40.0, 40.0, xtol=1e-12)
+            except ValueError:          # no offset in [-40, 40] reaches the rate: the spreads swamp it
+                raise SpecsimInputError(None, None, "acceptance.sigma_request, sigma_step, sigma_token",
+                                        f"spreads with which the rate alpha_{k + 1} = {a:.4g} is reachable (the "
+                                        "logit offset solving for it would leave [-40, 40]; the fitted spreads "
+                                        "are about 1)", f"{sigma_request:g}, {sigma_step:g}, {sigma_token:g}") from None
             survival = survival * g(new[k])
             tau_c += survival
         step_weight = 1.0 / (tau_c.reshape(xz.size, xe.size) @ we)  # (Nz,) 1 / tau(z)
