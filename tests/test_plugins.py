@@ -411,3 +411,14 @@ def test_a_policy_class_without_name_is_refused_not_wrapped():
     assert "no name" in str(ei.value) or "not a policy" in str(ei.value)
     with pytest.raises(SpecsimInputError, match="but no name"):
         simulate(trace, NoName)
+
+
+def test_a_raising_policy_typed_at_python_c_is_named():
+    """A policy defined by ``python -c``, stdin or ``exec`` (file ``<string>``) that raises is one input error
+    naming the policy and its line, like one in a file (it was a bare KeyError through SimPy's frames)."""
+    scope: dict = {}
+    exec("def bad(view):\n    return {}['x']\n", scope)
+    with pytest.raises(SpecsimInputError) as ei:
+        simulate(synth_trace(20, rate=40.0, seed=3), scope["bad"])
+    assert (ei.value.file, ei.value.line) == ("<string>", 2) and "policy bad" in str(ei.value.field)
+    assert "KeyError" in str(ei.value)

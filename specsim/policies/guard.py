@@ -33,10 +33,11 @@ def is_user_policy(policy: Any) -> bool:
 
 def user_frame(tb) -> tuple[str, int] | None:
     """(file, line) of the innermost traceback frame outside specsim, the standard library and installed
-    packages; None when there is none."""
+    packages (code typed at ``python -c``, stdin or ``exec`` counts as the user's: ``<string>``, ``<stdin>``;
+    frozen modules do not); None when there is none."""
     for frame in reversed(traceback.extract_tb(tb)):
         path = str(Path(frame.filename).resolve())
-        if not (path.startswith(_SPECSIM) or path.startswith(_LIBRARIES) or frame.filename.startswith("<")):
+        if not (path.startswith(_SPECSIM) or path.startswith(_LIBRARIES) or frame.filename.startswith("<frozen")):
             return frame.filename, frame.lineno
     return None
 
