@@ -183,6 +183,11 @@ def test_trace_constructor_validates():
         Trace(["a", "a"], [0.0, 0.5], [1, 1], [1, 1], ["chat", "chat"])
     with pytest.raises(SpecsimInputError, match="length 2"):
         Trace(["a", "b"], [0.0, 0.5], [1], [1, 1], ["chat", "chat"])
+    # a fractional token count was cut to its whole part silently (the JSONL loader refuses it)
+    with pytest.raises(SpecsimInputError) as ei:
+        Trace(["a", "b"], [0.0, 0.5], [1, 1], [50, 50.2], ["chat", "chat"])
+    assert (ei.value.line, ei.value.field, ei.value.got) == (2, "output_tokens", "50.2")
+    assert Trace(["a"], [0.0], [100.0], [np.float32(7)], ["chat"]).prompt_tokens.tolist() == [100]
 
 
 # --------------------------------------------------------------------- prefix information

@@ -28,6 +28,27 @@ from specsim.workload import extra as extra_fields
 DEFAULT_DOMAIN = "chat"
 
 
+def _token_counts(values, name: str, source: str) -> np.ndarray:
+    """``values`` as int64 token counts. Whole floats (100.0, as pandas columns often hold them) are accepted
+    here; a JSONL file is held to its own stricter rule (an integer literal).
+
+    Raises:
+        SpecsimInputError: a value that is not a whole number (100.7 would be cut to 100 silently), or no numbers.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iub":
+        return arr.astype(np.int64)
+    try:
+        f = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise SpecsimInputError(source, None, name, "whole numbers of tokens", f"{arr.dtype} values") from None
+    bad = ~(np.isfinite(f) & (f == np.floor(f)))
+    if bad.any():                                  # line: the request's 1-based position, as the other checks
+        first = int(np.flatnonzero(bad)[0])
+        raise SpecsimInputError(source, first + 1, name, "a whole number of tokens", repr(float(f[first])))
+    return f.astype(np.int64)
+
+
 @dataclass(frozen=True, eq=False)
 class Trace:
     """A request trace as column arrays (N requests, in arrival order).
@@ -75,8 +96,8 @@ class Trace:
         cols = {
             "request_id": np.array([str(x) for x in self.request_id], dtype=object),
             "arrival_s": np.array(self.arrival_s, dtype=np.float64) + 0.0,  # + 0.0 turns -0.0 into 0.0
-            "prompt_tokens": np.array(self.prompt_tokens, dtype=np.int64),
-            "output_tokens": np.array(self.output_tokens, dtype=np.int64),
+            "prompt_tokens": _token_counts(self.prompt_tokens, "prompt_tokens", self.source),
+            "output_tokens": _token_counts(self.output_tokens, "output_tokens", self.source),
             "domain": np.array([str(x) for x in self.domain], dtype=object),
         }
         n = cols["arrival_s"].shape[0]
