@@ -326,7 +326,9 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     rr, pc = built.resolved, built.resolved.policy
     summary["profile_range"] = range_report(rr.profile, steps, pc.gamma)   # padded / capped steps
     summary["speculation_overhead"] = speculation_overhead(rr.profile) if pc.gamma else None
-    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice):
+    idle = (f"gamma 0: nothing is drafted, so policy {pc.name} verifies nothing and runs as no speculation (the "
+            "same steps as --policy none)") if not pc.gamma and pc.name != "none" else None
+    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

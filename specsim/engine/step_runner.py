@@ -32,7 +32,7 @@ class StepRunner:
         config: the replica's :class:`~specsim.engine.state.ReplicaConfig`.
         slots: the running requests' state (shared with the scheduler).
         kv: the replica's KV manager (a finished prefill publishes its prefix blocks to the cache).
-        fits_zos: the policy fits zero-overhead scheduling (no host overhead charged).
+        fits_zos: the policy fits zero-overhead scheduling (no host overhead charged; none either without drafts).
         profile: the target's step-time profile.
         drafter_cost: the drafter's cost model.
         workload: the read-only per-request inputs.
@@ -43,7 +43,9 @@ class StepRunner:
                  drafter_cost, workload: Workload, records: Records) -> None:
         self.config, self.slots, self.kv = config, slots, kv
         self.profile, self.drafter_cost, self.workload, self.records = profile, drafter_cost, workload, records
-        self.host_overhead_s = 0.0 if fits_zos else config.host_overhead_s   # CPU scheduling charged per step
+        # CPU scheduling is charged per step unless ZOS hides it: the policy fits ZOS, or nothing is drafted (gamma
+        # 0: every batch is known before any confidence exists, whatever the policy, as for ``none``)
+        self.host_overhead_s = 0.0 if fits_zos or not config.gamma else config.host_overhead_s
 
     def step_time_s(self, plan: StepPlan) -> float:
         """Seconds of the step: target step + host + drafter + speculation's own work + prefill attention +
