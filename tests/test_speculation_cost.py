@@ -214,6 +214,20 @@ def test_vllm_speculative_result_read_by_hand():
         spec_observations_from_vllm_results(POINTS / "vllm_c16.json")    # no speculation in it, none given
 
 
+
+def test_vllm_speculative_result_with_a_negative_time_is_refused(tmp_path):
+    """A negative mean ITL or TPOT is a broken file: refused naming the field (it was skipped silently)."""
+    import json
+
+    obj = json.loads((POINTS / "vllm_c16_spec.json").read_text())
+    for key in ("mean_itl_ms", "mean_tpot_ms"):
+        bad = tmp_path / f"{key}.json"
+        bad.write_text(json.dumps(dict(obj, **{key: -3.0})))
+        with pytest.raises(SpecsimInputError) as ei:
+            spec_observations_from_vllm_results(bad)
+        assert ei.value.field == key and "-3" in str(ei.value)
+
+
 def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path):
     from typer.testing import CliRunner
 

@@ -77,12 +77,13 @@ def test_vllm_result_with_speculation_is_refused():
     ("total_output_tokens", 320, "total_output_tokens"),        # = completed: no decode gap at all
     ("total_input_tokens", -1, "total_input_tokens"),
     ("mean_itl_ms", None, "mean_itl_ms"),                        # and mean_tpot_ms removed below
+    ("mean_itl_ms", -3, "mean_itl_ms"),        # negative: refused (it was skipped for mean_tpot_ms silently)
 ])
 def test_vllm_result_bad_fields_name_file_object_and_field(tmp_path, key, value, field):
     obj = json.loads((DATA / "vllm_c16.json").read_text())
     other = dict(obj, label="second")
     other[key] = value
-    if key == "mean_itl_ms":
+    if key == "mean_itl_ms" and value is None:
         other["mean_tpot_ms"] = 0.0
     p = tmp_path / "bad.jsonl"
     p.write_text(json.dumps(obj) + "\n" + json.dumps(other) + "\n")

@@ -105,6 +105,10 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
         completed = _number(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
         tin = _number(m, "total_input_tokens", src, k, "a count >= 0", lambda v: v >= 0)
         tout = _number(m, "total_output_tokens", src, k, "a count > completed", lambda v: v > completed)
+        for name in ("mean_tpot_ms", "mean_itl_ms"):    # a negative time is a broken file: refused, not skipped
+            v = m.get(name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+                raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
         tpot = m.get("mean_tpot_ms")
         if isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and tpot > 0:
             per_token = float(tpot) / 1e3

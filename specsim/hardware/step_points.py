@@ -141,6 +141,10 @@ def _step_time_s(m: dict, src: str, k: int) -> float:
     can give), median ITL, else median TPOT; in seconds (module docstring)."""
     names = ("mean_itl_ms", "mean_tpot_ms") if "mean_itl_ms" in m or "mean_tpot_ms" in m else (
         "median_itl_ms", "median_tpot_ms")              # a file without the means (medians only)
+    for name in names:                   # a negative time is a broken file, not a missing figure: refused
+        v = m.get(name)
+        if not isinstance(v, bool) and isinstance(v, (int, float)) and v < 0:
+            raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
     for name in names:
         v = m.get(name)
         if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
