@@ -211,6 +211,9 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
 
 #: Where :func:`specsim.run_config.speculation_terms` says a term came from when the profile states none.
 SOURCED_SPECULATION = "vLLM issue 49548's sourced defaults (the profile states none)"
+#: Those defaults, seconds (:class:`specsim.hardware.stepmodel.EngineTerms`' ``spec_step_s``, ``spec_request_s``;
+#: docs/profiles.md gives their derivation).
+SOURCED_SPEC_STEP_S, SOURCED_SPEC_REQUEST_S = 7.75e-4, 8.4e-5
 
 
 def speculation_overhead(profile: StepTimeProfile) -> dict[str, Any]:
@@ -220,6 +223,10 @@ def speculation_overhead(profile: StepTimeProfile) -> dict[str, Any]:
     md = profile.metadata or {}
     source = md.get("speculation_terms") or ("the profile's own (step model)" if "step_model" in md
                                              else "the profile's own")
+    if "step_model" in md and not md.get("speculation_terms") and (profile.spec_step_s, profile.spec_request_s) == (
+            SOURCED_SPEC_STEP_S, SOURCED_SPEC_REQUEST_S):      # a step model built with the defaults, not fitted
+        source = ("the profile's step model at vLLM issue 49548's sourced defaults (measured on a 31B dense target, "
+                  "1x H100 NVL; not fitted to this model)")
     return {"spec_step_s": float(profile.spec_step_s), "spec_request_s": float(profile.spec_request_s),
             "source": str(source)}
 

@@ -59,7 +59,7 @@ from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import TILE_M, TILE_N, graph_grid
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
-from specsim.hardware.profile import StepTimeProfile
+from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
 
 #: Names of the terms, in the order they are stacked in ``specsim profile show --terms``.
 TERMS = ("gemm", "elementwise", "attention", "lm_head", "sampling", "per_request", "fixed", "kernels",
@@ -123,8 +123,8 @@ class EngineTerms:
     per_request_step_s: float = 0.0
     fixed_step_s: float = 0.0
     link_eff: float = 0.8
-    spec_step_s: float = 7.75e-4
-    spec_request_s: float = 8.4e-5
+    spec_step_s: float = SOURCED_SPEC_STEP_S
+    spec_request_s: float = SOURCED_SPEC_REQUEST_S
     spec_zero_draft_pays: bool = False
     cudagraph_max_tokens: int = 512
     eager_kernel_s: float = 4.4e-6
