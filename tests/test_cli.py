@@ -140,6 +140,12 @@ def test_compare_rejects_non_positive_tiers(monkeypatch, capsys, tmp_path):
     assert code == 2 and "tiers" in err and "Traceback" not in err
 
 
+def test_repeated_tiers_count_once():
+    from specsim.cli.sweep_cmd import parse_tiers
+
+    assert parse_tiers("100,100,50,100") == [100.0, 50.0]        # a fresh user's 100,100 printed every row twice
+
+
 # ------------------------------------------------------------------ exit codes in a fresh interpreter
 
 def _specsim(*args: str, code: str = "from specsim.cli import main; main()"):

@@ -420,13 +420,14 @@ def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: i
 
 
 def parse_tiers(text: str) -> list[float]:
-    """``--tiers`` values (a :func:`parse_list`), each finite and > 0; SpecsimInputError naming the flag."""
+    """``--tiers`` values (a :func:`parse_list`), each finite and > 0, a repeated value once (``100,100`` printed
+    every row twice); SpecsimInputError naming the flag."""
     tier_list = parse_list(text, float, "tiers")
     bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
     if bad or not tier_list:
         raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0",
                                 f"{bad[0]:g}" if bad else repr(text))
-    return tier_list
+    return list(dict.fromkeys(tier_list))
 
 
 def resolve_tiers(text: str | None, sweep_dir: Path) -> list[float]:
