@@ -234,3 +234,21 @@ def test_a_thrashing_covered_point_is_not_told_to_add_heavier_loads():
     calm = " ".join(recommendations_text([Recommendation(**{**rec.to_dict(), "recomputed_share": 0.0})],
                                          width=100).split())
     assert "advice: add heavier loads" in calm and "thrashes" not in calm
+
+
+@pytest.mark.parametrize("margin, verdict, tie", [(0.002, "one seed", True), (0.0, "within noise (p=0.47, 2 seeds)", True),
+                                                  (0.015, "holds (p=0.01, 3 seeds)", False),
+                                                  (0.08, "one seed", False)])
+def test_a_lead_no_test_upholds_below_two_percent_is_called_a_tie(margin, verdict, tie):
+    """A fresh user's report: recommend named a winner at +0.2% over static on one seed, at a point that thrashes,
+    and a vllm-adaptive winner at +0.0% (p = 0.47) that no engine runs. Such a lead is called a tie, naming the
+    runner-up and what one more seed would settle; a lead a paired test upholds, or a large one, is not."""
+    from specsim.sweep.recommend import Recommendation, recommendations_text
+    rec = Recommendation(tier=100.0, curve="dspark-async", policy="dspark-async", knobs={"gamma": 7}, mode="closed",
+                         load=64.0, tps_per_user=123.2, throughput_per_gpu=7246.0, tier_throughput_per_gpu=7246.0,
+                         runner_up="static", margin=margin, margin_verdict=verdict, recomputed_share=0.41,
+                         status="covered")
+    text = " ".join(recommendations_text([rec], width=100).split())
+    assert ("a tie as far as this sweep can tell: static delivers within" in text) == tie
+    assert ("sweep --seeds 3" in text) == (tie and verdict == "one seed")
+    assert "this point thrashes" in text

@@ -51,6 +51,8 @@ SOURCES = {
 VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
 SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
 CONFIDENCE_POLICIES = ("dspark", "dspark-async", "vllm-adaptive", "trtllm-confidence")
+#: A lead below this share that no paired test over seeds upholds is reported as a tie (recommendations_text).
+TIE_MARGIN = 0.02
 
 
 @dataclass
@@ -328,6 +330,13 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  f"interpolated): sweep loads above {r.load:g} to find the point that runs it", "  ")
         elif r.advice:
             para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
+        if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN
+                and not r.margin_verdict.startswith("holds")):
+            para(f"a tie as far as this sweep can tell: {r.runner_up} delivers within {abs(r.margin):.1%} at this tier"
+                 + (" (one seed: sweep --seeds 3 to judge it)" if r.margin_verdict == "one seed" else "")
+                 + f"; where your engine cannot run {r.curve} exactly"
+                 + (" or this point thrashes" if thrashes else "") + ", the runner-up gives up nothing measurable",
+                 "  ")
         if thrashes:
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
