@@ -236,7 +236,8 @@ def test_a_thrashing_covered_point_is_not_told_to_add_heavier_loads():
     assert "advice: add heavier loads" in calm and "thrashes" not in calm
 
 
-@pytest.mark.parametrize("margin, verdict, tie", [(0.002, "one seed", True), (0.0, "within noise (p=0.47, 2 seeds)", True),
+@pytest.mark.parametrize("margin, verdict, tie", [(0.002, "one seed", True),
+                                                  (0.0, "within noise (p=0.47, 2 seeds)", True),
                                                   (0.015, "holds (p=0.01, 3 seeds)", False),
                                                   (0.08, "one seed", False)])
 def test_a_lead_no_test_upholds_below_two_percent_is_called_a_tie(margin, verdict, tie):
