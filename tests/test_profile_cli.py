@@ -385,3 +385,33 @@ def test_an_activation_dtype_that_changes_no_gemm_is_said(tmp_path):
                          "--expert-dtype", "fp4", "--activation-dtype", "fp8", "--out", str(tmp_path / "b.json")])
     text = " ".join(r.output.split())
     assert r.exit_code == 0 and "GEMMs run W4A8" in text and "changes no GEMM" not in text
+
+
+def test_profile_list_names_every_bundled_profile(monkeypatch):
+    """`specsim profile list` (a fresh user found no way to list the bundled profiles): one row per file, its GPU,
+    model and TP, superseded ones marked; an unknown name's error points to it."""
+    from specsim.hardware.profile import bundled_profiles_dir, resolve_profile
+
+    monkeypatch.setenv("COLUMNS", "200")
+    r = RUN.invoke(app, ["profile", "list"])
+    assert r.exit_code == 0, r.output
+    names = sorted(p.stem for p in bundled_profiles_dir().glob("*.json"))
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[3:] if line.strip()}
+    assert sorted(rows) == names and f"{len(names)} bundled profiles" in r.stdout
+    assert rows["h100-llama2-7b-tp1"][1:4] == ["h100", "Llama-2-7b-hf", "1"]
+    assert "(superseded)" in " ".join(rows["h100-qwen3-8b-tp1-analytic"])
+    with pytest.raises(SpecsimInputError, match="specsim profile list shows all"):
+        resolve_profile("no-such-profile-anywhere")
+
+
+def test_show_prints_a_dict_of_metadata_one_key_per_line(tmp_path):
+    """A fitted profile's `fit` record was one long Python-repr line."""
+    from specsim.hardware.profile import StepTimeProfile, save_profile
+
+    prof = StepTimeProfile.flat(0.01)
+    prof = StepTimeProfile(prof.batch_tokens, prof.step_time_s, metadata={"kind": "fitted",
+                                                                       "fit": {"kernel_s": 1e-5, "points": 3}})
+    save_profile(prof, tmp_path / "p.json")
+    r = RUN.invoke(app, ["profile", "show", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    assert "fit:\n  kernel_s: 1e-05\n  points: 3\n" in r.stdout

@@ -22,6 +22,25 @@ def shared_root() -> Path:
     return Path(os.environ.get("SPECSIM_SHARED", default)).resolve()
 
 
+@profile_app.command("list")
+def list_profiles() -> None:
+    """The bundled profiles a scenario's profile.name may name: GPU, model, TP, kind and the largest measured
+    batch; a superseded one is marked (``profile show NAME`` names what replaces it)."""
+    import json as _json
+
+    from specsim.hardware.profile import bundled_profiles_dir
+
+    rows = []
+    for path in sorted(bundled_profiles_dir().glob("*.json")):
+        prof = _json.loads(path.read_text())
+        md, top = prof.get("metadata") or {}, prof.get("batch_tokens") or [0]
+        rows.append([path.stem, str(md.get("gpu", "?")), str(md.get("model", "?")), str(md.get("tp", "?")),
+                     str(md.get("kind", "?")) + (" (superseded)" if md.get("superseded_by") else ""),
+                     fmt.value(int(top[-1]))])
+    typer.echo(fmt.table(["name", "gpu", "model", "tp", "kind", "max B"], rows,
+                         title=f"{len(rows)} bundled profiles (--set profile.name=NAME; profile show NAME prints one)"))
+
+
 @profile_app.command("show")
 def show(path: str = typer.Argument(..., help="profile JSON file or bundled name"),
          png: Path = typer.Option(None, help="also write a PNG here (step time and SPS, or the stacked terms)"),
@@ -42,7 +61,14 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
                                 "a profile built from terms (specsim profile analytic / profile fit); this one "
                                 f"is a table (kind: {prof.metadata.get('kind', '?')})", "no step model")
     for k, v in prof.metadata.items():
-        typer.echo(f"{k}: {v}" if k != "step_model" else "step_model: yes (--terms shows its terms)")
+        if k == "step_model":
+            typer.echo("step_model: yes (--terms shows its terms)")
+        elif isinstance(v, dict):                   # e.g. a fit's record: one key per line, not one long repr
+            typer.echo(f"{k}:")
+            for sub, x in v.items():
+                typer.echo(f"  {sub}: {x}")
+        else:
+            typer.echo(f"{k}: {v}")
     typer.echo(f"lookup: {prof.lookup}, extrapolate: {prof.extrapolate}, "
                f"kv_read_s_per_token: {prof.kv_read_s_per_token:.4g}, per_request_s: {prof.per_request_s:.4g}")
     charged = speculation_terms(load_scenario(), prof)          # as a run on the default scenario's engine keys

@@ -292,6 +292,6 @@ def resolve_profile(name_or_path: str, lookup: str | None = None) -> StepTimePro
     import difflib
     names = sorted(x.stem for x in bundled_profiles_dir().glob("*.json"))
     close = difflib.get_close_matches(str(name_or_path), names, n=3, cutoff=0.5)
-    hint = f"closest: {', '.join(close)}" if close else f"{len(names)} of them in specsim/data/profiles"
+    hint = (f"closest: {', '.join(close)}" if close else f"{len(names)} of them") + "; specsim profile list shows all"
     raise SpecsimInputError(None, None, "profile", f"a profile file (.json) or a bundled profile name ({hint})",
                             repr(name_or_path))
