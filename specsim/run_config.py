@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -105,7 +106,33 @@ class RunConfig:
 def _knob_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
     """(file, line) of a ``policy.knobs.KEY`` field in the scenario's own file, None when it came from elsewhere
     (the defaults, a ``--set``)."""
-    if not field.startswith("policy.knobs.") or not scenario.source or not Path(scenario.source).is_file():
+    return _key_line(scenario, field) if field.startswith("policy.knobs.") else None
+
+
+#: The field an input error raised without a file names -> the scenario key its value came from.
+_SCENARIO_KEYS = {"profile": "profile.name", "gamma": "engine.gamma", "engine.gamma": "engine.gamma"}
+
+
+@contextmanager
+def in_scenario_file(scenario: Scenario, gamma_given: bool = False):
+    """Re-raise an input error about a value the scenario file set (its profile name, its gamma) naming that file
+    and the key's line, as every other scenario error does; unchanged when the value came from elsewhere (the
+    defaults, a ``--set``, ``--gamma``: ``gamma_given``)."""
+    try:
+        yield
+    except SpecsimInputError as e:
+        key = _SCENARIO_KEYS.get(str(e.field)) if e.file is None else None
+        if key == "engine.gamma" and gamma_given:
+            raise
+        where = _key_line(scenario, key) if key else None
+        if where is None:
+            raise
+        raise SpecsimInputError(where[0], where[1], key, e.expected, e.got) from None
+
+
+def _key_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
+    """(file, line) of a dotted key in the scenario's own file, None when the file does not set it."""
+    if not scenario.source or not Path(scenario.source).is_file():
         return None
     from specsim.tomlfile import read_toml
 
@@ -401,12 +428,13 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
             :func:`specsim.hardware.kv_capacity.kv_capacity`.
     """
     sc = config.scenario
-    choice = resolve_policy(config.policy, sc, config.gamma, config.drafter, config.knobs)
-    prof = speculation_terms(sc, profile or resolve_profile(sc.profile.name, sc.profile.lookup))
-    check_prefill_chunk(sc, prof)
-    cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
-    frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
-    gpus, notice = replica_gpus(sc, prof)
-    prefill_gpus, prefill_notice = prefill_instance_gpus(sc, prof)
+    with in_scenario_file(sc, config.gamma is not None):
+        choice = resolve_policy(config.policy, sc, config.gamma, config.drafter, config.knobs)
+        prof = speculation_terms(sc, profile or resolve_profile(sc.profile.name, sc.profile.lookup))
+        check_prefill_chunk(sc, prof)
+        cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
+        frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
+        gpus, notice = replica_gpus(sc, prof)
+        prefill_gpus, prefill_notice = prefill_instance_gpus(sc, prof)
     return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac), gpus, notice,
                        prefill_gpus, prefill_notice)

@@ -24,7 +24,7 @@ from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
 from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
 from specsim.policies.base import policy_hooks
-from specsim.run_config import ResolvedRun, RunConfig, resolve_run
+from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
 from specsim.policies.cost_table import table_report
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
@@ -219,7 +219,8 @@ def _build(trace, config: RunConfig, profile: StepTimeProfile | None, drafter_co
     rr = resolve_run(config, profile, drafter_cost)
     pc = rr.policy
     sc = config.scenario
-    model = _acceptance(trace, sc, pc.drafter, pc.gamma) if pc.gamma > 0 else None
+    with in_scenario_file(sc, config.gamma is not None):       # its gamma beyond the rate table: the file's line
+        model = _acceptance(trace, sc, pc.drafter, pc.gamma) if pc.gamma > 0 else None
     trace, context, reasons = _fit_context(trace, context_window(rr.profile, sc.engine.max_model_len,
                                                                  sc.engine.context_overflow))
     runtime = replace(rr.cluster_runtime(), context_reasons=reasons)

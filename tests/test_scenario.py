@@ -276,3 +276,27 @@ def test_a_bad_rate_row_in_a_file_names_its_own_line(tmp_path):
         load_scenario(p)
     assert (e.value.line, e.value.field) == (6, "acceptance.rates.code") and "[0.8, 1.5, 0.6]" in str(e.value)
 
+
+
+def test_errors_about_values_a_scenario_file_set_name_its_file_and_line(tmp_path):
+    """A fresh user's scenario file with an unknown profile name, or a gamma beyond its drafter's rate table, got
+    errors naming neither the file nor the line (every other scenario error names both); a value from --gamma
+    keeps the flag's error."""
+    from specsim.simulation import simulate
+    from specsim.workload import synth_trace
+
+    trace = synth_trace(10, 5.0, seed=0)
+    bad_profile = tmp_path / "p.toml"
+    bad_profile.write_text('# a comment\n[profile]\nname = "h100-llama2-7b-tp3"\n')
+    with pytest.raises(SpecsimInputError) as ei:
+        simulate(trace, "dspark", load_scenario(bad_profile))
+    assert (ei.value.file, ei.value.line, ei.value.field) == (str(bad_profile), 3, "profile.name")
+    assert "h100-llama2-7b-tp8" in str(ei.value)
+    mtp = tmp_path / "m.toml"
+    mtp.write_text('[drafter]\nname = "mtp"\n\n[engine]\ngamma = 3\n')
+    with pytest.raises(SpecsimInputError) as ei:
+        simulate(trace, "dspark", load_scenario(mtp))
+    assert (ei.value.file, ei.value.line, ei.value.field) == (str(mtp), 5, "engine.gamma")
+    with pytest.raises(SpecsimInputError) as ei:
+        simulate(trace, "dspark", load_scenario(mtp), gamma=2)
+    assert ei.value.file is None and ei.value.field == "gamma"
