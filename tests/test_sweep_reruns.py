@@ -266,3 +266,19 @@ def test_interrupted_sweep_says_what_it_kept(tmp_path, monkeypatch, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "interrupted: 1 finished point records are kept" in err and "resumes" in err
     assert err.endswith("specsim: interrupted") and "Traceback" not in err
+
+
+def test_a_sweep_into_a_folder_of_another_workload_warns_at_once(tmp_path, capsys):
+    """A fresh user swept mtp1 with --num-requests 500 into a folder swept with 2000: the sweep said nothing and
+    compare warned only later while still ranking them; the sweep now warns when it leaves the folder mixed."""
+    trace = _trace(tmp_path / "t.jsonl", 0)
+    out = tmp_path / "sw"
+    base = ["sweep", "--trace", str(trace), "--out", str(out), "--concurrency", "2", "--executor", "serial",
+            "--quiet"]
+    assert _cli([*base, "--policies", "static,none", "--num-requests", "24"]) == 0
+    assert "different workloads" not in capsys.readouterr().err
+    assert _cli([*base, "--policies", "static,none", "--num-requests", "24"]) == 0      # the same again: no warning
+    assert "different workloads" not in capsys.readouterr().err
+    assert _cli([*base, "--policies", "none", "--num-requests", "12"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "now holds points of different workloads" in err and "none on 12 requests" in err

@@ -215,6 +215,7 @@ def sweep(
               + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
               + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; records written to {out / 'points'}")
     recs = load_records(out, ids)
+    _warn_mixed_folder(Path(out))
     df = results_frame(recs)
     if csv:
         _write_sweep_csv(recs, df, Path(out), pcts)
@@ -230,6 +231,22 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _warn_mixed_folder(out: Path) -> None:
+    """On stderr, when the folder now holds curves measured on different requests at the same load (this sweep's
+    trace or request counts differ from an earlier sweep's into the same ``--out``): compare would warn only
+    later, and rank them anyway (a fresh user's report)."""
+    from specsim.analysis.sweep_records import load_records as folder_records, manifest_point_ids, mixed_workloads
+    from specsim.analysis.sweep_records import superseded
+
+    recs = folder_records(out, latest=False)
+    old = set(superseded(recs, manifest_point_ids(out)))
+    mixed = mixed_workloads([r for r in recs if r["id"] not in old])
+    if mixed:
+        print(fmt.wrapped(f"warning: {out} now holds points of different workloads: {mixed}; compare, recommend and "
+                          "plot rank them together: sweep the other curves again with this sweep's trace and request "
+                          "counts, or use a fresh --out"), file=sys.stderr)
 
 
 def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:
