@@ -152,6 +152,10 @@ def test_profile_fit_warns_when_the_ttft_model_misses_a_point_by_more_than_a_fif
                                  "--out", str(tmp_path / "a.json")])
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "warning: the TTFT model misses" in text and "it assumes no queue in the server" in text
+    assert "warning: the TTFT model misses" in text and "assumes no queue in the server" in text
+    # the queued point is named as the cause (measured 5x the fast one), the fast one as the consequence
+    assert "concurrency=16 (slow.json) measured 67% above the model" in text
+    assert "so concurrency=16 (fast.json) comes out +200%" in text
+    assert "pulls the one fitted request_overhead_s up" in text and "--holdout" in text
     r = CliRunner().invoke(app, [*args, str(POINTS / "vllm_c16.json"), "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0 and "TTFT model misses" not in r.output

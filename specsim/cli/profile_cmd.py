@@ -487,10 +487,22 @@ def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     _echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error")
     worst = max(trep.points, key=lambda p: abs(p.rel_error), default=None)
     if worst is not None and abs(worst.rel_error) > TTFT_WARN_ERROR:
-        typer.echo(f"warning: the TTFT model misses {worst.label} by {worst.rel_error:+.0%}: it assumes no queue "
-                   "in the server (a load below max_num_seqs and the KV capacity, docs/profiles.md), so points "
-                   "where requests wait for prefill or admission pull request_overhead_s away from the others; "
-                   "fit TTFT on low-load points, and read TTFT at load from a simulation")
+        labels = [p.label for p in trep.points]
+
+        def name(p) -> str:                                         # the file too where two points share a label
+            return p.label if labels.count(p.label) == 1 else f"{p.label} ({Path(p.source).name})"
+        text = f"warning: the TTFT model misses {name(worst)} by {worst.rel_error:+.0%}"
+        queued = min(trep.points, key=lambda p: p.rel_error)       # measured furthest above the model
+        high = max(trep.points, key=lambda p: p.rel_error)
+        if queued.rel_error < 0 < high.rel_error and not queued.holdout:
+            # the queued point is the cause, the over-predicted one the consequence (a fresh user's warning blamed
+            # the one point with no queue)
+            text += (f"; {name(queued)} measured {1 / (1 + queued.rel_error) - 1:.0%} above the model (its requests "
+                     "waited in the server's queue) pulls the one fitted request_overhead_s up, so "
+                     f"{name(high)} comes out {high.rel_error:+.0%}")
+        typer.echo(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
+                   "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
+                   "and read TTFT at load from a simulation")
     prov["fit"]["ttft"] = trep.provenance()
 
 
