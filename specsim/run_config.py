@@ -43,6 +43,7 @@ from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profi
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
+from specsim.policies.cost_table import COST_AWARE
 from specsim.policies.registry import run_knobs
 from specsim.scenario import Scenario, load_scenario
 
@@ -208,6 +209,11 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
     _check_block(scenario, dname, g, gamma is not None)
+    if isinstance(policy, str) and gamma is None and g and policy not in COST_AWARE:
+        # the policy runs with the step's gamma; built once with the run's, it checks what an explicit --gamma
+        # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
+        with in_scenario_file(scenario):
+            make_policy(policy, gamma=g, **values)
     return PolicyChoice(factory, probe.name, dname, g, values)
 
 

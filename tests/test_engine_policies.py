@@ -171,3 +171,15 @@ def test_table_knobs_are_checked_and_name_the_policy():
     hooks = policy_hooks(wrapped)
     assert hooks.name == "dspark-async" and hooks.fits_zos and hooks.capacity is not None
     assert hooks.capacity_view_age == 2                              # the wrapped policy's, kept
+
+
+def test_draft_len_schedule_is_checked_against_the_runs_gamma_from_the_scenario_too():
+    """TensorRT-LLM's rule (the smallest bound's length is max_draft_len, the run's gamma) held only when gamma was
+    passed to simulate: with engine.gamma a researcher's {16: 3} ran at gamma 7 verifying at most 3 drafts."""
+    from specsim.simulation import simulate
+    from specsim.workload import synth_trace
+
+    trace = synth_trace(20, 10.0, seed=3)
+    with pytest.raises(SpecsimInputError, match=r"draft_len_schedule\[16\] = 3 must equal max_draft_len"):
+        simulate(trace, "trtllm-draft-len-schedule", draft_len_schedule={16: 3})
+    assert simulate(trace, "trtllm-draft-len-schedule", draft_len_schedule={16: 7}).summary["gamma"] == 7

@@ -21,10 +21,11 @@ def recommend(
     """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
     the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
     from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
-    from specsim.cli.sweep_cmd import _records, resolve_tiers
+    from specsim.cli.sweep_cmd import resolve_tiers
+    from specsim.cli.sweep_notes import folder_records
 
     tier_list = resolve_tiers(tiers, sweep_dir)
-    records = _records(sweep_dir)
+    records = folder_records(sweep_dir)
     recs = recommend_tiers(records, tier_list)
     if as_json:
         print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs]}))

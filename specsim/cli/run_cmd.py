@@ -271,7 +271,7 @@ def run(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     if num_requests is not None:
-        from specsim.cli.sweep_cmd import note_more_requests_than_trace
+        from specsim.cli.sweep_notes import note_more_requests_than_trace
         note_more_requests_than_trace(num_requests, trace, len(tr))
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}

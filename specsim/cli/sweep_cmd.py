@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -19,6 +18,8 @@ import typer
 
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app
+from specsim.cli.sweep_notes import (folder_records, note_more_requests_than_trace, print_speculation_notes,
+                                     warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
 _fmt = fmt.number
@@ -215,7 +216,7 @@ def sweep(
               + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
               + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; records written to {out / 'points'}")
     recs = load_records(out, ids)
-    _warn_mixed_folder(Path(out))
+    warn_mixed_folder(Path(out))
     df = results_frame(recs)
     if csv:
         _write_sweep_csv(recs, df, Path(out), pcts)
@@ -231,22 +232,6 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
-
-
-def _warn_mixed_folder(out: Path) -> None:
-    """On stderr, when the folder now holds curves measured on different requests at the same load (this sweep's
-    trace or request counts differ from an earlier sweep's into the same ``--out``): compare would warn only
-    later, and rank them anyway (a fresh user's report)."""
-    from specsim.analysis.sweep_records import load_records as folder_records, manifest_point_ids, mixed_workloads
-    from specsim.analysis.sweep_records import superseded
-
-    recs = folder_records(out, latest=False)
-    old = set(superseded(recs, manifest_point_ids(out)))
-    mixed = mixed_workloads([r for r in recs if r["id"] not in old])
-    if mixed:
-        print(fmt.wrapped(f"warning: {out} now holds points of different workloads: {mixed}; compare, recommend and "
-                          "plot rank them together: sweep the other curves again with this sweep's trace and request "
-                          "counts, or use a fresh --out"), file=sys.stderr)
 
 
 def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:
@@ -381,61 +366,6 @@ def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
 
 
 # --------------------------------------------------------------------------------------------- compare, plot
-def _records(d: Path) -> list[dict]:
-    """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
-    earlier version of the sweep left (:func:`specsim.analysis.sweep_records.superseded`). Says on
-    stderr what it leaves out, which points failed (their loads are missing from the frontiers) and the
-    speculation overhead its points were charged where a run would say it (issue 20)."""
-    import sys
-
-    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
-
-    if not (d / "points").is_dir():
-        raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
-                                "no points/ folder")
-    recs = load_records(d, latest=False)
-    old = set(superseded(recs, manifest_point_ids(d)))
-    if old:
-        print(f"note: {len(old)} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
-              "number of requests) are left out (the latest sweep recomputed them)", file=sys.stderr)
-    recs = [r for r in recs if r["id"] not in old]
-    mixed = mixed_workloads(recs)
-    if mixed:
-        print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
-              "same trace and request counts", file=sys.stderr)
-    print_speculation_notes(recs)
-    failed = [r for r in recs if r["status"] != "ok"]
-    if failed:
-        shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "
-                          f"{r['config']['load']['value']:g}, seed {r['config']['seed']}: "
-                          f"{textwrap.shorten(str(r.get('error') or r.get('error_type')), 200)}"
-                          for r in failed[:3])
-        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
-        print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
-              f"{shown}{more}", file=sys.stderr)
-    return recs
-
-
-def print_speculation_notes(recs: list[dict]) -> None:
-    """On stderr, what a sweep's speculating points were charged for speculation's own overhead
-    (:func:`specsim.analysis.sweep_records.speculation_notes`), wrapped to the terminal."""
-    import sys
-
-    from specsim.analysis.sweep_records import speculation_notes
-
-    for note in speculation_notes(recs):
-        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
-
-
-def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: int) -> None:
-    """A note on stderr when ``--num-requests`` asks for more requests than the trace holds (all of them run),
-    as ``specsim run`` says it."""
-    if num_requests is not None and num_requests > size:
-        import sys
-        print(f"note: --num-requests {num_requests} but {trace} holds {size} requests: all of them run",
-              file=sys.stderr)
-
-
 def parse_tiers(text: str) -> list[float]:
     """``--tiers`` values (a :func:`parse_list`), each finite and > 0, a repeated value once (``100,100`` printed
     every row twice); SpecsimInputError naming the flag."""
@@ -477,7 +407,7 @@ def compare(
 
     slos = parse_goodput(goodput)
     pcts = parse_percentiles(metric_percentiles)
-    recs, tuned = read_tuned(sweep_dir, _records(sweep_dir))     # tuning-only points left out (specsim tune)
+    recs, tuned = read_tuned(sweep_dir, folder_records(sweep_dir))     # tuning-only points left out (specsim tune)
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
     tab = compare_table(recs, tier_list, baseline or None)
@@ -580,7 +510,7 @@ def plot(
     from specsim.analysis.frontier import read_tuned
     from specsim.analysis.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 
-    split = [(d.name, *read_tuned(d, _records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
+    split = [(d.name, *read_tuned(d, folder_records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
     recs = [(name, r) for name, r, _ in split]
     if not any(x["status"] == "ok" for _, r, _ in split for x in r) and not any(t for _, _, t in split):
         # nothing to draw: refuse rather than write blank axes

@@ -42,7 +42,8 @@ def tune(
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
-    from specsim.cli.sweep_cmd import note_more_requests_than_trace, parse_list, print_speculation_notes
+    from specsim.cli.sweep_cmd import parse_list
+    from specsim.cli.sweep_notes import note_more_requests_than_trace, print_speculation_notes
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace

@@ -1,0 +1,77 @@
+"""What the commands that read a sweep folder say about it on stderr, and the records they read: superseded
+points left out, curves measured on different requests, failed points, the speculation overhead the points were
+charged (issue 20), and a ``--num-requests`` above the trace's size. Imports stay light (typer is not needed)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from specsim import fmt
+from specsim.errors import SpecsimInputError
+
+
+def folder_records(d: Path) -> list[dict]:
+    """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
+    earlier version of the sweep left (:func:`specsim.analysis.sweep_records.superseded`). Says on
+    stderr what it leaves out, which points failed (their loads are missing from the frontiers) and the
+    speculation overhead its points were charged where a run would say it (issue 20)."""
+    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
+
+    if not (d / "points").is_dir():
+        raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
+                                "no points/ folder")
+    recs = load_records(d, latest=False)
+    old = set(superseded(recs, manifest_point_ids(d)))
+    if old:
+        print(f"note: {len(old)} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
+              "number of requests) are left out (the latest sweep recomputed them)", file=sys.stderr)
+    recs = [r for r in recs if r["id"] not in old]
+    mixed = mixed_workloads(recs)
+    if mixed:
+        print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
+              "same trace and request counts", file=sys.stderr)
+    print_speculation_notes(recs)
+    failed = [r for r in recs if r["status"] != "ok"]
+    if failed:
+        shown = "; ".join(f"{r['config']['policy']} at {r['config']['load']['mode']} load "
+                          f"{r['config']['load']['value']:g}, seed {r['config']['seed']}: "
+                          f"{textwrap.shorten(str(r.get('error') or r.get('error_type')), 200)}"
+                          for r in failed[:3])
+        more = f" (and {len(failed) - 3} more)" if len(failed) > 3 else ""
+        print(f"warning: {len(failed)} failed points are left out, so their curves' frontiers miss those loads: "
+              f"{shown}{more}", file=sys.stderr)
+    return recs
+
+
+def warn_mixed_folder(out: Path) -> None:
+    """On stderr, when the folder now holds curves measured on different requests at the same load (this sweep's
+    trace or request counts differ from an earlier sweep's into the same ``--out``): compare would warn only
+    later, and rank them anyway (a fresh user's report)."""
+    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
+
+    recs = load_records(out, latest=False)
+    old = set(superseded(recs, manifest_point_ids(out)))
+    mixed = mixed_workloads([r for r in recs if r["id"] not in old])
+    if mixed:
+        print(fmt.wrapped(f"warning: {out} now holds points of different workloads: {mixed}; compare, recommend and "
+                          "plot rank them together: sweep the other curves again with this sweep's trace and request "
+                          "counts, or use a fresh --out"), file=sys.stderr)
+
+
+def print_speculation_notes(recs: list[dict]) -> None:
+    """On stderr, what a sweep's speculating points were charged for speculation's own overhead
+    (:func:`specsim.analysis.sweep_records.speculation_notes`), wrapped to the terminal."""
+    from specsim.analysis.sweep_records import speculation_notes
+
+    for note in speculation_notes(recs):
+        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
+
+
+def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: int) -> None:
+    """A note on stderr when ``--num-requests`` asks for more requests than the trace holds (all of them run),
+    as ``specsim run`` says it."""
+    if num_requests is not None and num_requests > size:
+        print(f"note: --num-requests {num_requests} but {trace} holds {size} requests: all of them run",
+              file=sys.stderr)
