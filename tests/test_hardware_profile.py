@@ -44,8 +44,10 @@ def test_kv_term_adds_linearly():
 
 
 def test_beyond_table_is_an_error_or_explicit_extrapolation():
-    with pytest.raises(SpecsimInputError, match=r"\[1, 24\]"):
+    with pytest.raises(SpecsimInputError, match=r"\[1, 24\]") as ei:
         StepTimeProfile(B, T).step_time(25)
+    # what to do about it, in the scenario's own keys (a researcher's hint named a field no scenario sets)
+    assert "cluster.max_num_seqs" in str(ei.value) and "engine.gamma" in str(ei.value)
     p = StepTimeProfile(B, T, extrapolate="linear")
     assert p.step_time(32) == pytest.approx(0.020 + 8 * (0.009 / 8))
 

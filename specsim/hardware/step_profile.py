@@ -178,7 +178,9 @@ class StepTimeProfile:
             worst = int(b.min()) if b.min() < 1 else int(b.max())
             raise SpecsimInputError(self.source, None, "batch_tokens",
                                     f"a batch size in [1, {bmax}] (the profile's measured range; "
-                                    "set extrapolate='linear' to go beyond)", str(worst))
+                                    "a bigger step needs fewer running requests (cluster.max_num_seqs) or drafts "
+                                    "(engine.gamma), or a profile measured further or whose file sets extrapolate: "
+                                    "linear)", str(worst))
         if b.size and b.max() > bmax:
             slope = (self.step_time_s[-1] - self.step_time_s[-2]) / max(
                 1, self.batch_tokens[-1] - self.batch_tokens[-2]) if self.batch_tokens.size > 1 else 0.0
