@@ -84,13 +84,17 @@ class RunConfig:
             raise SpecsimInputError(None, None, name, want, repr(got))
         if not (isinstance(self.rate_scale, (int, float)) and np.isfinite(self.rate_scale) and self.rate_scale > 0):
             bad("rate_scale", "a finite value > 0", self.rate_scale)
-        if not (isinstance(self.seed, (int, np.integer)) and 0 <= self.seed < 2 ** 63):
+        is_int = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))  # noqa: E731
+        if not (is_int(self.seed) and 0 <= self.seed < 2 ** 63):
             bad("seed", "an int in [0, 2**63) (the one seed of every random draw)", self.seed)
+        pcts = self.metric_percentiles
+        if not all(isinstance(p, (int, float, np.integer, np.floating)) and not isinstance(p, (bool, np.bool_))
+                   and 0 < p <= 100 for p in pcts):
+            bad("metric_percentiles", "percentiles in (0, 100], e.g. (50, 90, 99.9)", pcts)
         horizon_ok = self.max_sim_s is None or (np.isfinite(self.max_sim_s) and 0 < self.max_sim_s <= MAX_SIM_TIME_S)
         if not horizon_ok:
             bad("max_sim_s", f"a time in (0, {MAX_SIM_TIME_S:g}] s (specsim's bound on simulated time)",
                 self.max_sim_s)
-        is_int = lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))  # noqa: E731
         if self.concurrency is not None and not (is_int(self.concurrency) and self.concurrency >= 1):
             bad("concurrency", "an int >= 1 (closed-loop users)", self.concurrency)
         if self.gamma is not None and not (is_int(self.gamma) and 0 <= self.gamma <= 64):

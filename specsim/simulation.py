@@ -70,7 +70,7 @@ def _json_default(x: Any) -> Any:
 
 def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = None, seed: int = 0,
              concurrency: int | None = None, rate_scale: float = 1.0, max_sim_s: float | None = None,
-             gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | None = None,
+             gamma: int | None = None, drafter: str | None = None, profile: StepTimeProfile | str | None = None,
              record_step_log: bool = False, drafter_cost: DrafterCost | None = None,
              progress=None, metric_percentiles: tuple[float, ...] = (), **knobs: Any) -> SimulationResult:
     """Simulate ``trace`` on the scenario's cluster under ``policy`` (the arguments of :class:`RunConfig`).
@@ -79,7 +79,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         trace: a :class:`specsim.workload.trace.Trace`, or the path of a JSONL trace (loaded with
             :func:`specsim.workload.load_trace`).
         scenario: a :class:`~specsim.scenario.Scenario`, the path of a scenario TOML, or None for the default.
-        profile: override the scenario's step-time profile.
+        profile: override the scenario's step-time profile: a profile, a bundled profile's name or a profile file.
         drafter_cost: a measured drafter cost model replacing the drafter's defaults (the replay uses it).
         progress: a :data:`specsim.progress.ProgressCallback` told (done, total, simulated s) as the run goes.
         Every other argument: see :class:`specsim.run_config.RunConfig` (``knobs`` are policy knobs such as
@@ -94,6 +94,12 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         trace = load_trace(trace)
     if isinstance(scenario, (str, Path)):
         scenario = load_scenario(scenario)
+    if isinstance(profile, (str, Path)):                 # a bundled name or a profile file, as the scenario names one
+        from specsim.hardware.profile import resolve_profile
+        profile = resolve_profile(profile)
+    if profile is not None and not isinstance(profile, StepTimeProfile):
+        raise SpecsimInputError(None, None, "profile", "a StepTimeProfile, a bundled profile name or a profile file",
+                                type(profile).__name__)
     if not hasattr(trace, "arrival_s"):
         raise SpecsimInputError(None, None, "trace", "a Trace (specsim.workload.load_trace(path)) or a JSONL path",
                                 type(trace).__name__)

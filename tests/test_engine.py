@@ -555,12 +555,16 @@ def test_the_api_takes_paths_and_names_wrong_argument_types(tmp_path):
     assert res.summary["completed"] == 2 and res.summary["gamma"] == 3
     assert load_scenario(None, "engine.gamma=4").engine.gamma == 4               # one override as a string
     for kw, field in [({"concurrency": 2.5}, "concurrency"), ({"gamma": 2.0}, "gamma"),
-                      ({"scenario": 42}, "scenario"), ({"concurrency": True}, "concurrency")]:
+                      ({"scenario": 42}, "scenario"), ({"concurrency": True}, "concurrency"),
+                      ({"seed": True}, "seed"), ({"metric_percentiles": (150,)}, "metric_percentiles"),
+                      ({"profile": 3}, "profile")]:        # a researcher's: accepted, late numpy, AttributeError
         with pytest.raises(SpecsimInputError) as e:
             simulate(str(path), "dspark", **kw)
         assert e.value.field == field
     with pytest.raises(SpecsimInputError, match="a Trace"):
         simulate(123, "dspark")
+    named = simulate(str(path), "static", profile="h100-llama2-7b-tp2", seed=0)          # a bundled name
+    assert named.summary["provenance"]["profile_metadata"]["tp"] == 2
     with pytest.raises(SpecsimInputError, match="results folder"):
         load_records(tmp_path / "typo")
     with pytest.raises(SpecsimInputError, match="at least one SLA tier"):

@@ -140,7 +140,8 @@ def run_knobs(policy: Any, table: dict[str, Any], given: dict[str, Any],
             raise SpecsimInputError(None, None, f"policy.knobs.{key}",
                                     f"a knob policy {name} declares ({', '.join(sorted(declared)) or 'none'}) or "
                                     f"another policy does{did_you_mean(key, valid)}", repr(table[key]))
-    name = policy if isinstance(policy, str) else getattr(policy, "name", "policy")
+    name = policy if isinstance(policy, str) else getattr(policy, "name", None) or getattr(
+        policy, "__name__", type(policy).__name__)                 # a plain function: its own name
     return check_knobs(str(name), declared, {**{k: v for k, v in table.items() if k in declared}, **given})
 
 
