@@ -589,3 +589,13 @@ def test_gamma_zero_under_a_speculative_policy_is_the_run_of_none(policy):
     assert any("runs as no speculation" in n for n in got.summary["profile_range"]["notices"])
     assert "notices" not in ref.summary["profile_range"] or not any(
         "runs as no speculation" in n for n in ref.summary["profile_range"]["notices"])
+
+
+def test_verifying_more_than_proposal_length_proposed_says_why():
+    """A researcher's policy proposed 2 drafts and verified 7: the error said only "verify lengths in [0, 2]"."""
+    class Over(_Propose):
+        def __call__(self, view):
+            return np.full(view.num_requests, 7)
+
+    with pytest.raises(SpecsimInputError, match="its proposal_length proposed 2 drafts this step"):
+        simulate(make_trace([0.0], [10], [200]), Over(2), seed=0)

@@ -269,7 +269,9 @@ class Scheduler:
         verify_len, total, num_clipped, low, high = kernels.clip_to_output(verify_len, decode, s.output_tokens,
                                                                            s.num_generated)
         if not (0 <= low and high <= gamma):
-            raise SpecsimInputError(None, None, f"policy {self.policy.name}", f"verify lengths in [0, {gamma}]",
+            why = (f" (its proposal_length proposed {gamma} drafts this step: no more can be verified)"
+                   if gamma < self.config.gamma and self.policy.hooks.proposal_length is not None else "")
+            raise SpecsimInputError(None, None, f"policy {self.policy.name}", f"verify lengths in [0, {gamma}]{why}",
                                     f"values in [{low}, {high}]")
         lookahead = self.kv.exact and verify_len.size       # exact steps allocate each verify length's blocks
         if can_draft is None and not lookahead:
