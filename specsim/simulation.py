@@ -335,7 +335,9 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     summary["speculation_overhead"] = speculation_overhead(rr.profile) if pc.gamma else None
     idle = (f"gamma 0: nothing is drafted, so policy {pc.name} verifies nothing and runs as no speculation (the "
             "same steps as --policy none)") if not pc.gamma and pc.name != "none" else None
-    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle):
+    fixed = (f"policy {pc.name} fixes gamma {pc.gamma} (its drafter's); the gamma {config.gamma} given is not used"
+             if config.gamma is not None and config.gamma != pc.gamma and pc.name != "none" else None)
+    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

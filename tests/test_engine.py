@@ -599,3 +599,15 @@ def test_verifying_more_than_proposal_length_proposed_says_why():
 
     with pytest.raises(SpecsimInputError, match="its proposal_length proposed 2 drafts this step"):
         simulate(make_trace([0.0], [10], [200]), Over(2), seed=0)
+
+
+def test_a_gamma_a_policy_overrides_is_said_to_be_unused():
+    """simulate(trace, "mtp1", gamma=7) ran gamma 1 without a word (a researcher's report)."""
+    from specsim.workload import synth_trace
+
+    trace = synth_trace(20, 10.0, seed=3)
+    fixed = simulate(trace, "mtp1", gamma=7)
+    assert fixed.summary["gamma"] == 1
+    assert "policy mtp1 fixes gamma 1 (its drafter's); the gamma 7 given is not used" in \
+        fixed.summary["profile_range"]["notices"]
+    assert not any("is not used" in n for n in simulate(trace, "static", gamma=3).summary["profile_range"]["notices"])

@@ -210,7 +210,8 @@ register_policy("dspark", DSpark, "DSpark Algorithm 1: greedy prefix scheduler, 
 register_policy("dspark-async", DSparkAsync, "DSpark asynchronous (ZOS): capacity from step t-2, top-K now")
 register_policy("dspark-global", DSparkGlobal,
                 "reference: synchronous DSpark, global search without early stop (not lossless)")
-register_policy("oracle", Oracle, "reference: clairvoyant, verifies only accepted drafts (upper bound)")
+register_policy("oracle", Oracle, "reference: clairvoyant, verifies accepted drafts first, rejected ones only where "
+                "a larger batch runs faster (upper bound)")
 register_policy("threshold", ConfidenceThreshold,
                 "DeepSpec per-position rule: verify up to the first raw c_k < threshold")
 register_policy("vllm-adaptive", VllmAdaptive,
