@@ -253,3 +253,16 @@ def test_a_lead_no_test_upholds_below_two_percent_is_called_a_tie(margin, verdic
     assert ("a tie as far as this sweep can tell: static delivers within" in text) == tie
     assert ("sweep --seeds 3" in text) == (tie and verdict == "one seed")
     assert "this point thrashes" in text
+
+
+def test_per_all_gpus_factor_is_stated_where_prefill_gpus_run_beside_decode_ones():
+    """A fresh user costing per GPU read the decode-only tok/s/GPU of the default (1 decode + 1 prefill GPU)
+    scenario as the fleet's: compare and recommend state the factor."""
+    from specsim.cli.sweep_cmd import gpu_split, per_all_gpus_note
+
+    recs = [{"status": "failed", "summary": {}},
+            {"status": "ok", "summary": {"decode_gpus": 4, "prefill_gpus": 2}}]
+    assert gpu_split(recs) == (4, 2) and gpu_split([]) is None
+    assert per_all_gpus_note((4, 2)) == ("This sweep's scenario runs 2 prefill GPUs beside 4 decode GPUs: per GPU of "
+                                         "both, every tok/s/GPU here is x0.67.")
+    assert per_all_gpus_note((1, 0)) == "" and per_all_gpus_note(None) == ""

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from specsim import fmt
 from specsim.cli import app
 
 
@@ -21,7 +22,7 @@ def recommend(
     """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
     the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
     from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
-    from specsim.cli.sweep_cmd import resolve_tiers
+    from specsim.cli.sweep_cmd import gpu_split, per_all_gpus_note, resolve_tiers
     from specsim.cli.sweep_notes import folder_records
 
     tier_list = resolve_tiers(tiers, sweep_dir)
@@ -31,6 +32,9 @@ def recommend(
         print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs]}))
         return
     print(recommendations_text(recs) + ("" if recs else _fastest(records)))
+    note = per_all_gpus_note(gpu_split(records))
+    if recs and note:
+        print(fmt.wrapped(f"tok/s/GPU: per decode GPU. {note}"))
 
 
 def _fastest(records: list[dict]) -> str:
