@@ -145,7 +145,8 @@ class AcceptanceModel(LatentParams):
                 raise SpecsimInputError(None, None, "gamma",
                                         f"gamma <= {len(rates)}, the length of the '{self.drafter}' "
                                         f"acceptance table for domain '{dom}' ({self.source}; --gamma "
-                                        f"{len(rates)} or engine.gamma sets it)", str(self.gamma))
+                                        f"{len(rates)} or engine.gamma sets it; a longer gamma needs rates that "
+                                        "long: acceptance.rates or acceptance.constant_alpha)", str(self.gamma))
             r = np.asarray(rates, dtype=float)
             if np.any(~np.isfinite(r)) or np.any(r <= 0) or np.any(r >= 1):
                 raise SpecsimInputError(None, None, f"acceptance.{self.drafter}.{dom}",
