@@ -390,3 +390,14 @@ def test_closed_loop_records_use_the_window_block():
         assert df.mean_tps_per_user.iloc[0] == 100.0 and df.output_throughput_per_gpu.iloc[0] == 500.0
         sla = sla_table([r], [100]).iloc[0]
         assert sla.attainment == pytest.approx(1 / 3) and sla.goodput_per_gpu == pytest.approx(500 * 200 / 400)
+
+
+def test_a_tier_no_request_meets_shows_no_best_goodput_load(regression_dir):
+    """compare --tiers 10000 showed "goodput* 0, load* 4": no load is the best where no request met the tier."""
+    from specsim.cli.sweep_cmd import _compare_row
+
+    tab = compare(load_records(regression_dir), [1e6], baseline="mtp1")
+    cols = ["goodput*", "load*", "attain*", "winner", "advice"]
+    for _, r in tab.iterrows():
+        cells = dict(zip(cols, _compare_row(r, False, False)[-5:]))
+        assert cells["goodput*"] == "0" and cells["load*"] == "-"

@@ -460,6 +460,8 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
     if not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
         win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
     load = r.best_goodput_load       # users, or a fractional rate scale (0.5): shown as given, never rounded
+    if not r.best_goodput_per_gpu > 0:          # no request met the tier at any load: no load is the best one
+        load = math.nan
     return row + [_fmt(r.best_goodput_per_gpu, 0), f"{load:g}" if math.isfinite(load) else fmt.MISSING,
                   f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-",
                   win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
