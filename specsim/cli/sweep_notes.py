@@ -12,22 +12,30 @@ from specsim import fmt
 from specsim.errors import SpecsimInputError
 
 
+def _latest(d: Path) -> tuple[list[dict], int]:
+    """(the valid records of sweep directory ``d`` less those an earlier version of the sweep left, how many were
+    left out: :func:`specsim.analysis.sweep_records.superseded`)."""
+    from specsim.analysis.sweep_records import load_records, manifest_point_ids, superseded
+
+    recs = load_records(d, latest=False)
+    old = set(superseded(recs, manifest_point_ids(d)))
+    return [r for r in recs if r["id"] not in old], len(old)
+
+
 def folder_records(d: Path) -> list[dict]:
     """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
     earlier version of the sweep left (:func:`specsim.analysis.sweep_records.superseded`). Says on
     stderr what it leaves out, which points failed (their loads are missing from the frontiers) and the
     speculation overhead its points were charged where a run would say it (issue 20)."""
-    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
+    from specsim.analysis.sweep_records import mixed_workloads
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
                                 "no points/ folder")
-    recs = load_records(d, latest=False)
-    old = set(superseded(recs, manifest_point_ids(d)))
+    recs, old = _latest(d)
     if old:
-        print(f"note: {len(old)} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
+        print(f"note: {old} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
               "number of requests) are left out (the latest sweep recomputed them)", file=sys.stderr)
-    recs = [r for r in recs if r["id"] not in old]
     mixed = mixed_workloads(recs)
     if mixed:
         print(f"warning: {mixed}; their throughputs are not comparable: sweep them again into one --out with the "
@@ -49,11 +57,9 @@ def warn_mixed_folder(out: Path) -> None:
     """On stderr, when the folder now holds curves measured on different requests at the same load (this sweep's
     trace or request counts differ from an earlier sweep's into the same ``--out``): compare would warn only
     later, and rank them anyway (a fresh user's report)."""
-    from specsim.analysis.sweep_records import load_records, manifest_point_ids, mixed_workloads, superseded
+    from specsim.analysis.sweep_records import mixed_workloads
 
-    recs = load_records(out, latest=False)
-    old = set(superseded(recs, manifest_point_ids(out)))
-    mixed = mixed_workloads([r for r in recs if r["id"] not in old])
+    mixed = mixed_workloads(_latest(out)[0])
     if mixed:
         print(fmt.wrapped(f"warning: {out} now holds points of different workloads: {mixed}; compare, recommend and "
                           "plot rank them together: sweep the other curves again with this sweep's trace and request "
