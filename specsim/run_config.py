@@ -22,7 +22,6 @@ Each value is decided in one place:
 from __future__ import annotations
 
 import copy
-
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
