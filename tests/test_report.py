@@ -394,3 +394,22 @@ def test_winner_line_is_on_the_first_screen_in_headless_chromium(browser, sweep_
     assert all(w["bottom"] <= 800 for w in state["winners"])             # 1280 x 800: no scrolling needed
     fig = next(f for f in state["figures"] if f["id"] == "fig-frontier")
     assert fig["y"] < 800 and fig["loaded"]                                 # the frontier starts on screen too
+
+
+def test_run_page_goodput_reads_the_windows_throughput_in_closed_loop():
+    """The run page's goodput table multiplied the whole run's throughput by the window's requests (a fresh user's
+    4,159 against the sweep page's 4,600 for the same point): closed loop reads the window's throughput."""
+    import pandas as pd
+
+    from specsim.analysis.report import _run_goodput
+
+    rq = pd.DataFrame({"status": ["completed"] * 4, "arrival_s": [0.0, 1.0, 2.0, 9.0],
+                       "tps_per_user": [100.0, 200.0, 300.0, 400.0], "output_tokens": [10, 10, 10, 10]})
+    s = {"output_throughput_per_gpu": 1000.0, "window": {"output_throughput_per_gpu": 1200.0},
+         "load": {"mode": "closed", "window_start_s": 0.5, "window_end_s": 5.0}}
+    table = _run_goodput(s, rq, (150.0,))
+    cells = [c["text"] if isinstance(c, dict) else c for c in table["rows"][0]]
+    assert any("1,200" in str(c) for c in cells), cells          # both window requests meet 150: all of 1,200
+    s_open = {"output_throughput_per_gpu": 1000.0, "load": {"mode": "open"}}
+    cells = [c["text"] if isinstance(c, dict) else c for c in _run_goodput(s_open, rq, (150.0,))["rows"][0]]
+    assert any("750" in str(c) for c in cells), cells             # 3 of 4 requests' tokens: 0.75 x 1,000

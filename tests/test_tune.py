@@ -290,3 +290,19 @@ def test_a_gamma_range_beyond_the_drafters_block_is_refused_and_its_end_is_never
     assert _fixed_ends(parse_knob("gamma=5:7", "static"), "static", scen, None) == (7.0,)
     assert _fixed_ends(parse_knob("gamma=1:6", "static"), "static", scen, None) == ()
     assert _fixed_ends(parse_knob("gamma=1:6", "static"), "static", scen, "eagle3") == ()    # no block: 64 max
+
+
+def test_tune_reads_the_window_figures_compare_reads(searched_then_grid):
+    """tune scored knob values on the whole run's figures while compare, recommend and report read a closed-loop
+    point's measurement window (a fresh user's tune printed 5,245 where the window's figure was 5,855): the
+    picked value's throughput at the tier is compare's frontier throughput of the same curve."""
+    from specsim.analysis.frontier import compare
+    from specsim.analysis.sweep_records import load_records
+
+    out, search, _ = searched_then_grid
+    pick = search.tiers[0]
+    recs = [r for r in load_records(out, latest=False)
+            if r["config"]["policy"] == "specdecpp" and r["config"]["knobs"].get("threshold") == pick.value]
+    assert {r["config"]["load"]["value"] for r in recs} == set(LOADS)
+    row = compare(recs, [pick.tier]).iloc[0]
+    assert row.throughput_per_gpu == pytest.approx(pick.throughput_per_gpu, rel=1e-12)

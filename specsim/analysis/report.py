@@ -271,13 +271,15 @@ def _request_goodput_text(s: dict[str, Any]) -> str | None:
 
 def _run_goodput(s: dict[str, Any], rq: pd.DataFrame | None, tiers: tuple[float, ...]) -> dict[str, Any]:
     """SLA attainment and goodput per TPS/user tier over the measured multi-token requests (specsim.analysis.frontier's
-    rule: goodput = throughput per GPU x output tokens of requests meeting the tier / all their tokens)."""
+    rule: goodput = throughput per GPU x output tokens of requests meeting the tier / all their tokens; in closed
+    loop the window's throughput, as the requests are the window's)."""
     cols = ["tier (tok/s/user)", "attainment", "goodput (tok/s/GPU)"]
     if rq is None:
         return _table("goodput", cols, [], note="requests.parquet missing: no tier table")
     meas = figs.measured(rq, s) & (rq.output_tokens > 1)
     tps, out = rq.tps_per_user[meas].to_numpy(float), rq.output_tokens[meas].to_numpy(float)
-    thr = s.get("output_throughput_per_gpu")
+    win = (s.get("window") or {}) if (s.get("load") or {}).get("mode") == "closed" else {}
+    thr = win.get("output_throughput_per_gpu", s.get("output_throughput_per_gpu"))   # the measured requests' scope
     rows = []
     for t in tiers:
         ok = tps >= t

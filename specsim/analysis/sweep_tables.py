@@ -33,6 +33,15 @@ def _curve_labels(df: pd.DataFrame) -> pd.Series:
     return labels
 
 
+def measured(r: dict[str, Any], key: str) -> Any:
+    """A record's figure ``key`` as every table and search reads it: a closed-loop point's from its measurement
+    window where the summary's ``window`` block has it (records written before the block existed held the
+    window's figures at the top level), else the whole run's; None when the summary lacks it."""
+    s = r.get("summary") or {}
+    win = (s.get("window") or {}) if r["config"]["load"]["mode"] == "closed" else {}
+    return win[key] if key in win else s.get(key)
+
+
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     """One record as a flat row (identity, status, summary metrics, closed-loop window)."""
     cfg = r["config"]
@@ -43,12 +52,9 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
            "scenario_sha": canonical_sha(cfg["scenario"])[:16], "trace_sha": cfg["trace_sha"][:16],
            "status": r["status"], "error": r["error"], "wall_time_s": r.get("wall_time_s")}
     s = r.get("summary") or {}
-    # closed loop: the window's figures where the record has a window block (records written before the
-    # block existed held the window's figures at the top level)
-    win = (s.get("window") or {}) if row["mode"] == "closed" else {}
     for k in SUMMARY_KEYS:
         if k not in row and k not in _IDENTITY:
-            row[k] = win[k] if k in win else s.get(k)
+            row[k] = measured(r, k)
     load = s.get("load") or {}
     row["window_start_s"] = load.get("window_start_s")
     row["window_end_s"] = load.get("window_end_s")

@@ -56,6 +56,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import canonical_sha, points_dir, read_record
+from specsim.analysis.sweep_tables import measured
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
 from specsim.sweep.knobs import KNOB_DIGITS, KnobRange, check_gamma_range, knob_rejection, parse_knob  # noqa: F401
@@ -273,9 +274,9 @@ class _Evaluator:
         x, y = [], []
         for load in loads:
             recs = self.cells[(k, load)] if seed_index is None else [self.cells[(k, load)][seed_index]]
-            ok = [r["summary"] for r in recs if r["status"] == "ok"]
-            x.append(np.mean([s[X] for s in ok]) if ok else np.nan)
-            y.append(np.mean([s[Y] for s in ok]) if ok else np.nan)
+            ok = [r for r in recs if r["status"] == "ok"]          # the window's figures, as compare reads them
+            x.append(np.mean([measured(r, X) for r in ok]) if ok else np.nan)
+            y.append(np.mean([measured(r, Y) for r in ok]) if ok else np.nan)
         return np.array(x, float), np.array(y, float), np.array(loads, float)
 
     def frontier(self, k: int, seed_index: int | None = None) -> Frontier:
