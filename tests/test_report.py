@@ -413,3 +413,15 @@ def test_run_page_goodput_reads_the_windows_throughput_in_closed_loop():
     s_open = {"output_throughput_per_gpu": 1000.0, "load": {"mode": "open"}}
     cells = [c["text"] if isinstance(c, dict) else c for c in _run_goodput(s_open, rq, (150.0,))["rows"][0]]
     assert any("750" in str(c) for c in cells), cells             # 3 of 4 requests' tokens: 0.75 x 1,000
+
+
+def test_sweep_page_names_its_failed_points():
+    """A fresh user's sweep page said only "9 points (8 ok)": it names each failed point and its error."""
+    from specsim.analysis.report import _failed_text
+
+    rec = {"config": {"policy": "mtp1", "load": {"mode": "closed", "value": 32}, "seed": 0},
+           "error": "a trace long enough for a closed-loop window", "status": "failed"}
+    text = _failed_text([rec])
+    assert text.startswith("1 points failed and are left out") and "mtp1 at closed load 32, seed 0: a trace long" in text
+    assert _failed_text([]) == ""
+    assert "(and 2 more)" in _failed_text([rec] * 7)

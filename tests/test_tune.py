@@ -234,6 +234,19 @@ def test_cli_tune_compare_plot(tmp_path):
     assert r.exit_code == 0, r.output
     png = out / "plots" / "tuned.png"
     assert png.is_file() and png.stat().st_size > 10_000
+    # recommend and the report read the same curves as compare (a fresh user's tune folder got a different winner
+    # from each: they took the tune's sparse probes for curves), and recommend names the tuned values beside them
+    r = CliRunner().invoke(app, ["recommend", str(out), "--tiers", "490", "--json"])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)
+    assert {x["curve"] for x in rec["recommendations"]} <= {"mtp1"} and rec["tuned"][0]["curve"] == d["curve"]
+    r = CliRunner().invoke(app, ["recommend", str(out), "--tiers", "490"])
+    assert "tuned (specdecpp, specsim tune)" in " ".join(r.stdout.split())
+    from specsim.analysis.report import _sweep_page
+
+    page = _sweep_page(out, (490.0,))
+    points = next(t for sec in page["sections"] for t in sec["tables"] if t["id"] == "points")
+    assert {row[0]["text"] for row in points["rows"]} == {"mtp1"}
 
 
 def test_tune_help_loads_no_numeric_library():

@@ -372,15 +372,30 @@ def _thrashing(df: pd.DataFrame) -> str:
             "loads.") if bad else ""
 
 
+def _failed_text(failed: list[dict[str, Any]]) -> str:
+    """The sweep page's warning naming the failed points and their errors (a fresh user's page said only "9
+    points (8 ok)"), as compare says it on stderr; "" when none failed."""
+    import textwrap
+
+    if not failed:
+        return ""
+    shown = "; ".join(f"{c['policy']} at {c['load']['mode']} load {c['load']['value']:g}, seed {c['seed']}: "
+                      f"{textwrap.shorten(str(r.get('error') or r.get('error_type')), 160)}"
+                      for r, c in ((r, r["config"]) for r in failed[:5]))
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    return (f"{len(failed)} points failed and are left out, so their curves' frontiers miss those loads: "
+            f"{shown}{more}.")
+
+
 def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) -> dict[str, Any]:
-    from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
+    from specsim.analysis.frontier import X, Y, budget_curve, compare, read_tuned, sla_table
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
     from specsim.analysis.results import measured_for_plot
     from specsim.analysis.sweep_records import load_records, mixed_workloads
     from specsim.analysis.sweep_tables import results_frame, seed_spread
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
-    recs = load_records(d)
+    recs = read_tuned(d, load_records(d))[0]        # a tune's sparse probes are not curves, as compare reads them
     ok = [r for r in recs if r["status"] == "ok"]
     if not ok:
         raise SpecsimInputError(str(d), None, "points", "a sweep directory with finished points", "none ok")
@@ -403,6 +418,9 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     thrash = _thrashing(df)
     sections += [{"title": "Warning: points that thrash", "tables": [], "text_id": "thrashing",
                   "text": thrash}] if thrash else []
+    failed = _failed_text([r for r in recs if r["status"] != "ok"])
+    sections += [{"title": "Warning: failed points", "tables": [], "text_id": "failed", "text": failed}] if failed \
+        else []
     sections += [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab)], "text": None,
                   "text_id": None},
                  {"title": "Load points (seed means)", "text": None, "text_id": None, "tables": [_table(

@@ -26,15 +26,31 @@ def recommend(
     from specsim.cli.sweep_notes import folder_records
 
     tier_list = resolve_tiers(tiers, sweep_dir)
-    records = folder_records(sweep_dir)
+    from specsim.analysis.frontier import read_tuned
+    records, tuned = read_tuned(sweep_dir, folder_records(sweep_dir))   # a tune's probes are not curves (compare's)
     recs = recommend_tiers(records, tier_list)
     if as_json:
-        print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs]}))
+        print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs], "tuned": tuned}))
         return
     print(recommendations_text(recs) + ("" if recs else _fastest(records)))
+    for t in tuned:
+        print(fmt.wrapped(_tuned_line(t)))
     note = per_all_gpus_note(gpu_split(records))
     if recs and note:
         print(fmt.wrapped(f"tok/s/GPU: per decode GPU. {note}"))
+
+
+def _tuned_line(t: dict) -> str:
+    """What ``specsim tune`` found in this folder, per tier (its result file, ``tuned/*.json``): recommend reads
+    the swept curves only, as compare does, so the tuned values are named beside the answer, with how to sweep
+    them."""
+    spec = t.get("spec") or {}
+    policy, knob = spec.get("policy", "?"), (spec.get("knob") or {}).get("name", "knob")
+    picks = "; ".join(f"tier {r['tier']:g}: {knob}={r['value']:g}, {r['throughput_per_gpu']:,.0f} tok/s/GPU"
+                      for r in t.get("tiers", []) if r.get("value") is not None)
+    return (f"tuned ({policy}, specsim tune): {picks or 'no tier reached'}. A tune's points sample the knob "
+            f"sparsely and are not a swept curve: sweep the value you pick (specsim sweep --policies {policy} with "
+            f"that {knob}) to compare it here, as compare does.")
 
 
 def _fastest(records: list[dict]) -> str:
