@@ -1,4 +1,5 @@
-"""Reading JSON and JSON Lines input files, every failure a one-line :class:`~specsim.errors.SpecsimInputError`.
+"""Reading JSON and JSON Lines input files, every failure a one-line :class:`~specsim.errors.SpecsimInputError`;
+and :func:`jsonable`, what every writer of a JSON file passes its values through.
 
 Shared by the readers of other tools' files (vLLM and guidellm results, DeepSpec and Spec-Bench outputs,
 ShareGPT conversations), which accept a JSON document or JSON Lines (https://jsonlines.org: one JSON value per
@@ -8,10 +9,29 @@ line, blank lines skipped). A utility: every level of specsim may import it (doc
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from specsim.errors import SpecsimInputError
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with numpy scalars as Python numbers, tuples as lists, dict keys as str and NaN/inf as None (strict
+    JSON has no NaN: a file specsim writes parses anywhere)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        x = float(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
 
 
 def read_text(path: str | Path, expected: str = "a readable UTF-8 file") -> str:

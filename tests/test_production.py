@@ -258,3 +258,15 @@ def test_a_fit_writes_into_its_out_folder_and_leaves_the_bundled_files_alone(tmp
     assert Path(sc.profile.name).name == "v4-flash-rank-terms.json"
     assert resolve_profile(sc.profile.name).metadata["name"] == "v4-flash-rank-terms"
     assert (REPO / "specsim" / "scenarios" / "v4-flash.toml").read_text() == bundled
+
+
+def test_json_files_specsim_writes_hold_no_nan():
+    """production fit wrote "136": NaN for a tier not reached (strict JSON parsers refuse it): every writer passes
+    its values through jsonable, which writes null."""
+    import json
+
+    from specsim.jsonfiles import jsonable
+
+    fit = {"residuals": {"136": float("nan"), "50": np.float64(0.02)}, "n": np.int64(3), "inf": [float("inf")]}
+    text = json.dumps(jsonable(fit), allow_nan=False)
+    assert json.loads(text) == {"residuals": {"136": None, "50": 0.02}, "n": 3, "inf": [None]}

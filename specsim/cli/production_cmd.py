@@ -70,7 +70,8 @@ def predict_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro")
     print_prediction(out)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(out, indent=1, default=float) + "\n")
+        from specsim.jsonfiles import jsonable
+        json_out.write_text(json.dumps(jsonable(out), indent=1, default=float) + "\n")
         print(f"written to {json_out}")
 
 

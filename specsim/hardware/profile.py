@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import jsonable
 # The profile classes live in specsim.hardware.step_profile; their names stay importable from here.
 from specsim.hardware.step_profile import (EXTRAPOLATIONS, LOOKUPS, PrefillAttentionProfile,  # noqa: F401
                                            StepTimeProfile, grid_bilinear)
@@ -257,7 +258,7 @@ def speculation_notice(profile: StepTimeProfile) -> str:
 
 def save_profile(profile: StepTimeProfile, path: str | Path) -> None:
     """Write ``profile`` as JSON (format in the module docstring)."""
-    Path(path).write_text(json.dumps(profile.to_dict(), indent=1) + "\n")
+    Path(path).write_text(json.dumps(jsonable(profile.to_dict()), indent=1) + "\n")   # strict JSON: NaN as null
 
 
 def sps_rise_points(profile: StepTimeProfile, min_rel: float = 0.0) -> np.ndarray:

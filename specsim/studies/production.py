@@ -44,6 +44,7 @@ from scipy.optimize import least_squares
 from specsim.acceptance.tables import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim import fmt
 from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import jsonable
 from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.drafter import shaped_drafter_cost
 from specsim.hardware.gpus import GpuSpec, gpu_spec
@@ -337,7 +338,8 @@ class FitResult:
         params: {EngineTerms field: fitted value} (efficiencies dimensionless, times in seconds).
         terms: the full fitted :class:`EngineTerms` as a dict.
         a2a_exposed: the fraction of the EP all-to-all on the critical path (1 unless fitted).
-        residuals: {tier: log(simulated / paper MTP-1 throughput)}.
+        residuals: {tier: log(simulated / paper MTP-1 throughput)}: NaN for a tier the frontier does not reach
+            (null in the JSON file, which has no NaN).
     """
 
     deployment: str
@@ -515,7 +517,8 @@ def profile_name(dep: Deployment) -> str:
 
 def scenario_toml(dep: Deployment, fit: FitResult) -> str:
     """The fitted scenario as TOML text, every value with its provenance in a comment."""
-    res = ", ".join(f"{k}: {v:+.3f}" if np.isfinite(v) else f"{k}: not reached" for k, v in fit.residuals.items())
+    res = ", ".join(f"{k}: {v:+.3f}" if v is not None and np.isfinite(v) else f"{k}: not reached"   # null: a file's
+                    for k, v in fit.residuals.items())
     pts, kern = ", ".join(f"{t:g}: {y / 1000:g}k" for t, y in dep.mtp1_points), rank_step_model(dep).gemm_kernel
     par = ", ".join(f"{k} {v:.4g}" for k, v in fit.params.items())
     return f"""# {dep.name}: one decode rank of a DeepSeek-V4-{dep.name[3:].capitalize()}-like deployment, fitted by
@@ -583,7 +586,7 @@ def write_fit(dep: Deployment, fit: FitResult, repo_root: Path, dest: Path | Non
     spath, toml = sdir / f"{dep.name}.toml", scenario_toml(dep, fit)
     spath.write_text(toml if dest is None else toml.replace(f'name = "{profile_name(dep)}"', f'name = "{ppath.name}"'))
     fpath = sdir / f"{dep.name}-fit.json"
-    fpath.write_text(json.dumps(fit.to_dict(), indent=1) + "\n")
+    fpath.write_text(json.dumps(jsonable(fit.to_dict()), indent=1) + "\n")    # a tier not reached: null, not NaN
     return ppath, spath, fpath
 
 

@@ -21,7 +21,8 @@ from specsim.analysis.sweep_records import SUMMARY_KEYS
 from specsim.errors import SpecsimInputError
 from specsim.scenario import Scenario
 from specsim.sweep.spec import SweepPoint
-from specsim.sweep.store import RECORD_VERSION, jsonable
+from specsim.jsonfiles import jsonable
+from specsim.sweep.store import RECORD_VERSION
 
 
 @dataclass(frozen=True)

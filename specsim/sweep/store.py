@@ -18,34 +18,17 @@ This module knows nothing about how points are run.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
-
 from specsim.analysis.sweep_records import body_checksum, points_dir, read_manifest, read_record
 from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import jsonable
 
 #: Version of the record layout; part of every point's identity.
 RECORD_VERSION = 1
-
-
-def jsonable(x: Any) -> Any:
-    """``x`` with numpy scalars as Python numbers, tuples as lists, dict keys as str and NaN/inf as None."""
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        x = float(x)
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 def _write_atomic(final: Path, text: str) -> Path:

@@ -62,7 +62,8 @@ from specsim.sweep.executors import get_executor
 from specsim.sweep.knobs import KNOB_DIGITS, KnobRange, check_gamma_range, knob_rejection, parse_knob  # noqa: F401
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
-from specsim.sweep.store import jsonable, write_record
+from specsim.jsonfiles import jsonable
+from specsim.sweep.store import write_record
 
 #: Golden-section fraction (3 - sqrt 5) / 2 of a bracket where the lower interior point sits.
 GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0
