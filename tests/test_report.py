@@ -75,6 +75,7 @@ def test_run_page_is_self_contained_and_shows_the_summary(run_dir):
     assert "<script" not in page and "@import" not in page and "url(" not in page
     for fid in RUN_FIGURES:
         assert f'<figure id="fig-{fid}"><img' in page
+    assert "</figure><figure" not in page        # captions of neighbouring figures ran together ("acceptedRunning")
     cells = re.findall(r'data-key="([^"]+)" data-value="([^"]+)">([^<]*)<', page)
     assert {"completed", "mean_ttft_ms", "output_throughput_per_gpu", "mean_acceptance_length"} <= {
         k for k, _, _ in cells}
