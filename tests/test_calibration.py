@@ -214,3 +214,16 @@ def test_load_temperatures(tmp_path):
     p.write_text("{}")
     with pytest.raises(SpecsimInputError, match="temperatures"):
         cal.load_temperatures(p)
+
+
+def test_a_static_runs_clipped_last_steps_are_not_called_adaptive(capsys):
+    """specsim's own static run made calibrate warn "looks like an adaptive-length run" (1.3% of rows censored,
+    every one a request's last step, clipped to its remaining output): those steps are not counted."""
+    log = step_log(100, 40, seed=61)
+    last = log.step == log.step.max()
+    log.loc[last, "verify_len"] = 1
+    log.loc[last, "num_accepted"] = 1                    # verified 1 of 5, accepted it: censored, as at a request's end
+    report = cal.calibrate_step_log(log)
+    assert report.warnings == [] and report.censored_fraction == 0.0
+    assert "adaptive" not in capsys.readouterr().err
+    assert cal.calibrate_step_log(step_log(100, 40, seed=60, adaptive=True)).censored_fraction > 0.1

@@ -342,7 +342,8 @@ class CalibrationReport:
         metrics: one row per position: position, n_fit, n_eval, accept_rate, and ece / auroc / brier
             before (``_raw``) and after (``_sts``) STS, all on the held-out evaluation split.
         num_rows: step-log rows used (gamma >= 1).
-        censored_fraction: share of rows with verify_len < gamma and no rejection (missing labels).
+        censored_fraction: share of rows with verify_len < gamma and no rejection (missing labels), a request's
+            last step not counted (it verifies at most the output left, whatever the policy).
         warnings: human-readable warnings (adaptive-run bias, empty positions).
         split: how the rows were split.
         source: where the log came from (file names).
@@ -380,7 +381,8 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
         adaptive_warn_fraction: warn when more than this share of rows is censored (verify_len < gamma
             without a rejection), i.e. the log comes from an adaptive-length policy: its labels are
             missing not at random (a scheduler verifies the confident prefixes), which biases the fit.
-            A few censored rows also occur in static runs when a request nears its end.
+            A request's last step is not counted: it verifies at most the output left, in any run (a static
+            run's only censored rows are those).
         warn_to_stderr: also print each warning on stderr (the report always holds them).
 
     Returns:
@@ -393,12 +395,15 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
     conf, labels, known = arr["conf_raw"], arr["labels"], arr["known"]
     fit = split_by_request(arr["request_id"])
     warnings = []
-    censored = float(arr["censored"].mean())
+    # a request's last step verifies at most its remaining output - 1 drafts in any run: not the policy's choice
+    steps = pd.DataFrame({"r": arr["request_id"], "s": arr["step"]})
+    last = (steps.groupby("r").s.transform("max") == steps.s).to_numpy()
+    censored = float((arr["censored"] & ~last).mean())
     if censored > adaptive_warn_fraction:
         warnings.append(
-            f"{censored:.1%} of rows verified fewer drafts than proposed without a rejection: this log "
-            "looks like an adaptive-length run; its labels are missing not at random and bias the fit. "
-            "Calibrate on runs that verify every drafted position (static full-gamma).")
+            f"{censored:.1%} of rows verified fewer drafts than proposed without a rejection (a request's last "
+            "step not counted): this log looks like an adaptive-length run; its labels are missing not at random "
+            "and bias the fit. Calibrate on runs that verify every drafted position (static full-gamma).")
     temps = fit_sts(conf[fit], labels[fit], known[fit], n_bins)
     ev = ~fit
     raw = position_metrics(conf[ev], labels[ev], known[ev], n_bins)
