@@ -284,11 +284,11 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
     """The acceptance model of the trace's domains; an unknown domain names its first line."""
     domains = np.asarray(trace.domain, dtype=object)
     model = resolve_acceptance_model(dname, g, domains=tuple(np.unique(domains)), **sc.to_dict()["acceptance"])
-    for dom in np.unique(domains):
-        if dom not in model.alpha:
-            line = int(np.flatnonzero(domains == dom)[0]) + 1
-            raise SpecsimInputError(getattr(trace, "source", None), line, "domain",
-                                    f"a domain of the '{dname}' acceptance table {model.domains}", repr(dom))
+    unknown = ~np.isin(domains, np.array(list(model.alpha), dtype=object))
+    if unknown.any():                           # the first line with an unknown domain (not the first such domain)
+        line = int(np.flatnonzero(unknown)[0])
+        raise SpecsimInputError(getattr(trace, "source", None), line + 1, "domain",
+                                f"a domain of the '{dname}' acceptance table {model.domains}", repr(domains[line]))
     return model
 
 

@@ -296,6 +296,11 @@ def test_unknown_domain_names_line():
     trace = make_trace([0.0, 1.0], [10, 10], [20, 20], domain=["chat", "poetry"])
     with pytest.raises(SpecsimInputError, match="line 2.*domain"):
         simulate(trace, "dspark", seed=0)
+    # the first line with an unknown domain, not the first unknown domain in sorted order (a fresh user's
+    # converted trace: line 1 held '/v1/completions' and the error named line 4's '/v1/chat/completions')
+    trace = make_trace([0.0, 1.0, 2.0], [10] * 3, [20] * 3, domain=["/v1/completions", "chat", "/v1/chat"])
+    with pytest.raises(SpecsimInputError, match="line 1.*'/v1/completions'"):
+        simulate(trace, "dspark", seed=0)
 
 
 def test_gamma_beyond_table_is_named():
