@@ -725,3 +725,17 @@ def test_own_fields_with_the_x_prefix_are_accepted_and_not_read(tmp_path):
     with pytest.raises(SpecsimInputError) as ei:
         load_trace(p)
     assert (ei.value.line, ei.value.field) == (1, "stag") and "closest valid: 'stage'" in ei.value.expected
+
+
+def test_convert_notes_domains_no_table_knows(tmp_path, monkeypatch, capsys):
+    """A fresh user mapped an endpoint column to domain: convert wrote it silently and the run refused it later.
+    convert now says so at once; known domains get no note."""
+    csv = tmp_path / "log.csv"
+    csv.write_text("ts,in,out,route\n0,10,20,/v1/completions\n5,10,20,/v1/chat\n9,10,20,code\n")
+    base = ["trace", "convert", str(csv), str(tmp_path / "t.jsonl"), "--from", "table", "--time-unit", "ms"]
+    rc, _, err = run_cli(monkeypatch, capsys, *base, "--map", "arrival_s=ts,prompt_tokens=in,output_tokens=out,"
+                         "domain=route")
+    err = " ".join(err.split())
+    assert rc == 0 and "2 requests carry domains no built-in acceptance table knows" in err and "'/v1/chat' (1)" in err
+    rc, _, err = run_cli(monkeypatch, capsys, *base, "--map", "arrival_s=ts,prompt_tokens=in,output_tokens=out")
+    assert rc == 0 and "no built-in acceptance table" not in err

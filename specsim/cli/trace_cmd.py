@@ -130,6 +130,25 @@ def convert(
                        f"field {col!r}: {value!r}", err=True)
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
+    _note_unknown_domains(trace)
+
+
+def _note_unknown_domains(trace) -> None:
+    """A note on stderr when requests carry domains no built-in acceptance table knows (a fresh user mapped an
+    endpoint column to domain: the run refused the trace later): a run needs them in its scenario's table."""
+    import numpy as np
+
+    from specsim.acceptance.tables import builtin_table
+
+    known = set(builtin_table("dspark")[0])
+    doms, counts = np.unique(np.asarray(trace.domain, dtype=object), return_counts=True)
+    unknown = [(d, int(c)) for d, c in zip(doms, counts) if d not in known]
+    if unknown:
+        shown = ", ".join(f"{d!r} ({c})" for d, c in unknown[:4]) + (" ..." if len(unknown) > 4 else "")
+        typer.echo(f"note: {sum(c for _, c in unknown)} requests carry domains no built-in acceptance table knows "
+                   f"({shown}); a run refuses them unless its scenario's [acceptance] rates name them: map a "
+                   f"column of {', '.join(sorted(k for k in known if k in ('chat', 'code', 'math')))} or set "
+                   "--domain", err=True)
 
 
 @trace_app.command("synth")
