@@ -168,7 +168,8 @@ def synth(
                                  f"(domains: {', '.join(DOMAINS)})."),
     seed: int = typer.Option(0, "--seed", help="The one random seed."),
     max_prompt: int = typer.Option(8192, "--max-prompt", help="Clip drawn prompts to this many tokens "
-                                   "(--prompt-len is used as given)."),
+                                   "(--prompt-len is used as given; with --prefix-groups the shared prefix "
+                                   "comes on top of the clipped question)."),
     max_output: int = typer.Option(2048, "--max-output", help="Clip drawn outputs to this many tokens "
                                    "(--output-len is used as given)."),
     output_len: str = typer.Option(None, "--output-len", help="Output length: N (fixed) or uniform:LO:HI."),
