@@ -128,7 +128,8 @@ def _plot(prof, rises, out: Path) -> None:
     a1.set_ylabel("step time (ms)")
     a2.plot(b, 1 / t, ".-", ms=3)
     idx = np.searchsorted(b, rises)
-    a2.plot(rises, 1 / t[idx], "rv", label="SPS rises again")
+    if rises.size:                                   # no legend entry for points the table does not have
+        a2.plot(rises, 1 / t[idx], "rv", label="SPS rises again")
     a2.set_ylabel("SPS (steps/s)")
     cap = prof.metadata.get("cudagraph_max_tokens")
     if cap:                                          # the CUDA-graph capture limit: eager steps beyond it
@@ -136,10 +137,13 @@ def _plot(prof, rises, out: Path) -> None:
             ax.axvline(cap, color="grey", ls="--", lw=0.8, label="CUDA-graph capture limit (eager beyond)")
     a2.set_xlabel("B (tokens in the step)")
     a2.set_xscale("log", base=2)
-    a2.legend()
+    if a2.get_legend_handles_labels()[0]:
+        a2.legend()
     md = prof.metadata
-    fig.suptitle(f"{md.get('model', '?')} on {md.get('gpu', '?')} TP{md.get('tp', '?')} "
-                 f"({md.get('kind', '?')}; {md.get('source', '')})"[:110], fontsize=8)
+    import textwrap                                  # the whole title on up to three lines, never cut mid-word
+    title = (f"{md.get('model', '?')} on {md.get('gpu', '?')} TP{md.get('tp', '?')} ({md.get('kind', '?')}; "
+             f"{md.get('source', '')})")
+    fig.suptitle("\n".join(textwrap.wrap(title, 110, max_lines=3, placeholder=" ...")), fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
