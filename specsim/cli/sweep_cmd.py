@@ -503,7 +503,8 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              + (" " if gpus and gpus[1] else "") + "TPS/user (the tier's "
              "unit): the mean over measured requests of each one's tokens/s after its first token, higher than "
              "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
-             "the baseline's throughput at the tier, gain@match over the baseline's own; goodput*: the largest goodput "
+             "the baseline's throughput at the tier, gain@match over the baseline's own ('-' where that throughput "
+             "lies outside the curve's frontier, or for a tuned row); goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*.",
              "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
