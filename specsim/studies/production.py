@@ -338,8 +338,7 @@ class FitResult:
         params: {EngineTerms field: fitted value} (efficiencies dimensionless, times in seconds).
         terms: the full fitted :class:`EngineTerms` as a dict.
         a2a_exposed: the fraction of the EP all-to-all on the critical path (1 unless fitted).
-        residuals: {tier: log(simulated / paper MTP-1 throughput)}: NaN for a tier the frontier does not reach
-            (null in the JSON file, which has no NaN).
+        residuals: {tier: log(simulated / paper MTP-1 throughput)}, NaN (null in a file) for a tier not reached.
     """
 
     deployment: str
