@@ -282,3 +282,22 @@ def test_a_sweep_into_a_folder_of_another_workload_warns_at_once(tmp_path, capsy
     assert _cli([*base, "--policies", "none", "--num-requests", "12"]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "now holds points of different workloads" in err and "none on 12 requests" in err
+
+
+def test_records_a_sweep_replaced_stay_replaced_after_a_sweep_of_other_policies(tmp_path):
+    """A fresh user swept three policies on 300 requests, again on 200, then two other policies into the same
+    folder: the 300-request records came back and were pooled with the 200-request ones as extra seeds."""
+    trace = _trace(tmp_path / "t.jsonl", 0)
+    out = tmp_path / "sw"
+    base = ["sweep", "--trace", str(trace), "--out", str(out), "--concurrency", "2", "--executor", "serial",
+            "--quiet"]
+    assert _cli([*base, "--policies", "static,none", "--num-requests", "24"]) == 0
+    assert _cli([*base, "--policies", "static,none", "--num-requests", "12"]) == 0
+    assert _cli([*base, "--policies", "mtp1", "--num-requests", "12"]) == 0
+    recs = load_records(out)
+    assert sorted(r["config"]["policy"] for r in recs) == ["mtp1", "none", "static"]
+    assert {r["config"]["num_requests"] for r in recs} == {12}
+    # the first version swept again is current again (its records are found, not recomputed)
+    assert _cli([*base, "--policies", "static,none", "--num-requests", "24"]) == 0
+    assert {(r["config"]["policy"], r["config"]["num_requests"]) for r in load_records(out)} == {
+        ("static", 24), ("none", 24), ("mtp1", 12)}

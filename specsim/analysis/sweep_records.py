@@ -67,9 +67,9 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
                  latest: bool = True) -> list[dict[str, Any]]:
     """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped.
 
-    Reading the whole folder (``ids`` None) with ``latest`` drops the records :func:`superseded` by the latest
-    sweep's points, so that a sweep rerun into the same folder after its trace or a plug-in changed is read
-    as that rerun, never as an average of the old and new versions.
+    Reading the whole folder (``ids`` None) with ``latest`` drops the records later sweeps replaced
+    (:func:`superseded_ids`), so that a sweep rerun into the same folder after its trace or a plug-in changed is
+    read as that rerun, never as an average of the old and new versions.
 
     Raises:
         SpecsimInputError: reading the whole folder (``ids`` None) and ``out_dir`` is not a folder.
@@ -84,7 +84,7 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
     recs = sorted((r for r in (read_record(p) for p in paths if p.is_file()) if r is not None),
                   key=lambda r: r["id"])
     if ids is None and latest:
-        old = set(superseded(recs, manifest_point_ids(out_dir)))
+        old = superseded_ids(out_dir, recs)
         recs = [r for r in recs if r["id"] not in old]
     return recs
 
@@ -123,6 +123,18 @@ def superseded(records: list[dict[str, Any]], latest_ids: set[str]) -> list[str]
     twice."""
     latest_keys = {_version_free_key(r) for r in records if r["id"] in latest_ids}
     return [r["id"] for r in records if r["id"] not in latest_ids and _version_free_key(r) in latest_keys]
+
+
+def superseded_ids(out_dir: str | Path, records: list[dict[str, Any]]) -> set[str]:
+    """Ids of the folder's records that a later sweep replaced: those :func:`superseded` by the latest sweep's
+    points, and those an earlier sweep replaced (``superseded_ids`` of ``DIR/sweep.json``, kept from manifest to
+    manifest by :func:`specsim.sweep.store.write_manifest`) unless the latest sweep ran them again. Without the
+    kept list, a sweep of other policies into the folder brought back records two sweeps old and pooled them
+    with their replacements as extra seeds (a fresh user's report)."""
+    latest = manifest_point_ids(out_dir)
+    kept = read_manifest(out_dir).get("superseded_ids", [])
+    kept = {str(i) for i in kept} if isinstance(kept, list) else set()
+    return set(superseded(records, latest)) | (kept - latest)
 
 
 def mixed_workloads(recs: list[dict]) -> str:

@@ -15,11 +15,11 @@ from specsim.errors import SpecsimInputError
 def _latest(d: Path) -> tuple[list[dict], int]:
     """(the valid records of sweep directory ``d`` less those an earlier version of the sweep left, how many were
     left out: :func:`specsim.analysis.sweep_records.superseded`)."""
-    from specsim.analysis.sweep_records import load_records, manifest_point_ids, superseded
+    from specsim.analysis.sweep_records import load_records, superseded_ids
 
     recs = load_records(d, latest=False)
-    old = set(superseded(recs, manifest_point_ids(d)))
-    return [r for r in recs if r["id"] not in old], len(old)
+    old = superseded_ids(d, recs)
+    return [r for r in recs if r["id"] not in old], len(old & {r["id"] for r in recs})
 
 
 def folder_records(d: Path) -> list[dict]:

@@ -23,7 +23,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable
 
-from specsim.analysis.sweep_records import body_checksum, points_dir, read_manifest, read_record
+from specsim.analysis.sweep_records import (body_checksum, load_records, points_dir, read_manifest, read_record,
+                                            superseded, superseded_ids)
 from specsim.errors import SpecsimInputError
 from specsim.jsonfiles import jsonable
 
@@ -103,7 +104,8 @@ def check_same_scenario(out_dir: str | Path, scenario: Any) -> None:
 
 def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, points: Iterable[Any],
                    tiers: Iterable[float] | None = None) -> Path:
-    """Write ``DIR/sweep.json`` atomically: the spec, resolved scenario, trace hash, point ids and SLA tiers.
+    """Write ``DIR/sweep.json`` atomically: the spec, resolved scenario, trace hash, point ids, SLA tiers, and the
+    ids of the folder's records that sweeps so far replaced (:func:`specsim.analysis.sweep_records.superseded_ids`).
 
     Args:
         out_dir: the sweep directory (created if missing).
@@ -119,9 +121,14 @@ def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, po
     """
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
+    ids = [p.id for p in points]
+    # the records replaced so far stay replaced when a later sweep runs other points (the latest sweep's own
+    # points excepted: a rerun of an earlier version makes it current again)
+    recs = load_records(d, latest=False)
+    replaced = (superseded_ids(d, recs) | set(superseded(recs, set(ids)))) - set(ids)
     man = {"spec": asdict(spec), "scenario": scenario.to_dict(), "scenario_hash": scenario.hash(),
            "scenario_source": scenario.source, "trace": str(getattr(trace, "source", None)),
-           "trace_sha": trace.content_hash(), "point_ids": [p.id for p in points]}
+           "trace_sha": trace.content_hash(), "point_ids": ids, "superseded_ids": sorted(replaced)}
     if tiers is not None:
         man["tiers"] = [float(t) for t in tiers]
     return _write_atomic(d / "sweep.json", json.dumps(jsonable(man), indent=1) + "\n")
