@@ -42,6 +42,7 @@ from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profi
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
+from specsim.policies.plugins import instantiate
 from specsim.policies.cost_table import COST_AWARE
 from specsim.policies.registry import run_knobs
 from specsim.scenario import Scenario, load_scenario
@@ -192,12 +193,20 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     if isinstance(policy, str):
         probe = make_policy(policy, gamma=gamma, **values)
         factory = lambda: make_policy(policy, gamma=gamma, **values)  # noqa: E731
+    elif isinstance(policy, type):          # a class: built per replica with the knobs, as a plug-in's class is
+        probe = instantiate(policy, gamma, None, **values)
+        factory = _one_per_replica(policy, probe, lambda: instantiate(policy, gamma, None, **values))
     else:
         try:
             probe = as_policy(policy)
         except TypeError as e:
             raise SpecsimInputError(None, None, "policy", "a policy: a registered name, path/file.py:Name, a "
                                     "function view -> verify lengths, or a policy class or object", str(e)) from None
+        given = sorted(set(knobs or {}) | (set(scenario.policy.knobs) & set(values)))
+        if given:                           # an object's knobs are its own: checked, then silently ignored before
+            raise SpecsimInputError(None, None, f"policy {probe.name}, knobs", "knobs for a policy class (simulate("
+                                    "trace, TheClass, knob=value) builds it with them), not for an object, whose "
+                                    "knobs are its own", ", ".join(given))
         factory = _one_per_replica(policy, probe)
     forced_drafter = getattr(probe, "drafter", None)
     dname = forced_drafter or drafter or scenario.drafter.name
@@ -220,19 +229,19 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     return PolicyChoice(factory, probe.name, dname, g, values)
 
 
-def _one_per_replica(policy: Any, probe: Any) -> Callable[[], Any]:
+def _one_per_replica(policy: Any, probe: Any, build: Callable[[], Any] | None = None) -> Callable[[], Any]:
     """The factory of a user's policy (a class, an object or a function): one policy object per replica, so
     that replicas never share a policy's state (a policy keeps state built from its own views only; a fresh
-    user's counter shared by three replicas saw ``view.step`` go backwards). A class is instantiated for each
-    replica; an object serves the first replica itself (its state is the caller's to read after a one-replica
+    user's counter shared by three replicas saw ``view.step`` go backwards). A class is built for each replica
+    (``build``, with the run's knobs; ``probe`` is the first); an object serves the first replica itself (its state is the caller's to read after a one-replica
     run) and a deep copy of it, as it was given, each further one.
 
     Raises (from the factory, at the second replica):
         SpecsimInputError: the object cannot be deep-copied (pass its class, or run one replica).
     """
-    if isinstance(policy, type):
+    if build is not None:                    # a class: ``probe`` serves the first replica, ``build()`` the others
         first = [probe]
-        return lambda: first.pop() if first else as_policy(policy)
+        return lambda: first.pop() if first else build()
     made = []
 
     def make() -> Any:                       # every replica is made before any runs: each copy is of the object

@@ -404,13 +404,14 @@ def test_a_policy_class_without_name_is_refused_not_wrapped():
             return np.zeros(view.num_requests, np.int64)
 
     trace = synth_trace(20, rate=40.0, seed=3)
-    for policy in (NoName, NoName(), 5):
+    for policy in (NoName(), 5):
         with pytest.raises(SpecsimInputError) as ei:
             simulate(trace, policy)
         assert ei.value.field == "policy"
-    assert "no name" in str(ei.value) or "not a policy" in str(ei.value)
-    with pytest.raises(SpecsimInputError, match="but no name"):
-        simulate(trace, NoName)
+    assert "not a policy" in str(ei.value)
+    for policy in (NoName, NoName()):                    # the class is built as a plug-in's class is: its name
+        with pytest.raises(SpecsimInputError, match="but no name"):
+            simulate(trace, policy)
 
 
 def test_a_raising_policy_typed_at_python_c_is_named():
@@ -422,3 +423,22 @@ def test_a_raising_policy_typed_at_python_c_is_named():
         simulate(synth_trace(20, rate=40.0, seed=3), scope["bad"])
     assert (ei.value.file, ei.value.line) == ("<string>", 2) and "policy bad" in str(ei.value.field)
     assert "KeyError" in str(ei.value)
+
+
+def test_knobs_given_with_a_policy_class_reach_it_and_an_objects_are_refused():
+    """simulate(trace, TheClass, threshold=0.95) checked the knob, then ran the class's default (a fresh user's
+    mean verify length 4.89 either way); the class is now built with its knobs, as its path:Name plug-in is, and
+    an object, whose knobs are its own, refuses them instead of ignoring them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("template_policy", TEMPLATE.split(":")[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    trace = synth_trace(120, 10.0, seed=1)
+    by_class = simulate(trace, mod.SurvivalCutoff, None, concurrency=12, threshold=0.95, seed=0)
+    by_path = simulate(trace, TEMPLATE, None, concurrency=12, threshold=0.95, seed=0)
+    default = simulate(trace, mod.SurvivalCutoff, None, concurrency=12, seed=0)
+    assert by_class.steps.equals(by_path.steps)
+    assert by_class.summary["mean_verify_tokens_per_request"] < default.summary["mean_verify_tokens_per_request"]
+    with pytest.raises(SpecsimInputError, match="not for an object"):
+        simulate(trace, mod.SurvivalCutoff(), None, concurrency=12, threshold=0.95)
