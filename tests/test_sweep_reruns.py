@@ -264,8 +264,19 @@ def test_interrupted_sweep_says_what_it_kept(tmp_path, monkeypatch, capsys):
     assert _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "static,none", "--concurrency",
                  "2,4", "--executor", "serial", "--quiet"]) == 130
     err = " ".join(capsys.readouterr().err.split())
-    assert "interrupted: 1 finished point records are kept" in err and "resumes" in err
+    assert "interrupted: the 0 point records this sweep finished are kept" in err and "resumes" in err
     assert err.endswith("specsim: interrupted") and "Traceback" not in err
+
+    def interrupted_in_a_kernel(*args, **kwargs):        # Ctrl-C while a compiled kernel returns: numba's error
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemError("CPUDispatcher(<function f>) returned a result with an exception set")
+
+    monkeypatch.setattr(specsim.sweep, "run_sweep", interrupted_in_a_kernel)
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "static", "--concurrency", "2",
+                 "--executor", "serial", "--quiet"]) == 130
+    assert "this sweep finished are kept" in " ".join(capsys.readouterr().err.split())
 
 
 def test_a_sweep_into_a_folder_of_another_workload_warns_at_once(tmp_path, capsys):

@@ -181,7 +181,7 @@ def main() -> None:
     except KeyboardInterrupt:               # outside a command; typer turns one inside into 130 itself
         rc = EXIT_INTERRUPTED
     except Exception as e:                 # click's usage errors, by their public interface (any typer version)
-        if _interrupted(e):
+        if interrupted(e):
             rc = EXIT_INTERRUPTED
         elif not (callable(getattr(e, "format_message", None)) and hasattr(e, "exit_code")):
             raise
@@ -192,7 +192,7 @@ def main() -> None:
     sys.exit(rc if isinstance(rc, int) else 0)
 
 
-def _interrupted(e: BaseException) -> bool:
+def interrupted(e: BaseException) -> bool:
     """Whether ``e`` is the trace of a Ctrl-C: a KeyboardInterrupt raised while compiled code was returning
     reaches Python as numba's ``SystemError`` ("returned a result with an exception set") with the
     KeyboardInterrupt as its cause or context."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
 
 from specsim import fmt
-from specsim.cli import EXIT_INTERRUPTED, app
+from specsim.cli import EXIT_INTERRUPTED, app, interrupted
 from specsim.cli.sweep_notes import (folder_records, note_more_requests_than_trace, print_speculation_notes,
                                      warn_mixed_folder)
 from specsim.errors import SpecsimInputError
@@ -197,18 +198,12 @@ def sweep(
     if note:
         print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     from specsim.progress import ProgressBar
-    try:
-        with ProgressBar("sweep", "points", enabled=not quiet) as bar:
-            if auto:
-                ids = _run_auto(spec, auto, tier_list, max_load, scen, tr, out, run_kw, bar, quiet)
-            else:
-                res = run_sweep(spec, scen, tr, out, progress=bar, tiers=tier_list, **run_kw)
-                ids = [p.id for p in res.points]
-    except KeyboardInterrupt:
-        kept = len(list((Path(out) / "points").glob("*.json")))
-        print(fmt.wrapped(f"interrupted: {kept} finished point records are kept in {Path(out) / 'points'}; the same "
-                          "command again resumes (finished points are skipped)"), file=sys.stderr)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
+    with resumable(Path(out), "sweep"), ProgressBar("sweep", "points", enabled=not quiet) as bar:
+        if auto:
+            ids = _run_auto(spec, auto, tier_list, max_load, scen, tr, out, run_kw, bar, quiet)
+        else:
+            res = run_sweep(spec, scen, tr, out, progress=bar, tiers=tier_list, **run_kw)
+            ids = [p.id for p in res.points]
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
     if not auto:
@@ -232,6 +227,24 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+@contextmanager
+def resumable(out: Path, what: str):
+    """Ctrl-C inside (a KeyboardInterrupt, or numba's SystemError from inside a compiled kernel) ends the command
+    with status 130 and one line: how many point records this ``what`` (sweep, tune) finished, kept in
+    ``out/points``, and that the same command resumes (a fresh user's interrupted sweep said nothing)."""
+    before = set((out / "points").glob("*.json"))
+    try:
+        yield
+    except (KeyboardInterrupt, SystemError) as e:
+        if not interrupted(e):
+            raise
+        new = len(set((out / "points").glob("*.json")) - before)
+        print(fmt.wrapped(f"interrupted: the {new} point record{'s' if new != 1 else ''} this {what} finished "
+                          f"{'are' if new != 1 else 'is'} kept in {out / 'points'}; the same command again resumes "
+                          "(finished points are skipped)"), file=sys.stderr)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:

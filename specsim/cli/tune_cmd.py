@@ -42,7 +42,7 @@ def tune(
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
-    from specsim.cli.sweep_cmd import parse_list
+    from specsim.cli.sweep_cmd import parse_list, resumable
     from specsim.cli.sweep_notes import note_more_requests_than_trace, print_speculation_notes
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
@@ -61,15 +61,16 @@ def tune(
     note_more_requests_than_trace(num_requests, trace, len(tr))
     from specsim.progress import ProgressBar
     # the search stops once each tier's pick is bracketed: the full grid is an upper bound (so is the ETA)
-    with ProgressBar("tune", "points", enabled=not quiet,
-                     total_note="at most; the search stops early" if method == "search" else "") as bar:
+    with resumable(Path(out), "tune"), ProgressBar(
+            "tune", "points", enabled=not quiet,
+            total_note="at most; the search stops early" if method == "search" else "") as bar:
         bar.update(0, spec.grid_runs)
         res = run_tune(spec, scen, tr, out, method=method, executor=executor, jobs=jobs,
                        progress=lambda n: bar.update(n))
     names = tuple(p.strip() for p in (policy if untuned is None else untuned).split(",") if p.strip())
     untuned_ids: list[str] = []
     if names:
-        with ProgressBar("untuned", "points", enabled=not quiet) as bar:
+        with resumable(Path(out), "tune"), ProgressBar("untuned", "points", enabled=not quiet) as bar:
             sw = run_sweep(SweepSpec(policies=names, concurrency=spec.loads, seeds=spec.seeds,
                                      num_requests=num_requests, requests_per_user=requests_per_user, drafter=drafter),
                            scen, tr, out, executor=executor, jobs=jobs, progress=bar, tiers=spec.tiers)
