@@ -739,3 +739,18 @@ def test_convert_notes_domains_no_table_knows(tmp_path, monkeypatch, capsys):
     assert rc == 0 and "2 requests carry domains no built-in acceptance table knows" in err and "'/v1/chat' (1)" in err
     rc, _, err = run_cli(monkeypatch, capsys, *base, "--map", "arrival_s=ts,prompt_tokens=in,output_tokens=out")
     assert rc == 0 and "no built-in acceptance table" not in err
+
+
+def test_stages_and_sessions_refuse_more_requests_than_a_trace_may_hold():
+    """--stages 1e9:1e9 crashed deep in numpy and 10:1e7 took 4.8 GB before the cap refused it (a fresh user's);
+    --sessions x --turns named num_requests, not the flags given."""
+    from specsim.workload.conversations import synthetic_conversations
+    from specsim.workload.stages import parse_stages
+
+    for text in ("1e9:1e9", "10:1e7", "2:60,0->1e6:100"):
+        with pytest.raises(SpecsimInputError) as ei:
+            parse_stages(text)
+        assert ei.value.file == "--stages" and "10,000,000" in str(ei.value)
+    assert len(parse_stages("2:60,2->8:120")) == 2
+    with pytest.raises(SpecsimInputError, match="100000000 sessions x 10 turns"):
+        synthetic_conversations(100_000_000, 10, seed=0)

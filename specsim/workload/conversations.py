@@ -216,11 +216,12 @@ def synthetic_conversations(num_sessions: int, turns: int, seed: int = 0, **leng
     Raises:
         SpecsimInputError: ``num_sessions`` or ``turns`` < 1.
     """
-    from specsim.workload.synth import synth_trace
+    from specsim.workload.synth import MAX_SYNTH_REQUESTS, synth_trace
 
-    if num_sessions < 1 or turns < 1:
-        raise SpecsimInputError("--sessions", None, "sessions", "num_sessions >= 1 and turns >= 1",
-                                f"{num_sessions}, {turns}")
+    if num_sessions < 1 or turns < 1 or num_sessions * turns > MAX_SYNTH_REQUESTS:
+        raise SpecsimInputError("--sessions", None, "sessions", "num_sessions >= 1 and turns >= 1, at most "
+                                f"{MAX_SYNTH_REQUESTS:,} requests in all (MAX_SYNTH_REQUESTS)",
+                                f"{num_sessions} sessions x {turns} turns")
     base = synth_trace(num_sessions * turns, rate=1.0, seed=seed, **lengths)
     p, o = base.prompt_tokens.reshape(num_sessions, turns), base.output_tokens.reshape(num_sessions, turns)
     return [Conversation(f"s{s}", 0, tuple(zip(p[s].tolist(), o[s].tolist()))) for s in range(num_sessions)]

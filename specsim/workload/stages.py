@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.workload.synth import synth_trace
+from specsim.workload.synth import MAX_SYNTH_REQUESTS, synth_trace
 from specsim.workload.trace import Trace
 
 
@@ -47,7 +47,7 @@ def parse_stages(text: str) -> tuple[Stage, ...]:
 
     Raises:
         SpecsimInputError: a part that does not parse or is empty (``2:4,,8:4``: a stage left out by mistake),
-            a rate < 0, both rates 0, or a duration <= 0.
+            a rate < 0, both rates 0, a duration <= 0, or more than :data:`MAX_SYNTH_REQUESTS` requests expected.
     """
     out = []
     for part in str(text).split(","):
@@ -63,6 +63,10 @@ def parse_stages(text: str) -> tuple[Stage, ...]:
         out.append(Stage(r0, r1, d))
     if not out:
         raise SpecsimInputError("--stages", None, "stages", "at least one stage", repr(text))
+    expected = sum(st.expected_requests for st in out)
+    if expected > MAX_SYNTH_REQUESTS:          # refused before any draw (a typo filled the memory first)
+        raise SpecsimInputError("--stages", None, "stages", f"stages expecting at most {MAX_SYNTH_REQUESTS:,} "
+                                "requests (MAX_SYNTH_REQUESTS; lower a rate or a duration)", f"{expected:.3g} requests")
     return tuple(out)
 
 
