@@ -22,6 +22,7 @@ Each value is decided in one place:
 from __future__ import annotations
 
 import copy
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,12 +109,6 @@ class RunConfig:
                                     f"{self.concurrency}")
 
 
-def _knob_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
-    """(file, line) of a ``policy.knobs.KEY`` field in the scenario's own file, None when it came from elsewhere
-    (the defaults, a ``--set``)."""
-    return _key_line(scenario, field) if field.startswith("policy.knobs.") else None
-
-
 #: The field an input error raised without a file names -> the scenario key its value came from.
 _SCENARIO_KEYS = {"profile": "profile.name", "gamma": "engine.gamma", "engine.gamma": "engine.gamma"}
 
@@ -133,6 +128,25 @@ def in_scenario_file(scenario: Scenario, gamma_given: bool = False):
         if where is None:
             raise
         raise SpecsimInputError(where[0], where[1], key, e.expected, e.got) from None
+
+
+@contextmanager
+def knobs_in_scenario_file(scenario: Scenario, given: set[str]):
+    """Re-raise a knob's input error naming the scenario file and the line of the ``[policy.knobs]`` entry it is
+    about: an unknown key, a value of the wrong type (field ``policy NAME, knob K``) or one the constructor
+    refuses (field ``policy NAME``: the first knob the file sets that the caller did not give, ``given``)."""
+    try:
+        yield
+    except SpecsimInputError as e:
+        field = str(e.field)
+        m = re.match(r"policy .+, knob (\w+)$", field)
+        keys = ([field] if field.startswith("policy.knobs.") else [f"policy.knobs.{m.group(1)}"] if m
+                else [f"policy.knobs.{k}" for k in scenario.policy.knobs if k not in given]
+                if field.startswith("policy ") else [])
+        where = next((w for w in map(lambda k: _key_line(scenario, k), keys) if w), None) if e.file is None else None
+        if where is None:
+            raise
+        raise SpecsimInputError(where[0], where[1], e.field, e.expected, e.got) from None
 
 
 def _key_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
@@ -183,15 +197,11 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     Raises:
         SpecsimInputError: unknown policy, unknown or mistyped knob (naming the closest valid one).
     """
-    try:
+    with knobs_in_scenario_file(scenario, set(knobs or {})):
         values = run_knobs(policy, scenario.policy.knobs, dict(knobs or {}), shared)
-    except SpecsimInputError as e:     # a [policy.knobs] entry of the scenario file: name the file and line
-        where = _knob_line(scenario, str(e.field)) if e.file is None else None
-        if where is not None:
-            raise SpecsimInputError(where[0], where[1], e.field, e.expected, e.got) from None
-        raise
     if isinstance(policy, str):
-        probe = make_policy(policy, gamma=gamma, **values)
+        with knobs_in_scenario_file(scenario, set(knobs or {})):
+            probe = make_policy(policy, gamma=gamma, **values)
         factory = lambda: make_policy(policy, gamma=gamma, **values)  # noqa: E731
     elif isinstance(policy, type):          # a class: built per replica with the knobs, as a plug-in's class is
         probe = instantiate(policy, gamma, None, **values)
@@ -224,7 +234,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     if isinstance(policy, str) and gamma is None and g and policy not in COST_AWARE:
         # the policy runs with the step's gamma; built once with the run's, it checks what an explicit --gamma
         # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
-        with in_scenario_file(scenario):
+        with in_scenario_file(scenario), knobs_in_scenario_file(scenario, set(knobs or {})):
             make_policy(policy, gamma=g, **values)
     return PolicyChoice(factory, probe.name, dname, g, values)
 

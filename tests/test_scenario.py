@@ -300,3 +300,20 @@ def test_errors_about_values_a_scenario_file_set_name_its_file_and_line(tmp_path
     with pytest.raises(SpecsimInputError) as ei:
         simulate(trace, "dspark", load_scenario(mtp), gamma=2)
     assert ei.value.file is None and ei.value.field == "gamma"
+
+
+@pytest.mark.parametrize("body, line, policy", [
+    ('[policy.knobs]\nthreshold = "abc"\n', 2, "specdecpp"),                 # the wrong type
+    ("# c\n[policy.knobs]\nthreshold = 1.5\n", 3, "specdecpp"),               # outside the constructor's range
+    ('[engine]\ngamma = 5\n[policy.knobs]\ndraft_len_schedule = "16:3,64:2"\n', 4, "trtllm-draft-len-schedule"),
+])
+def test_a_knob_value_the_scenario_file_set_names_its_line(tmp_path, body, line, policy):
+    """Only an unknown knob name named the file and line; a bad value did not (a fresh user's report)."""
+    from specsim.simulation import simulate
+    from specsim.workload import synth_trace
+
+    path = tmp_path / "k.toml"
+    path.write_text(body)
+    with pytest.raises(SpecsimInputError) as ei:
+        simulate(synth_trace(10, 5.0, seed=0), policy, load_scenario(path))
+    assert (ei.value.file, ei.value.line) == (str(path), line)

@@ -204,7 +204,10 @@ def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint
     Raises:
         SpecsimInputError: unknown policy, drafter or profile.
     """
-    base = _base_config(spec, scenario)
+    from specsim.run_config import in_scenario_file
+
+    with in_scenario_file(scenario):            # a profile name the scenario file set: its file and line, as run
+        base = _base_config(spec, scenario)
     trace_hash = _trace_hasher(trace)
     loads = [("closed", float(c)) for c in spec.concurrency] + [("open", float(r)) for r in spec.rate_scales]
     points: dict[str, SweepPoint] = {}
