@@ -182,11 +182,11 @@ class ClusterConfig(_Section):
             cached prefix, ties broken by load.
         max_num_seqs: running requests per replica, int >= 1.
         kv_capacity_tokens: KV-cache capacity per replica in tokens, int >= ``block_size``; None =
-            110,000 tokens (:data:`DEFAULT_KV_CAPACITY_TOKENS`), or derived from ``gpu_memory_utilization`` when that
-            is set.
+            derived from the GPU memory (``gpu_memory_utilization``, 0.9 unset) for a step-model profile, which knows
+            its model and GPU, else 110,000 tokens (:data:`DEFAULT_KV_CAPACITY_TOKENS`) for a plain table.
         gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
-            float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = off. Setting it together with
-            ``kv_capacity_tokens`` is an error.
+            float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = vLLM's 0.9 for a step-model
+            profile, off for a plain table. Setting it together with ``kv_capacity_tokens`` is an error.
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
             or ``reserve`` (the blocks of prompt + max output tokens reserved at admission, never preempts; a
             verify step never needs more: docs/memory.md).
@@ -283,10 +283,12 @@ class DrafterConfig(_Section):
 
     Attributes:
         name: one of :data:`DRAFTERS`.
-        base_fraction: drafting cost independent of gamma, float in [0, 10); None = the family default.
-        per_draft_fraction: drafting cost per drafted position, float in [0, 10); None = the family default.
-        kv_fraction: the drafter's own KV-cache tokens per target KV token, float >= 0; None = the family
-            default.
+        base_fraction: drafting cost independent of gamma, float in [0, 10); None = from the drafter's shape on a
+            step-model profile, else the family default.
+        per_draft_fraction: drafting cost per drafted position, float in [0, 10); None = from the drafter's shape
+            on a step-model profile, else the family default.
+        kv_fraction: the drafter's own KV-cache tokens per target KV token, float >= 0; None = from the drafter's
+            and the target's shapes on a step-model profile, else the family default.
         layers: draft layers of the target's layer config for the drafter's cost from its shape (profiles
             built by the step model), int >= 1; None = the drafter's default (dspark/dflash 5, eagle3 1,
             mtp 1; specsim.hardware.drafter.DRAFTER_LAYERS). Setting ``base_fraction`` or

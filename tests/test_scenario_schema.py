@@ -89,9 +89,10 @@ def test_scenario_keys_say_what_an_unset_key_means(monkeypatch, capsys):
     meanings = {key: unset_meaning(key) for key in unset}
     assert "see its description" not in meanings.values(), meanings
     assert meanings["engine.max_model_len"] == "the model's own"
-    assert meanings["cluster.gpu_memory_utilization"] == "off"
-    assert meanings["cluster.kv_capacity_tokens"].startswith("110,000 tokens")
-    assert meanings["engine.spec_step_s"] == "the profile's own term where it states one"
+    assert meanings["cluster.kv_capacity_tokens"].endswith("else 110,000 tokens for a plain table")
+    assert meanings["cluster.gpu_memory_utilization"] == "vLLM's 0.9 for a step-model profile, off for a plain table"
+    assert meanings["engine.spec_step_s"].startswith("the profile's own term where it states one, else vLLM issue "
+                                                     "49548's sourced default 7.75e-4 s")
     assert all("(" not in m and ")" not in m for m in meanings.values())
     _register()
     monkeypatch.setenv("COLUMNS", "300")

@@ -42,7 +42,7 @@ def unset_meaning(key: str) -> str:
     doc = _attribute_docs(SECTIONS[section]).get(name, "")
     while re.search(r"\([^()]*\)", doc):                   # parentheses out (nested ones too): the gist only
         doc = re.sub(r" ?\([^()]*\)", "", doc)
-    m = re.search(r"(?:None|unset) = (.*?)(?:[.;:](?:\s|$)|,? else |$)", doc)
+    m = re.search(r"(?:None|unset) = (.*?)(?:[.;:](?:\s|$)|$)", doc)
     return m.group(1).strip() if m else "see its description"
 
 
