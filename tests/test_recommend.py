@@ -258,7 +258,7 @@ def test_a_lead_no_test_upholds_below_two_percent_is_called_a_tie(margin, verdic
 def test_per_all_gpus_factor_is_stated_where_prefill_gpus_run_beside_decode_ones():
     """A fresh user costing per GPU read the decode-only tok/s/GPU of the default (1 decode + 1 prefill GPU)
     scenario as the fleet's: compare and recommend state the factor."""
-    from specsim.cli.sweep_cmd import gpu_split, per_all_gpus_note
+    from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note
 
     recs = [{"status": "failed", "summary": {}},
             {"status": "ok", "summary": {"decode_gpus": 4, "prefill_gpus": 2}}]

@@ -247,6 +247,11 @@ def test_cli_tune_compare_plot(tmp_path):
     page = _sweep_page(out, (490.0,))
     points = next(t for sec in page["sections"] for t in sec["tables"] if t["id"] == "points")
     assert {row[0]["text"] for row in points["rows"]} == {"mtp1"}
+    # and the page shows the tune's picks and the per-GPU factor, as compare and recommend do
+    tuned = next(t for sec in page["sections"] for t in sec["tables"] if t["id"] == "tuned")
+    assert tuned["rows"][0][0]["text"] == "specdecpp" and tuned["rows"][0][1]["text"] == "490"
+    notes = next(sec["text"] for sec in page["sections"] if sec["title"] == "Notes")
+    assert "1 prefill GPU beside 1 decode GPU: per GPU of both, every tok/s/GPU here is x0.50" in notes
 
 
 def test_tune_help_loads_no_numeric_library():

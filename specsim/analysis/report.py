@@ -372,6 +372,18 @@ def _thrashing(df: pd.DataFrame) -> str:
             "loads.") if bad else ""
 
 
+def _tuned_section(tuned: list[dict[str, Any]]) -> dict[str, Any]:
+    """The results of ``specsim tune`` in the folder, per tier (compare's "tuned" rows): the knob value picked and
+    its throughput; its sparse probes are not curves of the page."""
+    rows = [[_cell(t["spec"]["policy"]), _cell(f"{r['tier']:g}"), _cell(r.get("status")),
+             _cell(f"{t['spec']['knob']['name']}={r['value']:g}" if r.get("value") is not None else None),
+             _cell(r.get("throughput_per_gpu"), digits=1)] for t in tuned for r in t.get("tiers", [])]
+    return {"title": "Tuned (specsim tune)", "text_id": "tuned", "text": (
+        "The knob values specsim tune picked per tier in this folder. A tune samples the knob sparsely, so its "
+        "points are not curves above; sweep the value you pick to compare it."), "tables": [_table(
+            "tuned", ["policy", "tier", "status", "pick", "tok/s/GPU at the tier"], rows)]}
+
+
 def _failed_text(failed: list[dict[str, Any]]) -> str:
     """The sweep page's warning naming the failed points and their errors (a fresh user's page said only "9
     points (8 ok)"), as compare says it on stderr; "" when none failed."""
@@ -392,10 +404,10 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
     from specsim.analysis.results import measured_for_plot
     from specsim.analysis.sweep_records import load_records, mixed_workloads
-    from specsim.analysis.sweep_tables import results_frame, seed_spread
+    from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note, results_frame, seed_spread
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
-    recs = read_tuned(d, load_records(d))[0]        # a tune's sparse probes are not curves, as compare reads them
+    recs, tuned = read_tuned(d, load_records(d))    # a tune's sparse probes are not curves, as compare reads them
     ok = [r for r in recs if r["status"] == "ok"]
     if not ok:
         raise SpecsimInputError(str(d), None, "points", "a sweep directory with finished points", "none ok")
@@ -413,8 +425,11 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     mixed = mixed_workloads(ok)
     sections = [{"title": "Warning: curves measured on different requests", "tables": [], "text_id": "mixed",
                  "text": f"{mixed[0].upper()}{mixed[1:]}: their throughputs are not comparable."}] if mixed else []
+    gpus = per_all_gpus_note(gpu_split(ok))          # the factor compare and recommend state
+    notes = (*notes, *([f"tok/s/GPU is per decode GPU. {gpus[:-1]}"] if gpus else []))
     sections += [{"title": "Notes", "tables": [], "text_id": "notes",
                   "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
+    sections += [_tuned_section(tuned)] if tuned else []
     thrash = _thrashing(df)
     sections += [{"title": "Warning: points that thrash", "tables": [], "text_id": "thrashing",
                   "text": thrash}] if thrash else []

@@ -118,3 +118,22 @@ def thrashing_points(df: pd.DataFrame) -> list[str]:
         return []
     bad = df[(df.status == "ok") & (df.recomputed_tokens > THRASHING_SHARE * df.total_output_tokens)]
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
+
+
+def gpu_split(recs: list[dict]) -> tuple[int, int] | None:
+    """(decode GPUs, prefill GPUs) of a sweep's runs (its first successful record's), None without one."""
+    for r in recs:
+        s = r.get("summary") or {}
+        if r.get("status") == "ok" and "decode_gpus" in s:
+            return int(s["decode_gpus"]), int(s.get("prefill_gpus") or 0)
+    return None
+
+
+def per_all_gpus_note(gpus: tuple[int, int] | None) -> str:
+    """A sentence giving the per-GPU figures' factor when disaggregated prefill GPUs run beside the decode ones
+    (a fresh user costing per GPU read the decode-only figure as the fleet's), "" without prefill GPUs."""
+    if not gpus or not gpus[1]:
+        return ""
+    d, p = gpus
+    return (f"This sweep's scenario runs {p} prefill GPU{'s' if p > 1 else ''} beside {d} decode GPU"
+            f"{'s' if d > 1 else ''}: per GPU of both, every tok/s/GPU here is x{d / (d + p):.2f}.")

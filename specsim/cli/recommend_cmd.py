@@ -22,7 +22,8 @@ def recommend(
     """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
     the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
     from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
-    from specsim.cli.sweep_cmd import gpu_split, per_all_gpus_note, resolve_tiers
+    from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note
+    from specsim.cli.sweep_cmd import resolve_tiers
     from specsim.cli.sweep_notes import folder_records
 
     tier_list = resolve_tiers(tiers, sweep_dir)

@@ -435,6 +435,8 @@ def compare(
                                                    .to_json(orient="records"))
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
+    from specsim.analysis.sweep_tables import gpu_split
+
     print(compare_text(tuned_rows(tab, tuned), sweep_dir, gpus=gpu_split(recs)))
     if slos:
         print()
@@ -480,25 +482,6 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
                   win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
 
 
-def gpu_split(recs: list[dict]) -> tuple[int, int] | None:
-    """(decode GPUs, prefill GPUs) of a sweep's runs (its first successful record's), None without one."""
-    for r in recs:
-        s = r.get("summary") or {}
-        if r.get("status") == "ok" and "decode_gpus" in s:
-            return int(s["decode_gpus"]), int(s.get("prefill_gpus") or 0)
-    return None
-
-
-def per_all_gpus_note(gpus: tuple[int, int] | None) -> str:
-    """A sentence giving the per-GPU figures' factor when disaggregated prefill GPUs run beside the decode ones
-    (a fresh user costing per GPU read the decode-only figure as the fleet's), "" without prefill GPUs."""
-    if not gpus or not gpus[1]:
-        return ""
-    d, p = gpus
-    return (f"This sweep's scenario runs {p} prefill GPU{'s' if p > 1 else ''} beside {d} decode GPU"
-            f"{'s' if d > 1 else ''}: per GPU of both, every tok/s/GPU here is x{d / (d + p):.2f}.")
-
-
 def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int] | None = None) -> str:
     """:func:`specsim.analysis.frontier.compare`'s table and the notes that explain its columns, as text.
 
@@ -506,6 +489,8 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
     is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`). ``gpus``: the
     sweep's (decode, prefill) GPUs (:func:`gpu_split`), for the per-all-GPUs factor.
     """
+    from specsim.analysis.sweep_tables import per_all_gpus_note
+
     has_oracle = tab.oracle_fraction.notna().any()
     multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
     cols = ["tier", "curve", "tok/s/GPU"] + (["+-seeds"] if multi else []) + ["gain", "TPS@match", "gain@match"]
