@@ -754,3 +754,12 @@ def test_stages_and_sessions_refuse_more_requests_than_a_trace_may_hold():
     assert len(parse_stages("2:60,2->8:120")) == 2
     with pytest.raises(SpecsimInputError, match="100000000 sessions x 10 turns"):
         synthetic_conversations(100_000_000, 10, seed=0)
+
+
+def test_convert_names_the_file_line_of_an_empty_domain(tmp_path, monkeypatch, capsys):
+    """An empty mapped domain on the file's line 3 was reported at line 2 (the request's position)."""
+    csv = tmp_path / "t.csv"
+    csv.write_text("t,in,out,task\n0.0,100,50,chat\n1.0,100,50,\n")
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "convert", str(csv), str(tmp_path / "t.jsonl"), "--from",
+                         "table", "--map", "arrival_s=t,prompt_tokens=in,output_tokens=out,domain=task")
+    assert rc == 2 and f"{csv}, line 3, field 'task'" in " ".join(err.split())

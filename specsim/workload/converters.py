@@ -543,6 +543,9 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
            else np.array([str(k) for k in rows], dtype=object))
     dom = (np.array([str(x) for x in df[cmap["domain"]]], dtype=object) if "domain" in cmap
            else np.full(n, domain, dtype=object))
+    empty = np.flatnonzero([d in ("", "nan", "None") for d in dom]) if "domain" in cmap else []
+    if len(empty):                              # the file's own line (the Trace would name the request's position)
+        raise SpecsimInputError(src, int(lines[empty[0]]), cmap["domain"], "a non-empty domain", repr(dom[empty[0]]))
     extra = {}
     if "prefix_group" in cmap:
         groups = np.array([None if (x is None or str(x) in ("", "nan")) else str(x)
