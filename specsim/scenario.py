@@ -427,8 +427,8 @@ class PolicyConfig(_Section):
     when the policy is made). Here only the shape is checked.
 
     Attributes:
-        knobs: ``{name: value}``; a name is an identifier, a value a bool, int, float, string or a list
-            of them.
+        knobs: ``{name: value}``; a name is an identifier, a value a bool, int, float, string, or a list or an
+            inline table of them (``draft_len_schedule = {16 = 3, 64 = 1}``).
     """
 
     SECTION: ClassVar[str] = "policy"
@@ -441,12 +441,15 @@ class PolicyConfig(_Section):
                                         repr(name))
             if not _is_knob_value(value):
                 raise SpecsimInputError(None, None, f"policy.knobs.{name}",
-                                        "a bool, int, finite float, string or a list of them", repr(value))
+                                        "a bool, int, finite float, string, or a list or a table of them",
+                                        repr(value))
 
 
 def _is_knob_value(value: Any, nested: bool = False) -> bool:
     if isinstance(value, list) and not nested:
         return all(_is_knob_value(v, nested=True) for v in value)
+    if isinstance(value, dict) and not nested:       # a TOML inline table: draft_len_schedule = {16 = 3, 64 = 1}
+        return all(isinstance(k, str) and _is_knob_value(v, nested=True) for k, v in value.items())
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, (bool, int, str))
