@@ -266,3 +266,13 @@ def test_per_all_gpus_factor_is_stated_where_prefill_gpus_run_beside_decode_ones
     assert per_all_gpus_note((4, 2)) == ("This sweep's scenario runs 2 prefill GPUs beside 4 decode GPUs: per GPU of "
                                          "both, every tok/s/GPU here is x0.67.")
     assert per_all_gpus_note((1, 0)) == "" and per_all_gpus_note(None) == ""
+
+
+def test_a_larger_lead_within_noise_is_called_not_settled():
+    """compare called a +5.3% lead (p = 0.073) within noise while recommend said nothing of it."""
+    from specsim.sweep.recommend import Recommendation, recommendations_text
+    rec = Recommendation(tier=200.0, curve="dspark", policy="dspark", knobs={"gamma": 7}, mode="closed", load=16.0,
+                         tps_per_user=210.0, throughput_per_gpu=3000.0, tier_throughput_per_gpu=3000.0,
+                         runner_up="static", margin=0.053, margin_verdict="within noise (p=0.073, 2 seeds)")
+    text = " ".join(recommendations_text([rec], width=100).split())
+    assert "not settled: the +5.3% lead over static is within the seeds' noise" in text and "a tie" not in text

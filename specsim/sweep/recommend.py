@@ -337,6 +337,9 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  + f"; where your engine cannot run {r.curve} exactly"
                  + (" or this point thrashes" if thrashes else "") + ", the runner-up gives up nothing measurable",
                  "  ")
+        elif r.runner_up and r.margin is not None and r.margin_verdict.startswith("within noise"):
+            para(f"not settled: the {r.margin:+.1%} lead over {r.runner_up} is within the seeds' noise; more seeds "
+                 "(sweep --seeds) would settle it", "  ")
         if thrashes:
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
