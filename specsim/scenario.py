@@ -283,10 +283,8 @@ class DrafterConfig(_Section):
 
     Attributes:
         name: one of :data:`DRAFTERS`.
-        base_fraction: drafting cost independent of gamma, float in [0, 10); None = from the drafter's shape on a
-            step-model profile, else the family default.
-        per_draft_fraction: drafting cost per drafted position, float in [0, 10); None = from the drafter's shape
-            on a step-model profile, else the family default.
+        base_fraction: drafting cost independent of gamma, float in [0, 10); None = its shape's, else the family's.
+        per_draft_fraction: cost per drafted position, float in [0, 10); None = its shape's, else the family's.
         kv_fraction: the drafter's own KV-cache tokens per target KV token, float >= 0; None = from the drafter's
             and the target's shapes on a step-model profile, else the family default.
         layers: draft layers of the target's layer config for the drafter's cost from its shape (profiles
@@ -441,8 +439,7 @@ class PolicyConfig(_Section):
                                         repr(name))
             if not _is_knob_value(value):
                 raise SpecsimInputError(None, None, f"policy.knobs.{name}",
-                                        "a bool, int, finite float, string, or a list or a table of them",
-                                        repr(value))
+                                        "a bool, int, finite float, string, or a list or table of them", repr(value))
 
 
 def _is_knob_value(value: Any, nested: bool = False) -> bool:
