@@ -43,8 +43,8 @@ from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profi
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
-from specsim.policies.plugins import instantiate
 from specsim.policies.cost_table import COST_AWARE
+from specsim.policies.plugins import instantiate
 from specsim.policies.registry import run_knobs
 from specsim.scenario import Scenario, load_scenario
 
@@ -139,11 +139,17 @@ def knobs_in_scenario_file(scenario: Scenario, given: set[str]):
         yield
     except SpecsimInputError as e:
         field = str(e.field)
-        m = re.match(r"policy .+, knob (\w+)$", field)
-        keys = ([field] if field.startswith("policy.knobs.") else [f"policy.knobs.{m.group(1)}"] if m
-                else [f"policy.knobs.{k}" for k in scenario.policy.knobs if k not in given]
-                if field.startswith("policy ") else [])
-        where = next((w for w in map(lambda k: _key_line(scenario, k), keys) if w), None) if e.file is None else None
+        typed = re.match(r"policy .+, knob (\w+)$", field)
+        if field.startswith("policy.knobs."):                 # an unknown key
+            keys = [field]
+        elif typed:                                           # a value of the wrong type
+            keys = [f"policy.knobs.{typed.group(1)}"]
+        elif field.startswith("policy "):                     # a value the constructor refused
+            keys = [f"policy.knobs.{k}" for k in scenario.policy.knobs if k not in given]
+        else:
+            keys = []
+        lines = [_key_line(scenario, k) for k in keys] if e.file is None else []
+        where = next((w for w in lines if w), None)
         if where is None:
             raise
         raise SpecsimInputError(where[0], where[1], e.field, e.expected, e.got) from None
@@ -205,7 +211,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         factory = lambda: make_policy(policy, gamma=gamma, **values)  # noqa: E731
     elif isinstance(policy, type):          # a class: built per replica with the knobs, as a plug-in's class is
         probe = instantiate(policy, gamma, None, **values)
-        factory = _one_per_replica(policy, probe, lambda: instantiate(policy, gamma, None, **values))
+        factory = _one_per_replica(probe, lambda: instantiate(policy, gamma, None, **values))
     else:
         try:
             probe = as_policy(policy)
@@ -217,7 +223,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
             raise SpecsimInputError(None, None, f"policy {probe.name}, knobs", "knobs for a policy class (simulate("
                                     "trace, TheClass, knob=value) builds it with them), not for an object, whose "
                                     "knobs are its own", ", ".join(given))
-        factory = _one_per_replica(policy, probe)
+        factory = _one_per_replica(probe)
     forced_drafter = getattr(probe, "drafter", None)
     dname = forced_drafter or drafter or scenario.drafter.name
     if dname == "none" and probe.name != "none":      # it would verify nothing under a speculative policy's name
@@ -239,12 +245,13 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     return PolicyChoice(factory, probe.name, dname, g, values)
 
 
-def _one_per_replica(policy: Any, probe: Any, build: Callable[[], Any] | None = None) -> Callable[[], Any]:
+def _one_per_replica(probe: Any, build: Callable[[], Any] | None = None) -> Callable[[], Any]:
     """The factory of a user's policy (a class, an object or a function): one policy object per replica, so
     that replicas never share a policy's state (a policy keeps state built from its own views only; a fresh
     user's counter shared by three replicas saw ``view.step`` go backwards). A class is built for each replica
-    (``build``, with the run's knobs; ``probe`` is the first); an object serves the first replica itself (its state is the caller's to read after a one-replica
-    run) and a deep copy of it, as it was given, each further one.
+    (``build``, with the run's knobs; ``probe`` is the first); an object (``probe``) serves the first replica
+    itself (its state is the caller's to read after a one-replica run) and a deep copy of it, as it was given,
+    each further one.
 
     Raises (from the factory, at the second replica):
         SpecsimInputError: the object cannot be deep-copied (pass its class, or run one replica).
