@@ -21,13 +21,13 @@ def recommend(
 ) -> None:
     """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
     the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
-    from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
+    from specsim.analysis.frontier import read_tuned
     from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note
     from specsim.cli.sweep_cmd import resolve_tiers
     from specsim.cli.sweep_notes import folder_records
+    from specsim.sweep.recommend import recommend as recommend_tiers, recommendations_text
 
     tier_list = resolve_tiers(tiers, sweep_dir)
-    from specsim.analysis.frontier import read_tuned
     records, tuned = read_tuned(sweep_dir, folder_records(sweep_dir))   # a tune's probes are not curves (compare's)
     recs = recommend_tiers(records, tier_list)
     if as_json:

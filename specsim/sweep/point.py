@@ -19,9 +19,9 @@ import numpy as np
 
 from specsim.analysis.sweep_records import SUMMARY_KEYS
 from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import jsonable
 from specsim.scenario import Scenario
 from specsim.sweep.spec import SweepPoint
-from specsim.jsonfiles import jsonable
 from specsim.sweep.store import RECORD_VERSION
 
 
