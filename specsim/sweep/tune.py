@@ -52,17 +52,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import canonical_sha, points_dir, read_record
 from specsim.analysis.sweep_tables import measured
+from specsim.errors import SpecsimInputError
+from specsim.jsonfiles import jsonable
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
 from specsim.sweep.knobs import KNOB_DIGITS, KnobRange, check_gamma_range, knob_rejection, parse_knob  # noqa: F401
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
-from specsim.jsonfiles import jsonable
 from specsim.sweep.store import write_record
 
 #: Golden-section fraction (3 - sqrt 5) / 2 of a bracket where the lower interior point sits.
