@@ -312,3 +312,15 @@ def test_records_a_sweep_replaced_stay_replaced_after_a_sweep_of_other_policies(
     assert _cli([*base, "--policies", "static,none", "--num-requests", "24"]) == 0
     assert {(r["config"]["policy"], r["config"]["num_requests"]) for r in load_records(out)} == {
         ("static", 24), ("none", 24), ("mtp1", 12)}
+
+
+def test_sweep_notes_what_gamma_values_do_not_change(tmp_path, capsys):
+    """sweep --policies mtp1 --gamma 7 and --gamma 0 said nothing of the fixed or zero gamma that run notes."""
+    trace = _trace(tmp_path / "t.jsonl", 0)
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "sw"), "--policies", "mtp1,static",
+                 "--gamma", "0,3", "--concurrency", "2", "--executor", "serial", "--quiet"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "mtp1 fixes gamma 1" in err and "at gamma 0 nothing is drafted, so static run as no speculation" in err
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "sw2"), "--policies", "static",
+                 "--gamma", "3", "--concurrency", "2", "--executor", "serial", "--quiet"]) == 0
+    assert "gamma" not in capsys.readouterr().err

@@ -192,6 +192,7 @@ def sweep(
 
     for name in spec.policies:              # an unknown name or a broken plug-in fails before --out is created
         policy_knobs(name)
+    _note_gammas(spec.policies, [g for g in spec.gammas if g is not None])
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
@@ -227,6 +228,18 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _note_gammas(policies: tuple[str, ...], gammas: list[int]) -> None:
+    """On stderr, what ``--gamma`` values do not change, as ``specsim run`` notes it per run: mtp1 fixes gamma 1,
+    and at gamma 0 a speculative policy drafts nothing (its points are those of ``none``)."""
+    if gammas and "mtp1" in policies and set(gammas) != {1}:
+        print(fmt.wrapped("note: mtp1 fixes gamma 1 (its drafter's): the --gamma values do not apply to it"),
+              file=sys.stderr)
+    spec_policies = [p for p in policies if p not in ("none", "mtp1")]
+    if 0 in gammas and spec_policies:
+        print(fmt.wrapped(f"note: at gamma 0 nothing is drafted, so {', '.join(spec_policies)} run as no speculation "
+                          "there (the points of --policies none)"), file=sys.stderr)
 
 
 @contextmanager
