@@ -276,3 +276,19 @@ def test_a_larger_lead_within_noise_is_called_not_settled():
                          runner_up="static", margin=0.053, margin_verdict="within noise (p=0.073, 2 seeds)")
     text = " ".join(recommendations_text([rec], width=100).split())
     assert "not settled: the +5.3% lead over static is within the seeds' noise" in text and "a tie" not in text
+
+
+def test_a_tie_names_a_reason_to_prefer_the_runner_up_only_where_one_exists():
+    """A tie won by static (every engine runs it, its point does not thrash) said "where your engine cannot run
+    static exactly": the clause now appears only where an engine cannot, or the point thrashes."""
+    from specsim.sweep.recommend import Recommendation, engine_configs, recommendations_text
+    rec = Recommendation(tier=150.0, curve="static", policy="static", knobs={"gamma": 7, "drafter": "dspark"},
+                         mode="closed", load=16.0, tps_per_user=334.9, throughput_per_gpu=4810.0,
+                         tier_throughput_per_gpu=6956.0, runner_up="dspark-async", margin=0.003,
+                         margin_verdict="one seed", engines=engine_configs("static", {"gamma": 7, "drafter": "dspark"}))
+    text = " ".join(recommendations_text([rec], width=100).split())
+    assert "within 0.3% at this tier (one seed: sweep --seeds 3 to judge it); either serves" in text
+    asyn = Recommendation(**{**rec.to_dict(), "curve": "dspark-async", "policy": "dspark-async", "runner_up": "static",
+                             "engines": engine_configs("dspark-async", {"gamma": 7, "drafter": "dspark"})})
+    text = " ".join(recommendations_text([asyn], width=100).split())
+    assert "where your engine cannot run dspark-async exactly, the runner-up gives up nothing measurable" in text

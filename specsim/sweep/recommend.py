@@ -332,11 +332,12 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
         if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN
                 and not r.margin_verdict.startswith("holds")):
+            inexact = any(e.config is None or not e.exact for e in r.engines)     # an engine runs it otherwise
+            why = " or ".join(([f"your engine cannot run {r.curve} exactly"] if inexact else [])
+                              + (["this point thrashes"] if thrashes else []))
             para(f"a tie as far as this sweep can tell: {r.runner_up} delivers within {abs(r.margin):.1%} at this tier"
                  + (" (one seed: sweep --seeds 3 to judge it)" if r.margin_verdict == "one seed" else "")
-                 + f"; where your engine cannot run {r.curve} exactly"
-                 + (" or this point thrashes" if thrashes else "") + ", the runner-up gives up nothing measurable",
-                 "  ")
+                 + (f"; where {why}, the runner-up gives up nothing measurable" if why else "; either serves"), "  ")
         elif r.runner_up and r.margin is not None and r.margin_verdict.startswith("within noise"):
             para(f"not settled: the {r.margin:+.1%} lead over {r.runner_up} is within the seeds' noise; more seeds "
                  "(sweep --seeds) would settle it", "  ")
