@@ -54,7 +54,7 @@ import pandas as pd
 from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
 from specsim.analysis.tiers import mark_winners, tiers_json
-from specsim.analysis.sweep_tables import results_frame, seed_spread
+from specsim.analysis.sweep_tables import measured, results_frame, seed_spread
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -214,14 +214,6 @@ def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
             for (c, s), sub in ok.groupby(["curve", "seed"], sort=True)}
 
 
-def _scoped(rec: dict[str, Any]) -> dict[str, Any]:
-    """A record's figures in the scope of its measured requests: the window block in closed loop (where the
-    record has one; older records held the window's figures at the top level), else the summary."""
-    s = rec["summary"]
-    win = s.get("window") if rec["config"]["load"]["mode"] == "closed" else None
-    return win or s
-
-
 def _goodput(rec: dict[str, Any], tier: float) -> tuple[float, float]:
     """(attainment, goodput tok/s/GPU) of one record at ``tier`` (module docstring)."""
     tps = np.asarray(rec["requests"]["tps_per_user"], float)
@@ -229,7 +221,7 @@ def _goodput(rec: dict[str, Any], tier: float) -> tuple[float, float]:
     if tps.size == 0 or out.sum() == 0:
         return float("nan"), float("nan")
     meet = at_least(tps, tier)
-    thr = _scoped(rec)["output_throughput_per_gpu"]
+    thr = measured(rec, "output_throughput_per_gpu")
     return float(meet.mean()), float(thr * out[meet].sum() / out.sum()) if thr is not None else float("nan")
 
 
@@ -260,7 +252,7 @@ def _record_goodput(rec: dict[str, Any], slos_ms: dict[str, float]) -> tuple[flo
         raise SpecsimInputError(str(rec.get("id")), None, "latencies",
                                 "sweep records with per-request latencies (--goodput needs them; records written "
                                 "by an older specsim lack them: rerun the sweep with --force)", "none")
-    duration = _scoped(rec).get("duration_s")
+    duration = measured(rec, "duration_s")
     good = np.ones(len(lat["ttft_ms"]), bool)
     for name, limit in slos_ms.items():
         good &= at_most(np.asarray(lat[f"{name}_ms"], float), limit) if good.size else good

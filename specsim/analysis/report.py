@@ -278,8 +278,9 @@ def _run_goodput(s: dict[str, Any], rq: pd.DataFrame | None, tiers: tuple[float,
         return _table("goodput", cols, [], note="requests.parquet missing: no tier table")
     meas = figs.measured(rq, s) & (rq.output_tokens > 1)
     tps, out = rq.tps_per_user[meas].to_numpy(float), rq.output_tokens[meas].to_numpy(float)
-    win = (s.get("window") or {}) if (s.get("load") or {}).get("mode") == "closed" else {}
-    thr = win.get("output_throughput_per_gpu", s.get("output_throughput_per_gpu"))   # the measured requests' scope
+    from specsim.analysis.sweep_tables import scoped
+
+    thr = scoped(s, (s.get("load") or {}).get("mode") == "closed", "output_throughput_per_gpu")   # the window's
     rows = []
     for t in tiers:
         ok = tps >= t

@@ -33,13 +33,17 @@ def _curve_labels(df: pd.DataFrame) -> pd.Series:
     return labels
 
 
+def scoped(summary: dict[str, Any], closed: bool, key: str) -> Any:
+    """A run summary's figure ``key`` in the scope of its measured requests: a closed-loop run's (``closed``) from
+    its measurement window where the summary's ``window`` block has it (records written before the block existed
+    held the window's figures at the top level), else the whole run's; None when the summary lacks it."""
+    win = (summary.get("window") or {}) if closed else {}
+    return win[key] if key in win else summary.get(key)
+
+
 def measured(r: dict[str, Any], key: str) -> Any:
-    """A record's figure ``key`` as every table and search reads it: a closed-loop point's from its measurement
-    window where the summary's ``window`` block has it (records written before the block existed held the
-    window's figures at the top level), else the whole run's; None when the summary lacks it."""
-    s = r.get("summary") or {}
-    win = (s.get("window") or {}) if r["config"]["load"]["mode"] == "closed" else {}
-    return win[key] if key in win else s.get(key)
+    """A record's figure ``key`` as every table and search reads it (:func:`scoped`)."""
+    return scoped(r.get("summary") or {}, r["config"]["load"]["mode"] == "closed", key)
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
