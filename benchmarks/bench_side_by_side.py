@@ -74,13 +74,31 @@ def tiled_trace(src: Path, copies: int, dest: Path) -> Path:
     return dest
 
 
+#: Whether the jobs may write Python's bytecode caches (``__pycache__``), as a default Python does on a user's first
+#: run. ``--source-only`` sets False: every process compiles the tree's modules from source, as under
+#: ``PYTHONDONTWRITEBYTECODE=1`` (which some machines, this project's VM among them, set for every process).
+WRITE_BYTECODE = True
+
+
+def job_env(root: Path | None = None) -> dict[str, str]:
+    """The environment of a job: ``PYTHONPATH=root`` (where given) and the bytecode setting (:data:`WRITE_BYTECODE`)."""
+    env = {**os.environ, **({"PYTHONPATH": str(root)} if root is not None else {})}
+    if WRITE_BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
 def timed(argv: list[str], root: Path) -> tuple[float, str]:
-    """Wall seconds and stdout of ``argv`` run from ``root`` with ``PYTHONPATH=root``.
+    """Wall seconds and stdout of ``argv`` run from ``root`` with ``PYTHONPATH=root`` (and, unless
+    :data:`WRITE_BYTECODE` is False, ``PYTHONDONTWRITEBYTECODE`` unset, so the untimed warm-up run leaves each
+    tree's bytecode caches for the timed rounds, as a user's first run leaves them for the next).
 
     Raises:
         SystemExit: the command failed (its stderr is shown).
     """
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = job_env(root)
     t0 = time.perf_counter()
     out = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -117,7 +135,8 @@ def where_time_goes(job: list[str], whole: bool) -> None:
     """For a missed target: B's loop by phase (``step_phases.py``) and, for a whole-process miss, where a fresh
     process's time goes from start to exit."""
     for extra in ([], ["--whole"]) if whole else ([],):
-        out = subprocess.run([sys.executable, str(PHASES), *job, *extra], cwd=REPO, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, str(PHASES), *job, *extra], cwd=REPO, capture_output=True, text=True,
+                             env=job_env())
         print(out.stdout.rstrip() if out.returncode == 0 else f"step_phases.py failed:\n{out.stderr[-2000:]}")
 
 
@@ -204,10 +223,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--jobs", default="startup,vidur3000,main,decide")
     ap.add_argument("--base", default="10b4cad", help="the starting commit (side A)")
+    ap.add_argument("--source-only", action="store_true",
+                    help="no bytecode caches: every process compiles each tree's modules from source")
     args = ap.parse_args()
+    global WRITE_BYTECODE
+    WRITE_BYTECODE = not args.source_only
     jobs = [j for j in args.jobs.split(",") if j]
     print(f"{datetime.datetime.now():%Y-%m-%d %H:%M}, {platform.node()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; A = {args.base}, B = this working tree")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; A = {args.base}, B = this working tree; "
+          f"bytecode caches {'written by the warm-up runs' if WRITE_BYTECODE else 'off (--source-only)'}")
     with tempfile.TemporaryDirectory(prefix="specsim-sbs-") as tmp:
         sides = {"A": unpack(args.base, Path(tmp) / "base"), "B": REPO}
         trace3000 = None
