@@ -60,6 +60,14 @@ class SpecsimInputError(ValueError):
         return msg
 
 
+def torch_missing(command: str) -> SpecsimInputError:
+    """The error of ``command`` (e.g. ``"specsim replay"``) where torch does not import: it names the install steps
+    of docs/torch_backend.md (torch first, pinned, then the ``torch`` extra)."""
+    return SpecsimInputError(command, None, None, "torch, which the real-model backend needs (pip install "
+                             "torch==2.13.0, then pip install -e '.[torch]' -r requirements-torch.txt; "
+                             "docs/torch_backend.md)", "torch is not installed")
+
+
 def _shorten(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters by dropping its middle (`` ... `` marks the cut)."""
     if len(text) <= limit:

