@@ -32,7 +32,8 @@ def test_eagle3_draft_step_costs_its_dense_layer_and_reduced_head_per_draft():
     one = sm.step_time([4], [3], 0.0)[0]
     assert d.draft_time_s(3, 5, None) == pytest.approx(5 * one, rel=1e-12)
     h, g = sm.model.hidden, sm.gpu
-    head = sm._gemm(np.array([4.0]), 32000 // 8, h)[0] + 4 * h * 2 / (g.hbm_bytes_per_s * sm.terms.bw_eff)
+    # the head's weights are BF16 (gemm_dtype 'head'), whatever the layers' dtype (FP8 here)
+    head = sm._gemm(np.array([4.0]), 32000 // 8, h, "head")[0] + 4 * h * 2 / (g.hbm_bytes_per_s * sm.terms.bw_eff)
     assert sm.breakdown([4], [3])["lm_head"][0] == pytest.approx(head, rel=1e-12)
     # far cheaper than the MTP layer (a MoE layer with the full head)
     assert d.draft_time_s(16, 3, None) < shaped_drafter_cost("mtp", target).draft_time_s(16, 3, None)

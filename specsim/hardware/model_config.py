@@ -139,13 +139,17 @@ class ModelConfig:
 
     def gemm_dtype(self, part: str) -> str:
         """The dtype the GEMM weights of ``part`` are stored in: ``"attention"`` (token-mixer projections),
-        ``"experts"`` (routed experts) or ``"other"`` (dense MLPs, shared experts: ``weight_dtype``).
+        ``"experts"`` (routed experts), ``"other"`` (dense MLPs, shared experts, the MoE router: ``weight_dtype``)
+        or ``"head"`` (the LM head: BF16, as FP8/FP4 checkpoints keep it (DeepSeek-V3's and Llama's FP8
+        checkpoints leave ``lm_head`` unquantized); FP16 where the whole checkpoint is FP16).
 
         Raises:
             SpecsimInputError: an unknown part.
         """
+        if part == "head":
+            return "fp16" if self.weight_dtype == "fp16" else "bf16"
         if part not in ("attention", "experts", "other"):
-            raise SpecsimInputError(None, None, "part", "attention, experts or other", repr(part))
+            raise SpecsimInputError(None, None, "part", "attention, experts, other or head", repr(part))
         own = {"attention": self.attention_dtype, "experts": self.expert_dtype}.get(part)
         return own or self.weight_dtype
 

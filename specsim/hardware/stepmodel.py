@@ -11,7 +11,9 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
                     vLLM's fused MoE kernel runs them): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
                     bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`); each GEMM's
                     peak and weight bytes follow its component's dtype (``ModelConfig.gemm_dtype``: attention,
-                    routed experts, the rest), the router's the weights' dtype; the peak is that of
+                    routed experts, the rest), the router's the weights' dtype (its weights are BF16 in FP8/FP4
+                    checkpoints, but its GEMM of E / 128 tiles is charged a whole wave of tiles, an overcharge
+                    of its few microseconds that the BF16 rate would double; kept as it was); the peak is that of
                     :meth:`StepModel.compute_dtype` (weight-only at BF16 where the GPU lacks the dtype; W4A8 / W8A8
                     at the FP8 peak with ``ModelConfig.activation_dtype = "fp8"``)
 ``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
@@ -24,7 +26,8 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
                     prefill
                     chunks: ``4 * heads * head_dim * c * (k + (c + 1) / 2)`` FLOPs per layer for a chunk of c
                     tokens over k cached ones, at ``flops_eff`` (:meth:`StepModel.prefill_attention_s`)
-``lm_head``         the LM head over the B verified tokens (vocabulary / tp per GPU) and the embedding gather
+``lm_head``         the LM head over the B verified tokens (vocabulary / tp per GPU; BF16 weights whatever the
+                    checkpoint's ``weight_dtype``, :meth:`ModelConfig.gemm_dtype` ``"head"``) and the embedding gather
 ``sampling``        sampling and rejection sampling per verified token: ``SAMPLING_PASSES`` passes over B x
                     vocabulary fp32 logits
 ``per_request``     ``per_request_step_s * R``: scheduler and input preparation inside each step (distinct from
@@ -374,7 +377,7 @@ class StepModel:
         attn = (kv * self.kv_bytes_per_token / (g.hbm_bytes_per_s * e.attn_bw_eff)
                 + r * (m.num_layers * e.attn_request_s + self.state_s_per_request)
                 + b * self.state_s_per_request)
-        lm = self._gemm(b, m.vocab // self.tp, m.hidden) + b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
+        lm = self._gemm(b, m.vocab // self.tp, m.hidden, "head") + b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         samp = SAMPLING_PASSES * b * m.vocab * LOGIT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         comm, n_comm = self._comm(b)
         n_kernels = n_gemm + m.num_layers * KERNELS_PER_LAYER_FIXED + 2 + SAMPLING_KERNELS + n_comm
