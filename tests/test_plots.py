@@ -8,6 +8,7 @@ import pytest
 
 from specsim.analysis import plots
 from specsim.analysis.results import MeasuredPoint
+from conftest import REPO
 from test_frontier import synthetic_records
 
 
@@ -22,8 +23,6 @@ def figures(monkeypatch):
         return out_png
     monkeypatch.setattr(plots, "_save", keep)
     yield kept
-    for f in kept:
-        plots.plt.close(f)
 
 
 def _records(seeds=(0, 1)):
@@ -76,3 +75,37 @@ def test_one_tps_estimator_for_simulated_and_measured_points(figures):
     xs = np.sort(np.concatenate([line.get_xdata() for line in ax.lines if line.get_marker() == "o"]))
     want = np.sort([2 * r["summary"]["mean_tps_per_user"] for r in recs])
     assert xs == pytest.approx(want)
+
+
+def test_plots_and_reports_leave_pyplot_alone(tmp_path):
+    """A notebook's inline backend survived no specsim figure: every plot function called ``matplotlib.use("Agg")``
+    (a fresh user's frontier cell drew nothing after ``write_report``). Figures are now made without pyplot:
+    the backend a user chose stays, and no figure is left registered with pyplot."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from specsim.analysis.report import write_report
+    from specsim.scenario import load_scenario
+    from specsim.sweep import SweepSpec, run_sweep
+    from specsim.workload import load_trace
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")                           # a backend of the user's choosing, not specsim's Agg
+    try:
+        recs = _records()
+        plots.plot_frontiers([("sweep", recs)], tmp_path / "f", tiers=(100.0,))
+        plots.plot_budget(recs, tmp_path / "b.png")
+        plots.plot_throughput_vs_load(recs, tmp_path / "t.png")
+        run_sweep(SweepSpec(policies=("static",), concurrency=(2,), num_requests=16),
+                  load_scenario(), load_trace(REPO / "traces" / "prod.jsonl"), tmp_path / "sweep", executor="serial")
+        write_report(tmp_path / "sweep")
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == []
+    finally:
+        matplotlib.use(before)
+    assert (tmp_path / "f.png").is_file() and (tmp_path / "b.png").is_file()
+
+
+def test_a_figure_path_without_a_suffix_is_returned_as_written(tmp_path):
+    """``plot_frontiers(recs, "out/f6")`` returned ``out/f6`` while matplotlib wrote ``out/f6.png``."""
+    got = plots.plot_frontiers([("sweep", _records())], tmp_path / "f6")
+    assert got == tmp_path / "f6.png" and got.is_file()

@@ -428,14 +428,12 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
 def plot_reliability(conf_raw: np.ndarray, conf_cal: np.ndarray, labels: np.ndarray, known: np.ndarray,
                      path: str | Path, n_bins: int = N_BINS) -> None:
     """Reliability diagrams of the cumulative survival, raw vs calibrated, one panel per position (PNG)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from specsim import figures
 
     gamma = conf_raw.shape[1]
     ncols = min(gamma, 4)
     nrows = -(-gamma // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.2 * nrows), squeeze=False)
+    fig, axes = figures.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.2 * nrows), squeeze=False)
     for k, ax in enumerate(axes.ravel()):
         if k >= gamma:
             ax.axis("off")
@@ -453,20 +451,17 @@ def plot_reliability(conf_raw: np.ndarray, conf_cal: np.ndarray, labels: np.ndar
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_survival_hist(conf_raw: np.ndarray, conf_cal: np.ndarray, known: np.ndarray, path: str | Path,
                        n_bins: int = N_BINS) -> None:
     """Histograms of predicted survival per position, raw vs calibrated (the paper's Fig. 6 insets; PNG)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from specsim import figures
 
     gamma = conf_raw.shape[1]
     ncols = min(gamma, 4)
     nrows = -(-gamma // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.6 * nrows), squeeze=False)
+    fig, axes = figures.subplots(nrows, ncols, figsize=(3.2 * ncols, 2.6 * nrows), squeeze=False)
     edges = np.linspace(0, 1, n_bins + 1)
     for k, ax in enumerate(axes.ravel()):
         if k >= gamma:
@@ -481,7 +476,6 @@ def plot_survival_hist(conf_raw: np.ndarray, conf_cal: np.ndarray, known: np.nda
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def load_temperatures(path: str | Path) -> np.ndarray:

@@ -46,6 +46,7 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
@@ -53,7 +54,8 @@ import pandas as pd
 
 from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
-from specsim.analysis.tiers import mark_winners, tiers_json
+from specsim.analysis.tiers import as_tiers, mark_winners, tiers_json
+from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import measured, results_frame, seed_spread
 
 X = "mean_tps_per_user"
@@ -166,6 +168,9 @@ def frontiers(spread: pd.DataFrame) -> dict[str, Frontier]:
     Raises:
         SpecsimInputError: ``spread`` is not a seed-spread frame (e.g. :func:`results_frame`'s rows, one per seed).
     """
+    if not isinstance(spread, pd.DataFrame):
+        raise SpecsimInputError(None, None, "spread", "a seed_spread frame (specsim.analysis.sweep_tables."
+                                "seed_spread(results_frame(records)))", type(spread).__name__)
     missing = [c for c in ("curve", "load", f"{X}_mean", f"{Y}_mean") if c not in spread.columns]
     if missing:
         raise SpecsimInputError(None, None, "spread", "a seed_spread frame (specsim.analysis.sweep_tables."
@@ -293,12 +298,14 @@ def _ratio(a: float, b: float) -> float:
     return a / b if np.isfinite(a) and np.isfinite(b) and b > 0 else float("nan")
 
 
-def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str | None = None) -> pd.DataFrame:
+def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] | float | str,
+            baseline: str | None = None) -> pd.DataFrame:
     """The comparison table: one row per (tier, curve).
 
     Args:
-        records: sweep records (:func:`specsim.analysis.sweep_records.load_records`).
-        tiers: SLA tiers, TPS/user in tok/s.
+        records: sweep records (:func:`specsim.analysis.sweep_records.load_records`) or a sweep folder.
+        tiers: SLA tiers, TPS/user in tok/s (:func:`specsim.analysis.tiers.as_tiers`: a number, numbers or
+            ``"100,150"``).
         baseline: the curve (or policy name) gains are measured against; None for no gains.
 
     Returns:
@@ -313,9 +320,10 @@ def compare(records: list[dict[str, Any]], tiers: Iterable[float], baseline: str
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
             from several scenarios.
     """
-    tiers = [float(t) for t in tiers]
+    tiers = list(as_tiers(tiers))
     if not tiers:
         raise SpecsimInputError(None, None, "tiers", "at least one SLA tier (TPS/user, tok/s)", "none")
+    records = as_records(records)
     df = results_frame(records)
     if df.empty or not (df.status == "ok").any():
         raise SpecsimInputError(None, None, "points", "at least one successful sweep point", "none")

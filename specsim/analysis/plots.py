@@ -1,4 +1,4 @@
-"""Figures of a sweep (matplotlib, Agg backend, PNG).
+"""Figures of a sweep (matplotlib figures made without pyplot, :mod:`specsim.figures`; PNG).
 
 * :func:`plot_frontiers`: throughput per GPU vs mean TPS/user, every load point (seed mean with its
   seed min-max as error bars) and each curve's Pareto frontier joined by the interpolation rule of
@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from specsim.analysis.frontier import X, Y, Frontier, frontiers  # noqa: E402
-from specsim.analysis.sweep_tables import results_frame, seed_spread  # noqa: E402
-from specsim import fmt  # noqa: E402
+from specsim import figures, fmt
+from specsim.analysis.frontier import X, Y, Frontier, frontiers
+from specsim.analysis.sweep_records import as_records
+from specsim.analysis.sweep_tables import results_frame, seed_spread
+from specsim.analysis.tiers import as_tiers
+from specsim.errors import SpecsimInputError
 
 
 #: The two TPS/user estimators (see the module docstring): label -> x-axis text.
@@ -69,13 +69,15 @@ def swept_title(name: str, records: list[dict[str, Any]]) -> str:
 
 
 def _colors(curves: Sequence[str]) -> dict[str, Any]:
-    cmap = plt.get_cmap("tab10")
+    cmap = figures.colormap("tab10")
     return {c: cmap(i % 10) for i, c in enumerate(sorted(curves))}
 
 
 def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: str | Path,
                    tiers: Sequence[float] = (), measured: Sequence[Any] = ()) -> Path:
-    """Throughput per GPU vs TPS/user, one panel per (title, records) pair; returns the PNG path.
+    """Throughput per GPU vs TPS/user, one panel per (title, records) pair (or one panel of a sweep folder or of a
+    list of records); returns the PNG path written (``.png`` added to a name without a suffix). ``tiers``: as
+    :func:`specsim.analysis.tiers.as_tiers` takes them.
 
     ``measured``: :class:`specsim.analysis.results.MeasuredPoint` objects drawn on every panel (points without
     TPS/user or throughput are skipped). Simulated and measured points share one TPS/user estimator
@@ -84,15 +86,40 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
     return _save(frontier_figure(panels, tiers, measured), out_png)
 
 
+def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(title, records)`` pairs from what a caller passes: pairs as they are, one sweep folder (titled by its
+    name) or one list of records (titled ``sweep``); each panel's records read by :func:`as_records`.
+
+    Raises:
+        SpecsimInputError: anything else, or a panel without a finished point.
+    """
+    if isinstance(panels, (str, Path)):
+        panels = [(Path(panels).name, panels)]
+    elif isinstance(panels, list) and panels and all(isinstance(r, dict) for r in panels):
+        panels = [("sweep", panels)]
+    try:
+        pairs = [(str(t), as_records(r, f"panel {t!r}")) for t, r in panels]
+    except (TypeError, ValueError) as e:
+        if isinstance(e, SpecsimInputError):
+            raise
+        raise SpecsimInputError(None, None, "panels", "(title, records) pairs, a sweep folder or a list of records",
+                                type(panels).__name__) from None
+    for title, recs in pairs:
+        if not any(r.get("status") == "ok" for r in recs):
+            raise SpecsimInputError(None, None, f"panel {title!r}", "sweep records with a finished point", "none")
+    return pairs
+
+
 def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: Sequence[float] = (),
                     measured: Sequence[Any] = (), width_in: float = 7.4, height_in: float = 4.6,
                     hover: dict[str, list[str]] | None = None):
-    """The open matplotlib figure :func:`plot_frontiers` saves (``specsim report`` inlines it); the caller
-    closes it. ``width_in``, ``height_in``: one panel's size in inches. ``hover``, when given, is filled with
+    """The matplotlib figure :func:`plot_frontiers` saves (``specsim report`` inlines it), made without pyplot
+    (:mod:`specsim.figures`: nothing to close). ``width_in``, ``height_in``: one panel's size in inches. ``hover``, when given, is filled with
     each point series' artist id -> one label per drawn point (curve, load, TPS/user, throughput), in drawing
     order, for :func:`svg_with_titles`."""
+    panels, tiers = _panels(panels), as_tiers(tiers) if tiers else ()
     est = tps_estimator(measured)
-    fig, axes = plt.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
+    fig, axes = figures.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
         sp, fr, x_col = _spread_and_frontiers(recs, est)
         colors = _colors(sp.curve.unique())
@@ -223,7 +250,7 @@ def _legend_outside(ax) -> None:
 
 def plot_budget(records: list[dict[str, Any]], out_png: str | Path, title: str = "") -> Path:
     """Mean verify tokens per request (1 + l_r, mean over request-steps) vs load, seed mean +- std."""
-    fig, ax = plt.subplots(figsize=(7.4, 4.4))
+    fig, ax = figures.subplots(figsize=(7.4, 4.4))
     _per_load(records, "mean_verify_tokens_per_request", ax, "mean verify tokens per request")
     ax.set_title(title or "verification budget per request", fontsize=10)
     return _save(fig, out_png)
@@ -231,18 +258,21 @@ def plot_budget(records: list[dict[str, Any]], out_png: str | Path, title: str =
 
 def plot_throughput_vs_load(records: list[dict[str, Any]], out_png: str | Path, title: str = "") -> Path:
     """Output throughput per GPU vs load, seed mean +- std."""
-    fig, ax = plt.subplots(figsize=(7.4, 4.4))
+    fig, ax = figures.subplots(figsize=(7.4, 4.4))
     _per_load(records, Y, ax, "output throughput per GPU (tok/s)")
     ax.set_title(title or "throughput vs load", fontsize=10)
     return _save(fig, out_png)
 
 
 def _save(fig, out_png: str | Path) -> Path:
+    """Write ``fig`` to ``out_png`` (``.png`` added where the name has no suffix, as matplotlib adds it) and
+    return the path written."""
     p = Path(out_png)
+    if not p.suffix:
+        p = p.with_name(p.name + ".png")
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(p, dpi=130, bbox_inches="tight")        # keeps the legends outside the axes in the file
-    plt.close(fig)
     return p
 
 
@@ -258,7 +288,7 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
     Returns:
         The PNG path.
     """
-    fig, axes = plt.subplots(1, len(panels), figsize=(7.4 * len(panels), 4.6), squeeze=False)
+    fig, axes = figures.subplots(1, len(panels), figsize=(7.4 * len(panels), 4.6), squeeze=False)
     for ax, (title, recs, tuned) in zip(axes[0], panels):
         if recs:
             sp = seed_spread(results_frame(recs))
@@ -270,7 +300,7 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
             x = np.array([r["tier"] for r in ok], float)
             y = np.array([r["throughput_per_gpu"] for r in ok], float)
             e = np.array([r["throughput_std"] if r["throughput_std"] is not None else 0.0 for r in ok], float)
-            color = "black" if i == 0 else plt.get_cmap("Dark2")(i)
+            color = "black" if i == 0 else figures.colormap("Dark2")(i)
             if len(t["spec"].get("seeds", ())) > 1:
                 ax.errorbar(x, y, yerr=e, fmt="D--", ms=6, color=color, lw=1.6, capsize=3, label=t["curve"])
             else:
@@ -308,11 +338,7 @@ def plot_step_terms(df, terms: list[str], out, title: str = "") -> None:
         terms: the columns to stack, bottom first.
         out: the PNG path.
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = figures.subplots(figsize=(8, 4.5))
     ax.stackplot(df["batch_tokens"], *[df[t] for t in terms], labels=terms)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("B (tokens in the step)")
@@ -322,4 +348,3 @@ def plot_step_terms(df, terms: list[str], out, title: str = "") -> None:
     _legend_outside(ax)
     fig.tight_layout()
     fig.savefig(out, dpi=110, bbox_inches="tight")
-    plt.close(fig)

@@ -35,7 +35,7 @@ import pandas as pd
 from specsim import fmt
 from specsim.analysis import report_figures as figs
 from specsim.errors import SpecsimInputError
-from specsim.analysis.tiers import DEFAULT_TIERS as _DEFAULT_TIERS
+from specsim.analysis.tiers import DEFAULT_TIERS as _DEFAULT_TIERS, as_tiers
 
 #: Figures of a run page: id -> caption.
 RUN_FIGURES = {
@@ -118,9 +118,11 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
     Args:
         src: a run directory (``summary.json``) or a sweep directory (``sweep.json`` or ``points/``).
         out: the HTML path; default ``src/report.html``.
-        tiers: TPS/user SLA tiers (tok/s) of the winners and the goodput tables.
-        notes: a sweep page's notes, shown under "Notes" (``specsim report`` passes what compare says of the
-            speculation overhead its points were charged: :func:`specsim.analysis.sweep_records.speculation_notes`).
+        tiers: TPS/user SLA tiers (tok/s) of the winners and the goodput tables (a number, numbers or
+            ``"100,150"``: :func:`specsim.analysis.tiers.as_tiers`).
+        notes: a sweep page's notes (one string is one note), shown under "Notes" (``specsim report`` passes what
+            compare says of the speculation overhead its points were charged:
+            :func:`specsim.analysis.sweep_records.speculation_notes`).
 
     Returns:
         The :class:`Report` written.
@@ -129,6 +131,7 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
         SpecsimInputError: ``src`` is neither kind, or its files are unreadable.
     """
     d = Path(src)
+    tiers, notes = as_tiers(tiers), ((notes,) if isinstance(notes, str) else tuple(notes))
     if (d / "summary.json").is_file():
         kind, page = "run", _run_page(d, tiers)
     elif (d / "sweep.json").is_file() or (d / "points").is_dir():
@@ -169,21 +172,10 @@ def _table(tid: str, cols: list[str], rows: list[list[dict[str, Any]]], heading:
 
 
 def _figure(fid: str, caption: str, fig) -> dict[str, str]:
-    """A figure of the page: the matplotlib figure as an inline PNG (the figure is closed)."""
-    import matplotlib.pyplot as plt
-
+    """A figure of the page: the matplotlib figure (made by :mod:`specsim.figures`) as an inline PNG."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
     return {"id": fid, "caption": caption, "uri": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()}
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def _read_json(p: Path) -> Any:
@@ -232,9 +224,8 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
         rows = [[_cell(dom)] + [_cell(m.get(c)) for c in cols] for dom, m in s["per_domain"].items()]
         sections.append({"title": "Per domain", "tables": [_table("per-domain", ["domain", *cols], rows)],
                          "text": None, "text_id": None})
-    plt = _plt()
-    made = {"latency-cdf": figs.latency_cdf(plt, rq, s), "step-profile": figs.step_profile(plt, st, s),
-            "acceptance": figs.acceptance(plt, log, s), "step-timeline": figs.timeline(plt, st)}
+    made = {"latency-cdf": figs.latency_cdf(rq, s), "step-profile": figs.step_profile(st, s),
+            "acceptance": figs.acceptance(log, s), "step-timeline": figs.timeline(st)}
     from specsim.analysis.metrics import thrashing_warning
     warning = thrashing_warning(s)
     return {"title": f"specsim run: {s.get('policy')} (drafter {s.get('drafter')}, gamma {s.get('gamma')}), "
@@ -444,14 +435,12 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
                                 "mean_ttft_ms"], points)]},
                  {"title": "Goodput per SLA tier", "text": None, "text_id": None, "tables": [_table(
                      "goodput", ["tier", "curve", "load", "attainment", "goodput (tok/s/GPU)"], goodput)]}]
-    plt = _plt()
     hover: dict[str, list[str]] = {}
     fig = frontier_figure([(d.name, ok)], tiers, measured_for_plot([d]), width_in=7.0, height_in=4.2, hover=hover)
     lead = {"id": "frontier", "caption": SWEEP_FIGURES["frontier"], "svg": svg_with_titles(fig, hover)}
-    plt.close(fig)
-    made = {"budget": figs.per_load(plt, budget_curve(ok), "mean_verify_tokens_per_request"),
-            "tps-cdf": figs.tps_cdf(plt, ok, df), "step-profile": figs.sweep_profile(plt, man),
-            "acceptance": figs.per_load(plt, seed_spread(df, ["mean_acceptance_length"]), "mean_acceptance_length")}
+    made = {"budget": figs.per_load(budget_curve(ok), "mean_verify_tokens_per_request"),
+            "tps-cdf": figs.tps_cdf(ok, df), "step-profile": figs.sweep_profile(man),
+            "acceptance": figs.per_load(seed_spread(df, ["mean_acceptance_length"]), "mean_acceptance_length")}
     prov = {"scenario": man.get("scenario"), "scenario_hash": man.get("scenario_hash"),
             "scenario_source": man.get("scenario_source"), "trace": man.get("trace"), "trace_hash": man.get("trace_sha"),
             "specsim_version": ok[0].get("provenance", {}).get("specsim_version")}

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specsim import figures
 from specsim.analysis.plots import _legend_outside, _plain_ticks
 
 
@@ -25,7 +26,7 @@ def measured(rq: pd.DataFrame, s: dict[str, Any]) -> pd.Series:
     return meas
 
 
-def step_profile(plt, st: pd.DataFrame | None, s: dict[str, Any]):
+def step_profile(st: pd.DataFrame | None, s: dict[str, Any]):
     """Simulated step times vs batch tokens, over the profile drawn at the contexts the steps ran.
 
     The profile's step time depends on batch tokens and on the KV tokens read (``kv_read_s_per_token``); one
@@ -34,7 +35,7 @@ def step_profile(plt, st: pd.DataFrame | None, s: dict[str, Any]):
     their median, and at each step's own (batch tokens, KV context) as a cross; simulated steps add drafting
     and host overheads on top of it (DESIGN.md, step time), the gap between a dot and its cross.
     """
-    fig, ax = plt.subplots(figsize=(7.4, 4.0))
+    fig, ax = figures.subplots(figsize=(7.4, 4.0))
     if st is not None and len(st):
         pre = st.prefill_tokens.to_numpy() > 0
         ax.scatter(st.batch_tokens[~pre], st.duration_s[~pre] * 1e3, s=6, alpha=0.4, label="decode steps")
@@ -78,8 +79,8 @@ def _no_data(ax, why: str) -> None:
     ax.set_frame_on(True)
 
 
-def latency_cdf(plt, rq: pd.DataFrame | None, s: dict[str, Any]):
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.3))
+def latency_cdf(rq: pd.DataFrame | None, s: dict[str, Any]):
+    fig, axes = figures.subplots(1, 3, figsize=(11, 3.3))
     for ax, (col, name) in zip(axes, [("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2el_s", "E2EL")]):
         v = np.sort(rq[col][measured(rq, s)].dropna().to_numpy(float)) * 1e3 if rq is not None else []
         if len(v):
@@ -95,8 +96,8 @@ def latency_cdf(plt, rq: pd.DataFrame | None, s: dict[str, Any]):
     return fig
 
 
-def acceptance(plt, log: pd.DataFrame | None, s: dict[str, Any]):
-    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+def acceptance(log: pd.DataFrame | None, s: dict[str, Any]):
+    fig, ax = figures.subplots(figsize=(6.2, 4.0))
     if log is not None and len(log) and int(log.verify_len.max()) > 0:
         vl, acc = log.verify_len.to_numpy(int), log.num_accepted.to_numpy(int)
         k = np.arange(1, int(vl.max()) + 1)                                   # (K,) positions
@@ -118,8 +119,8 @@ def acceptance(plt, log: pd.DataFrame | None, s: dict[str, Any]):
     return fig
 
 
-def timeline(plt, st: pd.DataFrame | None):
-    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+def timeline(st: pd.DataFrame | None):
+    fig, ax = figures.subplots(figsize=(6.2, 4.0))
     if st is not None and len(st):
         ax2 = ax.twinx()
         for rep, sub in st.groupby("replica"):
@@ -136,9 +137,9 @@ def timeline(plt, st: pd.DataFrame | None):
     return fig
 
 
-def per_load(plt, frame: pd.DataFrame, metric: str):
+def per_load(frame: pd.DataFrame, metric: str):
     """``metric`` (seed mean, +- std with two or more seeds) against load, one line per curve."""
-    fig, ax = plt.subplots(figsize=(7.4, 4.0))
+    fig, ax = figures.subplots(figsize=(7.4, 4.0))
     for curve, sub in frame.groupby("curve", sort=True):
         sub = sub.sort_values("load")
         if (sub.num_seeds > 1).any():
@@ -156,8 +157,8 @@ def per_load(plt, frame: pd.DataFrame, metric: str):
     return fig
 
 
-def tps_cdf(plt, ok: list[dict[str, Any]], df: pd.DataFrame):
-    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+def tps_cdf(ok: list[dict[str, Any]], df: pd.DataFrame):
+    fig, ax = figures.subplots(figsize=(6.2, 4.0))
     by_id = {r["id"]: r for r in ok}
     for curve, sub in df.groupby("curve", sort=True):
         top = sub[sub.load == sub.load.max()]
@@ -171,8 +172,8 @@ def tps_cdf(plt, ok: list[dict[str, Any]], df: pd.DataFrame):
     return fig
 
 
-def sweep_profile(plt, man: dict[str, Any]):
-    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+def sweep_profile(man: dict[str, Any]):
+    fig, ax = figures.subplots(figsize=(6.2, 4.0))
     name = ((man.get("scenario") or {}).get("profile") or {}).get("name")
     try:
         from specsim.hardware.profile import resolve_profile

@@ -63,6 +63,21 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
     return rec
 
 
+def as_records(records: Any, field: str = "records") -> list[dict[str, Any]]:
+    """Sweep records as the Python API takes them: a list of records (:func:`load_records`) as it is, or a sweep
+    folder (``str`` or ``Path``), read with :func:`load_records`.
+
+    Raises:
+        SpecsimInputError: anything else (naming ``field``), or what :func:`load_records` raises.
+    """
+    if isinstance(records, (str, Path)):
+        return load_records(records)
+    if isinstance(records, list) and all(isinstance(r, dict) for r in records):
+        return records
+    raise SpecsimInputError(None, None, field, "sweep records (load_records(DIR)) or a sweep folder",
+                            type(records).__name__)
+
+
 def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
                  latest: bool = True) -> list[dict[str, Any]]:
     """Valid records of ``DIR`` (all, or those with the given ids), sorted by id; bad files are skipped.
@@ -77,6 +92,9 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
     if ids is None and not Path(out_dir).is_dir():
         raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (its --out)", "no such folder")
     d = points_dir(out_dir)
+    if ids is None and not d.is_dir() and (Path(out_dir) / "summary.json").is_file():
+        raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (specsim sweep --out)",
+                                "one run's folder (summary.json; specsim report reads it)")
     if ids is not None:
         paths = [d / f"{i}.json" for i in ids]
     else:

@@ -21,11 +21,38 @@ import pandas as pd
 
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import read_manifest
+from specsim.errors import SpecsimInputError
 
 #: The default SLA tiers, TPS/user in tok/s (compare, report, plot, and what a sweep stores).
 DEFAULT_TIERS: tuple[float, ...] = (50.0, 100.0, 150.0, 200.0)
 #: Policies that cannot be deployed: they read hidden outcomes or search exhaustively as a reference.
 NOT_DEPLOYABLE = frozenset({"oracle", "dspark-global"})
+
+
+def as_tiers(value: Any, field: str = "tiers") -> tuple[float, ...]:
+    """SLA tiers as the Python API takes them: one number (``150``), a comma-separated string (``"100,150"``, as
+    ``--tiers`` takes them) or an iterable of numbers; returns a tuple of floats, TPS/user in tok/s.
+
+    Raises:
+        SpecsimInputError: anything else, or a tier that is not a finite number > 0 (naming ``field``).
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        items: list[Any] = [value]
+    elif isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): a number, a list of numbers or "
+                                    "'100,150'", repr(value)) from None
+    try:
+        tiers = tuple(float(v) for v in items if not isinstance(v, bool))
+    except (TypeError, ValueError):
+        raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): numbers", repr(value)) from None
+    if len(tiers) != len(items) or not all(math.isfinite(t) and t > 0 for t in tiers):
+        raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): finite numbers > 0", repr(value))
+    return tiers
 
 
 def deployable(curve: str) -> bool:

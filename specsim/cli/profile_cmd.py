@@ -117,13 +117,11 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
 
 def _plot(prof, rises, out: Path) -> None:
     """Step time and SPS against B, the SPS rises (``rises``, (k,) B values) marked; a PNG at ``out``."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from specsim import figures
     import numpy as np
 
     b, t = prof.batch_tokens, prof.step_time_s
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    fig, (a1, a2) = figures.subplots(2, 1, figsize=(8, 6), sharex=True)
     a1.plot(b, t * 1e3, ".-", ms=3)
     a1.set_ylabel("step time (ms)")
     a2.plot(b, 1 / t, ".-", ms=3)
@@ -146,7 +144,6 @@ def _plot(prof, rises, out: Path) -> None:
     fig.suptitle("\n".join(textwrap.wrap(title, 110, max_lines=3, placeholder=" ...")), fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    plt.close(fig)
 
 
 @profile_app.command("import-vidur")

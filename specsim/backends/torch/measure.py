@@ -123,11 +123,9 @@ def calibration_report(step_log: pd.DataFrame):
 
 def plot_acceptance_curves(curves: pd.DataFrame, path: str | Path, title: str = "") -> None:
     """Conditional acceptance alpha_k against position k, one line per drafter (PNG; PAPER.md Fig. 2 layout)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from specsim import figures
 
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    fig, ax = figures.subplots(figsize=(5.2, 3.6))
     for name, g in curves.groupby("drafter", sort=False):
         tau = g["acceptance_length"].iloc[0]
         ax.plot(g["position"], g["alpha"], marker="o", label=f"{name} (tau {tau:.2f})")
@@ -137,4 +135,3 @@ def plot_acceptance_curves(curves: pd.DataFrame, path: str | Path, title: str = 
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
