@@ -1,0 +1,61 @@
+"""The Python API's inputs as a notebook user passes them (a fresh user's findings): SLA tiers as a number or a
+string, a sweep folder where records are expected, one note as a string; anything else is one clear input error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specsim.analysis import plots
+from specsim.analysis.frontier import compare, frontiers
+from specsim.analysis.report import write_report
+from specsim.analysis.sweep_records import load_records
+from specsim.analysis.tiers import as_tiers
+from specsim.errors import SpecsimInputError
+from test_report import sweep_dir  # noqa: F401  (module-scoped fixture: a CLI sweep of 2 policies x 2 loads x 2 seeds)
+
+
+def test_tiers_as_a_number_a_string_or_numbers():
+    assert as_tiers(150) == (150.0,)
+    assert as_tiers("100, 150") == (100.0, 150.0)
+    assert as_tiers([100, 150.5]) == (100.0, 150.5)
+    assert as_tiers(np.array([50.0])) == (50.0,)
+    for bad in ("100,x", [100, -1], float("nan"), True, {"a": 1}.items(), object()):
+        with pytest.raises(SpecsimInputError) as e:
+            as_tiers(bad)
+        assert e.value.field == "tiers"
+
+
+def test_compare_takes_a_sweep_folder_and_tiers_in_any_of_those_forms(sweep_dir):  # noqa: F811
+    want = compare(load_records(sweep_dir), [100.0, 150.0])
+    for tiers in ("100,150", (100, 150)):
+        got = compare(str(sweep_dir), tiers)
+        assert got[["tier", "curve", "throughput_per_gpu"]].equals(want[["tier", "curve", "throughput_per_gpu"]])
+    assert list(compare(sweep_dir, 100).tier.unique()) == [100.0]
+
+
+def test_a_run_folder_is_not_read_as_an_empty_sweep(tmp_path):
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(SpecsimInputError, match="one run's folder"):
+        load_records(tmp_path)
+
+
+def test_frontiers_of_records_names_what_it_takes(sweep_dir):  # noqa: F811
+    with pytest.raises(SpecsimInputError, match="seed_spread frame"):
+        frontiers(load_records(sweep_dir))
+
+
+def test_plot_frontiers_takes_a_folder_or_records_and_refuses_an_empty_panel(sweep_dir, tmp_path):  # noqa: F811
+    assert plots.plot_frontiers(sweep_dir, tmp_path / "a.png", tiers="100").is_file()
+    assert plots.plot_frontiers(load_records(sweep_dir), tmp_path / "b.png", tiers=150).is_file()
+    with pytest.raises(SpecsimInputError, match="panel 'x'"):
+        plots.plot_frontiers([("x", [])], tmp_path / "c.png")
+    with pytest.raises(SpecsimInputError):
+        plots.plot_frontiers(42, tmp_path / "d.png")
+
+
+def test_write_report_takes_one_note_as_a_string(sweep_dir, tmp_path):  # noqa: F811
+    rep = write_report(sweep_dir, tmp_path / "r.html", tiers="100,150", notes="hello there")
+    html = (tmp_path / "r.html").read_text()
+    assert "Hello there." in html and "H. E. L" not in html
+    assert rep is not None
