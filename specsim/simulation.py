@@ -353,7 +353,8 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     log = rec.step_log_frame(trace.request_id, cluster.workload.domain) if config.record_step_log else None
     if config.concurrency is None and "stage" in (getattr(trace, "extra", None) or {}):   # load stages (issue 23)
         summary["stages"] = stage_breakdown(requests, steps, trace, config.rate_scale,
-                                            tuple(sorted(set(PERCENTILES) | set(config.metric_percentiles))))
+                                            tuple(sorted(set(PERCENTILES) | set(config.metric_percentiles))),
+                                            horizon_s=config.max_sim_s)
     if built.resolved.policy.gamma > 0:       # vLLM's spec_decode_* and DeepSpec's names for the run (issue 23)
         summary["acceptance_exchange"] = acceptance_report(log, steps)
     return SimulationResult(summary, requests, steps, log)

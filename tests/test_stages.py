@@ -40,6 +40,20 @@ def test_three_stage_trace_reports_three_stages_at_the_asked_rates():
     assert ((arr >= 30) & (arr < 60)).sum() == 120
 
 
+def test_a_run_cut_short_reports_its_stages_over_what_it_simulated():
+    """A fresh user's staged run with --max-sim-s 30 divided stage 1's requests by its whole 30 s span (10 s of it
+    simulated) and reported stage 2, all of it never issued, as a collapse to 0 tok/s; --num-requests 60 spread 9
+    requests over stage 1's 30 s although the cut trace ended 5 s into it."""
+    tr = staged_trace(parse_stages("2:30,4:30,8:15"), arrival="constant", seed=1, output_len=8, prompt_len=64)
+    st = simulate(tr, "static", seed=0, gamma=2, max_sim_s=40.0).summary["stages"]
+    assert [(s["stage"], s["start_s"], s["end_s"]) for s in st] == [(0, 0, 30), (1, 30, 40)]   # stage 2 never began
+    assert "partial" not in st[0] and st[1]["partial"] and st[1]["nominal_end_s"] == 60
+    assert st[1]["requests"] == 40 and st[1]["request_rate"] == pytest.approx(4.0)
+    cut = simulate(tr.head(80), "static", seed=0, gamma=2).summary["stages"]        # 60 + 20 requests kept
+    assert [s["requests"] for s in cut] == [60, 20]
+    assert cut[1]["end_s"] == pytest.approx(35.125) and cut[1]["request_rate"] == pytest.approx(20 / 5.125)
+
+
 def test_rate_scale_divides_the_stage_spans():
     tr = staged_trace(parse_stages("2:10,4:10"), arrival="constant", seed=1, output_len=4, prompt_len=32)
     st = simulate(tr, "static", seed=0, gamma=1, rate_scale=2.0).summary["stages"]
@@ -64,7 +78,8 @@ def test_stage_fields_round_trip_and_are_checked(tmp_path):
     back = load_trace(p)
     assert back.content_hash() == tr.content_hash()
     np.testing.assert_array_equal(back.extra["stage"], tr.extra["stage"])
-    assert back.head(3).extra["stage_end_s"].tolist() == [5.0, 5.0, 5.0]
+    assert back.head(3).extra["stage_end_s"].tolist() == [3.5, 3.5, 3.5]      # ends where the cut trace does
+    assert back.head(len(back)).extra["stage_end_s"].tolist() == tr.extra["stage_end_s"].tolist()
     p.write_text('{"arrival_s": 0, "prompt_tokens": 4, "output_tokens": 2, "stage": 0, "stage_start_s": 0}\n')
     with pytest.raises(SpecsimInputError, match="stage_end_s"):
         load_trace(p)

@@ -1,10 +1,13 @@
 """Per-stage figures of a run on a multi-stage trace (:mod:`specsim.workload.stages`), beside the whole-run ones.
 
 Stage i's span is its nominal [stage_start_s, stage_end_s) divided by the run's ``rate_scale`` (open loop; a
-closed loop ignores arrival times, so it has no stages). Per stage:
+closed loop ignores arrival times, so it has no stages), ended early where the run was: at a horizon
+(``max_sim_s``) inside it (the stage is then marked ``partial``, its nominal end kept as ``nominal_end_s``; a stage
+that starts at or after the horizon is left out), or where ``--num-requests`` cut the trace
+(:meth:`specsim.workload.trace.Trace.head` ends the stages at the first request it drops). Per stage:
 
-* ``requests``: trace requests of the stage; ``request_rate`` = requests / span (the offered load, requests/s;
-  a ramp's mean rate (r0 + r1) / 2 in expectation);
+* ``requests``: trace requests of the stage arriving inside its span; ``request_rate`` = requests / span (the
+  offered load, requests/s; a ramp's mean rate (r0 + r1) / 2 in expectation);
 * ``completed`` (of those requests), ``request_throughput`` = completions inside the span / span;
 * ``output_throughput`` = tokens emitted inside the span / span (steps ending inside it, plus first tokens);
 * the stage's requests' latency statistics (``mean_``, ``median_``, ``p<P>_`` of ttft, tpot, e2el, ms), mean
@@ -22,7 +25,7 @@ from specsim.analysis.metrics import PERCENTILES, latency_stats
 
 
 def stage_breakdown(requests: pd.DataFrame, steps: pd.DataFrame, trace, rate_scale: float = 1.0,
-                    percentiles=PERCENTILES) -> list[dict[str, Any]]:
+                    percentiles=PERCENTILES, horizon_s: float | None = None) -> list[dict[str, Any]]:
     """Per-stage figures (module docstring), one dict per stage in stage order; [] without stage columns.
 
     Args:
@@ -31,6 +34,7 @@ def stage_breakdown(requests: pd.DataFrame, steps: pd.DataFrame, trace, rate_sca
         trace: the run's trace (its ``extra`` stage columns).
         rate_scale: the open-loop rate scale (arrival times and spans are divided by it).
         percentiles: latency percentiles to report.
+        horizon_s: the run's horizon (``max_sim_s``, simulated seconds), None when it ran to completion.
     """
     extra = getattr(trace, "extra", {}) or {}
     if "stage" not in extra:
@@ -41,8 +45,12 @@ def stage_breakdown(requests: pd.DataFrame, steps: pd.DataFrame, trace, rate_sca
     for s in np.unique(stage[stage >= 0]).tolist():
         mask = stage == s
         first = int(np.flatnonzero(mask)[0])
-        start, end = extra["stage_start_s"][first] / rate_scale, extra["stage_end_s"][first] / rate_scale
+        start, nominal = extra["stage_start_s"][first] / rate_scale, extra["stage_end_s"][first] / rate_scale
+        end = min(nominal, horizon_s) if horizon_s is not None else nominal
+        if end <= start:                                    # the horizon came before the stage began
+            continue
         span = float(end - start)
+        mask = mask & (requests.arrival_s.to_numpy() < end)
         sub = requests[mask]
         done = sub[sub.status == "completed"]
         multi = done[done.output_tokens > 1]
@@ -54,6 +62,8 @@ def stage_breakdown(requests: pd.DataFrame, steps: pd.DataFrame, trace, rate_sca
                                "requests": int(mask.sum()), "request_rate": float(mask.sum() / span),
                                "completed": int(len(done)), "request_throughput": done_in / span,
                                "output_throughput": tokens / span}
+        if end < nominal:
+            row.update(partial=True, nominal_end_s=float(nominal))
         for name, values in (("ttft", done.ttft_s), ("tpot", multi.tpot_s), ("e2el", done.e2el_s)):
             row.update(latency_stats(name, values.to_numpy(), percentiles))
         row["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None

@@ -93,8 +93,11 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
                                title="closed-loop measurement window (requests issued inside it; sweeps and "
                                      "frontiers use these figures)", width=width))
     if s.get("stages"):
-        rows = [[str(st["stage"])] + [fmt.value(st.get(c)) for c in STAGE_COLUMNS] for st in s["stages"]]
-        parts.append(fmt.table(["stage", *STAGE_COLUMNS], rows, width=width,
+        rows = [[f"{st['stage']}{'*' if st.get('partial') else ''}"] + [fmt.value(st.get(c)) for c in STAGE_COLUMNS]
+                for st in s["stages"]]
+        cut = [f"stage {st['stage']}* ends at the horizon (--max-sim-s), {st['end_s']:g} s of its nominal "
+               f"{st['nominal_end_s']:g} s" for st in s["stages"] if st.get("partial")]
+        parts.append(fmt.table(["stage", *STAGE_COLUMNS], rows, width=width, notes=cut,
                                title="per load stage (requests arriving in it; rates and throughput over its span)"))
     rows = [[dom] + [fmt.value(m.get(c)) for c in DOMAIN_COLUMNS] for dom, m in s["per_domain"].items()]
     parts.append(fmt.table(["domain", *DOMAIN_COLUMNS], rows, width=width,

@@ -156,15 +156,20 @@ class Trace:
         return h.hexdigest()
 
     def head(self, n: int) -> Trace:
-        """The first ``n`` requests (1 <= n; more than N gives the whole trace), prefix columns kept."""
+        """The first ``n`` requests (1 <= n; more than N gives the whole trace), prefix columns kept; load stages
+        (:mod:`specsim.workload.stages`) end at the first request dropped, where the cut trace ends."""
         if n < 1:
             raise SpecsimInputError(self.source, None, "n", "an int >= 1", str(n))
         prefix = ({"hash_ids": self.hash_ids[:n], "hash_block_tokens": self.hash_block_tokens[:n],
                    "prefix_group": self.prefix_group[:n], "prefix_tokens": self.prefix_tokens[:n]}
                   if self.has_prefix_info else {})
+        extra = {k: v[:n] for k, v in self.extra.items()}
+        if n < len(self.arrival_s) and "stage_end_s" in extra:         # the stages end where the cut trace does
+            start = extra["stage_start_s"]
+            end = np.minimum(extra["stage_end_s"], self.arrival_s[n])
+            extra["stage_end_s"] = np.where(end > start, end, np.nextafter(start, np.inf))
         return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
-                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]",
-                     extra={k: v[:n] for k, v in self.extra.items()}, **prefix)
+                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]", extra=extra, **prefix)
 
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain.
