@@ -506,6 +506,19 @@ def test_steps_with_nothing_to_verify_draft_nothing(policy, gamma):
     assert none.summary["undrafted_steps"] == 0
 
 
+def test_steps_whose_policy_proposes_no_drafts_are_counted_as_undrafted():
+    """A fresh user's vllm-dsd with a zero row ([[1, 1024, 0]]) never drafted, ran at none's speed, and reported
+    undrafted_steps 0: a step whose policy proposes none (proposal_length 0) drafts nothing and is counted too."""
+    from helpers import make_trace
+    trace = make_trace([0.0] * 4, [64] * 4, [6] * 4)
+    scen = load_scenario(overrides=FLAT)
+    res = simulate(trace, "vllm-dsd", scen, num_speculative_tokens_per_batch_size=[[1, 1024, 0]])
+    none = simulate(trace, "none", scen)
+    assert res.summary["undrafted_steps"] == res.summary["steps"] == len(res.steps) > 0
+    assert res.steps.duration_s.to_numpy() == pytest.approx(none.steps.duration_s.to_numpy(), abs=1e-12)
+    assert none.summary["undrafted_steps"] == 0
+
+
 def test_the_drafter_drafts_the_largest_useful_length():
     """One request of 64 + 5 tokens, static gamma 7, CONST 0.7 with per-draft cost 0.01 of a step: its first decode
     step can use 3 drafts (4 tokens left), so it drafts 3 and pays 20 ms x (1 + 0.01 x 3)."""

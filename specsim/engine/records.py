@@ -111,7 +111,7 @@ class Records:
         self.unservable_reason: dict[int, str] = {}
         self.num_clips = 0
         self.num_kv_clips = 0
-        self.num_undrafted_steps = 0            # speculative steps with no useful draft: nothing drafted
+        self.num_undrafted_steps = 0            # speculative steps that drafted nothing (none useful or proposed)
         self.num_drafter_kv_losses = 0          # request-steps without drafts: the drafter's KV share did not fit
         self.record_step_log = record_step_log
         self._steps: list[StepRecord] = []
@@ -182,7 +182,8 @@ class Records:
         self.num_kv_clips += num_kv
 
     def count_undrafted_step(self) -> None:
-        """A speculative step drafted nothing: no decoding request could verify a draft (each at its last token)."""
+        """A speculative step drafted nothing: no decoding request could verify a draft (each at its last token),
+        or the policy proposed none (``proposal_length`` 0)."""
         self.num_undrafted_steps += 1
 
     def count_drafter_kv_losses(self, num_requests: int) -> None:

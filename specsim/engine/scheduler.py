@@ -234,8 +234,13 @@ class Scheduler:
         """Draft at most the largest useful length in the batch: a request can verify at most its remaining
         output - 1 drafts, so drafting beyond the batch's largest such length (``most_left`` - 1: the most output
         tokens a decoding request has left, less one) only costs drafter time. A step where it is 0 drafts
-        nothing (no drafter time; counted: Records.count_undrafted_step)."""
-        if not batch.gamma or not batch.decode.size:
+        nothing (no drafter time; counted: Records.count_undrafted_step), as does a step whose policy proposed
+        none (``proposal_length`` 0) in a run that drafts."""
+        if not batch.decode.size:
+            return batch
+        if not batch.gamma:
+            if self.config.gamma:
+                self.records.count_undrafted_step()
             return batch
         useful = most_left - 1
         if useful >= batch.gamma:

@@ -229,7 +229,7 @@ def speculation_overhead(profile: StepTimeProfile) -> dict[str, Any]:
         source = ("the profile's step model at vLLM issue 49548's sourced defaults (measured on a 31B dense target, "
                   "1x H100 NVL; not fitted to this model)")
     return {"spec_step_s": float(profile.spec_step_s), "spec_request_s": float(profile.spec_request_s),
-            "source": str(source)}
+            "source": str(source), "zero_draft_pays": bool(profile.spec_zero_draft_pays)}
 
 
 def speculation_text(overhead: dict[str, Any], name: str | None = None) -> str:
@@ -245,6 +245,10 @@ def speculation_text(overhead: dict[str, Any], name: str | None = None) -> str:
                 "49548's: 7.75e-4 s and 8.4e-5 s)")
     text = (f"speculation's own overhead{on}: {step * 1e3:.3g} ms per speculative step + {req * 1e3:.2g} ms per "
             f"running request, {source}")
+    if "zero_draft_pays" in overhead:         # (records written before the key: said nothing of it)
+        text += ("; a step that drafts nothing pays it too (spec_zero_draft_pays)" if overhead["zero_draft_pays"]
+                 else "; a step that drafts nothing runs the plain path without it (spec_zero_draft_pays false; "
+                      "the summary's undrafted_steps counts them)")
     if source == SOURCED_SPECULATION:
         text += "; docs/profiles.md; set engine.spec_step_s and engine.spec_request_s to change them"
     return text
