@@ -128,7 +128,7 @@ for curve, f in fr.items():
     sub = df[df.curve == curve]
     line, = ax.plot(f.tps_per_user, f.throughput_per_gpu, "-o", label=curve)
     ax.plot(sub.mean_tps_per_user, sub.output_throughput_per_gpu, "x", color=line.get_color())
-TIERS = [170.0, 200.0]   # dspark-async's heaviest point (64 users, KV-bound) runs at ~166 tok/s/user
+TIERS = [170.0, 200.0]   # above dspark-async's heaviest point (64 users, KV-bound: ~122 tok/s/user)
 for t in TIERS:
     ax.axvline(t, ls=":", color="0.5")
 ax.set(xlabel="TPS/user (tok/s)", ylabel="output throughput per GPU (tok/s)", title="Pareto frontiers")
@@ -304,7 +304,7 @@ table[["tier", "curve", "status", "throughput_per_gpu", "gain_vs_baseline"]].rou
     ("md", """What the numbers say: the cut-off's budget shrinks with load as designed, but a threshold
 that ignores the step-time curve leaves throughput on the table: DSpark, which prices every extra token
 with SPS(B), is ahead of it at both tiers (about 1.4x at 150 tok/s/user and 1.1x at 200) and ahead of static
-(about +22% and +6%), and the cut-off does not beat static (about 15% behind at 150 and 5% at 200), because at
+(about +19% and +4%), and the cut-off does not beat static (about 15% behind at 150 and 5% at 200), because at
 16 users it still verifies 4 of 7 drafts while paying the host overhead that static hides. (Every speculating
 step here also pays speculation's own overhead, vLLM issue 49548's sourced defaults, as this plain Vidur table
 states none: docs/profiles.md.)"""),
