@@ -397,6 +397,18 @@ def test_winner_line_is_on_the_first_screen_in_headless_chromium(browser, sweep_
     assert fig["y"] < 800 and fig["loaded"]                                 # the frontier starts on screen too
 
 
+def test_a_narrow_window_scrolls_the_wide_tables_not_the_page_in_headless_chromium(browser, sweep_dir, tmp_path):
+    """At 400 px (a phone) the tier table was cut after its sixth column with no way to reach the rest: each table
+    now scrolls inside its own box, and the page itself never scrolls sideways."""
+    rep = write_report(sweep_dir, tmp_path / "narrow.html")
+    cdp = browser(rep.path, width=400, height=800)
+    js = ("JSON.stringify({page: document.documentElement.scrollWidth, boxes: Array.from("
+          "document.querySelectorAll('div.scroll')).map(d => [d.scrollWidth, d.clientWidth])})")
+    got = json.loads(cdp.call("Runtime.evaluate", expression=js, returnByValue=True)["result"]["value"])
+    assert got["page"] <= 400
+    assert any(sw > cw for sw, cw in got["boxes"])                  # some table is wider than the window: it scrolls
+
+
 def test_run_page_goodput_reads_the_windows_throughput_in_closed_loop():
     """The run page's goodput table multiplied the whole run's throughput by the window's requests (a fresh user's
     4,159 against the sweep page's 4,600 for the same point): closed loop reads the window's throughput."""
