@@ -5,6 +5,7 @@ This is the library form of ``specsim run``; notebooks call :func:`simulate` dir
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -16,7 +17,7 @@ import pandas as pd
 
 import specsim
 from specsim.engine.cluster import ClosedLoopWindow, Cluster
-from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, closest, plain
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
@@ -106,7 +107,27 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
                        record_step_log=record_step_log, metric_percentiles=tuple(metric_percentiles))
-    return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
+    try:
+        return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
+    except SpecsimInputError as e:
+        raise _misspelt_argument(e, knobs) from None
+
+
+def _misspelt_argument(error: SpecsimInputError, knobs: dict[str, Any]) -> SpecsimInputError:
+    """``error`` itself, or, where it refuses a knob whose name is close to one of :func:`simulate`'s own
+    arguments (``concurency``), an error that names that argument: the extra keyword arguments of ``simulate`` go
+    to the policy as knobs, so a misspelt argument would otherwise be reported as the policy's unknown knob."""
+    field = str(error.field or "")
+    knob = field.rsplit(", knob ", 1)[-1] if ", knob " in field else None
+    if knob not in knobs:
+        return error
+    params = [n for n in inspect.signature(simulate).parameters if n not in ("knobs", "trace", "policy")]
+    match = closest(knob, params)
+    if match is None:
+        return error
+    return SpecsimInputError(None, None, knob, f"one of simulate()'s arguments (closest: '{match}'), or a knob of "
+                             f"the policy: every other keyword argument is passed to it ({error.expected})",
+                             plain(knobs[knob]))
 
 
 def _check_time_bound(trace, config: RunConfig) -> None:

@@ -59,3 +59,18 @@ def test_write_report_takes_one_note_as_a_string(sweep_dir, tmp_path):  # noqa: 
     html = (tmp_path / "r.html").read_text()
     assert "Hello there." in html and "H. E. L" not in html
     assert rep is not None
+
+
+def test_a_misspelt_simulate_argument_is_named_as_such():
+    """``simulate(tr, "dspark", concurency=4)`` was reported as dspark's unknown knob 'concurency': the extra keyword
+    arguments are the policy's knobs, so the error now names the argument it is closest to."""
+    from conftest import REPO
+    from specsim.simulation import simulate
+    from specsim.workload import load_trace
+
+    tr = load_trace(REPO / "traces" / "prod.jsonl").head(4)
+    with pytest.raises(SpecsimInputError, match="closest: 'concurrency'") as e:
+        simulate(tr, "dspark", concurency=4)
+    assert e.value.field == "concurency"
+    with pytest.raises(SpecsimInputError, match="closest valid: 'early_stop'"):    # a knob's typo stays the knob's
+        simulate(tr, "dspark", early_stp="hull")
