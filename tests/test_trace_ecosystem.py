@@ -266,3 +266,26 @@ def test_skip_bad_leaves_out_rows_that_do_not_convert_and_names_them(tmp_path):
     p.write_text("ts,in,out\n1000,-1,20\n")
     with pytest.raises(SpecsimInputError, match="at least one row that converts"):
         convert_table(p, mapping, on_skip=lambda *row: None)
+
+
+def test_table_conversion_errors_read_plainly(tmp_path):
+    """A fresh user's bad table rows read 'expected a finite number >= -inf' (a time column), 'got np.float64(nan)'
+    (a JSONL row without its output column) and gave no hint for a date-time column without --time-unit datetime."""
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    args = ["--map", "arrival_s=ts,prompt_tokens=in,output_tokens=out"]
+
+    def convert(name: str, text: str) -> str:
+        src = tmp_path / name
+        src.write_text(text)
+        r = CliRunner().invoke(app, ["trace", "convert", "--from", "table", str(src), str(tmp_path / "o.jsonl"), *args])
+        assert isinstance(r.exception, SpecsimInputError), r.output      # main() prints it on one line, status 2
+        return str(r.exception)
+
+    out = convert("a.csv", "ts,in,out\nabc,10,5\n")
+    assert "line 2, field 'ts': expected a finite number in --time-unit units" in out and ">= -inf" not in out
+    assert "needs --time-unit datetime" in convert("b.csv", "ts,in,out\n2024-01-01 10:00:00,10,5\n")
+    out = convert("c.jsonl", '{"ts": 0, "in": 10, "out": 3}\n{"ts": 1, "in": 10}\n')
+    assert "line 2, field 'out': expected an int >= 1, got missing" in out and "np.float64" not in out

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 from specsim.workload.jsonl import MAX_COUNT, _describe, _get, _get_hash_ids, _iter_json_lines
 from specsim.workload.trace import DEFAULT_DOMAIN, Trace
 
@@ -280,11 +280,12 @@ def _read_csv(path: Path, what: str) -> pd.DataFrame:
 
 
 def _numbers(s: pd.Series, src: str, col: str, lines: np.ndarray, *, integer: bool,
-             minimum: float) -> np.ndarray:
+             minimum: float, hint: str = "") -> np.ndarray:
     """(N,) float64 (or int64 when ``integer``) values of a string column, each >= ``minimum``.
 
     Integral text such as ``12`` or ``12.0`` passes as an integer; anything else (text, NaN, inf, a
-    fraction where an integer is needed, a value below ``minimum``) raises naming the first bad line.
+    fraction where an integer is needed, a value below ``minimum``) raises naming the first bad line, an empty
+    or missing value as ``missing`` (``hint`` is added to what was expected).
     """
     v = pd.to_numeric(s.astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(v) | (v < minimum)
@@ -292,8 +293,11 @@ def _numbers(s: pd.Series, src: str, col: str, lines: np.ndarray, *, integer: bo
         bad |= np.where(np.isfinite(v), v != np.floor(v), True)
     if bad.any():
         i = int(np.argmax(bad))
-        kind = f"an int >= {minimum:g}" if integer else f"a finite number >= {minimum:g}"
-        raise SpecsimInputError(src, int(lines[i]), col, kind, repr(s.iloc[i]))
+        bound = f" >= {minimum:g}" if np.isfinite(minimum) else ""
+        kind = (f"an int{bound}" if integer else f"a finite number{bound}") + hint
+        value = s.iloc[i]
+        missing = value is None or str(value).strip().lower() in ("", "nan", "none", "null")
+        raise SpecsimInputError(src, int(lines[i]), col, kind, "missing" if missing else plain(value))
     return v.astype(np.int64) if integer else v
 
 
@@ -450,7 +454,8 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
         return (ns - ns.min()) / 1e9 + 0.0  # relative; the origin rule then applies to these seconds
     if unit not in TIME_UNITS:
         raise SpecsimInputError(None, None, "time_unit", f"one of {[*TIME_UNITS, 'datetime']}", repr(unit))
-    raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf)
+    raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf,
+                   hint=" in --time-unit units (a date and time needs --time-unit datetime)")
     if unit == "s" and raw.size and np.abs(raw).max() > MAX_ARRIVAL_SECONDS:
         i = int(np.argmax(np.abs(raw)))
         raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
