@@ -49,6 +49,17 @@ class SimulationResult:
     steps: pd.DataFrame
     step_log: pd.DataFrame | None = None
 
+    def __repr__(self) -> str:
+        """One line a notebook can read (the dataclass repr printed every frame and the whole summary)."""
+        s = self.summary
+        head = ", ".join(f"{k}={s[k]!r}" for k in ("policy", "drafter", "gamma", "seed") if k in s)
+        figures = ", ".join(f"{k}={s[k]:.6g}" for k in ("completed", "output_throughput_per_gpu", "mean_tps_per_user",
+                                                         "mean_ttft_ms", "mean_tpot_ms")
+                            if isinstance(s.get(k), (int, float)))
+        log = "None" if self.step_log is None else f"<{len(self.step_log)} rows>"
+        return (f"SimulationResult({head}; {figures}; requests=<{len(self.requests)} rows>, "
+                f"steps=<{len(self.steps)} rows>, step_log={log}; the rest in .summary)")
+
     def save(self, out_dir: str | Path) -> Path:
         """Write summary.json, requests.parquet, steps.parquet (and step_log.parquet) into ``out_dir``."""
         d = Path(out_dir)

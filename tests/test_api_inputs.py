@@ -74,3 +74,26 @@ def test_a_misspelt_simulate_argument_is_named_as_such():
     assert e.value.field == "concurency"
     with pytest.raises(SpecsimInputError, match="closest valid: 'early_stop'"):    # a knob's typo stays the knob's
         simulate(tr, "dspark", early_stp="hull")
+
+
+def test_the_report_names_a_runner_up_that_is_the_baseline_once(sweep_dir, tmp_path):  # noqa: F811
+    """'+131.7% over mtp1 (one seed), +131.7% over the baseline mtp1': the same lead said twice."""
+    import re
+
+    write_report(sweep_dir, tmp_path / "r.html", tiers=(100, 150))
+    lines = re.findall(r'<p class="winner"[^>]*>(.*?)</p>', (tmp_path / "r.html").read_text())
+    assert lines and any("over mtp1, the baseline" in x for x in lines)
+    assert not any("over the baseline mtp1" in x and "over mtp1" in x.replace("over the baseline mtp1", "")
+                   for x in lines)
+
+
+def test_a_simulation_result_reads_in_one_line():
+    """Evaluating a SimulationResult in a notebook cell printed about 10,900 characters (every frame, the summary)."""
+    from conftest import REPO
+    from specsim.simulation import simulate
+    from specsim.workload import load_trace
+
+    res = simulate(load_trace(REPO / "traces" / "prod.jsonl").head(6), "static", gamma=2)
+    text = repr(res)
+    assert "\n" not in text and len(text) < 400
+    assert "policy='static'" in text and f"steps=<{len(res.steps)} rows>" in text

@@ -329,8 +329,9 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
         end = f", {fmt.number(r['throughput_per_gpu'], 0)} tok/s/GPU"
         if r["runner_up"]:
             end += f", {fmt.percent(r['margin'], signed=True)} over {r['runner_up']}"
+            end += ", the baseline" if r["runner_up"] == base else ""
             end += f" ({r['verdict']})" if r["verdict"] else ""
-        if base and r["curve"] != base and math.isfinite(r["gain_vs_baseline"]):
+        if base and r["curve"] != base and r["runner_up"] != base and math.isfinite(r["gain_vs_baseline"]):
             end += f", {fmt.percent(r['gain_vs_baseline'], signed=True)} over the baseline {base}"
         elif base and r["curve"] == base:
             end += " (the baseline)"
@@ -349,7 +350,8 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
              _cell(r.gain_vs_baseline, pct=True), _cell(r.tps_at_matched_throughput, digits=1)]
             for _, r in tab.iterrows()]
     return _table("frontier-tiers", cols, rows, note=f"baseline: {tab.attrs.get('baseline') or 'none'}; "
-                  "status says why a tier has no throughput (infeasible) or reads its best point (covered), never a bare '-'.")
+                  "status says why a tier has no throughput (infeasible) or reads its best point (covered); gain and "
+                  "TPS@match are '-' where the baseline has no throughput at the tier.")
 
 
 def _thrashing(df: pd.DataFrame) -> str:
