@@ -97,3 +97,25 @@ def test_a_simulation_result_reads_in_one_line():
     text = repr(res)
     assert "\n" not in text and len(text) < 400
     assert "policy='static'" in text and f"steps=<{len(res.steps)} rows>" in text
+
+
+def test_the_report_carries_the_notes_of_measured_points(sweep_dir, tmp_path, monkeypatch):  # noqa: F811
+    """With measured points beside a sweep, specsim plot warned that they are of another model and its figure read
+    1000 / mean TPOT; the report showed the stars without either note while its tables read per-request TPS/user."""
+    import shutil
+    import sys
+
+    from conftest import REPO
+    from specsim.cli import main
+
+    d = tmp_path / "s"
+    shutil.copytree(sweep_dir, d)
+    bench = sorted(str(p) for p in (REPO / "examples" / "bench").glob("*.json"))
+    monkeypatch.setattr(sys, "argv", ["specsim", "import-results", *bench, "--gpus", "8", "--out", str(d / "measured.json")])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert not e.value.code
+    write_report(d, tmp_path / "r.html")
+    html = " ".join((tmp_path / "r.html").read_text().split())
+    assert "the overlay compares different models" in html
+    assert "x-axis is 1000 / mean TPOT for every curve" in html

@@ -395,8 +395,8 @@ def _failed_text(failed: list[dict[str, Any]]) -> str:
 
 def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) -> dict[str, Any]:
     from specsim.analysis.frontier import X, Y, budget_curve, compare, read_tuned, sla_table
-    from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title
-    from specsim.analysis.results import measured_for_plot
+    from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title, tps_estimator
+    from specsim.analysis.results import measured_for_plot, other_model_note
     from specsim.analysis.sweep_records import load_records, mixed_workloads
     from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note, results_frame, seed_spread
 
@@ -421,6 +421,13 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
                  "text": f"{mixed[0].upper()}{mixed[1:]}: their throughputs are not comparable."}] if mixed else []
     gpus = per_all_gpus_note(gpu_split(ok))          # the factor compare and recommend state
     notes = (*notes, *([f"tok/s/GPU is per decode GPU. {gpus[:-1]}"] if gpus else []))
+    measured = measured_for_plot([d])
+    other = other_model_note(measured, d)           # what specsim plot warns of, on the page too
+    if tps_estimator(measured) != "per-request":
+        notes = (*notes, "the measured points give only their mean TPOT, so the frontier figure's x-axis is "
+                         "1000 / mean TPOT for every curve (as specsim plot draws it), while the tables read each "
+                         "request's own TPS/user: a point's x in the figure differs from its table value")
+    notes = (*notes, *([other] if other else []))
     sections += [{"title": "Notes", "tables": [], "text_id": "notes",
                   "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
     sections += [_tuned_section(tuned)] if tuned else []
@@ -438,7 +445,7 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
                  {"title": "Goodput per SLA tier", "text": None, "text_id": None, "tables": [_table(
                      "goodput", ["tier", "curve", "load", "attainment", "goodput (tok/s/GPU)"], goodput)]}]
     hover: dict[str, list[str]] = {}
-    fig = frontier_figure([(d.name, ok)], tiers, measured_for_plot([d]), width_in=7.0, height_in=4.2, hover=hover)
+    fig = frontier_figure([(d.name, ok)], tiers, measured, width_in=7.0, height_in=4.2, hover=hover)
     lead = {"id": "frontier", "caption": SWEEP_FIGURES["frontier"], "svg": svg_with_titles(fig, hover)}
     made = {"budget": figs.per_load(budget_curve(ok), "mean_verify_tokens_per_request"),
             "tps-cdf": figs.tps_cdf(ok, df), "step-profile": figs.sweep_profile(man),
