@@ -94,6 +94,24 @@ def test_show_terms_prints_every_term_and_writes_png(tmp_path):
     assert png.stat().st_size > 1000
 
 
+def test_show_terms_prints_the_whole_jump_at_the_capture_limit():
+    """`--terms` printed only the eager launches (+1.936 ms) as the jump at the capture limit, while the step went
+    from 15.5 to 21.0 ms (a fresh user's check): it prints both, the step's own from the step model."""
+    import re
+
+    from specsim.hardware.profile import resolve_profile
+    from specsim.hardware.stepmodel import step_model_of
+
+    r = RUN.invoke(app, ["profile", "show", "h100-qwen3-8b-tp1-terms", "--terms"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    m = re.search(r"the step itself goes from ([\d.]+) ms at B = 512 to ([\d.]+) ms at 520", text)
+    assert m and "ms of kernel launches per step" in text
+    sm = step_model_of(resolve_profile("h100-qwen3-8b-tp1-terms"))
+    want = sm.step_time(np.array([512.0, 520.0]), np.array([512.0, 520.0]), np.array([512.0, 520.0]) * 1024) * 1e3
+    assert [float(m.group(1)), float(m.group(2))] == pytest.approx(want, abs=1e-3)
+
+
 def test_show_writes_no_file_without_png(tmp_path, monkeypatch):
     out = _analytic(tmp_path, "q.json", "--gpu", "h100")
     monkeypatch.chdir(tmp_path)

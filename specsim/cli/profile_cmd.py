@@ -101,9 +101,13 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
     cap = sm.terms.cudagraph_max_tokens
     if 0 < cap < prof.max_batch_tokens:                 # the cliff: the last captured size and the first eager one
         b = np.unique(np.concatenate([b, [cap, cap + 8]]))
-        jump_ms = sm.breakdown([cap + 8])["eager"][0] * 1e3
-        typer.echo(f"CUDA graphs up to B = {cap} tokens; beyond, eager: + {jump_ms:.3f} ms per step "
-                   f"({sm.terms.eager_kernel_s * 1e6:.2g} us per kernel launch)")
+        eager_ms = sm.breakdown([cap + 8])["eager"][0] * 1e3
+        rq = np.maximum(1, np.array([cap, cap + 8]) // tokens_per_request)
+        steps_ms = sm.step_time(np.array([cap, cap + 8], float), rq, rq * context) * 1e3
+        typer.echo(f"CUDA graphs up to B = {cap} tokens; beyond, eager: + {eager_ms:.3f} ms of kernel launches per "
+                   f"step ({sm.terms.eager_kernel_s * 1e6:.2g} us per launch); the step itself goes from "
+                   f"{steps_ms[0]:.3f} ms at B = {cap} to {steps_ms[1]:.3f} ms at {cap + 8} (+ "
+                   f"{steps_ms[1] - steps_ms[0]:.3f} ms: the launches, the GEMMs' next wave of tiles, the 8 tokens)")
     r = np.maximum(1, b // tokens_per_request)
     df = terms_table(sm, b, r, r * context)
     typer.echo(f"terms in ms per step (R = B / {tokens_per_request} requests, {context} cached tokens each):")
