@@ -687,6 +687,19 @@ def test_cli_synth_convert_stats(tmp_path, monkeypatch, capsys):
     assert rc == 0 and "50 requests" in " ".join(o.split())
 
 
+def test_cli_synth_refuses_what_a_run_would_refuse(tmp_path, monkeypatch, capsys):
+    """A fresh user's `trace synth --rate 1e-12` wrote a trace spanning 8.8e12 s that every run then refused, and
+    `--turns 7` without `--sessions` was silently ignored: both are refused before anything is written."""
+    out = tmp_path / "x.jsonl"
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--num-requests", "10", "--rate", "1e-12",
+                         "--out", str(out))
+    assert rc == 2 and "field 'rate'" in err and "bound on simulated time" in " ".join(err.split())
+    assert not out.exists()
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--num-requests", "10", "--rate", "1", "--turns", "7",
+                         "--out", str(out))
+    assert rc == 2 and "--turns only with --sessions" in " ".join(err.split()) and not out.exists()
+
+
 def test_cli_bad_input_one_line_exit_2(tmp_path, monkeypatch, capsys):
     p = write(tmp_path, line() + "\n" + line(arrival_s=0.5) + "\n")
     rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p))

@@ -40,6 +40,20 @@ class Arrival(str, Enum):
     constant = "constant"
 
 
+def _write_synth(trace, out: Path, flag: str) -> None:
+    """Write a drawn trace and print its summary line, after checking that its arrivals stay within specsim's bound
+    on simulated time (a trace a run would refuse is refused here, naming ``flag``: ``--rate`` or ``--stages``)."""
+    from specsim.errors import MAX_SIM_TIME_S
+    from specsim.workload import save_trace
+
+    last = float(trace.arrival_s[-1]) if len(trace) else 0.0
+    if not last <= MAX_SIM_TIME_S:
+        raise SpecsimInputError(flag, None, flag.lstrip("-"), f"arrivals within specsim's bound on simulated time "
+                                f"({MAX_SIM_TIME_S:g} s), as a run needs", f"a trace whose last arrival is at {last:.3g} s")
+    save_trace(trace, out)
+    typer.echo(_summary_line(trace, out))
+
+
 def _summary_line(trace, out: Path) -> str:
     """``wrote N requests to FILE (span, content hash)`` for a written trace."""
     from specsim.workload.trace import trace_stats
@@ -192,7 +206,7 @@ def synth(
 ) -> None:
     """Draw a synthetic trace with fitted per-domain lengths (see traces/README.md)."""
     from specsim.cli.outputs import output_file
-    from specsim.workload import save_trace, synth_trace
+    from specsim.workload import synth_trace
 
     note = output_file(out, "--out")          # its folder made, as trace convert does
     if note:
@@ -216,8 +230,7 @@ def synth(
         trace = staged_trace(parse_stages(stages), arrival=arrival.value, cv=cv, seed=seed, mix=mix,
                              max_prompt_tokens=max_prompt, max_output_tokens=max_output, output_len=output_len,
                              prompt_len=prompt_len, lengths=lengths)
-        save_trace(trace, out)
-        typer.echo(_summary_line(trace, out))
+        _write_synth(trace, out, "--stages")
         return
     if rate is None:
         raise SpecsimInputError("--rate", None, "rate", "a rate in requests/s (or --stages)", "none")
@@ -229,16 +242,17 @@ def synth(
         trace = session_trace(convs, rate=rate, think=parse_think(think), seed=seed,
                               arrival="constant" if arrival is Arrival.constant else "poisson",
                               source=f"synthetic sessions seed {seed}")
-        save_trace(trace, out)
-        typer.echo(_summary_line(trace, out))
+        _write_synth(trace, out, "--rate")
         return
+    unused = [f for f, given in (("--turns", turns != 2), ("--think", think != "exp:5")) if given]
+    if unused:
+        raise SpecsimInputError(unused[0], None, unused[0].lstrip("-"), f"{unused[0]} only with --sessions", "no --sessions")
     trace = synth_trace(num_requests, rate, arrival=arrival.value, cv=cv, mix=mix, seed=seed,
                         max_prompt_tokens=max_prompt, max_output_tokens=max_output, duration_s=duration,
                         span_s=span, output_len=output_len, prompt_len=prompt_len, lengths=lengths,
                         prefix_groups=prefix_groups, prefix_tokens=prefix_tokens,
                         questions_per_group=questions_per_group)
-    save_trace(trace, out)
-    typer.echo(_summary_line(trace, out))
+    _write_synth(trace, out, "--span" if span is not None else "--rate")
     if span is not None:
         typer.echo(span_warning(trace, rate, span), err=True)
 
@@ -269,11 +283,16 @@ def stats(
     if as_json:
         typer.echo(json.dumps({"file": str(file), "content_hash": trace.content_hash(), **st}))
         return
+    sessions, unit = "", "req/s"
+    if st.get("arrivals") == "session starts":      # later turns arrive when a run completes the previous one
+        sessions = (f" in {st['num_sessions']:,} sessions (span, rate and CV of the session starts: later turns "
+                    "arrive when the previous turn completes plus its think time, in a run)")
+        unit = "sessions/s"
     rows = [[name, fmt.value(row["num_requests"]), fmt.percent(row["num_requests"] / st["num_requests"]),
              *(fmt.number(row[f"{k}_{s}"], 0) for k in ("prompt", "output") for s in ("mean", "p50", "p99"))]
             for name, row in st["domains"].items()]
     print(fmt.table(["domain", "n", "share", "in mean", "in p50", "in p99", "out mean", "out p50", "out p99"], rows,
-                    title=f"{file}: {st['num_requests']:,} requests, span {fmt.number(st['span_s'], 3)} s, rate "
-                          f"{fmt.number(st['rate_req_per_s'], 3)} req/s, inter-arrival CV "
+                    title=f"{file}: {st['num_requests']:,} requests{sessions}, span {fmt.number(st['span_s'], 3)} s, "
+                          f"rate {fmt.number(st['rate_req_per_s'], 3)} {unit}, inter-arrival CV "
                           f"{fmt.number(st['interarrival_cv'], 3)}; lengths per domain (tokens; in = prompt, "
                           "out = output)"))

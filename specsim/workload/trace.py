@@ -307,8 +307,17 @@ def trace_stats(trace: Trace) -> dict:
     ((N - 1) / span, None when the span is 0), ``interarrival_cv`` (population std / mean of the
     gaps, None when undefined), and ``domains``: for ``"all"`` and each domain, ``num_requests``
     and prompt/output token ``mean``, ``p50``, ``p99`` (numpy's linear percentiles).
+
+    A conversation trace (:mod:`specsim.workload.extra` session fields) adds ``num_sessions`` and
+    ``arrivals: "session starts"``: its span, rate and CV are those of the sessions' first turns, since a later
+    turn's ``arrival_s`` is its session's start and the run issues it after the previous turn completes plus its
+    ``think_s`` (a simulated time, not the file's).
     """
     a = trace.arrival_s
+    turn = (trace.extra or {}).get("turn")
+    sessions = turn is not None and bool((turn >= 0).any())
+    if sessions:
+        a = a[turn <= 0]                              # first turns (and requests outside any session)
     span = float(a[-1] - a[0])
     gaps = np.diff(a)
     cv = float(gaps.std() / gaps.mean()) if gaps.size and gaps.mean() > 0 else None
@@ -324,6 +333,9 @@ def trace_stats(trace: Trace) -> dict:
     domains = {"all": lengths(np.ones(len(trace), dtype=bool))}
     for d in sorted(set(trace.domain.tolist())):
         domains[d] = lengths(trace.domain == d)
-    return {"num_requests": len(trace), "span_s": span,
-            "rate_req_per_s": (len(trace) - 1) / span if span > 0 else None,
-            "interarrival_cv": cv, "domains": domains}
+    out = {"num_requests": len(trace), "span_s": span,
+           "rate_req_per_s": (len(a) - 1) / span if span > 0 else None,
+           "interarrival_cv": cv, "domains": domains}
+    if sessions:
+        out.update(num_sessions=int((turn == 0).sum()), arrivals="session starts")
+    return out
