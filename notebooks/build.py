@@ -80,7 +80,9 @@ ax1.set(xlabel="TPS/user (tok/s)", ylabel="requests", title="per-request decode 
 ax1.legend()
 ax2.plot(decode.start_s, budget, lw=0.6, color="tab:blue", label="per step")
 ax2.plot(decode.start_s, budget.rolling(50, min_periods=1).mean(), color="k", label="rolling mean (50 steps)")
-ax2.twinx().plot(decode.start_s, decode.num_decode, color="tab:orange", lw=0.8, alpha=0.6)
+running = ax2.twinx()
+running.plot(decode.start_s, decode.num_decode, color="tab:orange", lw=0.8, alpha=0.6)
+running.set_ylabel("running requests", color="tab:orange")
 ax2.set(xlabel="simulated time (s)", ylabel="verify tokens per request (1 + l_r)",
         title="dspark's per-step verify budget (orange: running requests)")
 ax2.legend(loc="lower left")
@@ -336,6 +338,7 @@ terms = terms_table(sm, [1, 8, 64, 256, 1024], num_requests=[1, 8, 64, 256, 1024
 terms.round(3)'''),
     ("code", '''ax = terms.set_index("batch_tokens")[list(TERMS)].plot.area(figsize=(7, 3.5), logx=True)
 ax.set_ylabel("ms per step"); ax.set_title("Qwen3-8B on H100: the step's terms")
+ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)   # beside the areas, not on them
 # closed form: the KV read is cached tokens x bytes per token / (HBM x attention efficiency)
 kv_bytes = 2 * 36 * 8 * 128 * 2
 assert terms.loc[0, "total"] > terms.loc[0, "gemm"] > 0

@@ -111,7 +111,8 @@ def test_the_report_carries_the_notes_of_measured_points(sweep_dir, tmp_path, mo
     d = tmp_path / "s"
     shutil.copytree(sweep_dir, d)
     bench = sorted(str(p) for p in (REPO / "examples" / "bench").glob("*.json"))
-    monkeypatch.setattr(sys, "argv", ["specsim", "import-results", *bench, "--gpus", "8", "--out", str(d / "measured.json")])
+    monkeypatch.setattr(sys, "argv", ["specsim", "import-results", *bench, "--gpus", "8",
+                                      "--out", str(d / "measured.json")])
     with pytest.raises(SystemExit) as e:
         main()
     assert not e.value.code

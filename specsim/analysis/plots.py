@@ -114,9 +114,9 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
                     measured: Sequence[Any] = (), width_in: float = 7.4, height_in: float = 4.6,
                     hover: dict[str, list[str]] | None = None):
     """The matplotlib figure :func:`plot_frontiers` saves (``specsim report`` inlines it), made without pyplot
-    (:mod:`specsim.figures`: nothing to close). ``width_in``, ``height_in``: one panel's size in inches. ``hover``, when given, is filled with
-    each point series' artist id -> one label per drawn point (curve, load, TPS/user, throughput), in drawing
-    order, for :func:`svg_with_titles`."""
+    (:mod:`specsim.figures`: nothing to close). ``width_in``, ``height_in``: one panel's size in inches.
+    ``hover``, when given, is filled with each point series' artist id -> one label per drawn point (curve, load,
+    TPS/user, throughput), in drawing order, for :func:`svg_with_titles`."""
     panels, tiers = _panels(panels), as_tiers(tiers) if tiers else ()
     est = tps_estimator(measured)
     fig, axes = figures.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
@@ -310,18 +310,22 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
                 ax.annotate(f"{t['spec']['knob']['name']}={r['value']:g}", (r["tier"], r["throughput_per_gpu"]),
                             textcoords="offset points", xytext=(4, dy), fontsize=7, va="center", color=color,
                             bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-        _frontier_axes(ax, swept_title(title, recs) if recs else title, tiers)
+        lo, hi = ax.get_ylim()                  # headroom for the labels above the topmost tuned points
+        ax.set_ylim(lo, hi + 0.12 * (hi - lo))
+        _frontier_axes(ax, swept_title(title, recs) if recs else title, tiers, tier_labels="bottom")
     return _save(fig, out_png)
 
 
-def _frontier_axes(ax, title: str, tiers, xlabel: str = ESTIMATORS["per-request"]) -> None:
-    """Labelled tier lines, axis labels, title, grid and the legend (outside) of one frontier panel."""
+def _frontier_axes(ax, title: str, tiers, xlabel: str = ESTIMATORS["per-request"], tier_labels: str = "top") -> None:
+    """Labelled tier lines, axis labels, title, grid and the legend (outside) of one frontier panel; ``tier_labels``
+    ``"top"`` or ``"bottom"`` of the panel (the tuned plot's points sit on the tier lines, near the top)."""
     from matplotlib.transforms import blended_transform_factory
 
     top = blended_transform_factory(ax.transData, ax.transAxes)       # x in data, y in axes fraction
+    y, va = (0.99, "top") if tier_labels == "top" else (0.01, "bottom")
     for t in tiers:
         ax.axvline(t, color="0.5", ls=":", lw=1)
-        ax.text(t, 0.99, f" SLA {t:g} tok/s", transform=top, rotation=90, va="top", ha="right", fontsize=7,
+        ax.text(t, y, f" SLA {t:g} tok/s ", transform=top, rotation=90, va=va, ha="right", fontsize=7,
                 color="0.35")
     ax.set_xlabel(xlabel, fontsize=9)
     ax.set_ylabel("output throughput per GPU (tok/s)")

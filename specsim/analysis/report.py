@@ -79,7 +79,8 @@ h1{font-size:1.35em;margin:0}h2{font-size:1.1em;border-bottom:1px solid #ddd;pad
 h3{font-size:1em}.sub{color:#555;margin:2px 0 8px}.note{font-size:0.82em;color:#555;max-width:60em}
 #answer{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}#answer h2{margin-top:4px}
 #decision,#headline{flex:1 1 340px;max-width:470px}.winner{margin:6px 0;font-size:0.98em}
-.scroll{overflow-x:auto;max-width:100%}table{border-collapse:collapse;margin:8px 0;font-size:0.88em}td,th{border:1px solid #ddd;padding:2px 7px}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:8px 0;font-size:0.88em}td,th{border:1px solid #ddd;padding:2px 7px}
 th{background:#f4f4f4;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:10px 0;display:inline-block;vertical-align:top}figure img{max-width:100%;border:1px solid #eee}
 figure.svg svg{max-width:100%;height:auto;border:1px solid #eee}figure.svg use{cursor:help}

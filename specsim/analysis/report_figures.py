@@ -106,8 +106,8 @@ def acceptance(log: pd.DataFrame | None, s: dict[str, Any]):
         accepted = verified & (acc[:, None] >= k[None, :])
         cond = accepted.sum(0) / np.maximum(reached.sum(0), 1)
         share = accepted.sum(0) / np.maximum(verified.sum(0), 1)
-        ax.plot(k, cond, "o-", label="conditional: accepted / reached")
-        ax.plot(k, share, "s--", label="accepted / verified")
+        ax.plot(k, cond, "o-", ms=9, mfc="none", mew=1.5, label="conditional: accepted / reached")   # hollow: the
+        ax.plot(k, share, "s--", ms=5, label="accepted / verified")           # two coincide at position 1
         ax.set_ylim(0, 1.02)
         ax.set_xticks(k)
         ax.legend(fontsize=7)
@@ -128,7 +128,9 @@ def timeline(st: pd.DataFrame | None):
             ax.plot(t, sub.num_running, lw=1, label=f"replica {rep} running")
             ax2.plot(t, sub.kv_blocks_used, lw=1, ls=":", label=f"replica {rep} KV blocks")
         ax2.set_ylabel("KV blocks in use")
-        ax.legend(fontsize=7, loc="upper left")
+        lines, labels = ax.get_legend_handles_labels()
+        more, more_labels = ax2.get_legend_handles_labels()          # the dotted KV lines are on the twin axis
+        ax.legend(lines + more, labels + more_labels, fontsize=7, loc="upper left")
     else:
         _no_data(ax, "no steps recorded")
     ax.set_xlabel("simulated time (s)")
@@ -150,7 +152,9 @@ def per_load(frame: pd.DataFrame, metric: str):
     if (frame["load"] > 0).all() and frame["load"].nunique() > 1:
         ax.set_xscale("log", base=2)
         _plain_ticks(ax.xaxis, sorted(frame["load"].unique()))
-    ax.set_xlabel("load (concurrency or rate scale)")
+    modes = set(frame["mode"]) if "mode" in frame else set()
+    ax.set_xlabel("concurrent requests per cluster" if modes == {"closed"}      # as specsim plot labels it
+                  else "open-loop rate scale" if modes == {"open"} else "load (concurrency or rate scale)")
     ax.set_ylabel(metric.replace("_", " "))
     ax.grid(alpha=0.3)
     _legend_outside(ax)
@@ -165,6 +169,8 @@ def tps_cdf(ok: list[dict[str, Any]], df: pd.DataFrame):
         v = np.sort(np.concatenate([np.asarray(by_id[i]["requests"]["tps_per_user"], float) for i in top.id]))
         if v.size:
             ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=f"{curve} @ {top.load.iloc[0]:g}")
+    ax.set_xlim(left=0)                          # a CDF read from 0 tok/s/user
+    ax.set_ylim(0, 1.02)
     ax.set_xlabel("TPS/user (tok/s)")
     ax.set_ylabel("share of requests")
     ax.grid(alpha=0.3)

@@ -506,7 +506,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
 
     has_oracle = tab.oracle_fraction.notna().any()
     multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
-    cols = ["tier", "curve", "tok/s/GPU"] + (["+-seeds"] if multi else []) + ["gain", "TPS@match", "gain@match"]
+    cols = ["tier", "curve", "tok/s/GPU"] + (["+-std"] if multi else []) + ["gain", "TPS@match", "gain@match"]
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*", "winner", "advice"]
     rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
@@ -517,7 +517,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "the baseline's throughput at the tier, gain@match over the baseline's own ('-' where that throughput "
              "lies outside the curve's frontier, or for a tuned row); goodput*: the largest goodput "
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
-             "attain*.",
+             "attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds." if multi else ""),
              "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
              "frontier beats the tier (heavier loads only lose throughput), the best point meeting it is shown. "
              "Interpolation: linear in TPS/user between frontier points.",

@@ -49,7 +49,8 @@ def _write_synth(trace, out: Path, flag: str) -> None:
     last = float(trace.arrival_s[-1]) if len(trace) else 0.0
     if not last <= MAX_SIM_TIME_S:
         raise SpecsimInputError(flag, None, flag.lstrip("-"), f"arrivals within specsim's bound on simulated time "
-                                f"({MAX_SIM_TIME_S:g} s), as a run needs", f"a trace whose last arrival is at {last:.3g} s")
+                                f"({MAX_SIM_TIME_S:g} s), as a run needs",
+                                f"a trace whose last arrival is at {last:.3g} s")
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
 
@@ -246,7 +247,8 @@ def synth(
         return
     unused = [f for f, given in (("--turns", turns != 2), ("--think", think != "exp:5")) if given]
     if unused:
-        raise SpecsimInputError(unused[0], None, unused[0].lstrip("-"), f"{unused[0]} only with --sessions", "no --sessions")
+        raise SpecsimInputError(unused[0], None, unused[0].lstrip("-"), f"{unused[0]} only with --sessions",
+                                "no --sessions")
     trace = synth_trace(num_requests, rate, arrival=arrival.value, cv=cv, mix=mix, seed=seed,
                         max_prompt_tokens=max_prompt, max_output_tokens=max_output, duration_s=duration,
                         span_s=span, output_len=output_len, prompt_len=prompt_len, lengths=lengths,

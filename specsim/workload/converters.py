@@ -283,21 +283,18 @@ def _numbers(s: pd.Series, src: str, col: str, lines: np.ndarray, *, integer: bo
              minimum: float, hint: str = "") -> np.ndarray:
     """(N,) float64 (or int64 when ``integer``) values of a string column, each >= ``minimum``.
 
-    Integral text such as ``12`` or ``12.0`` passes as an integer; anything else (text, NaN, inf, a
-    fraction where an integer is needed, a value below ``minimum``) raises naming the first bad line, an empty
-    or missing value as ``missing`` (``hint`` is added to what was expected).
+    Integral text such as ``12`` passes as an integer; anything else (text, NaN, inf, a fraction where an integer
+    is needed, a value below ``minimum``) raises naming the first bad line, an empty one as ``missing`` (+ ``hint``).
     """
     v = pd.to_numeric(s.astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(v) | (v < minimum)
     if integer:
         bad |= np.where(np.isfinite(v), v != np.floor(v), True)
     if bad.any():
-        i = int(np.argmax(bad))
-        bound = f" >= {minimum:g}" if np.isfinite(minimum) else ""
-        kind = (f"an int{bound}" if integer else f"a finite number{bound}") + hint
-        value = s.iloc[i]
+        i, value = int(np.argmax(bad)), s.iloc[int(np.argmax(bad))]
+        kind = ("an int" if integer else "a finite number") + (f" >= {minimum:g}" if np.isfinite(minimum) else "")
         missing = value is None or str(value).strip().lower() in ("", "nan", "none", "null")
-        raise SpecsimInputError(src, int(lines[i]), col, kind, "missing" if missing else plain(value))
+        raise SpecsimInputError(src, int(lines[i]), col, kind + hint, "missing" if missing else plain(value))
     return v.astype(np.int64) if integer else v
 
 
@@ -454,8 +451,8 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
         return (ns - ns.min()) / 1e9 + 0.0  # relative; the origin rule then applies to these seconds
     if unit not in TIME_UNITS:
         raise SpecsimInputError(None, None, "time_unit", f"one of {[*TIME_UNITS, 'datetime']}", repr(unit))
-    raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf,
-                   hint=" in --time-unit units (a date and time needs --time-unit datetime)")
+    raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf, hint=" in --time-unit units (a date "
+                   "and time needs --time-unit datetime)")
     if unit == "s" and raw.size and np.abs(raw).max() > MAX_ARRIVAL_SECONDS:
         i = int(np.argmax(np.abs(raw)))
         raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
