@@ -99,9 +99,9 @@ def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
         panels = [("sweep", panels)]
     try:
         pairs = [(str(t), as_records(r, f"panel {t!r}")) for t, r in panels]
-    except (TypeError, ValueError) as e:
-        if isinstance(e, SpecsimInputError):
-            raise
+    except SpecsimInputError:
+        raise
+    except (TypeError, ValueError):                 # not an iterable of pairs
         raise SpecsimInputError(None, None, "panels", "(title, records) pairs, a sweep folder or a list of records",
                                 type(panels).__name__) from None
     for title, recs in pairs:
