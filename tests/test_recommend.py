@@ -80,6 +80,29 @@ def test_a_winner_an_engine_only_approximates_comes_with_the_best_curve_it_runs_
     assert sgl.config is None and sgl.alternative["config"] == ["--speculative-algorithm", "DSPARK"]
     text = " ".join(recommendations_text([r], width=200).split())
     assert "the best this engine runs exactly, as simulated: static at 352 tok/s/GPU" in text
+    # the nearest setting was itself simulated (vllm-adaptive, the same configuration): quoted beside it, so the
+    # first JSON is never pasted without its own figure (a fresh user's -31% unseen)
+    assert vllm.runs_as == "vllm-adaptive" and vllm.simulated["curve"] == "vllm-adaptive"
+    assert vllm.simulated["throughput_per_gpu"] == pytest.approx(256)      # 128 + 384 * 20 / 60
+    assert ("this setting as simulated in this sweep: vllm-adaptive at 256 tok/s/GPU at the tier (-33% against "
+            "dspark-async); the exact setting below delivers more") in text
+
+
+def test_the_pasted_configuration_carries_the_scenarios_policy_knobs():
+    """A sweep run with --set policy.knobs.num_speculative_tokens_per_batch_size=... was recommended with the default
+    schedule: the scenario's [policy.knobs] were never read, only the point's own knobs."""
+    scen = {**SCEN, "policy": {"knobs": {"num_speculative_tokens_per_batch_size": "[[1,1024,2]]"}}}
+    out = []
+    for seed in (0, 1):
+        for load, x in ((4, 200.0), (16, 120.0)):
+            r = rec("vllm-dsd", load, seed, x, 10 * load)
+            r["config"]["scenario"] = scen
+            out.append(r)
+    got = recommend(out, [150.0])[0]
+    assert got.knobs["num_speculative_tokens_per_batch_size"] == "[[1,1024,2]]"
+    vllm, trt, _ = got.engines
+    assert vllm.config["num_speculative_tokens_per_batch_size"] == [[1, 1024, 2]]
+    assert trt.config["max_draft_len"] == 2
 
 
 def test_an_exact_alternative_names_its_load_and_says_when_that_point_thrashes():

@@ -61,7 +61,10 @@ class EngineConfig:
     express the policy), ``note`` (what it means or why not), ``source`` (where the keys were checked),
     ``exact`` (False when ``config`` is only the engine's nearest setting, another scheduler) and, where the
     winner is not exact on this engine, ``alternative``: the best curve of the sweep at the tier that the engine
-    does run exactly, ``{"curve", "throughput_per_gpu", "config", "note"}`` (None when the sweep has none)."""
+    does run exactly, ``{"curve", "throughput_per_gpu", "config", "note"}`` (None when the sweep has none).
+    ``runs_as``: where ``config`` is only the nearest setting, the specsim policy that simulates it
+    (``vllm-adaptive``), and ``simulated``: that curve of the sweep with this same configuration at the tier,
+    ``{"curve", "throughput_per_gpu"}`` (None when the sweep did not run it)."""
 
     engine: str
     config: Any
@@ -69,6 +72,8 @@ class EngineConfig:
     source: str
     exact: bool = True
     alternative: dict[str, Any] | None = None
+    runs_as: str | None = None
+    simulated: dict[str, Any] | None = None
 
 
 @dataclass
@@ -111,8 +116,12 @@ class Recommendation:
 
 
 def _knobs_of(records: list[dict[str, Any]], ids: Iterable[str]) -> dict[str, Any]:
+    """The policy and the knobs a curve's points ran with: the scenario's ``[policy.knobs]`` (``--set
+    policy.knobs.K=V``) overridden by the point's own (gamma, drafter, a swept threshold), as the run merges them."""
     rec = next(r for r in records if r["id"] in set(ids))
-    return {"policy": rec["config"]["policy"], **rec["config"]["knobs"]}
+    cfg = rec["config"]
+    scenario = ((cfg.get("scenario") or {}).get("policy") or {}).get("knobs") or {}
+    return {"policy": cfg["policy"], **scenario, **cfg["knobs"]}
 
 
 def _point(spread, curve: str, tier: float) -> dict[str, Any]:
@@ -148,6 +157,8 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         for e in rec.engines:
             if e.config is None or not e.exact:
                 e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, spread, records, w.curve)
+            if e.runs_as is not None:
+                e.simulated = _simulated_as(e, table[table.tier == w.tier], df, records)
         rec.recomputed_share = _recomputed_share(df, w.curve, p["load"])
         out.append(rec)
     return out
@@ -211,6 +222,18 @@ def _best_exact(engine: str, rows, df, spread, records: list[dict[str, Any]],
     return None
 
 
+def _simulated_as(e: EngineConfig, rows, df, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The curve of the sweep that ran ``e``'s nearest setting itself (policy ``e.runs_as`` with the same engine
+    configuration) and its throughput at the tier (``rows``: the compare table at it), or None."""
+    for _, r in rows[np.isfinite(rows.throughput_per_gpu.astype(float))].iterrows():
+        kn = _knobs_of(records, df[(df.curve == r.curve) & (df.status == "ok")].id)
+        policy = kn.pop("policy")
+        if policy == e.runs_as and next(c for c in engine_configs(policy, kn) if c.engine == e.engine).config \
+                == e.config:
+            return {"curve": r.curve, "throughput_per_gpu": float(r.throughput_per_gpu)}
+    return None
+
+
 def engine_configs(policy: str, knobs: dict[str, Any]) -> list[EngineConfig]:
     """The vLLM, TensorRT-LLM and SGLang configurations of ``policy`` with ``knobs`` (module docstring)."""
     gamma, drafter = int(knobs.get("gamma") or 0), str(knobs.get("drafter") or "")
@@ -245,7 +268,8 @@ def _vllm(policy: str, knobs: dict[str, Any], gamma: int, drafter: str) -> Engin
         exact = policy == "vllm-adaptive"
         if not exact:
             note += f"; the nearest vLLM setting to {policy}, not the same scheduler"
-        return EngineConfig("vllm", {**base, "enable_adaptive_verification": True}, note, SOURCES["vllm"], exact)
+        return EngineConfig("vllm", {**base, "enable_adaptive_verification": True}, note, SOURCES["vllm"], exact,
+                            runs_as=None if exact else "vllm-adaptive")
     return _cannot("vllm", f"no vLLM setting for {policy}'s rule")
 
 
@@ -348,7 +372,12 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         for e in r.engines:
             para(f"{e.engine}: {e.note}", "  ")
             _config_lines(e.config, width, lines)
-            alt = e.alternative
+            alt, sim = e.alternative, e.simulated
+            if sim is not None:
+                better = alt is not None and alt["throughput_per_gpu"] > sim["throughput_per_gpu"]
+                para(f"this setting as simulated in this sweep: {sim['curve']} at {sim['throughput_per_gpu']:,.0f} "
+                     f"tok/s/GPU at the tier ({sim['throughput_per_gpu'] / r.tier_throughput_per_gpu - 1:+.0%} "
+                     f"against {r.curve})" + ("; the exact setting below delivers more" if better else ""), "    ")
             if alt is not None:
                 para(f"the best this engine runs exactly, as simulated: {alt['curve']} at "
                      f"{alt['throughput_per_gpu']:,.0f} tok/s/GPU at the tier, {alt['mode']} load {alt['load']:g} "
