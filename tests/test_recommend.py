@@ -315,3 +315,26 @@ def test_a_tie_names_a_reason_to_prefer_the_runner_up_only_where_one_exists():
                              "engines": engine_configs("dspark-async", {"gamma": 7, "drafter": "dspark"})})
     text = " ".join(recommendations_text([asyn], width=100).split())
     assert "where your engine cannot run dspark-async exactly, the runner-up gives up nothing measurable" in text
+
+
+def test_prefill_bound_points_are_named_wherever_the_answer_is_read():
+    """A fresh user's Qwen3-8B sweep met tier 200 at 64 users only because its requests queued 2.5 s for the single
+    prefill GPU (TTFT 2,512 ms): specsim run said so, sweep, compare, recommend and the report did not."""
+    from specsim.analysis.metrics import prefill_bound
+    from specsim.analysis.sweep_tables import prefill_bound_points, results_frame
+    from specsim.cli.sweep_cmd import caution_notes
+
+    assert prefill_bound(600.0, 1000.0) and not prefill_bound(400.0, 1000.0)
+    assert not prefill_bound(6.0, 7.0) and not prefill_bound(None, 100.0)      # 10 ms floor; colocated: no wait
+    out = []
+    for seed in (0, 1):
+        for load, x, wait in ((4, 300.0, 1.0), (16, 250.0, 2447.0)):
+            r = rec("static", load, seed, x, 10 * load)
+            r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
+            out.append(r)
+    assert prefill_bound_points(results_frame(out)) == ["static at 16", "static at 16"]
+    assert "prefill-bound at 2 points (static at 16)" in caution_notes(results_frame(out))[0]
+    got = recommend(out, [200.0])[0]
+    assert got.load == 16 and got.prefill_wait_ms == pytest.approx(2447.0)
+    text = " ".join(recommendations_text([got], width=200).split())
+    assert "caution: this point is prefill-bound (its requests waited 2,447 ms of their 2,512 ms TTFT" in text

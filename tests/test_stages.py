@@ -52,6 +52,7 @@ def test_a_run_cut_short_reports_its_stages_over_what_it_simulated():
     cut = simulate(tr.head(80), "static", seed=0, gamma=2).summary["stages"]        # 60 + 20 requests kept
     assert [s["requests"] for s in cut] == [60, 20]
     assert cut[1]["end_s"] == pytest.approx(35.125) and cut[1]["request_rate"] == pytest.approx(20 / 5.125)
+    assert cut[1]["partial"] and cut[1]["nominal_end_s"] == 60 and "partial" not in cut[0]
 
 
 def test_rate_scale_divides_the_stage_spans():
@@ -78,8 +79,8 @@ def test_stage_fields_round_trip_and_are_checked(tmp_path):
     back = load_trace(p)
     assert back.content_hash() == tr.content_hash()
     np.testing.assert_array_equal(back.extra["stage"], tr.extra["stage"])
-    assert back.head(3).extra["stage_end_s"].tolist() == [3.5, 3.5, 3.5]      # ends where the cut trace does
-    assert back.head(len(back)).extra["stage_end_s"].tolist() == tr.extra["stage_end_s"].tolist()
+    assert back.head(3).extra["stage_end_s"].tolist() == [5.0, 5.0, 5.0]
+    assert back.head(3).cut_s == 3.5 and back.head(len(back)).cut_s is None         # where the cut trace ends
     p.write_text('{"arrival_s": 0, "prompt_tokens": 4, "output_tokens": 2, "stage": 0, "stage_start_s": 0}\n')
     with pytest.raises(SpecsimInputError, match="stage_end_s"):
         load_trace(p)

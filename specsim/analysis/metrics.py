@@ -384,6 +384,20 @@ def domain_breakdown(requests: pd.DataFrame, measured_mask: pd.Series) -> dict[s
 THRASHING_SHARE = 0.25
 
 
+#: Prefill-bound: a run says the prefill pool, not decode, limits its load when its requests waited for a
+#: disaggregated prefill instance more than this share of their mean TTFT (and at least
+#: :data:`PREFILL_WAIT_FLOOR_MS`): the load's TPS/user and throughput then measure that queue, not the policy.
+PREFILL_WAIT_SHARE = 0.5
+PREFILL_WAIT_FLOOR_MS = 10.0
+
+
+def prefill_bound(wait_ms: float | None, ttft_ms: float | None) -> bool:
+    """Whether a mean prefill wait of ``wait_ms`` in a mean TTFT of ``ttft_ms`` (ms) is prefill-bound
+    (:data:`PREFILL_WAIT_SHARE`); False where either is missing (colocated prefill: no wait)."""
+    ok = wait_ms is not None and ttft_ms is not None and np.isfinite(wait_ms) and np.isfinite(ttft_ms)
+    return bool(ok and wait_ms >= PREFILL_WAIT_FLOOR_MS and wait_ms > PREFILL_WAIT_SHARE * ttft_ms)
+
+
 def thrashing_warning(s: dict) -> str | None:
     """The thrashing warning of run summary ``s``, or None when recomputed tokens stay within
     :data:`THRASHING_SHARE` of ``total_output_tokens``."""

@@ -367,6 +367,18 @@ def _thrashing(df: pd.DataFrame) -> str:
             "loads.") if bad else ""
 
 
+def _prefill_bound(df: pd.DataFrame) -> str:
+    """The sweep's prefill-bound points (:func:`specsim.analysis.sweep_tables.prefill_bound_points`, as ``specsim
+    sweep`` and ``compare`` warn), as a sentence; "" when none is."""
+    from specsim.analysis.metrics import PREFILL_WAIT_SHARE
+    from specsim.analysis.sweep_tables import prefill_bound_points
+
+    slow = prefill_bound_points(df)
+    return (f"{len(slow)} points are prefill-bound ({', '.join(dict.fromkeys(slow))}): their requests waited for "
+            f"a prefill instance more than {PREFILL_WAIT_SHARE:.0%} of their TTFT, so their TPS/user and throughput "
+            "measure the prefill queue, not the policy (prefill.num_instances sizes the pool).") if slow else ""
+
+
 def _tuned_section(tuned: list[dict[str, Any]]) -> dict[str, Any]:
     """The results of ``specsim tune`` in the folder, per tier (compare's "tuned" rows): the knob value picked and
     its throughput; its sparse probes are not curves of the page."""
@@ -432,9 +444,11 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     sections += [{"title": "Notes", "tables": [], "text_id": "notes",
                   "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
     sections += [_tuned_section(tuned)] if tuned else []
-    thrash = _thrashing(df)
+    thrash, slow = _thrashing(df), _prefill_bound(df)
     sections += [{"title": "Warning: points that thrash", "tables": [], "text_id": "thrashing",
                   "text": thrash}] if thrash else []
+    sections += [{"title": "Warning: prefill-bound points", "tables": [], "text_id": "prefill-bound",
+                  "text": slow}] if slow else []
     failed = _failed_text([r for r in recs if r["status"] != "ok"])
     sections += [{"title": "Warning: failed points", "tables": [], "text_id": "failed", "text": failed}] if failed \
         else []

@@ -2,9 +2,9 @@
 
 Stage i's span is its nominal [stage_start_s, stage_end_s) divided by the run's ``rate_scale`` (open loop; a
 closed loop ignores arrival times, so it has no stages), ended early where the run was: at a horizon
-(``max_sim_s``) inside it (the stage is then marked ``partial``, its nominal end kept as ``nominal_end_s``; a stage
-that starts at or after the horizon is left out), or where ``--num-requests`` cut the trace
-(:meth:`specsim.workload.trace.Trace.head` ends the stages at the first request it drops). Per stage:
+(``max_sim_s``) inside it, or where ``--num-requests`` cut the trace (:attr:`specsim.workload.trace.Trace.cut_s`,
+the arrival of the first request dropped, divided by the rate scale). Such a stage is marked ``partial``, its
+nominal end kept as ``nominal_end_s``; a stage that starts at or after that end is left out. Per stage:
 
 * ``requests``: trace requests of the stage arriving inside its span; ``request_rate`` = requests / span (the
   offered load, requests/s; a ramp's mean rate (r0 + r1) / 2 in expectation);
@@ -40,14 +40,15 @@ def stage_breakdown(requests: pd.DataFrame, steps: pd.DataFrame, trace, rate_sca
     if "stage" not in extra:
         return []
     stage = extra["stage"]
+    cut = None if getattr(trace, "cut_s", None) is None else trace.cut_s / rate_scale
     step_end = (steps.start_s + steps.duration_s).to_numpy() if len(steps) else np.zeros(0)
     out = []
     for s in np.unique(stage[stage >= 0]).tolist():
         mask = stage == s
         first = int(np.flatnonzero(mask)[0])
         start, nominal = extra["stage_start_s"][first] / rate_scale, extra["stage_end_s"][first] / rate_scale
-        end = min(nominal, horizon_s) if horizon_s is not None else nominal
-        if end <= start:                                    # the horizon came before the stage began
+        end = min([nominal, *(e for e in (horizon_s, cut) if e is not None)])
+        if end <= start:                                    # the run ended before the stage began
             continue
         span = float(end - start)
         mask = mask & (requests.arrival_s.to_numpy() < end)

@@ -124,6 +124,20 @@ def thrashing_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+def prefill_bound_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful point of a :func:`results_frame` whose requests waited for a prefill
+    instance most of their TTFT (:func:`specsim.analysis.metrics.prefill_bound`): its TPS/user and throughput
+    measure the prefill pool's queue, not the policy (records written before ``mean_prefill_wait_ms`` was kept
+    name none)."""
+    from specsim.analysis.metrics import prefill_bound
+
+    if df.empty or "mean_prefill_wait_ms" not in df:
+        return []
+    bound = np.array([prefill_bound(w, t) for w, t in zip(df.mean_prefill_wait_ms, df.mean_ttft_ms)], bool)
+    bad = df[(df.status == "ok").to_numpy() & bound]
+    return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
+
+
 def gpu_split(recs: list[dict]) -> tuple[int, int] | None:
     """(decode GPUs, prefill GPUs) of a sweep's runs (its first successful record's), None without one."""
     for r in recs:

@@ -95,8 +95,9 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     if s.get("stages"):
         rows = [[f"{st['stage']}{'*' if st.get('partial') else ''}"] + [fmt.value(st.get(c)) for c in STAGE_COLUMNS]
                 for st in s["stages"]]
-        cut = [f"stage {st['stage']}* ends at the horizon (--max-sim-s), {st['end_s']:g} s of its nominal "
-               f"{st['nominal_end_s']:g} s" for st in s["stages"] if st.get("partial")]
+        cut = [f"stage {st['stage']}* ends where the run does (--max-sim-s or --num-requests): at "
+               f"{st['end_s']:g} s, not at its nominal end {st['nominal_end_s']:g} s" for st in s["stages"]
+               if st.get("partial")]
         parts.append(fmt.table(["stage", *STAGE_COLUMNS], rows, width=width, notes=cut,
                                title="per load stage (requests arriving in it; rates and throughput over its span)"))
     rows = [[dom] + [fmt.value(m.get(c)) for c in DOMAIN_COLUMNS] for dom, m in s["per_domain"].items()]
@@ -172,15 +173,13 @@ def unservable_warnings(s: dict) -> list[str]:
     return out
 
 
-#: The share of the mean TTFT spent waiting for a prefill instance above which the run says prefill limits the load.
-PREFILL_WAIT_SHARE = 0.5
-
-
 def prefill_wait_notice(s: dict) -> str | None:
-    """One line when requests spent most of their TTFT (over :data:`PREFILL_WAIT_SHARE`, and 10 ms or more)
-    waiting for a disaggregated prefill instance: the prefill pool, not decode, limits the load; else None."""
+    """One line when requests spent most of their TTFT waiting for a disaggregated prefill instance
+    (:func:`specsim.analysis.metrics.prefill_bound`): the prefill pool, not decode, limits the load; else None."""
+    from specsim.analysis.metrics import prefill_bound
+
     wait, ttft = s.get("mean_prefill_wait_ms"), s.get("mean_ttft_ms")
-    if not wait or not ttft or wait < 10.0 or wait <= PREFILL_WAIT_SHARE * ttft:
+    if not prefill_bound(wait, ttft):
         return None
     gpus = s.get("prefill_gpus")
     pool = f" ({gpus} GPU{'' if gpus == 1 else 's'})" if gpus else ""

@@ -355,17 +355,29 @@ def spread_text(df, width: int | None = None) -> str:
                      title=f"per load point ({what}; closed loop: the measurement window)")
 
 
-def thrashing_text(df) -> str:
-    """A warning naming the points that thrash (:func:`specsim.analysis.sweep_tables.thrashing_points`), or ""."""
-    from specsim.analysis.metrics import THRASHING_SHARE
-    from specsim.analysis.sweep_tables import thrashing_points
+def caution_notes(df) -> list[str]:
+    """Warnings naming the points whose figures measure something other than the policy: those that thrash
+    (:func:`specsim.analysis.sweep_tables.thrashing_points`) and those the prefill pool limits
+    (:func:`~specsim.analysis.sweep_tables.prefill_bound_points`); [] when none."""
+    from specsim.analysis.metrics import PREFILL_WAIT_SHARE, THRASHING_SHARE
+    from specsim.analysis.sweep_tables import prefill_bound_points, thrashing_points
 
-    bad = thrashing_points(df)
-    if not bad:
-        return ""
-    return fmt.table([], [], notes=[f"warning: thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): "
-                                    f"recomputed tokens exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache "
-                                    "is too small for those loads"])
+    notes, bad, slow = [], thrashing_points(df), prefill_bound_points(df)
+    if bad:
+        notes.append(f"warning: thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): recomputed tokens "
+                     f"exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache is too small for those loads")
+    if slow:
+        notes.append(f"warning: prefill-bound at {len(slow)} points ({', '.join(dict.fromkeys(slow))}): requests "
+                     f"waited for a prefill instance more than {PREFILL_WAIT_SHARE:.0%} of their TTFT, so those "
+                     "points' TPS/user and throughput measure the prefill queue, not the policy; more prefill "
+                     "instances (prefill.num_instances) give the decode side's answer")
+    return notes
+
+
+def thrashing_text(df) -> str:
+    """The :func:`caution_notes` as text, or ""."""
+    notes = caution_notes(df)
+    return fmt.table([], [], notes=notes) if notes else ""
 
 
 def failed_text(df, width: int | None = None) -> str:
@@ -436,28 +448,29 @@ def compare(
     recs, tuned = read_tuned(sweep_dir, folder_records(sweep_dir))     # tuning-only points left out (specsim tune)
     if baseline is None and any(r["config"]["policy"] == "mtp1" for r in recs):
         baseline = "mtp1"
-    tab = compare_table(recs, tier_list, baseline or None)
+    from specsim.analysis.sweep_tables import gpu_split, results_frame
+
+    tab, df = compare_table(recs, tier_list, baseline or None), results_frame(recs)
     if csv is not None:
         _write_compare_csv(tab, recs, csv, pcts if metric_percentiles else None)
     if as_json:
         js = comparison_json(recs, tier_list, baseline or None, slos or None)
+        js["warnings"] = caution_notes(df)             # points whose figures measure the KV cache or prefill
         if metric_percentiles:
             from specsim.analysis.tables_out import load_percentiles
-            from specsim.sweep import results_frame
-            js["latency_percentiles"] = json.loads(load_percentiles(recs, results_frame(recs), pcts)
-                                                   .to_json(orient="records"))
+            js["latency_percentiles"] = json.loads(load_percentiles(recs, df, pcts).to_json(orient="records"))
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
-    from specsim.analysis.sweep_tables import gpu_split
-
     print(compare_text(tuned_rows(tab, tuned), sweep_dir, gpus=gpu_split(recs)))
+    caution = thrashing_text(df)
+    if caution:
+        print(caution)
     if slos:
         print()
         print(goodput_text(recs, slos))
     if metric_percentiles:
-        from specsim.sweep import results_frame
         print()
-        print(percentile_text(recs, results_frame(recs), pcts))
+        print(percentile_text(recs, df, pcts))
 
 
 def _write_compare_csv(tab, recs: list, path: Path, pcts) -> None:

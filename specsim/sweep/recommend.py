@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers
-from specsim.analysis.metrics import THRASHING_SHARE
+from specsim.analysis.metrics import THRASHING_SHARE, prefill_bound
 from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import deployable, winners
 from specsim.fmt import terminal_width
@@ -90,6 +90,9 @@ class Recommendation:
         recomputed_share: tokens that point recomputed after preemptions per output token (seeds pooled); above
             :data:`specsim.analysis.metrics.THRASHING_SHARE` the text warns that the KV cache, not the
             policy, limits the point.
+        prefill_wait_ms, ttft_ms: that point's mean wait for a prefill instance and mean TTFT (ms, seed means;
+            None where prefill is colocated); where the wait is most of the TTFT
+            (:func:`specsim.analysis.metrics.prefill_bound`) the text warns that the prefill pool limits it.
         status, advice: the winner's frontier status at the tier (``covered``: every frontier point runs faster
             than the tier, so its heaviest load is the answer) and compare's load advice ("" when none).
     """
@@ -108,6 +111,8 @@ class Recommendation:
     margin_verdict: str
     engines: list[EngineConfig] = field(default_factory=list)
     recomputed_share: float = 0.0
+    prefill_wait_ms: float | None = None
+    ttft_ms: float | None = None
     status: str = ""
     advice: str = ""
 
@@ -160,6 +165,9 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
             if e.runs_as is not None:
                 e.simulated = _simulated_as(e, table[table.tier == w.tier], df, records)
         rec.recomputed_share = _recomputed_share(df, w.curve, p["load"])
+        at = df[(df.curve == w.curve) & (df.status == "ok") & (df.load == p["load"])]
+        if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
+            rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
         out.append(rec)
     return out
 
@@ -369,6 +377,11 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
                  "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
+        if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
+            para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
+                 f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
+                 "queue, not the policy; with more prefill instances (prefill.num_instances) the answer at this tier "
+                 "may change", "  ")
         for e in r.engines:
             para(f"{e.engine}: {e.note}", "  ")
             _config_lines(e.config, width, lines)

@@ -72,6 +72,9 @@ class Trace:
             Default: zeros.
         extra: optional per-request columns of :mod:`specsim.workload.extra` (load stages, conversation
             sessions) as ``{field: (N,) array}``; ``{}`` by default.
+        cut_s: where this trace is the head of a longer one (:meth:`head`), the arrival time of the first request
+            it dropped (seconds); None otherwise. Its load stages end there (per-stage figures mark them
+            partial); not part of the content hash.
 
     The arrays are copied and made read-only; after construction the four prefix columns are
     never None (the defaults above are filled in). A request has ``hash_ids`` or a
@@ -91,6 +94,7 @@ class Trace:
     prefix_group: np.ndarray | None = None
     prefix_tokens: np.ndarray | None = None
     extra: dict | None = None
+    cut_s: float | None = None
 
     def __post_init__(self) -> None:
         cols = {
@@ -156,20 +160,17 @@ class Trace:
         return h.hexdigest()
 
     def head(self, n: int) -> Trace:
-        """The first ``n`` requests (1 <= n; more than N gives the whole trace), prefix columns kept; load stages
-        (:mod:`specsim.workload.stages`) end at the first request dropped, where the cut trace ends."""
+        """The first ``n`` requests (1 <= n; more than N gives the whole trace), prefix columns kept; ``cut_s`` is
+        the arrival of the first request dropped (its load stages end there)."""
         if n < 1:
             raise SpecsimInputError(self.source, None, "n", "an int >= 1", str(n))
         prefix = ({"hash_ids": self.hash_ids[:n], "hash_block_tokens": self.hash_block_tokens[:n],
                    "prefix_group": self.prefix_group[:n], "prefix_tokens": self.prefix_tokens[:n]}
                   if self.has_prefix_info else {})
-        extra = {k: v[:n] for k, v in self.extra.items()}
-        if n < len(self.arrival_s) and "stage_end_s" in extra:         # the stages end where the cut trace does
-            start = extra["stage_start_s"]
-            end = np.minimum(extra["stage_end_s"], self.arrival_s[n])
-            extra["stage_end_s"] = np.where(end > start, end, np.nextafter(start, np.inf))
+        cut = float(self.arrival_s[n]) if n < len(self) else self.cut_s
         return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
-                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]", extra=extra, **prefix)
+                     self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]",
+                     extra={k: v[:n] for k, v in self.extra.items()}, cut_s=cut, **prefix)
 
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain.
