@@ -236,3 +236,9 @@ def table(columns, rows, *, title: str | None = None, width: int | None = None, 
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)
+
+
+def factor(x: float) -> str:
+    """A multiplying factor in two decimals (``0.50``), or two significant digits below 0.01 (``0.00049``), never
+    a bare ``0.00``."""
+    return f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"

@@ -338,3 +338,33 @@ def test_prefill_bound_points_are_named_wherever_the_answer_is_read():
     assert got.load == 16 and got.prefill_wait_ms == pytest.approx(2447.0)
     text = " ".join(recommendations_text([got], width=200).split())
     assert "caution: this point is prefill-bound (its requests waited 2,447 ms of their 2,512 ms TTFT" in text
+
+
+def test_a_covered_tier_whose_heavier_load_failed_names_that_load():
+    """A fresh user's `none` failed at 64 users (its trace too short for the window) while the other policies ran:
+    compare read its 16-user point as the covered answer and said 'heavier loads only lose throughput', inflating
+    the gain of speculation over it."""
+    from specsim.analysis.frontier import compare
+
+    out = []
+    for seed in (0, 1):
+        for load, x in ((4, 300.0), (16, 250.0), (64, 180.0)):
+            r = rec("none", load, seed, x, 10 * load)
+            if load == 64:
+                r.update(status="error", error="trace too short for a closed-loop window", summary={})
+            out.append(r)
+    row = compare(out, [100.0]).iloc[0]
+    assert row.status == "covered" and row.advice.startswith("heavier load 64 failed: the answer may lie there")
+    text = " ".join(recommendations_text(recommend(out, [100.0]), width=200).split())
+    assert "(but a heavier load failed); advice: heavier load 64 failed" in text
+
+
+def test_the_per_all_gpus_factor_of_a_fleet_sized_prefill_pool_is_not_zero():
+    """v4-flash.toml's 2,048 prefill GPUs beside 1 decode GPU read 'x0.00'."""
+    from specsim.analysis.sweep_tables import per_all_gpus_note
+    from specsim.fmt import factor
+
+    assert (factor(0.5), factor(1 / 2049), factor(0.0)) == ("0.50", "0.00049", "0.00")
+    note = per_all_gpus_note((1, 2048))
+    assert "x0.00049" in note and "sized for a whole fleet" in note
+    assert "sized for a whole fleet" not in per_all_gpus_note((1, 1))

@@ -12,7 +12,8 @@ Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way)
   TPS/user is ``covered`` (every frontier point meets it) and reads the best throughput among the points
   meeting it, which is the frontier's heaviest-load point (any point meeting the tier is dominated by a
   frontier point that meets it too). Never NaN when some point meets the tier.
-* Load advice (:func:`load_advice`): "add heavier loads" only for a covered tier whose curve's heaviest
+* Load advice (:func:`load_advice`; where a covered curve's heavier load failed, that load is named instead:
+  the answer may lie there): "add heavier loads" only for a covered tier whose curve's heaviest
   load still raises throughput by more than ``RISING`` (2%) over the load before it, or whose curve has one
   load (nothing then shows that heavier loads lose throughput); "add lighter loads"
   only when the lightest load's TPS/user is below the tier (and it is not already one closed-loop user);
@@ -212,6 +213,17 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
     return ""
 
 
+def _failed_heavier(df: pd.DataFrame, curve: str) -> list[str]:
+    """The loads of ``curve`` heavier than its heaviest finished one at which every point failed (a closed loop
+    too short for its window, an error), as text; [] when none."""
+    c = df[df.curve == curve]
+    ok = c[c.status == "ok"]
+    if ok.empty:
+        return []
+    heavier = c[(c.load > ok.load.max()) & (c["mode"] == ok["mode"].iloc[-1])]
+    return [f"{v:g}" for v in sorted(set(heavier.load) - set(heavier[heavier.status == "ok"].load))]
+
+
 def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
     ok = df[df.status == "ok"]
     return {(str(c), int(s)): Frontier.from_points(str(c), sub[X].to_numpy(), sub[Y].to_numpy(),
@@ -347,6 +359,10 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
             ys = np.array(list(seed_values[(t, curve)].values()), float)
             row = _tier_row(t, f, (yb, xb), yo, ys, sla[(sla.curve == curve) & (sla.tier == t)])
             row["advice"] = load_advice(spread[spread.curve == curve], t)
+            failed = _failed_heavier(df, curve)
+            if row["status"] == "covered" and failed:      # the answer may lie at a load that never finished
+                row["advice"] = (f"heavier load{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed: the "
+                                 "answer may lie there (rerun it; compare lists the error)")
             rows.append(row)
     out = mark_winners(pd.DataFrame(rows), seed_values)
     out.attrs["baseline"] = base

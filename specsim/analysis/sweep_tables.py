@@ -12,6 +12,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from specsim import fmt
 from specsim.analysis.sweep_records import SUMMARY_KEYS, canonical_sha, load_records
 
 #: Metrics summarised over seeds by :func:`seed_spread` (mean, std, min, max).
@@ -154,4 +155,6 @@ def per_all_gpus_note(gpus: tuple[int, int] | None) -> str:
         return ""
     d, p = gpus
     return (f"This sweep's scenario runs {p} prefill GPU{'s' if p > 1 else ''} beside {d} decode GPU"
-            f"{'s' if d > 1 else ''}: per GPU of both, every tok/s/GPU here is x{d / (d + p):.2f}.")
+            f"{'s' if d > 1 else ''}: per GPU of both, every tok/s/GPU here is x{fmt.factor(d / (d + p))}"
+            + (" (a prefill pool sized for a whole fleet: divide by the decode GPUs it serves)" if p > 8 * d else "")
+            + ".")

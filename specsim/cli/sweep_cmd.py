@@ -532,7 +532,8 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
              "attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds." if multi else ""),
              "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
-             "frontier beats the tier (heavier loads only lose throughput), the best point meeting it is shown. "
+             "frontier beats the tier; the best point meeting it, its heaviest frontier load, is shown (advice says "
+             "where a heavier load may still deliver more, or failed). "
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05).",

@@ -352,10 +352,12 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
         thrashes = r.recomputed_share > THRASHING_SHARE
         if r.status == "covered":
+            failed = "failed" in r.advice
             para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load on "
-                 "the frontier is the answer (a heavier simulated load, if any, delivered less throughput)"
-                 + (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load may meet the "
-                    "tier with more)" if r.advice and not thrashes else ""), "  ")
+                 "the frontier is the answer (" + ("but a heavier load failed" if failed else
+                                                   "a heavier simulated load, if any, delivered less throughput") + ")"
+                 + (f"; advice: {r.advice}" if failed else f"; advice: {r.advice} (its throughput still rises with "
+                    "load, so a heavier load may meet the tier with more)" if r.advice and not thrashes else ""), "  ")
         elif r.tier_throughput_per_gpu > (1 + BRACKET_GAP) * r.throughput_per_gpu:
             para(f"the frontier reaches the tier at {r.tier_throughput_per_gpu:,.0f} tok/s/GPU between this load "
                  f"and the next simulated one ({r.tier_throughput_per_gpu / r.throughput_per_gpu - 1:.0%} more, "
