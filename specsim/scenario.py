@@ -425,8 +425,8 @@ class PolicyConfig(_Section):
     when the policy is made). Here only the shape is checked.
 
     Attributes:
-        knobs: ``{name: value}``; a name is an identifier, a value a bool, int, float, string, or a list or an
-            inline table of them (``draft_len_schedule = {16 = 3, 64 = 1}``).
+        knobs: ``{name: value}``; a name is an identifier, a value a bool, int, float, string, a list of them (or
+            of such lists: ``[[1, 16, 7], [17, 1024, 3]]``) or an inline table (``{16 = 3, 64 = 1}``).
     """
 
     SECTION: ClassVar[str] = "policy"
@@ -438,15 +438,15 @@ class PolicyConfig(_Section):
                 raise SpecsimInputError(None, None, "policy.knobs", "knob names that are identifiers",
                                         repr(name))
             if not _is_knob_value(value):
-                raise SpecsimInputError(None, None, f"policy.knobs.{name}",
-                                        "a bool, int, finite float, string, or a list or table of them", repr(value))
+                raise SpecsimInputError(None, None, f"policy.knobs.{name}", "a bool, int, finite float, string, a "
+                                        "list (or list of lists) or table of them", repr(value))
 
 
-def _is_knob_value(value: Any, nested: bool = False) -> bool:
-    if isinstance(value, list) and not nested:
-        return all(_is_knob_value(v, nested=True) for v in value)
-    if isinstance(value, dict) and not nested:       # a TOML inline table: draft_len_schedule = {16 = 3, 64 = 1}
-        return all(isinstance(k, str) and _is_knob_value(v, nested=True) for k, v in value.items())
+def _is_knob_value(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, list) and depth < 2:         # a list, or a list of lists (vllm-dsd's [[1, 16, 7], ...])
+        return all(_is_knob_value(v, depth + 1) for v in value)
+    if isinstance(value, dict) and depth == 0:       # a TOML inline table: draft_len_schedule = {16 = 3, 64 = 1}
+        return all(isinstance(k, str) and _is_knob_value(v, 2) for k, v in value.items())
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, (bool, int, str))

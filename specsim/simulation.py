@@ -130,9 +130,9 @@ def _misspelt_argument(error: SpecsimInputError, knobs: dict[str, Any]) -> Specs
     to the policy as knobs, so a misspelt argument would otherwise be reported as the policy's unknown knob."""
     field = str(error.field or "")
     knob = field.rsplit(", knob ", 1)[-1] if ", knob " in field else None
-    if knob not in knobs:
+    if knob not in knobs or "closest valid" in str(error.expected):      # a knob's own typo stays the knob's
         return error
-    params = [n for n in inspect.signature(simulate).parameters if n not in ("knobs", "trace", "policy")]
+    params = [n for n in inspect.signature(simulate).parameters if n not in ("knobs", "trace")]
     match = closest(knob, params)
     if match is None:
         return error

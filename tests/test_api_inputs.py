@@ -120,3 +120,27 @@ def test_the_report_carries_the_notes_of_measured_points(sweep_dir, tmp_path, mo
     html = " ".join((tmp_path / "r.html").read_text().split())
     assert "the overlay compares different models" in html
     assert "x-axis is 1000 / mean TPOT for every curve" in html
+
+
+def test_more_api_inputs_a_second_fresh_user_tried(sweep_dir, tmp_path):  # noqa: F811
+    """Tiers given twice made a winner its own runner-up; bytes became tiers 49, 48, 48; a numpy array broke
+    plot_frontiers; an empty panel list, plot_budget([]), compare of junk records, write_report of records and
+    notes that are not strings gave raw Python errors; a report name without a suffix was written without .html."""
+    import numpy as np
+
+    assert as_tiers([100, 100, 150]) == (100.0, 150.0) and as_tiers(np.int64(100)) == (100.0,)
+    with pytest.raises(SpecsimInputError):
+        as_tiers(b"100")
+    got = compare(sweep_dir, [100, 100])
+    winner = got[got.winner].iloc[0]
+    assert len(got) == 2 and winner.runner_up != winner.curve
+    assert plots.plot_frontiers(sweep_dir, tmp_path / "a.png", tiers=np.array([100.0, 150.0])).is_file()
+    for call in (lambda: plots.plot_frontiers([], tmp_path / "b.png"), lambda: plots.plot_budget([], tmp_path / "c"),
+                 lambda: compare([{"a": 1}], 100), lambda: write_report(load_records(sweep_dir), tmp_path / "r"),
+                 lambda: write_report(sweep_dir, tmp_path / "r", notes=5)):
+        with pytest.raises(SpecsimInputError):
+            call()
+    rep = write_report(sweep_dir, tmp_path / "r", notes=["", "Measured on 2 GPUs."])
+    assert rep.path == tmp_path / "r.html" and rep.path.is_file()
+    html = rep.path.read_text()
+    assert "Measured on 2 GPUs." in html and "GPUs.." not in html

@@ -334,3 +334,18 @@ def test_a_knob_may_be_an_inline_table(tmp_path):
     by_text = simulate(trace, "trtllm-draft-len-schedule", load_scenario(None, ["engine.gamma=3"]), seed=0,
                        draft_len_schedule="16:3,64:2")
     assert by_table.steps.equals(by_text.steps)
+
+
+def test_a_knob_may_be_a_list_of_lists_as_vllm_dsds_schedule():
+    """vllm-dsd's own default shape, [[1, 1024, 0]], was refused from --set and from a scenario file (only a quoted
+    JSON string passed); a list of lists is a knob value, a third level is not."""
+    from conftest import REPO
+    from specsim.simulation import simulate
+    from specsim.workload import load_trace
+
+    sc = load_scenario(overrides=["policy.knobs.num_speculative_tokens_per_batch_size=[[1,1024,0]]"])
+    assert sc.policy.knobs["num_speculative_tokens_per_batch_size"] == [[1, 1024, 0]]
+    res = simulate(load_trace(REPO / "traces" / "prod.jsonl").head(4), "vllm-dsd", sc)
+    assert res.summary["undrafted_steps"] == res.summary["steps"] > 0
+    with pytest.raises(SpecsimInputError, match="list of lists"):
+        load_scenario(overrides=["policy.knobs.x=[[[1]]]"])

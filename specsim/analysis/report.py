@@ -118,7 +118,7 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
 
     Args:
         src: a run directory (``summary.json``) or a sweep directory (``sweep.json`` or ``points/``).
-        out: the HTML path; default ``src/report.html``.
+        out: the HTML path (``.html`` added to a name without a suffix); default ``src/report.html``.
         tiers: TPS/user SLA tiers (tok/s) of the winners and the goodput tables (a number, numbers or
             ``"100,150"``: :func:`specsim.analysis.tiers.as_tiers`).
         notes: a sweep page's notes (one string is one note), shown under "Notes" (``specsim report`` passes what
@@ -131,8 +131,11 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
     Raises:
         SpecsimInputError: ``src`` is neither kind, or its files are unreadable.
     """
+    if not isinstance(src, (str, Path)):
+        raise SpecsimInputError(None, None, "src", "a run folder (specsim run --out) or a sweep folder (specsim sweep "
+                                "--out)", type(src).__name__)
     d = Path(src)
-    tiers, notes = as_tiers(tiers), ((notes,) if isinstance(notes, str) else tuple(notes))
+    tiers, notes = as_tiers(tiers), _notes(notes)
     if (d / "summary.json").is_file():
         kind, page = "run", _run_page(d, tiers)
     elif (d / "sweep.json").is_file() or (d / "points").is_dir():
@@ -141,6 +144,8 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
         raise SpecsimInputError(str(d), None, None, "a run directory (summary.json from specsim run --out) or a "
                                 "sweep directory (sweep.json, points/ from specsim sweep --out)", "neither")
     path = Path(out) if out is not None else d / "report.html"
+    if not path.suffix:                            # as the plot functions add .png
+        path = path.with_name(path.name + ".html")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render(page), encoding="utf-8")
     ids = ([page["lead_figure"]["id"]] if page.get("lead_figure") else []) + [f["id"] for f in page["figures"]]
@@ -166,6 +171,23 @@ def _cell(v: Any, key: str | None = None, digits: int | None = None, pct: bool =
     text = (fmt.percent(v) if pct else fmt.number(v, digits) if digits is not None else fmt.value(v))
     exact = (str(int(v)) if isinstance(v, (int, np.integer)) else repr(float(v))) if finite else None
     return {"text": text, "num": True, "key": key, "value": exact}
+
+
+def _notes(notes: Any) -> tuple[str, ...]:
+    """A page's notes: one string is one note; each kept without a trailing full stop (the page adds it); empty
+    ones dropped.
+
+    Raises:
+        SpecsimInputError: neither a string nor strings.
+    """
+    items = (notes,) if isinstance(notes, str) else notes
+    try:
+        items = tuple(items)
+    except TypeError:
+        raise SpecsimInputError(None, None, "notes", "a note or notes (strings)", type(notes).__name__) from None
+    if not all(isinstance(n, str) for n in items):
+        raise SpecsimInputError(None, None, "notes", "notes as strings", repr(notes))
+    return tuple(n.strip().rstrip(".") for n in items if n.strip())
 
 
 def _table(tid: str, cols: list[str], rows: list[list[dict[str, Any]]], heading: str = "", note: str = ""):

@@ -73,7 +73,7 @@ def as_records(records: Any, field: str = "records") -> list[dict[str, Any]]:
     """
     if isinstance(records, (str, Path)):
         return load_records(records)
-    if isinstance(records, list) and all(isinstance(r, dict) for r in records):
+    if isinstance(records, list) and all(isinstance(r, dict) and "config" in r and "status" in r for r in records):
         return records
     raise SpecsimInputError(None, None, field, "sweep records (load_records(DIR)) or a sweep folder",
                             type(records).__name__)
