@@ -122,7 +122,7 @@ def test_table_jsonl_origins_and_units(tmp_path):
 def test_table_errors(tmp_path):
     p = tmp_path / "log.csv"
     p.write_text("ts,in,out\n0,10,0\n")
-    with pytest.raises(SpecsimInputError, match="line 2, field 'out': expected an int >= 1"):
+    with pytest.raises(SpecsimInputError, match="line 2, field 'out': expected an int in \\[1, 2\\^53\\]"):
         convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=out")
     with pytest.raises(SpecsimInputError, match="field 'nope'"):
         convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=nope")
@@ -288,4 +288,6 @@ def test_table_conversion_errors_read_plainly(tmp_path):
     assert "line 2, field 'ts': expected a finite number in --time-unit units" in out and ">= -inf" not in out
     assert "needs --time-unit datetime" in convert("b.csv", "ts,in,out\n2024-01-01 10:00:00,10,5\n")
     out = convert("c.jsonl", '{"ts": 0, "in": 10, "out": 3}\n{"ts": 1, "in": 10}\n')
-    assert "line 2, field 'out': expected an int >= 1, got missing" in out and "np.float64" not in out
+    assert "line 2, field 'out': expected an int in [1, 2^53], got missing" in out and "np.float64" not in out
+    # an integer too large for int64 was cast to -2^63 and reported on the wrong line
+    assert "line 3, field 'in': expected an int in [1, 2^53], got '1e30'" in convert("d.csv", "ts,in,out\n0,10,5\n1,1e30,5\n")

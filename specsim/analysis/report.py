@@ -373,8 +373,9 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
              _cell(r.gain_vs_baseline, pct=True), _cell(r.tps_at_matched_throughput, digits=1)]
             for _, r in tab.iterrows()]
     return _table("frontier-tiers", cols, rows, note=f"baseline: {tab.attrs.get('baseline') or 'none'}; "
-                  "status says why a tier has no throughput (infeasible) or reads its best point (covered); gain and "
-                  "TPS@match are '-' where the baseline has no throughput at the tier.")
+                  "status says why a tier has no throughput (infeasible) or reads its best point (covered); gain is '-' "
+                  "where the baseline has no throughput at the tier, TPS@match also where the baseline's throughput "
+                  "lies outside this curve's frontier.")
 
 
 def _thrashing(df: pd.DataFrame) -> str:

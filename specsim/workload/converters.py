@@ -289,10 +289,10 @@ def _numbers(s: pd.Series, src: str, col: str, lines: np.ndarray, *, integer: bo
     v = pd.to_numeric(s.astype(str).str.strip(), errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(v) | (v < minimum)
     if integer:
-        bad |= np.where(np.isfinite(v), v != np.floor(v), True)
+        bad |= np.where(np.isfinite(v), (v != np.floor(v)) | (v > MAX_COUNT), True)
     if bad.any():
-        i, value = int(np.argmax(bad)), s.iloc[int(np.argmax(bad))]
-        kind = ("an int" if integer else "a finite number") + (f" >= {minimum:g}" if np.isfinite(minimum) else "")
+        i, value, low = int(np.argmax(bad)), s.iloc[int(np.argmax(bad))], f"{minimum:g}" if np.isfinite(minimum) else ""
+        kind = f"an int in [{low}, 2^53]" if integer else "a finite number" + (f" >= {low}" if low else "")
         missing = value is None or str(value).strip().lower() in ("", "nan", "none", "null")
         raise SpecsimInputError(src, int(lines[i]), col, kind + hint, "missing" if missing else plain(value))
     return v.astype(np.int64) if integer else v
