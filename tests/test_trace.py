@@ -698,6 +698,14 @@ def test_cli_synth_refuses_what_a_run_would_refuse(tmp_path, monkeypatch, capsys
     rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--num-requests", "10", "--rate", "1", "--turns", "7",
                          "--out", str(out))
     assert rc == 2 and "--turns only with --sessions" in " ".join(err.split()) and not out.exists()
+    # sessions: --num-requests was silently ignored; think times beyond specsim's bound on simulated time ran a
+    # session of 1e12 s
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--rate", "2", "--sessions", "5", "--num-requests", "7",
+                         "--out", str(out))
+    assert rc == 2 and "--sessions and --turns alone set the number of requests" in " ".join(err.split())
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--rate", "2", "--sessions", "3", "--think",
+                         "const:1e12", "--out", str(out))
+    assert rc == 2 and "field 'think_s'" in err and not out.exists()
 
 
 def test_cli_bad_input_one_line_exit_2(tmp_path, monkeypatch, capsys):

@@ -238,6 +238,12 @@ def synth(
     if sessions is not None:
         from specsim.workload.conversations import parse_think, session_trace, synthetic_conversations
 
+        clash = [f for f, v in (("--num-requests", num_requests), ("--duration", duration), ("--span", span),
+                                ("--prefix-groups", prefix_groups or None)) if v is not None]
+        if clash:
+            raise SpecsimInputError(clash[0], None, None, "--sessions and --turns alone set the number of requests",
+                                    clash[0])
+
         convs = synthetic_conversations(sessions, turns, seed=seed, mix=mix, max_prompt_tokens=max_prompt,
                                         max_output_tokens=max_output, output_len=output_len, prompt_len=prompt_len)
         trace = session_trace(convs, rate=rate, think=parse_think(think), seed=seed,

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
 
 #: field -> (kind, default for a line without it, numpy dtype)
 EXTRA_FIELDS: dict[str, tuple[str, object, object]] = {
@@ -98,7 +98,8 @@ def normalise(extra: Mapping[str, object] | None, n: int, source: str) -> dict[s
 
 
 def check(cols: Mapping[str, np.ndarray], source: str) -> None:
-    """Rules across lines: one span per stage, stages not overlapping; session turns 0, 1, ... in order."""
+    """Rules across lines: one span per stage, stages not overlapping; session turns 0, 1, ... in order, a session's
+    think times within specsim's bound on simulated time (:data:`specsim.errors.MAX_SIM_TIME_S`)."""
     if "stage" in cols:
         spans: dict[int, tuple[float, float, int]] = {}
         for i, (s, a, b) in enumerate(zip(cols["stage"], cols["stage_start_s"], cols["stage_end_s"])):
@@ -117,7 +118,8 @@ def check(cols: Mapping[str, np.ndarray], source: str) -> None:
                                         str(a1))
     if "session_id" in cols:
         last: dict[str, int] = {}
-        for i, (sid, turn) in enumerate(zip(cols["session_id"], cols["turn"])):
+        thought: dict[str, float] = {}
+        for i, (sid, turn, think) in enumerate(zip(cols["session_id"], cols["turn"], cols["think_s"])):
             if sid is None:
                 continue
             want = last.get(sid, -1) + 1
@@ -125,6 +127,11 @@ def check(cols: Mapping[str, np.ndarray], source: str) -> None:
                 raise SpecsimInputError(source, i + 1, "turn", f"{want} (turns of session {sid!r} in order 0, 1, ...)",
                                         str(turn))
             last[sid] = int(turn)
+            thought[sid] = thought.get(sid, 0.0) + (float(think) if turn > 0 and np.isfinite(think) else 0.0)
+            if thought[sid] > MAX_SIM_TIME_S:      # its later turns could never be issued within simulated time
+                raise SpecsimInputError(source, i + 1, "think_s", f"think times of session {sid!r} summing to at most "
+                                        f"{MAX_SIM_TIME_S:g} s (specsim's bound on simulated time)",
+                                        f"{thought[sid]:g} s by turn {turn}")
 
 
 def json_fields(extra: Mapping[str, np.ndarray], i: int) -> str:
