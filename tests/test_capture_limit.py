@@ -76,3 +76,14 @@ def test_a_profile_written_before_the_new_terms_keeps_its_costs(tmp_path):
     assert EngineTerms().spec_step_s > 0 and EngineTerms().eager_kernel_s > 0
     assert (terms.eager_kernel_s, terms.spec_step_s, terms.spec_request_s) == (0.0, 0.0, 0.0)
     assert prof.speculation_s(64, 64) == 0.0
+
+
+def test_small_capture_limits_are_described_as_they_run():
+    """`profile analytic --cudagraph-max-tokens 5` wrote 'capture sizes 1, 2, 4, 8..5 step 8' and `--terms` compared
+    B = 5 with 13; 0 read '8..0'. The captured sizes are the grid's up to the limit, the first eager one next."""
+    from specsim.hardware.analytic import capture_sizes, capture_text
+
+    assert [capture_text(c) for c in (512, 13, 5, 0)] == ["1, 2, 4, 8..512 step 8", "1, 2, 4, 8", "1, 2, 4", "none"]
+    sizes, first = capture_sizes(5)
+    assert sizes.tolist() == [1, 2, 4] and first == 8
+    assert capture_sizes(512)[1] == 520 and capture_sizes(0)[0].size == 0 and capture_sizes(0)[1] == 1

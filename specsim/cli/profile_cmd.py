@@ -90,6 +90,7 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
     """Print the step model's terms (ms) at B = 1, 2, 4, ... and write their stacked plot."""
     import numpy as np
 
+    from specsim.hardware.analytic import capture_sizes, capture_text
     from specsim.hardware.stepmodel import TERMS, step_model_of, terms_table
     from specsim.analysis.plots import plot_step_terms
 
@@ -99,15 +100,20 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
                                 f"{tokens_per_request} / {context}")
     b = 2 ** np.arange(int(np.log2(prof.max_batch_tokens)) + 1)
     cap = sm.terms.cudagraph_max_tokens
-    if 0 < cap < prof.max_batch_tokens:                 # the cliff: the last captured size and the first eager one
-        b = np.unique(np.concatenate([b, [cap, cap + 8]]))
-        eager_ms = sm.breakdown([cap + 8])["eager"][0] * 1e3
-        rq = np.maximum(1, np.array([cap, cap + 8]) // tokens_per_request)
-        steps_ms = sm.step_time(np.array([cap, cap + 8], float), rq, rq * context) * 1e3
-        typer.echo(f"CUDA graphs up to B = {cap} tokens; beyond, eager: + {eager_ms:.3f} ms of kernel launches per "
-                   f"step ({sm.terms.eager_kernel_s * 1e6:.2g} us per launch); the step itself goes from "
-                   f"{steps_ms[0]:.3f} ms at B = {cap} to {steps_ms[1]:.3f} ms at {cap + 8} (+ "
-                   f"{steps_ms[1] - steps_ms[0]:.3f} ms: the launches, the GEMMs' next wave of tiles, the 8 tokens)")
+    captured, first_eager = capture_sizes(cap)
+    if captured.size and first_eager <= prof.max_batch_tokens:   # the cliff: the last captured and first eager size
+        last = int(captured[-1])
+        b = np.unique(np.concatenate([b, [last, first_eager]]))
+        eager_ms = sm.breakdown([first_eager])["eager"][0] * 1e3
+        rq = np.maximum(1, np.array([last, first_eager]) // tokens_per_request)
+        steps_ms = sm.step_time(np.array([last, first_eager], float), rq, rq * context) * 1e3
+        typer.echo(f"CUDA graphs up to B = {last} tokens (capture sizes {capture_text(cap)}); beyond, eager: + "
+                   f"{eager_ms:.3f} ms of kernel launches per step ({sm.terms.eager_kernel_s * 1e6:.2g} us per "
+                   f"launch); the step itself goes from {steps_ms[0]:.3f} ms at B = {last} to {steps_ms[1]:.3f} ms "
+                   f"at {first_eager} (+ {steps_ms[1] - steps_ms[0]:.3f} ms: the launches, the GEMMs' next wave of "
+                   f"tiles, the {first_eager - last} more tokens)")
+    elif not captured.size:
+        typer.echo("no CUDA graphs (cudagraph_max_tokens 0): every step runs eager")
     r = np.maximum(1, b // tokens_per_request)
     df = terms_table(sm, b, r, r * context)
     typer.echo(f"terms in ms per step (R = B / {tokens_per_request} requests, {context} cached tokens each):")

@@ -60,6 +60,21 @@ def graph_grid(max_batch_tokens: int) -> np.ndarray:
                             *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
 
 
+def capture_sizes(cudagraph_max_tokens: int) -> tuple[np.ndarray, int]:
+    """(the captured table sizes, (n,) int64, at most ``cudagraph_max_tokens``; the first eager size of the grid):
+    :func:`graph_grid`'s sizes on either side of the capture limit (0: no graphs, every size eager)."""
+    grid = graph_grid(max(int(cudagraph_max_tokens), 0) + 8)
+    return grid[grid <= cudagraph_max_tokens], int(grid[grid > cudagraph_max_tokens][0])
+
+
+def capture_text(cudagraph_max_tokens: int) -> str:
+    """The captured sizes in words: ``1, 2, 4, 8..512 step 8``, ``1, 2, 4`` (a limit of 5), ``none`` (0)."""
+    sizes, _ = capture_sizes(cudagraph_max_tokens)
+    if sizes.size == 0:
+        return "none"
+    return (f"1, 2, 4, 8..{sizes[-1]} step 8" if sizes.size > 5 else ", ".join(str(int(v)) for v in sizes))
+
+
 def padded_tokens(b) -> np.ndarray:
     """Token counts padded as :func:`graph_grid` pads them (1, 2, 4, then the next multiple of 8; 0 stays 0);
     float64, vectorised."""

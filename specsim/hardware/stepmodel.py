@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import TILE_M, TILE_N, graph_grid
+from specsim.hardware.analytic import TILE_M, TILE_N, capture_text, graph_grid
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
@@ -459,9 +459,10 @@ class StepModel:
             "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
             "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,
             **{k: v for k in OPTIONAL_DTYPES if (v := getattr(self.model, k))},
-            "engine": f"decode in CUDA graphs at capture sizes 1, 2, 4, 8..{self.terms.cudagraph_max_tokens} step 8 "
-                      "(eager and multiple-of-8 beyond); mixed prefill steps unpadded (mixed_step_time_s), eager "
-                      "beyond the same limit",
+            "engine": (f"decode in CUDA graphs at capture sizes {capture_text(self.terms.cudagraph_max_tokens)} "
+                       "(eager and multiple-of-8 beyond)" if self.terms.cudagraph_max_tokens > 0 else
+                       "no CUDA graphs: every step eager (multiple-of-8 grid)")
+                      + "; mixed prefill steps unpadded (mixed_step_time_s), eager beyond the same limit",
             "cudagraph_max_tokens": int(self.terms.cudagraph_max_tokens),
             "source": f"specsim.hardware.stepmodel engine-level terms; {self.gpu.source}; {self.terms.source}",
             "date": date or _dt.date.today().isoformat(), "step_model": self.spec(),
