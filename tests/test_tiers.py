@@ -70,6 +70,16 @@ def test_mark_winners_deployable_margin_and_verdict():
     assert js[0]["curve"] == "dspark-async" and js[0]["margin_holds"] is True and js[1]["margin"] is None
 
 
+def test_a_consistent_lead_under_two_percent_is_called_small():
+    """A fresh user's 0.3% lead over 2 seeds read 'holds (p=0.021)' and was within noise with 4 seeds: a lead that
+    the seeds uphold but under TIE_MARGIN says so."""
+    rows = pd.DataFrame([(100.0, "dspark-async", 603.0), (100.0, "static", 601.2)],
+                        columns=["tier", "curve", "throughput_per_gpu"])
+    per_seed = {(100.0, "dspark-async"): {0: 602.0, 1: 604.0}, (100.0, "static"): {0: 600.2, 1: 602.2}}
+    top = winners(mark_winners(rows, per_seed)).iloc[0]
+    assert top.margin_holds and top.margin_verdict.startswith("holds") and top.margin_verdict.endswith("a lead under 2%")
+
+
 # --------------------------------------------------------------------------------------------- load advice
 def _points(loads, x, y, mode="closed"):
     return pd.DataFrame({"load": loads, "mode": mode, f"{X}_mean": x, f"{Y}_mean": y})

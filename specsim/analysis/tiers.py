@@ -25,6 +25,9 @@ from specsim.errors import SpecsimInputError
 
 #: The default SLA tiers, TPS/user in tok/s (compare, report, plot, and what a sweep stores).
 DEFAULT_TIERS: tuple[float, ...] = (50.0, 100.0, 150.0, 200.0)
+#: A lead below this share is small whatever the seeds say: compare's verdict notes it, and ``specsim recommend``
+#: calls such a lead that no paired test upholds a tie.
+TIE_MARGIN = 0.02
 #: Policies that cannot be deployed: they read hidden outcomes or search exhaustively as a reference.
 NOT_DEPLOYABLE = frozenset({"oracle", "dspark-global"})
 
@@ -82,7 +85,8 @@ def mark_winners(table: pd.DataFrame, per_seed: dict[tuple[float, str], dict[int
     Returns:
         A copy with ``winner`` (bool), and on the winner's row ``runner_up`` (curve), ``margin`` (relative
         lead, NaN without a runner-up), ``margin_holds`` (bool) and ``margin_verdict`` (text:
-        ``holds (p=.., n seeds)``, ``within noise (..)``, ``one seed``, ``no runner-up``); other rows
+        ``holds (p=.., n seeds)``, with ``; a lead under 2%`` below :data:`TIE_MARGIN`, ``within noise (..)``,
+        ``one seed``, ``no runner-up``); other rows
         hold ``""``/NaN/False there.
     """
     out = table.copy()
@@ -101,8 +105,10 @@ def mark_winners(table: pd.DataFrame, per_seed: dict[tuple[float, str], dict[int
         ru = ranked.index[1]
         m = paired_margin(per_seed.get((tier, out.curve[w]), {}), per_seed.get((tier, out.curve[ru]), {}))
         yw, yr = float(out.throughput_per_gpu[w]), float(out.throughput_per_gpu[ru])
+        margin = yw / yr - 1 if yr > 0 else math.nan
+        small = m.holds and margin < TIE_MARGIN              # consistent over the seeds, but too small to matter
         out.loc[w, ["runner_up", "margin", "margin_holds", "margin_verdict"]] = [
-            out.curve[ru], yw / yr - 1 if yr > 0 else math.nan, m.holds, m.verdict]
+            out.curve[ru], margin, m.holds, m.verdict + (f"; a lead under {TIE_MARGIN:.0%}" if small else "")]
     return out
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers
 from specsim.analysis.metrics import THRASHING_SHARE, prefill_bound
 from specsim.analysis.sweep_tables import results_frame, seed_spread
-from specsim.analysis.tiers import deployable, winners
+from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.fmt import terminal_width
 from specsim.hardware.drafter import DRAFTER_BLOCK
 
@@ -51,8 +51,6 @@ SOURCES = {
 VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
 SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
 CONFIDENCE_POLICIES = ("dspark", "dspark-async", "vllm-adaptive", "trtllm-confidence")
-#: A lead below this share that no paired test over seeds upholds is reported as a tie (recommendations_text).
-TIE_MARGIN = 0.02
 
 
 @dataclass
