@@ -34,10 +34,12 @@ def test_compare_takes_a_sweep_folder_and_tiers_in_any_of_those_forms(sweep_dir)
     assert list(compare(sweep_dir, 100).tier.unique()) == [100.0]
 
 
-def test_a_run_folder_is_not_read_as_an_empty_sweep(tmp_path):
+def test_a_run_folder_is_not_read_as_an_empty_sweep(tmp_path, sweep_dir):  # noqa: F811
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(SpecsimInputError, match="one run's folder"):
         load_records(tmp_path)
+    with pytest.raises(SpecsimInputError, match="its points/ folder: pass"):      # it returned [] silently
+        load_records(sweep_dir / "points")
 
 
 def test_frontiers_of_records_names_what_it_takes(sweep_dir):  # noqa: F811

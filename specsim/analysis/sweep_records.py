@@ -96,6 +96,9 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
     if ids is None and not d.is_dir() and (Path(out_dir) / "summary.json").is_file():
         raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (specsim sweep --out)",
                                 "one run's folder (summary.json; specsim report reads it)")
+    if ids is None and not d.is_dir() and Path(out_dir).resolve().name == "points":
+        raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (specsim sweep --out)",
+                                f"its points/ folder: pass {Path(out_dir).resolve().parent}")
     if ids is not None:
         paths = [d / f"{i}.json" for i in ids]
     else:
