@@ -221,14 +221,14 @@ def test_thrashing_points_are_named_by_sweep_and_the_report_alike():
 
     from specsim.analysis.report import _thrashing
     from specsim.analysis.sweep_tables import thrashing_points
-    from specsim.cli.sweep_cmd import thrashing_text
+    from specsim.cli.sweep_cmd import caution_text
     df = pd.DataFrame({"status": ["ok", "ok", "ok", "error"], "curve": ["dspark", "dspark", "static", "mtp1"],
                        "load": [16.0, 64.0, 64.0, 64.0], "recomputed_tokens": [10, 300, 251, 900],
                        "total_output_tokens": [1000, 1000, 1000, 1000]})
     assert thrashing_points(df) == ["dspark at 64", "static at 64"]          # 25% exactly is not thrashing
     assert _thrashing(df).startswith("2 points thrash (dspark at 64, static at 64)")
-    assert "thrashing at 2 points (dspark at 64, static at 64)" in " ".join(thrashing_text(df).split())
-    assert _thrashing(df.iloc[:1]) == "" and thrashing_text(df.iloc[:1]) == ""
+    assert "thrashing at 2 points (dspark at 64, static at 64)" in " ".join(caution_text(df).split())
+    assert _thrashing(df.iloc[:1]) == "" and caution_text(df.iloc[:1]) == ""
 
 
 def test_recommend_says_how_far_unmet_tiers_are(tmp_path, capsys):

@@ -63,14 +63,14 @@ def test_several_text_columns_narrow_before_any_number(width):
 
 
 def test_sweep_names_the_points_that_thrash():
-    from specsim.cli.sweep_cmd import thrashing_text
+    from specsim.cli.sweep_cmd import caution_text
 
     df = results_frame(synthetic_records())
     df["total_output_tokens"], df["recomputed_tokens"] = 1000.0, 0.0
-    assert thrashing_text(df) == ""
+    assert caution_text(df) == ""
     df.loc[(df.curve == "A") & (df.load == 16), "recomputed_tokens"] = 251.0      # over 25% of 1000
     df.loc[(df.curve == "B") & (df.load == 16), "recomputed_tokens"] = 250.0      # at the limit: fine
-    text = " ".join(thrashing_text(df).split())
+    text = " ".join(caution_text(df).split())
     assert text.startswith("warning: thrashing at 2 points (A at 16)")              # two seeds, one load point
 
 

@@ -217,7 +217,7 @@ def sweep(
     if csv:
         _write_sweep_csv(recs, df, Path(out), pcts)
     if not quiet:
-        texts = [spread_text(df), failed_text(df), thrashing_text(df), goodput_text(recs, slos) if slos else "",
+        texts = [spread_text(df), failed_text(df), caution_text(df), goodput_text(recs, slos) if slos else "",
                  percentile_text(recs, df, pcts) if metric_percentiles else ""]
         for text in texts:
             if text:
@@ -374,7 +374,7 @@ def caution_notes(df) -> list[str]:
     return notes
 
 
-def thrashing_text(df) -> str:
+def caution_text(df) -> str:
     """The :func:`caution_notes` as text, or ""."""
     notes = caution_notes(df)
     return fmt.table([], [], notes=notes) if notes else ""
@@ -462,7 +462,7 @@ def compare(
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
     print(compare_text(tuned_rows(tab, tuned), sweep_dir, gpus=gpu_split(recs)))
-    caution = thrashing_text(df)
+    caution = caution_text(df)
     if caution:
         print(caution)
     if slos:
