@@ -349,6 +349,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     sla = sla_table(records, tiers)
     oracle_of = {c: _oracle_curve(c, fr) for c in fr}
     rows, seed_values = [], {}
+    failed_of = {c: _failed_heavier(df, c) for c in fr}
     for t in tiers:
         yb = fr[base].throughput_at(t) if base else float("nan")
         xb = fr[base].tps_at_throughput(yb) if base else float("nan")     # t, or above t where base covers it
@@ -359,7 +360,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
             ys = np.array(list(seed_values[(t, curve)].values()), float)
             row = _tier_row(t, f, (yb, xb), yo, ys, sla[(sla.curve == curve) & (sla.tier == t)])
             row["advice"] = load_advice(spread[spread.curve == curve], t)
-            failed = _failed_heavier(df, curve)
+            failed = failed_of[curve]
             if row["status"] == "covered" and failed:      # the answer may lie at a load that never finished
                 row["advice"] = (f"heavier load{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed: the "
                                  "answer may lie there (rerun it; compare lists the error)")

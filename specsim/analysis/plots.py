@@ -86,11 +86,6 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
     return _save(frontier_figure(panels, tiers, measured), out_png)
 
 
-def _given(tiers: Any) -> bool:
-    """Whether ``tiers`` holds any tier (an empty list or array: none; anything else is checked by as_tiers)."""
-    return not (isinstance(tiers, (list, tuple, np.ndarray)) and len(tiers) == 0)
-
-
 def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
     """``(title, records)`` pairs from what a caller passes: pairs as they are, one sweep folder (titled by its
     name) or one list of records (titled ``sweep``); each panel's records read by :func:`as_records`.
@@ -124,7 +119,7 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
     (:mod:`specsim.figures`: nothing to close). ``width_in``, ``height_in``: one panel's size in inches.
     ``hover``, when given, is filled with each point series' artist id -> one label per drawn point (curve, load,
     TPS/user, throughput), in drawing order, for :func:`svg_with_titles`."""
-    panels, tiers = _panels(panels), () if tiers is None else as_tiers(tiers) if _given(tiers) else ()
+    panels, tiers = _panels(panels), () if tiers is None else as_tiers(tiers)
     est = tps_estimator(measured)
     fig, axes = figures.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):

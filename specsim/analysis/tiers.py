@@ -32,32 +32,33 @@ TIE_MARGIN = 0.02
 NOT_DEPLOYABLE = frozenset({"oracle", "dspark-global"})
 
 
-def as_tiers(value: Any, field: str = "tiers") -> tuple[float, ...]:
+def as_tiers(value: Any, field: str = "tiers", source: str | None = None) -> tuple[float, ...]:
     """SLA tiers as the Python API takes them: one number (``150``), a comma-separated string (``"100,150"``, as
     ``--tiers`` takes them) or an iterable of numbers; returns a tuple of floats, TPS/user in tok/s, each once.
 
     Raises:
-        SpecsimInputError: anything else, or a tier that is not a finite number > 0 (naming ``field``).
+        SpecsimInputError: anything else, or a tier that is not a finite number > 0 (naming ``field``, and
+            ``source``, e.g. ``--tiers``, as the error's file).
     """
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
         items: list[Any] = [value]
     elif isinstance(value, str):
         items = [v.strip() for v in value.split(",") if v.strip()]
     elif isinstance(value, (bytes, bytearray, dict)):
-        raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): a number, a list of numbers or "
+        raise SpecsimInputError(source, None, field, "SLA tiers (TPS/user, tok/s): a number, a list of numbers or "
                                 "'100,150'", type(value).__name__)
     else:
         try:
             items = list(value)
         except TypeError:
-            raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): a number, a list of numbers or "
-                                    "'100,150'", repr(value)) from None
+            raise SpecsimInputError(source, None, field, "SLA tiers (TPS/user, tok/s): a number, a list of numbers "
+                                    "or '100,150'", repr(value)) from None
     try:
         tiers = tuple(float(v) for v in items if not isinstance(v, (bool, np.bool_)))
     except (TypeError, ValueError):
-        raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): numbers", repr(value)) from None
+        raise SpecsimInputError(source, None, field, "SLA tiers (TPS/user, tok/s): numbers", repr(value)) from None
     if len(tiers) != len(items) or not all(math.isfinite(t) and t > 0 for t in tiers):
-        raise SpecsimInputError(None, None, field, "SLA tiers (TPS/user, tok/s): finite numbers > 0", repr(value))
+        raise SpecsimInputError(source, None, field, "SLA tiers (TPS/user, tok/s): finite numbers > 0", repr(value))
     return tuple(dict.fromkeys(tiers))          # a tier given twice counts once (as --tiers 100,100 does)
 
 

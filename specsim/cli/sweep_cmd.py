@@ -405,14 +405,15 @@ def goodput_text(records: list, slos_ms: dict, width: int | None = None) -> str:
 
 # --------------------------------------------------------------------------------------------- compare, plot
 def parse_tiers(text: str) -> list[float]:
-    """``--tiers`` values (a :func:`parse_list`), each finite and > 0, a repeated value once (``100,100`` printed
-    every row twice); SpecsimInputError naming the flag."""
-    tier_list = parse_list(text, float, "tiers")
-    bad = [x for x in tier_list if not (math.isfinite(x) and x > 0)]
-    if bad or not tier_list:
-        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0",
-                                f"{bad[0]:g}" if bad else repr(text))
-    return list(dict.fromkeys(tier_list))
+    """``--tiers`` values (a :func:`parse_list`) under the API's one rule
+    (:func:`specsim.analysis.tiers.as_tiers`: each finite and > 0, a repeated value once: ``100,100`` printed every
+    row twice); SpecsimInputError naming the flag."""
+    from specsim.analysis.tiers import as_tiers
+
+    tier_list = as_tiers(parse_list(text, float, "tiers"), source="--tiers")
+    if not tier_list:
+        raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", repr(text))
+    return list(tier_list)
 
 
 def resolve_tiers(text: str | None, sweep_dir: Path) -> list[float]:

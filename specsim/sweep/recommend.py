@@ -163,16 +163,21 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
             if e.runs_as is not None:
                 e.simulated = _simulated_as(e, table[table.tier == w.tier], df, records)
         rec.recomputed_share = _recomputed_share(df, w.curve, p["load"])
-        at = df[(df.curve == w.curve) & (df.status == "ok") & (df.load == p["load"])]
+        at = _at_point(df, w.curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
         out.append(rec)
     return out
 
 
+def _at_point(df, curve: str, load: float):
+    """The successful rows (one per seed) of the curve's point at ``load``."""
+    return df[(df.curve == curve) & (df.status == "ok") & (df.load == load)]
+
+
 def _recomputed_share(df, curve: str, load: float) -> float:
     """Tokens the curve's point at ``load`` recomputed after preemptions per output token, seeds pooled."""
-    at = df[(df.curve == curve) & (df.status == "ok") & (df.load == load)]
+    at = _at_point(df, curve, load)
     return float(at.recomputed_tokens.sum() / max(at.total_output_tokens.sum(), 1))
 
 
@@ -350,12 +355,15 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
         thrashes = r.recomputed_share > THRASHING_SHARE
         if r.status == "covered":
-            failed = "failed" in r.advice
+            if "failed" in r.advice:                # compare named a heavier load that never finished
+                why, advice = "but a heavier load failed", f"; advice: {r.advice}"
+            else:
+                why, advice = "a heavier simulated load, if any, delivered less throughput", ""
+                if r.advice and not thrashes:
+                    advice = (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load may "
+                              "meet the tier with more)")
             para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load on "
-                 "the frontier is the answer (" + ("but a heavier load failed" if failed else
-                                                   "a heavier simulated load, if any, delivered less throughput") + ")"
-                 + (f"; advice: {r.advice}" if failed else f"; advice: {r.advice} (its throughput still rises with "
-                    "load, so a heavier load may meet the tier with more)" if r.advice and not thrashes else ""), "  ")
+                 f"the frontier is the answer ({why}){advice}", "  ")
         elif r.tier_throughput_per_gpu > (1 + BRACKET_GAP) * r.throughput_per_gpu:
             para(f"the frontier reaches the tier at {r.tier_throughput_per_gpu:,.0f} tok/s/GPU between this load "
                  f"and the next simulated one ({r.tier_throughput_per_gpu / r.throughput_per_gpu - 1:.0%} more, "
