@@ -42,6 +42,13 @@ def test_a_run_folder_is_not_read_as_an_empty_sweep(tmp_path, sweep_dir):  # noq
         load_records(sweep_dir / "points")
 
 
+def test_a_folder_that_is_no_sweep_is_refused_and_a_started_sweep_reads_empty(tmp_path):
+    with pytest.raises(SpecsimInputError, match="neither points/ nor sweep.json"):     # load_records(".") was []
+        load_records(tmp_path)
+    (tmp_path / "sweep.json").write_text("{}")          # the manifest is written before the first point
+    assert load_records(tmp_path) == []
+
+
 def test_frontiers_of_records_names_what_it_takes(sweep_dir):  # noqa: F811
     with pytest.raises(SpecsimInputError, match="seed_spread frame"):
         frontiers(load_records(sweep_dir))

@@ -88,7 +88,9 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
     read as that rerun, never as an average of the old and new versions.
 
     Raises:
-        SpecsimInputError: reading the whole folder (``ids`` None) and ``out_dir`` is not a folder.
+        SpecsimInputError: reading the whole folder (``ids`` None) and ``out_dir`` is not a sweep's folder (no
+            such folder; one run's folder; a sweep's points/ folder; a folder with neither points/ nor the
+            manifest ``sweep.json``: a sweep that has written its manifest but no point yet reads as no records).
     """
     if ids is None and not Path(out_dir).is_dir():
         raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (its --out)", "no such folder")
@@ -99,6 +101,9 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
     if ids is None and not d.is_dir() and Path(out_dir).resolve().name == "points":
         raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (specsim sweep --out)",
                                 f"its points/ folder: pass {Path(out_dir).resolve().parent}")
+    if ids is None and not d.is_dir() and not (Path(out_dir) / "sweep.json").is_file():
+        raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (specsim sweep --out)",
+                                "a folder with neither points/ nor sweep.json")
     if ids is not None:
         paths = [d / f"{i}.json" for i in ids]
     else:

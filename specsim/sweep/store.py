@@ -124,7 +124,7 @@ def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, po
     ids = [p.id for p in points]
     # the records replaced so far stay replaced when a later sweep runs other points (the latest sweep's own
     # points excepted: a rerun of an earlier version makes it current again)
-    recs = load_records(d, latest=False)
+    recs = load_records(d, latest=False) if points_dir(d).is_dir() else []     # a new folder has no records yet
     replaced = (superseded_ids(d, recs) | set(superseded(recs, set(ids)))) - set(ids)
     man = {"spec": asdict(spec), "scenario": scenario.to_dict(), "scenario_hash": scenario.hash(),
            "scenario_source": scenario.source, "trace": str(getattr(trace, "source", None)),
