@@ -188,3 +188,22 @@ def test_the_kv_manager_takes_and_returns_the_state_blocks():
                    drafts_verified=0, drafts_accepted=0, last_verify_len=-1, last_accepted=-1, last_emit_s=0.0)])
     kv.free(s, 0)
     assert kv.pool.num_free == 100
+
+
+def test_a_plain_table_whose_weights_do_not_fit_its_gpu_is_refused_at_the_default_capacity():
+    # Llama-2-70B in FP16 on one 80 GB H100: 138 GB of weights (a fresh user's report: it ran at 110,000 tokens)
+    sc = load_scenario(overrides=["profile.name=h100-llama2-70b-tp1"])
+    with pytest.raises(SpecsimInputError, match="weights fit its GPUs") as e:
+        kv_capacity(sc, None, gamma=7)
+    assert e.value.field == "cluster.kv_capacity_tokens" and "137.98 GB" in str(e.value)
+    forced = kv_capacity(load_scenario(overrides=["profile.name=h100-llama2-70b-tp1",
+                                                  "cluster.kv_capacity_tokens=110000"]), None, gamma=7)
+    assert (forced.tokens, forced.source) == (110000, "kv_capacity_tokens")       # set: the user's call
+
+
+def test_the_default_capacity_says_what_the_profiles_gpus_would_hold():
+    eight = kv_capacity(load_scenario(overrides=["profile.name=h100-llama2-70b-tp8"]), None, gamma=0)
+    assert eight.source == "default" and eight.memory_tokens > 10 * eight.tokens
+    assert "less than the GPUs would hold" in eight.describe() and f"{eight.memory_tokens:,}" in eight.describe()
+    one = kv_capacity(load_scenario(), None, gamma=7)     # Llama-2-7B on one H100: the default is sized for it
+    assert abs(one.memory_tokens - one.tokens) <= 0.1 * one.tokens and "GPUs" not in one.describe()

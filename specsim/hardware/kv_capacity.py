@@ -52,6 +52,8 @@ class KvCapacity:
         drafter_kv_fraction: the drafter's KV per target KV token charged from the pool.
         state_blocks: blocks each running request holds for its linear-attention state (0 without such layers).
         state_bytes: the bytes behind ``state_blocks`` per request per GPU (all its state copies), 0 without.
+        memory_tokens: at the default capacity, the tokens the profile's model and GPUs would hold at vLLM's
+            0.9 (:func:`_plain_table_memory`), None where its metadata cannot say or the capacity is not the default.
         gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens,
         kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived.
     """
@@ -72,6 +74,7 @@ class KvCapacity:
     profile: str | None = None
     state_blocks: int = 0
     state_bytes: float = 0.0
+    memory_tokens: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
@@ -92,12 +95,22 @@ class KvCapacity:
                   f"({self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
-            return f"{head} from {where}{share}"
+            return f"{head} from {where}{share}{self._memory_note()}"
         gb = 1e9
         return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
                 f"{self.weights_bytes / gb:.2f} GB - activation reserve {self.activation_bytes / gb:.2f} GB "
                 f"[T x (2 hidden + 2 ffn/tp) x dtype + T x vocab x 4 B, T = {self.activation_tokens}]) / "
                 f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks{share}")
+
+
+    def _memory_note(self) -> str:
+        """At the default capacity, what the profile's GPUs would hold (:attr:`memory_tokens`), when it differs."""
+        m = self.memory_tokens
+        if m is None or abs(m - self.tokens) <= 0.1 * self.tokens:
+            return ""
+        how = "more than the GPUs can hold" if m < self.tokens else "less than the GPUs would hold"
+        return (f" ({how}: this profile's model and GPUs hold {m:,} tokens at vLLM's gpu_memory_utilization "
+                f"{STEP_MODEL_UTILIZATION}; set cluster.gpu_memory_utilization=0.9 to use that)")
 
 
 def _model_shape(profile: StepTimeProfile):
@@ -206,17 +219,48 @@ def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:
 
 
 def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fraction: float) -> KvCapacity:
-    """:func:`kv_capacity` without the linear-attention state: the default, or derived from the memory."""
+    """:func:`kv_capacity` without the linear-attention state: the default, or derived from the memory.
+
+    A plain table at the default capacity is still checked against its GPUs where its metadata gives the model's
+    shape and a GPU of known memory (:func:`_plain_table_memory`): weights that leave no room for a KV block at
+    vLLM's 0.9 are refused, and what the memory would hold is kept beside the default (``memory_tokens``)."""
     c = sc.cluster
     utilization = c.gpu_memory_utilization
     if utilization is None:
         if sm is None:                           # a plain table: the default capacity (sized for Llama-2-7B)
-            return KvCapacity(DEFAULT_KV_CAPACITY_TOKENS, "default", c.block_size, drafter_kv_fraction)
+            return KvCapacity(DEFAULT_KV_CAPACITY_TOKENS, "default", c.block_size, drafter_kv_fraction,
+                              memory_tokens=_plain_table_memory(sc, prof, gamma))
         utilization = STEP_MODEL_UTILIZATION     # a step-model profile knows its model and GPU: derive
+    d = _derivation(sc, prof, sm, gamma, utilization)
+    if d["tokens"] < c.block_size:
+        raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
+                                f"room for at least one KV block: {_no_room(d)} (raise the profile's TP/EP or use "
+                                "a smaller weight dtype)",
+                                repr(c.gpu_memory_utilization) if c.gpu_memory_utilization is not None
+                                else f"unset (vLLM's default {STEP_MODEL_UTILIZATION} assumed)")
+    return KvCapacity(d["tokens"], "gpu_memory_utilization", c.block_size, drafter_kv_fraction, d["gpu"], d["mem"],
+                      utilization, d["weights"], d["act"], d["t"], float(d["per_token"]), d["model"].name, d["tp"],
+                      prof.source)
+
+
+def _no_room(d: dict) -> str:
+    """The memory sum of a derivation, as error messages quote it."""
+    return (f"{d['gpu']} {d['mem'] / 1e9:.1f} GB x {d['utilization']:g} - weights {d['weights'] / 1e9:.2f} GB - "
+            f"activation reserve {d['act'] / 1e9:.2f} GB leaves {d['free'] / 1e9:.2f} GB")
+
+
+def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization: float) -> dict[str, Any]:
+    """vLLM's memory rule (:class:`KvCapacity`) at ``utilization``: its inputs and ``tokens`` (floored to blocks; 0
+    when nothing is left). A step-model profile gives its shape, dtypes, TP/EP and GPU datasheet; a plain table
+    its metadata.
+
+    Raises:
+        SpecsimInputError: a plain table's metadata lacks the model's shape or names no GPU of known memory.
+    """
+    c = sc.cluster
     t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
-    if sm is not None:                   # a step-model profile: its shape, dtypes, TP/EP and GPU datasheet
+    if sm is not None:
         model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.name, sm.gpu.memory_bytes
-        dtype_bytes = BYTES_PER_DTYPE[model.kv_dtype]
         weights = model.weight_bytes(sm.tp, sm.ep)
         per_token = model.kv_bytes_per_token(sm.tp)
     else:
@@ -233,13 +277,28 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
     act = t * (2 * model.hidden + 2 * model.ffn / tp) * 2 + t * model.vocab * 4
     free = mem * utilization - weights - act
     tokens = int(max(free, 0) // per_token) // c.block_size * c.block_size
-    if tokens < c.block_size:
-        raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
-                                f"room for at least one KV block: {gpu} {mem / 1e9:.1f} GB x "
-                                f"{utilization:g} - weights {weights / 1e9:.2f} GB - activation reserve "
-                                f"{act / 1e9:.2f} GB leaves {free / 1e9:.2f} GB (raise the profile's TP/EP or use "
-                                "a smaller weight dtype)",
-                                repr(c.gpu_memory_utilization) if c.gpu_memory_utilization is not None
-                                else f"unset (vLLM's default {STEP_MODEL_UTILIZATION} assumed)")
-    return KvCapacity(tokens, "gpu_memory_utilization", c.block_size, drafter_kv_fraction, gpu, mem,
-                      utilization, weights, act, t, float(per_token), model.name, tp, prof.source)
+    return {"tokens": tokens, "gpu": gpu, "mem": mem, "utilization": utilization, "weights": weights, "act": act,
+            "t": t, "per_token": per_token, "model": model, "tp": tp, "free": free}
+
+
+def _plain_table_memory(sc: Scenario, prof: StepTimeProfile, gamma: int) -> int | None:
+    """Tokens a plain table's model and GPUs would hold at vLLM's 0.9 (:func:`_derivation`), None where its
+    metadata cannot say (no model shape, no GPU of known memory): the default capacity is then taken as it is.
+
+    Raises:
+        SpecsimInputError: the weights leave no room for one KV block (a 70B model in BF16 on one 80 GB GPU):
+            the deployment cannot run, whatever the default capacity says (a fresh user's report: it ran at
+            110,000 tokens without a word). Setting ``cluster.kv_capacity_tokens`` runs the table anyway.
+    """
+    try:
+        d = _derivation(sc, prof, None, gamma, STEP_MODEL_UTILIZATION)
+    except SpecsimInputError:
+        return None
+    if d["tokens"] < sc.cluster.block_size:
+        raise SpecsimInputError(prof.source, None, "cluster.kv_capacity_tokens",
+                                f"a deployment whose weights fit its GPUs: the profile's metadata says "
+                                f"{d['model'].name} at TP {d['tp']}, and {_no_room(d)} for the KV cache, so no "
+                                "engine could serve it (use a profile at a larger TP, or set "
+                                "cluster.kv_capacity_tokens to run the table's step times anyway)",
+                                f"unset (the default {DEFAULT_KV_CAPACITY_TOKENS:,} tokens)")
+    return d["tokens"]
