@@ -30,16 +30,21 @@ def test_paired_margin_three_seeds_hand_computed():
 
 
 def test_paired_margin_two_seeds_and_one_seed():
-    # differences 1, 3: t = 2 / (sqrt 2 / sqrt 2) = 2 on 1 df, sf = 1/2 - atan(2) / pi = 0.1476: within noise
+    # differences 1, 3: t = 2 / (sqrt 2 / sqrt 2) = 2 on 1 df, sf = 1/2 - atan(2) / pi = 0.1476 (shown; untested)
     m = paired_margin({0: 11.0, 1: 13.0}, {0: 10.0, 1: 10.0})
     assert m.p_value == pytest.approx(0.5 - math.atan(2.0) / math.pi, rel=1e-9) and not m.holds
-    assert m.verdict.startswith("within noise")
+    assert m.verdict == "untested (p=0.15, 2 seeds; a test needs 3)"
     # seeds pair by key; a seed missing on one side or NaN drops out; one seed left: no test
     one = paired_margin({0: 11.0, 1: float("nan"), 2: 5.0}, {0: 10.0, 1: 10.0})
     assert one.num_seeds == 1 and not one.holds and one.verdict == "one seed" and math.isnan(one.p_value)
     # equal differences: no spread, the margin holds when they are positive
-    flat = paired_margin(np.array([2.0, 3.0]), np.array([1.0, 2.0]))
-    assert flat.holds and flat.verdict == "holds (no spread, 2 seeds)"
+    flat = paired_margin(np.array([2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0]))
+    assert flat.holds and flat.verdict == "holds (no spread, 3 seeds)"
+    # two seeds: the p-value is shown, the lead is untested (a fresh user read p = 0.042 on 2 seeds as settled)
+    two = paired_margin({0: 110.0, 1: 120.1}, {0: 100.0, 1: 110.0})
+    assert two.p_value < 0.05 and not two.holds
+    assert two.verdict == f"untested (p={two.p_value:.2g}, 2 seeds; a test needs 3)"
+    assert not paired_margin(np.array([2.0, 3.0]), np.array([1.0, 2.0])).holds      # no spread, two seeds
     assert paired_margin({}, {}).verdict == "no common seed"
     with pytest.raises(ValueError, match="equal lengths"):
         paired_margin(np.ones(2), np.ones(3))
@@ -75,7 +80,8 @@ def test_a_consistent_lead_under_two_percent_is_called_small():
     the seeds uphold but under TIE_MARGIN says so."""
     rows = pd.DataFrame([(100.0, "dspark-async", 603.0), (100.0, "static", 601.2)],
                         columns=["tier", "curve", "throughput_per_gpu"])
-    per_seed = {(100.0, "dspark-async"): {0: 602.0, 1: 604.0}, (100.0, "static"): {0: 600.2, 1: 602.2}}
+    per_seed = {(100.0, "dspark-async"): {0: 602.0, 1: 604.0, 2: 603.0},
+                (100.0, "static"): {0: 600.2, 1: 602.2, 2: 601.3}}
     top = winners(mark_winners(rows, per_seed)).iloc[0]
     assert top.margin_holds and top.margin_verdict.startswith("holds") and top.margin_verdict.endswith("a lead under 2%")
 

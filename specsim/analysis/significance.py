@@ -8,10 +8,11 @@ The rule, :func:`paired_margin`:
 * the margin holds when a one-sided paired t-test of a - b > 0 over those seeds gives p < ``ALPHA``
   (``scipy.stats.ttest_rel(a, b, alternative="greater")``; Student 1908, the paired form). With zero
   spread of the differences the test is undefined: the margin then holds when every difference is > 0;
-* with one common seed there is no test: the verdict says "one seed" and ``holds`` is False.
-
-Two seeds give a t-test with one degree of freedom (critical t = 6.31 at 5% one-sided), so a margin
-rarely holds on two seeds: the rule says so rather than guess.
+* with one common seed there is no test: the verdict says "one seed" and ``holds`` is False;
+* with fewer than :data:`MIN_SEEDS` (two) the test's p-value is shown but the margin is ``untested``, ``holds``
+  False: a t-test on one degree of freedom rests on a spread estimated from two differences and on their
+  normality, which two values cannot show (a fresh user read "holds (p=0.042, 2 seeds)" for a +1.2% lead
+  as settled). Three seeds are the least that can uphold a lead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import numpy as np
 #: Significance level of the one-sided paired t-test.
 ALPHA = 0.05
 
+#: The fewest common seeds whose paired test can uphold a margin (module docstring).
+MIN_SEEDS = 3
+
 
 @dataclass(frozen=True)
 class Margin:
@@ -34,7 +38,7 @@ class Margin:
         mean_diff: mean of the per-seed differences, in the values' unit (tok/s/GPU for throughput).
         num_seeds: seeds where both values are defined.
         p_value: one-sided paired t-test p-value (NaN with fewer than two seeds).
-        holds: the margin holds by the rule (False with one seed).
+        holds: the margin holds by the rule (False with fewer than :data:`MIN_SEEDS` seeds).
         seed_wins: seeds where the winner's value is larger.
     """
 
@@ -47,12 +51,15 @@ class Margin:
 
     @property
     def verdict(self) -> str:
-        """``holds (p=0.012, 3 seeds)``, ``within noise (p=0.31, 2 seeds)``, ``one seed`` or ``no common seed``."""
+        """``holds (p=0.012, 3 seeds)``, ``within noise (p=0.31, 4 seeds)``, ``untested (p=0.042, 2 seeds; a test
+        needs 3)``, ``one seed`` or ``no common seed``."""
         if self.num_seeds == 0:
             return "no common seed"
         if self.num_seeds == 1:
             return "one seed"
         p = f"p={self.p_value:.2g}" if math.isfinite(self.p_value) else "no spread"
+        if self.num_seeds < MIN_SEEDS:
+            return f"untested ({p}, {self.num_seeds} seeds; a test needs {MIN_SEEDS})"
         return f"{'holds' if self.holds else 'within noise'} ({p}, {self.num_seeds} seeds)"
 
 
@@ -91,7 +98,8 @@ def paired_margin(winner: dict[int, float] | np.ndarray, runner_up: dict[int, fl
     wins = int((diff > 0).sum())
     if n == 1:
         return Margin(margin, float(diff[0]), 1, nan, False, wins)
+    enough = n >= MIN_SEEDS
     if np.ptp(diff) == 0:                                 # no spread: the t statistic is undefined
-        return Margin(margin, float(diff.mean()), n, nan, bool(diff[0] > 0), wins)
+        return Margin(margin, float(diff.mean()), n, nan, enough and bool(diff[0] > 0), wins)
     p = float(stats.ttest_rel(a, b, alternative="greater").pvalue)
-    return Margin(margin, float(diff.mean()), n, p, bool(p < ALPHA), wins)
+    return Margin(margin, float(diff.mean()), n, p, enough and bool(p < ALPHA), wins)

@@ -130,7 +130,7 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None, fix
     if multi:
         notes.append("+-std, seeds: standard deviation over the seeds whose own frontier reaches the tier; wins: "
                      "seeds where the pick beats the runner-up; signif.: the lead holds by a one-sided paired t-test "
-                     "over seeds (p < 0.05; the rule compare uses).")
+                     "over seeds (p < 0.05 on 3 seeds or more; the rule compare uses).")
     return fmt.table(cols, rows, keys=1, width=width, notes=notes,
                      title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
 

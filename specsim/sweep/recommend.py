@@ -376,11 +376,15 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             why = " or ".join(([f"your engine cannot run {r.curve} exactly"] if inexact else [])
                               + (["this point thrashes"] if thrashes else []))
             para(f"a tie as far as this sweep can tell: {r.runner_up} delivers within {abs(r.margin):.1%} at this tier"
-                 + (" (one seed: sweep --seeds 3 to judge it)" if r.margin_verdict == "one seed" else "")
+                 + (" (one seed: sweep --seeds 3 to judge it)" if r.margin_verdict == "one seed" else
+                    " (two seeds: sweep --seeds 3 to judge it)" if r.margin_verdict.startswith("untested") else "")
                  + (f"; where {why}, the runner-up gives up nothing measurable" if why else "; either serves"), "  ")
         elif r.runner_up and r.margin is not None and r.margin_verdict.startswith("within noise"):
             para(f"not settled: the {r.margin:+.1%} lead over {r.runner_up} is within the seeds' noise; more seeds "
                  "(sweep --seeds) would settle it", "  ")
+        elif r.runner_up and r.margin is not None and r.margin_verdict.startswith("untested"):
+            para(f"not settled: two seeds cannot test the {r.margin:+.1%} lead over {r.runner_up}; a third "
+                 "(sweep --seeds 3) would", "  ")
         if thrashes:
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
