@@ -369,3 +369,25 @@ def test_the_per_all_gpus_factor_of_a_fleet_sized_prefill_pool_is_not_zero():
     note = per_all_gpus_note((1, 2048))
     assert "x0.00049" in note and "sized for a whole fleet" in note
     assert "sized for a whole fleet" not in per_all_gpus_note((1, 1))
+
+
+def test_a_tier_met_by_the_mean_alone_says_what_share_of_requests_meets_it():
+    """A fresh user's report: recommend named a point at 133.9 TPS/user for tier 100 where only 67-72% of the
+    requests ran at >= 100 TPS/user, and never said so. Attainment is the share of the point's requests at or
+    above the tier (seed mean); below 90% the text names the load where nine in ten meet it."""
+    recs = []
+    for seed in (0, 1):
+        for load, tps, thr in ((4, [210.0, 190.0, 180.0, 170.0], 40.0), (16, [150.0, 140.0, 60.0, 50.0], 160.0)):
+            r = rec("static", load, seed, sum(tps) / 4, thr)
+            r["requests"] = {"tps_per_user": tps, "output_tokens": [10] * 4}
+            recs.append(r)
+    (r,) = recommend(recs, [100.0])
+    assert (r.load, r.attainment) == (16.0, 0.5)                  # mean 100 TPS/user meets the tier; half its users
+    assert (r.attained_load, r.attained_throughput_per_gpu, r.attained_share) == (4.0, 40.0, 1.0)
+    text = " ".join(recommendations_text([r], width=100).split())
+    assert ("caution: the tier is met by the mean: 50% of this point's requests run at >= 100 TPS/user; for 90% of "
+            "them, static at closed load 4 delivers 40 tok/s/GPU (100% meet it") in text
+    assert json.loads(json.dumps(r.to_dict()))["attainment"] == 0.5
+    full = recommend(recs, [40.0])[0]                                        # every request meets 40
+    assert full.attainment == 1.0 and full.attained_load is None
+    assert "met by the mean" not in recommendations_text([full], width=100)

@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers
+from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers, sla_table
 from specsim.analysis.metrics import THRASHING_SHARE, prefill_bound
 from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
@@ -93,6 +93,13 @@ class Recommendation:
             (:func:`specsim.analysis.metrics.prefill_bound`) the text warns that the prefill pool limits it.
         status, advice: the winner's frontier status at the tier (``covered``: every frontier point runs faster
             than the tier, so its heaviest load is the answer) and compare's load advice ("" when none).
+        attainment: the share of that point's measured requests whose own TPS/user meets the tier (seed mean;
+            :func:`specsim.analysis.frontier.sla_table`): the tier is met by the mean TPS/user, so a point can
+            meet it while a third of its users run slower (a fresh user's report). None without per-request
+            records.
+        attained_load, attained_throughput_per_gpu, attained_share: the curve's load with the most throughput
+            among those where at least :data:`ATTAINMENT_GOAL` of the requests meet the tier (its tok/s/GPU and
+            attainment, seed means); None where no load does or the point itself does.
     """
 
     tier: float
@@ -113,6 +120,10 @@ class Recommendation:
     ttft_ms: float | None = None
     status: str = ""
     advice: str = ""
+    attainment: float | None = None
+    attained_load: float | None = None
+    attained_throughput_per_gpu: float | None = None
+    attained_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,6 +157,9 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
     table = compare(records, tiers)
     df = results_frame(records)
     spread = seed_spread(df)
+    sla = sla_table(records, sorted(set(table.tier)))
+    thr = spread.set_index(["curve", "load"])[f"{Y}_mean"]
+    sla["throughput_per_gpu"] = [thr.get((c, ld), np.nan) for c, ld in zip(sla.curve, sla.load)]
     out = []
     for _, w in winners(table).iterrows():
         ids = df[(df.curve == w.curve) & (df.status == "ok")].id
@@ -166,8 +180,30 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         at = _at_point(df, w.curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
+        _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
+
+
+#: The share of requests that must meet a tier for :class:`Recommendation` to name a load as serving it to
+#: (nearly) every user: nine in ten, a p10 TPS/user at the tier.
+ATTAINMENT_GOAL = 0.9
+
+
+def _attainment(rec: Recommendation, sla) -> None:
+    """Fill ``rec``'s attainment fields from the curve's rows of :func:`sla_table` at its tier (seed means)."""
+    here = sla[sla.load == rec.load].attainment
+    if here.empty or not np.isfinite(here.iloc[0]):
+        return
+    rec.attainment = float(here.iloc[0])
+    if rec.attainment >= ATTAINMENT_GOAL:
+        return
+    good = sla[(sla.attainment >= ATTAINMENT_GOAL) & sla.throughput_per_gpu.notna()]
+    if good.empty:
+        return
+    best = good.loc[good.throughput_per_gpu.idxmax()]
+    rec.attained_load, rec.attained_share = float(best.load), float(best.attainment)
+    rec.attained_throughput_per_gpu = float(best.throughput_per_gpu)
 
 
 def _at_point(df, curve: str, load: float):
@@ -353,6 +389,14 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
+        if r.attainment is not None and r.attainment < ATTAINMENT_GOAL:
+            para(f"caution: the tier is met by the mean: {r.attainment:.0%} of this point's requests run at "
+                 f">= {r.tier:g} TPS/user; " + (
+                     f"for {ATTAINMENT_GOAL:.0%} of them, {r.curve} at {r.mode} load {r.attained_load:g} delivers "
+                     f"{r.attained_throughput_per_gpu:,.0f} tok/s/GPU ({r.attained_share:.0%} meet it; compare's "
+                     "goodput* column gives each curve's best goodput at the tier)" if r.attained_load is not None else
+                     f"no simulated load of this curve gets {ATTAINMENT_GOAL:.0%} of its requests there (lighter "
+                     "loads, or a lower tier, would)"), "  ")
         thrashes = r.recomputed_share > THRASHING_SHARE
         if r.status == "covered":
             if "failed" in r.advice:                # compare named a heavier load that never finished
