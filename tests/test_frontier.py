@@ -401,3 +401,22 @@ def test_a_tier_no_request_meets_shows_no_best_goodput_load(regression_dir):
     for _, r in tab.iterrows():
         cells = dict(zip(cols, _compare_row(r, False, False)[-5:]))
         assert cells["goodput*"] == "0" and cells["load*"] == "-"
+
+
+def test_a_tier_the_baseline_meets_only_at_its_lightest_load_is_noted():
+    """A fresh user's report: +3,666% over ``none`` at tier 150, where none met the tier only at one user (152.1
+    TPS/user). compare notes such tiers (text and --json warnings), naming the baseline's lightest point."""
+    from specsim.analysis.frontier import baseline_edge_notes
+
+    recs = [fake_record("none", 1, 0, 152.1, 149.0, [152.1], [10]),
+            fake_record("none", 4, 0, 130.9, 515.0, [130.9], [10]),
+            fake_record("dspark", 1, 0, 600.0, 500.0, [600.0], [10]),
+            fake_record("dspark", 16, 0, 200.0, 6000.0, [200.0], [10])]
+    for r in recs[2:]:
+        r["config"]["knobs"] = {"gamma": 7, "drafter": "dspark"}
+    tab = compare(recs, [100.0, 140.0, 152.1, 160.0], baseline="none")
+    assert sorted(tab.attrs["baseline_edge"]) == [140.0, 152.1]      # 100: met at load 4 too; 160: not at all
+    (note, _) = baseline_edge_notes(tab)
+    assert note.startswith("note: at tier 140 the baseline none meets the tier only at its lightest load, 1 "
+                           "(152.1 TPS/user, 149 tok/s/GPU)")
+    assert baseline_edge_notes(compare(recs, [140.0])) == []                   # no baseline, no note
