@@ -115,6 +115,7 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
     if not hasattr(trace, "arrival_s"):
         raise SpecsimInputError(None, None, "trace", "a Trace (specsim.workload.load_trace(path)) or a JSONL path",
                                 type(trace).__name__)
+    _check_fixed_drafting(policy, gamma, drafter)
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
                        record_step_log=record_step_log, metric_percentiles=tuple(metric_percentiles))
@@ -122,6 +123,28 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
     except SpecsimInputError as e:
         raise _misspelt_argument(e, knobs) from None
+
+
+#: Policies whose drafting is fixed: (gamma, drafter) each runs with, as ``specsim run`` refuses other values.
+FIXED_DRAFTING = {"none": (0, "none"), "mtp1": (1, "mtp")}
+
+
+def _check_fixed_drafting(policy: Any, gamma: int | None, drafter: str | None) -> None:
+    """Refuse a ``gamma`` or ``drafter`` that ``none`` or ``mtp1`` would ignore (``mtp1`` is the MTP drafter at
+    gamma 1; a fresh user's ``simulate(tr, "mtp1", gamma=5, drafter="eagle3")`` ran gamma 1 with MTP in silence,
+    where ``specsim run`` refuses the same flags).
+
+    Raises:
+        SpecsimInputError: naming ``gamma`` or ``drafter``.
+    """
+    if not isinstance(policy, str) or policy not in FIXED_DRAFTING:
+        return
+    g, d = FIXED_DRAFTING[policy]
+    for name, value, fixed in (("gamma", gamma, g), ("drafter", drafter, d)):
+        if value is not None and value != fixed:
+            what = "it never drafts" if policy == "none" else "it is the mtp drafter at gamma 1"
+            raise SpecsimInputError(None, None, name, f"no {name} other than {fixed!r} with policy {policy!r} ({what}; "
+                                    "'static' takes any gamma and drafter)", plain(value))
 
 
 def _misspelt_argument(error: SpecsimInputError, knobs: dict[str, Any]) -> SpecsimInputError:

@@ -610,8 +610,20 @@ def test_a_gamma_a_policy_overrides_is_said_to_be_unused():
     """simulate(trace, "mtp1", gamma=7) ran gamma 1 without a word (a researcher's report)."""
     from specsim.workload import synth_trace
 
+    from specsim.run_config import RunConfig
+    from specsim.scenario import load_scenario
+    from specsim.simulation import run
+
     trace = synth_trace(20, 10.0, seed=3)
-    fixed = simulate(trace, "mtp1", gamma=7)
+    # simulate refuses it as `specsim run --gamma 7 --policy mtp1` does (a fresh user's report: gamma 5 and
+    # drafter eagle3 ran as gamma 1 with MTP); a RunConfig run says so in its notices
+    for kw in ({"gamma": 7}, {"drafter": "eagle3"}):
+        with pytest.raises(SpecsimInputError, match="with policy 'mtp1' .it is the mtp drafter at gamma 1"):
+            simulate(trace, "mtp1", **kw)
+    with pytest.raises(SpecsimInputError, match="no gamma other than 0 with policy 'none'"):
+        simulate(trace, "none", gamma=3)
+    assert simulate(trace, "mtp1", gamma=1, drafter="mtp").summary["gamma"] == 1
+    fixed = run(trace, RunConfig(policy="mtp1", scenario=load_scenario(), gamma=7))
     assert fixed.summary["gamma"] == 1
     assert "policy mtp1 fixes gamma 1 (its drafter's); the gamma 7 given is not used" in \
         fixed.summary["profile_range"]["notices"]
