@@ -102,5 +102,6 @@ def test_a_run_says_when_its_profile_charges_no_speculation_overhead_or_is_super
     s = simulate(_trace(), "dspark", half, seed=0).summary
     assert "0 ms per speculative step + 0.084 ms per running request, spec_step_s from the scenario, " \
         "spec_request_s from vLLM issue 49548's sourced defaults" in notices(s)
-    old = load_scenario(overrides=["profile.name=h100-deepseek-v3-tp1-analytic"])
+    old = load_scenario(overrides=["profile.name=h100-deepseek-v3-tp1-analytic",      # weights beyond one GPU:
+                                   "cluster.kv_capacity_tokens=110000"])           # runs only with a set capacity
     assert "superseded by h200-deepseek-v3-tp8-terms" in notices(simulate(_trace(), "none", old, seed=0).summary)
