@@ -147,6 +147,10 @@ def _check_fixed_drafting(policy: Any, gamma: int | None, drafter: str | None) -
                                     "'static' takes any gamma and drafter)", plain(value))
 
 
+#: ``specsim run`` options that are no argument of :func:`simulate`, with what the API does instead.
+CLI_ONLY = {"num_requests": "the trace's first N requests as simulate(trace.head(N), ...) (the CLI's --num-requests)"}
+
+
 def _misspelt_argument(error: SpecsimInputError, knobs: dict[str, Any]) -> SpecsimInputError:
     """``error`` itself, or, where it refuses a knob whose name is close to one of :func:`simulate`'s own
     arguments (``concurency``), an error that names that argument: the extra keyword arguments of ``simulate`` go
@@ -155,6 +159,10 @@ def _misspelt_argument(error: SpecsimInputError, knobs: dict[str, Any]) -> Specs
     knob = field.rsplit(", knob ", 1)[-1] if ", knob " in field else None
     if knob not in knobs or "closest valid" in str(error.expected):      # a knob's own typo stays the knob's
         return error
+    if knob in CLI_ONLY:
+        return SpecsimInputError(None, None, knob, f"{CLI_ONLY[knob]}: simulate() has no such argument, and every "
+                                 f"other keyword argument goes to the policy as a knob ({error.expected})",
+                                 plain(knobs[knob]))
     params = [n for n in inspect.signature(simulate).parameters if n not in ("knobs", "trace")]
     match = closest(knob, params)
     if match is None:

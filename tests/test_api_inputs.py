@@ -83,6 +83,8 @@ def test_a_misspelt_simulate_argument_is_named_as_such():
     assert e.value.field == "concurency"
     with pytest.raises(SpecsimInputError, match="closest valid: 'early_stop'"):    # a knob's typo stays the knob's
         simulate(tr, "dspark", early_stp="hull")
+    with pytest.raises(SpecsimInputError, match=r"simulate\(trace.head\(N\), ...\) \(the CLI's --num-requests\)"):
+        simulate(tr, "dspark", num_requests=2)              # a CLI option: reported as dspark's knob before
 
 
 def test_the_report_names_a_runner_up_that_is_the_baseline_once(sweep_dir, tmp_path):  # noqa: F811
@@ -153,3 +155,15 @@ def test_more_api_inputs_a_second_fresh_user_tried(sweep_dir, tmp_path):  # noqa
     assert rep.path == tmp_path / "r.html" and rep.path.is_file()
     html = rep.path.read_text()
     assert "Measured on 2 GPUs." in html and "GPUs.." not in html
+
+
+def test_the_everyday_api_is_reachable_from_the_package():
+    """A fresh user's ``import specsim; specsim.simulate`` was an AttributeError."""
+    import specsim
+    from specsim.analysis.frontier import compare as compare_fn
+    from specsim.simulation import simulate
+
+    assert specsim.simulate is simulate and specsim.compare is compare_fn
+    assert {"simulate", "load_trace", "load_scenario", "run_sweep"} <= set(dir(specsim)) & set(specsim.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'simulat'"):
+        specsim.simulat  # noqa: B018
