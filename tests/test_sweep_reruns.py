@@ -325,3 +325,23 @@ def test_sweep_notes_what_gamma_values_do_not_change(tmp_path, capsys):
     assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "sw2"), "--policies", "static",
                  "--gamma", "3", "--concurrency", "2", "--executor", "serial", "--quiet"]) == 0
     assert "fixes gamma" not in (err := capsys.readouterr().err) and "at gamma 0" not in err
+
+
+def test_a_sweep_of_another_trace_that_would_leave_the_folder_mixed_is_refused(tmp_path, capsys):
+    """A fresh user swept mtp1 and none on a synthetic trace into a folder of the bundled one: the sweep ran, and
+    compare built curves from both traces (the scenario's change was refused; the trace's was not). Now a sweep
+    that would leave points of another trace beside its own is refused; one that recomputes them all replaces
+    them, as before."""
+    out = tmp_path / "s"
+    assert _sweep(_trace(tmp_path / "a.jsonl", 1), out, "static,none") == 0
+    before = sorted(p.name for p in (out / "points").iterdir())
+    other = _trace(tmp_path / "b.jsonl", 2)
+    capsys.readouterr()
+    assert _sweep(other, out, "none") == 2                          # static's points of a.jsonl would stay
+    err = " ".join(capsys.readouterr().err.split())
+    assert "field 'trace': expected a new --out for another trace" in err and "holds 2 points measured on" in err
+    assert "static at 2, static at 4" in err
+    assert sorted(p.name for p in (out / "points").iterdir()) == before           # nothing run, nothing written
+    assert _sweep(other, out, "static,none") == 0                   # every point again: the rerun replaces them
+    shas = {r["config"]["trace_sha"] for r in load_records(out)}
+    assert len(shas) == 1

@@ -137,7 +137,7 @@ def manifest_point_ids(out_dir: str | Path) -> set[str]:
 VERSION_KEYS = ("trace_sha", "plugin_sha", "profile_sha", "num_requests", "max_sim_s")
 
 
-def _version_free_key(rec: dict[str, Any]) -> str:
+def version_free_key(rec: dict[str, Any]) -> str:
     """A record's configuration without :data:`VERSION_KEYS`: the point it measures (scenario, policy, knobs,
     load, seed)."""
     return canonical_sha({k: v for k, v in rec["config"].items() if k not in VERSION_KEYS})
@@ -148,8 +148,8 @@ def superseded(records: list[dict[str, Any]], latest_ids: set[str]) -> list[str]
     knobs, load, seed) measured on another version of the trace, plug-in or profile, or with another number of
     requests or time limit (a rerun with other ``--requests-per-user``), so that one seed is never counted
     twice."""
-    latest_keys = {_version_free_key(r) for r in records if r["id"] in latest_ids}
-    return [r["id"] for r in records if r["id"] not in latest_ids and _version_free_key(r) in latest_keys]
+    latest_keys = {version_free_key(r) for r in records if r["id"] in latest_ids}
+    return [r["id"] for r in records if r["id"] not in latest_ids and version_free_key(r) in latest_keys]
 
 
 def superseded_ids(out_dir: str | Path, records: list[dict[str, Any]]) -> set[str]:

@@ -213,8 +213,8 @@ def run(
     trace: Path = typer.Option(..., "--trace", help="Request trace (canonical JSONL)."),
     policy: str = typer.Option(DEFAULT_POLICY, "--policy", help="Policy name (list: specsim policies) or "
                                "path/to/file.py:Name. Default dspark-async: of the deployable policies it wins "
-                               "the most SLA tiers across the default, V4-Flash and Qwen3-8B frontiers "
-                               "(docs/policies.md)."),
+                               "the most SLA tiers on docs/policies.md's three frontiers (their KV capacity "
+                               "raised); elsewhere another may win: sweep and compare yours."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     seed: int = typer.Option(0, "--seed", help="The one seed of every random draw."),

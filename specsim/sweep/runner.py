@@ -19,7 +19,7 @@ from specsim.scenario import Scenario
 from specsim.sweep.executors import Executor, get_executor
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
-from specsim.sweep.store import check_same_scenario, finished_ids, write_manifest, write_record
+from specsim.sweep.store import check_same_scenario, check_same_trace, finished_ids, write_manifest, write_record
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *
 
     Raises:
         SpecsimInputError: bad axes, unknown executor, policy, drafter or profile; a missing extra; an
-            ``out_dir`` holding points of another scenario.
+            ``out_dir`` holding points of another scenario, or of another trace that this sweep leaves in place.
     """
     run = get_executor(executor)
     t0 = time.perf_counter()
@@ -122,6 +122,7 @@ def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *
     from specsim.analysis.tiers import DEFAULT_TIERS
 
     check_same_scenario(out_dir, scenario)
+    check_same_trace(out_dir, points, trace)
     write_manifest(out_dir, spec, scenario, trace, points, DEFAULT_TIERS if tiers is None else tiers)
     done, bad = (set(), 0) if force else finished_ids(out_dir, [p.id for p in points], retry_failed)
     tasks = _tasks([p for p in points if p.id not in done], scenario, trace)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from specsim.analysis.sweep_records import (body_checksum, load_records, points_dir, read_manifest, read_record,
-                                            superseded, superseded_ids)
+                                            superseded, superseded_ids, version_free_key)
 from specsim.errors import SpecsimInputError
 from specsim.jsonfiles import jsonable
 
@@ -100,6 +100,38 @@ def check_same_scenario(out_dir: str | Path, scenario: Any) -> None:
                                 "scenario per folder; --scenario and --set change it)",
                                 f"{out_dir} holds points of scenario {old[:12]}, this sweep's is "
                                 f"{scenario.hash()[:12]}")
+
+
+def check_same_trace(out_dir: str | Path, points: Iterable[Any], trace: Any) -> None:
+    """Refuse a sweep that would leave ``DIR`` holding points measured on another trace beside its own: the
+    folder's points that this sweep does not recompute and whose requests are not the first ones of ``trace``
+    (another count of the same trace's requests is another matter: ``specsim sweep`` warns of it). A rerun of
+    the same points after the trace changed replaces them (:func:`specsim.analysis.sweep_records.superseded`). A
+    fresh user swept two curves on a synthetic trace into a folder of the bundled one, and compare then ranked
+    curves built from both (a change of scenario was refused, one of trace was not).
+
+    Raises:
+        SpecsimInputError: naming ``--out``, how many points of another trace would be left, and which.
+    """
+    if not points_dir(out_dir).is_dir():
+        return
+    keys = {version_free_key({"config": p.config}) for p in points}
+    heads: dict[int, str] = {}
+
+    def ours(cfg: dict) -> bool:                        # its requests are the first ones of this trace
+        n = int(cfg.get("num_requests") or len(trace))
+        if n not in heads:
+            heads[n] = trace.head(n).content_hash() if n < len(trace) else trace.content_hash()
+        return cfg.get("trace_sha") == heads[n]
+    left = [r for r in load_records(out_dir) if version_free_key(r) not in keys and not ours(r["config"])]
+    if left:
+        curves = sorted({f"{r['config']['policy']} at {r['config']['load']['value']:g}" for r in left})
+        raise SpecsimInputError("--out", None, "trace",
+                                "a new --out for another trace (compare, recommend and report rank one folder's "
+                                "curves together), or the folder's own curves and loads again on this trace",
+                                f"{out_dir} holds {len(left)} points measured on other requests than this trace's "
+                                f"({', '.join(curves[:4])}{' ...' if len(curves) > 4 else ''}), which this sweep "
+                                "does not recompute")
 
 
 def write_manifest(out_dir: str | Path, spec: Any, scenario: Any, trace: Any, points: Iterable[Any],
