@@ -149,7 +149,7 @@ def sweep(
     num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
     requests_per_user: Optional[int] = typer.Option(
         None, "--requests-per-user", help="Closed loop: at least K requests per user, so that a measuring window opens "
-        "(6-8 on traces/prod.jsonl; too few fail the point: docs/sweeps.md)."),
+        "(8 on traces/prod.jsonl; too few fail the point: docs/sweeps.md)."),
     max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop each run at this simulated time."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
     jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel workers (default: CPU count)."),
