@@ -391,3 +391,31 @@ def test_a_tier_met_by_the_mean_alone_says_what_share_of_requests_meets_it():
     full = recommend(recs, [40.0])[0]                                        # every request meets 40
     assert full.attainment == 1.0 and full.attained_load is None
     assert "met by the mean" not in recommendations_text([full], width=100)
+
+
+def test_think_bound_points_are_named_wherever_the_answer_is_read():
+    """A fresh user's multi-turn closed loop: 8 users of a session trace kept 0.5 requests in the system on average
+    (the rest thinking between turns), every curve read 'covered' and dspark-async +16% over none, with no word
+    that the server was idle. Little's law gives the requests in the system: request throughput x mean E2EL."""
+    from specsim.analysis.metrics import think_bound, think_bound_warning, users_in_system
+    from specsim.analysis.sweep_tables import results_frame, think_bound_points
+    from specsim.cli.sweep_cmd import caution_notes
+
+    assert users_in_system(2.0, 1500.0) == 3.0 and think_bound(8, 2.0, 1500.0) and not think_bound(4, 2.0, 1500.0)
+    assert not think_bound(8, None, 1500.0) and not think_bound(None, 2.0, 1500.0)
+    out = []
+    for seed in (0, 1):
+        for load, x, busy in ((2, 300.0, 1.9), (8, 290.0, 0.5)):
+            r = rec("static", load, seed, x, 10 * load)
+            r["summary"].update(request_throughput=1.0, mean_e2el_ms=1000.0 * busy)
+            out.append(r)
+    df = results_frame(out)
+    assert think_bound_points(df) == ["static at 8", "static at 8"]
+    assert any("think-bound at 2 points (static at 8)" in n for n in caution_notes(df))
+    got = recommend(out, [200.0])[0]
+    assert got.load == 8 and got.users_in_system == pytest.approx(0.5)
+    text = " ".join(recommendations_text([got], width=200).split())
+    assert "caution: this point is think-bound (0.5 of its 8 users had a request in the system on average" in text
+    s = {"load": {"mode": "closed", "concurrency": 8}, "window": {"request_throughput": 1.0, "mean_e2el_ms": 500.0}}
+    assert think_bound_warning(s).startswith("warning: think-bound: 0.5 of the 8 users")
+    assert think_bound_warning({**s, "load": {"mode": "open"}}) is None

@@ -398,6 +398,38 @@ def prefill_bound(wait_ms: float | None, ttft_ms: float | None) -> bool:
     return bool(ok and wait_ms >= PREFILL_WAIT_FLOOR_MS and wait_ms > PREFILL_WAIT_SHARE * ttft_ms)
 
 
+#: A closed-loop point whose users have fewer than this share of themselves in the system on average spends most
+#: of its time in the users' think time between turns (a session trace): its TPS/user and throughput measure the
+#: users' pace, not the server's capacity (a fresh user's multi-turn sweep had 0.5 of 8 users in the system).
+BUSY_SHARE = 0.5
+
+
+def users_in_system(request_throughput: float | None, mean_e2el_ms: float | None) -> float:
+    """Requests in the system on average by Little's law, ``request_throughput`` (req/s) x ``mean_e2el_ms`` / 1000
+    (NaN where either is missing). In a closed loop without think time it is about the number of users."""
+    ok = request_throughput is not None and mean_e2el_ms is not None
+    return float(request_throughput) * float(mean_e2el_ms) / 1000.0 if ok else float("nan")
+
+
+def think_bound(users: float | None, request_throughput: float | None, mean_e2el_ms: float | None) -> bool:
+    """Whether a closed loop of ``users`` keeps fewer than :data:`BUSY_SHARE` of them in the system
+    (:func:`users_in_system`); False where a figure is missing."""
+    busy = users_in_system(request_throughput, mean_e2el_ms)
+    return bool(users and np.isfinite(busy) and busy < BUSY_SHARE * float(users))
+
+
+def think_bound_warning(s: dict) -> str | None:
+    """The think-bound warning of closed-loop run summary ``s`` (its measurement window's figures), or None."""
+    load, w = s.get("load") or {}, s.get("window") or s
+    users = load.get("concurrency") if load.get("mode") == "closed" else None
+    if not think_bound(users, w.get("request_throughput"), w.get("mean_e2el_ms")):
+        return None
+    busy = users_in_system(w.get("request_throughput"), w.get("mean_e2el_ms"))
+    return (f"warning: think-bound: {busy:.1f} of the {users} users had a request in the system on average "
+            "(request throughput x mean E2EL); the rest were between turns, so TPS/user and throughput measure "
+            "the users' think time, not the server's capacity: more users give the server's answer")
+
+
 def thrashing_warning(s: dict) -> str | None:
     """The thrashing warning of run summary ``s``, or None when recomputed tokens stay within
     :data:`THRASHING_SHARE` of ``total_output_tokens``."""

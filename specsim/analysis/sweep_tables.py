@@ -139,6 +139,19 @@ def prefill_bound_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+def think_bound_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful closed-loop point of a :func:`results_frame` whose users spent most
+    of their time between turns (:func:`specsim.analysis.metrics.think_bound`)."""
+    from specsim.analysis.metrics import think_bound
+
+    if df.empty or "mean_e2el_ms" not in df:
+        return []
+    bound = np.array([m == "closed" and think_bound(n, x, e) for m, n, x, e in
+                      zip(df["mode"], df.load, df.request_throughput, df.mean_e2el_ms)], bool)
+    bad = df[(df.status == "ok").to_numpy() & bound]
+    return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
+
+
 def gpu_split(recs: list[dict]) -> tuple[int, int] | None:
     """(decode GPUs, prefill GPUs) of a sweep's runs (its first successful record's), None without one."""
     for r in recs:

@@ -106,10 +106,10 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     warnings = unservable_warnings(s)
     if warnings:
         parts.append(fmt.table([], [], width=width, notes=warnings))
-    from specsim.analysis.metrics import thrashing_warning
-    thrash = thrashing_warning(s)
-    if thrash:
-        parts.append(fmt.table([], [], width=width, notes=[thrash]))
+    from specsim.analysis.metrics import think_bound_warning, thrashing_warning
+    cautions = [w for w in (thrashing_warning(s), think_bound_warning(s)) if w]
+    if cautions:
+        parts.append(fmt.table([], [], width=width, notes=cautions))
     notices = run_notices(s)
     if notices:
         parts.append(fmt.table([], [], width=width, notes=notices))

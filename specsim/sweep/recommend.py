@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers, sla_table
-from specsim.analysis.metrics import THRASHING_SHARE, prefill_bound
+from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, users_in_system
 from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.fmt import terminal_width
@@ -93,6 +93,10 @@ class Recommendation:
             (:func:`specsim.analysis.metrics.prefill_bound`) the text warns that the prefill pool limits it.
         status, advice: the winner's frontier status at the tier (``covered``: every frontier point runs faster
             than the tier, so its heaviest load is the answer) and compare's load advice ("" when none).
+        users_in_system: a closed-loop point's requests in the system on average (request throughput x mean
+            E2EL, seed mean; :func:`specsim.analysis.metrics.users_in_system`); below
+            :data:`specsim.analysis.metrics.BUSY_SHARE` of its users the text warns that it measures the users'
+            think time between turns. None in open loop.
         attainment: the share of that point's measured requests whose own TPS/user meets the tier (seed mean;
             :func:`specsim.analysis.frontier.sla_table`): the tier is met by the mean TPS/user, so a point can
             meet it while a third of its users run slower (a fresh user's report). None without per-request
@@ -120,6 +124,7 @@ class Recommendation:
     ttft_ms: float | None = None
     status: str = ""
     advice: str = ""
+    users_in_system: float | None = None
     attainment: float | None = None
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
@@ -180,6 +185,9 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         at = _at_point(df, w.curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
+        if p["mode"] == "closed":
+            rec.users_in_system = float(np.mean([users_in_system(x, e) for x, e in
+                                                 zip(at.request_throughput, at.mean_e2el_ms)]))
         _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
@@ -433,6 +441,10 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
                  "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
+        if r.users_in_system is not None and r.users_in_system < BUSY_SHARE * r.load:
+            para(f"caution: this point is think-bound ({r.users_in_system:.1f} of its {r.load:g} users had a request "
+                 "in the system on average; the rest were between turns): it measures the users' think time, not "
+                 "the server; a sweep with more users gives the server's answer", "  ")
         if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
             para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
                  f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
