@@ -31,7 +31,7 @@ def folder_records(d: Path) -> list[dict]:
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
-                                "no points/ folder")
+                                "no points/ folder" if d.is_dir() else "no such folder")
     recs, old = _latest(d)
     if old:
         print(f"note: {old} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
