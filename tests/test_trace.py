@@ -784,3 +784,19 @@ def test_convert_names_the_file_line_of_an_empty_domain(tmp_path, monkeypatch, c
     rc, _, err = run_cli(monkeypatch, capsys, "trace", "convert", str(csv), str(tmp_path / "t.jsonl"), "--from",
                          "table", "--map", "arrival_s=t,prompt_tokens=in,output_tokens=out,domain=task")
     assert rc == 2 and f"{csv}, line 3, field 'task'" in " ".join(err.split())
+
+
+def test_cli_synth_says_how_many_requests_the_default_window_refuses(tmp_path, monkeypatch, capsys):
+    """A fresh user's session trace had 107 of 240 requests beyond the default profile's 4,096-token window,
+    found only when the run refused them: synth and convert now say so when they write the trace."""
+    out = tmp_path / "s.jsonl"
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--rate", "1", "--sessions", "20", "--turns", "4",
+                         "--think", "lognormal:4:0.8", "--seed", "3", "--out", str(out))
+    tr = load_trace(out)
+    over = int((tr.prompt_tokens + tr.output_tokens > 4096).sum())
+    assert rc == 0 and over > 0
+    assert f"note: {over} of its {len(tr)} requests exceed 4,096 tokens (prompt + output)" in " ".join(err.split())
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "synth", "--num-requests", "20", "--rate", "1",
+                         "--mix", "chat=1", "--seed", "1", "--out", str(tmp_path / "short.jsonl"))
+    fits = load_trace(tmp_path / "short.jsonl")
+    assert rc == 0 and ("exceed" in err) == bool((fits.prompt_tokens + fits.output_tokens > 4096).any())

@@ -53,6 +53,26 @@ def _write_synth(trace, out: Path, flag: str) -> None:
                                 f"a trace whose last arrival is at {last:.3g} s")
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
+    _window_note(trace)
+
+
+def _window_note(trace) -> None:
+    """On stderr, how many of a written trace's requests exceed the default scenario's context window (prompt +
+    output): a run on it refuses them as unservable (a fresh user's session trace had 107 of 240 beyond the
+    default profile's 4,096 tokens, found only when the run refused them)."""
+    from specsim.hardware.context import context_window
+    from specsim.hardware.profile import resolve_profile
+    from specsim.scenario import load_scenario
+
+    sc = load_scenario()
+    cw = context_window(resolve_profile(sc.profile.name, sc.profile.lookup), sc.engine.max_model_len)
+    over = int(cw.over(trace.prompt_tokens, trace.output_tokens).sum())
+    if over:
+        verb = "exceeds" if over == 1 else "exceed"
+        typer.echo(fmt.wrapped(f"note: {over} of its {len(trace)} requests {verb} {cw.max_model_len:,} tokens "
+                               f"(prompt + output), the default scenario's context window ({cw.source}): a run "
+                               "on it refuses them as unservable (--max-model-len, or a profile of a longer-context "
+                               "model, admits them)"), err=True)
 
 
 def _summary_line(trace, out: Path) -> str:
@@ -145,6 +165,7 @@ def convert(
                        f"field {col!r}: {value!r}", err=True)
     save_trace(trace, out)
     typer.echo(_summary_line(trace, out))
+    _window_note(trace)
     _note_unknown_domains(trace)
 
 
