@@ -219,16 +219,16 @@ def test_thrashing_points_are_named_by_sweep_and_the_report_alike():
     rule, :func:`thrashing_points`, recomputed tokens above 25% of the output tokens."""
     import pandas as pd
 
-    from specsim.analysis.report import _thrashing
-    from specsim.analysis.sweep_tables import thrashing_points
+    from specsim.analysis.sweep_tables import cautions, thrashing_points
     from specsim.cli.sweep_cmd import caution_text
     df = pd.DataFrame({"status": ["ok", "ok", "ok", "error"], "curve": ["dspark", "dspark", "static", "mtp1"],
                        "load": [16.0, 64.0, 64.0, 64.0], "recomputed_tokens": [10, 300, 251, 900],
                        "total_output_tokens": [1000, 1000, 1000, 1000]})
     assert thrashing_points(df) == ["dspark at 64", "static at 64"]          # 25% exactly is not thrashing
-    assert _thrashing(df).startswith("2 points thrash (dspark at 64, static at 64)")
+    assert cautions(df)[0] == ("thrashing", "thrashing at 2 points (dspark at 64, static at 64): recomputed tokens "
+                               "exceed 25% of output tokens; the KV cache is too small for those loads")
     assert "thrashing at 2 points (dspark at 64, static at 64)" in " ".join(caution_text(df).split())
-    assert _thrashing(df.iloc[:1]) == "" and caution_text(df.iloc[:1]) == ""
+    assert cautions(df.iloc[:1]) == [] and caution_text(df.iloc[:1]) == ""
 
 
 def test_recommend_says_how_far_unmet_tiers_are(tmp_path, capsys):

@@ -378,30 +378,6 @@ def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
                   "lies outside this curve's frontier.")
 
 
-def _thrashing(df: pd.DataFrame) -> str:
-    """The sweep's points that thrash (:func:`specsim.analysis.sweep_tables.thrashing_points`, as ``specsim
-    sweep`` warns), as a sentence; "" when none does."""
-    from specsim.analysis.metrics import THRASHING_SHARE
-    from specsim.analysis.sweep_tables import thrashing_points
-
-    bad = thrashing_points(df)
-    return (f"{len(bad)} points thrash ({', '.join(dict.fromkeys(bad))}): their recomputed tokens exceed "
-            f"{THRASHING_SHARE:.0%} of their output tokens, so the KV cache, not the policy, limits those "
-            "loads.") if bad else ""
-
-
-def _prefill_bound(df: pd.DataFrame) -> str:
-    """The sweep's prefill-bound points (:func:`specsim.analysis.sweep_tables.prefill_bound_points`, as ``specsim
-    sweep`` and ``compare`` warn), as a sentence; "" when none is."""
-    from specsim.analysis.metrics import PREFILL_WAIT_SHARE
-    from specsim.analysis.sweep_tables import prefill_bound_points
-
-    slow = prefill_bound_points(df)
-    return (f"{len(slow)} points are prefill-bound ({', '.join(dict.fromkeys(slow))}): their requests waited for "
-            f"a prefill instance more than {PREFILL_WAIT_SHARE:.0%} of their TTFT, so their TPS/user and throughput "
-            "measure the prefill queue, not the policy (prefill.num_instances sizes the pool).") if slow else ""
-
-
 def _tuned_section(tuned: list[dict[str, Any]]) -> dict[str, Any]:
     """The results of ``specsim tune`` in the folder, per tier (compare's "tuned" rows): the knob value picked and
     its throughput; its sparse probes are not curves of the page."""
@@ -434,7 +410,8 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title, tps_estimator
     from specsim.analysis.results import measured_for_plot, other_model_note
     from specsim.analysis.sweep_records import load_records, mixed_workloads
-    from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note, results_frame, seed_spread
+    from specsim.analysis.sweep_tables import (CAUTION_TITLES, cautions, gpu_split, per_all_gpus_note, results_frame,
+                                               seed_spread)
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
     recs, tuned = read_tuned(d, load_records(d))    # a tune's sparse probes are not curves, as compare reads them
@@ -467,11 +444,8 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     sections += [{"title": "Notes", "tables": [], "text_id": "notes",
                   "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
     sections += [_tuned_section(tuned)] if tuned else []
-    thrash, slow = _thrashing(df), _prefill_bound(df)
-    sections += [{"title": "Warning: points that thrash", "tables": [], "text_id": "thrashing",
-                  "text": thrash}] if thrash else []
-    sections += [{"title": "Warning: prefill-bound points", "tables": [], "text_id": "prefill-bound",
-                  "text": slow}] if slow else []
+    sections += [{"title": f"Warning: {CAUTION_TITLES[kind]}", "tables": [], "text_id": kind,
+                  "text": f"{text[0].upper()}{text[1:]}."} for kind, text in cautions(df)]    # as sweep and compare
     failed = _failed_text([r for r in recs if r["status"] != "ok"])
     sections += [{"title": "Warning: failed points", "tables": [], "text_id": "failed", "text": failed}] if failed \
         else []

@@ -152,6 +152,38 @@ def think_bound_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+#: What each kind of :func:`cautions` limits, for its title (the report's "Warning: ..." sections).
+CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-bound points",
+                  "think-bound": "think-bound points"}
+
+
+def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """(kind, sentence) for each kind of point whose figures measure something other than the policy: those that
+    thrash (:func:`thrashing_points`: the KV cache limits them), those the prefill pool limits
+    (:func:`prefill_bound_points`) and those whose users mostly think between turns (:func:`think_bound_points`);
+    [] when none. One wording for ``sweep``, ``compare`` (``warning:`` lines) and the report (its sections)."""
+    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, THRASHING_SHARE
+
+    out = []
+    bad, slow, idle = thrashing_points(df), prefill_bound_points(df), think_bound_points(df)
+    if bad:
+        out.append(("thrashing", f"thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): recomputed "
+                                 f"tokens exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache is too small "
+                                 "for those loads"))
+    if slow:
+        out.append(("prefill-bound", f"prefill-bound at {len(slow)} points ({', '.join(dict.fromkeys(slow))}): "
+                                     f"requests waited for a prefill instance more than {PREFILL_WAIT_SHARE:.0%} "
+                                     "of their TTFT, so those points' TPS/user and throughput measure the prefill "
+                                     "queue, not the policy; more prefill instances (prefill.num_instances) give "
+                                     "the decode side's answer"))
+    if idle:
+        out.append(("think-bound", f"think-bound at {len(idle)} points ({', '.join(dict.fromkeys(idle))}): fewer "
+                                   f"than {BUSY_SHARE:.0%} of the users had a request in the system on average (the "
+                                   "rest were between turns), so those points measure the users' think time, not "
+                                   "the server; more users give its answer"))
+    return out
+
+
 def gpu_split(recs: list[dict]) -> tuple[int, int] | None:
     """(decode GPUs, prefill GPUs) of a sweep's runs (its first successful record's), None without one."""
     for r in recs:

@@ -356,28 +356,11 @@ def spread_text(df, width: int | None = None) -> str:
 
 
 def caution_notes(df) -> list[str]:
-    """Warnings naming the points whose figures measure something other than the policy: those that thrash
-    (:func:`specsim.analysis.sweep_tables.thrashing_points`), those the prefill pool limits
-    (:func:`~specsim.analysis.sweep_tables.prefill_bound_points`) and those whose users mostly think between
-    turns (:func:`~specsim.analysis.sweep_tables.think_bound_points`); [] when none."""
-    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, THRASHING_SHARE
-    from specsim.analysis.sweep_tables import prefill_bound_points, thrashing_points, think_bound_points
+    """Warnings naming the points whose figures measure something other than the policy
+    (:func:`specsim.analysis.sweep_tables.cautions`: thrashing, prefill-bound, think-bound); [] when none."""
+    from specsim.analysis.sweep_tables import cautions
 
-    notes, bad, slow, idle = [], thrashing_points(df), prefill_bound_points(df), think_bound_points(df)
-    if bad:
-        notes.append(f"warning: thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): recomputed tokens "
-                     f"exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache is too small for those loads")
-    if slow:
-        notes.append(f"warning: prefill-bound at {len(slow)} points ({', '.join(dict.fromkeys(slow))}): requests "
-                     f"waited for a prefill instance more than {PREFILL_WAIT_SHARE:.0%} of their TTFT, so those "
-                     "points' TPS/user and throughput measure the prefill queue, not the policy; more prefill "
-                     "instances (prefill.num_instances) give the decode side's answer")
-    if idle:
-        notes.append(f"warning: think-bound at {len(idle)} points ({', '.join(dict.fromkeys(idle))}): fewer than "
-                     f"{BUSY_SHARE:.0%} of the users had a request in the system on average (the rest were between "
-                     "turns), so those points measure the users' think time, not the server; more users give its "
-                     "answer")
-    return notes
+    return [f"warning: {sentence}" for _, sentence in cautions(df)]
 
 
 def caution_text(df, more: list[str] = ()) -> str:
