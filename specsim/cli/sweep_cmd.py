@@ -526,7 +526,8 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "where a heavier load may still deliver more, or failed). "
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
-             "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds or more, untested on two).",
+             "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
+             "or more, untested on two).",
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
              "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]
