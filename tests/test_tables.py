@@ -83,3 +83,17 @@ def test_a_stacked_text_column_reads_left_aligned_and_a_number_right_aligned():
     i = lines.index("trtllm-draft-len-schedule")
     assert lines[i + 1].startswith("  TensorRT-LLM") and max(map(len, lines)) <= 30
     assert lines[lines.index("mtp1") + 1] == " " * (30 - len("1,234.5")) + "1,234.5"
+
+
+def test_the_load_column_says_users_or_rate_scale():
+    """A fresh user's sweep with --rate-scales read 'closed loop' in the title and a bare load column."""
+    import pandas as pd
+
+    df = pd.DataFrame({"status": "ok", "curve": "none", "seed": 0, "mode": ["closed", "open"], "load": [4.0, 0.5],
+                       "mean_tps_per_user": 130.0, "output_throughput_per_gpu": 500.0,
+                       "mean_verify_tokens_per_request": 1.0, "mean_acceptance_length": 1.0, "mean_ttft_ms": 50.0,
+                       "median_tps_per_user": 130.0})
+    text = " ".join(spread_text(df, 200).split())
+    assert "4 users" in text and "x0.5" in text and "open loop (x the trace's rate): the whole run" in text
+    closed = " ".join(spread_text(df[df["mode"] == "closed"], 200).split())
+    assert "curve users seeds" in closed and "closed loop: the measurement window" in closed

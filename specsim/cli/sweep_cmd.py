@@ -341,18 +341,22 @@ def spread_text(df, width: int | None = None) -> str:
         return ""
     sp = seed_spread(df)
     multi = bool((sp.num_seeds > 1).any())          # a spread exists only with two or more seeds
-    rows = []
+    rows, modes = [], set(sp["mode"])
     for _, r in sp.iterrows():
-        row = [r.curve, f"{r.load:g}", str(r.num_seeds), fmt.number(r.mean_tps_per_user_mean)]
+        load = f"{r.load:g}" if len(modes) == 1 else f"{r.load:g} users" if r["mode"] == "closed" else f"x{r.load:g}"
+        row = [r.curve, load, str(r.num_seeds), fmt.number(r.mean_tps_per_user_mean)]
         row += [fmt.number(r.mean_tps_per_user_std) if r.num_seeds > 1 else fmt.MISSING] if multi else []
         row += [fmt.number(r.output_throughput_per_gpu_mean, 0)]
         row += [fmt.number(r.output_throughput_per_gpu_std, 0) if r.num_seeds > 1 else fmt.MISSING] if multi else []
         rows.append(row + [fmt.number(r.mean_verify_tokens_per_request_mean, 2)])
-    cols = ["curve", "load", "seeds", "TPS/user"] + (["+-std"] if multi else []) + ["tok/s/GPU"]
+    head = "users" if modes == {"closed"} else "rate x" if modes == {"open"} else "load"
+    cols = ["curve", head, "seeds", "TPS/user"] + (["+-std"] if multi else []) + ["tok/s/GPU"]
     cols += (["+-std"] if multi else []) + ["verify tok/req"]
     what = "mean and std over seeds" if multi else "one seed: no spread"
-    return fmt.table(cols, rows, keys=2, width=width,
-                     title=f"per load point ({what}; closed loop: the measurement window)")
+    where = ("closed loop: the measurement window" if modes == {"closed"} else "open loop: the rate scale's whole run"
+             if modes == {"open"} else "closed loop (users): the measurement window; open loop (x the trace's rate): "
+             "the whole run")
+    return fmt.table(cols, rows, keys=2, width=width, title=f"per load point ({what}; {where})")
 
 
 def caution_notes(df) -> list[str]:
