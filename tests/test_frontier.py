@@ -420,3 +420,4 @@ def test_a_tier_the_baseline_meets_only_at_its_lightest_load_is_noted():
     assert note.startswith("note: at tier 140 the baseline none meets the tier only at its lightest load, 1 "
                            "(152.1 TPS/user, 149 tok/s/GPU)")
     assert baseline_edge_notes(compare(recs, [140.0])) == []                   # no baseline, no note
+    assert tab.attrs["warnings"] == baseline_edge_notes(tab)        # what compare prints, for the Python API too

@@ -57,7 +57,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
 from specsim.analysis.tiers import as_tiers, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
-from specsim.analysis.sweep_tables import measured, results_frame, seed_spread
+from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -325,8 +325,11 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
         best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
         and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
-        margin_holds, margin_verdict, runner_up``). ``attrs``: ``baseline`` and ``per_seed``
-        (``{(tier, curve): {seed: throughput at the tier}}``, the values the paired rule reads).
+        margin_holds, margin_verdict, runner_up``). ``attrs``: ``baseline``, ``per_seed``
+        (``{(tier, curve): {seed: throughput at the tier}}``, the values the paired rule reads),
+        ``baseline_edge`` (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints
+        under its table (points that thrash, are prefill- or think-bound, tiers the baseline meets only at its
+        lightest load; a notebook user saw none of them).
 
     Raises:
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
@@ -369,6 +372,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["baseline"] = base
     out.attrs["per_seed"] = seed_values
     out.attrs["baseline_edge"] = _baseline_edge(fr[base], tiers) if base else {}
+    out.attrs["warnings"] = [f"warning: {text}" for _, text in cautions(df)] + baseline_edge_notes(out)
     return out
 
 

@@ -367,9 +367,9 @@ def caution_notes(df) -> list[str]:
     return [f"warning: {sentence}" for _, sentence in cautions(df)]
 
 
-def caution_text(df, more: list[str] = ()) -> str:
-    """The :func:`caution_notes` (and ``more`` notes after them) as text, or ""."""
-    notes = caution_notes(df) + list(more)
+def caution_text(df) -> str:
+    """The :func:`caution_notes` as text, or ""."""
+    notes = caution_notes(df)
     return fmt.table([], [], notes=notes) if notes else ""
 
 
@@ -431,7 +431,7 @@ def compare(
 ) -> None:
     """Throughput per GPU at each SLA tier, the winner per tier with its margin, gains over the baseline,
     TPS/user at matched throughput."""
-    from specsim.analysis.frontier import baseline_edge_notes, compare as compare_table, comparison_json
+    from specsim.analysis.frontier import compare as compare_table, comparison_json
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
 
     tier_list = resolve_tiers(tiers, sweep_dir)
@@ -449,14 +449,14 @@ def compare(
         _write_compare_csv(tab, recs, csv, pcts if metric_percentiles else None)
     if as_json:
         js = comparison_json(recs, tier_list, baseline or None, slos or None)
-        js["warnings"] = caution_notes(df) + baseline_edge_notes(tab)    # figures that measure something else
+        js["warnings"] = tab.attrs["warnings"]          # figures that measure something else (frontier.compare)
         if metric_percentiles:
             from specsim.analysis.tables_out import load_percentiles
             js["latency_percentiles"] = json.loads(load_percentiles(recs, df, pcts).to_json(orient="records"))
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
     print(compare_text(tuned_rows(tab, tuned), sweep_dir, gpus=gpu_split(recs)))
-    caution = caution_text(df, baseline_edge_notes(tab))
+    caution = fmt.table([], [], notes=tab.attrs["warnings"]) if tab.attrs["warnings"] else ""
     if caution:
         print(caution)
     if slos:
