@@ -44,7 +44,7 @@ def _decode_steps(policy, profile, outputs=(30, 30)):
     trace = make_trace([0.0] * n, [50] * n, list(outputs))
     sc = load_scenario(overrides=["prefill.time_per_token_s=0.001", f"prefill.num_instances={n}",
                                   "drafter.base_fraction=0", "drafter.per_draft_fraction=0"])
-    res = simulate(trace, policy, sc, profile=profile, gamma=3, record_step_log=True)
+    res = simulate(trace, policy, sc, profile=profile, gamma=None if policy == "none" else 3, record_step_log=True)
     s = res.steps
     return s[s["num_decode"] > 0]
 
@@ -241,13 +241,16 @@ def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path)
     assert "speculation terms: the defaults spec_step_s = 0.000775 s" in r.output
     assert "per-request and the per-verified-token cost together" in r.output
     assert load_profile(tmp_path / "a.json").spec_step_s == 7.75e-4
-    r = run.invoke(app, [*base, "--params", "kernel_s", "--spec", str(POINTS / "vllm_c16_spec.json"),
-                         "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
+    spec = ["--params", "kernel_s", "--spec", str(POINTS / "vllm_c16_spec.json")]
+    r = run.invoke(app, [*base, *spec, "--out", str(tmp_path / "c.json")])       # which drafter ran: required
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "drafter"
+    r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
-    assert "fitted speculation terms: spec_step_s = " in r.output and "spec_request_s" not in r.output.split(
-        "fitted speculation terms:")[1].splitlines()[0]
+    line = r.output.split("fitted speculation terms (eagle3 drafter): spec_step_s = ")[1].splitlines()[0]
+    assert "spec_request_s = 8.4e-05 s (held)" in line           # the term one point cannot fit, said held
     prof = load_profile(tmp_path / "b.json")
     fit = prof.metadata["fit"]["speculation"]
+    assert fit["drafter"] == "eagle3"
     assert fit["params"]["spec_step_s"] == prof.spec_step_s and len(fit["points"]) == 1
     assert abs(fit["points"][0]["rel_error"]) < 1e-3 or fit["at_bounds"] == ["spec_step_s"]
 

@@ -72,6 +72,12 @@ def test_vllm_result_with_speculation_is_refused():
 
 
 @pytest.mark.parametrize("key, value, field", [
+    ("accept_length", 3.2, "accept_length"),            # SGLang's bench_serving of a speculative run (fresh user)
+    ("max_concurrency", 0, "max_concurrency"),           # 0, -8, true and "8" were taken as labels
+    ("max_concurrency", True, "max_concurrency"),
+    ("max_concurrency", "8", "max_concurrency"),
+    ("mean_ttft_ms", -50, "mean_ttft_ms"),               # replaced by the median in silence
+    ("mean_itl_ms", 22 * 2.0, "mean_itl_ms"),            # R = 29.9 of 16 users: a speculative run's per-step ITL
     ("duration", 0, "duration"),
     ("completed", None, "completed"),
     ("total_output_tokens", 320, "total_output_tokens"),        # = completed: no decode gap at all
@@ -92,6 +98,12 @@ def test_vllm_result_bad_fields_name_file_object_and_field(tmp_path, key, value,
     err = _err(e)
     assert (err.file, err.line, err.field) == (str(p), 2, field)
     assert str(err).startswith(f"{p}, line 2, field '{field}': expected ")
+
+
+def test_a_file_given_twice_is_refused():
+    """A fresh user's one file given twice counted as two points of one load (two terms fitted from it)."""
+    with pytest.raises(SpecsimInputError, match="the same file twice"):
+        read_step_observations([DATA / "vllm_c16.json", DATA / "vllm_sweep_append.jsonl", DATA / "vllm_c16.json"])
 
 
 def test_vllm_result_missing_key_says_so(tmp_path):

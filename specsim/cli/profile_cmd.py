@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -406,7 +407,8 @@ def fit_cmd(
                                                        "max_cudagraph_capture_size; 0 = eager)"),
     spec: list[Path] = typer.Option([], help="speculative vllm bench serve results: fit speculation's own terms "
                                             "(spec_step_s from one point, + spec_request_s from two); repeat"),
-    drafter: str = typer.Option("eagle3", help="the speculative runs' drafter (dspark, dflash, eagle3, mtp)"),
+    drafter: Optional[str] = typer.Option(None, help="the speculative runs' drafter (dspark, dflash, eagle3, mtp): "
+                                          "required with --spec, as its shape is charged beside the terms fitted"),
     acceptance_length: float = typer.Option(None, help="the speculative runs' acceptance length (default: the "
                                                         "files' spec_decode_acceptance_length)"),
     num_spec_tokens: int = typer.Option(None, help="drafts per step (default: the files' spec_decode_* counts)"),
@@ -532,15 +534,21 @@ def _fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | Non
                    f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
                    "given (--spec FILE to fit them)")
         return sm, prov
+    if drafter is None:          # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
+        raise SpecsimInputError("--drafter", None, "drafter", "the speculative runs' drafter with --spec (dspark, "
+                                "dflash, eagle3, mtp): its cost is charged beside the terms fitted", "none given")
     obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
     srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
-    typer.echo("fitted speculation terms: " + ", ".join(f"{n} = {v:.4g} s" for n, v in srep.params.items()))
+    held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")
+            if n not in srep.params]
+    typer.echo(f"fitted speculation terms ({drafter} drafter): "
+               + ", ".join([f"{n} = {v:.4g} s" for n, v in srep.params.items()] + held))
     for line in srep.warnings():
         typer.echo(f"warning: {line}")
     for p in srep.points:
         typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
                    f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")
-    prov["fit"]["speculation"] = srep.provenance()["fit"]
+    prov["fit"]["speculation"] = dict(srep.provenance()["fit"], drafter=drafter)
     return srep.model, prov
 
 

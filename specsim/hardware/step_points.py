@@ -153,13 +153,37 @@ def _step_time_s(m: dict, src: str, k: int) -> float:
                             f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
 
 
-def _ttft_s(m: dict) -> float:
-    """Mean TTFT, else median TTFT, in seconds; NaN where the file gives neither (> 0)."""
+#: Keys of other benchmark tools that mean the run speculated (SGLang's ``bench_serving`` writes ``accept_length``).
+SPEC_KEYS = ("accept_length", "acceptance_length", "avg_accept_length")
+
+#: Little's law R above the run's ``max_concurrency`` by more than this factor: the run speculated (each step then
+#: emits several tokens, so TPOT x tokens overstates the decode time), or its times are not milliseconds.
+R_OVER_CONCURRENCY = 1.5
+
+
+def _ttft_s(m: dict, src: str, k: int) -> float:
+    """Mean TTFT, else median TTFT, in seconds; NaN where the file gives neither (> 0). A negative one is refused
+    (a fresh user's -50 ms was replaced by the median in silence)."""
+    for name in ("mean_ttft_ms", "median_ttft_ms"):
+        v = m.get(name)
+        if not isinstance(v, bool) and isinstance(v, (int, float)) and v < 0:
+            raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
     for name in ("mean_ttft_ms", "median_ttft_ms"):
         v = m.get(name)
         if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
             return float(v) / 1000.0
     return math.nan
+
+
+def _concurrency(m: dict, src: str, k: int) -> float | None:
+    """``max_concurrency`` as a number >= 1, None where the run had none (open loop); anything else is refused
+    (a fresh user's 0, -8, ``true`` and ``"8"`` were taken as labels and the R clip skipped)."""
+    conc = m.get("max_concurrency")
+    if conc is None:
+        return None
+    if isinstance(conc, bool) or not isinstance(conc, (int, float)) or not math.isfinite(conc) or conc < 1:
+        raise SpecsimInputError(src, k, "max_concurrency", "a number >= 1 (or null: an open-loop run)", plain(conc))
+    return float(conc)
 
 
 def _load_label(m: dict) -> str:
@@ -190,9 +214,12 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
     out = []
     for k, point in enumerate(read_vllm_result(path), start=1):
         m = point.metrics
-        spec = next((key for key in sorted(m) if key.startswith("spec_decode") and m[key] is not None), None)
+        spec = next((key for key in sorted(m) if (key.startswith("spec_decode") or key in SPEC_KEYS)
+                     and m[key] is not None), None)
         if spec is not None:
-            raise SpecsimInputError(src, k, spec, NO_SPEC, plain(m[spec]))
+            raise SpecsimInputError(src, k, spec, NO_SPEC + (": give a speculative run to --spec with "
+                                    "--acceptance-length" if spec in SPEC_KEYS else ""), plain(m[spec]))
+        conc = _concurrency(m, src, k)
         duration = _field(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
         completed = _field(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
         tin = _field(m, "total_input_tokens", src, k, "a count >= 0", lambda v: v >= 0)
@@ -201,13 +228,17 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
         step_s = _step_time_s(m, src, k)
         r = (tout - completed) * step_s / duration          # Little's law: decode time summed / duration
         label = _load_label(m)
-        conc = m.get("max_concurrency")
-        if isinstance(conc, (int, float)) and not isinstance(conc, bool) and conc >= 1 and r > conc:
+        if conc is not None and r > R_OVER_CONCURRENCY * conc:
+            raise SpecsimInputError(src, k, "mean_itl_ms", f"a run whose decode time fits its {conc:g} users "
+                                    f"(Little's law gives R = {r:.4g} running requests, over {R_OVER_CONCURRENCY:g}x "
+                                    "max_concurrency): a run that speculated (give it to --spec) or times not in "
+                                    "milliseconds", f"{step_s * 1e3:g} ms per step")
+        if conc is not None and r > conc:
             label += f" (R {r:.4g} clipped to {conc:g})"
-            r = float(conc)
+            r = conc
         b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
         out.append(StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
-                                   label, ttft_s=_ttft_s(m), prompt_tokens=tin / completed))
+                                   label, ttft_s=_ttft_s(m, src, k), prompt_tokens=tin / completed))
     return out
 
 
@@ -483,6 +514,10 @@ def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObserva
         raise SpecsimInputError("--format", None, "fmt", f"one of {', '.join(FORMATS)}", repr(fmt))
     if not paths:
         raise SpecsimInputError(None, None, "paths", "at least one measurement file", "none")
+    seen = [Path(p).resolve() for p in paths]
+    twice = next((p for i, p in enumerate(paths) if seen[i] in seen[:i]), None)
+    if twice is not None:                   # a fresh user's file given twice counted as two points of one load
+        raise SpecsimInputError(str(twice), None, "paths", "each measurement file once", "the same file twice")
     out: list[StepObservation] = []
     for i, p in enumerate(paths):
         kind = fmt or detect_format(p)
