@@ -139,9 +139,11 @@ def test_fit_with_holdout_reports_residuals_and_writes_provenance(tmp_path):
     assert r.exit_code == 0, r.output
     assert "fitted: bw_eff = " in r.output and "per_request_step_s = " in r.output
     lines = r.output.splitlines()
-    # rate=4 and the clipped concurrency=8, once in the TPOT residuals and once in the TTFT residuals
-    assert sum(ln.split()[-1:] == ["holdout"] for ln in lines) == 4
-    assert "median |TTFT error| on holdout points" in r.output
+    # rate=4 and the clipped concurrency=8 held out of the TPOT fit; TTFT fitted on the lowest load (concurrency=1)
+    # and predicted at the other four
+    assert sum(ln.split()[-1:] == ["holdout"] for ln in lines) == 2
+    assert sum(ln.split()[-1:] == ["predicted"] for ln in lines) == 4
+    assert "median |TTFT error| on predicted points" in r.output
     for label in ("concurrency=16", "concurrency=1 ", "concurrency=64", "rate=4"):
         assert any(ln.startswith(label) for ln in lines), label
     assert "median |error| on holdout points" in r.output

@@ -98,14 +98,19 @@ def test_ttft_prediction_by_hand_on_the_flat_profile():
 
 
 def test_ttft_fit_finds_the_request_overhead_and_reports_both_points():
+    # fitted on the lowest load only (R = 0.5: 8 ms over the model), the loaded point predicted (a fresh user's
+    # queued N = 128 point set a 33.75 s overhead when every point was fitted)
     pts = [_point(4, 3000, 0.055, "a"), _point(0.5, 100, 0.033, "b")]
     rep = fit_ttft(_Flat20(), pts, chunk_tokens=2048, holdout=[_point(2, 100, 0.040, "c")])
-    assert rep.request_overhead_s == pytest.approx(0.0065)           # mean of 5 ms and 8 ms
+    assert rep.request_overhead_s == pytest.approx(0.008)
     got = {p.label: (p.predicted_s, p.rel_error, p.holdout) for p in rep.points}
-    assert got["a"] == pytest.approx((0.0565, 0.0565 / 0.055 - 1, False))
-    assert got["b"] == pytest.approx((0.0315, 0.0315 / 0.033 - 1, False))
-    assert got["c"] == pytest.approx((0.0365, 0.0365 / 0.040 - 1, True))   # 6.5 + 10 + 20 ms
-    assert rep.median_abs_error(False) == pytest.approx(np.median([abs(0.0565 / 0.055 - 1), abs(0.0315 / 0.033 - 1)]))
+    assert got["a"] == pytest.approx((0.058, 0.058 / 0.055 - 1, True))
+    assert got["b"] == pytest.approx((0.033, 0.0, False))
+    assert got["c"] == pytest.approx((0.038, 0.038 / 0.040 - 1, True))   # 8 + 10 + 20 ms
+    assert rep.median_abs_error(False) == pytest.approx(0.0)
+    # two points of the lowest load: the mean of theirs
+    two = fit_ttft(_Flat20(), [_point(0.5, 100, 0.031, "d"), _point(0.5, 100, 0.033, "e"), pts[0]], 2048)
+    assert two.request_overhead_s == pytest.approx(0.007)
     # an overhead below 0 would be unphysical: clipped
     assert fit_ttft(_Flat20(), [_point(4, 3000, 0.045)], 2048).request_overhead_s == 0.0
 
@@ -159,3 +164,24 @@ def test_profile_fit_warns_when_the_ttft_model_misses_a_point_by_more_than_a_fif
     assert "pulls the one fitted request_overhead_s up" in text and "--holdout" in text
     r = CliRunner().invoke(app, [*args, str(POINTS / "vllm_c16.json"), "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0 and "TTFT model misses" not in r.output
+
+
+def test_an_overhead_no_engine_has_is_warned_of_not_advised(tmp_path):
+    """A fresh user's DeepSeek-R1 fit wrote request_overhead_s = 33.75 s and advised setting it: the TTFT fit now
+    reads the lowest load only, and an overhead above 1 s is warned of instead of advised."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+
+    _register()
+    base = json.loads((POINTS / "vllm_c16.json").read_text())
+    queued = {**base, "mean_ttft_ms": 40_000.0, "median_ttft_ms": 38_000.0}        # a queue in the server
+    (tmp_path / "q.json").write_text(json.dumps(queued))
+    r = CliRunner().invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", "--params", "kernel_s",
+                                 str(tmp_path / "q.json"), "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "warning: request_overhead_s above 1 s is no engine's own overhead" in text
+    assert "do not set engine.request_overhead_s" in text and "(set engine.request_overhead_s" not in text

@@ -468,15 +468,17 @@ def fit_cmd(
     typer.echo(f"profile written to {dest}")
 
 
-def _echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str) -> None:
+def _echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str,
+                    other: str = "holdout") -> None:
     """Print a fit report's residual table (one row per point: R, ``tokens`` = (column, attribute), measured and
-    model milliseconds under ``columns``, relative error, fitted or holdout) and its median |``what``| per set."""
+    model milliseconds under ``columns``, relative error, fitted or ``other``: the holdout points, or for TTFT
+    every point it predicts) and its median |``what``| per set."""
     typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", "set"],
                          [[p.label, fmt.number(p.num_requests, 1), fmt.number(getattr(p, tokens[1]), 0),
                            fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
-                           fmt.percent(p.rel_error, signed=True), "holdout" if p.holdout else "fitted"]
+                           fmt.percent(p.rel_error, signed=True), other if p.holdout else "fitted"]
                           for p in rep.points]))
-    for which, flag in (("fitted", False), ("holdout", True)):
+    for which, flag in (("fitted", False), (other, True)):
         m = rep.median_abs_error(flag)
         if m is not None:
             typer.echo(f"median |{what}| on {which} points: {100 * m:.1f}%")
@@ -484,6 +486,9 @@ def _echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what
 
 #: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
 TTFT_WARN_ERROR = 0.2
+
+#: A fitted request overhead above this (seconds) is no engine's own: ``profile fit`` warns instead of advising it.
+MAX_REQUEST_OVERHEAD_S = 1.0
 
 
 def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
@@ -495,9 +500,18 @@ def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
         typer.echo("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
         return
     trep = fit_ttft(sm, obs, chunk_tokens, held)
-    typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s (set engine.request_overhead_s; "
-               "the step terms stay fitted on TPOT)")
-    _echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error")
+    fitted = sum(not p.holdout for p in trep.points)
+    if trep.request_overhead_s > MAX_REQUEST_OVERHEAD_S:
+        typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load "
+                   f"({fitted} point{'s' if fitted > 1 else ''}), the others predicted")
+        typer.echo(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
+                   "request (milliseconds): the lowest load's TTFT holds a server queue or a prefill the profile does "
+                   "not see; do not set engine.request_overhead_s to it")
+    else:
+        typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} "
+                   f"point{'s' if fitted > 1 else ''}), the others predicted (set engine.request_overhead_s; the "
+                   "step terms stay fitted on TPOT)")
+    _echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error", "predicted")
     worst = max(trep.points, key=lambda p: abs(p.rel_error), default=None)
     if worst is not None and abs(worst.rel_error) > TTFT_WARN_ERROR:
         labels = [p.label for p in trep.points]

@@ -19,8 +19,11 @@ server-side queue:
   the last chunk emits the first token.
 
 The request overhead is the only term TTFT fits: it enters TTFT alone, so its least-squares value is the mean
-of (measured - predicted without it), clipped at 0. The step terms stay fitted on TPOT
-(:func:`specsim.hardware.profile_fit.fit_step_model`), so adding TTFT never moves them.
+of (measured - predicted without it), clipped at 0, over the points of the **lowest load** (smallest R) only: the
+prediction assumes no server-side queue, which only the lightest load can promise, and one queued point would
+otherwise set it (a fresh user's DeepSeek-R1 fit on N = 4 and 128 wrote 33.75 s). The other points are predicted
+(reported as not fitted). The step terms stay fitted on TPOT (:func:`specsim.hardware.profile_fit.fit_step_model`),
+so adding TTFT never moves them.
 """
 
 from __future__ import annotations
@@ -110,15 +113,18 @@ def fit_ttft(sm, observations: Sequence, chunk_tokens: int | None = None, holdou
     report their residuals and ``holdout``'s (predicted only).
 
     Returns:
-        A :class:`TTFTFitReport`; ``request_overhead_s`` = max(0, mean(measured - predicted without it)).
+        A :class:`TTFTFitReport`; ``request_overhead_s`` = max(0, mean(measured - predicted without it)) over the
+        lowest-load points (module docstring); the others are reported with ``holdout`` True (predicted only).
 
     Raises:
         ValueError: no fitting point carries a TTFT (the caller checks :func:`has_ttft` first).
     """
-    fit = [o for o in observations if has_ttft(o)]
-    held = [o for o in holdout if has_ttft(o)]
-    if not fit:
+    carried = [o for o in observations if has_ttft(o)]
+    if not carried:
         raise ValueError("no observation carries a TTFT and a prompt length")
+    low = min(float(o.num_requests) for o in carried)
+    fit = [o for o in carried if float(o.num_requests) <= low * (1 + 1e-9)]
+    held = [o for o in carried if float(o.num_requests) > low * (1 + 1e-9)] + [o for o in holdout if has_ttft(o)]
     base = predict_ttft(sm, fit, chunk_tokens)
     overhead = max(0.0, float(np.mean(np.array([o.ttft_s for o in fit]) - base)))
     points = []
