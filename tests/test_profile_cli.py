@@ -435,3 +435,16 @@ def test_show_prints_a_dict_of_metadata_one_key_per_line(tmp_path):
     r = RUN.invoke(app, ["profile", "show", str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
     assert "fit:\n  kernel_s: 1e-05\n  points: 3\n" in r.stdout
+
+
+def test_a_fit_that_misses_its_own_points_several_fold_writes_nothing(tmp_path):
+    """A fresh user's ITL given in seconds fitted at +73,769% and the profile was written with exit status 0."""
+    import json
+
+    doc = json.loads((POINTS / "vllm_c16.json").read_text())
+    doc.update(mean_itl_ms=doc["mean_itl_ms"] / 1000, mean_tpot_ms=doc.get("mean_tpot_ms", 22.0) / 1000)
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    out = tmp_path / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(tmp_path / "s.json"),
+                         "--params", "kernel_s", "--out", str(out)])
+    assert r.exception is not None and "no profile written" in str(r.exception) and not out.exists()

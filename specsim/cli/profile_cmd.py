@@ -457,7 +457,13 @@ def fit_cmd(
     for line in rep.warnings():
         typer.echo(f"warning: {line}")
     _echo_residuals(rep, ("ctx", "context_tokens"), ("measured_ms", "model_ms"), "error")
-    if (rep.median_abs_error(False) or 0.0) > 0.2:
+    miss = rep.median_abs_error(False) or 0.0
+    if miss > FIT_REFUSE_ERROR:          # a fresh user's ITL in seconds fitted at +73,769% and was written, exit 0
+        raise SpecsimInputError(None, None, "the fit", f"a model that meets its own points within "
+                                f"{FIT_REFUSE_ERROR:.0%} (check the units: ms in a vllm bench result, step_time_s vs "
+                                "step_time_ms in a CSV; the model, dtype, TP and GPU); no profile written",
+                                f"a median |error| of {miss:.0%} on the fitted points")
+    if miss > 0.2:
         typer.echo("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
                    "step_time_ms), the model and the GPU before using the profile")
     fitted_model, prov = _fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
@@ -483,6 +489,10 @@ def _echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what
         if m is not None:
             typer.echo(f"median |{what}| on {which} points: {100 * m:.1f}%")
 
+
+#: A fit whose median |error| on its own points exceeds this is refused, nothing written: its inputs and model
+#: disagree beyond what the fitted constants can absorb (units, model or GPU).
+FIT_REFUSE_ERROR = 1.0
 
 #: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
 TTFT_WARN_ERROR = 0.2
