@@ -74,6 +74,21 @@ def test_fit_warns_when_a_constant_lands_an_order_of_magnitude_from_its_default(
     assert near.far_from_default == {} and near.warnings() == []
 
 
+def test_a_slope_fitted_on_light_loads_only_is_said_to_be_extrapolated():
+    """A fresh user's per_request_step_s fitted on 1 and 2 users (0.0% residual) missed 128 users by +149%, with no
+    warning: a slope in R fitted below R = 8 only now says it is extrapolated above."""
+    base = step_model("qwen3-8b", "h100")
+    truth = base.with_terms(per_request_step_s=3e-5)
+    light = fit_step_model(base, _observed(truth, [1, 2]), ("kernel_s", "per_request_step_s"))
+    assert any(w.startswith("per_request_step_s, the step's slope in R, is fitted on points of R <= 2 only")
+               for w in light.warnings())
+    wide = fit_step_model(base, _observed(truth, [1, 2]), ("kernel_s", "per_request_step_s"),
+                          holdout=_observed(truth, [64]))                 # a holdout is not a fitted point
+    assert any("R <= 2 only" in w for w in wide.warnings())
+    assert not any("slope" in w for w in fit_step_model(base, _observed(truth, [1, 64]),
+                                                        ("kernel_s", "per_request_step_s")).warnings())
+
+
 def test_fit_refuses_more_parameters_than_points_and_unknown_names():
     base = step_model("qwen3-8b", "h100")
     obs = _observed(base, [1, 8])

@@ -43,6 +43,10 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
 DEFAULT_PARAMS = ("kernel_s", "per_request_step_s")
 
 
+#: ``per_request_step_s`` fitted only on points of fewer running requests than this is said to be extrapolated.
+NARROW_R = 8.0
+
+
 @dataclass(frozen=True)
 class PointResidual(Residual):
     """One observation against the fitted model: seconds measured and predicted, relative error
@@ -83,12 +87,18 @@ class FitReport:
     far_from_default: dict[str, float] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
-        """One line per freed parameter that ended on a bound or an order of magnitude from its default."""
+        """One line per freed parameter that ended on a bound or an order of magnitude from its default, and one
+        when ``per_request_step_s`` is fitted on points of R below :data:`NARROW_R` only."""
         out = [f"{name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check the units, "
                "the model, the GPU and TP, or leave it out of --params)" for name in self.at_bounds]
         out += [f"{name} = {self.params[name]:.4g} is {ratio:.3g}x its default {self.params[name] / ratio:.4g}: "
                 "an order of magnitude away; the term is absorbing a cost the model's shapes miss (check the model, "
                 "TP / EP, the dtype and the GPU)" for name, ratio in self.far_from_default.items()]
+        fitted_r = [p.num_requests for p in self.points if not p.holdout]
+        if "per_request_step_s" in self.params and fitted_r and max(fitted_r) < NARROW_R:
+            out.append(f"per_request_step_s, the step's slope in R, is fitted on points of R <= {max(fitted_r):.3g} "
+                       f"only: at loads above that it is extrapolated unchecked (a fit on 1 and 2 users missed 128 "
+                       "by +149%); add a loaded point, or give one with --holdout to see the error there")
         return out
 
     def median_abs_error(self, holdout: bool) -> float | None:
