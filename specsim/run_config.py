@@ -331,8 +331,9 @@ def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
     """
     chunk = sc.prefill.chunk_tokens
     if sc.prefill.mode == "colocated" and prof.batch_limit is not None and prof.max_batch_tokens < chunk:
+        how = "profile fit" if (prof.metadata or {}).get("kind") == "fitted" else "profile analytic"
         raise SpecsimInputError(prof.source, None, "batch_tokens", f"a profile reaching the scenario's prefill "
-                                f"chunk of {chunk} tokens (prefill.chunk_tokens; build it with profile analytic "
+                                f"chunk of {chunk} tokens (prefill.chunk_tokens; build it with {how} "
                                 f"--max-batch-tokens {chunk} or more)", f"last size {prof.max_batch_tokens}")
 
 

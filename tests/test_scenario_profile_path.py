@@ -40,8 +40,12 @@ def test_a_profile_shorter_than_the_prefill_chunk_fails_when_the_run_starts():
     short = StepTimeProfile(np.array([1, 256]), np.array([0.01, 0.02]), source="short.json")
     trace = make_trace([0.0], [100], [10])
     colocated = load_scenario(overrides=['prefill.mode="colocated"'])
-    with pytest.raises(SpecsimInputError, match="prefill chunk of 512 tokens"):
+    with pytest.raises(SpecsimInputError, match="prefill chunk of 512 tokens.*build it with profile analytic"):
         simulate(trace, "none", colocated, profile=short)
+    fitted = StepTimeProfile(np.array([1, 256]), np.array([0.01, 0.02]), source="fit.json",
+                             metadata={"kind": "fitted"})              # a fresh user was sent to profile analytic
+    with pytest.raises(SpecsimInputError, match="build it with profile fit --max-batch-tokens 512"):
+        simulate(trace, "none", colocated, profile=fitted)
     # a profile that extrapolates has no last size to fall off
     ok = StepTimeProfile(np.array([1, 256]), np.array([0.01, 0.02]), extrapolate="linear")
     assert simulate(trace, "none", colocated, profile=ok).summary["completed"] == 1
