@@ -325,6 +325,9 @@ def test_sweep_notes_what_gamma_values_do_not_change(tmp_path, capsys):
     assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "sw2"), "--policies", "static",
                  "--gamma", "3", "--concurrency", "2", "--executor", "serial", "--quiet"]) == 0
     assert "fixes gamma" not in (err := capsys.readouterr().err) and "at gamma 0" not in err
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(tmp_path / "sw3"), "--policies", "none",
+                 "--gamma", "3,5", "--concurrency", "2", "--executor", "serial", "--quiet"]) == 0
+    assert "none never drafts: the --gamma values do not apply to it" in " ".join(capsys.readouterr().err.split())
 
 
 def test_a_sweep_of_another_trace_that_would_leave_the_folder_mixed_is_refused(tmp_path, capsys):

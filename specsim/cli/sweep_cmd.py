@@ -232,10 +232,12 @@ def sweep(
 
 def _note_gammas(policies: tuple[str, ...], gammas: list[int]) -> None:
     """On stderr, what ``--gamma`` values do not change, as ``specsim run`` notes it per run: mtp1 fixes gamma 1,
-    and at gamma 0 a speculative policy drafts nothing (its points are those of ``none``)."""
+    none never drafts, and at gamma 0 a speculative policy drafts nothing (its points are those of ``none``)."""
     if gammas and "mtp1" in policies and set(gammas) != {1}:
         print(fmt.wrapped("note: mtp1 fixes gamma 1 (its drafter's): the --gamma values do not apply to it"),
               file=sys.stderr)
+    if gammas and "none" in policies and set(gammas) != {0}:
+        print(fmt.wrapped("note: none never drafts: the --gamma values do not apply to it"), file=sys.stderr)
     spec_policies = [p for p in policies if p not in ("none", "mtp1")]
     if 0 in gammas and spec_policies:
         print(fmt.wrapped(f"note: at gamma 0 nothing is drafted, so {', '.join(spec_policies)} run as no speculation "
