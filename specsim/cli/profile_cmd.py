@@ -510,17 +510,14 @@ def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
         typer.echo("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
         return
     trep = fit_ttft(sm, obs, chunk_tokens, held)
-    fitted = sum(not p.holdout for p in trep.points)
-    if trep.request_overhead_s > MAX_REQUEST_OVERHEAD_S:
-        typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load "
-                   f"({fitted} point{'s' if fitted > 1 else ''}), the others predicted")
+    fitted, odd = sum(not p.holdout for p in trep.points), trep.request_overhead_s > MAX_REQUEST_OVERHEAD_S
+    typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} point"
+               f"{'s' if fitted > 1 else ''}), the others predicted" + ("" if odd else " (set engine.request_overhead_s;"
+                                                                      " the step terms stay fitted on TPOT)"))
+    if odd:
         typer.echo(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
                    "request (milliseconds): the lowest load's TTFT holds a server queue or a prefill the profile does "
                    "not see; do not set engine.request_overhead_s to it")
-    else:
-        typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} "
-                   f"point{'s' if fitted > 1 else ''}), the others predicted (set engine.request_overhead_s; the "
-                   "step terms stay fitted on TPOT)")
     _echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error", "predicted")
     worst = max(trep.points, key=lambda p: abs(p.rel_error), default=None)
     if worst is not None and abs(worst.rel_error) > TTFT_WARN_ERROR:
