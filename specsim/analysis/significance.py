@@ -9,7 +9,7 @@ The rule, :func:`paired_margin`:
   (``scipy.stats.ttest_rel(a, b, alternative="greater")``; Student 1908, the paired form). With zero
   spread of the differences the test is undefined: the margin then holds when every difference is > 0;
 * with one common seed there is no test: the verdict says "one seed" and ``holds`` is False;
-* with fewer than :data:`MIN_SEEDS` (two) the test's p-value is shown but the margin is ``untested``, ``holds``
+* with two seeds (fewer than :data:`MIN_SEEDS`) the test's p-value is shown but the margin is ``untested``, ``holds``
   False: a t-test on one degree of freedom rests on a spread estimated from two differences and on their
   normality, which two values cannot show (a fresh user read "holds (p=0.042, 2 seeds)" for a +1.2% lead
   as settled). Three seeds are the least that can uphold a lead.

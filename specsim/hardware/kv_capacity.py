@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.model_config import BYTES_PER_DTYPE
 from specsim.hardware.stepmodel import step_model_of
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, Scenario

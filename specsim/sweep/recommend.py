@@ -185,9 +185,9 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         at = _at_point(df, w.curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
-        if p["mode"] == "closed":
-            rec.users_in_system = float(np.mean([users_in_system(x, e) for x, e in
-                                                 zip(at.request_throughput, at.mean_e2el_ms)]))
+        busy = [users_in_system(x, e) for x, e in zip(at.request_throughput, at.mean_e2el_ms)]
+        if p["mode"] == "closed" and busy and np.isfinite(busy).all():
+            rec.users_in_system = float(np.mean(busy))
         _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
