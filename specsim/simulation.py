@@ -72,6 +72,13 @@ class SimulationResult:
         return d
 
 
+def _fixed_lengths(trace) -> bool:
+    """Whether every request of ``trace`` has the same prompt and the same output length (a fresh user's fixed-length
+    synthetic trace put a closed loop in lockstep: TTFT without speculation came out 163 ms against 31 ms with
+    spread lengths, and speculation seemed to cut it 3x)."""
+    return len(trace) > 1 and np.ptp(trace.prompt_tokens) == 0 and np.ptp(trace.output_tokens) == 0
+
+
 def _json_default(x: Any) -> Any:
     if isinstance(x, (np.integer,)):
         return int(x)
@@ -400,7 +407,12 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
             "same steps as --policy none)") if not pc.gamma and pc.name != "none" else None
     fixed = (f"policy {pc.name} fixes gamma {pc.gamma} (its drafter's); the gamma {config.gamma} given is not used"
              if config.gamma is not None and config.gamma != pc.gamma and pc.name != "none" else None)
-    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed):
+    lockstep = ("every request has the same prompt and output lengths, so a closed loop's users finish and arrive "
+                "again together (in lockstep): their prefills queue in bursts, which TTFT and TPS/user then measure; "
+                "lengths drawn from a distribution (trace synth --prompt-len uniform:A:B) spread them"
+                ) if config.concurrency and config.concurrency > 1 and _fixed_lengths(built.trace) else None
+    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
+                   lockstep):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)
