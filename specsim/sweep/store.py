@@ -115,15 +115,11 @@ def check_same_trace(out_dir: str | Path, points: Iterable[Any], trace: Any) -> 
     """
     if not points_dir(out_dir).is_dir():
         return
-    keys = {version_free_key({"config": p.config}) for p in points}
-    heads: dict[int, str] = {}
+    from specsim.sweep.spec import trace_hasher
 
-    def ours(cfg: dict) -> bool:                        # its requests are the first ones of this trace
-        n = int(cfg.get("num_requests") or len(trace))
-        if n not in heads:
-            heads[n] = trace.head(n).content_hash() if n < len(trace) else trace.content_hash()
-        return cfg.get("trace_sha") == heads[n]
-    left = [r for r in load_records(out_dir) if version_free_key(r) not in keys and not ours(r["config"])]
+    keys, head_sha = {version_free_key({"config": p.config}) for p in points}, trace_hasher(trace)
+    left = [r for r in load_records(out_dir) if version_free_key(r) not in keys     # not recomputed here, nor the first requests of this trace
+            and r["config"].get("trace_sha") != head_sha(int(r["config"].get("num_requests") or len(trace)))]
     if left:
         curves = sorted({f"{r['config']['policy']} at {r['config']['load']['value']:g}" for r in left})
         raise SpecsimInputError("--out", None, "trace",
