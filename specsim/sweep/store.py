@@ -118,7 +118,8 @@ def check_same_trace(out_dir: str | Path, points: Iterable[Any], trace: Any) -> 
     from specsim.sweep.spec import trace_hasher
 
     keys, head_sha = {version_free_key({"config": p.config}) for p in points}, trace_hasher(trace)
-    left = [r for r in load_records(out_dir) if version_free_key(r) not in keys     # not recomputed here, nor the first requests of this trace
+    left = [r for r in load_records(out_dir)        # not recomputed here, nor the first requests of this trace
+            if version_free_key(r) not in keys
             and r["config"].get("trace_sha") != head_sha(int(r["config"].get("num_requests") or len(trace)))]
     if left:
         curves = sorted({f"{r['config']['policy']} at {r['config']['load']['value']:g}" for r in left})
