@@ -165,7 +165,7 @@ def _base_config(spec: SweepSpec, scenario: Scenario) -> dict[str, Any]:
             "profile_sha": canonical_sha(prof.to_dict()), "max_sim_s": spec.max_sim_s}
 
 
-def trace_hasher(trace) -> Callable[[int], str]:
+def _trace_hasher(trace) -> Callable[[int], str]:
     """``n -> content hash of the trace's first n requests``, each computed once."""
     cache: dict[int, str] = {}
 
@@ -208,7 +208,7 @@ def expand_points(spec: SweepSpec, scenario: Scenario, trace) -> list[SweepPoint
 
     with in_scenario_file(scenario):            # a profile name the scenario file set: its file and line, as run
         base = _base_config(spec, scenario)
-    trace_hash = trace_hasher(trace)
+    trace_hash = _trace_hasher(trace)
     loads = [("closed", float(c)) for c in spec.concurrency] + [("open", float(r)) for r in spec.rate_scales]
     points: dict[str, SweepPoint] = {}
     shared = _shared_knobs(spec.policies)
