@@ -90,6 +90,7 @@ def fitted_profile(name: str):
     prov["fit"]["median_abs_error_predicted_tpot"] = round(float(np.median(np.abs(held["tpot_error"]))), 4)
     prov["fit"]["median_abs_error_predicted_throughput"] = round(
         float(np.median(np.abs(held["throughput_error"]))), 4)
+    prov["fit"]["request_overhead_s"] = res.setup["request_overhead_s"]    # fitted on the lowest load's TTFT
     prov["fit"]["how"] = ("specsim.studies.validation: step = mean TPOT, R = output throughput x TPOT (Little's law, <= N), "
                           "B = R + prompt tokens per step, context = prompt + output / 2; the other loads "
                           "predicted by simulation (docs/validation.md)")

@@ -37,6 +37,7 @@ from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
 from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_LAYERS, DrafterCost, ShapedDrafterCost,
                                       shaped_drafter_cost)
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
+from specsim.hardware.drafter import drafter_weight_bytes
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
 from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profile_label, resolve_profile
@@ -322,6 +323,18 @@ def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTim
     return float(DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]])
 
 
+def drafter_weights(sc: Scenario, drafter: str, gamma: int, profile: StepTimeProfile) -> float:
+    """The drafter's own weights per GPU, bytes, that the KV capacity's memory must also hold: from the drafter's
+    shape where the profile has a step model and the drafter is a model
+    (:func:`specsim.hardware.drafter.drafter_weight_bytes`, also where ``drafter.base_fraction`` sets its cost: the
+    weights are loaded whatever prices the drafting); 0 when nothing drafts and for a plain table (no model shape
+    to size the drafter from)."""
+    target = step_model_of(profile)
+    if gamma <= 0 or target is None or drafter not in DRAFTER_LAYERS:
+        return 0.0
+    return drafter_weight_bytes(drafter, target, sc.drafter.layers if drafter == sc.drafter.name else None)
+
+
 def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
     """Colocated prefill shares the decode steps, so mixed steps reach the scenario's prefill chunk: a profile
     that stops short of it fails here, when the run is resolved, not mid-run (issue 20).
@@ -473,5 +486,6 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
         frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
         gpus, notice = replica_gpus(sc, prof)
         prefill_gpus, prefill_notice = prefill_instance_gpus(sc, prof)
-    return ResolvedRun(config, choice, prof, cost, frac, kv_capacity(sc, prof, choice.gamma, frac), gpus, notice,
+    kvc = kv_capacity(sc, prof, choice.gamma, frac, drafter_weights(sc, choice.drafter, choice.gamma, prof))
+    return ResolvedRun(config, choice, prof, cost, frac, kvc, gpus, notice,
                        prefill_gpus, prefill_notice)

@@ -207,3 +207,31 @@ def test_the_default_capacity_says_what_the_profiles_gpus_would_hold():
     assert "less than the GPUs would hold" in eight.describe() and f"{eight.memory_tokens:,}" in eight.describe()
     one = kv_capacity(load_scenario(), None, gamma=7)     # Llama-2-7B on one H100: the default is sized for it
     assert abs(one.memory_tokens - one.tokens) <= 0.1 * one.tokens and "GPUs" not in one.describe()
+
+
+def test_the_drafters_own_weights_come_out_of_the_kv_memory():
+    """DSpark on Qwen3.8-27B: five of the target's layers (its shape), the 8 x 5120 -> 5120 projection of target
+    hidden states and two rank-256 x 248,320 Markov factors, in BF16, beside the target's 54 GB; the embedding and LM
+    head are the target's. The KV memory loses exactly those bytes (floored to 16-token blocks of 65,536 B each)."""
+    from specsim.hardware.drafter import drafter_shape, drafter_weight_bytes
+    from specsim.run_config import drafter_weights
+
+    sm = _qwen_hybrid_on_b200()
+    m = sm.model
+    layers = drafter_shape("dspark", m, 5)
+    by_hand = layers.weight_bytes(1) - 2 * 2 * m.vocab * m.hidden + (8 * 5120 * 5120 + 2 * 256 * 248_320) * 2
+    dspark = drafter_weight_bytes("dspark", sm)
+    assert dspark == pytest.approx(by_hand, rel=1e-12) and 4.3e9 < dspark < 4.5e9
+    mtp = drafter_weight_bytes("mtp", sm)                     # one target layer and its 2 x 5120 -> 5120 eh_proj
+    assert mtp == pytest.approx(drafter_shape("mtp", m, 1).weight_bytes(1) - 4 * m.vocab * m.hidden
+                                + 2 * 5120 * 5120 * 2, rel=1e-12)
+    prof = sm.profile(max_batch_tokens=17_000)
+    sc = load_scenario(overrides=['prefill.mode="colocated"', "prefill.chunk_tokens=16384",
+                                  "cluster.gpu_memory_utilization=0.9"])
+    bare, loaded = kv_capacity(sc, prof, gamma=7), kv_capacity(sc, prof, 7, drafter_weights_bytes=dspark)
+    assert loaded.weights_bytes == pytest.approx(bare.weights_bytes + dspark)
+    assert abs((bare.tokens - loaded.tokens) - dspark / 65_536) < 16
+    assert "the drafter's 4.4" in loaded.describe()
+    assert drafter_weights(sc, "dspark", 7, prof) == dspark and drafter_weights(sc, "dspark", 0, prof) == 0.0
+    flat = StepTimeProfile.flat(0.01)
+    assert drafter_weights(sc, "dspark", 7, flat) == 0.0      # a plain table: no shape to size the drafter from

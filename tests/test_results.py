@@ -56,6 +56,26 @@ def test_vllm_detailed_without_latencies_sums_itls(tmp_path):
     assert read_vllm_result(f)[0].tps_per_user == pytest.approx(30.0)
 
 
+def test_an_sglang_bench_serving_file_with_medians_only_is_read_and_named(tmp_path):
+    # SGLang's bench_serving writes vLLM's keys with backend "sglang"; a file may give only the medians
+    obj = json.loads((DATA / "vllm_result_sample.json").read_text())
+    obj["backend"] = "sglang-oai"
+    for key in ("mean_tpot_ms", "mean_itl_ms"):
+        del obj[key]
+    f = tmp_path / "sglang.json"
+    f.write_text(json.dumps(obj))
+    (p,) = read_results([f])
+    assert p.tool == "sglang" and p.tps_per_user_basis == "1000 / median TPOT"
+    assert p.tps_per_user == pytest.approx(1000.0 / 19.5)
+    del obj["median_tpot_ms"]
+    f.write_text(json.dumps(obj))
+    (p,) = read_vllm_result(f)
+    assert p.tps_per_user == pytest.approx(1000.0 / 19.0) and p.tps_per_user_basis == "1000 / median ITL"
+    del obj["median_itl_ms"]
+    f.write_text(json.dumps(obj))
+    assert read_vllm_result(f)[0].tps_per_user is None           # nothing to read: not plotted, as before
+
+
 def test_vllm_appended_file_gives_one_point_per_line():
     pts = read_vllm_result(DATA / "vllm_result_append_sample.json", gpus=4)
     assert [p.load for p in pts] == ["rate 2.0 req/s", "rate 4.0 req/s"]

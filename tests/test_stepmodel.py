@@ -420,3 +420,40 @@ def test_the_lm_head_is_charged_at_bf16_whatever_the_weights_dtype():
         np.testing.assert_array_equal(low.breakdown(b)["lm_head"], base.breakdown(b)["lm_head"])
         assert (low.breakdown(b)["gemm"] < base.breakdown(b)["gemm"]).all()      # the layers do run narrower
     assert replace(MODELS["llama2-7b"], weight_dtype="fp16").gemm_dtype("head") == "fp16"
+
+
+def test_a_hybrid_prefill_chunk_moves_its_linear_state_per_64_tokens_not_per_token():
+    # Qwen3.8-27B: 48 Gated DeltaNet layers. A decode or verify step writes the state after every token (the table,
+    # R = 0: B writes); a prefill chunk of c tokens moves it 2 + ceil(c / 64) times (the chunked kernel).
+    from specsim.hardware.model_config import model_from_hf_config
+
+    data = __import__("pathlib").Path(__file__).parent / "data"
+    sm = step_model(model_from_hf_config(data / "hf_configs" / "qwen3.8-27b.json"), "b200")
+    state = sm.state_s_per_request
+    assert state == pytest.approx(sm.model.linear_state_bytes() / (sm.gpu.hbm_bytes_per_s * sm.terms.attn_bw_eff))
+    bare = replace(sm, model=replace(sm.model, linear_layers=0))       # every layer softmax attention, no state
+    assert bare.breakdown([96], [0])["attention"][0] == 0.0                # R = 0, K = 0: no KV read
+    assert sm.breakdown([96], [0])["attention"][0] == pytest.approx(96 * state, rel=1e-12)
+    pairs = sm.prefill_attn_s_per_pair * 190 * (0 + 191 / 2)
+    assert sm.prefill_attention_s([190], [0]) == pytest.approx(pairs + state * (2 + 3 - 190), rel=1e-12)
+    prof = sm.profile(512)
+    assert prof.linear_state_s == state
+    assert prof.prefill_attention_s(190, 0) == pytest.approx(sm.prefill_attention_s([190], [0]), rel=1e-12)
+    assert prof.prefill_attention_s(np.array([190, 64]), np.array([0, 0])) == pytest.approx(
+        sm.prefill_attention_s([190, 64], [0, 0]), rel=1e-12)
+    assert bare.profile(512).linear_state_s == 0.0
+    assert bare.prefill_attention_s([190], [0]) == pytest.approx(bare.prefill_attn_s_per_pair * 190 * 191 / 2)
+
+
+def test_the_engine_charges_a_prefill_chunk_its_state_moves(tmp_path):
+    # flat 20 ms steps; one request, a 64-token prompt prefilled in one colocated step: the table wrote the state
+    # 64 times, the chunk moves it 2 + 1 times, so its first token comes 61 state moves earlier
+    prof = StepTimeProfile(np.array([1, 4096]), np.array([0.02, 0.02]), linear_state_s=1e-4,
+                           metadata={"speculation_terms": "none: a closed-form profile"})
+    save_profile(prof, tmp_path / "p.json")
+    assert load_profile(tmp_path / "p.json").linear_state_s == 1e-4
+    scen = load_scenario(overrides=["prefill.mode=colocated", "engine.host_overhead_s=0",
+                                    "engine.request_overhead_s=0"])
+    r = simulate(make_trace([0.0], [64], [5]), "none", scen, profile=prof, seed=0).requests
+    assert r["ttft_s"][0] == pytest.approx(0.020 - 61e-4, abs=1e-12)
+    assert r["e2el_s"][0] == pytest.approx(0.020 - 61e-4 + 4 * 0.020, abs=1e-12)

@@ -109,3 +109,16 @@ def test_fitting_the_lowest_speculative_point_lowers_the_fixed_term_and_holds_it
         # the sourced default (vLLM issue 49548, an upper bound) is above what the B200 N = 1 point asks for
         assert 0.0 <= fitted[name] < EngineTerms().spec_step_s
         assert t["fitted_speedup_error"].abs().max() <= FITTED_SPEEDUP_BOUNDS[name]
+
+
+def test_the_ttft_term_is_fitted_on_the_lowest_load_as_profile_fit_fits_it(results):
+    # B200: TTFT 39-44 ms at N = 1 against a modelled prefill of ~20 ms: a request overhead of tens of milliseconds;
+    # SGLang H200 DeepSeek-R1: TTFT of seconds at N = 4, above the 1 s an engine's own overhead can be: the default
+    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S
+    from specsim.studies.validation import DEFAULT_OVERHEAD_S
+
+    base, _, _ = results
+    for name in ("vllm_b200_qwen3.8-27b_humaneval_nospec", "vllm_b200_qwen3.8-27b_mathreasoning_nospec"):
+        assert 0.005 < base[name].setup["request_overhead_s"] < 0.03
+    assert base["sglang_h200_deepseek-r1_random3200-800_nospec"].setup["request_overhead_s"] == DEFAULT_OVERHEAD_S
+    assert all(r.setup["request_overhead_s"] <= MAX_REQUEST_OVERHEAD_S for r in base.values())

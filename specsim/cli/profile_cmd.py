@@ -497,14 +497,10 @@ FIT_REFUSE_ERROR = 1.0
 #: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
 TTFT_WARN_ERROR = 0.2
 
-#: A fitted request overhead above this (seconds) is no engine's own: ``profile fit`` warns instead of advising it.
-MAX_REQUEST_OVERHEAD_S = 1.0
-
-
 def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     """Where the inputs give TTFT: fit the request overhead to it, print every point's TTFT residual (the TPOT
     residuals are printed above) and add them to ``prov`` under ``fit.ttft``; else say TTFT was not fitted."""
-    from specsim.hardware.ttft_fit import fit_ttft, has_ttft
+    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S, fit_ttft, has_ttft
 
     if not any(has_ttft(o) for o in obs):
         typer.echo("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")

@@ -201,6 +201,43 @@ def drafter_kv_fraction(drafter: str, target, layers: int | None = None) -> floa
     return float(mine / target.model.kv_bytes_per_token(target.tp))
 
 
+#: Target hidden states a drafter's input projection fuses (a BF16 ``n x hidden -> hidden`` GEMM, replicated over TP):
+#: EAGLE-3 three (low, middle and high layers; EAGLE-3 paper, section 3), MTP two (the embedding and the previous
+#: hidden state, DeepSeek-V3's ``eh_proj``; technical report, section 2.2), DSpark eight (the public checkpoint
+#: ``RedHatAI/Qwen3.8-27B-speculator.dspark``: an 8 x 5120 -> 5120 projection, docs/validation.md), DFlash as DSpark
+#: (no other count was found in our sources).
+FEATURE_INPUTS = {"eagle3": 3, "mtp": 2, "dspark": 8, "dflash": 8}
+
+
+def drafter_weight_bytes(drafter: str, target, layers: int | None = None) -> float:
+    """Bytes of the drafter's own weights on one GPU of ``target`` (its
+    :class:`~specsim.hardware.stepmodel.StepModel`), which vLLM loads beside the target and so takes from the KV
+    pool's memory: the layers of :func:`drafter_shape` without embedding and LM head (the target's, shared), the
+    input projection (:data:`FEATURE_INPUTS`), EAGLE-3's own draft-vocabulary head and DSpark's Markov head (two
+    ``MARKOV_RANK x vocabulary`` factors, as the public checkpoint holds: its 1,988,431,617 parameters are five
+    plain Qwen3 layers, the projection and these two factors). The layers follow the cost model's shape (five of
+    Qwen3.8-27B's gated-attention layers: 2.20e9 parameters against the checkpoint's 1.99e9).
+
+    Raises:
+        SpecsimInputError: an unknown drafter, layers < 1.
+    """
+    if drafter not in DRAFTER_LAYERS:
+        raise SpecsimInputError(None, None, "drafter", f"one of {sorted(DRAFTER_LAYERS)}", repr(drafter))
+    n = DRAFTER_LAYERS[drafter] if layers is None else layers
+    if n < 1:
+        raise SpecsimInputError(None, None, "drafter.layers", "an int >= 1", repr(layers))
+    m, tp, bf16 = target.model, target.tp, 2.0
+    shape = drafter_shape(drafter, m, n)
+    ep = target.ep if shape.num_experts else 1
+    own = shape.weight_bytes(tp, ep) - shape._embedding_params() / tp * bf16    # embedding and head: shared
+    own += FEATURE_INPUTS[drafter] * m.hidden * m.hidden * bf16
+    if drafter == "eagle3":
+        own += shape.vocab * m.hidden * bf16 / tp                                        # its own reduced head
+    if drafter == "dspark":
+        own += 2 * MARKOV_RANK * m.vocab * bf16 / tp
+    return float(own)
+
+
 def drafter_shape(drafter: str, m, layers: int, draft_vocab: int = EAGLE3_DRAFT_VOCAB):
     """The drafter's own :class:`~specsim.hardware.model_config.ModelConfig` from the target's ``m`` (issue 20).
 

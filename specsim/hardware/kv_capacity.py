@@ -30,7 +30,9 @@ class KvCapacity:
     """A replica's KV capacity and, when derived from ``cluster.gpu_memory_utilization``, its parts.
 
     Derived (vLLM's rule): ``tokens = floor((M x u - W - A) / b / block_size) x block_size`` per GPU shard,
-    where M is the GPU memory, u the utilisation, W the weights per GPU, b the KV bytes per token per GPU
+    where M is the GPU memory, u the utilisation, W the weights per GPU (the target's and, where the run drafts
+    with a model, the drafter's own: :func:`specsim.hardware.drafter.drafter_weight_bytes`), b the KV bytes per
+    token per GPU
     and A the activation reserve of the profiling forward pass over ``T`` tokens,
     ``A = T x (2 hidden + 2 ffn / tp) x dtype_bytes + T x vocab x 4`` (one layer's hidden and MLP
     activations plus the fp32 logits), with ``T = max_num_seqs x (gamma + 1)`` (the largest verify batch;
@@ -54,7 +56,8 @@ class KvCapacity:
         memory_tokens: at the default capacity, the tokens the profile's model and GPUs would hold at vLLM's
             0.9 (:func:`_plain_table_memory`), None where its metadata cannot say or the capacity is not the default.
         gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens,
-        kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived.
+        kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived
+        (``weights_bytes`` includes ``drafter_weights_bytes``, the drafter's own weights per GPU, 0 without).
     """
 
     tokens: int
@@ -74,6 +77,7 @@ class KvCapacity:
     state_blocks: int = 0
     state_bytes: float = 0.0
     memory_tokens: int | None = None
+    drafter_weights_bytes: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
@@ -96,8 +100,10 @@ class KvCapacity:
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}{self._memory_note()}"
         gb = 1e9
+        drafter = (f" (the drafter's {self.drafter_weights_bytes / gb:.2f} GB included)"
+                   if self.drafter_weights_bytes else "")
         return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
-                f"{self.weights_bytes / gb:.2f} GB - activation reserve {self.activation_bytes / gb:.2f} GB "
+                f"{self.weights_bytes / gb:.2f} GB{drafter} - activation reserve {self.activation_bytes / gb:.2f} GB "
                 f"[T x (2 hidden + 2 ffn/tp) x dtype + T x vocab x 4 B, T = {self.activation_tokens}]) / "
                 f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks{share}")
 
@@ -187,14 +193,15 @@ def state_blocks_per_request(model, tp: int, gamma: int, kv_bytes_per_token: flo
 
 
 def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
-                drafter_kv_fraction: float = 0.0) -> KvCapacity:
+                drafter_kv_fraction: float = 0.0, drafter_weights_bytes: float = 0.0) -> KvCapacity:
     """A replica's KV capacity in tokens: set, derived from ``cluster.gpu_memory_utilization`` (the rule and its
     parts: :class:`KvCapacity`), derived at vLLM's 0.9 for a step-model profile (it knows the model and GPU), or
     the default for a plain table.
 
     Args:
         sc: the scenario; profile: the run's step-time profile (None: the scenario's, loaded when needed);
-        gamma: the run's draft block length; drafter_kv_fraction: the drafter's KV per target KV token.
+        gamma: the run's draft block length; drafter_kv_fraction: the drafter's KV per target KV token;
+        drafter_weights_bytes: the drafter's own weights per GPU (taken from the memory where it is derived).
 
     Raises:
         SpecsimInputError: the profile's metadata lacks the model shape or names no known GPU (naming the
@@ -206,7 +213,7 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
         return _with_state(kvc, step_model_of(profile) if profile is not None else None, gamma)
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
     sm = step_model_of(prof)
-    return _with_state(_capacity(sc, prof, sm, gamma, drafter_kv_fraction), sm, gamma)
+    return _with_state(_capacity(sc, prof, sm, gamma, drafter_kv_fraction, drafter_weights_bytes), sm, gamma)
 
 
 def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:
@@ -217,7 +224,8 @@ def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:
     return replace(kvc, state_blocks=blocks, state_bytes=nbytes)
 
 
-def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fraction: float) -> KvCapacity:
+def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fraction: float,
+              drafter_weights_bytes: float = 0.0) -> KvCapacity:
     """:func:`kv_capacity` without the linear-attention state: the default, or derived from the memory.
 
     A plain table at the default capacity is still checked against its GPUs where its metadata gives the model's
@@ -230,7 +238,7 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
             return KvCapacity(DEFAULT_KV_CAPACITY_TOKENS, "default", c.block_size, drafter_kv_fraction,
                               memory_tokens=_plain_table_memory(sc, prof, gamma))
         utilization = STEP_MODEL_UTILIZATION     # a step-model profile knows its model and GPU: derive
-    d = _derivation(sc, prof, sm, gamma, utilization)
+    d = _derivation(sc, prof, sm, gamma, utilization, drafter_weights_bytes)
     if d["tokens"] < c.block_size:
         raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
                                 f"room for at least one KV block: {_no_room(d)} (raise the profile's TP/EP or use "
@@ -239,7 +247,7 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
                                 else f"unset (vLLM's default {STEP_MODEL_UTILIZATION} assumed)")
     return KvCapacity(d["tokens"], "gpu_memory_utilization", c.block_size, drafter_kv_fraction, d["gpu"], d["mem"],
                       utilization, d["weights"], d["act"], d["t"], float(d["per_token"]), d["model"].name, d["tp"],
-                      prof.source)
+                      prof.source, drafter_weights_bytes=float(drafter_weights_bytes))
 
 
 def _no_room(d: dict) -> str:
@@ -248,7 +256,8 @@ def _no_room(d: dict) -> str:
             f"activation reserve {d['act'] / 1e9:.2f} GB leaves {d['free'] / 1e9:.2f} GB")
 
 
-def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization: float) -> dict[str, Any]:
+def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization: float,
+                drafter_weights_bytes: float = 0.0) -> dict[str, Any]:
     """vLLM's memory rule (:class:`KvCapacity`) at ``utilization``: its inputs and ``tokens`` (floored to blocks; 0
     when nothing is left). A step-model profile gives its shape, dtypes, TP/EP and GPU datasheet; a plain table
     its metadata.
@@ -260,7 +269,7 @@ def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization
     t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
     if sm is not None:
         model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.name, sm.gpu.memory_bytes
-        weights = model.weight_bytes(sm.tp, sm.ep)
+        weights = model.weight_bytes(sm.tp, sm.ep) + drafter_weights_bytes
         per_token = model.kv_bytes_per_token(sm.tp)
     else:
         model, dtype_bytes, tp = _model_shape(prof)

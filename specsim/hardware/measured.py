@@ -34,13 +34,15 @@ class MeasuredPoint:
     """One measured benchmark run, on the frontier's axes.
 
     Attributes:
-        source: the file it came from; tool: ``"vllm"`` or ``"guidellm"``; label: the legend text.
+        source: the file it came from; tool: ``"vllm"``, ``"sglang"`` (a ``bench_serving`` result, whose
+            ``backend`` key names SGLang; the same keys as vLLM's) or ``"guidellm"``; label: the legend text.
         load: the load in words (``"concurrency 64"``, ``"rate 4 req/s"``, ``"throughput"``).
         gpus: GPUs of the measured deployment (>= 1), for the per-GPU throughput.
         tps_per_user: tokens/s per user (x axis), or None when the file has no TPOT.
         tps_per_user_basis: ``"per-request"`` (mean over requests of (output - 1) / (E2EL - TTFT),
             as the simulator's mean_tps_per_user) or ``"1000 / mean TPOT"`` (a summary file; a lower
-            bound of the per-request mean by Jensen's inequality).
+            bound of the per-request mean by Jensen's inequality), ``"1000 / median TPOT"`` or
+            ``"1000 / median ITL"`` (a file that gives medians only, as SGLang's ``bench_serving`` can).
         output_throughput: output tokens/s of the whole deployment, or None.
         metrics: the run's figures under vLLM's names (``mean_ttft_ms``, ``p99_tpot_ms``,
             ``request_throughput``, ``completed``, ...), those the file has.
@@ -108,8 +110,9 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
     """Read a ``vllm bench serve --save-result`` file: one point per JSON object.
 
     TPS/user is per-request when the file has ``--save-detailed`` lists (``ttfts``, ``output_lens``
-    and ``latencies``, or ``itls`` to sum), else 1000 / ``mean_tpot_ms``. Throughput is
-    ``output_throughput``.
+    and ``latencies``, or ``itls`` to sum), else 1000 / ``mean_tpot_ms``, else (a file with medians only) 1000 /
+    ``median_tpot_ms`` or ``median_itl_ms``. Throughput is ``output_throughput``. SGLang's ``bench_serving``
+    writes the same keys; its points say ``sglang`` (its ``backend`` key) rather than ``vllm``.
 
     Args:
         path: the JSON file.
@@ -134,7 +137,8 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         tps, basis = _vllm_tps_per_user(obj)
         metrics = {k2: v for k2, v in obj.items() if not isinstance(v, (list, dict))}
         name = obj.get("label") or obj.get("model_id") or path.stem
-        points.append(MeasuredPoint(str(path), "vllm", label or f"measured: {name} ({load})", load, gpus, tps,
+        tool = "sglang" if str(obj.get("backend", "")).startswith("sglang") else "vllm"
+        points.append(MeasuredPoint(str(path), tool, label or f"measured: {name} ({load})", load, gpus, tps,
                                     basis, _num(obj["output_throughput"]), metrics))
     return points
 
@@ -152,8 +156,12 @@ def _vllm_tps_per_user(obj: dict) -> tuple[float | None, str]:
                if t is not None and e is not None and isinstance(o, int) and o > 1 and e > t]
         if tps:
             return float(np.mean(tps)), "per-request"
-    tpot = _num(obj.get("mean_tpot_ms"))
-    return (1000.0 / tpot if tpot else None), "1000 / mean TPOT"
+    for key, basis in (("mean_tpot_ms", "1000 / mean TPOT"), ("median_tpot_ms", "1000 / median TPOT"),
+                       ("median_itl_ms", "1000 / median ITL")):
+        tpot = _num(obj.get(key))
+        if tpot:
+            return 1000.0 / tpot, basis
+    return None, "1000 / mean TPOT"
 
 
 #: guidellm metric -> (vLLM metric word, scale to ms).

@@ -71,7 +71,8 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
         if key in doc and not isinstance(doc[key], kind) and not (key == "prefill_attention" and doc[key] is None):
             raise SpecsimInputError(src, None, key, "a string" if kind is str else "an object", _shown(doc[key]))
     coef = {}
-    for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair", "spec_step_s", "spec_request_s"):
+    for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair", "linear_state_s", "spec_step_s",
+                "spec_request_s"):
         v = doc.get(key, 0.0)
         if type(v) not in (int, float):
             raise SpecsimInputError(src, None, key, "a number of seconds >= 0", _shown(v))

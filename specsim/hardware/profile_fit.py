@@ -129,18 +129,24 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     engine runs mixed steps) and the rest verify D tokens in a CUDA graph; the mean step is
     ``(1 - f) t(D) + f t(D + P / f)``, D the decode tokens (``decode_tokens`` where the observation has it, as
     speculative ones do: R (1 + K); else R) and P = B - D. It matters where the step time is concave in B
-    (MoE: the touched experts saturate), where the cost at the mean B overstates the mean cost.
+    (MoE: the touched experts saturate), where the cost at the mean B overstates the mean cost. Hybrid models'
+    prefill chunks move their linear-attention state as the chunked kernel does
+    (:meth:`StepModel.prefill_state_s`): one chunk of P / f tokens per mixed step, or at the mean B the P tokens
+    as P / L whole prompts of ``prompt_tokens`` L (no correction where L is unknown).
     """
     r = np.array([o.num_requests for o in observations], np.float64)
     d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
-    if not chunk_tokens:
-        return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64)
     p = np.maximum(b - d, 0.0)
+    if not chunk_tokens:
+        prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+        state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
+        return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64) + state
     f = np.minimum(1.0, p / chunk_tokens)
     decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
-    mixed = np.asarray(sm.step_time(np.ceil(d + p / np.maximum(f, 1e-12)), r, r * c), np.float64)
+    chunk = p / np.maximum(f, 1e-12)
+    mixed = np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
     return np.where(f > 0, (1.0 - f) * decode + f * mixed, decode)
 
 

@@ -38,6 +38,18 @@ LOOKUPS = ("linear", "padded")
 #: and 10 ms: far above any measured engine's, so a value typed in milliseconds is caught; the fit's bounds too).
 SPEC_STEP_S_MAX, SPEC_REQUEST_S_MAX = 0.05, 0.01
 EXTRAPOLATIONS = ("error", "linear")
+#: Tokens per block of the chunked linear-attention (Gated DeltaNet) prefill kernel: flash-linear-attention's
+#: ``chunk_gated_delta_rule`` (vLLM runs its copy; ``chunk_delta_h``, block ``BT = 64``) reads a request's state
+#: once, writes the final state once, and stores a bf16 copy of the state (half the fp32 state's bytes) at every
+#: block boundary, which its output kernel reads back: 2 + ceil(c / 64) state moves for a prefill chunk of c tokens,
+#: where a decode or verify step writes the state after every token it runs.
+LINEAR_CHUNK_TOKENS = 64
+
+
+def prefill_state_moves(chunk_tokens) -> np.ndarray:
+    """(n,) times a prefill chunk of c tokens moves a request's linear-attention state, in whole-state units
+    (:data:`LINEAR_CHUNK_TOKENS`): ``2 + ceil(c / 64)``, float64 like ``chunk_tokens``."""
+    return 2.0 + np.ceil(np.asarray(chunk_tokens, np.float64) / LINEAR_CHUNK_TOKENS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +70,9 @@ class StepTimeProfile:
             (eager, no CUDA-graph padding: always ``linear`` lookup); None = the decode table.
         prefill_attn_s_per_pair: seconds of prefill attention per (chunk token x attended token) pair
             (:meth:`prefill_attention_s`); 0 = none.
+        linear_state_s: seconds to move one request's linear-attention state once (hybrid models such as
+            Qwen3.8's Gated DeltaNet layers; 0 = none): the tables write it after every token of B, as decode and
+            verify steps do; :meth:`prefill_attention_s` charges a prefill chunk its kernel's moves instead.
         spec_step_s, spec_request_s, spec_zero_draft_pays: speculation's own overhead (:meth:`speculation_s`;
             step-model profiles carry :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults, plain
             tables 0 unless their file sets the JSON keys of the same names; a run charges a table that states
@@ -80,6 +95,7 @@ class StepTimeProfile:
     per_request_s: float = 0.0
     mixed_step_time_s: np.ndarray | None = None
     prefill_attn_s_per_pair: float = 0.0
+    linear_state_s: float = 0.0
     spec_step_s: float = 0.0
     spec_request_s: float = 0.0
     spec_zero_draft_pays: bool = False
@@ -111,8 +127,8 @@ class StepTimeProfile:
         if not isinstance(self.spec_zero_draft_pays, (bool, np.bool_)):
             raise SpecsimInputError(src, None, "spec_zero_draft_pays", "true or false",
                                     repr(self.spec_zero_draft_pays))
-        for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair", "spec_step_s",
-                    "spec_request_s"):
+        for key in ("kv_read_s_per_token", "per_request_s", "prefill_attn_s_per_pair", "linear_state_s",
+                    "spec_step_s", "spec_request_s"):
             v = getattr(self, key)
             if not np.isfinite(v) or v < 0:
                 raise SpecsimInputError(src, None, key, "a finite value >= 0", repr(v))
@@ -275,10 +291,10 @@ class StepTimeProfile:
     @property
     def charges_prefill_attention(self) -> bool:
         """Whether :meth:`prefill_attention_s` can be nonzero (else callers may skip building its inputs)."""
-        return bool(self.prefill_attn_s_per_pair)
+        return bool(self.prefill_attn_s_per_pair or self.linear_state_s)
 
     def prefill_attention_s(self, chunk_tokens: np.ndarray, context_tokens: np.ndarray) -> float:
-        """Extra seconds of attention for prefill chunks in a mixed (colocated) step.
+        """Seconds of attention that prefill chunks add to a mixed (colocated) step's table time (summed).
 
         Args:
             chunk_tokens: (n,) prompt tokens each prefill chunk processes this step (or one int).
@@ -286,17 +302,25 @@ class StepTimeProfile:
 
         The base table charges ``prefill_attn_s_per_pair * sum(c * (k + (c + 1) / 2))`` (causal attention of
         c chunk tokens over k cached ones; the step model's coefficient), 0 for plain tables (the linear
-        layers' cost of the chunk tokens is already in ``step_time(B)``); profiles with a measured
-        attention grid override it.
+        layers' cost of the chunk tokens is already in ``step_time(B)``), plus for hybrid models
+        ``linear_state_s * sum(2 + ceil(c / 64) - c)``: the table wrote the linear-attention state after each
+        of the c tokens, the chunked kernel moves it 2 + ceil(c / 64) times (:func:`prefill_state_moves`), so a
+        chunk of more than three tokens is charged less. Profiles with a measured attention grid override it.
         """
-        if not self.prefill_attn_s_per_pair:
+        if not self.charges_prefill_attention:
             return 0.0
         if isinstance(chunk_tokens, (int, np.integer)):          # one chunk: the same arithmetic on scalars
             c, k = float(chunk_tokens), float(context_tokens)
-            return float(self.prefill_attn_s_per_pair * (c * (k + (c + 1.0) / 2.0)))
+            t = self.prefill_attn_s_per_pair * (c * (k + (c + 1.0) / 2.0))
+            if self.linear_state_s:
+                t += self.linear_state_s * (2.0 + np.ceil(c / LINEAR_CHUNK_TOKENS) - c)
+            return float(t)
         c = np.asarray(chunk_tokens, dtype=np.float64)
         k = np.asarray(context_tokens, dtype=np.float64)
-        return float(self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0)))
+        t = self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0))
+        if self.linear_state_s:
+            t += self.linear_state_s * np.sum(prefill_state_moves(c) - c)
+        return float(t)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-serialisable form written by :func:`save_profile`."""
@@ -309,6 +333,7 @@ class StepTimeProfile:
             "step_time_s": [float(x) for x in self.step_time_s],
             **({"per_request_s": self.per_request_s} if self.per_request_s else {}),
             **({"prefill_attn_s_per_pair": self.prefill_attn_s_per_pair} if self.prefill_attn_s_per_pair else {}),
+            **({"linear_state_s": self.linear_state_s} if self.linear_state_s else {}),
             **({"mixed_step_time_s": [float(x) for x in self.mixed_step_time_s]}
                if self.mixed_step_time_s is not None else {}),
             **({"spec_step_s": self.spec_step_s, "spec_request_s": self.spec_request_s,

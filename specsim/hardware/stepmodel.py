@@ -22,10 +22,10 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
                     ``attn_request_s`` per request per layer (FlashAttention's per-sequence work); hybrid models'
                     linear-attention state, read once per request and written after every token of the step
                     (a speculative step keeps the state at each verified position to roll back to the accepted
-                    prefix; prefill chunks are charged the same, an overcharge: chunked kernels write per chunk);
-                    prefill
-                    chunks: ``4 * heads * head_dim * c * (k + (c + 1) / 2)`` FLOPs per layer for a chunk of c
-                    tokens over k cached ones, at ``flops_eff`` (:meth:`StepModel.prefill_attention_s`)
+                    prefix); prefill chunks: ``4 * heads * head_dim * c * (k + (c + 1) / 2)`` FLOPs per layer
+                    for a chunk of c tokens over k cached ones, at ``flops_eff``, and the linear-attention state
+                    moved as the chunked kernel moves it, ``2 + ceil(c / 64)`` times in place of the table's c
+                    writes (:meth:`StepModel.prefill_attention_s`)
 ``lm_head``         the LM head over the B verified tokens (vocabulary / tp per GPU; BF16 weights whatever the
                     checkpoint's ``weight_dtype``, :meth:`ModelConfig.gemm_dtype` ``"head"``) and the embedding gather
 ``sampling``        sampling and rejection sampling per verified token: ``SAMPLING_PASSES`` passes over B x
@@ -63,6 +63,7 @@ from specsim.hardware.analytic import TILE_M, TILE_N, capture_text, graph_grid
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
+from specsim.hardware.step_profile import prefill_state_moves
 
 #: Names of the terms, in the order they are stacked in ``specsim profile show --terms``.
 TERMS = ("gemm", "elementwise", "attention", "lm_head", "sampling", "per_request", "fixed", "kernels",
@@ -419,14 +420,29 @@ class StepModel:
         return flops / (self.gpu.flops_per_s("bf16") * self.terms.flops_eff)
 
     def prefill_attention_s(self, chunk_tokens, context_tokens) -> float:
-        """Seconds of causal attention for prefill chunks of c tokens over k cached tokens (summed).
+        """Seconds of attention that prefill chunks of c tokens over k cached tokens add to the table's step
+        (summed): causal softmax attention, and for hybrid models the linear-attention state correction
+        (:func:`prefill_state_moves`: the table writes the state after each of the c tokens, the chunked kernel
+        moves it 2 + ceil(c / 64) times), negative for chunks of more than three tokens.
 
         Args:
             chunk_tokens: (n,) tokens of each chunk. context_tokens: (n,) tokens already cached.
         """
         c = np.asarray(chunk_tokens, np.float64)
         k = np.asarray(context_tokens, np.float64)
-        return float(self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0)))
+        return float(self.prefill_attn_s_per_pair * np.sum(c * (k + (c + 1.0) / 2.0))
+                     + np.sum(self.prefill_state_s(c)))
+
+    def prefill_state_s(self, chunk_tokens) -> np.ndarray:
+        """(n,) seconds by which a prefill chunk's linear-attention state traffic differs from the table's (which
+        writes the state after every token): ``state_s_per_request * (2 + ceil(c / 64) - c)``, 0 without
+        linear-attention layers (:func:`~specsim.hardware.step_profile.prefill_state_moves`).
+
+        Args:
+            chunk_tokens: (n,) tokens of each prefill chunk.
+        """
+        c = np.asarray(chunk_tokens, np.float64)
+        return self.state_s_per_request * (prefill_state_moves(c) - c)
 
     # ------------------------------------------------------------------ the profile
     def grid(self, max_batch_tokens: int) -> np.ndarray:
@@ -472,6 +488,7 @@ class StepModel:
         return StepTimeProfile(batch_tokens=b, step_time_s=step, lookup="padded",
                                kv_read_s_per_token=self.kv_read_s_per_token, per_request_s=self.per_request_s,
                                mixed_step_time_s=step, prefill_attn_s_per_pair=self.prefill_attn_s_per_pair,
+                               linear_state_s=self.state_s_per_request,
                                extrapolate="error", metadata=meta, source=f"<step model {name}>",
                                spec_step_s=e.spec_step_s, spec_request_s=e.spec_request_s,
                                spec_zero_draft_pays=bool(e.spec_zero_draft_pays))

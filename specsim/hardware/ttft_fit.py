@@ -36,6 +36,11 @@ import numpy as np
 
 from specsim.hardware.residuals import Residual, median_abs_error
 
+#: A fitted request overhead above this (seconds) is no engine's own overhead per request (milliseconds): the lowest
+#: load's TTFT then holds a server queue or a prefill the model does not see, so ``profile fit`` warns instead of
+#: advising it and the validation study keeps the default.
+MAX_REQUEST_OVERHEAD_S = 1.0
+
 
 @dataclass(frozen=True)
 class TTFTResidual(Residual):
