@@ -13,7 +13,8 @@ import pytest
 from specsim.errors import SpecsimInputError
 from specsim.analysis.frontier import X, Y, load_advice
 from specsim.analysis.significance import paired_margin
-from specsim.analysis.tiers import DEFAULT_TIERS, deployable, mark_winners, sweep_tiers, tiers_json, winners
+from specsim.analysis.tiers import (DEFAULT_TIERS, deployable, goodput_notes, mark_winners, sweep_tiers, tiers_json,
+                                   winners)
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -84,6 +85,21 @@ def test_a_consistent_lead_under_two_percent_is_called_small():
                 (100.0, "static"): {0: 600.2, 1: 602.2, 2: 601.3}}
     top = winners(mark_winners(rows, per_seed)).iloc[0]
     assert top.margin_holds and top.margin_verdict.startswith("holds") and top.margin_verdict.endswith("a lead under 2%")
+
+
+def test_a_winner_by_the_mean_that_serves_less_goodput_is_named():
+    """The winner meets tier 100 by its requests' mean TPS/user with 55% of them meeting it; the runner-up's best
+    load serves 700 tok/s/GPU from requests that meet it against the winner's 500: a note says so. A curve not
+    deployable (oracle) or ahead by under 2% is not named."""
+    rows = pd.DataFrame([(100.0, "dspark", 800.0, 500.0, 0.55), (100.0, "mtp1", 750.0, 700.0, 0.95),
+                         (100.0, "oracle", 900.0, 990.0, 1.0), (200.0, "dspark", 300.0, 300.0, 0.9),
+                         (200.0, "mtp1", 200.0, 305.0, 0.92)],
+                        columns=["tier", "curve", "throughput_per_gpu", "best_goodput_per_gpu", "attainment_at_best"])
+    notes = goodput_notes(mark_winners(rows, {}))
+    assert len(notes) == 1 and notes[0].startswith("note: at tier 100 the winner dspark meets the tier by its")
+    assert "(55% of its requests meet it at its best load)" in notes[0]
+    assert "mtp1 serves more: 700 against 500" in notes[0]
+    assert goodput_notes(mark_winners(rows[rows.curve != "mtp1"], {})) == []
 
 
 # --------------------------------------------------------------------------------------------- load advice

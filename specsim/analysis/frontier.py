@@ -55,7 +55,7 @@ import pandas as pd
 
 from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
-from specsim.analysis.tiers import as_tiers, mark_winners, tiers_json
+from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread
 
@@ -329,7 +329,8 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         (``{(tier, curve): {seed: throughput at the tier}}``, the values the paired rule reads),
         ``baseline_edge`` (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints
         under its table (points that thrash, are prefill- or think-bound, tiers the baseline meets only at its
-        lightest load; a notebook user saw none of them).
+        lightest load, tiers where another curve delivers more goodput than the winner:
+        :func:`specsim.analysis.tiers.goodput_notes`; a notebook user saw none of them).
 
     Raises:
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
@@ -372,7 +373,8 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["baseline"] = base
     out.attrs["per_seed"] = seed_values
     out.attrs["baseline_edge"] = _baseline_edge(fr[base], tiers) if base else {}
-    out.attrs["warnings"] = [f"warning: {text}" for _, text in cautions(df)] + baseline_edge_notes(out)
+    out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + baseline_edge_notes(out)
+                             + goodput_notes(out))
     return out
 
 

@@ -118,6 +118,32 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.winner.astype(bool)].sort_values("tier", kind="stable").reset_index(drop=True)
 
 
+def goodput_notes(table: pd.DataFrame) -> list[str]:
+    """Notes for the tiers of a :func:`mark_winners` table (with ``best_goodput_per_gpu`` and
+    ``attainment_at_best``) where another deployable curve delivers more goodput (tok/s/GPU from the requests that
+    meet the tier themselves, ``compare``'s goodput*) than the winner, by more than :data:`TIE_MARGIN`: the winner
+    meets the tier by its requests' mean TPS/user, which can leave a share of its users below it, and by that count
+    the other curve serves more users at the tier. [] when the two rankings agree."""
+    out = []
+    for tier, rows in table.groupby("tier", sort=True):
+        good = rows.best_goodput_per_gpu.astype(float)
+        ok = rows[rows.curve.map(deployable) & np.isfinite(good) & (good > 0)]
+        win = rows[rows.winner.astype(bool)]
+        if ok.empty or win.empty:
+            continue
+        w, best = win.iloc[0], ok.loc[ok.best_goodput_per_gpu.astype(float).idxmax()]
+        wg = float(w.best_goodput_per_gpu) if np.isfinite(float(w.best_goodput_per_gpu)) else 0.0
+        if best.curve == w.curve or float(best.best_goodput_per_gpu) <= (1 + TIE_MARGIN) * wg:
+            continue
+        att = (f"{float(w.attainment_at_best):.0%} of its requests meet it at its best load"
+               if np.isfinite(float(w.attainment_at_best)) else "none of its requests meet it")
+        out.append(f"note: at tier {float(tier):g} the winner {w.curve} meets the tier by its requests' mean TPS/user "
+                   f"({att}); counting only the requests that meet it (goodput*), {best.curve} serves more: "
+                   f"{float(best.best_goodput_per_gpu):,.0f} against {wg:,.0f} tok/s/GPU "
+                   f"({float(best.attainment_at_best):.0%} of its requests meet it)")
+    return out
+
+
 def tiers_json(table: pd.DataFrame) -> list[dict[str, Any]]:
     """The winner per tier as JSON-ready dicts (tier, curve, throughput, runner-up, margin, verdict)."""
     rows = []
