@@ -20,6 +20,7 @@ from specsim.engine.cluster import ClosedLoopWindow, Cluster
 from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, closest, plain
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
+from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
@@ -362,6 +363,20 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
     return model
 
 
+def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, profile: StepTimeProfile) -> str | None:
+    """One line for a drafting run whose acceptance is a built-in table (no ``acceptance.constant_alpha``,
+    ``rates``, ``model`` or rate-table file): those rates were measured for the paper's drafters on its targets
+    (or DeepSeek-V3's MTP), not for the profile's model, and the speed-up follows them. None otherwise."""
+    a = sc.acceptance
+    if gamma <= 0 or a.constant_alpha or a.model or a.rates or (a.table and a.table not in BUILTIN_TABLES):
+        return None
+    model = (profile.metadata or {}).get("model")
+    served = f" for {model}" if model else ""
+    return (f"acceptance: the built-in rates of {source or 'the default table'}, not measured{served} with your "
+            "drafter: the speed-up over no speculation follows them; give your own (acceptance.constant_alpha, "
+            "acceptance.rates, or a table from specsim fit / specsim counters: docs/acceptance.md)")
+
+
 def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow | None) -> SimulationResult:
     """Check invariants, then the summary, request and step frames of a finished run."""
     cluster, rec, sc = built.cluster, built.cluster.records, config.scenario
@@ -411,8 +426,10 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
                 "again together (in lockstep): their prefills queue in bursts, which TTFT and TPS/user then measure; "
                 "lengths drawn from a distribution (trace synth --prompt-len uniform:A:B) spread them"
                 ) if config.concurrency and config.concurrency > 1 and _fixed_lengths(built.trace) else None
+    rates = default_acceptance_notice(sc, pc.gamma, built.acceptance.source if built.acceptance else None,
+                                      rr.profile)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
-                   lockstep):
+                   lockstep, rates):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

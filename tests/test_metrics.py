@@ -222,3 +222,9 @@ def test_prefill_wait_by_hand_and_the_notice_when_prefill_limits_the_load():
         "pool (1 GPU), not decode, limits this load; prefill.num_instances sizes it")
     assert prefill_wait_notice({"mean_prefill_wait_ms": 300.0, "mean_ttft_ms": 700.0}) is None
     assert prefill_wait_notice({"mean_prefill_wait_ms": 8.0, "mean_ttft_ms": 9.0}) is None
+    # a closed loop: the window decides (the whole run's start-up burst queued every user's first prompt)
+    burst = {"mean_prefill_wait_ms": 271.0, "mean_ttft_ms": 300.0,
+             "window": {"mean_prefill_wait_ms": 2.0, "mean_ttft_ms": 20.6}}
+    assert prefill_wait_notice(burst) is None
+    burst["window"] = {"mean_prefill_wait_ms": 400.0, "mean_ttft_ms": 450.0}
+    assert prefill_wait_notice(burst).startswith("requests waited 400 ms on average")

@@ -105,3 +105,18 @@ def test_a_run_says_when_its_profile_charges_no_speculation_overhead_or_is_super
     old = load_scenario(overrides=["profile.name=h100-deepseek-v3-tp1-analytic",      # weights beyond one GPU:
                                    "cluster.kv_capacity_tokens=110000"])           # runs only with a set capacity
     assert "superseded by h200-deepseek-v3-tp8-terms" in notices(simulate(_trace(), "none", old, seed=0).summary)
+
+
+def test_a_drafting_run_on_built_in_acceptance_rates_says_whose_they_are():
+    """A fleet operator ran DSpark on a Qwen3.8-27B profile with the paper's Fig. 2 rates and read a 3.98x speed-up
+    where the model's own measured acceptance gives 2.6x: the run names the rates it used and how to give yours."""
+    notices = lambda s: " ".join(s["profile_range"].get("notices", []))          # noqa: E731
+    qwen = "profile.name=b200-qwen3.8-27b-vllm-fitted"
+    s = simulate(_trace(), "dspark", load_scenario(overrides=[qwen]), seed=0).summary
+    assert "acceptance: the built-in rates of PAPER.md 8.2 (Fig. 2)" in notices(s)
+    assert "not measured for qwen3.8-27b with your drafter" in notices(s)
+    mtp = simulate(_trace(), "mtp1", load_scenario(overrides=[qwen]), seed=0).summary
+    assert "acceptance: the built-in rates of DeepSeek-V3" in notices(mtp)
+    own = load_scenario(overrides=[qwen, "acceptance.constant_alpha=0.73"])
+    assert "acceptance:" not in notices(simulate(_trace(), "dspark", own, seed=0).summary)
+    assert "acceptance:" not in notices(simulate(_trace(), "none", load_scenario(overrides=[qwen]), seed=0).summary)
