@@ -90,7 +90,9 @@ def fitted_profile(name: str):
     prov["fit"]["median_abs_error_predicted_tpot"] = round(float(np.median(np.abs(held["tpot_error"]))), 4)
     prov["fit"]["median_abs_error_predicted_throughput"] = round(
         float(np.median(np.abs(held["throughput_error"]))), 4)
-    prov["fit"]["request_overhead_s"] = res.setup["request_overhead_s"]    # fitted on the lowest load's TTFT
+    prov["fit"]["ttft"] = {"request_overhead_s": res.setup["request_overhead_s"],      # as profile fit writes it
+                           "how": "fitted on the lowest fitted load's mean TTFT (specsim.studies.validation."
+                                  "request_overhead; profile fit's TTFT term)"}
     prov["fit"]["how"] = ("specsim.studies.validation: step = mean TPOT, R = output throughput x TPOT (Little's law, <= N), "
                           "B = R + prompt tokens per step, context = prompt + output / 2; the other loads "
                           "predicted by simulation (docs/validation.md)")

@@ -377,6 +377,22 @@ def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, prof
             "acceptance.rates, or a table from specsim fit / specsim counters: docs/acceptance.md)")
 
 
+def fitted_overhead_notice(sc: Scenario, profile: StepTimeProfile) -> str | None:
+    """One line when the profile carries a fitted TTFT term (``metadata.fit.ttft.request_overhead_s``, written by
+    ``profile fit`` and the bundled ``*-vllm-fitted`` profiles) that the run does not charge: the scenario's
+    ``engine.request_overhead_s`` differs from it by more than 1 ms. None otherwise, and for a fit above
+    :data:`~specsim.hardware.ttft_fit.MAX_REQUEST_OVERHEAD_S` (no engine's own overhead)."""
+    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S
+
+    fitted = (((profile.metadata or {}).get("fit") or {}).get("ttft") or {}).get("request_overhead_s")
+    used = sc.engine.request_overhead_s
+    if not isinstance(fitted, (int, float)) or not 0 <= fitted <= MAX_REQUEST_OVERHEAD_S or abs(fitted - used) <= 1e-3:
+        return None
+    return (f"the profile's fit gives a request overhead of {fitted * 1e3:.1f} ms (its TTFT at the lowest load); this "
+            f"run charges {used * 1e3:g} ms (engine.request_overhead_s): set --set engine.request_overhead_s="
+            f"{fitted:.4g} for TTFT as that engine measured it")
+
+
 def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow | None) -> SimulationResult:
     """Check invariants, then the summary, request and step frames of a finished run."""
     cluster, rec, sc = built.cluster, built.cluster.records, config.scenario
@@ -429,7 +445,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     rates = default_acceptance_notice(sc, pc.gamma, built.acceptance.source if built.acceptance else None,
                                       rr.profile)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
-                   lockstep, rates):
+                   lockstep, rates, fitted_overhead_notice(sc, rr.profile)):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

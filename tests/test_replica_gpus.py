@@ -120,3 +120,17 @@ def test_a_drafting_run_on_built_in_acceptance_rates_says_whose_they_are():
     own = load_scenario(overrides=[qwen, "acceptance.constant_alpha=0.73"])
     assert "acceptance:" not in notices(simulate(_trace(), "dspark", own, seed=0).summary)
     assert "acceptance:" not in notices(simulate(_trace(), "none", load_scenario(overrides=[qwen]), seed=0).summary)
+
+
+def test_a_fitted_ttft_term_the_run_does_not_charge_is_named():
+    """The bundled Qwen3.8-27B profile's fit gives a 15.9 ms request overhead (TTFT at one user); a run at the
+    scenario's 5 ms says so, and says nothing once it is set."""
+    notices = lambda s: " ".join(s["profile_range"].get("notices", []))          # noqa: E731
+    qwen = "profile.name=b200-qwen3.8-27b-vllm-fitted"
+    fitted = resolve_profile("b200-qwen3.8-27b-vllm-fitted").metadata["fit"]["ttft"]["request_overhead_s"]
+    assert 0.005 < fitted < 0.03
+    s = simulate(_trace(), "none", load_scenario(overrides=[qwen]), seed=0).summary
+    assert f"the profile's fit gives a request overhead of {fitted * 1e3:.1f} ms" in notices(s)
+    assert "this run charges 5 ms" in notices(s)
+    same = load_scenario(overrides=[qwen, f"engine.request_overhead_s={fitted}"])
+    assert "request overhead" not in notices(simulate(_trace(), "none", same, seed=0).summary)
