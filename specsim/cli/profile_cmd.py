@@ -80,7 +80,9 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     rises = sps_rise_points(prof, min_rel)
     typer.echo(fmt.table(["B", "step_ms", "SPS", "SPS rises"],
                          [[fmt.value(int(b)), fmt.number(t * 1e3, 3), fmt.number(1 / t, 1), "yes" if b in rises else ""]
-                          for b, t in zip(prof.batch_tokens, prof.step_time_s)]))
+                          for b, t in zip(prof.batch_tokens, prof.step_time_s)],
+                         title="the table: a step of B tokens at R = 0 requests, K = 0 cached tokens (a run adds "
+                               "per_request_s x R, the KV read, and a prefill chunk's attention)"))
     typer.echo(f"{len(rises)} points where SPS rises again (drop > {100 * min_rel:.0f}%): {rises.tolist()}")
     if png is not None:
         _plot(prof, rises, png)
@@ -266,8 +268,10 @@ def analytic_cmd(
     prof = sm.profile(max_batch_tokens)
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
     save_profile(prof, dest)
+    chunk = prof.step_time(max_batch_tokens) + prof.prefill_attention_s(max_batch_tokens, 0)
     typer.echo(f"{dest}: step {prof.step_time(1) * 1e3:.2f} ms at B=1, "
-               f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens} (no KV read); "
+               f"{prof.step_time(max_batch_tokens) * 1e3:.1f} ms at B={max_batch_tokens} (no KV read; a prefill "
+               f"chunk of {max_batch_tokens} tokens {chunk * 1e3:.1f} ms); "
                f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`; "
                f"run on it: `specsim run --set profile.name={dest} ...`")
 
