@@ -24,7 +24,8 @@ from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
-from specsim.analysis.metrics import PERCENTILES, domain_breakdown, memory_summary, request_frame, summarize
+from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, memory_summary,
+                                     request_frame, summarize)
 from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
 from specsim.policies.cost_table import table_report
@@ -444,8 +445,9 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
                 ) if config.concurrency and config.concurrency > 1 and _fixed_lengths(built.trace) else None
     rates = default_acceptance_notice(sc, pc.gamma, built.acceptance.source if built.acceptance else None,
                                       rr.profile)
+    queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
-                   lockstep, rates, fitted_overhead_notice(sc, rr.profile)):
+                   lockstep, rates, fitted_overhead_notice(sc, rr.profile), queue):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

@@ -222,6 +222,8 @@ def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, dur
     out.update(latency_stats("e2el", measured.e2el_s.to_numpy(), percentiles))
     wait = measured.prefill_wait_s.to_numpy() if "prefill_wait_s" in measured else np.zeros(0)
     out["mean_prefill_wait_ms"] = float(np.nanmean(wait) * 1e3) if np.isfinite(wait).any() else None
+    out["mean_waiting_requests"] = (float((steps.num_waiting * steps.duration_s).sum() / duration)
+                                    if duration > 0 and "num_waiting" in steps else None)
     out["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None
     out["median_tps_per_user"] = float(multi.tps_per_user.median()) if len(multi) else None
     out["num_single_token"] = int((measured.output_tokens == 1).sum())
@@ -439,3 +441,18 @@ def thrashing_warning(s: dict) -> str | None:
     return (f"warning: thrashing: {recomputed:,} tokens recomputed after {s.get('num_preemptions', 0):,} "
             f"preemptions against {output:,} output tokens ({recomputed / output:.0%}, over the "
             f"{THRASHING_SHARE:.0%} limit): the KV cache is too small for this load (fewer users or more KV blocks)")
+
+
+def decode_queue_notice(s: dict, first_token: str | None) -> str | None:
+    """One line when a disaggregated run's prefilled requests queued for a decode slot (the KV pool or
+    ``max_num_seqs`` full: ``mean_waiting_requests`` of ``s``'s window, else of the whole run, at least one) while
+    the first token is stamped at the end of prefill (``first_token`` ``"prefill"``; None for colocated prefill):
+    that wait then lengthens TPOT, not TTFT, so TTFT reads low next to an engine that counts it. Else None."""
+    w = s.get("window") if isinstance(s.get("window"), dict) else s
+    waiting = w.get("mean_waiting_requests")
+    if first_token != "prefill" or not waiting or waiting < 1.0:
+        return None
+    return (f"{waiting:.1f} prefilled requests waited for a decode slot on average (the KV pool or max_num_seqs "
+            "full); the first token is stamped at the end of prefill (prefill.first_token = \"prefill\"), so their "
+            "wait lengthens TPOT, not TTFT: prefill.first_token = \"decode-step\" counts it in TTFT as vLLM's "
+            "disaggregated path does, and prefill.mode = \"colocated\" (vLLM's default) queues them before prefill")
