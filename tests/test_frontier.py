@@ -120,6 +120,26 @@ def test_sla_table_attainment_and_budget_curve():
     assert set(bc.curve) == {"A", "B", "oracle"} and (bc.mean_verify_tokens_per_request_mean == 2.0).all()
 
 
+def test_goodput_at_a_tier_also_honours_the_latency_limits_given():
+    """compare --goodput ttft:1000: a request counts in goodput* only if it meets the tier and the TTFT limit (a
+    fleet operator's DSpark at 128 users read 100% attainment with every TTFT over 5 s). A's load-16 requests at
+    110 and 150 TPS/user meet tier 100; with the 150 one's TTFT over the limit only the 110 one (300 of 500 tokens)
+    counts; its one-token request (TPOT 0) is in the latencies, not in the tier's requests."""
+    recs = synthetic_records()
+    for r in recs:
+        r["latencies"] = {"ttft_ms": [5.0, 20.0, 2000.0, 7.0], "tpot_ms": [10.0, 9.0, 8.0, 0.0],
+                          "e2el_ms": [100.0, 200.0, 2100.0, 7.0]}
+    tab = compare(recs, [100], baseline="B", slos_ms={"ttft": 1000}).set_index(["tier", "curve"])
+    assert tab.loc[(100, "A"), "best_goodput_per_gpu"] == pytest.approx(1500 * 300 / 500)
+    assert tab.loc[(100, "A"), "attainment_at_best"] == pytest.approx(1 / 3)
+    plain = compare(recs, [100], baseline="B").set_index(["tier", "curve"])
+    assert plain.loc[(100, "A"), "best_goodput_per_gpu"] == pytest.approx(1500 * 400 / 500)
+    recs[0]["latencies"]["ttft_ms"].pop()                   # a record whose two lists disagree is named
+    recs[0]["latencies"]["tpot_ms"][0] = 0.0
+    with pytest.raises(SpecsimInputError, match="latencies"):
+        compare(recs, [100], slos_ms={"ttft": 1000})
+
+
 def test_compare_rejects_unknown_baseline_and_mixed_scenarios():
     recs = synthetic_records()
     with pytest.raises(SpecsimInputError, match="baseline"):

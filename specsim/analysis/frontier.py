@@ -231,19 +231,48 @@ def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
             for (c, s), sub in ok.groupby(["curve", "seed"], sort=True)}
 
 
-def _goodput(rec: dict[str, Any], tier: float) -> tuple[float, float]:
-    """(attainment, goodput tok/s/GPU) of one record at ``tier`` (module docstring)."""
+def _goodput(rec: dict[str, Any], tier: float, slos_ms: dict[str, float] | None = None) -> tuple[float, float]:
+    """(attainment, goodput tok/s/GPU) of one record at ``tier`` (module docstring); with ``slos_ms`` a request
+    meets the tier only if it also meets those limits (``{"ttft"|"tpot"|"e2el": ms}``, vLLM's ``--goodput``)."""
     tps = np.asarray(rec["requests"]["tps_per_user"], float)
     out = np.asarray(rec["requests"]["output_tokens"], float)
     if tps.size == 0 or out.sum() == 0:
         return float("nan"), float("nan")
     meet = at_least(tps, tier)
+    if slos_ms:
+        meet &= _within_slos(rec, slos_ms, tps.size)
     thr = measured(rec, "output_throughput_per_gpu")
     return float(meet.mean()), float(thr * out[meet].sum() / out.sum()) if thr is not None else float("nan")
 
 
-def sla_table(records: list[dict[str, Any]], tiers: Iterable[float]) -> pd.DataFrame:
-    """SLA attainment and goodput per (curve, mode, load, tier), seed means of the ``ok`` points.
+def _within_slos(rec: dict[str, Any], slos_ms: dict[str, float], n: int) -> np.ndarray:
+    """(n,) bool: which of the record's measured multi-token requests (its ``requests`` arrays) meet every limit
+    of ``slos_ms``; its ``latencies`` list the one-token requests too (TPOT 0, vLLM's convention), left out here.
+
+    Raises:
+        SpecsimInputError: a record without per-request latencies, or whose two lists do not match.
+    """
+    lat = rec.get("latencies")
+    if lat is None:
+        raise SpecsimInputError(str(rec.get("id")), None, "latencies",
+                                "sweep records with per-request latencies (--goodput needs them; records written "
+                                "by an older specsim lack them: rerun the sweep with --force)", "none")
+    multi = np.asarray(lat["tpot_ms"], float) > 0
+    good = np.ones(int(multi.sum()), bool)
+    sizes = {len(lat[f"{name}_ms"]) for name in slos_ms} | {multi.size}
+    for name, limit in slos_ms.items():
+        if len(sizes) == 1:
+            good &= at_most(np.asarray(lat[f"{name}_ms"], float)[multi], limit)
+    if good.size != n or len(sizes) > 1:
+        raise SpecsimInputError(str(rec.get("id")), None, "latencies",
+                                f"one entry per measured multi-token request ({n})", str(good.size))
+    return good
+
+
+def sla_table(records: list[dict[str, Any]], tiers: Iterable[float],
+              slos_ms: dict[str, float] | None = None) -> pd.DataFrame:
+    """SLA attainment and goodput per (curve, mode, load, tier), seed means of the ``ok`` points (with
+    ``slos_ms``, a request meets a tier only if it also meets those latency limits: :func:`_goodput`).
 
     Returns:
         Columns ``curve, mode, load, tier, attainment, goodput_per_gpu`` (share in [0, 1]; tok/s/GPU).
@@ -253,7 +282,7 @@ def sla_table(records: list[dict[str, Any]], tiers: Iterable[float]) -> pd.DataF
     rows = []
     for _, row in df[df.status == "ok"].iterrows():
         for t in tiers:
-            att, gp = _goodput(by_id[row.id], float(t))
+            att, gp = _goodput(by_id[row.id], float(t), slos_ms)
             rows.append({"curve": row.curve, "mode": row["mode"], "load": row.load, "seed": row.seed,
                          "tier": float(t), "attainment": att, "goodput_per_gpu": gp})
     if not rows:
@@ -311,7 +340,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] | float | str,
-            baseline: str | None = None) -> pd.DataFrame:
+            baseline: str | None = None, slos_ms: dict[str, float] | None = None) -> pd.DataFrame:
     """The comparison table: one row per (tier, curve).
 
     Args:
@@ -319,6 +348,8 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tiers: SLA tiers, TPS/user in tok/s (:func:`specsim.analysis.tiers.as_tiers`: a number, numbers or
             ``"100,150"``).
         baseline: the curve (or policy name) gains are measured against; None for no gains.
+        slos_ms: latency limits (``{"ttft"|"tpot"|"e2el": ms}``, ``specsim compare --goodput``) a request must also
+            meet to count in ``best_goodput_per_gpu`` and ``attainment_at_best``; None: the tier alone.
 
     Returns:
         Columns: ``tier, curve, status, throughput_per_gpu, throughput_std, num_seeds, gain_vs_baseline,
@@ -350,7 +381,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     fr = frontiers(spread)
     base = _match_curve(baseline, fr) if baseline else None
     per_seed = _per_seed_frontiers(df)
-    sla = sla_table(records, tiers)
+    sla = sla_table(records, tiers, slos_ms)
     oracle_of = {c: _oracle_curve(c, fr) for c in fr}
     rows, seed_values = [], {}
     failed_of = {c: _failed_heavier(df, c) for c in fr}
@@ -371,6 +402,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
             rows.append(row)
     out = mark_winners(pd.DataFrame(rows), seed_values)
     out.attrs["baseline"] = base
+    out.attrs["slos_ms"] = dict(slos_ms or {})
     out.attrs["per_seed"] = seed_values
     out.attrs["baseline_edge"] = _baseline_edge(fr[base], tiers) if base else {}
     out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + baseline_edge_notes(out)
@@ -467,7 +499,7 @@ def comparison_json(records: list[dict[str, Any]], tiers: Iterable[float], basel
 
     NaN becomes None; each tier row keeps its ``status`` so an infeasible tier reads as such.
     """
-    table = compare(records, tiers, baseline)
+    table = compare(records, tiers, baseline, goodput_slos_ms)
     spread = seed_spread(results_frame(records))
     fr = frontiers(spread)
 

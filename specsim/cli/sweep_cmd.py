@@ -446,7 +446,7 @@ def compare(
         baseline = "mtp1"
     from specsim.analysis.sweep_tables import gpu_split, results_frame
 
-    tab, df = compare_table(recs, tier_list, baseline or None), results_frame(recs)
+    tab, df = compare_table(recs, tier_list, baseline or None, slos or None), results_frame(recs)
     if csv is not None:
         _write_compare_csv(tab, recs, csv, pcts if metric_percentiles else None)
     if as_json:
@@ -525,8 +525,10 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
              "the baseline's throughput at the tier, gain@match over the baseline's own ('-' where that throughput "
              "lies outside the curve's frontier, or for a tuned row); goodput*: the largest goodput "
-             "(tok/s/GPU from requests meeting the tier) over the load points, at load*, with SLA attainment "
-             "attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds." if multi else ""),
+             "(tok/s/GPU from requests meeting the tier" + "".join(
+                 f" and {k.upper()} <= {v:g} ms" for k, v in (tab.attrs.get("slos_ms") or {}).items())
+             + ") over the load points, at load*, with SLA "
+             "attainment attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds." if multi else ""),
              "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
              "frontier beats the tier; the best point meeting it, its heaviest frontier load, is shown (advice says "
              "where a heavier load may still deliver more, or failed). "
