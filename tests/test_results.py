@@ -73,7 +73,11 @@ def test_an_sglang_bench_serving_file_with_medians_only_is_read_and_named(tmp_pa
     assert p.tps_per_user == pytest.approx(1000.0 / 19.0) and p.tps_per_user_basis == "1000 / median ITL"
     del obj["median_itl_ms"]
     f.write_text(json.dumps(obj))
-    assert read_vllm_result(f)[0].tps_per_user is None           # nothing to read: not plotted, as before
+    (p,) = read_vllm_result(f)
+    assert p.tps_per_user is None and p.tps_per_user_basis == "none: no TPOT or ITL in the file"   # not plotted
+    obj["accept_length"] = 3.2                                   # SGLang's speculative runs say so in the label
+    f.write_text(json.dumps(obj))
+    assert read_vllm_result(f)[0].label.endswith("(concurrency 48, speculative: acceptance length 3.2)")
 
 
 def test_vllm_appended_file_gives_one_point_per_line():

@@ -68,6 +68,10 @@ class MeasuredPoint:
         return {**asdict(self), "throughput_per_gpu": self.throughput_per_gpu}
 
 
+#: Keys of other benchmark tools that mean the run speculated (SGLang's ``bench_serving`` writes ``accept_length``).
+SPEC_KEYS = ("accept_length", "acceptance_length", "avg_accept_length")
+
+
 def _num(v) -> float | None:
     """A finite float, or None (JSON null, text, NaN, a missing key)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -138,7 +142,10 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         metrics = {k2: v for k2, v in obj.items() if not isinstance(v, (list, dict))}
         name = obj.get("label") or obj.get("model_id") or path.stem
         tool = "sglang" if str(obj.get("backend", "")).startswith("sglang") else "vllm"
-        points.append(MeasuredPoint(str(path), tool, label or f"measured: {name} ({load})", load, gpus, tps,
+        tau = next((_num(obj.get(k)) for k in SPEC_KEYS if _num(obj.get(k))), None)
+        spec = f", speculative: acceptance length {tau:g}" if tau else (
+            ", speculative" if any(k.startswith("spec_decode_") for k in obj) else "")
+        points.append(MeasuredPoint(str(path), tool, label or f"measured: {name} ({load}{spec})", load, gpus, tps,
                                     basis, _num(obj["output_throughput"]), metrics))
     return points
 
@@ -161,7 +168,7 @@ def _vllm_tps_per_user(obj: dict) -> tuple[float | None, str]:
         tpot = _num(obj.get(key))
         if tpot:
             return 1000.0 / tpot, basis
-    return None, "1000 / mean TPOT"
+    return None, "none: no TPOT or ITL in the file"
 
 
 #: guidellm metric -> (vLLM metric word, scale to ms).

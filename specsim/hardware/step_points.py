@@ -84,7 +84,7 @@ from typing import Iterable
 import numpy as np
 
 from specsim.errors import SpecsimInputError, plain
-from specsim.hardware.measured import read_vllm_result
+from specsim.hardware.measured import SPEC_KEYS, read_vllm_result
 
 #: ``fmt`` values of :func:`read_step_observations`.
 FORMATS = ("vllm", "csv", "prometheus", "prometheus-delta")
@@ -153,8 +153,6 @@ def _step_time_s(m: dict, src: str, k: int) -> float:
                             f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
 
 
-#: Keys of other benchmark tools that mean the run speculated (SGLang's ``bench_serving`` writes ``accept_length``).
-SPEC_KEYS = ("accept_length", "acceptance_length", "avg_accept_length")
 
 #: Little's law R above the run's ``max_concurrency`` by more than this factor: the run speculated (each step then
 #: emits several tokens, so TPOT x tokens overstates the decode time), or its times are not milliseconds.
