@@ -539,6 +539,11 @@ def test_a_run_where_no_request_can_be_served_exits_2_with_one_line(monkeypatch,
     code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(path), "--policy", "none")
     assert code == 2 and len(err.strip().splitlines()) == 1 and out == "", err
     assert "all 1 unservable" in err and "max_model_len 4096" in err
+    # a closed loop says the same, not that its measurement window never opened (a fleet operator's --concurrency 2)
+    path = save_trace(make_trace([0.0] * 8, [5000] * 8, [10] * 8), tmp_path / "all_long8.jsonl") or (
+        tmp_path / "all_long8.jsonl")
+    code, out, err = _cli(monkeypatch, capsys, "run", "--trace", str(path), "--policy", "none", "--concurrency", "2")
+    assert code == 2 and "all 8 unservable" in err and "closed-loop window" not in err, err
 
 
 def test_a_run_into_an_earlier_runs_out_leaves_none_of_its_files(monkeypatch, capsys, tmp_path):

@@ -296,6 +296,8 @@ def run(
             e.result.save(out)
             print(f"note: the run ended without a closed-loop window; its records and whole-run summary (no "
                   f"window metrics, load.window_start_s null) are in {out}", file=sys.stderr)
+        if e.result is not None:                # no window because nothing could be served: say that instead
+            _refuse_all_unservable(e.result.summary, trace)
         raise
     _refuse_all_unservable(res.summary, trace)
     res.summary["command_line"] = command_line()
