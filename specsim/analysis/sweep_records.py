@@ -192,8 +192,9 @@ def speculation_notes(recs: list[dict]) -> list[str]:
     """What a sweep's speculating points were charged for speculation's own overhead (issue 20), one note per
     distinct (values, source) as its points recorded them (:func:`specsim.hardware.profile.speculation_text`),
     and one counting the speculating points recorded before records kept it (their charge is unknown: before
-    2026-12-02 a plain measured table, like the default profile, was charged none). ``recs``: sweep records
-    (failed ones are skipped)."""
+    2026-12-02 a plain measured table, like the default profile, was charged none); and the acceptance notice of
+    points that drafted on built-in rates (:func:`specsim.simulation.default_acceptance_notice`), once per distinct
+    text. ``recs``: sweep records (failed ones are skipped)."""
     from specsim.hardware.profile import speculation_text
 
     notes, old = [], 0
@@ -205,6 +206,9 @@ def speculation_notes(recs: list[dict]) -> list[str]:
             old += 1
         elif speculation_text(got) not in notes:
             notes.append(speculation_text(got))
+        rates = (r.get("summary") or {}).get("acceptance_notice")
+        if rates and rates not in notes:
+            notes.append(rates)
     if old:
         notes.append(f"{old} speculating points were recorded by an earlier specsim, which kept no record of the "
                      "speculation overhead they were charged (before 2026-12-02 a plain measured table, like the "

@@ -80,6 +80,7 @@ def _ok_fields(res) -> dict[str, Any]:
     summary["per_domain"] = s["per_domain"]
     summary["window"] = s.get("window")
     summary["speculation_overhead"] = s.get("speculation_overhead")      # what compare says it was charged
+    summary["acceptance_notice"] = s.get("acceptance_notice")            # built-in rates, not the user's drafter
     pv = s["provenance"]
     return {"summary": jsonable(summary), "requests": _measured_requests(res), "latencies": _latencies(res),
             "provenance": {"specsim_version": pv["specsim_version"], "profile_source": pv["profile_source"],
