@@ -445,7 +445,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
                 ) if config.concurrency and config.concurrency > 1 and _fixed_lengths(built.trace) else None
     rates = default_acceptance_notice(sc, pc.gamma, built.acceptance.source if built.acceptance else None,
                                       rr.profile)
-    summary["acceptance_notice"] = rates            # sweeps repeat it under their tables (sweep_records.speculation_notes)
+    summary["acceptance_notice"] = rates            # sweeps repeat it (sweep_records.speculation_notes)
     queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
                    lockstep, rates, fitted_overhead_notice(sc, rr.profile), queue):

@@ -81,8 +81,7 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     typer.echo(fmt.table(["B", "step_ms", "SPS", "SPS rises"],
                          [[fmt.value(int(b)), fmt.number(t * 1e3, 3), fmt.number(1 / t, 1), "yes" if b in rises else ""]
                           for b, t in zip(prof.batch_tokens, prof.step_time_s)],
-                         title="the table: a step of B tokens at R = 0 requests, K = 0 cached tokens (a run adds "
-                               "per_request_s x R, the KV read, and a prefill chunk's attention)"))
+                         title="a step of B tokens, R = 0, K = 0 (a run adds R x per_request_s, the KV read)"))
     typer.echo(f"{len(rises)} points where SPS rises again (drop > {100 * min_rel:.0f}%): {rises.tolist()}")
     if png is not None:
         _plot(prof, rises, png)
@@ -500,6 +499,7 @@ FIT_REFUSE_ERROR = 1.0
 
 #: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
 TTFT_WARN_ERROR = 0.2
+
 
 def _fit_ttft(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     """Where the inputs give TTFT: fit the request overhead to it, print every point's TTFT residual (the TPOT

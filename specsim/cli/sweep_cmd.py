@@ -528,7 +528,8 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "(tok/s/GPU from requests meeting the tier" + "".join(
                  f" and {k.upper()} <= {v:g} ms" for k, v in (tab.attrs.get("slos_ms") or {}).items())
              + ") over the load points, at load*, with SLA "
-             "attainment attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds." if multi else ""),
+             "attainment attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds."
+                                      if multi else ""),
              "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
              "frontier beats the tier; the best point meeting it, its heaviest frontier load, is shown (advice says "
              "where a heavier load may still deliver more, or failed). "

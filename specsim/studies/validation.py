@@ -363,7 +363,8 @@ def main(argv: list[str] | None = None) -> None:
     base, spec, fitted = run_all(a.data, a.configs)
     for name, r in base.items():
         print(f"\n### {name}\n\nfitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in r.params.items())
-              + f"; request_overhead_s = {r.setup['request_overhead_s']:.4g}; median |error| on predicted points: TPOT {100 * r.median_abs_error('tpot_error'):.1f}%, "
+              + f"; request_overhead_s = {r.setup['request_overhead_s']:.4g}; median |error| on predicted points: "
+              f"TPOT {100 * r.median_abs_error('tpot_error'):.1f}%, "
               f"throughput {100 * r.median_abs_error('throughput_error'):.1f}%\n")
         print(_markdown(r.table))
     for name, t in spec.items():
