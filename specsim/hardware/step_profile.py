@@ -72,7 +72,8 @@ class StepTimeProfile:
             (:meth:`prefill_attention_s`); 0 = none.
         linear_state_s: seconds to move one request's linear-attention state once (hybrid models such as
             Qwen3.8's Gated DeltaNet layers; 0 = none): the tables write it after every token of B, as decode and
-            verify steps do; :meth:`prefill_attention_s` charges a prefill chunk its kernel's moves instead.
+            verify steps do; :meth:`prefill_attention_s` charges a prefill chunk its kernel's moves instead
+            (:class:`PrefillAttentionProfile`, whose measured grid prices a chunk, does not apply it).
         spec_step_s, spec_request_s, spec_zero_draft_pays: speculation's own overhead (:meth:`speculation_s`;
             step-model profiles carry :class:`~specsim.hardware.stepmodel.EngineTerms`' sourced defaults, plain
             tables 0 unless their file sets the JSON keys of the same names; a run charges a table that states
