@@ -39,6 +39,7 @@ from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_weight_bytes
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
+from specsim.hardware.hybrid_pages import OWN_SPEC_DRAFTERS
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
 from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profile_label, resolve_profile
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
@@ -323,6 +324,19 @@ def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTim
     return float(DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]])
 
 
+def drafter_attention(sc: Scenario, drafter: str, gamma: int) -> tuple[int, bool] | None:
+    """The drafter's attention layers and whether they are a KV-cache spec of their own, for a hybrid target's
+    page layout (:func:`specsim.hardware.hybrid_pages.hybrid_page_layout`): its layer count (``drafter.layers``,
+    else :data:`specsim.hardware.drafter.DRAFTER_LAYERS`) for a drafter that is a model, (0, False) for none or
+    one without layers, None where ``drafter.kv_fraction`` sets its share."""
+    if sc.drafter.kv_fraction is not None:
+        return None
+    if gamma <= 0 or drafter not in DRAFTER_LAYERS:
+        return 0, False
+    layers = sc.drafter.layers if drafter == sc.drafter.name and sc.drafter.layers else DRAFTER_LAYERS[drafter]
+    return int(layers), drafter in OWN_SPEC_DRAFTERS
+
+
 def drafter_weights(sc: Scenario, drafter: str, gamma: int, profile: StepTimeProfile) -> float:
     """The drafter's own weights per GPU, bytes, that the KV capacity's memory must also hold: from the drafter's
     shape where the profile has a step model and the drafter is a model
@@ -451,10 +465,10 @@ class ResolvedRun:
         decode_first = sc.prefill.first_token == "decode-step"
         replicas = tuple(ReplicaConfig(
             index=i, gamma=g, colocated=colocated, max_num_seqs=c.max_num_seqs,
-            kv_allocation=c.kv_allocation, num_blocks=self.kv.tokens // c.block_size,
-            block_size=c.block_size, prefix_caching=c.prefix_caching,
+            kv_allocation=c.kv_allocation, num_blocks=self.kv.tokens // self.kv.block_size,
+            block_size=self.kv.block_size, prefix_caching=c.prefix_caching,
             chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
-            emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv_fraction,
+            emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv.drafter_kv_fraction,
             decode_first_token=decode_first, state_blocks=self.kv.state_blocks)
             for i in range(c.num_replicas))
         return ClusterRuntime(
@@ -486,6 +500,7 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
         frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
         gpus, notice = replica_gpus(sc, prof)
         prefill_gpus, prefill_notice = prefill_instance_gpus(sc, prof)
-    kvc = kv_capacity(sc, prof, choice.gamma, frac, drafter_weights(sc, choice.drafter, choice.gamma, prof))
+    kvc = kv_capacity(sc, prof, choice.gamma, frac, drafter_weights(sc, choice.drafter, choice.gamma, prof),
+                      drafter_attention(sc, choice.drafter, choice.gamma))
     return ResolvedRun(config, choice, prof, cost, frac, kvc, gpus, notice,
                        prefill_gpus, prefill_notice)

@@ -143,27 +143,33 @@ def test_linear_attention_state_blocks_by_hand():
 
 
 def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
-    """With 8 state copies per request (DSpark k = 7) a B200 holds about 70 Qwen3.8-27B requests of 1,000 tokens
-    (the public vLLM sweep ran at most ~74 at 128 users, docs/validation.md); without speculation it holds them all."""
+    """With 8 state copies per request (DSpark k = 7) in vLLM's hybrid page layout (80 blocks of 17.0 MB, 1.36 GB)
+    a B200 holds about 67 Qwen3.8-27B requests of 1,000 tokens (the public vLLM sweep ran 63-67 at 128 users);
+    without speculation (3 blocks of 51.4 MB) it holds them all."""
     sm = _qwen_hybrid_on_b200()
     prof = sm.profile(max_batch_tokens=17_000)
     sc = load_scenario(overrides=['prefill.mode="colocated"', "prefill.chunk_tokens=16384",
                                   "cluster.gpu_memory_utilization=0.9"])
-    plain, spec = kv_capacity(sc, prof, gamma=0), kv_capacity(sc, prof, gamma=7)
-    assert (plain.state_blocks, spec.state_blocks) == (147, 1175)
-    assert "1,175 blocks of linear-attention state" in spec.describe()
-    # a capacity set in tokens is the same pool: the state still comes out of it
+    plain, spec = kv_capacity(sc, prof, gamma=0), kv_capacity(sc, prof, 7, 0.3, 0.0, (5, True))
+    assert (plain.state_blocks, plain.block_size, plain.layout.group_size) == (3, 784, 16)
+    assert (spec.state_blocks, spec.block_size, spec.drafter_kv_fraction) == (80, 208, 0.25)
+    assert spec.state_bytes == 80 * 5 * 832 * 4096
+    assert "80 blocks of linear-attention state" in spec.describe() and "[16, 5, 48] in groups of 5" in spec.describe()
+    # the pool is the memory left, in whole blocks of group size x page
+    free = spec.gpu_memory_bytes * 0.9 - spec.weights_bytes - spec.activation_bytes
+    assert spec.tokens // 208 == int(free // (5 * 832 * 4096))
+    # a capacity set in tokens is the same pool in the scenario's blocks: the state still comes out of it
     fixed = kv_capacity(load_scenario(overrides=["cluster.kv_capacity_tokens=100000"]), prof, gamma=2)
-    assert (fixed.tokens, fixed.source, fixed.state_blocks) == (100000, "kv_capacity_tokens", 441)
-    blocks = spec.tokens // 16
-    per_request = 1175 + 63                                   # state + KV of 1,000 tokens (63 blocks)
-    assert 60 < blocks // per_request < 80
+    assert (fixed.tokens, fixed.source, fixed.state_blocks, fixed.layout) == (100000, "kv_capacity_tokens", 441, None)
+    blocks = spec.tokens // 208
+    assert 60 < blocks // (80 + 5 + 2) < 80                  # state + a 1,000-token request's KV and drafter's share
     tr = Trace(request_id=[f"r{i}" for i in range(640)], arrival_s=np.zeros(640), prompt_tokens=np.full(640, 200),
                output_tokens=np.full(640, 100), domain=["code"] * 640, source="t")
     res = simulate(tr, "static", sc, seed=0, profile=prof, gamma=7, drafter="dspark", concurrency=128)
-    assert res.summary["kv_capacity"]["state_blocks"] == 1175
-    # each running request holds its 1,175 state blocks and at least its 200-token prompt's 13 KV blocks
-    assert res.steps["num_running"].max() <= blocks // (1175 + 13) < 128
+    kvs = res.summary["kv_capacity"]
+    assert (kvs["state_blocks"], kvs["block_size"], kvs["layout"]["group_size"]) == (80, 208, 5)
+    # each running request holds its 80 state blocks, at least its 200-token prompt's 1 KV block and its drafter's 1
+    assert res.steps["num_running"].max() <= blocks // (80 + 1 + 1) < 128
     assert (res.steps["kv_blocks_used"] <= blocks).all()
     assert res.summary["completed"] + res.summary["unfinished"] + res.summary["not_issued"] == 640
     again = simulate(tr, "static", sc, seed=0, profile=prof, gamma=0, concurrency=128)
@@ -212,7 +218,8 @@ def test_the_default_capacity_says_what_the_profiles_gpus_would_hold():
 def test_the_drafters_own_weights_come_out_of_the_kv_memory():
     """DSpark on Qwen3.8-27B: five of the target's layers (its shape), the 8 x 5120 -> 5120 projection of target
     hidden states and two rank-256 x 248,320 Markov factors, in BF16, beside the target's 54 GB; the embedding and LM
-    head are the target's. The KV memory loses exactly those bytes (floored to 16-token blocks of 65,536 B each)."""
+    head are the target's. The KV memory loses exactly those bytes (floored to whole blocks of vLLM's hybrid page
+    layout: 16 pages of 832 tokens x 4,096 B, 54.5 MB, each 832 target tokens at gamma 7)."""
     from specsim.hardware.drafter import drafter_shape, drafter_weight_bytes
     from specsim.run_config import drafter_weights
 
@@ -230,7 +237,9 @@ def test_the_drafters_own_weights_come_out_of_the_kv_memory():
                                   "cluster.gpu_memory_utilization=0.9"])
     bare, loaded = kv_capacity(sc, prof, gamma=7), kv_capacity(sc, prof, 7, drafter_weights_bytes=dspark)
     assert loaded.weights_bytes == pytest.approx(bare.weights_bytes + dspark)
-    assert abs((bare.tokens - loaded.tokens) - dspark / 65_536) < 16
+    block = 16 * 832 * 4096
+    assert loaded.layout.block_bytes == block and loaded.block_size == 832
+    assert abs((bare.tokens - loaded.tokens) / 832 - dspark / block) < 1
     assert "the drafter's 4.4" in loaded.describe()
     assert drafter_weights(sc, "dspark", 7, prof) == dspark and drafter_weights(sc, "dspark", 0, prof) == 0.0
     flat = StepTimeProfile.flat(0.01)

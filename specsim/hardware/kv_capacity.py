@@ -8,10 +8,11 @@ and a worked example; tests/test_kv_capacity.py checks it by hand).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.hybrid_pages import HybridPageLayout, hybrid_page_layout
 from specsim.hardware.stepmodel import step_model_of
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, Scenario
@@ -58,6 +59,8 @@ class KvCapacity:
         gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens,
         kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived
         (``weights_bytes`` includes ``drafter_weights_bytes``, the drafter's own weights per GPU, 0 without).
+        layout: a hybrid model's page layout where the capacity is derived (:mod:`specsim.hardware.hybrid_pages`:
+            ``tokens`` and ``block_size`` are then in its engine blocks), else None.
     """
 
     tokens: int
@@ -78,10 +81,13 @@ class KvCapacity:
     state_bytes: float = 0.0
     memory_tokens: int | None = None
     drafter_weights_bytes: float = 0.0
+    layout: HybridPageLayout | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "layout"}
+        d["layout"] = None if self.layout is None else {**asdict(self.layout), "block_bytes": self.layout.block_bytes,
+                                                        "state_blocks": self.layout.state_blocks}
         d["blocks"] = self.tokens // self.block_size
         d["target_tokens_with_drafter"] = int(self.tokens / (1 + self.drafter_kv_fraction))
         d["describe"] = self.describe()
@@ -96,6 +102,7 @@ class KvCapacity:
                  if self.drafter_kv_fraction else "")
         share += (f"; each running request also holds {self.state_blocks:,} blocks of linear-attention state "
                   f"({self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
+        share += f"; {self.layout.describe()}" if self.layout is not None else ""
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}{self._memory_note()}"
@@ -193,7 +200,8 @@ def state_blocks_per_request(model, tp: int, gamma: int, kv_bytes_per_token: flo
 
 
 def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
-                drafter_kv_fraction: float = 0.0, drafter_weights_bytes: float = 0.0) -> KvCapacity:
+                drafter_kv_fraction: float = 0.0, drafter_weights_bytes: float = 0.0,
+                drafter_attention: tuple[int, bool] | None = (0, False)) -> KvCapacity:
     """A replica's KV capacity in tokens: set, derived from ``cluster.gpu_memory_utilization`` (the rule and its
     parts: :class:`KvCapacity`), derived at vLLM's 0.9 for a step-model profile (it knows the model and GPU), or
     the default for a plain table.
@@ -202,6 +210,14 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
         sc: the scenario; profile: the run's step-time profile (None: the scenario's, loaded when needed);
         gamma: the run's draft block length; drafter_kv_fraction: the drafter's KV per target KV token;
         drafter_weights_bytes: the drafter's own weights per GPU (taken from the memory where it is derived).
+        drafter_attention: the drafter's attention layers and whether they are a cache spec of their own, for a
+            hybrid model's page layout (:func:`specsim.hardware.hybrid_pages.hybrid_page_layout`); None where the
+            scenario sets the drafter's KV share (``drafter_kv_fraction`` is then kept as it is).
+
+    A derived capacity of a model with linear-attention layers follows vLLM's hybrid page layout
+    (:mod:`specsim.hardware.hybrid_pages`): its blocks are the layout's, ``block_size`` its engine block
+    (``layout.engine_block_tokens`` tokens, not the scenario's), ``drafter_kv_fraction`` and ``state_blocks``
+    its counts, and ``layout`` says so.
 
     Raises:
         SpecsimInputError: the profile's metadata lacks the model shape or names no known GPU (naming the
@@ -213,7 +229,36 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
         return _with_state(kvc, step_model_of(profile) if profile is not None else None, gamma)
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
     sm = step_model_of(prof)
-    return _with_state(_capacity(sc, prof, sm, gamma, drafter_kv_fraction, drafter_weights_bytes), sm, gamma)
+    kvc = _capacity(sc, prof, sm, gamma, drafter_kv_fraction, drafter_weights_bytes)
+    layout = (hybrid_page_layout(sm.model, sm.tp, gamma, *(drafter_attention or (0, False)))
+              if sm is not None and kvc.source == "gpu_memory_utilization" else None)
+    if layout is None:
+        return _with_state(kvc, sm, gamma)
+    return _in_hybrid_pages(kvc, layout, None if drafter_attention is None else layout.drafter_fraction)
+
+
+def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, drafter_fraction: float | None) -> KvCapacity:
+    """A derived capacity ``kvc`` recut into vLLM's hybrid page layout (:mod:`specsim.hardware.hybrid_pages`):
+    the memory left for the pool in whole blocks of ``layout.block_bytes``, counted in engine blocks of
+    ``layout.engine_block_tokens`` target tokens; the drafter's share ``drafter_fraction`` (None: ``kvc``'s, a
+    fraction the scenario set) and each request's state blocks from the layout.
+
+    Raises:
+        SpecsimInputError: the memory left holds fewer blocks than one request's state (naming the profile).
+    """
+    free = kvc.gpu_memory_bytes * kvc.utilization - kvc.weights_bytes - kvc.activation_bytes
+    blocks = int(max(free, 0.0) // layout.block_bytes)
+    if blocks <= layout.state_blocks:
+        raise SpecsimInputError(kvc.profile, None, "cluster.gpu_memory_utilization",
+                                f"room for one request: {free / 1e9:.2f} GB is left for the KV pool, "
+                                f"{blocks} blocks of {layout.block_bytes / 1e6:.1f} MB, while each request's "
+                                f"linear-attention state takes {layout.state_blocks} ({layout.describe()})",
+                                repr(kvc.utilization))
+    size = layout.engine_block_tokens
+    return replace(kvc, tokens=blocks * size, block_size=size,
+                   drafter_kv_fraction=kvc.drafter_kv_fraction if drafter_fraction is None else drafter_fraction,
+                   state_blocks=layout.state_blocks, state_bytes=float(layout.state_blocks * layout.block_bytes),
+                   layout=layout)
 
 
 def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:

@@ -1,0 +1,68 @@
+"""vLLM's hybrid page layout (specsim.hardware.hybrid_pages) checked by hand on Qwen3.8-27B (16 softmax-attention
+layers of 4 KV heads x 256, 48 Gated DeltaNet layers of 48 value heads x 128 x 128), and its group-size rule
+on the bucket counts a public vLLM design note logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specsim.hardware.hybrid_pages import group_size, hybrid_page_layout, state_page_bytes
+from specsim.hardware.model_config import MODELS, model_from_hf_config
+
+QWEN = model_from_hf_config(Path(__file__).parent / "data" / "hf_configs" / "qwen3.8-27b.json")
+
+
+@pytest.mark.parametrize("buckets, size, groups", [
+    ([16, 5, 48], 5, 15),     # Qwen3.6-27B with DSpark (the note's log): 4 + 1 + 10 groups
+    ([17, 48], 17, 4),        # with MTP: the MTP layer joins the attention bucket, 1 + 3
+    ([16, 48], 16, 4),        # no speculation
+    ([12, 13], 13, 2),        # within 1.5x of each other: the largest count
+    ([10, 20], 10, 3),        # 20 = 2 x 10: the smallest
+])
+def test_vllm_group_size_rule(buckets, size, groups):
+    assert group_size(buckets) == size
+    assert sum(-(-b // size) for b in buckets) == groups
+
+
+def test_state_page_by_hand_keeps_one_conv_input_per_speculative_token():
+    state = 48 * 128 * 128 * 4                                    # fp32 recurrent state, 3,145,728 B
+    channels = 2 * 16 * 128 + 48 * 128                            # q, k and v convolution channels: 10,240
+    assert state_page_bytes(QWEN, 1, 0) == state + channels * 3 * 2 == 3_207_168
+    assert state_page_bytes(QWEN, 1, 7) == state + channels * 10 * 2 == 3_350_528
+    assert state_page_bytes(QWEN, 2, 7) == state // 2 + channels // 2 * 10 * 2     # TP 2 splits heads
+    assert state_page_bytes(MODELS["llama2-7b"], 1, 7) == 0
+
+
+def test_dspark_layout_on_qwen_by_hand():
+    lay = hybrid_page_layout(QWEN, 1, 7, 5, True)
+    # attention block: 16 x ceil(3,350,528 / (16 x 4,096)) = 16 x 52 = 832 tokens; the page 832 x 4,096 B
+    assert (lay.block_tokens, lay.page_bytes, lay.state_page_bytes) == (832, 3_407_872, 3_350_528)
+    assert (lay.buckets, lay.group_size) == ((16, 5, 48), 5)
+    assert (lay.target_groups, lay.drafter_groups, lay.state_groups, lay.state_copies) == (4, 1, 10, 8)
+    assert lay.block_bytes == 5 * 3_407_872 and lay.state_blocks == 80
+    # engine units: one vLLM block; 832 target tokens fill one block in each of the 4 target groups
+    assert (lay.engine_block_tokens, lay.drafter_fraction) == (208, 0.25)
+    # a request of 832 tokens holds 4 + 1 attention blocks and 80 state blocks in vLLM: 85 x 17.0 MB = 1.45 GB,
+    # where its state and KV, unpadded, are 8 x 48 x 3,350,528 + 832 x 21 x 4,096 B = 1.36 GB
+    assert (80 + 4 + 1) * lay.block_bytes == pytest.approx(1.448e9, rel=1e-3)
+
+
+def test_mtp_and_no_speculation_layouts_on_qwen():
+    mtp = hybrid_page_layout(QWEN, 1, 2, 1, False)
+    assert (mtp.buckets, mtp.group_size, mtp.block_tokens) == ((17, 0, 48), 17, 800)
+    assert (mtp.target_groups, mtp.state_groups, mtp.state_blocks, mtp.drafter_fraction) == (1, 3, 9, 0.0)
+    none = hybrid_page_layout(QWEN, 1, 0)
+    assert (none.buckets, none.group_size, none.block_tokens, none.state_blocks) == ((16, 0, 48), 16, 784, 3)
+    assert none.engine_block_tokens == 784 and none.page_bytes == 784 * 4096 >= 3_207_168
+    assert hybrid_page_layout(MODELS["llama2-7b"], 1, 7) is None          # no linear attention: no layout
+
+
+def test_per_token_the_engine_counts_what_vllm_holds():
+    """Over long contexts the engine's charge per target token (block bytes / engine block tokens, target and
+    drafter) equals vLLM's: every attention group's page per block_tokens tokens."""
+    lay = hybrid_page_layout(QWEN, 1, 7, 5, True)
+    engine = lay.block_bytes * (1 + lay.drafter_fraction) / lay.engine_block_tokens
+    vllm = (lay.target_groups + lay.drafter_groups) * lay.block_bytes / lay.block_tokens
+    assert engine == pytest.approx(vllm, rel=1e-12)
