@@ -122,3 +122,34 @@ def test_the_ttft_term_is_fitted_on_the_lowest_load_as_profile_fit_fits_it(resul
         assert 0.005 < base[name].setup["request_overhead_s"] < 0.03
     assert base["sglang_h200_deepseek-r1_random3200-800_nospec"].setup["request_overhead_s"] == DEFAULT_OVERHEAD_S
     assert all(r.setup["request_overhead_s"] <= MAX_REQUEST_OVERHEAD_S for r in base.values())
+
+
+def test_spread_lengths_keep_the_mean_within_the_cap_and_break_the_lockstep():
+    from specsim.studies.validation import spread_lengths
+
+    for mean in (263.0, 757.0):                          # MathReasoning's and HumanEval's mean outputs, max_tokens 1024
+        out = spread_lengths(mean, 1024, 1000, seed=3)
+        assert out.dtype == np.int64 and out.min() >= 2 and out.max() <= 1024
+        assert abs(out.mean() - mean) < 0.01 * mean and np.unique(out).size > 100
+    low, high = np.sort(spread_lengths(263.0, 1024, 1000)), np.sort(spread_lengths(757.0, 1024, 1000))
+    # maximum entropy with a mean below the range's middle decays (most answers short), above it rises to the cap
+    assert np.median(low) < 263 and np.median(high) > 757
+    assert (spread_lengths(263.0, 1024, 64, seed=1) == spread_lengths(263.0, 1024, 64, seed=1)).all()
+    with pytest.raises(SpecsimInputError, match="mean length"):
+        spread_lengths(1024.0, 1024, 10)
+
+
+def test_a_simulated_point_reads_the_closed_loops_measurement_window(monkeypatch):
+    """The sources measure a steady state (GuideLLM: 90 s after a 30 s warm-up), so a point is read in the closed
+    loop's window, not over the ramp-up and the tail."""
+    import specsim.simulation as simulation
+    from specsim.studies import validation
+
+    class Fake:
+        summary = {"mean_tpot_ms": 1.0, "output_throughput": 1.0,
+                   "window": {"mean_tpot_ms": 12.0, "output_throughput": 3456.0}}
+
+    monkeypatch.setattr(simulation, "simulate", lambda *a, **k: Fake())
+    row = load_rows()[lambda d: d["series"] == "vllm_b200_qwen3.8-27b_mathreasoning_nospec"].iloc[1]
+    got = validation.simulate_row(row, None, SETUPS["vllm_b200_qwen3.8-27b_mathreasoning_nospec"])
+    assert got == {"tpot_ms": 12.0, "throughput": 3456.0}
