@@ -103,15 +103,13 @@ class HybridPageLayout:
         return self.state_groups * self.state_copies
 
     def describe(self) -> str:
-        """One clause for a run header: the page, the groups and what a request's state takes."""
+        """One clause for a run header: the page, the buckets and their groups."""
         t, d, m = self.buckets
         groups = f"{self.target_groups} target attention + " + (
             f"{self.drafter_groups} drafter attention + " if d else "") + f"{self.state_groups} linear-attention"
-        return (f"vLLM's hybrid page layout: {self.block_tokens}-token attention blocks of {self.page_bytes / 1e6:.2f} "
-                f"MB per layer (the {self.state_page_bytes / 1e6:.2f} MB state page padded to it), layers "
-                f"{list(b for b in (t, d, m) if b)} in groups of {self.group_size} ({groups} groups), each request "
-                f"holding {self.state_blocks} state blocks ({self.state_groups} x {self.state_copies} copies) of "
-                f"{self.block_bytes / 1e6:.1f} MB")
+        return (f"vLLM's hybrid page layout: {self.block_tokens}-token attention blocks, pages of "
+                f"{self.page_bytes / 1e6:.2f} MB (the {self.state_page_bytes / 1e6:.2f} MB state page padded to them), "
+                f"layers {[b for b in (t, d, m) if b]} in groups of {self.group_size}: {groups} groups")
 
 
 def state_page_bytes(model, tp: int, num_spec: int) -> int:

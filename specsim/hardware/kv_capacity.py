@@ -100,19 +100,22 @@ class KvCapacity:
         share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
                  f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when every running request drafts"
                  if self.drafter_kv_fraction else "")
+        lay = self.layout
         share += (f"; each running request also holds {self.state_blocks:,} blocks of linear-attention state "
-                  f"({self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
-        share += f"; {self.layout.describe()}" if self.layout is not None else ""
+                  + (f"({lay.state_groups} groups x {lay.state_copies} copies, " if lay is not None else "(")
+                  + f"{self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}{self._memory_note()}"
         gb = 1e9
         drafter = (f" (the drafter's {self.drafter_weights_bytes / gb:.2f} GB included)"
                    if self.drafter_weights_bytes else "")
+        per = (f"{lay.block_bytes / 1e6:,.1f} MB per block of {self.block_size} target tokens ({self.model}, TP "
+               f"{self.tp}, {lay.describe()})" if lay is not None else
+               f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks")
         return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
                 f"{self.weights_bytes / gb:.2f} GB{drafter} - activation reserve {self.activation_bytes / gb:.2f} GB "
-                f"[T x (2 hidden + 2 ffn/tp) x dtype + T x vocab x 4 B, T = {self.activation_tokens}]) / "
-                f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks{share}")
+                f"[T x (2 hidden + 2 ffn/tp) x dtype + T x vocab x 4 B, T = {self.activation_tokens}]) / {per}{share}")
 
 
     def _memory_note(self) -> str:
