@@ -324,13 +324,11 @@ def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTim
     return float(DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]])
 
 
-def drafter_attention(sc: Scenario, drafter: str, gamma: int) -> tuple[int, bool] | None:
+def drafter_attention(sc: Scenario, drafter: str, gamma: int) -> tuple[int, bool]:
     """The drafter's attention layers and whether they are a KV-cache spec of their own, for a hybrid target's
     page layout (:func:`specsim.hardware.hybrid_pages.hybrid_page_layout`): its layer count (``drafter.layers``,
     else :data:`specsim.hardware.drafter.DRAFTER_LAYERS`) for a drafter that is a model, (0, False) for none or
-    one without layers, None where ``drafter.kv_fraction`` sets its share."""
-    if sc.drafter.kv_fraction is not None:
-        return None
+    one without layers (a ``drafter.kv_fraction`` the scenario sets still replaces the layout's share)."""
     if gamma <= 0 or drafter not in DRAFTER_LAYERS:
         return 0, False
     layers = sc.drafter.layers if drafter == sc.drafter.name and sc.drafter.layers else DRAFTER_LAYERS[drafter]
@@ -435,7 +433,8 @@ class ResolvedRun:
         policy: the resolved policy side (:class:`PolicyChoice`).
         profile: the replicas' step-time profile.
         drafter_cost: the drafter's cost model (:func:`drafter_cost_of`).
-        kv_fraction: the drafter's KV per target KV token (:func:`drafter_kv_fraction`).
+        kv_fraction: the drafter's KV per target KV token from the shapes (:func:`drafter_kv_fraction`); the
+            engine charges ``kv.drafter_kv_fraction``, which a hybrid pool's page layout sets in its own blocks.
         kv: a replica's KV capacity (computed once, :func:`specsim.hardware.kv_capacity.kv_capacity`).
         gpus_per_replica: GPUs per decode replica, and the notice of :func:`replica_gpus` (None: none).
         prefill_gpus_per_instance: GPUs per disaggregated prefill instance, and the notice of

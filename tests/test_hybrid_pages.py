@@ -66,3 +66,47 @@ def test_per_token_the_engine_counts_what_vllm_holds():
     engine = lay.block_bytes * (1 + lay.drafter_fraction) / lay.engine_block_tokens
     vllm = (lay.target_groups + lay.drafter_groups) * lay.block_bytes / lay.block_tokens
     assert engine == pytest.approx(vllm, rel=1e-12)
+
+
+def _qwen_on_b200():
+    from specsim.hardware.stepmodel import step_model
+    sm = step_model(QWEN, "b200")
+    return sm, sm.profile(max_batch_tokens=17_000)
+
+
+def test_what_the_scenario_sets_is_kept_in_the_layout():
+    """A larger cluster.block_size is kept (vLLM keeps a --block-size that holds a state page); a set
+    drafter.kv_fraction replaces the layout's drafter share but not the drafter's own bucket; called without the
+    drafter's layers, kv_capacity keeps the caller's fraction."""
+    from specsim.hardware.kv_capacity import kv_capacity
+    from specsim.scenario import load_scenario
+
+    sm, prof = _qwen_on_b200()
+    base = ['prefill.mode="colocated"', "cluster.gpu_memory_utilization=0.9"]
+    big = kv_capacity(load_scenario(overrides=[*base, "cluster.block_size=2048"]), prof, 7, 0.3, 0.0, (5, True))
+    assert (big.layout.block_tokens, big.block_size, big.layout.page_bytes) == (2048, 512, 2048 * 4096)
+    own = kv_capacity(load_scenario(overrides=[*base, "drafter.kv_fraction=0.5"]), prof, 7, 0.5, 0.0, (5, True))
+    assert own.layout.buckets == (16, 5, 48) and own.drafter_kv_fraction == 0.5
+    bare = kv_capacity(load_scenario(overrides=base), prof, 7, 0.3)
+    assert bare.layout.buckets == (16, 0, 48) and bare.drafter_kv_fraction == 0.3
+
+
+def test_impossible_hybrid_pools_are_named():
+    from dataclasses import replace
+
+    from specsim.errors import SpecsimInputError
+    from specsim.hardware.kv_capacity import kv_capacity
+    from specsim.hardware.stepmodel import step_model
+    from specsim.scenario import load_scenario
+
+    with pytest.raises(SpecsimInputError, match="divides the linear-attention heads"):
+        state_page_bytes(QWEN, 5, 0)                      # 48 value heads over 5 ranks
+    sc = load_scenario(overrides=['prefill.mode="colocated"', "cluster.gpu_memory_utilization=0.9"])
+    all_linear = step_model(replace(QWEN, linear_layers=QWEN.num_layers), "b200")
+    with pytest.raises(SpecsimInputError, match="softmax-attention layers"):
+        kv_capacity(sc, all_linear.profile(max_batch_tokens=17_000), 0)
+    _, prof = _qwen_on_b200()
+    tight = load_scenario(overrides=['prefill.mode="colocated"', "cluster.gpu_memory_utilization=0.30167"])
+    with pytest.raises(SpecsimInputError, match="room for one request") as e:
+        kv_capacity(tight, prof, 7, 0.3, 0.0, (5, True))   # 84 blocks left, a request of one block takes 85
+    assert "takes 85" in str(e.value)

@@ -16,34 +16,41 @@ read there; the numbers in brackets are Qwen3.8-27B on one GPU):
    ``HybridAttentionMambaModelConfig``; 16 is the attention kernels' block alignment, vLLM's default block size)
    [3.35 MB of state at k = 7, 4,096 B per token per layer: 832-token blocks of 3.41 MB].
 2. **Groups.** Layers of one cache spec form a bucket: the target's softmax-attention layers (an MTP layer or an
-   EAGLE layer of the same shape joins them), a DSpark / DFlash drafter's attention layers (its block attention
-   is non-causal, a spec of its own: vLLM PR 51705's ``non_causal_multi_token_decode``; a public vllm-ascend
-   design note logs the buckets [16, 5, 48] for Qwen3.6-27B with DSpark), and the linear-attention layers. Every
-   group holds ``group_size`` layers: the smallest bucket's count, or the largest's when that is under 1.5 times
-   the smallest; a bucket of L layers takes ceil(L / group_size) groups (``_get_kv_cache_groups_uniform_page_size``,
-   vllm/v1/core/kv_cache_utils.py) [DSpark: [16, 5, 48] -> group size 5, 4 + 1 + 10 groups; MTP: [17, 48] -> 17,
-   1 + 3; none: [16, 48] -> 16, 1 + 3].
+   EAGLE layer of the same shape joins them), a DSpark / DFlash drafter's attention layers (its block attention is
+   non-causal, a spec of its own: vLLM PR 51705's ``non_causal_multi_token_decode``; a public vllm-ascend design
+   note logs the buckets [16, 5, 48] for Qwen3.6-27B with DSpark), and the linear-attention layers. Every group
+   holds ``group_size`` layers: the smallest bucket's count, or the largest's when that is under 1.5 times the
+   smallest (:data:`GROUP_SIZE_SPREAD`); a bucket of L layers takes ceil(L / group_size) groups
+   (``_get_kv_cache_groups_uniform_page_size``, vllm/v1/core/kv_cache_utils.py) [DSpark: [16, 5, 48] -> group size
+   5, 4 + 1 + 10 groups; MTP: [17, 48] -> 17, 1 + 3; none: [16, 48] -> 16, 1 + 3].
 3. **Blocks.** The pool is cut into blocks of ``group_size`` pages (``get_kv_cache_config_from_groups``:
-   ``num_blocks = memory // page // group_size``, one tensor per layer slot shared by the groups). A request
-   holds, in every attention group, one block per ``block_tokens`` tokens and, in every linear-attention group,
-   1 + num_speculative_tokens blocks (a state per verifiable prefix: ``MambaSpec.num_speculative_blocks``,
-   ``mamba_cache_mode = "none"``) [DSpark k = 7: 80 state blocks and 5 attention blocks of 16.0 MB, 1.45 GB per
+   ``num_blocks = memory // page // group_size``, one tensor per layer slot shared by the groups). A request holds,
+   in every attention group, one block per ``block_tokens`` tokens and, in every linear-attention group, 1 +
+   num_speculative_tokens blocks (a state per verifiable prefix: ``MambaSpec.num_speculative_blocks``,
+   ``mamba_cache_mode = "none"``) [DSpark k = 7: 80 state blocks and 5 attention blocks of 17.0 MB, 1.45 GB per
    request of up to 832 tokens, where its 384 state pages and 832 tokens of KV, unpadded, are 1.36 GB].
 
 specsim's engine counts one unit per vLLM block (:meth:`HybridPageLayout.engine_block_tokens`): the target's
 tokens fill ``block_tokens / target_groups`` tokens per block, the drafter's take ``drafter_groups /
 target_groups`` blocks per target block (:meth:`HybridPageLayout.drafter_fraction`), and the state
 ``state_groups x (1 + gamma)`` blocks (:meth:`HybridPageLayout.state_blocks`). Per token this is vLLM's count;
-a request shorter than one attention block is charged its tokens' share of the ``target_groups`` blocks vLLM
-gives it whole (about one block in 85 for DSpark on Qwen3.8-27B).
+a request's last, partly filled attention block is charged its tokens' share of the ``target_groups`` blocks
+vLLM gives it whole: up to ``target_groups - 1`` blocks fewer per request (DSpark on Qwen3.8-27B: up to 3 of the
+85 blocks of a request of up to 832 tokens, 1.5 on average; none where ``target_groups`` is 1, as without a
+drafter of its own spec). Not modelled: vLLM's ``mamba_cache_mode = "align"``, which it selects when prefix
+caching is on, and its cached state per block boundary; a prefix hit is counted in the engine's blocks as the
+attention KV's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specsim.errors import SpecsimInputError
+
 #: The attention kernels' block alignment vLLM rounds the hybrid attention block to (its default block size, the
-#: smallest kernel block of FlashAttention and FlashInfer; ``kernel_block_alignment_size``).
+#: smallest kernel block of FlashAttention and FlashInfer; ``kernel_block_alignment_size``). vLLM PR 27994 made it
+#: 32 for head size 256 on Blackwell (FlashInfer issue 1993); PR 36987 reverted that before the versions modelled.
 KERNEL_BLOCK_ALIGNMENT = 16
 #: vLLM makes the group size the largest bucket's count when that is under this multiple of the smallest.
 GROUP_SIZE_SPREAD = 1.5
@@ -116,9 +123,17 @@ def state_page_bytes(model, tp: int, num_spec: int) -> int:
     """One linear-attention layer's state for one request on one TP shard, bytes: the fp32 recurrent state
     (value heads / tp x key dim x value dim x 4) and ``kernel - 1 + num_spec`` convolution inputs of
     (2 key heads x key dim + value heads x value dim) / tp channels in bf16 (vLLM's
-    ``gated_delta_net_state_shape``). 0 for a model without linear attention."""
+    ``gated_delta_net_state_shape``). 0 for a model without linear attention.
+
+    Raises:
+        SpecsimInputError: ``tp`` does not divide the linear-attention heads (vLLM's ``divide`` asserts it).
+    """
     if not model.linear_layers:
         return 0
+    if model.linear_value_heads % tp or model.linear_key_heads % tp:
+        raise SpecsimInputError(None, None, "tp", f"a TP degree that divides the linear-attention heads "
+                                f"({model.linear_key_heads} key, {model.linear_value_heads} value heads of "
+                                f"{model.name}), as vLLM requires", str(tp))
     state = model.linear_value_heads // tp * model.linear_key_dim * model.linear_value_dim * 4
     channels = (2 * model.linear_key_heads * model.linear_key_dim + model.linear_value_heads * model.linear_value_dim)
     conv = channels // tp * max(0, model.linear_conv_kernel - 1 + max(int(num_spec), 0)) * 2
@@ -133,23 +148,28 @@ def group_size(buckets: list[int]) -> int:
     return hi if hi < GROUP_SIZE_SPREAD * lo else lo
 
 
-def hybrid_page_layout(model, tp: int, gamma: int, drafter_layers: int = 0,
-                       drafter_own_spec: bool = False) -> HybridPageLayout | None:
+def hybrid_page_layout(model, tp: int, gamma: int, drafter_layers: int = 0, drafter_own_spec: bool = False,
+                       block_size: int = KERNEL_BLOCK_ALIGNMENT) -> HybridPageLayout | None:
     """vLLM's page layout for ``model`` (a :class:`~specsim.hardware.model_config.ModelConfig`) at TP ``tp``,
     verifying ``gamma`` drafts beside a drafter with ``drafter_layers`` attention layers, a bucket of their own
     where ``drafter_own_spec`` (DSpark / DFlash: :data:`OWN_SPEC_DRAFTERS`), else in the target's attention bucket
-    (MTP, EAGLE); None for a model without linear attention or without softmax attention.
+    (MTP, EAGLE); None for a model without linear attention or without softmax attention. A ``block_size``
+    (the scenario's ``cluster.block_size``) larger than the aligned minimum is kept, as vLLM keeps a user's
+    ``--block-size`` that already holds a state page.
 
     The drafter's layers are taken to have the target's attention bytes per token per layer (the drafter shapes of
     :func:`specsim.hardware.drafter.drafter_shape`; the public DSpark drafter's 8 KV heads of 128 hold the same
     bytes as the target's 4 of 256), so its page equals the target's.
+
+    Raises:
+        SpecsimInputError: ``tp`` does not divide the linear-attention heads (:func:`state_page_bytes`).
     """
     if not model.linear_layers or model.attention_layers <= 0:
         return None
     per_token_layer = model.kv_bytes_per_token(tp) / model.attention_layers
     state = state_page_bytes(model, tp, gamma)
     align = KERNEL_BLOCK_ALIGNMENT
-    tokens = align * _cdiv(state, int(align * per_token_layer))
+    tokens = max(align * _cdiv(state, int(align * per_token_layer)), int(block_size))
     page = int(tokens * per_token_layer)
     extra = max(int(drafter_layers), 0)
     buckets = (int(model.attention_layers) + (0 if drafter_own_spec else extra), extra if drafter_own_spec else 0,

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.hybrid_pages import HybridPageLayout, hybrid_page_layout
+from specsim.hardware.hybrid_pages import HybridPageLayout, hybrid_page_layout, state_page_bytes
 from specsim.hardware.stepmodel import step_model_of
 from specsim.hardware.profile import StepTimeProfile, resolve_profile
 from specsim.scenario import DEFAULT_KV_CAPACITY_TOKENS, Scenario
@@ -182,8 +182,9 @@ def state_blocks_per_request(model, tp: int, gamma: int, kv_bytes_per_token: flo
                              block_size: int) -> tuple[int, float]:
     """Blocks (and bytes) of linear-attention state one running request holds in the KV pool, per GPU shard.
 
-    ``bytes = (1 + gamma) x linear_state_bytes(tp)`` (the fp32 recurrent state and the convolution's inputs of
-    every linear-attention layer, :meth:`specsim.hardware.model_config.ModelConfig.linear_state_bytes`): vLLM
+    ``bytes = (1 + gamma) x linear_layers x state page`` (the fp32 recurrent state and the convolution's last
+    ``kernel - 1 + gamma`` inputs of a linear-attention layer, :func:`specsim.hardware.hybrid_pages.state_page_bytes`;
+    used where ``cluster.kv_capacity_tokens`` sets the pool in tokens, without the page layout's padding): vLLM
     (V1) gives each request one state block per such layer plus ``num_speculative_blocks`` =
     ``num_speculative_tokens`` more under speculation, so a verify step can roll back to any accepted prefix
     (``MambaBase.get_kv_cache_spec``, vllm/model_executor/layers/mamba/abstract.py; the default
@@ -196,7 +197,8 @@ def state_blocks_per_request(model, tp: int, gamma: int, kv_bytes_per_token: flo
         gamma: drafts per request per step (0: no speculation); kv_bytes_per_token: the attention KV bytes per
         token per shard; block_size: tokens per KV block.
     """
-    state = (1 + max(int(gamma), 0)) * float(model.linear_state_bytes(tp)) if model.linear_layers else 0.0
+    state = ((1 + max(int(gamma), 0)) * float(model.linear_layers * state_page_bytes(model, tp, gamma))
+             if model.linear_layers else 0.0)
     if state <= 0.0 or kv_bytes_per_token <= 0.0:
         return 0, 0.0
     return int(-(-state // (kv_bytes_per_token * block_size))), state
@@ -204,7 +206,7 @@ def state_blocks_per_request(model, tp: int, gamma: int, kv_bytes_per_token: flo
 
 def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
                 drafter_kv_fraction: float = 0.0, drafter_weights_bytes: float = 0.0,
-                drafter_attention: tuple[int, bool] | None = (0, False)) -> KvCapacity:
+                drafter_attention: tuple[int, bool] | None = None) -> KvCapacity:
     """A replica's KV capacity in tokens: set, derived from ``cluster.gpu_memory_utilization`` (the rule and its
     parts: :class:`KvCapacity`), derived at vLLM's 0.9 for a step-model profile (it knows the model and GPU), or
     the default for a plain table.
@@ -214,8 +216,9 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
         gamma: the run's draft block length; drafter_kv_fraction: the drafter's KV per target KV token;
         drafter_weights_bytes: the drafter's own weights per GPU (taken from the memory where it is derived).
         drafter_attention: the drafter's attention layers and whether they are a cache spec of their own, for a
-            hybrid model's page layout (:func:`specsim.hardware.hybrid_pages.hybrid_page_layout`); None where the
-            scenario sets the drafter's KV share (``drafter_kv_fraction`` is then kept as it is).
+            hybrid model's page layout (:func:`specsim.hardware.hybrid_pages.hybrid_page_layout`; its drafter
+            share replaces ``drafter_kv_fraction`` unless the scenario sets ``drafter.kv_fraction``); None: no
+            drafter layers in the layout, ``drafter_kv_fraction`` kept as given.
 
     A derived capacity of a model with linear-attention layers follows vLLM's hybrid page layout
     (:mod:`specsim.hardware.hybrid_pages`): its blocks are the layout's, ``block_size`` its engine block
@@ -233,11 +236,12 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
     prof = profile or resolve_profile(sc.profile.name, sc.profile.lookup)
     sm = step_model_of(prof)
     kvc = _capacity(sc, prof, sm, gamma, drafter_kv_fraction, drafter_weights_bytes)
-    layout = (hybrid_page_layout(sm.model, sm.tp, gamma, *(drafter_attention or (0, False)))
+    layout = (hybrid_page_layout(sm.model, sm.tp, gamma, *(drafter_attention or (0, False)), c.block_size)
               if sm is not None and kvc.source == "gpu_memory_utilization" else None)
     if layout is None:
         return _with_state(kvc, sm, gamma)
-    return _in_hybrid_pages(kvc, layout, None if drafter_attention is None else layout.drafter_fraction)
+    keep = drafter_attention is None or sc.drafter.kv_fraction is not None
+    return _in_hybrid_pages(kvc, layout, None if keep else layout.drafter_fraction)
 
 
 def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, drafter_fraction: float | None) -> KvCapacity:
@@ -247,16 +251,18 @@ def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, drafter_fraction
     fraction the scenario set) and each request's state blocks from the layout.
 
     Raises:
-        SpecsimInputError: the memory left holds fewer blocks than one request's state (naming the profile).
+        SpecsimInputError: the memory left holds fewer blocks than one request of one attention block (its state
+            and attention blocks; naming the profile).
     """
     free = kvc.gpu_memory_bytes * kvc.utilization - kvc.weights_bytes - kvc.activation_bytes
     blocks = int(max(free, 0.0) // layout.block_bytes)
-    if blocks <= layout.state_blocks:
+    one = layout.state_blocks + layout.target_groups + layout.drafter_groups     # a request of one attention block
+    if blocks < one:
         raise SpecsimInputError(kvc.profile, None, "cluster.gpu_memory_utilization",
                                 f"room for one request: {free / 1e9:.2f} GB is left for the KV pool, "
-                                f"{blocks} blocks of {layout.block_bytes / 1e6:.1f} MB, while each request's "
-                                f"linear-attention state takes {layout.state_blocks} ({layout.describe()})",
-                                repr(kvc.utilization))
+                                f"{blocks} blocks of {layout.block_bytes / 1e6:.1f} MB, while a request of up to "
+                                f"{layout.block_tokens} tokens takes {one} ({layout.state_blocks} of them its "
+                                f"linear-attention state; {layout.describe()})", repr(kvc.utilization))
     size = layout.engine_block_tokens
     return replace(kvc, tokens=blocks * size, block_size=size,
                    drafter_kv_fraction=kvc.drafter_kv_fraction if drafter_fraction is None else drafter_fraction,
@@ -331,6 +337,10 @@ def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization
         per_token = (model.num_layers * (model.kv_lora_rank + model.rope_dim) if model.kv_lora_rank
                      else 2 * model.num_layers * max(1, model.num_kv_heads // tp) * model.head_dim) * dtype_bytes
     act = t * (2 * model.hidden + 2 * model.ffn / tp) * 2 + t * model.vocab * 4
+    if per_token <= 0:
+        raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
+                                "a model with softmax-attention layers (a KV cache) to derive the capacity from; set "
+                                "cluster.kv_capacity_tokens instead", f"{model.name}: no KV bytes per token")
     free = mem * utilization - weights - act
     tokens = int(max(free, 0) // per_token) // c.block_size * c.block_size
     return {"tokens": tokens, "gpu": gpu, "mem": mem, "utilization": utilization, "weights": weights, "act": act,
