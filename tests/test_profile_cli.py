@@ -448,3 +448,20 @@ def test_a_fit_that_misses_its_own_points_several_fold_writes_nothing(tmp_path):
     r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(tmp_path / "s.json"),
                          "--params", "kernel_s", "--out", str(out)])
     assert r.exception is not None and "no profile written" in str(r.exception) and not out.exists()
+
+
+def test_fit_warns_when_a_result_names_another_model(tmp_path):
+    """A vllm bench result's model_id is read against the shape fitted (the names compared without the org, case,
+    punctuation and a -hf/-chat suffix), so a 32B run fitted as Llama-2-7B says so; the same run named as the model
+    fitted does not."""
+    src = POINTS / "vllm_c16.json"
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(src), "--params", "kernel_s",
+                         "--out", str(tmp_path / "a.json")])
+    assert r.exit_code == 0, r.output
+    assert f"warning: {src} measured acme/dense-32b, the shape fitted is llama2-7b" in " ".join(r.output.split())
+    same = tmp_path / "same.json"
+    same.write_text(src.read_text().replace("acme/dense-32b", "meta-llama/Llama-2-7b-hf"))
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(same), "--params", "kernel_s",
+                         "--out", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    assert "the shape fitted is" not in r.output

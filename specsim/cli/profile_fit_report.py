@@ -1,0 +1,134 @@
+"""What ``specsim profile fit`` prints about a fit (specsim.cli.profile_cmd runs it): each point's residual,
+the TTFT term fitted beside the step terms, speculation's own terms, and a result file that names another model
+than the one fitted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from specsim import fmt
+from specsim.errors import SpecsimInputError
+
+
+def _model_key(name: str) -> str:
+    """A model name reduced for comparison: the part after the last ``/``, lower case, letters and digits only,
+    without a trailing ``hf``, ``instruct``, ``chat`` or ``it`` (``meta-llama/Llama-2-7b-hf`` and the preset
+    ``llama2-7b`` both give ``llama27b``)."""
+    key = str(name).rsplit("/", 1)[-1].lower()
+    for suffix in ("-hf", "-instruct", "-chat", "-it"):
+        key = key.removesuffix(suffix)
+    return "".join(ch for ch in key if ch.isalnum())
+
+
+def echo_other_model(paths: list[Path], model: str) -> None:
+    """Warn for each ``vllm bench serve`` result among ``paths`` whose ``model_id`` names another model than
+    ``model`` (the shape being fitted): its steps would fit another model's constants. Files that are not JSON
+    or give no ``model_id`` (CSVs, /metrics dumps) are passed over."""
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        named = doc.get("model_id") if isinstance(doc, dict) else None
+        if named and _model_key(named) != _model_key(model):
+            typer.echo(f"warning: {path} measured {named}, the shape fitted is {model} (--model/--config): "
+                       "check they are the same model, or its terms describe another one")
+
+
+def echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str,
+                    other: str = "holdout") -> None:
+    """Print a fit report's residual table (one row per point: R, ``tokens`` = (column, attribute), measured and
+    model milliseconds under ``columns``, relative error, fitted or ``other``: the holdout points, or for TTFT
+    every point it predicts) and its median |``what``| per set."""
+    typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", "set"],
+                         [[p.label, fmt.number(p.num_requests, 1), fmt.number(getattr(p, tokens[1]), 0),
+                           fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
+                           fmt.percent(p.rel_error, signed=True), other if p.holdout else "fitted"]
+                          for p in rep.points]))
+    for which, flag in (("fitted", False), (other, True)):
+        m = rep.median_abs_error(flag)
+        if m is not None:
+            typer.echo(f"median |{what}| on {which} points: {100 * m:.1f}%")
+
+
+#: A fit whose median |error| on its own points exceeds this is refused, nothing written: its inputs and model
+#: disagree beyond what the fitted constants can absorb (units, model or GPU).
+FIT_REFUSE_ERROR = 1.0
+
+#: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
+TTFT_WARN_ERROR = 0.2
+
+
+def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
+    """Where the inputs give TTFT: fit the request overhead to it, print every point's TTFT residual (the TPOT
+    residuals are printed above) and add them to ``prov`` under ``fit.ttft``; else say TTFT was not fitted."""
+    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S, fit_ttft, has_ttft
+
+    if not any(has_ttft(o) for o in obs):
+        typer.echo("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
+        return
+    trep = fit_ttft(sm, obs, chunk_tokens, held)
+    fitted, odd = sum(not p.holdout for p in trep.points), trep.request_overhead_s > MAX_REQUEST_OVERHEAD_S
+    typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} point"
+               f"{'s' if fitted > 1 else ''}), the others predicted" + ("" if odd else " (set engine.request_overhead_s;"
+                                                                      " the step terms stay fitted on TPOT)"))
+    if odd:
+        typer.echo(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
+                   "request (milliseconds): the lowest load's TTFT holds a server queue or a prefill the profile does "
+                   "not see; do not set engine.request_overhead_s to it")
+    echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error", "predicted")
+    worst = max(trep.points, key=lambda p: abs(p.rel_error), default=None)
+    if worst is not None and abs(worst.rel_error) > TTFT_WARN_ERROR:
+        labels = [p.label for p in trep.points]
+
+        def name(p) -> str:                                         # the file too where two points share a label
+            return p.label if labels.count(p.label) == 1 else f"{p.label} ({Path(p.source).name})"
+        text = f"warning: the TTFT model misses {name(worst)} by {worst.rel_error:+.0%}"
+        queued = min(trep.points, key=lambda p: p.rel_error)       # measured furthest above the model
+        high = max(trep.points, key=lambda p: p.rel_error)
+        if queued.rel_error < 0 < high.rel_error and not queued.holdout:
+            # the queued point is the cause, the over-predicted one the consequence (a fresh user's warning blamed
+            # the one point with no queue)
+            text += (f"; {name(queued)} measured {1 / (1 + queued.rel_error) - 1:.0%} above the model (its requests "
+                     "waited in the server's queue) pulls the one fitted request_overhead_s up, so "
+                     f"{name(high)} comes out {high.rel_error:+.0%}")
+        typer.echo(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
+                   "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
+                   "and read TTFT at load from a simulation")
+    prov["fit"]["ttft"] = trep.provenance()
+
+
+def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
+                           chunk_tokens: int | None = None):
+    """(model, provenance): ``rep``'s model with speculation's terms fitted to ``spec`` (or at their sourced
+    defaults, said so), printing the fit and the split of per-request and per-token cost."""
+    from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
+
+    sm, prov = rep.model, rep.provenance()
+    typer.echo("note: without speculation every request verifies one token per step, so per_request_step_s "
+               "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
+               "varied prompt lengths separate them")
+    if not spec:
+        typer.echo(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
+                   f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
+                   "given (--spec FILE to fit them)")
+        return sm, prov
+    if drafter is None:          # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
+        raise SpecsimInputError("--drafter", None, "drafter", "the speculative runs' drafter with --spec (dspark, "
+                                "dflash, eagle3, mtp): its cost is charged beside the terms fitted", "none given")
+    obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
+    srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
+    held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")
+            if n not in srep.params]
+    typer.echo(f"fitted speculation terms ({drafter} drafter): "
+               + ", ".join([f"{n} = {v:.4g} s" for n, v in srep.params.items()] + held))
+    for line in srep.warnings():
+        typer.echo(f"warning: {line}")
+    for p in srep.points:
+        typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
+                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")
+    prov["fit"]["speculation"] = dict(srep.provenance()["fit"], drafter=drafter)
+    return srep.model, prov
