@@ -165,6 +165,8 @@ def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
     assert (fixed.tokens, fixed.source, fixed.state_blocks, fixed.layout) == (100000, "kv_capacity_tokens", 447, None)
     blocks = spec.tokens // 208
     assert 60 < blocks // (80 + 5 + 2) < 80                  # state + a 1,000-token request's KV and drafter's share
+    # the header says how many requests of one attention block fit: 80 state + 4 target + 1 drafter blocks each
+    assert f"so at most {blocks // 85:,} requests of up to 832 tokens run at once (85 blocks each" in spec.describe()
     tr = Trace(request_id=[f"r{i}" for i in range(640)], arrival_s=np.zeros(640), prompt_tokens=np.full(640, 200),
                output_tokens=np.full(640, 100), domain=["code"] * 640, source="t")
     res = simulate(tr, "static", sc, seed=0, profile=prof, gamma=7, drafter="dspark", concurrency=128)

@@ -114,9 +114,11 @@ class HybridPageLayout:
         t, d, m = self.buckets
         groups = f"{self.target_groups} target attention + " + (
             f"{self.drafter_groups} drafter attention + " if d else "") + f"{self.state_groups} linear-attention"
-        return (f"vLLM's hybrid page layout: {self.block_tokens}-token attention blocks, pages of "
-                f"{self.page_bytes / 1e6:.2f} MB (the {self.state_page_bytes / 1e6:.2f} MB state page padded to them), "
-                f"layers {[b for b in (t, d, m) if b]} in groups of {self.group_size}: {groups} groups")
+        pad = self.page_bytes / self.state_page_bytes - 1
+        return (f"vLLM's hybrid page layout: {self.block_tokens}-token attention blocks, so that one layer's block "
+                f"holds one request's linear-attention state (a page of {self.page_bytes / 1e6:.2f} MB, the state "
+                f"padded by {pad:.1%}); layers {[b for b in (t, d, m) if b]} in groups of {self.group_size}, a block "
+                f"being one page per layer of a group: {groups} groups")
 
 
 def state_page_bytes(model, tp: int, num_spec: int) -> int:

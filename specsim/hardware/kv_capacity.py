@@ -97,21 +97,30 @@ class KvCapacity:
         """One line for a run header: the capacity, and its parts when derived."""
         head = f"KV capacity {self.tokens:,} tokens per replica ({self.tokens // self.block_size:,} blocks of " \
                f"{self.block_size})"
+        lay = self.layout
         share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
                  f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when every running request drafts"
-                 if self.drafter_kv_fraction else "")
-        lay = self.layout
+                 if self.drafter_kv_fraction and lay is None else "")
         share += (f"; each running request also holds {self.state_blocks:,} blocks of linear-attention state "
-                  + (f"({lay.state_groups} groups x {lay.state_copies} copies, " if lay is not None else "(")
+                  + (f"({lay.state_groups} groups x {lay.state_copies} cop{'ies' if lay.state_copies > 1 else 'y'}, "
+                     if lay is not None else "(")
                   + f"{self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
+        if lay is not None:
+            one = self.state_blocks + lay.target_groups + lay.drafter_groups
+            share += (f", so at most {self.tokens // self.block_size // one:,} requests of up to {lay.block_tokens:,} "
+                      f"tokens run at once ({one} blocks each"
+                      + (f", the drafter's KV in its own group, 1 block per {lay.target_groups} target blocks"
+                         if lay.drafter_groups else "") + ")")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}{self._memory_note()}"
         gb = 1e9
         drafter = (f" (the drafter's {self.drafter_weights_bytes / gb:.2f} GB included)"
                    if self.drafter_weights_bytes else "")
-        per = (f"{lay.block_bytes / 1e6:,.1f} MB per block of {self.block_size} target tokens ({self.model}, TP "
-               f"{self.tp}, {lay.describe()})" if lay is not None else
+        per = (f"{lay.block_bytes / 1e6:,.1f} MB per block ({self.model}, TP {self.tp}; {lay.describe()}; the engine "
+               f"counts {self.block_size} target tokens per block" + (
+                   f", a {lay.block_tokens}-token attention block in each of the {lay.target_groups} target groups)"
+                   if lay.target_groups > 1 else ")") if lay is not None else
                f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks")
         return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
                 f"{self.weights_bytes / gb:.2f} GB{drafter} - activation reserve {self.activation_bytes / gb:.2f} GB "
