@@ -174,6 +174,10 @@ def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
     assert (kvs["state_blocks"], kvs["block_size"], kvs["layout"]["group_size"]) == (80, 208, 5)
     # each running request holds its 80 state blocks, at least its 200-token prompt's 1 KV block and its drafter's 1
     assert res.steps["num_running"].max() <= blocks // (80 + 1 + 1) < 128
+    # the summary's load figures are the step counts weighted by step time: the cap holds on average, the rest wait
+    st, s = res.steps, res.summary
+    assert s["mean_running_requests"] == pytest.approx((st.num_running * st.duration_s).sum() / s["duration_s"])
+    assert s["mean_running_requests"] <= blocks // (80 + 1 + 1) and s["mean_waiting_requests"] > 0
     assert (res.steps["kv_blocks_used"] <= blocks).all()
     assert res.summary["completed"] + res.summary["unfinished"] + res.summary["not_issued"] == 640
     again = simulate(tr, "static", sc, seed=0, profile=prof, gamma=0, concurrency=128)

@@ -10,6 +10,9 @@ Definitions (the `specsim run` issue, DESIGN.md):
 * Latency statistics, as ``vllm bench serve`` names them: ``mean_``, ``median_``, ``std_`` and the percentiles
   :data:`PERCENTILES` (``p50_``, ``p90_``, ``p99_``, ``p99.9_``) of ``ttft``, ``tpot``, ``itl`` and ``e2el``, in
   ms; percentiles are numpy's linear interpolation (``np.percentile``), as vLLM computes them.
+* Load on a replica: ``mean_running_requests`` and ``mean_waiting_requests`` are the time averages over the
+  steps (each step's count weighted by its duration, summed over replicas) of the requests admitted (decoding or
+  prefilling, holding KV) and of those queued for admission.
 * Acceptance length = tokens emitted per request-step, own token included. acceptance_rate = accepted
   drafts / verified drafts (None when nothing was verified). mean_verify_tokens_per_request = mean of
   (1 + l_r) over request-steps.
@@ -222,6 +225,8 @@ def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, dur
     out.update(latency_stats("e2el", measured.e2el_s.to_numpy(), percentiles))
     wait = measured.prefill_wait_s.to_numpy() if "prefill_wait_s" in measured else np.zeros(0)
     out["mean_prefill_wait_ms"] = float(np.nanmean(wait) * 1e3) if np.isfinite(wait).any() else None
+    out["mean_running_requests"] = (float((steps.num_running * steps.duration_s).sum() / duration)
+                                    if duration > 0 and "num_running" in steps else None)
     out["mean_waiting_requests"] = (float((steps.num_waiting * steps.duration_s).sum() / duration)
                                     if duration > 0 and "num_waiting" in steps else None)
     out["mean_tps_per_user"] = float(multi.tps_per_user.mean()) if len(multi) else None
