@@ -419,3 +419,29 @@ def test_think_bound_points_are_named_wherever_the_answer_is_read():
     s = {"load": {"mode": "closed", "concurrency": 8}, "window": {"request_throughput": 1.0, "mean_e2el_ms": 500.0}}
     assert think_bound_warning(s).startswith("warning: think-bound: 0.5 of the 8 users")
     assert think_bound_warning({**s, "load": {"mode": "open"}}) is None
+
+
+def test_points_where_requests_queue_are_named_wherever_the_answer_is_read():
+    """A fresh user's DSpark sweep on a hybrid model: at 96 users about 62 ran and 35 waited to be admitted (the
+    KV pool full), the median TTFT was 1.7 s, and recommend named that point for a TPS/user tier without a word."""
+    from specsim.analysis.metrics import queued
+    from specsim.analysis.sweep_tables import queued_points, results_frame
+    from specsim.cli.sweep_cmd import caution_notes
+
+    assert queued(35.0, 96) and not queued(5.0, 96) and not queued(0.5, 4) and not queued(None, 96)
+    out = []
+    for seed in (0, 1):
+        for load, x, waiting in ((64, 300.0, 0.2), (96, 300.0, 35.0)):
+            r = rec("static", load, seed, x, 10 * load + seed)
+            r["summary"].update(mean_waiting_requests=waiting, mean_running_requests=load - waiting,
+                                p99_ttft_ms=4000.0 if waiting > 1 else 80.0)
+            out.append(r)
+    df = results_frame(out)
+    assert queued_points(df) == ["static at 96", "static at 96"]
+    assert any("requests queue at 2 points (static at 96)" in n for n in caution_notes(df))
+    got = recommend(out, [200.0])[0]
+    assert got.load == 96 and got.waiting == pytest.approx(35.0) and got.p99_ttft_ms == pytest.approx(4000.0)
+    text = " ".join(recommendations_text([got], width=200).split())
+    assert "caution: requests queue at this point (35.0 of its 96 users waited on average to be admitted" in text
+    lighter = recommend([r for r in out if r["config"]["load"]["value"] == 64], [200.0])[0]
+    assert "requests queue" not in recommendations_text([lighter], width=200)

@@ -405,6 +405,20 @@ def prefill_bound(wait_ms: float | None, ttft_ms: float | None) -> bool:
     return bool(ok and wait_ms >= PREFILL_WAIT_FLOOR_MS and wait_ms > PREFILL_WAIT_SHARE * ttft_ms)
 
 
+#: Queued: a closed-loop point where at least this share of its users (and at least one) wait on average to be
+#: admitted to a replica (its KV pool or max_num_seqs full): their TTFT holds that queue while TPS/user counts decode
+#: speed only, so a TPS/user tier met there can come with seconds to the first token (a fresh user was recommended
+#: a point with 35 of 96 users waiting and a median TTFT of 1.7 s). More users there add waiting, not throughput.
+QUEUED_SHARE = 0.1
+
+
+def queued(waiting: float | None, users: float | None) -> bool:
+    """Whether ``waiting`` requests queued for admission on average (``mean_waiting_requests``) are at least
+    :data:`QUEUED_SHARE` of a closed loop's ``users`` and at least one; False where either is missing."""
+    ok = waiting is not None and users is not None and np.isfinite(waiting) and np.isfinite(users)
+    return bool(ok and waiting >= 1.0 and waiting >= QUEUED_SHARE * float(users))
+
+
 #: A closed-loop point whose users have fewer than this share of themselves in the system on average spends most
 #: of its time in the users' think time between turns (a session trace): its TPS/user and throughput measure the
 #: users' pace, not the server's capacity (a fresh user's multi-turn sweep had 0.5 of 8 users in the system).

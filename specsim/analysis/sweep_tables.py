@@ -152,20 +152,35 @@ def think_bound_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+def queued_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful closed-loop point of a :func:`results_frame` where requests queued
+    for admission (:func:`specsim.analysis.metrics.queued`; records written before ``mean_waiting_requests`` was
+    kept name none)."""
+    from specsim.analysis.metrics import queued
+
+    if df.empty or "mean_waiting_requests" not in df:
+        return []
+    bound = np.array([m == "closed" and queued(w, n) for m, w, n in zip(df["mode"], df.mean_waiting_requests, df.load)],
+                     bool)
+    bad = df[(df.status == "ok").to_numpy() & bound]
+    return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
+
+
 #: What each kind of :func:`cautions` limits, for its title (the report's "Warning: ..." sections).
 CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-bound points",
-                  "think-bound": "think-bound points"}
+                  "think-bound": "think-bound points", "queued": "points where requests queue"}
 
 
 def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     """(kind, sentence) for each kind of point whose figures measure something other than the policy: those that
     thrash (:func:`thrashing_points`: the KV cache limits them), those the prefill pool limits
-    (:func:`prefill_bound_points`) and those whose users mostly think between turns (:func:`think_bound_points`);
-    [] when none. One wording for ``sweep``, ``compare`` (``warning:`` lines) and the report (its sections)."""
-    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, THRASHING_SHARE
+    (:func:`prefill_bound_points`), those whose users mostly think between turns (:func:`think_bound_points`) and
+    those where requests queue for admission (:func:`queued_points`); [] when none. One wording for ``sweep``,
+    ``compare`` (``warning:`` lines) and the report (its sections)."""
+    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUED_SHARE, THRASHING_SHARE
 
     out = []
-    bad, slow, idle = thrashing_points(df), prefill_bound_points(df), think_bound_points(df)
+    bad, slow, idle, wait = thrashing_points(df), prefill_bound_points(df), think_bound_points(df), queued_points(df)
     if bad:
         out.append(("thrashing", f"thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): recomputed "
                                  f"tokens exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache is too small "
@@ -181,6 +196,11 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
                                    f"than {BUSY_SHARE:.0%} of the users had a request in the system on average (the "
                                    "rest were between turns), so those points measure the users' think time, not "
                                    "the server; more users give its answer"))
+    if wait:
+        out.append(("queued", f"requests queue at {len(wait)} points ({', '.join(dict.fromkeys(wait))}): at least "
+                              f"{QUEUED_SHARE:.0%} of the users waited to be admitted (the KV pool or max_num_seqs "
+                              "full), so their TTFT holds that queue while TPS/user counts decode speed only; more "
+                              "users there add waiting, not throughput (mean_waiting_requests, p99 TTFT)"))
     return out
 
 

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers, sla_table
-from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, users_in_system
+from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
 from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.fmt import terminal_width
@@ -97,6 +97,10 @@ class Recommendation:
             E2EL, seed mean; :func:`specsim.analysis.metrics.users_in_system`); below
             :data:`specsim.analysis.metrics.BUSY_SHARE` of its users the text warns that it measures the users'
             think time between turns. None in open loop.
+        waiting, p99_ttft_ms: that closed-loop point's requests queued for admission on average
+            (``mean_waiting_requests``) and p99 TTFT (ms), seed means; where they are at least
+            :data:`specsim.analysis.metrics.QUEUED_SHARE` of its users (:func:`specsim.analysis.metrics.queued`) the
+            text warns that its users wait that long for their first token. None in open loop or older records.
         attainment: the share of that point's measured requests whose own TPS/user meets the tier (seed mean;
             :func:`specsim.analysis.frontier.sla_table`): the tier is met by the mean TPS/user, so a point can
             meet it while a third of its users run slower (a fresh user's report). None without per-request
@@ -125,6 +129,8 @@ class Recommendation:
     status: str = ""
     advice: str = ""
     users_in_system: float | None = None
+    waiting: float | None = None
+    p99_ttft_ms: float | None = None
     attainment: float | None = None
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
@@ -188,6 +194,8 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         busy = [users_in_system(x, e) for x, e in zip(at.request_throughput, at.mean_e2el_ms)]
         if p["mode"] == "closed" and busy and np.isfinite(busy).all():
             rec.users_in_system = float(np.mean(busy))
+        if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
+            rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
         _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
@@ -445,6 +453,10 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: this point is think-bound ({r.users_in_system:.1f} of its {r.load:g} users had a request "
                  "in the system on average; the rest were between turns): it measures the users' think time, not "
                  "the server; a sweep with more users gives the server's answer", "  ")
+        if queued(r.waiting, r.load):
+            para(f"caution: requests queue at this point ({r.waiting:.1f} of its {r.load:g} users waited on average "
+                 f"to be admitted, the KV pool or max_num_seqs full; p99 TTFT {r.p99_ttft_ms:,.0f} ms): its TPS/user "
+                 "counts decode speed only; a lighter load gives about the same throughput without the wait", "  ")
         if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
             para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
                  f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
