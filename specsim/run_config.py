@@ -288,8 +288,8 @@ def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) ->
     if block is not None and gamma > block:
         raise SpecsimInputError("--gamma" if from_flag else None, None, None if from_flag else "engine.gamma",
                                 f"a gamma <= {block}, the {dname} checkpoint's draft block (drafter.block; set it "
-                                "for a longer-block drafter, with acceptance rates that long: acceptance.rates or "
-                                "acceptance.constant_alpha)", str(gamma))
+                                "for a longer-block drafter, with acceptance rates that long: acceptance.rates, "
+                                "acceptance.constant_alpha or acceptance.length)", str(gamma))
 
 
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,

@@ -1,28 +1,27 @@
-"""Scenarios: typed, validated configuration of the cluster, prefill, profile, drafter, acceptance, engine
-and policy.
+"""Scenarios: typed, validated configuration of the cluster, prefill, profile, drafter, acceptance, engine and policy.
 
 A scenario is a TOML file with the sections ``[cluster]``, ``[prefill]``, ``[profile]``, ``[drafter]``,
-``[acceptance]``, ``[engine]`` and ``[policy]`` (whose policy knobs are the table ``[policy.knobs]``).
-Every key is optional. **The defaults live in one place**, ``specsim/scenarios/default.toml``, with the
-source of each number beside it; the dataclasses below carry the same values (``tests/test_scenario.py``
-checks that they agree, field by field) and document what each key means, its unit and its range.
-:func:`describe_scenario` lists every key with its type and default, generated from the dataclasses.
+``[acceptance]``, ``[engine]`` and ``[policy]`` (whose policy knobs are the table ``[policy.knobs]``). Every key is
+optional. **The defaults live in one place**, ``specsim/scenarios/default.toml``, with the source of each number
+beside it; the dataclasses below carry the same values (``tests/test_scenario.py`` checks that they agree, field by
+field) and document what each key means, its unit and its range. :func:`specsim.scenario_schema.describe_scenario`
+lists every key with its type and default, generated from the dataclasses.
 
-TOML has no null: a key whose default is ``None`` ("the family default", "from the profile", "off") is
-left out of the file, or commented out as ``default.toml`` does. In Python, pass ``None``.
+TOML has no null: a key whose default is ``None`` ("the family default", "from the profile", "off") is left out of
+the file, or commented out as ``default.toml`` does. In Python, pass ``None``.
 
-Loading: the bundled defaults, then ``--scenario FILE``, then each ``--set section.key=value`` (value in
-TOML syntax; a bare word is a string). A dotted key reaches into a table: ``--set policy.knobs.threshold=0.5``
-and ``--set acceptance.rates.legal=[0.8,0.7]`` add one entry to the table (tables merge; other keys replace).
+Loading: the bundled defaults, then ``--scenario FILE``, then each ``--set section.key=value`` (value in TOML
+syntax; a bare word is a string). A dotted key reaches into a table: ``--set policy.knobs.threshold=0.5`` and
+``--set acceptance.rates.legal=[0.8,0.7]`` add one entry to the table (tables merge; other keys replace).
 
-Every section is a frozen pydantic dataclass: its types are checked strictly by pydantic (``true``/``false``
-only for a bool, no string for a number, no NaN; numpy scalars and integral floats such as ``4096.0`` for an
-int are accepted as the plain value), then its ranges by its own ``_validate``. So a config built in Python is
-checked exactly like one loaded from TOML; the error (:class:`SpecsimInputError`) names the field
-(``cluster.num_replicas``), the allowed range and the value, plus the file or ``--set`` item when it came from
-one. :func:`specsim.scenario_schema.scenario_schema` is the JSON Schema of a scenario file, generated from the
-same dataclasses (``docs/scenario.schema.json``; ``specsim scenario schema``). Building a scenario has no side
-effects; a run saves the resolved scenario (and its hash) beside its results.
+Every section is a frozen pydantic dataclass: its types are checked strictly by pydantic (``true``/``false`` only
+for a bool, no string for a number, no NaN; numpy scalars and integral floats such as ``4096.0`` for an int are
+accepted as the plain value), then its ranges by its own ``_validate``. So a config built in Python is checked
+exactly like one loaded from TOML; the error (:class:`SpecsimInputError`) names the field
+(``cluster.num_replicas``), the allowed range and the value, plus the file or ``--set`` item when it came from one.
+:func:`specsim.scenario_schema.scenario_schema` is the JSON Schema of a scenario file, generated from the same
+dataclasses (``docs/scenario.schema.json``; ``specsim scenario schema``). Building a scenario has no side effects; a
+run saves the resolved scenario (and its hash) beside its results.
 """
 
 from __future__ import annotations
@@ -331,6 +330,9 @@ class AcceptanceConfig(_Section, LatentParams):
         sigma_request ... conf_low_ratio: the latent model's nine parameters (:class:`LatentParams`).
         constant_alpha: this conditional rate at every position and domain (closed forms), float in (0, 1);
             None = off.
+        length: a measured acceptance length (tokens per verify step, bonus included, as vLLM reports it), float
+            > 1: constant_alpha is solved from it (not beside constant_alpha); None = off.
+        length_gamma: the drafts per step at which ``length`` was measured, int >= 1; None = the run's gamma.
         table: a built-in rate table (fig2, fig4, dspark5, mtp) or a JSON rate table ``{"alpha": {...}}``;
             None = fig2 (mtp for the MTP drafter).
         rates: inline ``{domain = [a_1, ...]}`` rows, rates strictly in (0, 1), added over the table's rows.
@@ -341,6 +343,8 @@ class AcceptanceConfig(_Section, LatentParams):
 
     SECTION: ClassVar[str] = "acceptance"
     constant_alpha: float | None = None
+    length: float | None = None
+    length_gamma: int | None = None
     table: str | None = None
     rates: dict[str, list[float]] = field(default_factory=dict)
     model: str | None = None
@@ -354,6 +358,10 @@ class AcceptanceConfig(_Section, LatentParams):
             self._check(getattr(self, key) > 0, key, "a float > 0")
         self._check(self.constant_alpha is None or 0 < self.constant_alpha < 1, "constant_alpha",
                     "a float in (0, 1) (leave it out for the rate table)")
+        self._check(self.length is None or (self.length > 1 and self.constant_alpha is None), "length", "a float > "
+                    "1, tokens per verify step with the bonus token (not beside acceptance.constant_alpha)")
+        self._check(self.length_gamma is None or (self.length is not None and self.length_gamma >= 1), "length_gamma",
+                    "an int >= 1 beside acceptance.length (the drafts per step it was measured at)")
         self._check(self.table is None or self.table != "", "table",
                     "fig2, fig4, dspark5, mtp or a JSON rate-table path (leave it out for the default table)")
         bad = next((d for d, r in self.rates.items() if not (r and all(0 < x < 1 for x in r))), None)
@@ -499,23 +507,6 @@ class Scenario:
                 ``src``).
         """
         return _apply(self, updates, src)
-
-
-def describe_scenario() -> str:
-    """Every scenario key with its type and default, one ``section.key: type = default`` line each.
-
-    Generated from the dataclasses (which ``tests/test_scenario.py`` checks against default.toml); a key with
-    a fixed set of words shows them (``cluster.router: 'round-robin' | ...``).
-    """
-    lines = []
-    for name, cls in SECTIONS.items():
-        default = cls()
-        for f in fields(cls):
-            ann = cls.__pydantic_fields__[f.name].annotation
-            words = typing.get_args(ann) if typing.get_origin(ann) is Literal else ()
-            hint = " | ".join(map(repr, words)) or str(f.type).replace("typing.", "")
-            lines.append(f"{name}.{f.name}: {hint} = {getattr(default, f.name)!r}")
-    return "\n".join(lines)
 
 
 def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, int] | None = None) -> Scenario:

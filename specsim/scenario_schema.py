@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import inspect
 import re
+import typing
 from dataclasses import fields
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
@@ -66,3 +67,20 @@ def _attribute_docs(cls: type) -> dict[str, str]:
 def _plain_text(text: str) -> str:
     """Docstring markup removed: ``:data:`X``` and ````x```` read as X and x."""
     return re.sub(r":\w+:`([^`]+)`", r"\1", text).replace("``", "")
+
+
+def describe_scenario() -> str:
+    """Every scenario key with its type and default, one ``section.key: type = default`` line each.
+
+    Generated from the dataclasses (which ``tests/test_scenario.py`` checks against default.toml); a key with
+    a fixed set of words shows them (``cluster.router: 'round-robin' | ...``).
+    """
+    lines = []
+    for name, cls in SECTIONS.items():
+        default = cls()
+        for f in fields(cls):
+            ann = cls.__pydantic_fields__[f.name].annotation
+            words = typing.get_args(ann) if typing.get_origin(ann) is Literal else ()
+            hint = " | ".join(map(repr, words)) or str(f.type).replace("typing.", "")
+            lines.append(f"{name}.{f.name}: {hint} = {getattr(default, f.name)!r}")
+    return "\n".join(lines)

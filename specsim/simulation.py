@@ -369,13 +369,14 @@ def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, prof
     ``rates``, ``model`` or rate-table file): those rates were measured for the paper's drafters on its targets
     (or DeepSeek-V3's MTP), not for the profile's model, and the speed-up follows them. None otherwise."""
     a = sc.acceptance
-    if gamma <= 0 or a.constant_alpha or a.model or a.rates or (a.table and a.table not in BUILTIN_TABLES):
+    if gamma <= 0 or a.constant_alpha or a.length or a.model or a.rates or (a.table and a.table not in BUILTIN_TABLES):
         return None
     model = (profile.metadata or {}).get("model")
     served = f" for {model}" if model else ""
     return (f"acceptance: the built-in rates of {source or 'the default table'}, not measured{served} with your "
-            "drafter: the speed-up over no speculation follows them; give your own (acceptance.constant_alpha, "
-            "acceptance.rates, or a table from specsim fit / specsim counters: docs/acceptance.md)")
+            "drafter: the speed-up over no speculation follows them; give your own (acceptance.length, the "
+            "acceptance length your engine reports; acceptance.constant_alpha, acceptance.rates, or a table from "
+            "specsim fit / specsim counters: docs/acceptance.md)")
 
 
 def fitted_overhead_notice(sc: Scenario, profile: StepTimeProfile) -> str | None:

@@ -13,7 +13,8 @@ import pytest
 from specsim.errors import SpecsimInputError
 from specsim.scenario import (DEFAULT_SCENARIO, SECTIONS, AcceptanceConfig, ClusterConfig, DrafterConfig,
                               EngineConfig, PolicyConfig, PrefillConfig, ProfileConfig, Scenario,
-                              describe_scenario, load_scenario, parse_override)
+                              load_scenario, parse_override)
+from specsim.scenario_schema import describe_scenario
 
 DEFAULT_TOML = tomllib.loads(DEFAULT_SCENARIO.read_text())
 

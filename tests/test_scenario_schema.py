@@ -82,7 +82,7 @@ def test_scenario_keys_say_what_an_unset_key_means(monkeypatch, capsys):
     """A key whose default is None shows what leaving it out means (from its docstring), never a bare None."""
     from specsim.cli import _register, app
     from specsim.cli.scenario_cmd import unset_meaning
-    from specsim.scenario import describe_scenario
+    from specsim.scenario_schema import describe_scenario
 
     unset = [line.split(":")[0] for line in describe_scenario().splitlines() if line.endswith("= None")]
     assert len(unset) >= 15

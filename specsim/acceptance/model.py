@@ -146,7 +146,8 @@ class AcceptanceModel(LatentParams):
                                         f"gamma <= {len(rates)}, the length of the '{self.drafter}' "
                                         f"acceptance table for domain '{dom}' ({self.source}; --gamma "
                                         f"{len(rates)} or engine.gamma sets it; a longer gamma needs rates that "
-                                        "long: acceptance.rates or acceptance.constant_alpha)", str(self.gamma))
+                                        "long: acceptance.rates, acceptance.constant_alpha, or acceptance.length "
+                                        "measured)", str(self.gamma))
             r = np.asarray(rates, dtype=float)
             if np.any(~np.isfinite(r)) or np.any(r <= 0) or np.any(r >= 1):
                 raise SpecsimInputError(None, None, f"acceptance.{self.drafter}.{dom}",
@@ -412,10 +413,32 @@ def _new_model(drafter: str, gamma: int, table: tuple, params: tuple, source: st
                            domain_weights=dict(weights) if weights else None, **dict(params))
 
 
+def alpha_for_acceptance_length(tau: float, k: int) -> float:
+    """Constant per-position acceptance alpha whose acceptance length with k drafts is ``tau``:
+    ``tau = (1 - alpha^(k+1)) / (1 - alpha)`` (tokens per verify step, the bonus token included, as vLLM reports
+    ``spec_decode`` acceptance length), solved by bisection; the closed form of a geometric acceptance (Leviathan
+    et al., 2023, eq. 1).
+
+    Raises:
+        SpecsimInputError: tau outside (1, k + 1), k < 1.
+    """
+    if k < 1 or not 1.0 < tau < k + 1:
+        raise SpecsimInputError(None, None, "acceptance.length", f"a value in (1, {k + 1}) (tokens per step at "
+                                f"{k} drafts, the bonus token included)", repr(tau))
+    lo, hi = 0.0, 1.0 - 1e-12
+    for _ in range(100):
+        a = (lo + hi) / 2
+        if sum(a ** i for i in range(k + 1)) < tau:
+            lo = a
+        else:
+            hi = a
+    return (lo + hi) / 2
+
+
 def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | None = None,
                            domains: tuple[str, ...] = (), table: str | None = None, rates: dict | None = None,
                            model: str | None = None, temperatures: str | None = None, calibration: str = "sts",
-                           **params: float):
+                           length: float | None = None, length_gamma: int | None = None, **params: float):
     """The acceptance model of a drafter at block length ``gamma`` (cached), from the scenario's [acceptance].
 
     Args:
@@ -423,6 +446,9 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
         gamma: block length.
         constant_alpha: when set (> 0), every domain in ``domains`` (plus chat, code, math) gets this conditional
             rate at every position (closed-form checks); wins over ``table`` and ``rates``.
+        length, length_gamma: a measured acceptance length (tokens per verify step, bonus included) at
+            ``length_gamma`` drafts (default ``gamma``): ``constant_alpha`` is solved from it
+            (:func:`alpha_for_acceptance_length`), the per-position rate being what carries to other gammas.
         domains: the run's domains: ``constant_alpha`` gives them rows; when given, rows of other domains
             shorter than ``gamma`` are left out instead of refused (only the run's domains need gamma rates).
         table: None (``fig2``; ``dspark5`` for a run of gamma 5 is not implied: name it), a built-in table
@@ -448,6 +474,8 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
         from specsim.acceptance.calibration import load_temperatures
         temps = tuple(float(t) for t in load_temperatures(temperatures))
     weights = None
+    if length is not None:
+        constant_alpha = alpha_for_acceptance_length(float(length), int(length_gamma or gamma))
     if constant_alpha:  # None (or 0) = off
         doms = sorted(set(domains) | {"chat", "code", "math"})
         alpha = {d: (float(constant_alpha),) * max(gamma, 1) for d in doms}

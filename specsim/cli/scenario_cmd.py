@@ -20,7 +20,7 @@ app.add_typer(scenario_app, name="scenario")
 @scenario_app.command("keys")
 def keys() -> None:
     """Every scenario key (section.key) with its type and default (specsim/scenarios/default.toml gives sources)."""
-    from specsim.scenario import describe_scenario
+    from specsim.scenario_schema import describe_scenario
 
     rows = [list(re.match(r"(\S+): (.*) = (.*)$", line).groups()) for line in describe_scenario().splitlines()]
     for row in rows:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
+from specsim.acceptance.model import alpha_for_acceptance_length
 from specsim.hardware.model_config import model_from_hf_config
 from specsim.hardware.profile_fit import DEFAULT_PARAMS, fit_step_model
 from specsim.hardware.step_points import StepObservation
@@ -247,25 +248,6 @@ def spread_lengths(mean: float, cap: int, n: int, seed: int = 0) -> np.ndarray:
     cdf = np.cumsum(probs((lo + hi) / 2))
     out = x[np.minimum(np.searchsorted(cdf, (np.arange(n) + 0.5) / n), x.size - 1)].astype(np.int64)
     return np.random.default_rng(seed).permutation(out)
-
-
-def alpha_for_acceptance_length(tau: float, k: int) -> float:
-    """Constant per-position acceptance alpha whose acceptance length with k drafts is ``tau``:
-    ``tau = (1 - alpha^(k+1)) / (1 - alpha)`` (bonus token included), solved by bisection.
-
-    Raises:
-        SpecsimInputError: tau outside (1, k + 1).
-    """
-    if not 1.0 < tau < k + 1:
-        raise SpecsimInputError(None, None, "acceptance_length", f"a value in (1, {k + 1})", repr(tau))
-    lo, hi = 0.0, 1.0 - 1e-12
-    for _ in range(100):
-        a = (lo + hi) / 2
-        if sum(a ** i for i in range(k + 1)) < tau:
-            lo = a
-        else:
-            hi = a
-    return (lo + hi) / 2
 
 
 @dataclass
