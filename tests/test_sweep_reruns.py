@@ -162,7 +162,7 @@ def test_curves_swept_on_different_requests_into_one_folder_are_named(tmp_path, 
     assert sweep("static", "16") == 0
     _, err = _compare(tmp_path / "s", capsys)
     text = " ".join(err.split())
-    assert "the curves ran on different requests (open load 1: mtp1, dspark on 12 requests" in text
+    assert "the curves ran on different requests (open load 1: dspark, mtp1 on 12 requests" in text
     assert "static on 16 requests" in text
     assert _cli(["report", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()

@@ -168,7 +168,8 @@ def mixed_workloads(recs: list[dict]) -> str:
     """Where a folder's curves were measured on different requests at the same load (another trace, or another
     ``--num-requests`` / ``--requests-per-user``, from separate sweeps into one ``--out``: a fresh user's report
     had compare rank 100-request points against 200-request ones), the first such load and what each curve ran
-    on (fewest requests first), as text; "" when every load's curves share their requests."""
+    on (fewest requests first, curves by name: records are read in an order their hashes set), as text; "" when
+    every load's curves share their requests."""
     by_load: dict[tuple, dict[tuple, list[str]]] = {}
     for r in recs:
         c = r["config"]
@@ -182,7 +183,7 @@ def mixed_workloads(recs: list[dict]) -> str:
     if not mixed:
         return ""
     (mode, value), runs = min(mixed.items())
-    shown = "; ".join(f"{', '.join(curves)} on {n} requests (trace {str(sha)[:8]})"
+    shown = "; ".join(f"{', '.join(sorted(curves))} on {n} requests (trace {str(sha)[:8]})"
                       for (n, sha), curves in sorted(runs.items(), key=lambda kv: (kv[0][0] or 0, str(kv[0][1]))))
     return f"at {len(mixed)} load{'s' if len(mixed) > 1 else ''} the curves ran on different requests ({mode} " \
            f"load {value:g}: {shown})"
