@@ -231,7 +231,7 @@ def test_unservable_requests_never_block_others():
     res = simulate(trace, "dspark", scen, seed=0)
     assert res.summary["unservable"] == 1 and res.summary["completed"] == 2
     reason = res.requests.unservable_reason[1]
-    assert "5050 tokens" in reason and "316 KV blocks" in reason and "62 blocks" in reason and "1000" in reason
+    assert "5050 tokens" in reason and "316 KV blocks" in reason and "62 blocks" in reason and "KV capacity (1,000 tokens)" in reason
 
 
 def test_horizon_leaves_unfinished_requests(prod_trace):

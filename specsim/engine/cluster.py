@@ -196,7 +196,7 @@ class Cluster:
         if need > self.num_blocks:
             held = f" + {self.state_blocks} blocks of linear-attention state" if self.state_blocks else ""
             return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}{held}) "
-                    f"> the {self.num_blocks} blocks of kv_capacity_tokens {self.kv_capacity_tokens}")
+                    f"> the {self.num_blocks} blocks of the replica's KV capacity ({self.kv_capacity_tokens:,} tokens)")
         return None
 
     def _enter(self, idx: int) -> None:
