@@ -358,10 +358,14 @@ class AcceptanceConfig(_Section, LatentParams):
             self._check(getattr(self, key) > 0, key, "a float > 0")
         self._check(self.constant_alpha is None or 0 < self.constant_alpha < 1, "constant_alpha",
                     "a float in (0, 1) (leave it out for the rate table)")
-        self._check(self.length is None or (self.length > 1 and self.constant_alpha is None), "length", "a float > "
-                    "1, tokens per verify step with the bonus token (not beside acceptance.constant_alpha)")
-        self._check(self.length_gamma is None or (self.length is not None and self.length_gamma >= 1), "length_gamma",
-                    "an int >= 1 beside acceptance.length (the drafts per step it was measured at)")
+        self._check(self.length is None or self.length > 1, "length",
+                    "a float > 1, tokens per verify step with the bonus token")
+        self._check(self.length is None or self.constant_alpha is None, "length", "no acceptance.length beside "
+                    "acceptance.constant_alpha (give one of the two)")
+        self._check(self.length_gamma is None or self.length is not None, "length_gamma", "acceptance.length set "
+                    "too (the acceptance length measured at these drafts; alone this key means nothing)")
+        self._check(self.length_gamma is None or self.length_gamma >= 1, "length_gamma",
+                    "an int >= 1 (drafts per step)")
         self._check(self.table is None or self.table != "", "table",
                     "fig2, fig4, dspark5, mtp or a JSON rate-table path (leave it out for the default table)")
         bad = next((d for d, r in self.rates.items() if not (r and all(0 < x < 1 for x in r))), None)

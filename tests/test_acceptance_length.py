@@ -25,15 +25,16 @@ def test_the_rate_is_solved_from_the_length_at_its_gamma():
         build_acceptance_model("mtp", 2, length=3.5)
 
 
-@pytest.mark.parametrize("over, field", [
-    (["acceptance.length=1.0"], "acceptance.length"),
-    (["acceptance.length=3.4", "acceptance.constant_alpha=0.7"], "acceptance.length"),
-    (["acceptance.length_gamma=7"], "acceptance.length_gamma"),
+@pytest.mark.parametrize("over, field, says", [
+    (["acceptance.length=1.0"], "acceptance.length", "a float > 1"),
+    (["acceptance.length=3.4", "acceptance.constant_alpha=0.7"], "acceptance.length",
+     "beside acceptance.constant_alpha"),
+    (["acceptance.length_gamma=7"], "acceptance.length_gamma", "acceptance.length set too"),
 ])
-def test_bad_lengths_are_named(over, field):
+def test_bad_lengths_are_named(over, field, says):
     with pytest.raises(SpecsimInputError) as e:
         load_scenario(None, over)
-    assert e.value.field == field
+    assert e.value.field == field and says in str(e.value)
 
 
 def test_a_run_reproduces_the_length_it_was_given():

@@ -445,3 +445,24 @@ def test_points_where_requests_queue_are_named_wherever_the_answer_is_read():
     assert "caution: requests queue at this point (35.0 of its 96 users waited on average to be admitted" in text
     lighter = recommend([r for r in out if r["config"]["load"]["value"] == 64], [200.0])[0]
     assert "requests queue" not in recommendations_text([lighter], width=200)
+
+
+def test_a_short_window_does_not_read_busy_users_as_thinking():
+    """A fresh user's 96-user run of 500 requests: Little's law over the window's 37 completed requests read 45.4
+    users in the system while the replica ran 95.8, and the run warned 'think-bound'. The steps' own count wins
+    where it is larger; a run whose requests queue says so instead."""
+    from specsim.analysis.metrics import queued_warning, think_bound_warning, users_in_system
+
+    assert users_in_system(0.5, 1000.0, 7.9) == pytest.approx(7.9) and users_in_system(8.0, 1000.0, 2.0) == 8.0
+    assert users_in_system(0.5, 1000.0) == 0.5
+    busy = {"load": {"mode": "closed", "concurrency": 96},
+            "window": {"request_throughput": 1.0, "mean_e2el_ms": 45_400.0, "mean_running_requests": 95.8,
+                       "mean_waiting_requests": 0.2}}
+    assert think_bound_warning(busy) is None and queued_warning(busy) is None
+    queued = {"load": {"mode": "closed", "concurrency": 96},
+              "window": {"request_throughput": 1.0, "mean_e2el_ms": 96_000.0, "mean_running_requests": 54.1,
+                         "mean_waiting_requests": 41.9}}
+    assert queued_warning(queued).startswith("warning: requests queue: 41.9 of the 96 users waited to be admitted")
+    thinking = {**busy, "window": {"request_throughput": 1.0, "mean_e2el_ms": 2_000.0, "mean_running_requests": 1.5,
+                                   "mean_waiting_requests": 0.0}}
+    assert think_bound_warning(thinking).startswith("warning: think-bound: 2.0 of the 96 users")

@@ -425,17 +425,31 @@ def queued(waiting: float | None, users: float | None) -> bool:
 BUSY_SHARE = 0.5
 
 
-def users_in_system(request_throughput: float | None, mean_e2el_ms: float | None) -> float:
-    """Requests in the system on average by Little's law, ``request_throughput`` (req/s) x ``mean_e2el_ms`` / 1000
-    (NaN where either is missing). In a closed loop without think time it is about the number of users."""
+def users_in_system(request_throughput: float | None, mean_e2el_ms: float | None,
+                    resident: float | None = None) -> float:
+    """Requests in the system on average: by Little's law, ``request_throughput`` (req/s) x ``mean_e2el_ms`` / 1000,
+    or ``resident`` (``mean_running_requests + mean_waiting_requests``, counted over the steps) where that is
+    larger: Little's law over a short window's few completed requests can read half the users (a fresh user's
+    96-user run read 45 while 96 were running). NaN where neither is given. In a closed loop without think time it
+    is about the number of users."""
     ok = request_throughput is not None and mean_e2el_ms is not None
-    return float(request_throughput) * float(mean_e2el_ms) / 1000.0 if ok else float("nan")
+    little = float(request_throughput) * float(mean_e2el_ms) / 1000.0 if ok else float("nan")
+    if resident is not None and np.isfinite(resident) and not little >= resident:
+        return float(resident)
+    return little
 
 
-def think_bound(users: float | None, request_throughput: float | None, mean_e2el_ms: float | None) -> bool:
+def resident_requests(s: dict) -> float | None:
+    """``mean_running_requests + mean_waiting_requests`` of a summary (or its window), None where not kept."""
+    run, wait = s.get("mean_running_requests"), s.get("mean_waiting_requests")
+    return None if run is None else float(run) + float(wait or 0.0)
+
+
+def think_bound(users: float | None, request_throughput: float | None, mean_e2el_ms: float | None,
+                resident: float | None = None) -> bool:
     """Whether a closed loop of ``users`` keeps fewer than :data:`BUSY_SHARE` of them in the system
     (:func:`users_in_system`); False where a figure is missing."""
-    busy = users_in_system(request_throughput, mean_e2el_ms)
+    busy = users_in_system(request_throughput, mean_e2el_ms, resident)
     return bool(users and np.isfinite(busy) and busy < BUSY_SHARE * float(users))
 
 
@@ -443,12 +457,26 @@ def think_bound_warning(s: dict) -> str | None:
     """The think-bound warning of closed-loop run summary ``s`` (its measurement window's figures), or None."""
     load, w = s.get("load") or {}, s.get("window") or s
     users = load.get("concurrency") if load.get("mode") == "closed" else None
-    if not think_bound(users, w.get("request_throughput"), w.get("mean_e2el_ms")):
+    if not think_bound(users, w.get("request_throughput"), w.get("mean_e2el_ms"), resident_requests(w)):
         return None
-    busy = users_in_system(w.get("request_throughput"), w.get("mean_e2el_ms"))
+    busy = users_in_system(w.get("request_throughput"), w.get("mean_e2el_ms"), resident_requests(w))
     return (f"warning: think-bound: {busy:.1f} of the {users} users had a request in the system on average "
-            "(request throughput x mean E2EL); the rest were between turns, so TPS/user and throughput measure "
+            "(request throughput x mean E2EL, or the replicas' running and waiting requests); the rest were between turns, so TPS/user and throughput measure "
             "the users' think time, not the server's capacity: more users give the server's answer")
+
+
+def queued_warning(s: dict) -> str | None:
+    """The queueing warning of closed-loop run summary ``s`` (its window's ``mean_waiting_requests`` against its
+    users, :func:`queued`), or None. Where the first token is stamped at a disaggregated prefill the wait shows in
+    TPOT instead (:func:`decode_queue_notice` says so)."""
+    load, w = s.get("load") or {}, s.get("window") or s
+    users = load.get("concurrency") if load.get("mode") == "closed" else None
+    waiting = w.get("mean_waiting_requests")
+    if not queued(waiting, users):
+        return None
+    return (f"warning: requests queue: {waiting:.1f} of the {users} users waited to be admitted on average "
+            f"({w.get('mean_running_requests') or 0:.1f} running; the KV pool or max_num_seqs full), so TTFT holds "
+            "that queue while TPS/user counts decode speed only; more users here add waiting, not throughput")
 
 
 def thrashing_warning(s: dict) -> str | None:

@@ -146,8 +146,10 @@ def think_bound_points(df: pd.DataFrame) -> list[str]:
 
     if df.empty or "mean_e2el_ms" not in df:
         return []
-    bound = np.array([m == "closed" and think_bound(n, x, e) for m, n, x, e in
-                      zip(df["mode"], df.load, df.request_throughput, df.mean_e2el_ms)], bool)
+    resident = (df.mean_running_requests + df.mean_waiting_requests.fillna(0.0)
+                if "mean_running_requests" in df else pd.Series(np.nan, index=df.index))
+    bound = np.array([m == "closed" and think_bound(n, x, e, None if not np.isfinite(r) else r) for m, n, x, e, r in
+                      zip(df["mode"], df.load, df.request_throughput, df.mean_e2el_ms, resident)], bool)
     bad = df[(df.status == "ok").to_numpy() & bound]
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
@@ -171,6 +173,10 @@ CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-b
                   "think-bound": "think-bound points", "queued": "points where requests queue"}
 
 
+def _points(n: int) -> str:
+    return f"{n} point{'s' if n != 1 else ''}"
+
+
 def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     """(kind, sentence) for each kind of point whose figures measure something other than the policy: those that
     thrash (:func:`thrashing_points`: the KV cache limits them), those the prefill pool limits
@@ -182,22 +188,22 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     out = []
     bad, slow, idle, wait = thrashing_points(df), prefill_bound_points(df), think_bound_points(df), queued_points(df)
     if bad:
-        out.append(("thrashing", f"thrashing at {len(bad)} points ({', '.join(dict.fromkeys(bad))}): recomputed "
+        out.append(("thrashing", f"thrashing at {_points(len(bad))} ({', '.join(dict.fromkeys(bad))}): recomputed "
                                  f"tokens exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache is too small "
                                  "for those loads"))
     if slow:
-        out.append(("prefill-bound", f"prefill-bound at {len(slow)} points ({', '.join(dict.fromkeys(slow))}): "
+        out.append(("prefill-bound", f"prefill-bound at {_points(len(slow))} ({', '.join(dict.fromkeys(slow))}): "
                                      f"requests waited for a prefill instance more than {PREFILL_WAIT_SHARE:.0%} "
                                      "of their TTFT, so those points' TPS/user and throughput measure the prefill "
                                      "queue, not the policy; more prefill instances (prefill.num_instances) give "
                                      "the decode side's answer"))
     if idle:
-        out.append(("think-bound", f"think-bound at {len(idle)} points ({', '.join(dict.fromkeys(idle))}): fewer "
+        out.append(("think-bound", f"think-bound at {_points(len(idle))} ({', '.join(dict.fromkeys(idle))}): fewer "
                                    f"than {BUSY_SHARE:.0%} of the users had a request in the system on average (the "
                                    "rest were between turns), so those points measure the users' think time, not "
                                    "the server; more users give its answer"))
     if wait:
-        out.append(("queued", f"requests queue at {len(wait)} points ({', '.join(dict.fromkeys(wait))}): at least "
+        out.append(("queued", f"requests queue at {_points(len(wait))} ({', '.join(dict.fromkeys(wait))}): at least "
                               f"{QUEUED_SHARE:.0%} of the users waited to be admitted (the KV pool or max_num_seqs "
                               "full), so their TTFT holds that queue while TPS/user counts decode speed only; more "
                               "users there add waiting, not throughput (mean_waiting_requests, p99 TTFT)"))

@@ -29,7 +29,8 @@ class StepRecord(NamedTuple):
         host_overhead_s: CPU scheduling time charged to the step.
         kv_blocks_used: KV blocks in use after the step's allocation (cached evictable blocks not counted), as
             exact accounting holds them, also in steps the lazy accounting skipped (KVManager.exact_blocks_used).
-        num_preempted: requests preempted before this step; num_waiting: queue length at its start.
+        num_preempted: requests preempted before this step; num_waiting: requests still queued once its
+            admissions are made.
     """
 
     replica: int

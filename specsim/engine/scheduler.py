@@ -110,8 +110,8 @@ class Scheduler:
     def schedule(self, now_s: float) -> StepPlan | None:
         """Make room, admit, and plan the next step at ``now_s``; None when no request is running."""
         preempted = self._make_room() if self.kv.begin_step() else 0
-        waiting = len(self.queue)
         preempted += self._admit(now_s)
+        waiting = len(self.queue)                  # still queued through this step (the admitted ones run in it)
         if self.slots.size == 0:
             return None
         return self._plan(now_s, preempted, waiting)

@@ -191,7 +191,10 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         at = _at_point(df, w.curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
-        busy = [users_in_system(x, e) for x, e in zip(at.request_throughput, at.mean_e2el_ms)]
+        res = (at.mean_running_requests + at.mean_waiting_requests.fillna(0.0) if "mean_running_requests" in at
+               else [None] * len(at))
+        busy = [users_in_system(x, e, r if r is None or np.isfinite(r) else None)
+                for x, e, r in zip(at.request_throughput, at.mean_e2el_ms, res)]
         if p["mode"] == "closed" and busy and np.isfinite(busy).all():
             rec.users_in_system = float(np.mean(busy))
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
