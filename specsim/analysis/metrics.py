@@ -461,8 +461,9 @@ def think_bound_warning(s: dict) -> str | None:
         return None
     busy = users_in_system(w.get("request_throughput"), w.get("mean_e2el_ms"), resident_requests(w))
     return (f"warning: think-bound: {busy:.1f} of the {users} users had a request in the system on average "
-            "(request throughput x mean E2EL, or the replicas' running and waiting requests); the rest were between turns, so TPS/user and throughput measure "
-            "the users' think time, not the server's capacity: more users give the server's answer")
+            "(request throughput x mean E2EL, or the replicas' running and waiting requests); the rest were between "
+            "turns, so TPS/user and throughput measure the users' think time, not the server's capacity: more users "
+            "give the server's answer")
 
 
 def queued_warning(s: dict) -> str | None:
