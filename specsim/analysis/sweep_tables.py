@@ -139,6 +139,14 @@ def prefill_bound_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+def resident_column(df: pd.DataFrame) -> pd.Series:
+    """Each row's requests on the replicas, ``mean_running_requests + mean_waiting_requests`` (NaN where the record
+    predates them; :func:`specsim.analysis.metrics.users_in_system` then keeps Little's law)."""
+    if "mean_running_requests" not in df:
+        return pd.Series(np.nan, index=df.index)
+    return df.mean_running_requests + df.mean_waiting_requests.fillna(0.0)
+
+
 def think_bound_points(df: pd.DataFrame) -> list[str]:
     """``"curve at load"`` of each successful closed-loop point of a :func:`results_frame` whose users spent most
     of their time between turns (:func:`specsim.analysis.metrics.think_bound`)."""
@@ -146,10 +154,8 @@ def think_bound_points(df: pd.DataFrame) -> list[str]:
 
     if df.empty or "mean_e2el_ms" not in df:
         return []
-    resident = (df.mean_running_requests + df.mean_waiting_requests.fillna(0.0)
-                if "mean_running_requests" in df else pd.Series(np.nan, index=df.index))
-    bound = np.array([m == "closed" and think_bound(n, x, e, None if not np.isfinite(r) else r) for m, n, x, e, r in
-                      zip(df["mode"], df.load, df.request_throughput, df.mean_e2el_ms, resident)], bool)
+    bound = np.array([m == "closed" and think_bound(n, x, e, r) for m, n, x, e, r in
+                      zip(df["mode"], df.load, df.request_throughput, df.mean_e2el_ms, resident_column(df))], bool)
     bad = df[(df.status == "ok").to_numpy() & bound]
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
-from specsim.analysis.sweep_tables import results_frame, seed_spread
+from specsim.analysis.sweep_tables import resident_column, results_frame, seed_spread
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.fmt import terminal_width
 from specsim.hardware.drafter import DRAFTER_BLOCK
@@ -191,10 +191,8 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         at = _at_point(df, w.curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
-        res = (at.mean_running_requests + at.mean_waiting_requests.fillna(0.0) if "mean_running_requests" in at
-               else [None] * len(at))
-        busy = [users_in_system(x, e, r if r is None or np.isfinite(r) else None)
-                for x, e, r in zip(at.request_throughput, at.mean_e2el_ms, res)]
+        busy = [users_in_system(x, e, r)
+                for x, e, r in zip(at.request_throughput, at.mean_e2el_ms, resident_column(at))]
         if p["mode"] == "closed" and busy and np.isfinite(busy).all():
             rec.users_in_system = float(np.mean(busy))
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
