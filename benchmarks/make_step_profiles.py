@@ -95,7 +95,10 @@ def fitted_profile(name: str):
                                   "request_overhead; profile fit's TTFT term)"}
     prov["fit"]["how"] = ("specsim.studies.validation: step = mean TPOT, R = output throughput x TPOT (Little's law, <= N), "
                           "B = R + prompt tokens per step, context = prompt + output / 2; the other loads "
-                          "predicted by simulation (docs/validation.md)")
+                          "predicted by simulation (docs/validation.md)"
+                          + ("; fitted together with the other series measured on the same server (their fitted "
+                             "points: specsim.studies.validation.server_observations), which separates mixed_step_s"
+                             if "mixed_step_s" in res.params else ""))
     dtype = first["dtype"] if isinstance(first["dtype"], str) else "dtype not given"
     meta = {"measured": f"{first['engine']} {first['engine_version']}, {int(first['num_gpus'])}x "
                         f"{first['gpu']}, TP {int(first['tp'])}, {first['model']} ({dtype}), "

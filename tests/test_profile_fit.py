@@ -111,3 +111,40 @@ def test_prefill_sharing_steps_predicted_as_the_engine_runs_them():
     full = Obs(4.0, 4.0 + 3000.0, 2000.0, 1.0)
     assert predict_observations(sm, [full], chunk_tokens=2048)[0] == pytest.approx(
         sm.step_time([3004.0], [4.0], [8000.0])[0], rel=1e-12)
+
+
+@dataclass(frozen=True)
+class Turnover(Obs):
+    prompt_tokens: float = float("nan")
+
+
+def test_mixed_step_cost_is_charged_on_the_share_of_steps_that_start_a_prompt():
+    # P / L prompts start per step at random: 1 - exp(-P / L) of the steps carry one and pay mixed_step_s
+    sm = step_model("qwen3-8b", "h100").with_terms(mixed_step_s=0.004)
+    plain = sm.with_terms(mixed_step_s=0.0)
+    o = Turnover(64.0, 64.0 + 100.0, 500.0, 1.0, prompt_tokens=200.0)        # half a prompt per step
+    extra = predict_observations(sm, [o])[0] - predict_observations(plain, [o])[0]
+    assert extra == pytest.approx(0.004 * (1 - np.exp(-0.5)), rel=1e-12)
+    # no prompt tokens, or no prompt length given: no mixed step is seen
+    assert predict_observations(sm, [Turnover(64.0, 64.0, 500.0, 1.0, prompt_tokens=200.0)])[0] == \
+        predict_observations(plain, [Turnover(64.0, 64.0, 500.0, 1.0, prompt_tokens=200.0)])[0]
+    assert predict_observations(sm, [Obs(64.0, 164.0, 500.0, 1.0)])[0] == predict_observations(plain, [Obs(
+        64.0, 164.0, 500.0, 1.0)])[0]
+    # the chunk-aware prediction charges it on its share f of mixed steps
+    f = 100.0 / 2048
+    assert (predict_observations(sm, [o], chunk_tokens=2048)[0] - predict_observations(plain, [o], chunk_tokens=2048)[0]
+            == pytest.approx(0.004 * f, rel=1e-9))
+
+
+def test_points_of_different_turnover_separate_the_mixed_step_from_the_per_request_cost():
+    # two datasets on one server: the same R, new prompts every 2 steps or every 8: three terms from four points
+    truth = step_model("qwen3-8b", "h100").with_terms(kernel_s=4e-6, per_request_step_s=3e-5, mixed_step_s=0.006)
+    pts = [Turnover(r, r + r * share, 400.0, 1.0, f"R={r}", prompt_tokens=150.0)
+           for r in (1.0, 128.0) for share in (0.02, 0.5)]
+    pts = [replace(p, step_time_s=float(t)) for p, t in zip(pts, predict_observations(truth, pts))]
+    rep = fit_step_model(step_model("qwen3-8b", "h100"), pts, ("kernel_s", "per_request_step_s", "mixed_step_s"))
+    assert rep.params == pytest.approx({"kernel_s": 4e-6, "per_request_step_s": 3e-5, "mixed_step_s": 0.006}, rel=1e-3)
+    # the step-model profile carries it on the mixed (prefill-sharing) table only
+    prof = rep.model.profile(512)
+    assert prof.mixed_step_time(64) - prof.step_time(64) == pytest.approx(rep.params["mixed_step_s"], rel=1e-9)
+    assert "mixed_step_s" in FIT_BOUNDS

@@ -185,3 +185,30 @@ def test_an_overhead_no_engine_has_is_warned_of_not_advised(tmp_path):
     text = " ".join(r.output.split())
     assert "warning: request_overhead_s above 1 s is no engine's own overhead" in text
     assert "do not set engine.request_overhead_s" in text and "(set engine.request_overhead_s" not in text
+
+
+def test_each_prefill_chunk_step_pays_the_mixed_step_cost():
+    # the 3000-token prompt runs in two mixed steps (chunks of 2048 and 952): 2 x 5 ms more than without the term
+    from specsim.hardware.stepmodel import step_model
+
+    sm = step_model("qwen3-8b", "h100")
+    pts = [_point(4, 3000, 0.055), _point(0.5, 100, 0.033)]
+    extra = predict_ttft(sm.with_terms(mixed_step_s=0.005), pts, 2048) - predict_ttft(sm, pts, 2048)
+    np.testing.assert_allclose(extra, [0.010, 0.005], rtol=1e-9)
+
+
+def test_the_simulated_prefill_step_pays_the_mixed_step_cost_once(tmp_path):
+    # one request alone, colocated chunked prefill: only its prefill step is mixed, so TTFT grows by exactly
+    # mixed_step_s and the decode steps (TPOT) do not move
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.stepmodel import step_model
+
+    runs = []
+    for m in (0.0, 0.007):
+        path = tmp_path / f"m{m}.json"
+        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(1024), path)
+        sc = load_scenario(overrides=[f"profile.name={path}", 'prefill.mode="colocated"', "prefill.chunk_tokens=512",
+                                      "engine.request_overhead_s=0", "engine.host_overhead_s=0"])
+        runs.append(simulate(make_trace([0.0], [300], [6]), "none", sc, seed=0).requests)
+    assert runs[1]["ttft_s"][0] - runs[0]["ttft_s"][0] == pytest.approx(0.007, rel=1e-9)
+    assert runs[1]["tpot_s"][0] == pytest.approx(runs[0]["tpot_s"][0], rel=1e-12)

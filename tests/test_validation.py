@@ -100,14 +100,15 @@ def test_speedups_meet_their_target_or_documented_miss(results):
     assert (low["speedup_error"].abs() <= TARGETS["speedup_error"]).all()
 
 
-def test_fitting_the_lowest_speculative_point_lowers_the_fixed_term_and_holds_its_bounds(results):
-    from specsim.hardware.stepmodel import EngineTerms
+def test_fitting_the_lowest_speculative_point_finds_an_interior_fixed_term_and_holds_its_bounds(results):
+    from specsim.hardware.step_profile import SPEC_STEP_S_MAX
     from specsim.studies.validation import FITTED_SPEEDUP_BOUNDS
 
     _, spec, fitted = results
     for name, t in spec.items():
-        # the sourced default (vLLM issue 49548, an upper bound) is above what the B200 N = 1 point asks for
-        assert 0.0 <= fitted[name] < EngineTerms().spec_step_s
+        # the N = 1 step read from the user's cycle (Little's law) asks for a fixed term between its bounds: read
+        # from the mean TPOT it was 0 (its bound) for DSpark on MathReasoning
+        assert 1e-5 < fitted[name] < SPEC_STEP_S_MAX
         assert t["fitted_speedup_error"].abs().max() <= FITTED_SPEEDUP_BOUNDS[name]
 
 
@@ -153,3 +154,28 @@ def test_a_simulated_point_reads_the_closed_loops_measurement_window(monkeypatch
     row = load_rows()[lambda d: d["series"] == "vllm_b200_qwen3.8-27b_mathreasoning_nospec"].iloc[1]
     got = validation.simulate_row(row, None, SETUPS["vllm_b200_qwen3.8-27b_mathreasoning_nospec"])
     assert got == {"tpot_ms": 12.0, "throughput": 3456.0}
+
+
+def test_one_servers_series_are_fitted_together_with_the_mixed_step_term(results):
+    # HumanEval and MathReasoning on the same B200 server: one fit over both series' N = 1 and 128 points; their
+    # turnover differs (a new request every ~6 and ~2 steps at 128 users), which separates mixed_step_s
+    base, _, _ = results
+    he, mr = (base[f"vllm_b200_qwen3.8-27b_{d}_nospec"] for d in ("humaneval", "mathreasoning"))
+    assert he.params == mr.params and set(he.params) == {"kernel_s", "per_request_step_s", "mixed_step_s"}
+    assert 1e-3 < he.params["mixed_step_s"] < 2e-2
+    assert list(he.table.loc[he.table["fitted"], "load"]) == [1, 128]
+    # the other series fit alone
+    assert "mixed_step_s" not in base["vllm_h100_qwen3-8b_sharegpt_nospec"].params
+
+
+def test_speculative_observation_reads_the_step_from_the_users_cycle():
+    # N = 1, 301 tokens out at 300 tok/s: a cycle of 1.00333 s, of which 3.33 ms TTFT: 1 s of decoding over
+    # 300 tokens after the first, 3.333 ms per token, whatever the mean of the requests' TPOT says (2.9 ms here)
+    from specsim.studies.validation import spec_observation_from_row
+
+    row = pd.Series({"mean_tpot_ms": 2.9, "output_throughput_tok_s": 300.0, "load": 1, "input_len": 100.0,
+                     "output_len": 301.0, "acceptance_length": 4.0, "num_spec_tokens": 7,
+                     "mean_ttft_ms": 1000 * (301 / 300 - 1.0), "file": "f.csv", "line": 2})
+    o = spec_observation_from_row(row)
+    assert o.step_time_s == pytest.approx(4.0 / 300, rel=1e-9)
+    assert o.num_requests == pytest.approx(1.0)

@@ -398,7 +398,10 @@ def fit_cmd(
                                                     "rate (default: as profile analytic)"),
     params: str = typer.Option(",".join(("kernel_s", "per_request_step_s")),
                                help="engine-level terms to fit, comma-separated (bw_eff, flops_eff, attn_bw_eff, "
-                                    "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff)"),
+                                    "kernel_s, per_request_step_s, fixed_step_s, attn_request_s, link_eff, "
+                                    "eager_kernel_s, mixed_step_s: per step carrying a prefill chunk, separated "
+                                    "from per_request_step_s by points of different turnover, e.g. two datasets "
+                                    "on one server)"),
     holdout: list[Path] = typer.Option([], help="files to predict only (never fitted); repeat the option"),
     context: int = typer.Option(None, help="cached tokens per request for inputs that do not give it (CSV "
                                            "without context_tokens, dumps without length histograms)"),

@@ -35,7 +35,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "bw_eff": (0.2, 1.0), "flops_eff": (0.1, 1.0), "attn_bw_eff": (0.1, 1.0), "link_eff": (0.05, 1.0),
     "kernel_s": (0.0, 5e-5), "per_request_step_s": (0.0, 1e-2), "fixed_step_s": (0.0, 5e-2),
     "attn_request_s": (0.0, 1e-4), "spec_step_s": (0.0, SPEC_STEP_S_MAX), "spec_request_s": (0.0, SPEC_REQUEST_S_MAX),
-    "eager_kernel_s": (0.0, 5e-5),
+    "eager_kernel_s": (0.0, 5e-5), "mixed_step_s": (0.0, 5e-2),
 }
 #: What ``profile fit`` frees unless told otherwise: the GPU-side cost per kernel (the step's floor beyond
 #: streaming the weights: CUDA graphs make it far smaller than the eager calibration's 5.9 us) and the
@@ -139,14 +139,18 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     p = np.maximum(b - d, 0.0)
+    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
     if not chunk_tokens:
-        prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
         state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
-        return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64) + state
+        # mixed_step_s on the share of steps that start a prompt: P / L prompts arrive per step, at random
+        # (a closed loop of spread lengths), so 1 - exp(-P / L) of the steps carry at least one
+        mixed = np.where(prompt > 0, -np.expm1(-p / np.maximum(prompt, 1.0)), 0.0) * sm.terms.mixed_step_s
+        return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64) + state + mixed
     f = np.minimum(1.0, p / chunk_tokens)
     decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
     chunk = p / np.maximum(f, 1e-12)
-    mixed = np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
+    mixed = (np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
+             + sm.terms.mixed_step_s)
     return np.where(f > 0, (1.0 - f) * decode + f * mixed, decode)
 
 

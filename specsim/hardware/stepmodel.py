@@ -91,6 +91,12 @@ class EngineTerms:
         kernel_s: GPU-side fixed cost per kernel, seconds (5.88e-6: the H100 Vidur calibration).
         per_request_step_s: per running request per step, seconds (0 until fitted: ``specsim profile fit``).
         fixed_step_s: per step, seconds (0 until fitted).
+        mixed_step_s: per step that carries a prefill chunk, seconds (0 until fitted): the engine's mixed-batch
+            path beyond the chunk's own tokens (vLLM runs a prefill-sharing batch in piecewise CUDA graphs with the
+            attention ops outside them, and a hybrid model's chunked linear-attention kernels as a chain of
+            small dependent launches; docs/profiles.md, "Mixed steps"). No public source gives its size for a
+            GPU and model, so it is fitted: points of different turnover (new requests per step) separate it from
+            ``per_request_step_s`` (docs/validation.md fits it on the two B200 series' fitted points).
         link_eff: achieved fraction of the GPU's link bandwidth in collectives (0.8: our assumption, the
             bus bandwidth nccl-tests reports on NVLink is 75-85% of the link's peak).
         spec_step_s: speculation's own fixed cost per speculative step, seconds (rejection sampling launch, draft
@@ -132,6 +138,7 @@ class EngineTerms:
     spec_zero_draft_pays: bool = False
     cudagraph_max_tokens: int = 512
     eager_kernel_s: float = 4.4e-6
+    mixed_step_s: float = 0.0
     source: str = ("defaults: efficiencies and kernel_s calibrated on the H100 Vidur curves, attention on the "
                    "A100 Vidur FlashAttention profile, per-request and fixed costs unfitted (0), speculation's "
                    "overhead from vLLM issue 49548")
@@ -149,7 +156,7 @@ class EngineTerms:
             raise SpecsimInputError(None, None, "terms.cudagraph_max_tokens", "an int >= 0 (tokens; 0 = no graphs)",
                                     repr(cap))
         for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s", "spec_step_s",
-                  "spec_request_s", "eager_kernel_s"):
+                  "spec_request_s", "eager_kernel_s", "mixed_step_s"):
             v = getattr(self, f)
             if not (np.isfinite(v) and v >= 0.0):
                 raise SpecsimInputError(None, None, f"terms.{f}", "a time >= 0 s", repr(v))
@@ -487,7 +494,8 @@ class StepModel:
         e = self.terms
         return StepTimeProfile(batch_tokens=b, step_time_s=step, lookup="padded",
                                kv_read_s_per_token=self.kv_read_s_per_token, per_request_s=self.per_request_s,
-                               mixed_step_time_s=step, prefill_attn_s_per_pair=self.prefill_attn_s_per_pair,
+                               mixed_step_time_s=step + e.mixed_step_s,
+                               prefill_attn_s_per_pair=self.prefill_attn_s_per_pair,
                                linear_state_s=self.state_s_per_request,
                                extrapolate="error", metadata=meta, source=f"<step model {name}>",
                                spec_step_s=e.spec_step_s, spec_request_s=e.spec_request_s,

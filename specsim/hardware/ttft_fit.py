@@ -6,7 +6,7 @@ The prediction follows a colocated engine with chunked prefill (vLLM V1's defaul
 serve`` run measures; the simulator's colocated path, :mod:`specsim.engine.scheduler`), at a load with no
 server-side queue:
 
-    TTFT = request_overhead_s + min(R, 1) x t(D) / 2 + sum over the prompt's chunks of [t(D + c_i) + a(c_i)]
+    TTFT = request_overhead_s + min(R, 1) x t(D) / 2 + sum over the prompt's chunks of [t(D + c_i) + m + a(c_i)]
 
 * ``request_overhead_s``: API server and tokenisation before the request reaches the scheduler
   (``engine.request_overhead_s``, docs/memory.md);
@@ -15,8 +15,8 @@ server-side queue:
   D running decode tokens (R requests, ``decode_tokens`` where the point has it);
 * the prompt of P tokens runs in chunks c_i of ``chunk_tokens`` (the engine's ``max_num_batched_tokens``;
   one chunk of P when not given), each inside a step beside the D decode tokens (the mixed step, unpadded as
-  the engine runs it), plus the chunk's causal attention a(c_i) over the tokens before it; the step running
-  the last chunk emits the first token.
+  the engine runs it), plus the mixed step's own cost m (``mixed_step_s``, 0 unless fitted) and the chunk's
+  causal attention a(c_i) over the tokens before it; the step running the last chunk emits the first token.
 
 The request overhead is the only term TTFT fits: it enters TTFT alone, so its least-squares value is the mean
 of (measured - predicted without it), clipped at 0, over the points of the **lowest load** (smallest R) only: the
@@ -75,6 +75,12 @@ class TTFTFitReport:
                 "points": [p.row(prompt_tokens=round(p.prompt_tokens, 1)) for p in self.points]}
 
 
+def _mixed_step_s(sm) -> float:
+    """The step model's ``terms.mixed_step_s`` (seconds a step carrying a prefill chunk adds), 0 for a step-time
+    object without engine terms."""
+    return float(getattr(getattr(sm, "terms", None), "mixed_step_s", 0.0))
+
+
 def has_ttft(o) -> bool:
     """Whether observation ``o`` carries a mean TTFT and a mean prompt length."""
     t, p = getattr(o, "ttft_s", math.nan), getattr(o, "prompt_tokens", math.nan)
@@ -87,8 +93,8 @@ def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
 
     Args:
         sm: a step model: ``step_time(batch_tokens, num_requests, kv_tokens)`` -> (n,) seconds and
-            ``prefill_attention_s(chunk_tokens, context_tokens)`` -> seconds
-            (:class:`specsim.hardware.stepmodel.StepModel`).
+            ``prefill_attention_s(chunk_tokens, context_tokens)`` -> seconds, and ``terms.mixed_step_s`` where it
+            has one (:class:`specsim.hardware.stepmodel.StepModel`).
         observations: points with ``num_requests``, ``prompt_tokens``, ``context_tokens`` (NaN: no KV read) and
             optionally ``decode_tokens``.
         chunk_tokens: the engine's prefill chunk, tokens (None: the whole prompt in one step).
@@ -106,7 +112,7 @@ def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
             sizes = np.append(sizes, p % c)
         before = c * np.arange(sizes.size)                  # prompt tokens computed before each chunk
         steps = np.asarray(sm.step_time(np.ceil(d + sizes), np.full(sizes.size, r + 1.0), np.full(sizes.size, k)),
-                           np.float64)
+                           np.float64) + _mixed_step_s(sm)              # each chunk's step is a mixed one
         in_flight = min(r, 1.0) * float(np.asarray(sm.step_time(np.array([max(math.ceil(d), 1)]),
                                                                 np.array([max(r, 1.0)]), np.array([k])))[0]) / 2
         out[i] = request_overhead_s + in_flight + float(steps.sum()) + sm.prefill_attention_s(sizes, before)
