@@ -148,3 +148,17 @@ def test_points_of_different_turnover_separate_the_mixed_step_from_the_per_reque
     prof = rep.model.profile(512)
     assert prof.mixed_step_time(64) - prof.step_time(64) == pytest.approx(rep.params["mixed_step_s"], rel=1e-9)
     assert "mixed_step_s" in FIT_BOUNDS
+
+
+def test_a_mixed_step_fitted_on_one_datasets_loads_is_said_not_separated():
+    # one dataset: the share of prompt-starting steps rises with R along the loads, so mixed_step_s and
+    # per_request_step_s trade off; the report says so (and not where two datasets' turnover differs)
+    truth = step_model("qwen3-8b", "h100").with_terms(kernel_s=4e-6, per_request_step_s=3e-5, mixed_step_s=0.006)
+    one = [Turnover(r, r + r * 0.004, 400.0, 1.0, f"R={r}", prompt_tokens=150.0) for r in (1.0, 32.0, 128.0)]
+    one = [replace(p, step_time_s=float(t)) for p, t in zip(one, predict_observations(truth, one))]
+    rep = fit_step_model(step_model("qwen3-8b", "h100"), one, ("kernel_s", "per_request_step_s", "mixed_step_s"))
+    assert rep.unseparated and any("not separated" in w for w in rep.warnings())
+    two = one[:1] + [replace(one[2], batch_tokens=128.0 * 1.5), one[2]]
+    assert not fit_step_model(step_model("qwen3-8b", "h100"), two,
+                              ("kernel_s", "per_request_step_s", "mixed_step_s")).unseparated
+    assert not fit_step_model(step_model("qwen3-8b", "h100"), one[:2]).unseparated

@@ -76,6 +76,9 @@ class FitReport:
         far_from_default: {name: fitted / default} of the freed parameters that landed an order of magnitude
             (x10 or /10) or more from their :class:`EngineTerms` default (issue 20: a ``kernel_s`` fitted 10x too
             large hid MoE experts that cost nothing); parameters whose default is 0 are not compared.
+        unseparated: ``mixed_step_s`` was fitted beside ``per_request_step_s`` on points whose share of
+            prompt-starting steps follows their R (:func:`mixed_share` within 0.02 of a line in R): one dataset's
+            loads, which cannot tell the two apart.
     """
 
     model: StepModel
@@ -85,6 +88,7 @@ class FitReport:
     fitted_sources: list[str] = field(default_factory=list)
     holdout_sources: list[str] = field(default_factory=list)
     far_from_default: dict[str, float] = field(default_factory=dict)
+    unseparated: bool = False
 
     def warnings(self) -> list[str]:
         """One line per freed parameter that ended on a bound or an order of magnitude from its default, and one
@@ -94,6 +98,10 @@ class FitReport:
         out += [f"{name} = {self.params[name]:.4g} is {ratio:.3g}x its default {self.params[name] / ratio:.4g}: "
                 "an order of magnitude away; the term is absorbing a cost the model's shapes miss (check the model, "
                 "TP / EP, the dtype and the GPU)" for name, ratio in self.far_from_default.items()]
+        if self.unseparated:
+            out.append("mixed_step_s and per_request_step_s are not separated: the fitted points' share of steps that "
+                       "start a prompt follows their R (one dataset's loads); fit them on points of different "
+                       "turnover (two datasets, or other prompt and output lengths, on one server)")
         fitted_r = [p.num_requests for p in self.points if not p.holdout]
         if "per_request_step_s" in self.params and fitted_r and max(fitted_r) < NARROW_R:
             out.append(f"per_request_step_s, the step's slope in R, is fitted on points of R <= {max(fitted_r):.3g} "
@@ -142,9 +150,7 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
     if not chunk_tokens:
         state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
-        # mixed_step_s on the share of steps that start a prompt: P / L prompts arrive per step, at random
-        # (a closed loop of spread lengths), so 1 - exp(-P / L) of the steps carry at least one
-        mixed = np.where(prompt > 0, -np.expm1(-p / np.maximum(prompt, 1.0)), 0.0) * sm.terms.mixed_step_s
+        mixed = mixed_share(observations) * sm.terms.mixed_step_s
         return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64) + state + mixed
     f = np.minimum(1.0, p / chunk_tokens)
     decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
@@ -152,6 +158,28 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     mixed = (np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
              + sm.terms.mixed_step_s)
     return np.where(f > 0, (1.0 - f) * decode + f * mixed, decode)
+
+
+def mixed_share(observations: Sequence) -> np.ndarray:
+    """(n,) share of each observation's steps that start a prompt: P / L prompts of L tokens (``prompt_tokens``)
+    arrive per step, P = B - D its prompt tokens per step, at random (a closed loop of spread lengths), so
+    ``1 - exp(-P / L)`` of the steps carry at least one; 0 where L is not given."""
+    d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
+    p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
+    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    return np.where(prompt > 0, -np.expm1(-p / np.maximum(prompt, 1.0)), 0.0)
+
+
+def _unseparated(observations: Sequence, params: Sequence[str]) -> bool:
+    """Whether ``mixed_step_s`` and ``per_request_step_s`` are both freed on points whose :func:`mixed_share`
+    lies within 0.02 of a straight line in R (least squares): then the two terms trade off freely."""
+    if not {"mixed_step_s", "per_request_step_s"} <= set(params):
+        return False
+    r = np.array([o.num_requests for o in observations], np.float64)
+    share = mixed_share(observations)
+    a = np.column_stack([np.ones_like(r), r])
+    resid = share - a @ np.linalg.lstsq(a, share, rcond=None)[0]
+    return bool(np.max(np.abs(resid)) < 0.02)
 
 
 def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str] = DEFAULT_PARAMS,
@@ -203,7 +231,8 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     return FitReport(fitted, {p: float(getattr(fitted.terms, p)) for p in params}, points,
                      [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
                      sorted({Path(o.source).name for o in observations}),
-                     sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params))
+                     sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
+                     _unseparated(observations, params))
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.
