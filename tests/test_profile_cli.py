@@ -472,3 +472,30 @@ def test_fit_warns_when_a_result_names_another_model(tmp_path):
                          "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
     assert "the shape fitted is" not in r.output
+
+
+def test_fit_separates_the_mixed_step_on_a_csv_of_two_turnovers(tmp_path):
+    # a step CSV with prompt_tokens: two datasets' points at R = 1 and 128 (new prompts every 2 or 50 steps);
+    # profile fit recovers the three terms that made them and writes mixed_step_s into the profile
+    from specsim.hardware.step_points import StepObservation
+    from specsim.hardware.stepmodel import step_model
+
+    truth = step_model("qwen3-8b", "h100").with_terms(kernel_s=4e-6, per_request_step_s=3e-5, mixed_step_s=0.006)
+    pts = [StepObservation(r, r + 150.0 * share, 400.0, 1.0, "x.csv", 2, "step", "p", prompt_tokens=150.0)
+           for r in (1.0, 128.0) for share in (0.02, 0.5)]
+    steps = predict_observations(truth, pts)
+    csv = tmp_path / "steps.csv"
+    csv.write_text("step_time_s,num_requests,batch_tokens,context_tokens,prompt_tokens\n" + "".join(
+        f"{float(t)!r},{p.num_requests},{p.batch_tokens},400,150\n" for p, t in zip(pts, steps)))
+    out = tmp_path / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100", "--params",
+                         "kernel_s,per_request_step_s,mixed_step_s", "--out", str(out)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "not separated" not in r.output
+    terms = step_model_of(load_profile(out)).terms
+    assert terms.mixed_step_s == pytest.approx(0.006, rel=1e-3)
+    assert terms.per_request_step_s == pytest.approx(3e-5, rel=1e-3)
+    # a prompt length below one token is refused, naming the cell
+    csv.write_text("step_time_s,num_requests,prompt_tokens\n0.02,4,0.5\n")
+    msg = _input_error(RUN.invoke(app, ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100"]))
+    assert "line 2" in msg and "prompt_tokens" in msg

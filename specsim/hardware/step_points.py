@@ -44,8 +44,10 @@ CSV of steps or buckets (:func:`observations_from_csv`, ``kind="step"``)
     A header row, then one row per engine step or per bucket of steps. Columns: exactly one of
     ``step_time_s`` / ``step_time_ms``; ``num_requests`` (running requests) and/or ``batch_tokens`` (tokens in
     the step; either one alone stands for both, as without speculation a decode step has B = R); optional
-    ``context_tokens`` (mean KV tokens per request; NaN where absent), ``weight`` (> 0, e.g. steps in a bucket;
-    default 1) and ``label`` (default ``"B=<batch_tokens>"``). Other columns are ignored; ``line`` is the row's
+    ``context_tokens`` (mean KV tokens per request; NaN where absent), ``prompt_tokens`` (the mean prompt length
+    of the requests whose chunks share these steps, >= 1; with ``batch_tokens`` above ``num_requests`` it gives
+    the share of steps that start a prompt, which ``mixed_step_s`` is charged on; NaN where absent), ``weight``
+    (> 0, e.g. steps in a bucket; default 1) and ``label`` (default ``"B=<batch_tokens>"``). Other columns are ignored; ``line`` is the row's
     1-based line in the file (header = line 1).
 
 vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, ``kind="histogram"``)
@@ -243,8 +245,8 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
 # ---------------------------------------------------------------------------------------------
 # CSV
 
-CSV_COLUMNS = ("step_time_s", "step_time_ms", "num_requests", "batch_tokens", "context_tokens", "weight",
-               "label")
+CSV_COLUMNS = ("step_time_s", "step_time_ms", "num_requests", "batch_tokens", "context_tokens", "prompt_tokens",
+               "weight", "label")
 
 
 def _csv_header(header: list[str], src: str) -> dict[str, int]:
@@ -288,9 +290,10 @@ def _csv_row(row: list[str], cols: dict, src: str, line: int) -> StepObservation
         raise SpecsimInputError(src, line, "batch_tokens", f">= num_requests ({r:g}: each request adds a token)",
                                 f"{b:g}")
     ctx = _csv_number(row, cols, "context_tokens", src, line, "a number >= 0", lambda v: v >= 0, math.nan)
+    prompt = _csv_number(row, cols, "prompt_tokens", src, line, "a number >= 1 (tokens)", lambda v: v >= 1, math.nan)
     w = _csv_number(row, cols, "weight", src, line, "a number > 0", lambda v: v > 0, 1.0)
     label = row[cols["label"]].strip() if "label" in cols and cols["label"] < len(row) else ""
-    return StepObservation(r, b, ctx, step_s, src, line, "step", label or f"B={b:g}", w)
+    return StepObservation(r, b, ctx, step_s, src, line, "step", label or f"B={b:g}", w, prompt_tokens=prompt)
 
 
 def observations_from_csv(path) -> list[StepObservation]:
