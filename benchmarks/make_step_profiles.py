@@ -74,7 +74,7 @@ def capture_profile(name: str):
 
 def fitted_profile(name: str):
     """The ``*-vllm-fitted`` profile ``name`` of :data:`FITTED`: fitted as docs/validation.md fits it."""
-    from specsim.studies.validation import fit_indices, load_rows, validate_series
+    from specsim.studies.validation import fit_indices, load_rows, server_observations, validate_series
 
     series = FITTED[name]
     rows = load_rows()
@@ -106,6 +106,11 @@ def fitted_profile(name: str):
                         "no speculation",
             "source_url": str(first["source_url"]), "source_date": str(first["source_date"]),
             "validation_data": f"tests/data/validation/{first['file']}", **prov}
+    others = sorted({o.source for o in server_observations(rows, series)} - {first["file"]})
+    if others:                          # fitted together with the other series measured on the same server
+        meta["fitted_with"] = [{"series": str(rows.loc[rows["file"] == f, "series"].iloc[0]),
+                                "source_url": str(rows.loc[rows["file"] == f, "source_url"].iloc[0]),
+                                "validation_data": f"tests/data/validation/{f}"} for f in others]
     return res.model.profile(res.profile.max_batch_tokens, name=name, kind="fitted", provenance=meta)
 
 

@@ -405,10 +405,11 @@ def test_capacity_hook_gets_its_own_writable_copy_of_the_running_ids():
     np.testing.assert_array_equal(res.requests.done_s, ref.requests.done_s)
 
 
-def test_prefill_time_chooses_one_table_by_the_largest_chunk():
-    """Disaggregated prefill in chunks of 512 on a profile measured to B = 256 that extrapolates: the largest
-    chunk is beyond the eager (mixed) table, so every chunk is costed on the decode table (700 tokens = 512 +
-    188: 0.024 + 0.013875 s), as the array lookup does for all chunks at once."""
+def test_prefill_time_prices_each_chunk_on_the_mixed_table_or_beyond_it():
+    """Disaggregated prefill in chunks of 512 on a profile measured to B = 256 that extrapolates: the chunk of 512
+    is beyond the eager (mixed) table, so it is the decode table's extrapolation plus the mixed table's offset at
+    its last size (0.024 + 0.004 s: a mixed step keeps its own cost beyond the table), and the chunk of 188 is
+    read on the mixed table (0.014 + 60 / 128 x 0.006 s), in the scalar and the array lookup alike."""
     from types import SimpleNamespace
 
     from specsim.engine.cluster import Cluster
@@ -417,7 +418,8 @@ def test_prefill_time_chooses_one_table_by_the_largest_chunk():
                            lookup="linear", mixed_step_time_s=np.array([0.011, 0.014, 0.020]))
     fake = SimpleNamespace(config=SimpleNamespace(prefill_time_per_token_s=0.0, prefill_chunk_tokens=512),
                            profile=prof)
-    assert Cluster.prefill_time_s(fake, 700) == pytest.approx(0.024 + 0.013875, abs=1e-15)
+    assert Cluster.prefill_time_s(fake, 700) == pytest.approx(0.024 + 0.004 + 0.014 + 60 / 128 * 0.006, abs=1e-15)
+    assert prof.mixed_step_time(512) == pytest.approx(0.028, abs=1e-15)
     assert Cluster.prefill_time_s(fake, 700) == float(np.sum(prof.mixed_step_time(np.array([512, 188]))))
     assert Cluster.prefill_time_s(fake, 200) == pytest.approx(0.014 + 72 / 128 * 0.006, abs=1e-15)   # eager table
 

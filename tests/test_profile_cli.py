@@ -272,6 +272,7 @@ def test_bundled_fitted_profiles_name_their_source_and_points(name):
     others = {p["source"] for p in fit["points"]} - {own}
     assert others <= {rows.loc[rows["series"] == s, "file"].iloc[0] for s, v in SETUPS.items()
                       if server and v.get("server") == server}
+    assert bool(others) == bool(server) == ("fitted_with" in md)          # the B200 pair: fitted together
     assert md["source_url"] in set(series["source_url"])
     assert step_model_of(resolve_profile(name)).terms.kernel_s == pytest.approx(fit["params"]["kernel_s"])
 
@@ -499,3 +500,23 @@ def test_fit_separates_the_mixed_step_on_a_csv_of_two_turnovers(tmp_path):
     csv.write_text("step_time_s,num_requests,prompt_tokens\n0.02,4,0.5\n")
     msg = _input_error(RUN.invoke(app, ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100"]))
     assert "line 2" in msg and "prompt_tokens" in msg
+
+
+def test_a_csv_that_cannot_fit_the_mixed_step_says_why(tmp_path):
+    # a misspelled column, a duplicated one, an empty prompt length in a step with prompt tokens: refused, named;
+    # no prompt lengths at all: the fit says mixed_step_s is not fitted by these points (not "one dataset")
+    csv = tmp_path / "steps.csv"
+    fit = ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100"]
+    csv.write_text("step_time_s,num_requests,batch_tokens,prompt_token\n0.02,4,40,100\n")
+    msg = _input_error(RUN.invoke(app, fit))
+    assert "prompt_token" in msg and "did you mean 'prompt_tokens'" in msg
+    csv.write_text("step_time_s,num_requests,prompt_tokens,prompt_tokens\n0.02,4,100,200\n")
+    assert "each column once" in _input_error(RUN.invoke(app, fit))
+    csv.write_text("step_time_s,num_requests,batch_tokens,prompt_tokens\n0.02,4,40,\n0.03,8,8,\n")
+    msg = _input_error(RUN.invoke(app, fit))
+    assert "line 2" in msg and "prompt_tokens" in msg and "empty cell" in msg
+    csv.write_text("step_time_s,num_requests,batch_tokens\n0.011,0.99,1.5\n0.02,60,90\n0.03,120,200\n")
+    r = RUN.invoke(app, fit + ["--params", "kernel_s,per_request_step_s,mixed_step_s", "--out",
+                               str(tmp_path / "x.json")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output          # R = 0.99 (Little's law at one user) is a number > 0
+    assert "mixed_step_s is not fitted by these points" in r.output and "not separated" not in r.output

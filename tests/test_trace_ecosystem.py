@@ -220,7 +220,25 @@ def test_parse_length_spec():
     assert parse_length_spec(128, "x") == ("fixed", 128)
     assert parse_length_spec("fixed:7", "x") == ("fixed", 7)
     assert parse_length_spec("uniform:3:9", "x") == ("uniform", 3, 9)
+    assert parse_length_spec("maxent:263.5:1024", "x") == ("maxent", 263.5, 1024)
     assert parse_length_spec(None, "x") is None
+    for bad in ("maxent:1024:1024", "maxent:2:100", "maxent:abc:10", "maxent:50"):
+        with pytest.raises(SpecsimInputError, match="maxent:MEAN:MAX"):
+            parse_length_spec(bad, "x")
+
+
+def test_synth_maxent_outputs_keep_the_sources_mean_under_its_cap():
+    # a source that reports only a mean (263 tokens) under max_tokens 1024: the most-entropy spread, as the
+    # validation spreads it (same multiset for the same n; the order is the trace's own draw)
+    from specsim.studies.validation import spread_lengths
+
+    tr = synth_trace(1000, 1.0, seed=5, output_len="maxent:263:1024", prompt_len=111)
+    out = tr.output_tokens
+    assert out.min() >= 2 and out.max() <= 1024 and abs(out.mean() - 263) < 2.7 and np.median(out) < 263
+    assert (np.sort(out) == np.sort(spread_lengths(263.0, 1024, 1000))).all()
+    assert (tr.prompt_tokens == 111).all()
+    again = synth_trace(1000, 1.0, seed=5, output_len="maxent:263:1024", prompt_len=111)
+    assert (again.output_tokens == out).all()
 
 
 def test_synth_cli(tmp_path):

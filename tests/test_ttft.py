@@ -212,3 +212,47 @@ def test_the_simulated_prefill_step_pays_the_mixed_step_cost_once(tmp_path):
         runs.append(simulate(make_trace([0.0], [300], [6]), "none", sc, seed=0).requests)
     assert runs[1]["ttft_s"][0] - runs[0]["ttft_s"][0] == pytest.approx(0.007, rel=1e-9)
     assert runs[1]["tpot_s"][0] == pytest.approx(runs[0]["tpot_s"][0], rel=1e-12)
+
+
+def test_mixed_steps_keep_their_cost_beyond_the_table_and_a_one_token_chunk_is_a_decode_row(tmp_path):
+    # a profile extrapolating linearly: a mixed step beyond the table keeps mixed_step_s (it fell back to the
+    # decode table); on a disaggregated decode replica the 1-token recompute of the last prompt token is a decode
+    # row (vLLM splits batches by query length), so only the prefill instance's chunks pay the mixed step
+    from dataclasses import replace as dc_replace
+
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.stepmodel import step_model
+
+    prof = dc_replace(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=0.007).profile(1024), extrapolate="linear")
+    b = np.array([96, 1024, 1025, 1124])                   # on the capture grid (decode pads, mixed does not)
+    np.testing.assert_allclose(prof.mixed_step_time(b) - prof.step_time(b), 0.007, rtol=1e-9)
+    assert prof.mixed_step_time(1500) - prof.step_time(1500) == pytest.approx(0.007, rel=1e-9)
+    ttft = []
+    for m in (0.0, 0.007):
+        path = tmp_path / f"m{m}.json"
+        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(4096), path)
+        sc = load_scenario(overrides=[f"profile.name={path}", 'prefill.mode="disaggregated"',
+                                      "prefill.chunk_tokens=512", 'prefill.first_token="decode-step"',
+                                      "engine.request_overhead_s=0", "engine.host_overhead_s=0"])
+        ttft.append(simulate(make_trace([0.0], [3000], [6]), "none", sc, seed=0).requests["ttft_s"][0])
+    assert ttft[1] - ttft[0] == pytest.approx(6 * 0.007, rel=1e-6)          # 6 chunks of 512 on the prefill side
+
+
+def test_every_step_carrying_a_chunk_beside_a_decoding_request_pays_the_mixed_step_once(tmp_path):
+    # a short request decoding while a 3000-token prompt runs in chunks of 512: the same steps in both runs (their
+    # composition depends on tokens, not times), and each step that carries a chunk of more than one token is
+    # exactly mixed_step_s longer, every other step unchanged
+    from specsim.hardware.profile import save_profile
+    from specsim.hardware.stepmodel import step_model
+
+    steps = []
+    for m in (0.0, 0.007):
+        path = tmp_path / f"m{m}.json"
+        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(1024), path)
+        sc = load_scenario(overrides=[f"profile.name={path}", 'prefill.mode="colocated"', "prefill.chunk_tokens=512",
+                                      "engine.request_overhead_s=0", "engine.host_overhead_s=0"])
+        steps.append(simulate(make_trace([0.0, 0.0], [100, 3000], [40, 4]), "none", sc, seed=0).steps)
+    a, b = steps
+    assert list(a["prefill_tokens"]) == list(b["prefill_tokens"]) and (a["prefill_tokens"] > 1).sum() >= 6
+    extra = (b["duration_s"] - a["duration_s"]).to_numpy()
+    np.testing.assert_allclose(extra, np.where(a["prefill_tokens"] > 1, 0.007, 0.0), atol=1e-12)

@@ -334,8 +334,10 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
     else:
         model = model or "llama2-7b"
         if model not in MODELS:
-            raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json)",
-                                    repr(model))
+            from specsim.studies.validation import CONFIGS
+            shipped = ", ".join(sorted(f.name for f in CONFIGS.glob("*.json")))
+            raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json; "
+                                    f"specsim ships {shipped} in specsim/studies/data/hf_configs)", repr(model))
         over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype),
                                   ("expert_dtype", expert_dtype), ("attention_dtype", attention_dtype)) if v}
         m = replace(MODELS[model], **over) if over else MODELS[model]
@@ -480,7 +482,9 @@ def fit_cmd(
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
-    typer.echo(f"profile written to {dest}")
+    typer.echo(f"profile written to {dest} (tables up to {max_batch_tokens:,} tokens, --max-batch-tokens; a "
+               "scenario that prefills in the replica needs its prefill chunk); run with it: specsim run ... "
+               f"--set profile.name={dest}")
 
 
 @profile_app.command("measure")

@@ -208,7 +208,8 @@ def synth(
                                    "comes on top of the clipped question)."),
     max_output: int = typer.Option(2048, "--max-output", help="Clip drawn outputs to this many tokens "
                                    "(--output-len is used as given)."),
-    output_len: str = typer.Option(None, "--output-len", help="Output length: N (fixed) or uniform:LO:HI."),
+    output_len: str = typer.Option(None, "--output-len", help="Output length: N (fixed), uniform:LO:HI or "
+                                   "maxent:MEAN:MAX (a reported mean under a max_tokens cap, spread at most entropy)."),
     prompt_len: str = typer.Option(None, "--prompt-len",
                                    help="Prompt (question) length: N (fixed) or uniform:LO:HI."),
     lengths_csv: Path = typer.Option(None, "--lengths-csv", help="Draw (prompt, output) pairs from this CSV "

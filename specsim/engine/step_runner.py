@@ -54,7 +54,9 @@ class StepRunner:
         if not plan.batch_tokens:
             return 0.0
         R, kv_tokens = batch.decode.size, batch.kv_tokens
-        step_time = prof.mixed_step_time if plan.chunk.size else prof.step_time   # prefill in the step: eager
+        # prefill in the step: the mixed path (eager table, mixed_step_s); a 1-token chunk (a KV connector's
+        # recompute of the last prompt token) is a decode row to the engine, as vLLM splits batches by query length
+        step_time = prof.mixed_step_time if plan.chunk.size and plan.chunk.max() > 1 else prof.step_time
         t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
         if plan.num_drafting and batch.gamma:
             t += self.drafter_cost.draft_time_s(plan.num_drafting, batch.gamma, prof, kv_tokens)
@@ -92,7 +94,7 @@ class StepRunner:
         s, prof, num, decode = self.slots, self.profile, stretch.num_steps, stretch.decode
         slot, chunk = stretch.prefill_slot, stretch.chunk
         R = decode.size
-        terms = getattr(prof, "mixed_step_terms" if chunk else "decode_step_terms", None)
+        terms = getattr(prof, "mixed_step_terms" if chunk > 1 else "decode_step_terms", None)   # as step_time_s
         terms = terms(R + chunk, R) if terms is not None else None
         if terms is None:
             return NO_STEPS, NO_STEPS

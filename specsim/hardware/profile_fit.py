@@ -60,6 +60,7 @@ class PointResidual(Residual):
     measured_s: float
     predicted_s: float
     holdout: bool
+    prompt_tokens: float = float("nan")
 
 
 @dataclass
@@ -79,6 +80,8 @@ class FitReport:
         unseparated: ``mixed_step_s`` was fitted beside ``per_request_step_s`` on points whose share of
             prompt-starting steps follows their R (:func:`mixed_share` within 0.02 of a line in R): one dataset's
             loads, which cannot tell the two apart.
+        no_turnover: ``mixed_step_s`` was fitted on points none of which gives prompt tokens per step with a
+            prompt length (``prompt_tokens``, and B above R): nothing in them charges it.
     """
 
     model: StepModel
@@ -89,6 +92,7 @@ class FitReport:
     holdout_sources: list[str] = field(default_factory=list)
     far_from_default: dict[str, float] = field(default_factory=dict)
     unseparated: bool = False
+    no_turnover: bool = False
 
     def warnings(self) -> list[str]:
         """One line per freed parameter that ended on a bound or an order of magnitude from its default, and one
@@ -98,7 +102,11 @@ class FitReport:
         out += [f"{name} = {self.params[name]:.4g} is {ratio:.3g}x its default {self.params[name] / ratio:.4g}: "
                 "an order of magnitude away; the term is absorbing a cost the model's shapes miss (check the model, "
                 "TP / EP, the dtype and the GPU)" for name, ratio in self.far_from_default.items()]
-        if self.unseparated:
+        if self.no_turnover:
+            out.append("mixed_step_s is not fitted by these points: none gives a prompt length with prompt tokens per "
+                       "step (a step CSV needs a prompt_tokens column and batch_tokens above num_requests; vLLM "
+                       "results give both)")
+        elif self.unseparated:
             out.append("mixed_step_s and per_request_step_s are not separated: the fitted points' share of steps that "
                        "start a prompt follows their R (one dataset's loads); fit them on points of different "
                        "turnover (two datasets, or other prompt and output lengths, on one server)")
@@ -122,7 +130,9 @@ class FitReport:
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
                 "points": [p.row(num_requests=round(p.num_requests, 3), batch_tokens=round(p.batch_tokens, 3),
-                                 context_tokens=round(p.context_tokens, 1)) for p in self.points],
+                                 context_tokens=round(p.context_tokens, 1),
+                                 **({"prompt_tokens": round(p.prompt_tokens, 1)} if p.prompt_tokens > 0 else {}))
+                           for p in self.points],
             },
         }
 
@@ -140,7 +150,9 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     (MoE: the touched experts saturate), where the cost at the mean B overstates the mean cost. Hybrid models'
     prefill chunks move their linear-attention state as the chunked kernel does
     (:meth:`StepModel.prefill_state_s`): one chunk of P / f tokens per mixed step, or at the mean B the P tokens
-    as P / L whole prompts of ``prompt_tokens`` L (no correction where L is unknown).
+    as P / L whole prompts of ``prompt_tokens`` L (no correction where L is unknown). ``mixed_step_s`` is added
+    on the steps that carry a chunk: the share f with ``chunk_tokens``, else :func:`mixed_share` (0 where L is
+    unknown).
     """
     r = np.array([o.num_requests for o in observations], np.float64)
     d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
@@ -232,7 +244,8 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                      [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
-                     _unseparated(observations, params))
+                     _unseparated(observations, params),
+                     "mixed_step_s" in params and not mixed_share(observations).any())
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.
@@ -264,4 +277,5 @@ def _residuals(sm: StepModel, observations: Sequence, holdout: bool,
         return []
     pred = predict_observations(sm, observations, chunk_tokens)
     return [PointResidual(o.label, o.source, float(o.num_requests), float(o.batch_tokens), float(o.context_tokens),
-                          float(o.step_time_s), float(p), holdout) for o, p in zip(observations, pred)]
+                          float(o.step_time_s), float(p), holdout, float(getattr(o, "prompt_tokens", float("nan"))))
+            for o, p in zip(observations, pred)]

@@ -47,8 +47,9 @@ CSV of steps or buckets (:func:`observations_from_csv`, ``kind="step"``)
     ``context_tokens`` (mean KV tokens per request; NaN where absent), ``prompt_tokens`` (the mean prompt length
     of the requests whose chunks share these steps, >= 1; with ``batch_tokens`` above ``num_requests`` it gives
     the share of steps that start a prompt, which ``mixed_step_s`` is charged on; NaN where absent), ``weight``
-    (> 0, e.g. steps in a bucket; default 1) and ``label`` (default ``"B=<batch_tokens>"``). Other columns are ignored; ``line`` is the row's
-    1-based line in the file (header = line 1).
+    (> 0, e.g. steps in a bucket; default 1) and ``label`` (default ``"B=<batch_tokens>"``); ``num_requests``
+    may be below 1 (Little's law at one user). Other columns are ignored, but one named within a typo of these
+    (``prompt_token``) or a column given twice is refused; ``line`` is the row's 1-based line (header = 1).
 
 vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, ``kind="histogram"``)
     A ``curl http://HOST:PORT/metrics > dump.prom`` of a vLLM V1 server. Histograms are cumulative since the
@@ -77,6 +78,7 @@ vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, 
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -251,7 +253,15 @@ CSV_COLUMNS = ("step_time_s", "step_time_ms", "num_requests", "batch_tokens", "c
 
 def _csv_header(header: list[str], src: str) -> dict[str, int]:
     """Column name -> index of the columns this reader uses; checks the required ones."""
-    cols = {name.strip(): i for i, name in enumerate(header)}
+    names = [name.strip() for name in header]
+    cols = {name: i for i, name in enumerate(names)}
+    for name in names:
+        if name in CSV_COLUMNS and names.count(name) > 1:
+            raise SpecsimInputError(src, 1, name, "each column once", f"{names.count(name)} columns named {name!r}")
+        near = difflib.get_close_matches(name.lower(), CSV_COLUMNS, n=1, cutoff=0.85)
+        if name not in CSV_COLUMNS and near:
+            raise SpecsimInputError(src, 1, name, f"a column this reader knows (did you mean {near[0]!r}? the "
+                                    f"columns: {', '.join(CSV_COLUMNS)})", repr(name))
     times = [c for c in ("step_time_s", "step_time_ms") if c in cols]
     if len(times) != 1:
         raise SpecsimInputError(src, 1, "step_time_s", "exactly one of the columns step_time_s, step_time_ms",
@@ -283,14 +293,17 @@ def _csv_row(row: list[str], cols: dict, src: str, line: int) -> StepObservation
     tname = "step_time_s" if "step_time_s" in cols else "step_time_ms"
     t = _csv_number(row, cols, tname, src, line, "a number > 0", lambda v: v > 0)
     step_s = t if tname == "step_time_s" else t / 1000.0
-    r = _csv_number(row, cols, "num_requests", src, line, "a number >= 1", lambda v: v >= 1)
+    r = _csv_number(row, cols, "num_requests", src, line, "a number > 0 (Little's law gives below 1 at one user)",
+                    lambda v: v > 0)
     b = _csv_number(row, cols, "batch_tokens", src, line, "a number >= 1", lambda v: v >= 1)
     r, b = (b if r is None else r), (r if b is None else b)
     if b < r:
         raise SpecsimInputError(src, line, "batch_tokens", f">= num_requests ({r:g}: each request adds a token)",
                                 f"{b:g}")
     ctx = _csv_number(row, cols, "context_tokens", src, line, "a number >= 0", lambda v: v >= 0, math.nan)
-    prompt = _csv_number(row, cols, "prompt_tokens", src, line, "a number >= 1 (tokens)", lambda v: v >= 1, math.nan)
+    prompt = _csv_number(row, cols, "prompt_tokens", src, line, "a number >= 1 (tokens)", lambda v: v >= 1,
+                         None if "prompt_tokens" in cols and b > r else math.nan)   # prompts in the step: given
+    prompt = math.nan if prompt is None else prompt
     w = _csv_number(row, cols, "weight", src, line, "a number > 0", lambda v: v > 0, 1.0)
     label = row[cols["label"]].strip() if "label" in cols and cols["label"] < len(row) else ""
     return StepObservation(r, b, ctx, step_s, src, line, "step", label or f"B={b:g}", w, prompt_tokens=prompt)

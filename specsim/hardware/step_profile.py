@@ -233,15 +233,22 @@ class StepTimeProfile:
     def mixed_step_time(self, batch_tokens: int | np.ndarray, kv_tokens: float = 0.0,
                         num_requests: int = 0) -> float | np.ndarray:
         """Seconds of a step that carries prefill chunks (scalar or array like ``batch_tokens``): the eager
-        table (``mixed_step_time_s``, linear lookup, no CUDA-graph padding) where the profile has one,
-        else :meth:`step_time`.
+        table (``mixed_step_time_s``, linear lookup, no CUDA-graph padding, a step model's ``mixed_step_s``
+        included) where the profile has one, else :meth:`step_time`; beyond the table, :meth:`step_time`'s
+        extrapolation plus the mixed table's offset over the decode table at its last size.
 
         Raises:
             SpecsimInputError: as :meth:`step_time` beyond the table.
         """
         largest = batch_tokens if type(batch_tokens) is int else np.max(batch_tokens)
-        if self.mixed_step_time_s is None or largest > self.max_batch_tokens:
+        if self.mixed_step_time_s is None:
             return self.step_time(batch_tokens, kv_tokens, num_requests)
+        if largest > self.max_batch_tokens:     # beyond: step_time's rule (extrapolate or raise) + the mixed offset
+            beyond = self.step_time(batch_tokens, kv_tokens, num_requests)     # at the last size (mixed_step_s, eager)
+            offset = float(self.mixed_step_time_s[-1] - self.step_time_s[-1])
+            inside = self.mixed_step_time(np.minimum(batch_tokens, self.max_batch_tokens), kv_tokens, num_requests)
+            t = np.where(np.asarray(batch_tokens) > self.max_batch_tokens, beyond + offset, inside)
+            return float(t) if np.ndim(t) == 0 else t
         t = np.interp(batch_tokens, self.batch_tokens, self.mixed_step_time_s)
         t = t + self.kv_read_s_per_token * kv_tokens + self.per_request_s * num_requests
         return float(t) if np.ndim(t) == 0 else t

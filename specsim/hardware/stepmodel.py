@@ -485,7 +485,9 @@ class StepModel:
             "engine": (f"decode in CUDA graphs at capture sizes {capture_text(self.terms.cudagraph_max_tokens)} "
                        "(eager and multiple-of-8 beyond)" if self.terms.cudagraph_max_tokens > 0 else
                        "no CUDA graphs: every step eager (multiple-of-8 grid)")
-                      + "; mixed prefill steps unpadded (mixed_step_time_s), eager beyond the same limit",
+                      + "; mixed prefill steps unpadded (mixed_step_time_s), eager beyond the same limit"
+                      + (f", + mixed_step_s {self.terms.mixed_step_s * 1e3:.3g} ms each" if self.terms.mixed_step_s
+                         else ""),
             "cudagraph_max_tokens": int(self.terms.cudagraph_max_tokens),
             "source": f"specsim.hardware.stepmodel engine-level terms; {self.gpu.source}; {self.terms.source}",
             "date": date or _dt.date.today().isoformat(), "step_model": self.spec(),

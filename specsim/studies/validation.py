@@ -99,12 +99,12 @@ DOCUMENTED_MISSES: dict[tuple[str, Any], tuple[float, str]] = {
     ("trtllm_h200_deepseek-r1_random3200-800_nospec", "tpot_error"): (0.12, _MOE_CAUSE),
     ("sglang_mi300x_deepseek-r1_random3200-800_nospec", "tpot_error"): (0.12, _MOE_CAUSE),
 }
-_MTP_CAUSE = ("too low: the simulated MTP step is 13-19% above the measured one (54.9 against 46.0 ms at 128 HumanEval "
-              "users, 23.3 against 20.7 ms at 32 MathReasoning users), of which speculation's own terms at their "
-              "sourced defaults are 11.5 and 3.4 ms: vLLM issue 49548's K = 0 tax on H100, from an engine that ran "
-              "speculative steps in piecewise CUDA graphs, is an upper bound for this B200 engine (84 us per "
-              "request per step); DSpark's speed-ups, charged the same terms, are within 7.4% (docs/validation.md, "
-              "'Misses')")
+_MTP_CAUSE = ("too low: the simulated MTP step is 8-17% above the measured one (54.9 against 47.0 ms at 128 "
+              "HumanEval users, 23.3 against 21.5 ms at 32 MathReasoning users, read from the users' cycle), of "
+              "which speculation's own terms at their sourced defaults are 11.5 and 3.4 ms: vLLM issue 49548's K = 0 "
+              "tax on H100, from a run with dynamic speculation (which vLLM runs in piecewise CUDA graphs), is an "
+              "upper bound for this B200 engine (84 us per request per step); DSpark's speed-ups, charged the same "
+              "terms, are within 7.4% (docs/validation.md, 'Misses')")
 DOCUMENTED_MISSES[("vllm_b200_qwen3.8-27b_humaneval_mtp2", 128)] = (0.13, _MTP_CAUSE)
 DOCUMENTED_MISSES[("vllm_b200_qwen3.8-27b_mathreasoning_mtp2", 32)] = (0.12, _MTP_CAUSE)
 #: Second protocol (``spec_step_s`` fitted on each speculative series' N = 1 point): the largest |speed-up error|
@@ -242,10 +242,9 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
 
 
 def spread_lengths(mean: float, cap: int, n: int, seed: int = 0) -> np.ndarray:
-    """(n,) int64 output lengths in [2, cap] with mean ``mean``: the maximum-entropy distribution on 2..cap with
-    that mean (``p(x) ~ exp(lam x)``, lam by bisection: what a source's mean and its requests' max_tokens cap say
-    about the lengths, and nothing more), taken at its n quantiles ``(i + 1/2) / n`` (the sample keeps the mean
-    and the spread at any n), in an order shuffled by ``seed``.
+    """(n,) int64 output lengths in [2, cap] with mean ``mean``: :func:`specsim.workload.lengths.maxent_lengths`
+    (the maximum-entropy distribution on 2..cap with that mean, at its n quantiles) shuffled by ``seed``; the
+    CLI's ``trace synth --output-len maxent:MEAN:MAX`` draws the same distribution.
 
     Why: a closed loop of equal lengths runs in lockstep (every user's request ends in the same step and the next
     ones prefill together), which an engine serving the model's own lengths never sees (docs/validation.md).
@@ -253,21 +252,9 @@ def spread_lengths(mean: float, cap: int, n: int, seed: int = 0) -> np.ndarray:
     Raises:
         SpecsimInputError: ``mean`` outside (2, cap).
     """
-    if not 2.0 < mean < cap:
-        raise SpecsimInputError(None, None, "output_len", f"a mean length in (2, {cap})", repr(mean))
-    x = np.arange(2, cap + 1, dtype=np.float64)
+    from specsim.workload.lengths import maxent_lengths
 
-    def probs(lam: float) -> np.ndarray:
-        w = np.exp(lam * (x - (x[-1] if lam > 0 else x[0])))      # shifted: no overflow either way
-        return w / w.sum()
-
-    lo, hi = -1.0, 1.0                                            # the mean rises with lam
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if float(probs(mid) @ x) < mean else (lo, mid)
-    cdf = np.cumsum(probs((lo + hi) / 2))
-    out = x[np.minimum(np.searchsorted(cdf, (np.arange(n) + 0.5) / n), x.size - 1)].astype(np.int64)
-    return np.random.default_rng(seed).permutation(out)
+    return maxent_lengths(mean, cap, n, np.random.default_rng(seed))
 
 
 @dataclass
@@ -321,8 +308,11 @@ def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) ->
 
 
 def spec_observation_from_row(row: pd.Series):
-    """A speculative row as :class:`specsim.hardware.spec_fit.SpecObservation`: step = TPOT x tau, R = output
-    throughput x TPOT (at most N), B = R (1 + k) + prompt tokens per step, context = prompt + output / 2."""
+    """A speculative row as :class:`specsim.hardware.spec_fit.SpecObservation`: step = t x tau, t the decode time
+    per token of a user's cycle, (N x output / throughput - TTFT) / (output - 1) where the row gives a TTFT (mean,
+    else median), else the mean TPOT (which averages per request, 2-7% below t under speculation at N = 1:
+    docs/validation.md, method 6); R = output throughput x t (at most N), B = R (1 + k) + prompt tokens per step,
+    context = prompt + output / 2."""
     from specsim.hardware.spec_fit import SpecObservation
 
     per_token = float(row["mean_tpot_ms"]) / 1e3

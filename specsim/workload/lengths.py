@@ -2,7 +2,8 @@
 
 :class:`LengthModel` is a truncated bivariate lognormal per domain; :data:`LENGTH_MODELS` holds the fitted
 chat, code and math models (refit by :func:`fit_length_models` from the public data of SOURCES.md);
-:func:`parse_mix` reads a domain mix and :func:`parse_length_spec` a fixed or uniform length. The synthetic
+:func:`parse_mix` reads a domain mix and :func:`parse_length_spec` a fixed, uniform or maximum-entropy length
+(:func:`maxent_lengths`: what a source's mean length and its max_tokens cap say, and nothing more). The synthetic
 generator (:mod:`specsim.workload.synth`) draws from them.
 """
 
@@ -156,11 +157,39 @@ def parse_mix(mix: str | Mapping[str, float], known=LENGTH_MODELS) -> dict[str, 
     return {k: w / total for k, w in items}
 
 
+def maxent_lengths(mean: float, cap: int, n: int, rng: np.random.Generator, low: int = 2) -> np.ndarray:
+    """(n,) int64 lengths in [low, cap] with mean ``mean``: the maximum-entropy distribution on low..cap with that
+    mean (``p(x) ~ exp(lam x)``, lam by bisection: what a source that reports a mean length under a max_tokens cap
+    says about its lengths, and nothing more), taken at its n quantiles ``(i + 1/2) / n`` (so the sample keeps the
+    mean and the spread at any n), in an order shuffled by ``rng``. Low 2 by default: every request has a TPOT.
+
+    Raises:
+        SpecsimInputError: ``mean`` outside (low, cap).
+    """
+    if not low < mean < cap:
+        raise SpecsimInputError(None, None, "output_len", f"a mean length in ({low}, {cap})", repr(mean))
+    x = np.arange(low, cap + 1, dtype=np.float64)
+
+    def probs(lam: float) -> np.ndarray:
+        w = np.exp(lam * (x - (x[-1] if lam > 0 else x[0])))      # shifted: no overflow either way
+        return w / w.sum()
+
+    lo, hi = -1.0, 1.0                                            # the mean rises with lam
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if float(probs(mid) @ x) < mean else (lo, mid)
+    cdf = np.cumsum(probs((lo + hi) / 2))
+    out = x[np.minimum(np.searchsorted(cdf, (np.arange(n) + 0.5) / n), x.size - 1)].astype(np.int64)
+    return rng.permutation(out)
+
+
 def parse_length_spec(spec: int | str | None, field: str) -> tuple | None:
     """A fixed or distributed length: ``128`` or ``"128"`` (fixed), ``"uniform:LO:HI"`` (integers
-    LO..HI inclusive, 1 <= LO <= HI); None keeps the fitted model.
+    LO..HI inclusive, 1 <= LO <= HI), ``"maxent:MEAN:MAX"`` (:func:`maxent_lengths` on 2..MAX with mean MEAN,
+    2 < MEAN < MAX: a source's reported mean under its max_tokens); None keeps the fitted model.
 
-    Returns ``("fixed", n)``, ``("uniform", lo, hi)`` or None. Raises SpecsimInputError naming ``field``.
+    Returns ``("fixed", n)``, ``("uniform", lo, hi)``, ``("maxent", mean, cap)`` or None. Raises
+    SpecsimInputError naming ``field``.
     """
     if spec is None:
         return None
@@ -175,7 +204,11 @@ def parse_length_spec(spec: int | str | None, field: str) -> tuple | None:
             lo, hi = int(parts[1]), int(parts[2])
             if 1 <= lo <= hi:
                 return ("uniform", lo, hi)
+        elif len(parts) == 3 and parts[0] == "maxent":
+            mean, cap = float(parts[1]), int(parts[2])
+            if 2 < mean < cap:
+                return ("maxent", mean, cap)
     except ValueError:
         pass
-    raise SpecsimInputError(None, None, field, "a fixed length N >= 1 or uniform:LO:HI with 1 <= LO <= HI",
-                            repr(spec))
+    raise SpecsimInputError(None, None, field, "a fixed length N >= 1, uniform:LO:HI with 1 <= LO <= HI or "
+                            "maxent:MEAN:MAX with 2 < MEAN < MAX", repr(spec))

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.workload.lengths import LENGTH_MODELS, LengthModel, _draw_lengths, parse_length_spec, parse_mix
+from specsim.workload.lengths import (LENGTH_MODELS, LengthModel, _draw_lengths, maxent_lengths, parse_length_spec,
+                                      parse_mix)
 from specsim.workload.trace import Trace
 
 ARRIVALS = ("poisson", "gamma", "constant")
@@ -49,7 +50,7 @@ def _synth_lengths(rng_model: np.random.Generator, rng_extra: np.random.Generato
                    params: np.ndarray, lengths: tuple[np.ndarray, np.ndarray] | None,
                    specs: tuple[tuple | None, tuple | None], maxima: tuple[int, int]) -> list[np.ndarray]:
     """[(N,) prompt, (N,) output] int64 lengths: the domain models, or pairs drawn from ``lengths``,
-    then replaced by the fixed or uniform ``specs`` where given."""
+    then replaced by the fixed, uniform or maximum-entropy ``specs`` where given."""
     if lengths is not None:
         idx = rng_extra.integers(0, lengths[0].size, n)                 # pairs drawn with replacement
         out = [np.clip(lengths[k][idx], 1, maxima[k]).astype(np.int64) for k in (0, 1)]
@@ -61,6 +62,8 @@ def _synth_lengths(rng_model: np.random.Generator, rng_extra: np.random.Generato
     for k, spec in enumerate(specs):
         if spec is not None and spec[0] == "fixed":
             out[k] = np.full(n, spec[1], dtype=np.int64)
+        elif spec is not None and spec[0] == "maxent":
+            out[k] = maxent_lengths(spec[1], spec[2], n, rng_extra)
         elif spec is not None:
             out[k] = rng_extra.integers(spec[1], spec[2] + 1, n).astype(np.int64)
     return out
