@@ -269,3 +269,20 @@ def test_a_result_with_median_itl_only_is_read(tmp_path):
     path.write_text(json.dumps(doc))
     (o,) = observations_from_vllm_results(path)
     assert o.step_time_s == pytest.approx(0.0215)
+
+
+def test_a_detailed_speculative_result_is_read_token_weighted(tmp_path):
+    # --save-detailed lists: two requests of 101 and 11 tokens whose streams took 1.0 s and 0.2 s: the decode time
+    # per token is 1.2 / (100 + 10) s, not the mean of their TPOTs (10 and 20 ms: 15 ms), which over-weights the
+    # short, low-acceptance request; the step is that times tau
+    import json
+
+    doc = json.loads((POINTS / "vllm_c16_spec.json").read_text())
+    doc.update(itls=[[0.25, 0.25, 0.5], [0.1, 0.1]], output_lens=[101, 11], ttfts=[0.05, 0.05])
+    path = tmp_path / "detailed.json"
+    path.write_text(json.dumps(doc))
+    (o,) = spec_observations_from_vllm_results(path)
+    assert o.step_time_s == pytest.approx(1.2 / 110 * 2.836, rel=1e-12)
+    doc.update(output_lens=[101])                                           # lists that disagree: the mean TPOT
+    path.write_text(json.dumps(doc))
+    assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)

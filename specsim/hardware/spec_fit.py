@@ -8,8 +8,11 @@ of :class:`~specsim.hardware.stepmodel.EngineTerms` only, every other constant h
     One observation per JSON object. With speculation each request's step emits ``tau`` tokens on average
     (the acceptance length, bonus token included: vLLM's ``spec_decode_acceptance_length``), so:
 
-    * **step time** = ``mean_tpot_ms`` x tau / 1000 (TPOT is per output token; a request's decode takes
-      (output - 1) / tau steps), else ``mean_itl_ms`` / 1000 (one streamed chunk per step);
+    * **step time** = t x tau, t the decode time per output token: from a ``--save-detailed`` result's
+      per-request ``itls`` and ``output_lens``, sum of every request's gaps / sum of (output - 1) (token-weighted:
+      a request's TPOT falls with its own acceptance, so the mean TPOT, a per-request average, reads 2-7% low
+      under speculation, docs/validation.md method 6); else ``mean_tpot_ms`` / 1000; else ``mean_itl_ms`` / 1000
+      is the step (one streamed chunk per step);
     * **K**, drafts per request per step = ``spec_decode_draft_tokens / spec_decode_num_drafts`` (or given);
     * **R** = (``total_output_tokens`` - ``completed``) x TPOT / ``duration`` (Little's law over the decode
       time, as for no-speculation points), at most ``max_concurrency``;
@@ -75,6 +78,21 @@ def _number(m: dict, name: str, src: str, k: int, expected: str, ok) -> float:
     return float(v)
 
 
+def _token_weighted_s(m: dict) -> float | None:
+    """Seconds of decode per output token over every request of a ``--save-detailed`` result (its ``itls``: the
+    gaps of each request's stream in seconds; ``output_lens``): sum of all gaps / sum of (output - 1); None where
+    the result lacks them, they disagree in length, or any is malformed."""
+    itls, lens = m.get("itls"), m.get("output_lens")
+    if not (isinstance(itls, list) and isinstance(lens, list) and itls and len(itls) == len(lens)):
+        return None
+    try:
+        gaps = sum(float(sum(g)) for g in itls)
+        tokens = sum(max(int(n) - 1, 0) for n in lens)
+    except (TypeError, ValueError):
+        return None
+    return gaps / tokens if tokens > 0 and math.isfinite(gaps) and gaps > 0 else None
+
+
 def spec_observations_from_vllm_results(path, acceptance_length: float | None = None,
                                         num_spec_tokens: int | None = None) -> list[SpecObservation]:
     """Speculative observations from a ``vllm bench serve --save-result`` file (module docstring).
@@ -83,11 +101,11 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
         SpecsimInputError: a missing or bad field (naming object and field); an acceptance length outside
             (1, K + 1]; K < 1.
     """
-    from specsim.hardware.measured import read_vllm_result
+    from specsim.hardware.measured import _json_objects, read_vllm_result
 
     src = str(path)
     out = []
-    for k, point in enumerate(read_vllm_result(path), start=1):
+    for k, (point, raw) in enumerate(zip(read_vllm_result(path), _json_objects(Path(path))), start=1):
         m = point.metrics
         tau = acceptance_length if acceptance_length is not None else _number(
             m, "spec_decode_acceptance_length", src, k, "an acceptance length > 1 (or --acceptance-length)",
@@ -110,7 +128,11 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
         tpot = m.get("mean_tpot_ms")
-        if isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and tpot > 0:
+        weighted = _token_weighted_s(raw)
+        if weighted is not None:
+            per_token = weighted
+            step = per_token * tau
+        elif isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and tpot > 0:
             per_token = float(tpot) / 1e3
             step = per_token * tau
         else:
