@@ -17,6 +17,11 @@ profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, 
 app.add_typer(profile_app, name="profile")
 
 
+def _say(text: str) -> None:
+    """Print a note or warning wrapped to the terminal's width (later lines indented)."""
+    typer.echo(fmt.wrapped(text))
+
+
 def shared_root() -> Path:
     """The shared data folder: ``$SPECSIM_SHARED`` or ``../shared`` next to the repository."""
     default = Path(__file__).resolve().parents[3] / "shared"
@@ -291,26 +296,26 @@ def _echo_shape(sm) -> None:
     parts = {"attention": "attention", "experts": "routed-expert", "other": "MLP and shared-expert"}
     only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
     if only:
-        typer.echo(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
+        _say(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
                    "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
     mixed_in = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.mixed_input_parts()]
     if mixed_in:
         kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
-        typer.echo(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
+        _say(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
                    f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
                    "(--activation-dtype; DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
     plain = replace(sm, model=replace(m, activation_dtype=None))
     if m.activation_dtype and all(sm.compute_dtype(p) == plain.compute_dtype(p) for p in parts
                                   if p != "experts" or m.num_experts):
-        typer.echo(f"note: --activation-dtype {m.activation_dtype} changes no GEMM here: a GEMM runs at the rate of "
+        _say(f"note: --activation-dtype {m.activation_dtype} changes no GEMM here: a GEMM runs at the rate of "
                    f"its wider operand, and the weights are already {m.activation_dtype} or wider (BF16 weights "
                    "run BF16); it applies to FP8 or FP4 weights")
     if weights > g.memory_bytes:
-        typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
+        _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
                    f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
                    "describes a deployment that cannot run")
     elif weights > STEP_MODEL_UTILIZATION * g.memory_bytes:
-        typer.echo(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
+        _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
                    f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
                    "gpu_memory_utilization): a run on this profile fails; raise --tp/--ep or use a smaller weight "
                    "dtype")
@@ -455,7 +460,7 @@ def fit_cmd(
         obs, held = ([replace(o, context_tokens=float(context)) if o.context_tokens != o.context_tokens else o
                       for o in group] for group in (obs, held))
     elif any(o.context_tokens != o.context_tokens for o in [*obs, *held]):
-        typer.echo("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
+        _say("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                  activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
     base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
@@ -466,7 +471,7 @@ def fit_cmd(
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held, chunk_tokens)
     typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
     for line in rep.warnings():
-        typer.echo(f"warning: {line}")
+        _say(f"warning: {line}")
     echo_residuals(rep, ("ctx", "context_tokens"), ("measured_ms", "model_ms"), "error")
     miss = rep.median_abs_error(False) or 0.0
     if miss > FIT_REFUSE_ERROR:          # a fresh user's ITL in seconds fitted at +73,769% and was written, exit 0
@@ -475,14 +480,14 @@ def fit_cmd(
                                 "step_time_ms in a CSV; the model, dtype, TP and GPU); no profile written",
                                 f"a median |error| of {miss:.0%} on the fitted points")
     if miss > 0.2:
-        typer.echo("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
+        _say("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
                    "step_time_ms), the model and the GPU before using the profile")
     fitted_model, prov = fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
     fit_ttft_term(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
-    typer.echo(f"profile written to {dest} (tables up to {max_batch_tokens:,} tokens, --max-batch-tokens; a "
+    _say(f"profile written to {dest} (tables up to {max_batch_tokens:,} tokens, --max-batch-tokens; a "
                "scenario that prefills in the replica needs its prefill chunk); run with it: specsim run ... "
                f"--set profile.name={dest}")
 

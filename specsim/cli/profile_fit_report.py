@@ -13,6 +13,11 @@ from specsim import fmt
 from specsim.errors import SpecsimInputError
 
 
+def _say(text: str) -> None:
+    """Print a note or warning wrapped to the terminal's width (later lines indented)."""
+    typer.echo(fmt.wrapped(text))
+
+
 def _model_key(name: str) -> str:
     """A model name reduced for comparison: the part after the last ``/``, lower case, letters and digits only,
     without a trailing ``hf``, ``instruct``, ``chat`` or ``it`` (``meta-llama/Llama-2-7b-hf`` and the preset
@@ -34,7 +39,7 @@ def echo_other_model(paths: list[Path], model: str) -> None:
             continue
         named = doc.get("model_id") if isinstance(doc, dict) else None
         if named and _model_key(named) != _model_key(model):
-            typer.echo(f"warning: {path} measured {named}, the shape fitted is {model} (--model/--config): "
+            _say(f"warning: {path} measured {named}, the shape fitted is {model} (--model/--config): "
                        "check they are the same model, or its terms describe another one")
 
 
@@ -68,15 +73,15 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S, fit_ttft, has_ttft
 
     if not any(has_ttft(o) for o in obs):
-        typer.echo("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
+        _say("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
         return
     trep = fit_ttft(sm, obs, chunk_tokens, held)
     fitted, odd = sum(not p.holdout for p in trep.points), trep.request_overhead_s > MAX_REQUEST_OVERHEAD_S
-    typer.echo(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} point"
+    _say(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} point"
                f"{'s' if fitted > 1 else ''}), the others predicted" + ("" if odd else " (set engine.request_overhead_s;"
                                                                       " the step terms stay fitted on TPOT)"))
     if odd:
-        typer.echo(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
+        _say(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
                    "request (milliseconds): the lowest load's TTFT holds a server queue or a prefill the profile does "
                    "not see; do not set engine.request_overhead_s to it")
     echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error", "predicted")
@@ -95,7 +100,7 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
             text += (f"; {name(queued)} measured {1 / (1 + queued.rel_error) - 1:.0%} above the model (its requests "
                      "waited in the server's queue) pulls the one fitted request_overhead_s up, so "
                      f"{name(high)} comes out {high.rel_error:+.0%}")
-        typer.echo(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
+        _say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
                    "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
                    "and read TTFT at load from a simulation")
     prov["fit"]["ttft"] = trep.provenance()
@@ -108,11 +113,11 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
 
     sm, prov = rep.model, rep.provenance()
-    typer.echo("note: without speculation every request verifies one token per step, so per_request_step_s "
+    _say("note: without speculation every request verifies one token per step, so per_request_step_s "
                "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
                "varied prompt lengths separate them")
     if not spec:
-        typer.echo(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
+        _say(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
                    f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
                    "given (--spec FILE to fit them)")
         return sm, prov
@@ -126,7 +131,7 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     typer.echo(f"fitted speculation terms ({drafter} drafter): "
                + ", ".join([f"{n} = {v:.4g} s" for n, v in srep.params.items()] + held))
     for line in srep.warnings():
-        typer.echo(f"warning: {line}")
+        _say(f"warning: {line}")
     for p in srep.points:
         typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
                    f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")
