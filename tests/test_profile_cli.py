@@ -521,3 +521,16 @@ def test_a_csv_that_cannot_fit_the_mixed_step_says_why(tmp_path):
     assert r.exit_code == 0, r.output          # R = 0.99 (Little's law at one user) is a number > 0
     flat = " ".join(r.output.split())
     assert "mixed_step_s is not fitted by these points" in flat and "not separated" not in flat
+
+
+def test_fit_says_where_it_wrote_on_one_line_and_how_to_run_with_it(tmp_path):
+    # 'profile written to PATH' is one line at any width (commands' written_to contract); the run hint quotes a
+    # path with spaces so it can be pasted
+    folder = tmp_path / "my fits"
+    folder.mkdir()
+    out = folder / "fit.json"
+    r = RUN.invoke(app, ["profile", "fit", str(POINTS / "vllm_c16.json"), "--model", "qwen3-8b", "--gpu", "h100",
+                         "--params", "kernel_s", "--out", str(out)], env={"COLUMNS": "40"})
+    assert r.exit_code == 0, r.output
+    assert f"profile written to {out}" in r.output.splitlines()
+    assert f"--set profile.name='{out}'" in r.output

@@ -162,3 +162,14 @@ def test_a_mixed_step_fitted_on_one_datasets_loads_is_said_not_separated():
     assert not fit_step_model(step_model("qwen3-8b", "h100"), two,
                               ("kernel_s", "per_request_step_s", "mixed_step_s")).unseparated
     assert not fit_step_model(step_model("qwen3-8b", "h100"), one[:2]).unseparated
+
+
+def test_chunked_points_without_prompt_lengths_still_fit_the_mixed_step():
+    # with --chunk-tokens the share of mixed steps is P / chunk, prompt lengths or not: no "not fitted" warning
+    sm = step_model("qwen3-8b", "h100")
+    pts = [Obs(r, r + p, 400.0, 1.0, f"R={r}") for r, p in ((4.0, 20.0), (64.0, 400.0))]
+    pts = [replace(o, step_time_s=float(t)) for o, t in zip(pts, predict_observations(
+        sm.with_terms(mixed_step_s=0.004), pts, chunk_tokens=512))]
+    rep = fit_step_model(sm, pts, ("kernel_s", "mixed_step_s"), chunk_tokens=512)
+    assert not rep.no_turnover and not any("not fitted by these points" in w for w in rep.warnings())
+    assert fit_step_model(sm, pts, ("kernel_s", "mixed_step_s")).no_turnover       # without chunks: no share

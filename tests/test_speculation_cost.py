@@ -286,3 +286,14 @@ def test_a_detailed_speculative_result_is_read_token_weighted(tmp_path):
     doc.update(output_lens=[101])                                           # lists that disagree: the mean TPOT
     path.write_text(json.dumps(doc))
     assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)
+
+
+def test_detailed_gaps_in_milliseconds_fall_back_to_the_mean_tpot(tmp_path):
+    # itls are seconds in vllm bench serve's detailed results; lists a factor 1000 off the mean TPOT are not used
+    import json
+
+    doc = json.loads((POINTS / "vllm_c16_spec.json").read_text())
+    doc.update(itls=[[12.9 * 2.836] * 100] * 2, output_lens=[101, 101])            # milliseconds
+    path = tmp_path / "ms.json"
+    path.write_text(json.dumps(doc))
+    assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)

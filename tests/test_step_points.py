@@ -299,3 +299,29 @@ def test_csv_from_a_spreadsheet_with_a_byte_order_mark(tmp_path):
     p.write_bytes("\ufeffnum_requests,step_time_ms\r\n4,9.1\r\n".encode("utf-8"))
     (o,) = observations_from_csv(p)
     assert (o.num_requests, o.step_time_s, o.line) == (4.0, pytest.approx(0.0091), 2)
+
+
+@pytest.mark.parametrize("column, refused", [
+    ("prompt_token", True), ("Step_Time_MS", True), ("weights", True), ("num_request", True), ("step_time_us", True),
+    ("step_time", True), ("step_time_ms_p99", False), ("max_num_requests", False), ("batch_tokens_p50", False),
+    ("num_prompt_tokens", False), ("mean_step_time_ms", False), ("requests", False)])
+def test_a_misspelt_column_is_refused_and_a_statistic_beside_it_ignored(tmp_path, column, refused):
+    # other columns are ignored (module docstring), but one that is a known column by another spelling (case,
+    # a plural s, step_time in another unit) would silently lose its data: refused, naming it
+    path = tmp_path / "s.csv"
+    path.write_text(f"step_time_ms,num_requests,batch_tokens,{column}\n9.1,4,8,7\n")
+    if refused:
+        with pytest.raises(SpecsimInputError) as e:
+            observations_from_csv(path)
+        assert e.value.field == column and e.value.line == 1
+    else:
+        (o,) = observations_from_csv(path)
+        assert (o.step_time_s, o.num_requests, o.batch_tokens) == pytest.approx((9.1e-3, 4.0, 8.0))
+
+
+def test_a_request_count_below_one_carries_one_token(tmp_path):
+    # Little's law R at one user is below 1; alone it stands for B too, and a step carries at least one token
+    path = tmp_path / "s.csv"
+    path.write_text("step_time_s,num_requests\n0.011,0.5\n")
+    (o,) = observations_from_csv(path)
+    assert (o.num_requests, o.batch_tokens) == (0.5, 1.0)

@@ -309,3 +309,13 @@ def test_table_conversion_errors_read_plainly(tmp_path):
     assert "line 2, field 'out': expected an int in [1, 2^53], got missing" in out and "np.float64" not in out
     # an integer too large for int64 was cast to -2^63 and reported on the wrong line
     assert "line 3, field 'in': expected an int in [1, 2^53], got '1e30'" in convert("d.csv", "ts,in,out\n0,10,5\n1,1e30,5\n")
+
+
+def test_maxent_reaches_means_near_either_end_of_its_range():
+    # the bisection's bracket widens where the mean sits within a token of an end (it stopped at lam = +-1)
+    from specsim.workload.lengths import maxent_lengths
+
+    rng = np.random.default_rng(0)
+    for mean, cap in ((2.2, 4096), (99.9, 100), (2.1, 4), (263.0, 1024)):
+        out = maxent_lengths(mean, cap, 4000, rng)
+        assert out.min() >= 2 and out.max() <= cap and abs(out.mean() - mean) < 0.02 + 0.005 * mean

@@ -257,3 +257,27 @@ def test_every_step_carrying_a_chunk_beside_a_decoding_request_pays_the_mixed_st
     assert list(a["prefill_tokens"]) == list(b["prefill_tokens"]) and (a["prefill_tokens"] > 1).sum() >= 6
     extra = (b["duration_s"] - a["duration_s"]).to_numpy()
     np.testing.assert_allclose(extra, np.where(a["prefill_tokens"] > 1, 0.007, 0.0), atol=1e-12)
+
+
+def test_a_one_token_chunk_beside_verify_rows_is_a_mixed_step():
+    # vLLM replays its full decode graph only for a batch of equal query lengths: a 1-token recompute row beside
+    # 1-token decode rows is one (no mixed_step_s), beside verify rows of 1 + k = 3 tokens it is not (+ m)
+    from types import SimpleNamespace
+
+    from specsim.engine.step_runner import StepRunner
+    from specsim.hardware.stepmodel import step_model
+
+    prof = step_model("qwen3-8b", "h100").with_terms(mixed_step_s=0.007).profile(1024)
+    fake = SimpleNamespace(slots=SimpleNamespace(prompt_tokens=np.array([3000]), num_generated=np.array([0]),
+                                                 prefill_left=np.array([1])),
+                           profile=prof, drafter_cost=SimpleNamespace(draft_time_s=lambda *a: 0.0),
+                           config=SimpleNamespace(gamma=2, emission_overhead_s=0.0), host_overhead_s=0.0)
+
+    def plan(verified, chunk=1):
+        return SimpleNamespace(batch_tokens=16 + chunk - 1, chunk=np.array([chunk]), prefill=np.array([0]),
+                               batch=SimpleNamespace(decode=np.arange(5), kv_tokens=0.0, gamma=2),
+                               num_drafting=5, verified_drafts=verified)
+
+    with_verify, plain = StepRunner.step_time_s(fake, plan(10)), StepRunner.step_time_s(fake, plan(0))
+    assert with_verify - plain == pytest.approx(0.007, rel=1e-9)       # B = 16 is on the capture grid
+    assert StepRunner.step_time_s(fake, plan(0, chunk=9)) > plain + 0.007     # a real chunk: mixed either way

@@ -4,13 +4,14 @@ and measure (torch)."""
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from specsim import fmt
-from specsim.cli import app
+from specsim.cli import app, written_to
 from specsim.errors import SpecsimInputError
 
 profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, fit, measure.")
@@ -487,9 +488,10 @@ def fit_cmd(
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
     save_profile(prof, dest)
-    _say(f"profile written to {dest} (tables up to {max_batch_tokens:,} tokens, --max-batch-tokens; a "
-               "scenario that prefills in the replica needs its prefill chunk); run with it: specsim run ... "
-               f"--set profile.name={dest}")
+    written_to(dest, "profile")
+    _say(f"note: its tables reach {max_batch_tokens:,} tokens (--max-batch-tokens; a scenario that prefills in the "
+         "replica needs its prefill chunk); run with it:")
+    typer.echo(f"  specsim run ... --set profile.name={shlex.quote(str(dest))}")
 
 
 @profile_app.command("measure")

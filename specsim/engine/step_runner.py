@@ -54,9 +54,11 @@ class StepRunner:
         if not plan.batch_tokens:
             return 0.0
         R, kv_tokens = batch.decode.size, batch.kv_tokens
-        # prefill in the step: the mixed path (eager table, mixed_step_s); a 1-token chunk (a KV connector's
-        # recompute of the last prompt token) is a decode row to the engine, as vLLM splits batches by query length
-        step_time = prof.mixed_step_time if plan.chunk.size and plan.chunk.max() > 1 else prof.step_time
+        # prefill in the step: the mixed path (eager table, mixed_step_s). vLLM replays its full decode graph for a
+        # batch of equal query lengths (1 + k): a 1-token chunk (a KV connector's recompute of the last prompt
+        # token) beside 1-token decode rows is such a batch; beside verify rows of 1 + k tokens it is not
+        mixed = plan.chunk.size and (plan.chunk.max() > 1 or plan.verified_drafts > 0)
+        step_time = prof.mixed_step_time if mixed else prof.step_time
         t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
         if plan.num_drafting and batch.gamma:
             t += self.drafter_cost.draft_time_s(plan.num_drafting, batch.gamma, prof, kv_tokens)

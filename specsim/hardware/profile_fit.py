@@ -245,7 +245,9 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
                      _unseparated(observations, params),
-                     "mixed_step_s" in params and not mixed_share(observations).any())
+                     "mixed_step_s" in params and not (mixed_share(observations).any() or (
+                         chunk_tokens and any(o.batch_tokens > getattr(o, "decode_tokens", o.num_requests)
+                                              for o in observations))))
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.

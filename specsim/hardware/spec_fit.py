@@ -81,7 +81,8 @@ def _number(m: dict, name: str, src: str, k: int, expected: str, ok) -> float:
 def _token_weighted_s(m: dict) -> float | None:
     """Seconds of decode per output token over every request of a ``--save-detailed`` result (its ``itls``: the
     gaps of each request's stream in seconds; ``output_lens``): sum of all gaps / sum of (output - 1); None where
-    the result lacks them, they disagree in length, or any is malformed."""
+    the result lacks them, they disagree in length, or any is malformed (the caller also drops it where it is
+    not within a factor 2 of the mean TPOT: itls in milliseconds)."""
     itls, lens = m.get("itls"), m.get("output_lens")
     if not (isinstance(itls, list) and isinstance(lens, list) and itls and len(itls) == len(lens)):
         return None
@@ -129,6 +130,8 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
                 raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
         tpot = m.get("mean_tpot_ms")
         weighted = _token_weighted_s(raw)
+        if weighted is not None and isinstance(tpot, (int, float)) and tpot > 0 and not 0.5 < weighted * 1e3 / tpot < 2:
+            weighted = None             # itls not in seconds (or another run's lists): the mean TPOT instead
         if weighted is not None:
             per_token = weighted
             step = per_token * tau

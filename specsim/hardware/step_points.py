@@ -49,7 +49,8 @@ CSV of steps or buckets (:func:`observations_from_csv`, ``kind="step"``)
     the share of steps that start a prompt, which ``mixed_step_s`` is charged on; NaN where absent), ``weight``
     (> 0, e.g. steps in a bucket; default 1) and ``label`` (default ``"B=<batch_tokens>"``); ``num_requests``
     may be below 1 (Little's law at one user). Other columns are ignored, but one named within a typo of these
-    (``prompt_token``) or a column given twice is refused; ``line`` is the row's 1-based line (header = 1).
+    (``prompt_token``, ``Step_Time_MS``, ``step_time_us``) or a column given twice is refused; ``line`` is the row's
+    1-based line (header = 1).
 
 vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, ``kind="histogram"``)
     A ``curl http://HOST:PORT/metrics > dump.prom`` of a vLLM V1 server. Histograms are cumulative since the
@@ -78,7 +79,6 @@ vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, 
 from __future__ import annotations
 
 import csv
-import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -251,6 +251,21 @@ CSV_COLUMNS = ("step_time_s", "step_time_ms", "num_requests", "batch_tokens", "c
                "weight", "label")
 
 
+def _meant_column(name: str) -> str | None:
+    """What a header cell that is not a known column most likely meant, where it is one by another spelling (case,
+    a plural s, step_time in another unit); None for any other name (ignored, as the module docstring says:
+    statistics such as step_time_ms_p99 or max_num_requests are no misspelling)."""
+    if name in CSV_COLUMNS:
+        return None
+    low = name.lower()
+    for known in CSV_COLUMNS:
+        if low in (known, known + "s") or low + "s" == known:
+            return f"did you mean {known!r}?"
+    if low.startswith("step_time") and low.count("_") <= 2:
+        return "step times are read from step_time_s or step_time_ms only"
+    return None
+
+
 def _csv_header(header: list[str], src: str) -> dict[str, int]:
     """Column name -> index of the columns this reader uses; checks the required ones."""
     names = [name.strip() for name in header]
@@ -258,10 +273,10 @@ def _csv_header(header: list[str], src: str) -> dict[str, int]:
     for name in names:
         if name in CSV_COLUMNS and names.count(name) > 1:
             raise SpecsimInputError(src, 1, name, "each column once", f"{names.count(name)} columns named {name!r}")
-        near = difflib.get_close_matches(name.lower(), CSV_COLUMNS, n=1, cutoff=0.85)
-        if name not in CSV_COLUMNS and near:
-            raise SpecsimInputError(src, 1, name, f"a column this reader knows (did you mean {near[0]!r}? the "
-                                    f"columns: {', '.join(CSV_COLUMNS)})", repr(name))
+        meant = _meant_column(name)
+        if meant:
+            raise SpecsimInputError(src, 1, name, f"a column this reader knows ({meant}; the columns: "
+                                    f"{', '.join(CSV_COLUMNS)})", repr(name))
     times = [c for c in ("step_time_s", "step_time_ms") if c in cols]
     if len(times) != 1:
         raise SpecsimInputError(src, 1, "step_time_s", "exactly one of the columns step_time_s, step_time_ms",
@@ -296,7 +311,7 @@ def _csv_row(row: list[str], cols: dict, src: str, line: int) -> StepObservation
     r = _csv_number(row, cols, "num_requests", src, line, "a number > 0 (Little's law gives below 1 at one user)",
                     lambda v: v > 0)
     b = _csv_number(row, cols, "batch_tokens", src, line, "a number >= 1", lambda v: v >= 1)
-    r, b = (b if r is None else r), (r if b is None else b)
+    r, b = (b if r is None else r), (max(r, 1.0) if b is None else b)     # a step carries at least one token
     if b < r:
         raise SpecsimInputError(src, line, "batch_tokens", f">= num_requests ({r:g}: each request adds a token)",
                                 f"{b:g}")

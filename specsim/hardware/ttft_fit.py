@@ -112,7 +112,7 @@ def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
             sizes = np.append(sizes, p % c)
         before = c * np.arange(sizes.size)                  # prompt tokens computed before each chunk
         steps = np.asarray(sm.step_time(np.ceil(d + sizes), np.full(sizes.size, r + 1.0), np.full(sizes.size, k)),
-                           np.float64) + _mixed_step_s(sm)              # each chunk's step is a mixed one
+                           np.float64) + np.where(sizes > 1, _mixed_step_s(sm), 0.0)   # a chunk's step is mixed
         in_flight = min(r, 1.0) * float(np.asarray(sm.step_time(np.array([max(math.ceil(d), 1)]),
                                                                 np.array([max(r, 1.0)]), np.array([k])))[0]) / 2
         out[i] = request_overhead_s + in_flight + float(steps.sum()) + sm.prefill_attention_s(sizes, before)

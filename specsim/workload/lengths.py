@@ -161,7 +161,8 @@ def maxent_lengths(mean: float, cap: int, n: int, rng: np.random.Generator, low:
     """(n,) int64 lengths in [low, cap] with mean ``mean``: the maximum-entropy distribution on low..cap with that
     mean (``p(x) ~ exp(lam x)``, lam by bisection: what a source that reports a mean length under a max_tokens cap
     says about its lengths, and nothing more), taken at its n quantiles ``(i + 1/2) / n`` (so the sample keeps the
-    mean and the spread at any n), in an order shuffled by ``rng``. Low 2 by default: every request has a TPOT.
+    mean and the spread, within a few tokens from n of a few hundred), in an order shuffled by ``rng``. Low 2 by
+    default: every request has a TPOT.
 
     Raises:
         SpecsimInputError: ``mean`` outside (low, cap).
@@ -175,6 +176,10 @@ def maxent_lengths(mean: float, cap: int, n: int, rng: np.random.Generator, low:
         return w / w.sum()
 
     lo, hi = -1.0, 1.0                                            # the mean rises with lam
+    while float(probs(hi) @ x) < mean and hi < 1e4:               # means near an end: widen the bracket
+        lo, hi = hi, 2 * hi
+    while float(probs(lo) @ x) > mean and lo > -1e4:
+        lo, hi = 2 * lo, lo
     for _ in range(200):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if float(probs(mid) @ x) < mean else (lo, mid)
