@@ -198,62 +198,55 @@ def test_each_prefill_chunk_step_pays_the_mixed_step_cost():
     np.testing.assert_allclose(extra, [0.010, 0.005], rtol=1e-9)
 
 
-def test_the_simulated_prefill_step_pays_the_mixed_step_cost_once(tmp_path):
-    # one request alone, colocated chunked prefill: only its prefill step is mixed, so TTFT grows by exactly
-    # mixed_step_s and the decode steps (TPOT) do not move
+def _mixed_runs(tmp_path, trace, *overrides: str, max_b: int = 1024):
+    """Two runs of ``trace`` on the Qwen3-8B H100 step model, mixed_step_s 0 and 7 ms (no request or host
+    overhead), each with ``overrides``."""
     from specsim.hardware.profile import save_profile
     from specsim.hardware.stepmodel import step_model
 
     runs = []
     for m in (0.0, 0.007):
         path = tmp_path / f"m{m}.json"
-        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(1024), path)
-        sc = load_scenario(overrides=[f"profile.name={path}", 'prefill.mode="colocated"', "prefill.chunk_tokens=512",
-                                      "engine.request_overhead_s=0", "engine.host_overhead_s=0"])
-        runs.append(simulate(make_trace([0.0], [300], [6]), "none", sc, seed=0).requests)
-    assert runs[1]["ttft_s"][0] - runs[0]["ttft_s"][0] == pytest.approx(0.007, rel=1e-9)
-    assert runs[1]["tpot_s"][0] == pytest.approx(runs[0]["tpot_s"][0], rel=1e-12)
+        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(max_b), path)
+        sc = load_scenario(overrides=[f"profile.name={path}", "engine.request_overhead_s=0",
+                                      "engine.host_overhead_s=0", *overrides])
+        runs.append(simulate(trace, "none", sc, seed=0))
+    return runs
+
+
+def test_the_simulated_prefill_step_pays_the_mixed_step_cost_once(tmp_path):
+    # one request alone, colocated chunked prefill: only its prefill step is mixed, so TTFT grows by exactly
+    # mixed_step_s and the decode steps (TPOT) do not move
+    a, b = (r.requests for r in _mixed_runs(tmp_path, make_trace([0.0], [300], [6]), 'prefill.mode="colocated"',
+                                            "prefill.chunk_tokens=512"))
+    assert b["ttft_s"][0] - a["ttft_s"][0] == pytest.approx(0.007, rel=1e-9)
+    assert b["tpot_s"][0] == pytest.approx(a["tpot_s"][0], rel=1e-12)
 
 
 def test_mixed_steps_keep_their_cost_beyond_the_table_and_a_one_token_chunk_is_a_decode_row(tmp_path):
     # a profile extrapolating linearly: a mixed step beyond the table keeps mixed_step_s (it fell back to the
-    # decode table); on a disaggregated decode replica the 1-token recompute of the last prompt token is a decode
-    # row (vLLM splits batches by query length), so only the prefill instance's chunks pay the mixed step
+    # decode table); on a disaggregated decode replica the 1-token recompute of the last prompt token beside
+    # 1-token decode rows is a uniform decode batch to vLLM, so only the prefill instance's chunks pay it
     from dataclasses import replace as dc_replace
 
-    from specsim.hardware.profile import save_profile
     from specsim.hardware.stepmodel import step_model
 
     prof = dc_replace(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=0.007).profile(1024), extrapolate="linear")
     b = np.array([96, 1024, 1025, 1124])                   # on the capture grid (decode pads, mixed does not)
     np.testing.assert_allclose(prof.mixed_step_time(b) - prof.step_time(b), 0.007, rtol=1e-9)
     assert prof.mixed_step_time(1500) - prof.step_time(1500) == pytest.approx(0.007, rel=1e-9)
-    ttft = []
-    for m in (0.0, 0.007):
-        path = tmp_path / f"m{m}.json"
-        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(4096), path)
-        sc = load_scenario(overrides=[f"profile.name={path}", 'prefill.mode="disaggregated"',
-                                      "prefill.chunk_tokens=512", 'prefill.first_token="decode-step"',
-                                      "engine.request_overhead_s=0", "engine.host_overhead_s=0"])
-        ttft.append(simulate(make_trace([0.0], [3000], [6]), "none", sc, seed=0).requests["ttft_s"][0])
-    assert ttft[1] - ttft[0] == pytest.approx(6 * 0.007, rel=1e-6)          # 6 chunks of 512 on the prefill side
+    a, b = (r.requests["ttft_s"][0] for r in _mixed_runs(
+        tmp_path, make_trace([0.0], [3000], [6]), 'prefill.mode="disaggregated"', "prefill.chunk_tokens=512",
+        'prefill.first_token="decode-step"', max_b=4096))
+    assert b - a == pytest.approx(6 * 0.007, rel=1e-6)                   # 6 chunks of 512 on the prefill side
 
 
 def test_every_step_carrying_a_chunk_beside_a_decoding_request_pays_the_mixed_step_once(tmp_path):
     # a short request decoding while a 3000-token prompt runs in chunks of 512: the same steps in both runs (their
     # composition depends on tokens, not times), and each step that carries a chunk of more than one token is
     # exactly mixed_step_s longer, every other step unchanged
-    from specsim.hardware.profile import save_profile
-    from specsim.hardware.stepmodel import step_model
-
-    steps = []
-    for m in (0.0, 0.007):
-        path = tmp_path / f"m{m}.json"
-        save_profile(step_model("qwen3-8b", "h100").with_terms(mixed_step_s=m).profile(1024), path)
-        sc = load_scenario(overrides=[f"profile.name={path}", 'prefill.mode="colocated"', "prefill.chunk_tokens=512",
-                                      "engine.request_overhead_s=0", "engine.host_overhead_s=0"])
-        steps.append(simulate(make_trace([0.0, 0.0], [100, 3000], [40, 4]), "none", sc, seed=0).steps)
-    a, b = steps
+    a, b = (r.steps for r in _mixed_runs(tmp_path, make_trace([0.0, 0.0], [100, 3000], [40, 4]),
+                                         'prefill.mode="colocated"', "prefill.chunk_tokens=512"))
     assert list(a["prefill_tokens"]) == list(b["prefill_tokens"]) and (a["prefill_tokens"] > 1).sum() >= 6
     extra = (b["duration_s"] - a["duration_s"]).to_numpy()
     np.testing.assert_allclose(extra, np.where(a["prefill_tokens"] > 1, 0.007, 0.0), atol=1e-12)
