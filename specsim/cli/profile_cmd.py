@@ -298,28 +298,28 @@ def _echo_shape(sm) -> None:
     only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
     if only:
         _say(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
-                   "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
+             "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
     mixed_in = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.mixed_input_parts()]
     if mixed_in:
         kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
         _say(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
-                   f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
-                   "(--activation-dtype; DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
+             f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
+             "(--activation-dtype; DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
     plain = replace(sm, model=replace(m, activation_dtype=None))
     if m.activation_dtype and all(sm.compute_dtype(p) == plain.compute_dtype(p) for p in parts
                                   if p != "experts" or m.num_experts):
         _say(f"note: --activation-dtype {m.activation_dtype} changes no GEMM here: a GEMM runs at the rate of "
-                   f"its wider operand, and the weights are already {m.activation_dtype} or wider (BF16 weights "
-                   "run BF16); it applies to FP8 or FP4 weights")
+             f"its wider operand, and the weights are already {m.activation_dtype} or wider (BF16 weights "
+             "run BF16); it applies to FP8 or FP4 weights")
     if weights > g.memory_bytes:
         _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
-                   f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
-                   "describes a deployment that cannot run")
+             f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
+             "describes a deployment that cannot run")
     elif weights > STEP_MODEL_UTILIZATION * g.memory_bytes:
         _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
-                   f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
-                   "gpu_memory_utilization): a run on this profile fails; raise --tp/--ep or use a smaller weight "
-                   "dtype")
+             f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
+             "gpu_memory_utilization): a run on this profile fails; raise --tp/--ep or use a smaller weight "
+             "dtype")
 
 
 def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
@@ -482,7 +482,7 @@ def fit_cmd(
                                 f"a median |error| of {miss:.0%} on the fitted points")
     if miss > 0.2:
         _say("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
-                   "step_time_ms), the model and the GPU before using the profile")
+             "step_time_ms), the model and the GPU before using the profile")
     fitted_model, prov = fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
     fit_ttft_term(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
