@@ -48,9 +48,9 @@ CSV of steps or buckets (:func:`observations_from_csv`, ``kind="step"``)
     of the requests whose chunks share these steps, >= 1; with ``batch_tokens`` above ``num_requests`` it gives
     the share of steps that start a prompt, which ``mixed_step_s`` is charged on; NaN where absent), ``weight``
     (> 0, e.g. steps in a bucket; default 1) and ``label`` (default ``"B=<batch_tokens>"``); ``num_requests``
-    may be below 1 (Little's law at one user). Other columns are ignored, but one named within a typo of these
-    (``prompt_token``, ``Step_Time_MS``, ``step_time_us``) or a column given twice is refused; ``line`` is the row's
-    1-based line (header = 1).
+    may be below 1 (Little's law at one user). Other columns are ignored (``step_time_ms_p99``), but a known
+    column by another spelling (case, a plural s, step_time in another unit: ``prompt_token``, ``Step_Time_MS``,
+    ``step_time_us``) or a column given twice is refused; ``line`` is the row's 1-based line (header = 1).
 
 vLLM's Prometheus ``/metrics`` text dump (:func:`observations_from_prometheus`, ``kind="histogram"``)
     A ``curl http://HOST:PORT/metrics > dump.prom`` of a vLLM V1 server. Histograms are cumulative since the
