@@ -37,7 +37,7 @@ from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError
 from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_LAYERS, DrafterCost, ShapedDrafterCost,
                                       shaped_drafter_cost)
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
-from specsim.hardware.drafter import drafter_weight_bytes
+from specsim.hardware.drafter import drafter_layers, drafter_weight_bytes
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.hybrid_pages import OWN_SPEC_DRAFTERS
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
@@ -320,8 +320,13 @@ def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTim
         return 0.0
     target = step_model_of(profile) if profile is not None else None
     if target is not None and drafter in DRAFTER_LAYERS:
-        return float(shape_kv_fraction(drafter, target, sc.drafter.layers if drafter == sc.drafter.name else None))
+        return float(shape_kv_fraction(drafter, target, _layers_set(sc, drafter)))
     return float(DRAFTER_KV_FRACTION[DRAFTER_FAMILY_OF[drafter]])
+
+
+def _layers_set(sc: Scenario, drafter: str) -> int | None:
+    """The scenario's ``drafter.layers`` where it describes ``drafter`` (None: the drafter's default)."""
+    return sc.drafter.layers if drafter == sc.drafter.name else None
 
 
 def drafter_attention(sc: Scenario, drafter: str, gamma: int) -> tuple[int, bool]:
@@ -331,8 +336,7 @@ def drafter_attention(sc: Scenario, drafter: str, gamma: int) -> tuple[int, bool
     one without layers (a ``drafter.kv_fraction`` the scenario sets still replaces the layout's share)."""
     if gamma <= 0 or drafter not in DRAFTER_LAYERS:
         return 0, False
-    layers = sc.drafter.layers if drafter == sc.drafter.name and sc.drafter.layers else DRAFTER_LAYERS[drafter]
-    return int(layers), drafter in OWN_SPEC_DRAFTERS
+    return drafter_layers(drafter, _layers_set(sc, drafter)), drafter in OWN_SPEC_DRAFTERS
 
 
 def drafter_weights(sc: Scenario, drafter: str, gamma: int, profile: StepTimeProfile) -> float:
@@ -344,7 +348,7 @@ def drafter_weights(sc: Scenario, drafter: str, gamma: int, profile: StepTimePro
     target = step_model_of(profile)
     if gamma <= 0 or target is None or drafter not in DRAFTER_LAYERS:
         return 0.0
-    return drafter_weight_bytes(drafter, target, sc.drafter.layers if drafter == sc.drafter.name else None)
+    return drafter_weight_bytes(drafter, target, _layers_set(sc, drafter))
 
 
 def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:

@@ -12,15 +12,11 @@ import typer
 
 from specsim import fmt
 from specsim.cli import app, written_to
+from specsim.cli.profile_fit_report import say as _say
 from specsim.errors import SpecsimInputError
 
 profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, fit, measure.")
 app.add_typer(profile_app, name="profile")
-
-
-def _say(text: str) -> None:
-    """Print a note or warning wrapped to the terminal's width (later lines indented)."""
-    typer.echo(fmt.wrapped(text))
 
 
 def shared_root() -> Path:

@@ -13,8 +13,9 @@ from specsim import fmt
 from specsim.errors import SpecsimInputError
 
 
-def _say(text: str) -> None:
-    """Print a note or warning wrapped to the terminal's width (later lines indented)."""
+def say(text: str) -> None:
+    """Print a note or warning wrapped to the terminal's width (later lines indented); ``profile`` commands'
+    notes all go through it."""
     typer.echo(fmt.wrapped(text))
 
 
@@ -39,8 +40,8 @@ def echo_other_model(paths: list[Path], model: str) -> None:
             continue
         named = doc.get("model_id") if isinstance(doc, dict) else None
         if named and _model_key(named) != _model_key(model):
-            _say(f"warning: {path} measured {named}, the shape fitted is {model} (--model/--config): "
-                 "check they are the same model, or its terms describe another one")
+            say(f"warning: {path} measured {named}, the shape fitted is {model} (--model/--config): "
+                "check they are the same model, or its terms describe another one")
 
 
 def echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str,
@@ -73,17 +74,17 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S, fit_ttft, has_ttft
 
     if not any(has_ttft(o) for o in obs):
-        _say("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
+        say("TTFT: not fitted (the inputs give no mean TTFT and prompt length)")
         return
     trep = fit_ttft(sm, obs, chunk_tokens, held)
     fitted, odd = sum(not p.holdout for p in trep.points), trep.request_overhead_s > MAX_REQUEST_OVERHEAD_S
-    _say(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} point"
-         f"{'s' if fitted > 1 else ''}), the others predicted" + ("" if odd else " (set engine.request_overhead_s;"
-                                                                " the step terms stay fitted on TPOT)"))
+    say(f"TTFT: fitted request_overhead_s = {trep.request_overhead_s:.4g} s on the lowest load ({fitted} point"
+        f"{'s' if fitted > 1 else ''}), the others predicted" + ("" if odd else " (set engine.request_overhead_s;"
+                                                               " the step terms stay fitted on TPOT)"))
     if odd:
-        _say(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
-             "request (milliseconds): the lowest load's TTFT holds a server queue or a prefill the profile does "
-             "not see; do not set engine.request_overhead_s to it")
+        say(f"warning: request_overhead_s above {MAX_REQUEST_OVERHEAD_S:g} s is no engine's own overhead per "
+            "request (milliseconds): the lowest load's TTFT holds a server queue or a prefill the profile does "
+            "not see; do not set engine.request_overhead_s to it")
     echo_residuals(trep, ("prompt", "prompt_tokens"), ("ttft_ms", "model_ms"), "TTFT error", "predicted")
     worst = max(trep.points, key=lambda p: abs(p.rel_error), default=None)
     if worst is not None and abs(worst.rel_error) > TTFT_WARN_ERROR:
@@ -100,9 +101,9 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
             text += (f"; {name(queued)} measured {1 / (1 + queued.rel_error) - 1:.0%} above the model (its requests "
                      "waited in the server's queue) pulls the one fitted request_overhead_s up, so "
                      f"{name(high)} comes out {high.rel_error:+.0%}")
-        _say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
-             "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
-             "and read TTFT at load from a simulation")
+        say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
+            "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
+            "and read TTFT at load from a simulation")
     prov["fit"]["ttft"] = trep.provenance()
 
 
@@ -113,13 +114,13 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
 
     sm, prov = rep.model, rep.provenance()
-    _say("note: without speculation every request verifies one token per step, so per_request_step_s "
-         "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
-         "varied prompt lengths separate them")
+    say("note: without speculation every request verifies one token per step, so per_request_step_s "
+        "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
+        "varied prompt lengths separate them")
     if not spec:
-        _say(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
-             f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
-             "given (--spec FILE to fit them)")
+        say(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
+            f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
+            "given (--spec FILE to fit them)")
         return sm, prov
     if drafter is None:          # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
         raise SpecsimInputError("--drafter", None, "drafter", "the speculative runs' drafter with --spec (dspark, "
@@ -131,7 +132,7 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     typer.echo(f"fitted speculation terms ({drafter} drafter): "
                + ", ".join([f"{n} = {v:.4g} s" for n, v in srep.params.items()] + held))
     for line in srep.warnings():
-        _say(f"warning: {line}")
+        say(f"warning: {line}")
     for p in srep.points:
         typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
                    f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")

@@ -164,7 +164,7 @@ def _head_s(sm, r: np.ndarray) -> np.ndarray:
     return np.where(r > 0, sm._gemm(r, sm.model.vocab, MARKOV_RANK) + HEAD_KERNELS * sm.terms.kernel_s, 0.0)
 
 
-def _layers_of(drafter: str, layers: int | None) -> int:
+def drafter_layers(drafter: str, layers: int | None = None) -> int:
     """The drafter's layer count: ``layers``, else its :data:`DRAFTER_LAYERS` default.
 
     Raises:
@@ -188,7 +188,7 @@ def shaped_drafter_cost(drafter: str, target, layers: int | None = None) -> Shap
     Raises:
         SpecsimInputError: unknown drafter, layers < 1.
     """
-    n = _layers_of(drafter, layers)
+    n = drafter_layers(drafter, layers)
     sm = replace(target, model=drafter_shape(drafter, target.model, n),
                  terms=replace(target.terms, per_request_step_s=0.0, fixed_step_s=0.0))
     return ShapedDrafterCost(DRAFTER_FAMILY_OF[drafter], sm)
@@ -202,7 +202,7 @@ def drafter_kv_fraction(drafter: str, target, layers: int | None = None) -> floa
     Raises:
         SpecsimInputError: an unknown drafter, layers < 1.
     """
-    n = _layers_of(drafter, layers)
+    n = drafter_layers(drafter, layers)
     mine = drafter_shape(drafter, target.model, n).kv_bytes_per_token(target.tp)
     return float(mine / target.model.kv_bytes_per_token(target.tp))
 
@@ -227,7 +227,7 @@ def drafter_weight_bytes(drafter: str, target, layers: int | None = None) -> flo
     Raises:
         SpecsimInputError: an unknown drafter, layers < 1.
     """
-    n = _layers_of(drafter, layers)
+    n = drafter_layers(drafter, layers)
     m, tp, bf16 = target.model, target.tp, 2.0
     shape = drafter_shape(drafter, m, n)
     ep = target.ep if shape.num_experts else 1

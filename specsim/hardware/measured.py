@@ -45,7 +45,8 @@ class MeasuredPoint:
             ``"1000 / median ITL"`` (a file that gives medians only, as SGLang's ``bench_serving`` can).
         output_throughput: output tokens/s of the whole deployment, or None.
         metrics: the run's figures under vLLM's names (``mean_ttft_ms``, ``p99_tpot_ms``,
-            ``request_throughput``, ``completed``, ...), those the file has.
+            ``request_throughput``, ``completed``, ...), those the file has, and from a ``--save-detailed``
+            result ``token_weighted_tpot_ms`` (every request's stream gaps over every request's output - 1).
     """
 
     source: str
@@ -140,6 +141,9 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
                 f"rate {rate} req/s" if rate not in (None, "inf") else "request rate inf")
         tps, basis = _vllm_tps_per_user(obj)
         metrics = {k2: v for k2, v in obj.items() if not isinstance(v, (list, dict))}
+        weighted = _token_weighted_tpot_ms(obj)
+        if weighted is not None:
+            metrics["token_weighted_tpot_ms"] = weighted
         name = obj.get("label") or obj.get("model_id") or path.stem
         tool = "sglang" if str(obj.get("backend", "")).startswith("sglang") else "vllm"
         tau = next((_num(obj.get(k)) for k in SPEC_KEYS if _num(obj.get(k))), None)
@@ -148,6 +152,23 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         points.append(MeasuredPoint(str(path), tool, label or f"measured: {name} ({load}{spec})", load, gpus, tps,
                                     basis, _num(obj["output_throughput"]), metrics))
     return points
+
+
+def _token_weighted_tpot_ms(m: dict) -> float | None:
+    """Milliseconds of decode per output token over every request of a ``--save-detailed`` result (its ``itls``: the
+    gaps of each request's stream in seconds; ``output_lens``): sum of all gaps / sum of (output - 1); None where
+    the result lacks them, they disagree in length, or any is malformed (:func:`specsim.hardware.spec_fit.
+    spec_observations_from_vllm_results` drops it where it is not within a factor 2 of the mean TPOT: itls in
+    milliseconds)."""
+    itls, lens = m.get("itls"), m.get("output_lens")
+    if not (isinstance(itls, list) and isinstance(lens, list) and itls and len(itls) == len(lens)):
+        return None
+    try:
+        gaps = sum(float(sum(g)) for g in itls)
+        tokens = sum(max(int(n) - 1, 0) for n in lens)
+    except (TypeError, ValueError):
+        return None
+    return 1e3 * gaps / tokens if tokens > 0 and math.isfinite(gaps) and gaps > 0 else None
 
 
 def _vllm_tps_per_user(obj: dict) -> tuple[float | None, str]:

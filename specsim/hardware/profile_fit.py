@@ -162,7 +162,7 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
     if not chunk_tokens:
         state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
-        mixed = mixed_share(observations) * sm.terms.mixed_step_s
+        mixed = _share(p, prompt) * sm.terms.mixed_step_s
         return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64) + state + mixed
     f = np.minimum(1.0, p / chunk_tokens)
     decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
@@ -178,8 +178,21 @@ def mixed_share(observations: Sequence) -> np.ndarray:
     ``1 - exp(-P / L)`` of the steps carry at least one; 0 where L is not given."""
     d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
     p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
-    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    return _share(p, np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64)))
+
+
+def _share(p: np.ndarray, prompt: np.ndarray) -> np.ndarray:
+    """:func:`mixed_share` of P prompt tokens per step and prompts of ``prompt`` tokens (0: not given), (n,) each."""
     return np.where(prompt > 0, -np.expm1(-p / np.maximum(prompt, 1.0)), 0.0)
+
+
+def _no_turnover(observations: Sequence, params: Sequence[str], chunk_tokens: int | None) -> bool:
+    """Whether ``mixed_step_s`` is freed on points that charge it nowhere: no :func:`mixed_share`, and no prompt
+    tokens per step where ``chunk_tokens`` gives the mixed share instead."""
+    if "mixed_step_s" not in params or mixed_share(observations).any():
+        return False
+    return not (chunk_tokens and any(o.batch_tokens > getattr(o, "decode_tokens", o.num_requests)
+                                     for o in observations))
 
 
 def _unseparated(observations: Sequence, params: Sequence[str]) -> bool:
@@ -244,10 +257,7 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                      [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
-                     _unseparated(observations, params),
-                     "mixed_step_s" in params and not (mixed_share(observations).any() or (
-                         chunk_tokens and any(o.batch_tokens > getattr(o, "decode_tokens", o.num_requests)
-                                              for o in observations))))
+                     _unseparated(observations, params), _no_turnover(observations, params, chunk_tokens))
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.

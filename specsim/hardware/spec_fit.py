@@ -78,22 +78,6 @@ def _number(m: dict, name: str, src: str, k: int, expected: str, ok) -> float:
     return float(v)
 
 
-def _token_weighted_s(m: dict) -> float | None:
-    """Seconds of decode per output token over every request of a ``--save-detailed`` result (its ``itls``: the
-    gaps of each request's stream in seconds; ``output_lens``): sum of all gaps / sum of (output - 1); None where
-    the result lacks them, they disagree in length, or any is malformed (the caller also drops it where it is
-    not within a factor 2 of the mean TPOT: itls in milliseconds)."""
-    itls, lens = m.get("itls"), m.get("output_lens")
-    if not (isinstance(itls, list) and isinstance(lens, list) and itls and len(itls) == len(lens)):
-        return None
-    try:
-        gaps = sum(float(sum(g)) for g in itls)
-        tokens = sum(max(int(n) - 1, 0) for n in lens)
-    except (TypeError, ValueError):
-        return None
-    return gaps / tokens if tokens > 0 and math.isfinite(gaps) and gaps > 0 else None
-
-
 def spec_observations_from_vllm_results(path, acceptance_length: float | None = None,
                                         num_spec_tokens: int | None = None) -> list[SpecObservation]:
     """Speculative observations from a ``vllm bench serve --save-result`` file (module docstring).
@@ -102,11 +86,11 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
         SpecsimInputError: a missing or bad field (naming object and field); an acceptance length outside
             (1, K + 1]; K < 1.
     """
-    from specsim.hardware.measured import _json_objects, read_vllm_result
+    from specsim.hardware.measured import read_vllm_result
 
     src = str(path)
     out = []
-    for k, (point, raw) in enumerate(zip(read_vllm_result(path), _json_objects(Path(path))), start=1):
+    for k, point in enumerate(read_vllm_result(path), start=1):
         m = point.metrics
         tau = acceptance_length if acceptance_length is not None else _number(
             m, "spec_decode_acceptance_length", src, k, "an acceptance length > 1 (or --acceptance-length)",
@@ -129,11 +113,11 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
         tpot = m.get("mean_tpot_ms")
-        weighted = _token_weighted_s(raw)
-        if weighted is not None and isinstance(tpot, (int, float)) and tpot > 0 and not 0.5 < weighted * 1e3 / tpot < 2:
+        weighted = m.get("token_weighted_tpot_ms")         # a --save-detailed result's (measured.read_vllm_result)
+        if weighted is not None and isinstance(tpot, (int, float)) and tpot > 0 and not 0.5 < weighted / tpot < 2:
             weighted = None             # itls not in seconds (or another run's lists): the mean TPOT instead
         if weighted is not None:
-            per_token = weighted
+            per_token = weighted / 1e3
             step = per_token * tau
         elif isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and tpot > 0:
             per_token = float(tpot) / 1e3
