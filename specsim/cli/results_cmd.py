@@ -75,7 +75,7 @@ def import_results(
     written_to(out, "measured points")
     other = other_model_note(points, out.parent)
     if other:
-        typer.echo(f"note: {other}")
+        typer.echo(fmt.wrapped(f"note: {other}"))
     missing = [p.label for p in points if p.tps_per_user is None or p.throughput_per_gpu is None]
     if missing:
         typer.echo(f"warning: {len(missing)} points lack TPOT or throughput and are not plotted: {missing}")

@@ -573,9 +573,9 @@ def plot(
     points = measured_for_plot(sweep_dirs, measured)
     if tps_estimator(points) != "per-request":
         import sys
-        print("note: a measured point gives only mean TPOT, so the frontier figure puts every point, the simulated "
-              "ones too, at TPS/user = 1000 / mean TPOT (compare and recommend keep the mean over requests of each "
-              "request's TPS/user, which is higher)", file=sys.stderr)
+        print(fmt.wrapped("note: a measured point gives only mean TPOT, so the frontier figure puts every point, the "
+                          "simulated ones too, at TPS/user = 1000 / mean TPOT (compare and recommend keep the mean "
+                          "over requests of each request's TPS/user, which is higher)"), file=sys.stderr)
     written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, points)]
     for name, r in recs:
         suffix = f"-{name}" if len(recs) > 1 else ""
