@@ -87,3 +87,29 @@ def test_small_capture_limits_are_described_as_they_run():
     sizes, first = capture_sizes(5)
     assert sizes.tolist() == [1, 2, 4] and first == 8
     assert capture_sizes(512)[1] == 520 and capture_sizes(0)[0].size == 0 and capture_sizes(0)[1] == 1
+
+
+@pytest.mark.parametrize("gpu, cap", [("b200", 1024), ("gb200", 1024), ("b300", 1024), ("gb300", 1024),
+                                      ("h100", 512), ("h200", 512), ("mi300x", 512), ("rtxpro6000", 512)])
+def test_the_default_capture_limit_is_vllms_for_the_gpu(gpu, cap):
+    """vLLM >= 0.28 (PR 49390) captures up to 1,024 tokens on data-center Blackwell (compute capability 10.x) and
+    512 elsewhere; a B200 step model built with the defaults had charged eager launches from 520 tokens on."""
+    from specsim.hardware.stepmodel import default_capture_tokens
+
+    sm = step_model("qwen3-8b", gpu)
+    assert sm.terms.cudagraph_max_tokens == cap == default_capture_tokens(sm.gpu)
+    assert sm.breakdown([cap])["eager"][0] == 0.0 and sm.breakdown([cap + 8])["eager"][0] > 0.0
+    assert step_model_of(sm.profile(2048)).terms.cudagraph_max_tokens == cap
+    # a limit the user sets is kept, on any GPU, and so is the default of an already built model's copies
+    assert sm.with_terms(cudagraph_max_tokens=256).terms.cudagraph_max_tokens == 256
+    assert step_model("qwen3-8b", gpu, terms=EngineTerms(cudagraph_max_tokens=0)).terms.cudagraph_max_tokens == 0
+    assert sm.with_terms(kernel_s=4e-6).terms.cudagraph_max_tokens == cap
+
+
+def test_a_profile_without_a_capture_limit_keeps_the_512_it_was_built_with(tmp_path):
+    """A B200 profile saved before the limit was a term ran 512: rebuilt, it does not gain the new default."""
+    doc = json.loads((PROFILES / "b200-qwen3-8b-tp1-terms.json").read_text())
+    doc["metadata"]["step_model"]["terms"].pop("cudagraph_max_tokens")
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    assert step_model_of(load_profile(tmp_path / "old.json")).terms.cudagraph_max_tokens == 512
+    assert step_model_of(resolve_profile("b200-qwen3-8b-tp1-terms")).terms.cudagraph_max_tokens == 1024

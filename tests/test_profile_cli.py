@@ -534,3 +534,12 @@ def test_fit_says_where_it_wrote_on_one_line_and_how_to_run_with_it(tmp_path):
     assert r.exit_code == 0, r.output
     assert f"profile written to {out}" in r.output.splitlines()
     assert f"--set profile.name='{out}'" in r.output
+
+
+def test_analytic_capture_limit_defaults_to_vllms_for_the_gpu_and_the_option_overrides_it(tmp_path):
+    b200 = load_profile(_analytic(tmp_path, "b.json", "--gpu", "b200"))
+    h100 = load_profile(_analytic(tmp_path, "h.json", "--gpu", "h100"))
+    older = load_profile(_analytic(tmp_path, "o.json", "--gpu", "b200", "--cudagraph-max-tokens", "512"))
+    assert [p.metadata["cudagraph_max_tokens"] for p in (b200, h100, older)] == [1024, 512, 512]
+    assert "8..1024 step 8" in b200.metadata["engine"]
+    assert older.step_time(640) > b200.step_time(640)           # eager launches only where graphs end

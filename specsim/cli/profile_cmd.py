@@ -242,8 +242,10 @@ def analytic_cmd(
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves "
                                     "(needs Vidur's profiling CSVs from the project's shared data, $SPECSIM_SHARED "
                                     "or ../shared beside the repository; not shipped in the package)"),
-    cudagraph_max_tokens: int = typer.Option(512, help="largest CUDA-graph size in tokens (vLLM's "
-                                                       "max_cudagraph_capture_size; 0 = eager); eager beyond"),
+    cudagraph_max_tokens: Optional[int] = typer.Option(None, help="largest CUDA-graph size in tokens (vLLM's "
+                                                       "max_cudagraph_capture_size; 0 = eager); eager beyond. "
+                                                       "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "
+                                                       "and gb300, else 512"),
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
@@ -264,7 +266,8 @@ def analytic_cmd(
                             source=f"recalibrated: {eff.source}")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms)
-    sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
+    if cudagraph_max_tokens is not None:
+        sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
@@ -413,8 +416,10 @@ def fit_cmd(
     chunk_tokens: int = typer.Option(None, help="prompt tokens one prefill-sharing step carries (the engine's "
                                                 "max_num_batched_tokens, or the prompt length if shorter): such "
                                                 "steps fitted as the engine runs them (MoE); default: the mean B"),
-    cudagraph_max_tokens: int = typer.Option(512, help="the engine's largest CUDA-graph size in tokens (vLLM's "
-                                                       "max_cudagraph_capture_size; 0 = eager)"),
+    cudagraph_max_tokens: Optional[int] = typer.Option(None, help="the engine's largest CUDA-graph size in "
+                                                       "tokens (vLLM's max_cudagraph_capture_size; 0 = eager). "
+                                                       "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "
+                                                       "and gb300, else 512"),
     spec: list[Path] = typer.Option([], help="speculative vllm bench serve results: fit speculation's own terms "
                                             "(spec_step_s from one point, + spec_request_s from two); repeat"),
     drafter: Optional[str] = typer.Option(None, help="the speculative runs' drafter (dspark, dflash, eagle3, mtp): "
@@ -460,7 +465,8 @@ def fit_cmd(
         _say("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                  activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
-    base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
+    if cudagraph_max_tokens is not None:
+        base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(base)
     echo_other_model([*fitted_files, *holdout], base.model.name)
     if chunk_tokens is not None and chunk_tokens < 1:

@@ -111,8 +111,9 @@ class EngineTerms:
             True as vLLM's dynamic draft length at K = 0 does (issue 49548), False (default) as an engine that
             switches speculation off for the step runs the plain path (vLLM PR 5000's disable-by-batch-size).
         cudagraph_max_tokens: the largest captured CUDA-graph size in tokens; a step of more tokens runs eager
-            (0: no graphs, ``--enforce-eager``). Default 512: vLLM's ``max_cudagraph_capture_size`` default,
-            ``min(2 x max_num_seqs, 512)`` (vLLM >= 0.11 compilation config). SGLang's ``--cuda-graph-max-bs``
+            (0: no graphs, ``--enforce-eager``). Default None: vLLM's ``max_cudagraph_capture_size`` default for
+            the GPU (:func:`default_capture_tokens`: 1,024 on data-center Blackwell, 512 elsewhere), which
+            :class:`StepModel` fills in, so a built model's terms always hold a number. SGLang's ``--cuda-graph-max-bs``
             counts requests: tokens = requests x (1 + draft tokens); its default is 256 at TP < 4 and 512 at
             TP >= 4 on 80-90 GB GPUs (``server_args.py``; 160 in 0.4-era versions). docs/profiles.md.
         eager_kernel_s: host launch time per kernel of an eager step, seconds (4.4e-6: ~8 ms per eager verify
@@ -136,7 +137,7 @@ class EngineTerms:
     spec_step_s: float = SOURCED_SPEC_STEP_S
     spec_request_s: float = SOURCED_SPEC_REQUEST_S
     spec_zero_draft_pays: bool = False
-    cudagraph_max_tokens: int = 512
+    cudagraph_max_tokens: int | None = None
     eager_kernel_s: float = 4.4e-6
     mixed_step_s: float = 0.0
     source: str = ("defaults: efficiencies and kernel_s calibrated on the H100 Vidur curves, attention on the "
@@ -152,7 +153,7 @@ class EngineTerms:
             raise SpecsimInputError(None, None, "terms.spec_zero_draft_pays", "true or false",
                                     repr(self.spec_zero_draft_pays))
         cap = self.cudagraph_max_tokens
-        if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 0:
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 0):
             raise SpecsimInputError(None, None, "terms.cudagraph_max_tokens", "an int >= 0 (tokens; 0 = no graphs)",
                                     repr(cap))
         for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s", "spec_step_s",
@@ -164,6 +165,22 @@ class EngineTerms:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return asdict(self)
+
+
+#: GPUs of compute capability 10.x (data-center Blackwell), where vLLM >= 0.28 captures CUDA graphs up to 1,024
+#: tokens by default: vLLM PR 49390 ("Raise Blackwell CUDA graph capture default to 1024", commit 021b7d98, first
+#: released in v0.28.0), ``VllmConfig._set_cudagraph_sizes``: ``default_max_graph_size = 1024 if
+#: current_platform.is_device_capability_family(100) else 512``. The RTX PRO 6000 (12.0) is not of the family.
+SM100_GPUS = frozenset({"b200", "gb200", "b300", "gb300"})
+
+
+def default_capture_tokens(gpu: GpuSpec) -> int:
+    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 on :data:`SM100_GPUS`, else 512.
+
+    vLLM's default is ``min(max_num_seqs x (1 + K) x 2, that ceiling)``; with its default ``max_num_seqs`` (256
+    to 1,024) the ceiling is what binds. Before v0.28 it was 512 on every GPU (set ``cudagraph_max_tokens`` to
+    model an older engine; docs/profiles.md "The CUDA-graph capture limit")."""
+    return 1024 if gpu.name in SM100_GPUS else 512
 
 
 @dataclass(frozen=True)
@@ -210,6 +227,9 @@ class StepModel:
             raise SpecsimInputError(None, None, "tp", f"a divisor of the {m.num_heads} attention heads that divides "
                                     f"or is a multiple of the {m.num_kv_heads} KV heads (as vLLM requires)",
                                     str(self.tp))
+        if self.terms.cudagraph_max_tokens is None:     # the engine's default for this GPU
+            cap = default_capture_tokens(self.gpu)
+            object.__setattr__(self, "terms", replace(self.terms, cudagraph_max_tokens=cap))
 
     # ------------------------------------------------------------------ shape helpers
     @property
@@ -517,8 +537,9 @@ class StepModel:
 
 
 #: Terms a profile written before issue 20 does not name keep the values it was built with: no speculation
-#: overhead and no eager term (a profile never gains a cost silently when it is loaded).
-PRE_ISSUE_20_TERMS = {"spec_step_s": 0.0, "spec_request_s": 0.0, "eager_kernel_s": 0.0}
+#: overhead, no eager term and the 512-token capture limit (a profile never gains a cost silently when loaded).
+PRE_ISSUE_20_TERMS = {"spec_step_s": 0.0, "spec_request_s": 0.0, "eager_kernel_s": 0.0,
+                      "cudagraph_max_tokens": 512}
 
 
 def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> StepModel:
@@ -583,5 +604,5 @@ def terms_table(sm: StepModel, batch_tokens, num_requests=None, kv_tokens=0.0):
     return df
 
 
-__all__ = ["TERMS", "EngineTerms", "StepModel", "step_model", "step_model_from_spec", "step_model_of",
-           "terms_table", "BYTES_PER_DTYPE"]
+__all__ = ["TERMS", "EngineTerms", "StepModel", "default_capture_tokens", "step_model", "step_model_from_spec",
+           "step_model_of", "terms_table", "BYTES_PER_DTYPE"]
