@@ -94,7 +94,7 @@ def test_small_capture_limits_are_described_as_they_run():
 def test_the_default_capture_limit_is_vllms_for_the_gpu(gpu, cap):
     """vLLM >= 0.28 (PR 49390) captures up to 1,024 tokens on data-center Blackwell (compute capability 10.x) and
     512 elsewhere; a B200 step model built with the defaults had charged eager launches from 520 tokens on."""
-    from specsim.hardware.stepmodel import default_capture_tokens
+    from specsim.hardware.analytic import default_capture_tokens
 
     sm = step_model("qwen3-8b", gpu)
     assert sm.terms.cudagraph_max_tokens == cap == default_capture_tokens(sm.gpu)

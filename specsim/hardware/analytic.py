@@ -75,6 +75,22 @@ def capture_text(cudagraph_max_tokens: int) -> str:
     return (f"1, 2, 4, 8..{sizes[-1]} step 8" if sizes.size > 5 else ", ".join(str(int(v)) for v in sizes))
 
 
+#: GPUs of compute capability 10.x (data-center Blackwell), where vLLM >= 0.28 captures CUDA graphs up to 1,024
+#: tokens by default: vLLM PR 49390 ("Raise Blackwell CUDA graph capture default to 1024", commit 021b7d98, first
+#: released in v0.28.0), ``VllmConfig._set_cudagraph_sizes``: ``default_max_graph_size = 1024 if
+#: current_platform.is_device_capability_family(100) else 512``. The RTX PRO 6000 (12.0) is not of the family.
+SM100_GPUS = frozenset({"b200", "gb200", "b300", "gb300"})
+
+
+def default_capture_tokens(gpu: GpuSpec) -> int:
+    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 on :data:`SM100_GPUS`, else 512.
+
+    vLLM's default is ``min(max_num_seqs x (1 + K) x 2, that ceiling)``; with its default ``max_num_seqs`` (256
+    to 1,024) the ceiling is what binds. Before v0.28 it was 512 on every GPU (set ``cudagraph_max_tokens`` to
+    model an older engine; docs/profiles.md "The CUDA-graph capture limit")."""
+    return 1024 if gpu.name in SM100_GPUS else 512
+
+
 def padded_tokens(b) -> np.ndarray:
     """Token counts padded as :func:`graph_grid` pads them (1, 2, 4, then the next multiple of 8; 0 stays 0);
     float64, vectorised."""

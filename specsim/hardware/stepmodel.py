@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import TILE_M, TILE_N, capture_text, graph_grid
+from specsim.hardware.analytic import TILE_M, TILE_N, capture_text, default_capture_tokens, graph_grid
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
@@ -165,22 +165,6 @@ class EngineTerms:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return asdict(self)
-
-
-#: GPUs of compute capability 10.x (data-center Blackwell), where vLLM >= 0.28 captures CUDA graphs up to 1,024
-#: tokens by default: vLLM PR 49390 ("Raise Blackwell CUDA graph capture default to 1024", commit 021b7d98, first
-#: released in v0.28.0), ``VllmConfig._set_cudagraph_sizes``: ``default_max_graph_size = 1024 if
-#: current_platform.is_device_capability_family(100) else 512``. The RTX PRO 6000 (12.0) is not of the family.
-SM100_GPUS = frozenset({"b200", "gb200", "b300", "gb300"})
-
-
-def default_capture_tokens(gpu: GpuSpec) -> int:
-    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 on :data:`SM100_GPUS`, else 512.
-
-    vLLM's default is ``min(max_num_seqs x (1 + K) x 2, that ceiling)``; with its default ``max_num_seqs`` (256
-    to 1,024) the ceiling is what binds. Before v0.28 it was 512 on every GPU (set ``cudagraph_max_tokens`` to
-    model an older engine; docs/profiles.md "The CUDA-graph capture limit")."""
-    return 1024 if gpu.name in SM100_GPUS else 512
 
 
 @dataclass(frozen=True)
@@ -604,5 +588,5 @@ def terms_table(sm: StepModel, batch_tokens, num_requests=None, kv_tokens=0.0):
     return df
 
 
-__all__ = ["TERMS", "EngineTerms", "StepModel", "default_capture_tokens", "step_model", "step_model_from_spec",
-           "step_model_of", "terms_table", "BYTES_PER_DTYPE"]
+__all__ = ["TERMS", "EngineTerms", "StepModel", "step_model", "step_model_from_spec", "step_model_of",
+           "terms_table", "BYTES_PER_DTYPE"]
