@@ -83,7 +83,9 @@ def test_small_capture_limits_are_described_as_they_run():
     B = 5 with 13; 0 read '8..0'. The captured sizes are the grid's up to the limit, the first eager one next."""
     from specsim.hardware.analytic import capture_sizes, capture_text
 
-    assert [capture_text(c) for c in (512, 13, 5, 0)] == ["1, 2, 4, 8..512 step 8", "1, 2, 4, 8", "1, 2, 4", "none"]
+    assert [capture_text(c) for c in (512, 200, 13, 5, 0)] == ["1, 2, 4, 8..248 step 8, 256..512 step 16",
+                                                               "1, 2, 4, 8..200 step 8", "1, 2, 4, 8", "1, 2, 4",
+                                                               "none"]
     sizes, first = capture_sizes(5)
     assert sizes.tolist() == [1, 2, 4] and first == 8
     assert capture_sizes(512)[1] == 520 and capture_sizes(0)[0].size == 0 and capture_sizes(0)[1] == 1
@@ -113,3 +115,24 @@ def test_a_profile_without_a_capture_limit_keeps_the_512_it_was_built_with(tmp_p
     (tmp_path / "old.json").write_text(json.dumps(doc))
     assert step_model_of(load_profile(tmp_path / "old.json")).terms.cudagraph_max_tokens == 512
     assert step_model_of(resolve_profile("b200-qwen3-8b-tp1-terms")).terms.cudagraph_max_tokens == 1024
+
+
+def test_the_capture_sizes_are_vllms_list_and_a_decode_step_pays_its_graph():
+    """vLLM >= 0.11 captures 1, 2, 4, every 8 to 248 and every 16 from 256 (3 + 31 + 17 = 51 sizes at 512, 83 at
+    Blackwell's 1,024); specsim padded to every multiple of 8 up to the limit, so a 264-token step ran a
+    264-token graph vLLM does not have."""
+    from specsim.hardware.analytic import capture_list, graph_limit, padded_tokens
+
+    assert capture_list(512).tolist() == [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+    assert capture_list(512).size == 51 and capture_list(1024).size == 83 and capture_list(0).size == 0
+    assert graph_limit(500) == 496 and graph_limit(200) == 200 and graph_limit(0) == 0   # vLLM truncates to its list
+    assert padded_tokens([0, 3, 249, 257, 264, 512, 513, 700], 512).tolist() == [0, 4, 256, 272, 272, 512, 520, 704]
+    sm = step_model("qwen3-8b", "h100")
+    prof = sm.profile(2048)
+    assert prof.step_time(264) == prof.step_time(272) == pytest.approx(sm.step_time([272], [0])[0], rel=1e-12)
+    assert 264 not in prof.batch_tokens and 520 in prof.batch_tokens and 528 in prof.batch_tokens  # eager grid
+    # mixed (prefill-sharing) steps run piecewise graphs unpadded: read between the sizes, not at the next one
+    assert prof.mixed_step_time(264) < prof.mixed_step_time(272)
+    # a limit between two sizes: the steps above the last captured size run eager, as in vLLM
+    cut = step_model("qwen3-8b", "h100", terms=EngineTerms(cudagraph_max_tokens=500))
+    assert cut.breakdown([496])["eager"][0] == 0.0 and cut.breakdown([504])["eager"][0] > 0.0

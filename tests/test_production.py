@@ -158,7 +158,7 @@ def test_mtp1_surrogate_closed_form_and_simulation():
     dep = deployment("v4-flash")
     sm = rank_step_model(dep, a2a_exposed=0.4)
     ctx = 2000.0
-    step = sm.step_time(padded_tokens(np.array([16.0])), np.array([8.0]), 8 * ctx)[0]
+    step = sm.step_time(padded_tokens(np.array([16.0]), sm.terms.cudagraph_max_tokens), np.array([8.0]), 8 * ctx)[0]
     draft = shaped_drafter_cost("mtp", sm).draft_time_s(8, 1, None, 8 * ctx)
     tps = surrogate_tps(sm, np.array([8.0]), ctx)[0]
     assert tps == pytest.approx(1.875 / (step + draft), rel=1e-12)

@@ -541,5 +541,5 @@ def test_analytic_capture_limit_defaults_to_vllms_for_the_gpu_and_the_option_ove
     h100 = load_profile(_analytic(tmp_path, "h.json", "--gpu", "h100"))
     older = load_profile(_analytic(tmp_path, "o.json", "--gpu", "b200", "--cudagraph-max-tokens", "512"))
     assert [p.metadata["cudagraph_max_tokens"] for p in (b200, h100, older)] == [1024, 512, 512]
-    assert "8..1024 step 8" in b200.metadata["engine"]
+    assert "8..248 step 8, 256..1024 step 16" in b200.metadata["engine"]
     assert older.step_time(640) > b200.step_time(640)           # eager launches only where graphs end

@@ -51,28 +51,56 @@ from specsim.hardware.profile import StepTimeProfile
 TILE_M, TILE_N = 64, 128          # CUTLASS/cuBLAS-style CTA tile for bf16 GEMMs (M = tokens)
 ELEMENTWISE_PASSES = 12           # 2 norms (r+w), act (r 2x, w 1x), residual adds (r 2x, w 1x), rope
 BYTES = 2                         # bf16/fp16 weights and activations
-CUDA_GRAPH_SIZES = (1, 2, 4, *range(8, 513, 8))
+#: The sizes the superseded :func:`analytic_profile` pads to (every multiple of 8 up to 512, as vLLM before 0.11).
+LEGACY_GRAPH_SIZES = (1, 2, 4, *range(8, 513, 8))
 
 
-def graph_grid(max_batch_tokens: int) -> np.ndarray:
-    """(n,) int64 table sizes: the CUDA-graph capture sizes up to ``max_batch_tokens``, then every multiple of 8."""
-    return np.array(sorted({*(s for s in CUDA_GRAPH_SIZES if s <= max_batch_tokens),
-                            *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
+def capture_list(cudagraph_max_tokens: int) -> np.ndarray:
+    """(n,) int64: vLLM's default CUDA-graph capture sizes of at most ``cudagraph_max_tokens`` tokens: 1, 2, 4,
+    every 8 from 8 to 248, every 16 from 256 (``VllmConfig._set_cudagraph_sizes``, vLLM >= 0.11; a limit between
+    two sizes captures up to the lower one, as vLLM truncates it). Empty for a limit of 0 (no graphs)."""
+    cap = max(int(cudagraph_max_tokens), 0)
+    return np.array([s for s in (1, 2, 4) if s <= cap] + list(range(8, min(cap + 1, 256), 8))
+                    + list(range(256, cap + 1, 16)), dtype=np.int64)
+
+
+def graph_limit(cudagraph_max_tokens: int) -> int:
+    """The largest captured size in tokens (:func:`capture_list`'s last; 0 without graphs): a step of more tokens
+    runs eager."""
+    sizes = capture_list(cudagraph_max_tokens)
+    return int(sizes[-1]) if sizes.size else 0
+
+
+def _eager_sizes(limit: int, top: int) -> list[int]:
+    """The eager grid beyond ``limit`` up to ``top``: 1, 2, 4, then every multiple of 8."""
+    return [s for s in (1, 2, 4) if limit < s <= top] + list(range((limit // 8 + 1) * 8, top + 1, 8))
+
+
+def graph_grid(max_batch_tokens: int, cudagraph_max_tokens: int) -> np.ndarray:
+    """(n,) int64 table sizes: the capture sizes (:func:`capture_list`), then the eager grid (every multiple of 8)
+    beyond the limit, up to ``max_batch_tokens``; where that falls between two capture sizes, the upper one
+    closes the table so that it covers ``max_batch_tokens``."""
+    sizes, limit = capture_list(cudagraph_max_tokens), graph_limit(cudagraph_max_tokens)
+    inside = [int(s) for s in sizes if s <= max_batch_tokens]
+    if max_batch_tokens < limit and (not inside or inside[-1] < max_batch_tokens):
+        inside.append(int(sizes[np.searchsorted(sizes, max_batch_tokens)]))
+    return np.array(inside + _eager_sizes(limit, max_batch_tokens), dtype=np.int64)
 
 
 def capture_sizes(cudagraph_max_tokens: int) -> tuple[np.ndarray, int]:
-    """(the captured table sizes, (n,) int64, at most ``cudagraph_max_tokens``; the first eager size of the grid):
-    :func:`graph_grid`'s sizes on either side of the capture limit (0: no graphs, every size eager)."""
-    grid = graph_grid(max(int(cudagraph_max_tokens), 0) + 8)
-    return grid[grid <= cudagraph_max_tokens], int(grid[grid > cudagraph_max_tokens][0])
+    """(the captured sizes, (n,) int64, :func:`capture_list`; the first eager size of the grid beyond them)."""
+    limit = graph_limit(cudagraph_max_tokens)
+    return capture_list(cudagraph_max_tokens), _eager_sizes(limit, limit + 8)[0]
 
 
 def capture_text(cudagraph_max_tokens: int) -> str:
-    """The captured sizes in words: ``1, 2, 4, 8..512 step 8``, ``1, 2, 4`` (a limit of 5), ``none`` (0)."""
-    sizes, _ = capture_sizes(cudagraph_max_tokens)
-    if sizes.size == 0:
-        return "none"
-    return (f"1, 2, 4, 8..{sizes[-1]} step 8" if sizes.size > 5 else ", ".join(str(int(v)) for v in sizes))
+    """The captured sizes in words: ``1, 2, 4, 8..248 step 8, 256..512 step 16``, ``1, 2, 4, 8..200 step 8``,
+    ``1, 2, 4`` (a limit of 5), ``none`` (0)."""
+    sizes = capture_list(cudagraph_max_tokens)
+    if sizes.size <= 5:
+        return ", ".join(str(int(v)) for v in sizes) or "none"
+    text = f"1, 2, 4, 8..{int(sizes[sizes < 256][-1])} step 8"
+    return text + (f", 256..{int(sizes[-1])} step 16" if sizes[-1] >= 256 else "")
 
 
 #: GPUs of compute capability 10.x (data-center Blackwell), where vLLM >= 0.28 captures CUDA graphs up to 1,024
@@ -91,11 +119,21 @@ def default_capture_tokens(gpu: GpuSpec) -> int:
     return 1024 if gpu.name in SM100_GPUS else 512
 
 
-def padded_tokens(b) -> np.ndarray:
-    """Token counts padded as :func:`graph_grid` pads them (1, 2, 4, then the next multiple of 8; 0 stays 0);
-    float64, vectorised."""
+def padded_tokens(b, cudagraph_max_tokens: int) -> np.ndarray:
+    """Token counts padded as the engine pads them (float64, vectorised; 0 stays 0): up to the capture limit the
+    next capture size (:func:`capture_list`), beyond it the eager grid's next size (1, 2, 4, then the next
+    multiple of 8), so :func:`graph_grid`'s tables are read at their own sizes.
+
+    Args:
+        b: (n,) tokens in each step.
+        cudagraph_max_tokens: the engine's capture limit in tokens (``EngineTerms.cudagraph_max_tokens``)."""
     b = np.ceil(np.asarray(b, dtype=np.float64))
-    return np.where(b <= 2, b, np.where(b <= 4, 4.0, np.ceil(b / 8.0) * 8.0))
+    eager = np.where(b <= 2, b, np.where(b <= 4, 4.0, np.ceil(b / 8.0) * 8.0))
+    sizes = capture_list(cudagraph_max_tokens).astype(np.float64)
+    if not sizes.size:
+        return eager
+    graph = sizes[np.minimum(np.searchsorted(sizes, b), sizes.size - 1)]
+    return np.where((b >= 1) & (b <= sizes[-1]), graph, eager)
 
 
 @dataclass(frozen=True)
@@ -174,7 +212,8 @@ def analytic_profile(model: str | ModelConfig, gpu: str, tp: int = 1, max_batch_
         model = MODELS[model]
     spec = gpu_spec(gpu)
     eff = eff or default_efficiency()
-    grid = graph_grid(max_batch_tokens)
+    grid = np.array(sorted({*(s for s in LEGACY_GRAPH_SIZES if s <= max_batch_tokens),
+                            *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
     step = linear_step_s(model, grid, spec, eff, tp)
     kv_s = model.kv_bytes_per_token(tp) / (spec.hbm_bytes_per_s * eff.bw_eff)
     meta = {

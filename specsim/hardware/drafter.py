@@ -138,12 +138,13 @@ class ShapedDrafterCost:
         n = max(size, 2 * (have.size if have is not None else 64))
         r = np.arange(n + 1, dtype=np.float64)
         sm = self.model
+        cap = sm.terms.cudagraph_max_tokens
         if self.family in ("autoregressive", "mtp"):
-            t = gamma * sm.step_time(padded_tokens(r), r, 0.0)
+            t = gamma * sm.step_time(padded_tokens(r, cap), r, 0.0)
         else:
-            t = sm.step_time(padded_tokens(r * gamma), r, 0.0)
+            t = sm.step_time(padded_tokens(r * gamma, cap), r, 0.0)
             if self.family == "semi-autoregressive":
-                t = t + gamma * _head_s(sm, padded_tokens(r))
+                t = t + gamma * _head_s(sm, padded_tokens(r, cap))
         t[0] = 0.0
         self._tables[gamma] = t
         return t

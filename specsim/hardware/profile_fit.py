@@ -159,13 +159,14 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     p = np.maximum(b - d, 0.0)
+    cap = sm.terms.cudagraph_max_tokens
     prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
     if not chunk_tokens:
         state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
         mixed = _share(p, prompt) * sm.terms.mixed_step_s
-        return np.asarray(sm.step_time(padded_tokens(b), r, r * c), np.float64) + state + mixed
+        return np.asarray(sm.step_time(padded_tokens(b, cap), r, r * c), np.float64) + state + mixed
     f = np.minimum(1.0, p / chunk_tokens)
-    decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
+    decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0), cap), r, r * c), np.float64)
     chunk = p / np.maximum(f, 1e-12)
     mixed = (np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
              + sm.terms.mixed_step_s)

@@ -59,7 +59,8 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import TILE_M, TILE_N, capture_text, default_capture_tokens, graph_grid
+from specsim.hardware.analytic import (TILE_M, TILE_N, capture_text, default_capture_tokens, graph_grid,
+                                       graph_limit)
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
@@ -393,7 +394,7 @@ class StepModel:
         samp = SAMPLING_PASSES * b * m.vocab * LOGIT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
         comm, n_comm = self._comm(b)
         n_kernels = n_gemm + m.num_layers * KERNELS_PER_LAYER_FIXED + 2 + SAMPLING_KERNELS + n_comm
-        eager = np.where(b > e.cudagraph_max_tokens, n_kernels * e.eager_kernel_s, 0.0)
+        eager = np.where(b > graph_limit(e.cudagraph_max_tokens), n_kernels * e.eager_kernel_s, 0.0)
         return {"gemm": gemm, "elementwise": elem, "attention": attn, "lm_head": lm, "sampling": samp,
                 "per_request": r * e.per_request_step_s, "fixed": np.full(b.shape, e.fixed_step_s),
                 "kernels": n_kernels * e.kernel_s, "communication": comm, "eager": eager}
@@ -457,8 +458,9 @@ class StepModel:
 
     # ------------------------------------------------------------------ the profile
     def grid(self, max_batch_tokens: int) -> np.ndarray:
-        """The table's batch sizes: the CUDA-graph capture sizes, then every multiple of 8 (int64)."""
-        return graph_grid(max_batch_tokens)
+        """The table's batch sizes: the CUDA-graph capture sizes, then every multiple of 8 (int64;
+        :func:`~specsim.hardware.analytic.graph_grid`)."""
+        return graph_grid(max_batch_tokens, self.terms.cudagraph_max_tokens)
 
     def table_terms(self, max_batch_tokens: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(grid, {term: (n,) s}) of the B-dependent terms at R = 0 and K = 0 (the profile's table parts)."""

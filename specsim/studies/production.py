@@ -265,7 +265,7 @@ def surrogate_tps(sm: StepModel, concurrency: np.ndarray, mean_context_tokens: f
     mtp = shaped_drafter_cost("mtp", sm)
 
     def tps(k: np.ndarray) -> np.ndarray:
-        t = sm.step_time(padded_tokens(2 * k), k, k * mean_context_tokens)
+        t = sm.step_time(padded_tokens(2 * k, sm.terms.cudagraph_max_tokens), k, k * mean_context_tokens)
         t = t + np.array([mtp.draft_time_s(int(x), 1, None, x * mean_context_tokens) for x in k])
         return (1.0 + alpha) / t
 
