@@ -102,8 +102,9 @@ DOCUMENTED_MISSES: dict[tuple[str, Any], tuple[float, str]] = {
 _MTP_CAUSE = ("too low: the simulated MTP step is 8-14% above the measured one (53.8 against 47.0 ms at 128 "
               "HumanEval users, 23.3 against 21.5 ms at 32 MathReasoning users, read from the users' cycle), of "
               "which speculation's own terms at their sourced defaults are 11.5 and 3.4 ms: vLLM issue 49548's K = 0 "
-              "tax on H100, from a run with dynamic speculation (which vLLM runs in piecewise CUDA graphs), is an "
-              "upper bound for this B200 engine (84 us per request per step); DSpark's speed-ups, charged the same "
+              "tax on H100 (84 us per request per step), from a run with dynamic speculation, is an upper bound for "
+              "this B200 engine, and the piecewise CUDA graphs vLLM runs it in explain its fixed part at most (vLLM "
+              "issue 47089: ~1 us per request on B200); DSpark's speed-ups, charged the same "
               "terms, are within 4.9% but at MathReasoning N = 128 (docs/validation.md, 'Misses')")
 _DSPARK_MR_CAUSE = ("too high: at 64 and 128 users DSpark's MathReasoning runs KV-bound, about 61 of the users "
                     "decoding in the simulation and 63-68 in the engine (read from TPOT and from the users' cycle), "
