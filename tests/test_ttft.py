@@ -274,3 +274,34 @@ def test_a_one_token_chunk_beside_verify_rows_is_a_mixed_step():
     with_verify, plain = StepRunner.step_time_s(fake, plan(10)), StepRunner.step_time_s(fake, plan(0))
     assert with_verify - plain == pytest.approx(0.007, rel=1e-9)       # B = 16 is on the capture grid
     assert StepRunner.step_time_s(fake, plan(0, chunk=9)) > plain + 0.007     # a real chunk: mixed either way
+
+
+def test_a_closed_loop_of_one_user_has_no_step_in_flight_when_its_next_request_arrives():
+    """In a closed loop of N users a request arrives as its user's last one ends, so only the other users' share
+    of the running requests, R (1 - 1/N), can have a step in flight or decode beside the prompt: none at N = 1.
+    The prediction had charged half a step there, which set the B200 sweep's fitted request overhead 5.5 ms
+    short of its N = 1 TTFT; an open-loop point (no concurrency) keeps R."""
+    from dataclasses import replace
+
+    one, two = replace(_point(1.0, 100, 0.033), concurrency=1.0), replace(_point(2.0, 100, 0.043), concurrency=2.0)
+    opened = _point(1.0, 100, 0.043)
+    np.testing.assert_allclose(predict_ttft(_Flat20(), [one, two, opened], 2048), [0.020, 0.030, 0.030])
+    (o,) = observations_from_vllm_results(POINTS / "vllm_c16.json")
+    assert o.concurrency == 16.0
+
+
+def test_the_fit_recovers_the_request_overhead_of_a_simulated_closed_loop_of_one_user():
+    """Fit and simulator agree on TTFT: the overhead a one-user closed loop ran with comes back from its TTFT."""
+    from specsim.hardware.profile import resolve_profile
+    from specsim.hardware.stepmodel import step_model_of
+    from specsim.workload import synth_trace
+
+    prof = resolve_profile("h100-qwen3-8b-tp1-terms")
+    sc = load_scenario(overrides=['prefill.mode="colocated"', "prefill.chunk_tokens=2048",
+                                  "engine.request_overhead_s=0.012", "engine.host_overhead_s=0"])
+    s = simulate(synth_trace(16, 1.0, seed=0, prompt_len=700, output_len=40), "none", sc, seed=0, concurrency=1,
+                 profile=prof).summary
+    obs = StepObservation(1.0, 1.0, 720.0, s["mean_tpot_ms"] / 1e3, "sim", None, "tpot", "N=1",
+                          ttft_s=s["mean_ttft_ms"] / 1e3, prompt_tokens=700.0, concurrency=1.0)
+    rep = fit_ttft(step_model_of(prof), [obs], chunk_tokens=2048)
+    assert rep.request_overhead_s == pytest.approx(0.012, abs=3e-4)

@@ -111,8 +111,9 @@ class StepObservation:
         label: the point in words (``"concurrency=16"``, ``"rate=4"``, ``"model_name=m engine=0"``).
         weight: relative weight for a fit (> 0).
         ttft_s: the point's mean TTFT, seconds (NaN: not given; vLLM results: ``mean_ttft_ms``, else
-            ``median_ttft_ms``); prompt_tokens: mean prompt tokens per request (NaN: not known). Used by the TTFT
-            part of the fit (:mod:`specsim.hardware.ttft_fit`).
+            ``median_ttft_ms``); prompt_tokens: mean prompt tokens per request (NaN: not known); concurrency: the
+            closed loop's N users (vLLM results: ``max_concurrency``; NaN: an open loop or not known). Used by the
+            TTFT part of the fit (:mod:`specsim.hardware.ttft_fit`).
     """
 
     num_requests: float
@@ -126,6 +127,7 @@ class StepObservation:
     weight: float = 1.0
     ttft_s: float = math.nan
     prompt_tokens: float = math.nan
+    concurrency: float = math.nan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +242,8 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
             r = conc
         b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
         out.append(StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
-                                   label, ttft_s=_ttft_s(m, src, k), prompt_tokens=tin / completed))
+                                   label, ttft_s=_ttft_s(m, src, k), prompt_tokens=tin / completed,
+                                   concurrency=math.nan if conc is None else float(conc)))
     return out
 
 

@@ -6,15 +6,18 @@ The prediction follows a colocated engine with chunked prefill (vLLM V1's defaul
 serve`` run measures; the simulator's colocated path, :mod:`specsim.engine.scheduler`), at a load with no
 server-side queue:
 
-    TTFT = request_overhead_s + min(R, 1) x t(D) / 2 + sum over the prompt's chunks of [t(D + c_i) + m + a(c_i)]
+    TTFT = request_overhead_s + min(R_o, 1) x t(D) / 2 + sum over the prompt's chunks of [t(D_o + c_i) + m + a(c_i)]
 
 * ``request_overhead_s``: API server and tokenisation before the request reaches the scheduler
   (``engine.request_overhead_s``, docs/memory.md);
-* ``min(R, 1) x t(D) / 2``: the step in flight when the request arrives, half of it on average (arrivals
-  uniform within a step; a replica busy a share min(R, 1) of the time: our approximation), t(D) the step of the
-  D running decode tokens (R requests, ``decode_tokens`` where the point has it);
+* ``min(R_o, 1) x t(D) / 2``: the step in flight when the request arrives, half of it on average (arrivals
+  uniform within a step; a replica busy with other requests a share min(R_o, 1) of the time: our
+  approximation), t(D) the step of the D running decode tokens (R requests, ``decode_tokens`` where the point
+  has it). R_o and D_o are the other users' share: R (1 - 1/N) and D (1 - 1/N) in a closed loop of N users
+  (the point's ``concurrency``), whose user sends the next request when the last one ends, so at N = 1 no
+  step is in flight and none decodes beside the prompt; R and D in an open loop (``concurrency`` NaN);
 * the prompt of P tokens runs in chunks c_i of ``chunk_tokens`` (the engine's ``max_num_batched_tokens``;
-  one chunk of P when not given), each inside a step beside the D decode tokens (the mixed step, unpadded as
+  one chunk of P when not given), each inside a step beside the D_o decode tokens (the mixed step, unpadded as
   the engine runs it), plus the mixed step's own cost m (``mixed_step_s``, 0 unless fitted) and the chunk's
   causal attention a(c_i) over the tokens before it; the step running the last chunk emits the first token.
 
@@ -96,12 +99,14 @@ def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
             ``prefill_attention_s(chunk_tokens, context_tokens)`` -> seconds, and ``terms.mixed_step_s`` where it
             has one (:class:`specsim.hardware.stepmodel.StepModel`).
         observations: points with ``num_requests``, ``prompt_tokens``, ``context_tokens`` (NaN: no KV read) and
-            optionally ``decode_tokens``.
+            optionally ``decode_tokens`` and ``concurrency`` (a closed loop's N; NaN or absent: an open loop).
         chunk_tokens: the engine's prefill chunk, tokens (None: the whole prompt in one step).
         request_overhead_s: seconds added to every TTFT.
     """
     out = np.empty(len(observations), np.float64)
     for i, o in enumerate(observations):
+        n = float(getattr(o, "concurrency", math.nan))
+        others = 1.0 - 1.0 / n if n >= 1 else 1.0           # the other users' share of a closed loop's requests
         r = float(o.num_requests)
         d = float(getattr(o, "decode_tokens", r))
         k = r * (0.0 if math.isnan(o.context_tokens) else float(o.context_tokens))
@@ -111,10 +116,12 @@ def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
         if p % c:
             sizes = np.append(sizes, p % c)
         before = c * np.arange(sizes.size)                  # prompt tokens computed before each chunk
-        steps = np.asarray(sm.step_time(np.ceil(d + sizes), np.full(sizes.size, r + 1.0), np.full(sizes.size, k)),
+        steps = np.asarray(sm.step_time(np.ceil(d * others + sizes), np.full(sizes.size, r * others + 1.0),
+                                        np.full(sizes.size, k * others)),
                            np.float64) + np.where(sizes > 1, _mixed_step_s(sm), 0.0)   # a chunk's step is mixed
-        in_flight = min(r, 1.0) * float(np.asarray(sm.step_time(np.array([max(math.ceil(d), 1)]),
-                                                                np.array([max(r, 1.0)]), np.array([k])))[0]) / 2
+        in_flight = min(r * others, 1.0) * float(np.asarray(sm.step_time(np.array([max(math.ceil(d), 1)]),
+                                                                         np.array([max(r, 1.0)]),
+                                                                         np.array([k])))[0]) / 2
         out[i] = request_overhead_s + in_flight + float(steps.sum()) + sm.prefill_attention_s(sizes, before)
     return out
 

@@ -168,7 +168,8 @@ def observation_from_row(row: pd.Series) -> StepObservation:
     ttft_ms = row["mean_ttft_ms"] if pd.notna(row.get("mean_ttft_ms")) else row.get("median_ttft_ms")
     return StepObservation(r, b, ctx, step, row["file"], int(row["line"]), "tpot", f"N={int(row['load'])}",
                            ttft_s=float(ttft_ms) / 1e3 if pd.notna(ttft_ms) else float("nan"),
-                           prompt_tokens=float(row["input_len"]))
+                           prompt_tokens=float(row["input_len"]),
+                           concurrency=float(row["load"]) if row.get("load_kind") == "concurrency" else float("nan"))
 
 
 def server_observations(rows: pd.DataFrame, series: str) -> list[StepObservation]:
@@ -228,7 +229,8 @@ def scenario_for(setup: dict[str, Any], overrides: tuple[str, ...] = ()):
 
 def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "none", gamma: int | None = None,
                  drafter: str | None = None, alpha: float | None = None, seed: int = 0) -> dict[str, float]:
-    """Simulate one closed-loop benchmark point; returns mean TPOT (ms) and output throughput (tok/s)."""
+    """Simulate one closed-loop benchmark point; returns mean TPOT (ms), output throughput (tok/s) and the TTFT
+    statistic the row gives (:func:`ttft_of`: its mean, else its median; ms, NaN where it gives neither)."""
     from specsim.simulation import simulate
     from specsim.workload import synth_trace
 
@@ -247,7 +249,23 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
     res = simulate(trace, policy, sc, seed=seed, concurrency=n, profile=profile, gamma=gamma,
                    drafter=drafter if policy != "none" else None)
     s = res.summary.get("window") or res.summary        # the closed loop's measurement window (steady state)
-    return {"tpot_ms": float(s["mean_tpot_ms"]), "throughput": float(s["output_throughput"])}
+    stat = ttft_of(row)[1]
+    return {"tpot_ms": float(s["mean_tpot_ms"]), "throughput": float(s["output_throughput"]),
+            "ttft_ms": float(s[f"{stat}_ttft_ms"]) if stat else float("nan")}
+
+
+def ttft_of(row: pd.Series) -> tuple[float, str | None]:
+    """(the row's measured TTFT in ms, its statistic: ``mean``, else ``median``, None where it gives neither)."""
+    for stat in ("mean", "median"):
+        if pd.notna(row.get(f"{stat}_ttft_ms")):
+            return float(row[f"{stat}_ttft_ms"]), stat
+    return float("nan"), None
+
+
+def _ttft_columns(t: pd.DataFrame) -> pd.DataFrame:
+    """``ttft_error`` = pred_ttft_ms / ttft_ms - 1 (reported, no target: docs/validation.md, "TTFT")."""
+    t["ttft_error"] = t["pred_ttft_ms"] / t["ttft_ms"] - 1
+    return t
 
 
 def spread_lengths(mean: float, cap: int, n: int, seed: int = 0) -> np.ndarray:
@@ -280,9 +298,10 @@ class SeriesResult:
     setup: dict[str, Any]
 
     def median_abs_error(self, column: str) -> float:
-        """Median |error| over the predicted (not fitted) points of ``tpot_error`` or ``throughput_error``."""
-        held = self.table[~self.table["fitted"]]
-        return float(np.median(np.abs(held[column]))) if len(held) else float("nan")
+        """Median |error| over the predicted (not fitted) points of ``tpot_error``, ``throughput_error`` or
+        ``ttft_error`` (points without a measured TTFT left out; NaN where none is left)."""
+        held = self.table.loc[~self.table["fitted"], column].dropna()
+        return float(np.median(np.abs(held))) if len(held) else float("nan")
 
 
 def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) -> SeriesResult:
@@ -309,10 +328,12 @@ def validate_series(rows: pd.DataFrame, series: str, configs: Path = CONFIGS) ->
         pred = simulate_row(row, profile, setup)
         out.append({"load": int(row["load"]), "fitted": i in idx,
                     "tpot_ms": float(row["mean_tpot_ms"]), "pred_tpot_ms": pred["tpot_ms"],
-                    "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred["throughput"]})
+                    "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred["throughput"],
+                    "ttft_ms": ttft_of(row)[0], "pred_ttft_ms": pred["ttft_ms"]})
     t = pd.DataFrame(out)
     t["tpot_error"] = t["pred_tpot_ms"] / t["tpot_ms"] - 1
     t["throughput_error"] = t["pred_throughput"] / t["throughput"] - 1
+    t = _ttft_columns(t)
     return SeriesResult(series, t, rep.params, rep.model, profile, setup)
 
 
@@ -366,10 +387,12 @@ def validate_speculative(rows: pd.DataFrame, series: str, baseline: SeriesResult
                     "throughput": float(row["output_throughput_tok_s"]), "pred_throughput": pred[0]["throughput"],
                     "speedup": float(row["output_throughput_tok_s"]) / base.loc[n, "throughput"],
                     "pred_speedup": pred[0]["throughput"] / base.loc[n, "pred_throughput"],
-                    "fitted_pred_speedup": pred[1]["throughput"] / base.loc[n, "pred_throughput"]})
+                    "fitted_pred_speedup": pred[1]["throughput"] / base.loc[n, "pred_throughput"],
+                    "ttft_ms": ttft_of(row)[0], "pred_ttft_ms": pred[0]["ttft_ms"]})
     t = pd.DataFrame(out)
     t["speedup_error"] = t["pred_speedup"] / t["speedup"] - 1
     t["fitted_speedup_error"] = t["fitted_pred_speedup"] / t["speedup"] - 1
+    t = _ttft_columns(t)
     return t, srep.params["spec_step_s"]
 
 
@@ -389,6 +412,8 @@ def _markdown(df: pd.DataFrame) -> str:
     def cell(col: str, v: Any) -> str:
         if isinstance(v, (bool, np.bool_)):
             return "fit" if v else ""
+        if isinstance(v, float) and np.isnan(v):
+            return "-"
         if col.endswith("error"):
             return f"{100 * v:+.1f}%"
         return f"{v:.3g}" if isinstance(v, float) else str(v)
@@ -408,11 +433,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\n### {name}\n\nfitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in r.params.items())
               + f"; request_overhead_s = {r.setup['request_overhead_s']:.4g}; median |error| on predicted points: "
               f"TPOT {100 * r.median_abs_error('tpot_error'):.1f}%, "
-              f"throughput {100 * r.median_abs_error('throughput_error'):.1f}%\n")
+              f"throughput {100 * r.median_abs_error('throughput_error'):.1f}%, TTFT (the source's mean, else its "
+              f"median; no target) {100 * r.median_abs_error('ttft_error'):.1f}%\n")
         print(_markdown(r.table))
     for name, t in spec.items():
         print(f"\n### {name} (speed-up over no speculation)\n\n`fitted_*`: spec_step_s = {fitted[name]:.4g} s fitted "
-              "on the lowest load (N = 1), the rest at the sourced defaults\n")
+              "on the lowest load (N = 1), the rest at the sourced defaults; TTFT with the sourced defaults (the "
+              "source's mean, else its median; no target)\n")
         print(_markdown(t))
 
 
