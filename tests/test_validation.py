@@ -158,6 +158,32 @@ def test_a_simulated_point_reads_the_closed_loops_measurement_window(monkeypatch
     assert got == {"tpot_ms": 12.0, "throughput": 3456.0, "ttft_ms": 45.0}      # the source gives median TTFT
 
 
+def test_a_fixed_prompt_count_source_is_simulated_with_its_prompts_and_read_over_the_whole_run(monkeypatch):
+    """vllm bench serve and SGLang's bench_serving run --num-prompts requests and count every one (ramp-up and
+    drain included); GuideLLM reads a window. The H100 ShareGPT point at 8 users: its 100 prompts, whole run."""
+    import specsim.simulation as simulation
+    from specsim.studies import validation
+
+    seen = {}
+
+    class Fake:
+        summary = {"mean_tpot_ms": 7.5, "output_throughput": 880.0, "mean_ttft_ms": 65.0,
+                   "window": {"mean_tpot_ms": 1.0, "output_throughput": 1.0, "mean_ttft_ms": 1.0}}
+
+    def fake(trace, *a, **k):
+        seen["requests"], seen["outputs"] = len(trace), np.asarray(trace.output_tokens)
+        return Fake()
+
+    monkeypatch.setattr(simulation, "simulate", fake)
+    name = "vllm_h100_qwen3-8b_sharegpt_nospec"
+    row = load_rows()[lambda d: d["series"] == name].iloc[3]
+    assert (int(row["load"]), int(row["num_prompts"])) == (8, 100)
+    got = validation.simulate_row(row, None, SETUPS[name])
+    assert got == {"tpot_ms": 7.5, "throughput": 880.0, "ttft_ms": 65.0}     # the source gives mean TTFT
+    assert seen["requests"] == 100 and seen["outputs"].max() <= 1815 and seen["outputs"].std() > 50
+    assert abs(seen["outputs"].mean() - 220.6) < 25                          # ShareGPT's own lengths, their mean
+
+
 def test_one_servers_series_are_fitted_together_with_the_mixed_step_term(results):
     # HumanEval and MathReasoning on the same B200 server: one fit over both series' N = 1 and 128 points; their
     # turnover differs (a new request every ~6 and ~2 steps at 128 users), which separates mixed_step_s

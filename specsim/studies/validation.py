@@ -53,24 +53,29 @@ REQUIRED = ("series", "engine", "gpu", "num_gpus", "tp", "model", "input_len", "
 #: the prefill chunk (vLLM's max_num_batched_tokens), ``max_output`` where the source served the model's own output
 #: lengths under that max_tokens (:func:`spread_lengths`; else every request has the mean lengths, as a random
 #: dataset's fixed lengths are), ``server`` where several series measured one server (fitted together:
-#: :func:`server_observations`), and for speculative series the drafter and its baseline.
-#: DeepSeek-R1 has DeepSeek-V3's architecture (its model card) and ships FP8 block-quantized weights.
+#: :func:`server_observations`), ``measure="run"`` where the source ran a fixed number of prompts (``vllm bench
+#: serve``, SGLang's ``bench_serving``: every request counted, ramp-up and drain included; else the closed loop's
+#: measurement window, as GuideLLM measures), and for speculative series the drafter and its baseline.
+#: DeepSeek-R1 has DeepSeek-V3's architecture (its model card) and ships FP8 block-quantized weights. The H100
+#: ShareGPT series served the dataset's own completions, which vLLM's sampler keeps to prompt + output <= 2,048
+#: tokens (``is_valid_sequence``'s ``max_total_len``, benchmarks/datasets.py): outputs up to 2,048 - 233.
 SETUPS: dict[str, dict[str, Any]] = {
     "vllm_b200_qwen3.8-27b_humaneval_nospec": dict(config="qwen3.8-27b.json", gpu="b200", chunk=16384,
                                                    max_output=1024, server="b200-qwen3.8"),
     "vllm_b200_qwen3.8-27b_mathreasoning_nospec": dict(config="qwen3.8-27b.json", gpu="b200", chunk=16384,
                                                        max_output=1024, server="b200-qwen3.8"),
-    "vllm_h100_qwen3-8b_sharegpt_nospec": dict(config="qwen3-8b.json", gpu="h100", chunk=8192),
+    "vllm_h100_qwen3-8b_sharegpt_nospec": dict(config="qwen3-8b.json", gpu="h100", chunk=8192, max_output=1815,
+                                               measure="run"),
     "vllm_h200_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="h200", tp=8,
-                                                        weight_dtype="fp8", chunk=2048),
+                                                        weight_dtype="fp8", chunk=2048, measure="run"),
     "sglang_h200_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="h200", tp=8,
-                                                          weight_dtype="fp8", chunk=8192),
+                                                          weight_dtype="fp8", chunk=8192, measure="run"),
     "trtllm_h200_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="h200", tp=8,
-                                                          weight_dtype="fp8", chunk=8192),
+                                                          weight_dtype="fp8", chunk=8192, measure="run"),
     "vllm_mi300x_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="mi300x", tp=8,
-                                                          weight_dtype="fp8", chunk=2048),
+                                                          weight_dtype="fp8", chunk=2048, measure="run"),
     "sglang_mi300x_deepseek-r1_random3200-800_nospec": dict(config="deepseek-v3.json", gpu="mi300x", tp=8,
-                                                            weight_dtype="fp8", chunk=8192),
+                                                            weight_dtype="fp8", chunk=8192, measure="run"),
 }
 SPEC_SETUPS: dict[str, dict[str, Any]] = {
     "vllm_b200_qwen3.8-27b_humaneval_dspark7": dict(baseline="vllm_b200_qwen3.8-27b_humaneval_nospec",
@@ -86,16 +91,10 @@ SPEC_SETUPS: dict[str, dict[str, Any]] = {
 TARGETS = {"tpot_error": 0.10, "throughput_error": 0.10, "speedup_error": 0.10}
 #: Misses, each with the bound it stays under (so a change that worsens it fails tests/test_validation.py) and
 #: its cause (docs/validation.md). Keys: (series, metric) for medians, (series, N) for speed-ups.
-_TTFT_CAUSE = ("the sources' time to first token is 1-4 s already at N = 4 (3,200-token prompts; the step model "
-               "prefills them in 0.13-0.21 s), so the TTFT term fitted on the lowest load lands above 1 s, no engine's "
-               "own overhead, and the default is kept (request_overhead); in a closed loop throughput = N x output / "
-               "(TTFT + output x TPOT), so where TTFT is a visible share the throughput is over-predicted even with "
-               "TPOT right")
 _MOE_CAUSE = ("with the routed experts charged (issue 20) the predicted step rises with B faster than these engines' "
               "between the two fitted loads: TP 8 / EP 1 is modelled for every engine, while SGLang ran DP attention "
               "and TRT-LLM EP 4, and the early-2025 MoE kernels' cost is absorbed by two fitted constants")
 DOCUMENTED_MISSES: dict[tuple[str, Any], tuple[float, str]] = {
-    ("sglang_h200_deepseek-r1_random3200-800_nospec", "throughput_error"): (0.12, _TTFT_CAUSE),
     ("trtllm_h200_deepseek-r1_random3200-800_nospec", "tpot_error"): (0.12, _MOE_CAUSE),
     ("sglang_mi300x_deepseek-r1_random3200-800_nospec", "tpot_error"): (0.12, _MOE_CAUSE),
 }
@@ -229,17 +228,20 @@ def scenario_for(setup: dict[str, Any], overrides: tuple[str, ...] = ()):
 
 def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "none", gamma: int | None = None,
                  drafter: str | None = None, alpha: float | None = None, seed: int = 0) -> dict[str, float]:
-    """Simulate one closed-loop benchmark point; returns mean TPOT (ms), output throughput (tok/s) and the TTFT
-    statistic the row gives (:func:`ttft_of`: its mean, else its median; ms, NaN where it gives neither)."""
+    """Simulate one closed-loop benchmark point as its source measured it (``measure="run"``: the row's
+    ``num_prompts`` requests, every one counted; else 8 requests per user, read in the closed loop's measurement
+    window); returns mean TPOT (ms), output throughput (tok/s) and the TTFT statistic the row gives
+    (:func:`ttft_of`: its mean, else its median; ms, NaN where it gives neither)."""
     from specsim.simulation import simulate
     from specsim.workload import synth_trace
 
     n = int(row["load"])
+    run = setup.get("measure") == "run"         # the source's prompt count, every request counted
     over: tuple[str, ...] = ()
     if alpha is not None:
         over = (f"acceptance.constant_alpha={alpha}", "acceptance.sigma_request=0", "acceptance.sigma_step=0",
                 "acceptance.sigma_token=0", f"drafter.name=\"{drafter}\"")
-    trace = synth_trace(max(64, USERS_REQUESTS * n), 1.0, seed=seed,
+    trace = synth_trace(int(row["num_prompts"]) if run else max(64, USERS_REQUESTS * n), 1.0, seed=seed,
                         prompt_len=max(1, int(round(float(row["input_len"])))),
                         output_len=max(2, int(round(float(row["output_len"])))))
     if setup.get("max_output"):                 # the model's own lengths, capped by the request's max_tokens
@@ -248,7 +250,7 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
     sc = scenario_for(setup, over)
     res = simulate(trace, policy, sc, seed=seed, concurrency=n, profile=profile, gamma=gamma,
                    drafter=drafter if policy != "none" else None)
-    s = res.summary.get("window") or res.summary        # the closed loop's measurement window (steady state)
+    s = res.summary if run else res.summary.get("window") or res.summary     # else the closed loop's window
     stat = ttft_of(row)[1]
     return {"tpot_ms": float(s["mean_tpot_ms"]), "throughput": float(s["output_throughput"]),
             "ttft_ms": float(s[f"{stat}_ttft_ms"]) if stat else float("nan")}
