@@ -129,10 +129,19 @@ def test_the_capture_sizes_are_vllms_list_and_a_decode_step_pays_its_graph():
     assert padded_tokens([0, 3, 249, 257, 264, 512, 513, 700], 512).tolist() == [0, 4, 256, 272, 272, 512, 520, 704]
     sm = step_model("qwen3-8b", "h100")
     prof = sm.profile(2048)
-    assert prof.step_time(264) == prof.step_time(272) == pytest.approx(sm.step_time([272], [0])[0], rel=1e-12)
-    assert 264 not in prof.batch_tokens and 520 in prof.batch_tokens and 528 in prof.batch_tokens  # eager grid
-    # mixed (prefill-sharing) steps run piecewise graphs unpadded: read between the sizes, not at the next one
-    assert prof.mixed_step_time(264) < prof.mixed_step_time(272)
+    assert prof.step_time(260) == prof.step_time(264) == prof.step_time(272) == pytest.approx(
+        sm.step_time([272], [0])[0], rel=1e-12)
+    # mixed (prefill-sharing) steps run piecewise graphs unpadded, on the same 8-token grid: a 264-token step
+    # costs 264 tokens, read across the GEMMs' tile steps at 8-token resolution (a 16-token grid read 257
+    # tokens 23% short on H100)
+    for b in (257, 264, 300, 513):
+        want = sm.step_time([float(np.ceil(b / 8) * 8)], [0])[0]
+        assert prof.mixed_step_time(int(np.ceil(b / 8) * 8)) == pytest.approx(want, rel=1e-12)
+    assert prof.mixed_step_time(264) < prof.step_time(264)
+    # the table reaches the batch size it was asked for, whatever the limit (a limit of 500 stopped it at 496)
+    for cap, top in ((500, 500), (255, 300), (3, 10), (1024, 1030), (0, 10)):
+        p = step_model("qwen3-8b", "h100", terms=EngineTerms(cudagraph_max_tokens=cap)).profile(top)
+        assert p.batch_tokens[-1] >= top and np.isfinite(p.step_time(top)), (cap, top)
     # a limit between two sizes: the steps above the last captured size run eager, as in vLLM
     cut = step_model("qwen3-8b", "h100", terms=EngineTerms(cudagraph_max_tokens=500))
     assert cut.breakdown([496])["eager"][0] == 0.0 and cut.breakdown([504])["eager"][0] > 0.0

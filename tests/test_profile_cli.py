@@ -231,9 +231,14 @@ def test_bundled_step_profiles_rebuild_from_their_step_model(name):
     prof = resolve_profile(name)
     sm = step_model_of(prof)
     assert prof.metadata["name"] == name and sm is not None
+    from specsim.hardware.analytic import padded_tokens
+
     b = prof.batch_tokens
-    table = sm.breakdown(b, num_requests=np.zeros(b.shape), kv_tokens=0.0)
-    assert np.allclose(prof.step_time_s, sum(table.values()), rtol=1e-12)
+    # decode steps at the CUDA graph they run in, steps with prefill unpadded (+ mixed_step_s where fitted)
+    graph = sm.breakdown(padded_tokens(b, sm.terms.cudagraph_max_tokens), num_requests=np.zeros(b.shape))
+    assert np.allclose(prof.step_time_s, sum(graph.values()), rtol=1e-12)
+    plain = sm.breakdown(b, num_requests=np.zeros(b.shape), kv_tokens=0.0)
+    assert np.allclose(prof.mixed_step_time_s, sum(plain.values()) + sm.terms.mixed_step_s, rtol=1e-12)
     assert prof.kv_read_s_per_token == pytest.approx(sm.kv_read_s_per_token, rel=1e-12)
     assert prof.per_request_s == pytest.approx(sm.per_request_s, rel=1e-12)
 

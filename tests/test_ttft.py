@@ -305,3 +305,32 @@ def test_the_fit_recovers_the_request_overhead_of_a_simulated_closed_loop_of_one
                           ttft_s=s["mean_ttft_ms"] / 1e3, prompt_tokens=700.0, concurrency=1.0)
     rep = fit_ttft(step_model_of(prof), [obs], chunk_tokens=2048)
     assert rep.request_overhead_s == pytest.approx(0.012, abs=3e-4)
+
+
+class _Linear:
+    """A step of 10 ms + 1 ms per token, whatever its requests and KV: the decode rows beside the prompt count."""
+
+    def step_time(self, batch_tokens, num_requests=None, kv_tokens=0.0):
+        return 0.010 + 0.001 * np.asarray(batch_tokens, np.float64)
+
+    def prefill_attention_s(self, chunk_tokens, context_tokens):
+        return 0.0
+
+
+def test_a_closed_loop_of_two_users_counts_the_other_users_rows_only():
+    """N = 2, R = D = 2: the other user's one request is in flight (half of its 11 ms step) and decodes beside the
+    100-token prompt (a 101-token step, 111 ms): 116.5 ms. An open loop counts both requests: 6 + 112 = 118 ms."""
+    from dataclasses import replace
+
+    two = replace(_point(2.0, 100, 0.1), concurrency=2.0)
+    np.testing.assert_allclose(predict_ttft(_Linear(), [two, _point(2.0, 100, 0.1)]), [0.1165, 0.118])
+
+
+def test_a_rate_limited_run_is_an_open_loop_even_with_a_concurrency_cap(tmp_path):
+    import json
+
+    doc = json.loads((POINTS / "vllm_c16.json").read_text())
+    doc["request_rate"] = 4.0
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    (o,) = observations_from_vllm_results(tmp_path / "r.json")
+    assert np.isnan(o.concurrency)

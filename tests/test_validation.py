@@ -4,6 +4,7 @@ recomputed from the committed inputs and held to its target or to its documented
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -220,3 +221,30 @@ def test_the_simulation_reproduces_the_ttft_the_request_overhead_was_fitted_on(r
         assert t.loc[0, "load"] == 1 and abs(t.loc[0, "ttft_error"]) < 0.02, name
     for name, t in spec.items():
         assert t["ttft_error"].notna().all(), name
+
+
+def test_a_fixed_prompt_count_row_without_its_prompt_count_is_named():
+    from specsim.studies import validation
+
+    name = "vllm_h100_qwen3-8b_sharegpt_nospec"
+    row = load_rows()[lambda d: d["series"] == name].iloc[1].copy()
+    row["num_prompts"] = float("nan")
+    with pytest.raises(SpecsimInputError, match="num_prompts"):
+        validation.simulate_row(row, None, SETUPS[name])
+
+
+def test_the_docs_tables_are_the_studys_numbers(results):
+    """docs/validation.md's summary tables hold what the study computes now (the speed-up rows had kept figures
+    from before a change that moved them by up to 1.2 points)."""
+    base, spec, _ = results
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "validation.md").read_text()
+    pct = lambda v: f"{100 * v:+.1f}%"                                        # noqa: E731
+    for name, t in spec.items():
+        for label, col in (("defaults", "speedup_error"), ("+ N = 1 fitted", "fitted_speedup_error")):
+            want = f"| `{name}` {label} | " + " | ".join(pct(v) for v in t[col]) + " |"
+            assert want in doc, want
+    for name, r in base.items():
+        row = next(line for line in doc.splitlines() if line.startswith(f"| `{name}` | ") and "median" not in line
+                   and ("kernel_s" in line or "the same fit" in line))
+        cells = [c.strip() for c in row.split("|")]
+        assert cells[3:5] == [f"{100 * r.median_abs_error(c):.1f}%" for c in ("tpot_error", "throughput_error")], name

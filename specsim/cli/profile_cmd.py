@@ -144,9 +144,10 @@ def _plot(prof, rises, out: Path) -> None:
         a2.plot(rises, 1 / t[idx], "rv", label="SPS rises again")
     a2.set_ylabel("SPS (steps/s)")
     cap = prof.metadata.get("cudagraph_max_tokens")
-    if cap:                                          # the CUDA-graph capture limit: eager steps beyond it
+    if cap:                                          # the last captured size: eager steps beyond it
+        from specsim.hardware.analytic import graph_limit
         for ax in (a1, a2):
-            ax.axvline(cap, color="grey", ls="--", lw=0.8, label="CUDA-graph capture limit (eager beyond)")
+            ax.axvline(graph_limit(cap), color="grey", ls="--", lw=0.8, label="CUDA-graph capture limit (eager beyond)")
     a2.set_xlabel("B (tokens in the step)")
     a2.set_xscale("log", base=2)
     if a2.get_legend_handles_labels()[0]:

@@ -51,10 +51,6 @@ from specsim.hardware.profile import StepTimeProfile
 TILE_M, TILE_N = 64, 128          # CUTLASS/cuBLAS-style CTA tile for bf16 GEMMs (M = tokens)
 ELEMENTWISE_PASSES = 12           # 2 norms (r+w), act (r 2x, w 1x), residual adds (r 2x, w 1x), rope
 BYTES = 2                         # bf16/fp16 weights and activations
-#: The sizes the superseded :func:`analytic_profile` pads to (every multiple of 8 up to 512, as vLLM before 0.11).
-LEGACY_GRAPH_SIZES = (1, 2, 4, *range(8, 513, 8))
-
-
 def capture_list(cudagraph_max_tokens: int) -> np.ndarray:
     """(n,) int64: vLLM's default CUDA-graph capture sizes of at most ``cudagraph_max_tokens`` tokens: 1, 2, 4,
     every 8 from 8 to 248, every 16 from 256 (``VllmConfig._set_cudagraph_sizes``, vLLM >= 0.11; a limit between
@@ -72,19 +68,17 @@ def graph_limit(cudagraph_max_tokens: int) -> int:
 
 
 def _eager_sizes(limit: int, top: int) -> list[int]:
-    """The eager grid beyond ``limit`` up to ``top``: 1, 2, 4, then every multiple of 8."""
+    """The grid beyond ``limit`` up to ``top``: 1, 2, 4, then every multiple of 8."""
     return [s for s in (1, 2, 4) if limit < s <= top] + list(range((limit // 8 + 1) * 8, top + 1, 8))
 
 
-def graph_grid(max_batch_tokens: int, cudagraph_max_tokens: int) -> np.ndarray:
-    """(n,) int64 table sizes: the capture sizes (:func:`capture_list`), then the eager grid (every multiple of 8)
-    beyond the limit, up to ``max_batch_tokens``; where that falls between two capture sizes, the upper one
-    closes the table so that it covers ``max_batch_tokens``."""
-    sizes, limit = capture_list(cudagraph_max_tokens), graph_limit(cudagraph_max_tokens)
-    inside = [int(s) for s in sizes if s <= max_batch_tokens]
-    if max_batch_tokens < limit and (not inside or inside[-1] < max_batch_tokens):
-        inside.append(int(sizes[np.searchsorted(sizes, max_batch_tokens)]))
-    return np.array(inside + _eager_sizes(limit, max_batch_tokens), dtype=np.int64)
+def graph_grid(max_batch_tokens: int) -> np.ndarray:
+    """(n,) int64 table sizes: 1, 2, 4 and every multiple of 8 up to ``max_batch_tokens`` (the next multiple of 8
+    closes the table where ``max_batch_tokens`` is not one). Every capture size of :func:`capture_list` is on it, so
+    a decode table holds at each size the cost of the graph it pads to (:func:`padded_tokens`), while a table read
+    unpadded (steps that carry prefill) keeps an 8-token resolution across the GEMMs' tile steps."""
+    sizes = np.array(_eager_sizes(0, int(np.ceil(max(int(max_batch_tokens), 1) / 8.0)) * 8), dtype=np.int64)
+    return sizes[: int(np.searchsorted(sizes, max_batch_tokens)) + 1]
 
 
 def capture_sizes(cudagraph_max_tokens: int) -> tuple[np.ndarray, int]:
@@ -111,12 +105,20 @@ SM100_GPUS = frozenset({"b200", "gb200", "b300", "gb300"})
 
 
 def default_capture_tokens(gpu: GpuSpec) -> int:
-    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 on :data:`SM100_GPUS`, else 512.
+    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 on :data:`SM100_GPUS` (the GPU's
+    name read as :func:`~specsim.hardware.gpus.gpu_spec` reads it: ``B200``, ``hgx-b200``, ``b200-sxm-180gb``),
+    else 512.
 
-    vLLM's default is ``min(max_num_seqs x (1 + K) x 2, that ceiling)``; with its default ``max_num_seqs`` (256
-    to 1,024) the ceiling is what binds. Before v0.28 it was 512 on every GPU (set ``cudagraph_max_tokens`` to
-    model an older engine; docs/profiles.md "The CUDA-graph capture limit")."""
-    return 1024 if gpu.name in SM100_GPUS else 512
+    vLLM's default is ``min(max_num_seqs x (1 + K) x 2, that ceiling)``: with vLLM's default ``max_num_seqs`` on
+    GPUs of 70 GiB or more (1,024 since v0.28) the ceiling binds; a server run with ``max_num_seqs`` below
+    ceiling / (2 (1 + K)) (256 without speculation on a B200) captures less: set ``cudagraph_max_tokens`` for it,
+    as for an engine before v0.28, which capped at 512 on every GPU (docs/profiles.md, "The CUDA-graph capture
+    limit")."""
+    try:
+        name = gpu_spec(gpu.name).name
+    except SpecsimInputError:
+        name = gpu.name
+    return 1024 if name in SM100_GPUS else 512
 
 
 def padded_tokens(b, cudagraph_max_tokens: int) -> np.ndarray:
@@ -212,8 +214,7 @@ def analytic_profile(model: str | ModelConfig, gpu: str, tp: int = 1, max_batch_
         model = MODELS[model]
     spec = gpu_spec(gpu)
     eff = eff or default_efficiency()
-    grid = np.array(sorted({*(s for s in LEGACY_GRAPH_SIZES if s <= max_batch_tokens),
-                            *range(8, max_batch_tokens + 1, 8)}), dtype=np.int64)
+    grid = graph_grid(max_batch_tokens)
     step = linear_step_s(model, grid, spec, eff, tp)
     kv_s = model.kv_bytes_per_token(tp) / (spec.hbm_bytes_per_s * eff.bw_eff)
     meta = {

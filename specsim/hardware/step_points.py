@@ -190,6 +190,16 @@ def _concurrency(m: dict, src: str, k: int) -> float | None:
     return float(conc)
 
 
+def _closed_loop(m: dict, conc: float | None) -> float:
+    """The closed loop's N users: ``max_concurrency`` where requests were sent as fast as they end
+    (``request_rate`` inf or absent); NaN for an open loop, capped or not (a finite rate: arrivals independent)."""
+    try:
+        open_loop = math.isfinite(float(m.get("request_rate", "inf")))
+    except (TypeError, ValueError):
+        open_loop = False
+    return math.nan if conc is None or open_loop else float(conc)
+
+
 def _load_label(m: dict) -> str:
     conc = m.get("max_concurrency")
     if conc not in (None, ""):
@@ -243,7 +253,7 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
         b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
         out.append(StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
                                    label, ttft_s=_ttft_s(m, src, k), prompt_tokens=tin / completed,
-                                   concurrency=math.nan if conc is None else float(conc)))
+                                   concurrency=_closed_loop(m, conc)))
     return out
 
 

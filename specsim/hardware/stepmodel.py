@@ -39,14 +39,16 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
                     all-reduce): ``latency + size / (link * link_eff)``, ring factor ``2 (n-1)/n``. With EP = TP
                     every rank already holds every token, so the experts' outputs meet in the MoE all-reduce and
                     no all-to-all runs (vLLM uses its all-to-all kernels only with data parallelism)
-``eager``           ``eager_kernel_s`` per kernel for a step of B > ``cudagraph_max_tokens`` tokens: beyond the
-                    CUDA-graph capture limit the engine launches every kernel from the host (issue 20)
+``eager``           ``eager_kernel_s`` per kernel for a step of more tokens than the last captured size (at most
+                    ``cudagraph_max_tokens``): beyond it the engine launches every kernel from the host (issue 20)
 ==================  ===========================================================================================
 
-Decode-only steps run in CUDA graphs: B is padded to the next captured size (1, 2, 4 and multiples of 8 up
-to ``cudagraph_max_tokens``, vLLM's default 512; eager beyond, on a multiple-of-8 grid, paying the ``eager``
-term); steps that carry prefill chunks run with no padding, in piecewise graphs up to the limit and eager
-beyond it (:meth:`StepModel.profile` writes both tables). Every constant of
+Decode-only steps run in CUDA graphs: B is padded to the next captured size (vLLM's list: 1, 2, 4, every 8 to
+248, every 16 from 256 up to ``cudagraph_max_tokens``, whose default is vLLM's for the GPU; eager beyond the
+last captured size, on a multiple-of-8 grid, paying the ``eager`` term); steps that carry prefill chunks run
+with no padding, in piecewise graphs up to the limit and eager beyond it (:meth:`StepModel.profile` writes both
+tables on one grid of 1, 2, 4 and every multiple of 8, the decode one priced at each size's padded graph).
+Every constant of
 :class:`EngineTerms` is an efficiency <= 1 or a time >= 0 and names its source.
 """
 
@@ -60,7 +62,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import (TILE_M, TILE_N, capture_text, default_capture_tokens, graph_grid,
-                                       graph_limit)
+                                       graph_limit, padded_tokens)
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
@@ -458,15 +460,18 @@ class StepModel:
 
     # ------------------------------------------------------------------ the profile
     def grid(self, max_batch_tokens: int) -> np.ndarray:
-        """The table's batch sizes: the CUDA-graph capture sizes, then every multiple of 8 (int64;
+        """The table's batch sizes: 1, 2, 4 and every multiple of 8 (int64;
         :func:`~specsim.hardware.analytic.graph_grid`)."""
-        return graph_grid(max_batch_tokens, self.terms.cudagraph_max_tokens)
+        return graph_grid(max_batch_tokens)
 
-    def table_terms(self, max_batch_tokens: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """(grid, {term: (n,) s}) of the B-dependent terms at R = 0 and K = 0 (the profile's table parts)."""
+    def table_terms(self, max_batch_tokens: int, padded: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(grid, {term: (n,) s}) of the B-dependent terms at R = 0 and K = 0 (the profile's table parts): with
+        ``padded`` each size priced as the CUDA graph a decode step of that size runs in (its capture size:
+        :func:`~specsim.hardware.analytic.padded_tokens`; itself beyond the capture limit), else as it is (a step
+        that carries prefill runs unpadded)."""
         b = self.grid(max_batch_tokens)
-        t = self.breakdown(b, num_requests=np.zeros(b.shape), kv_tokens=0.0)
-        return b, t
+        at = padded_tokens(b, self.terms.cudagraph_max_tokens) if padded else b
+        return b, self.breakdown(at, num_requests=np.zeros(b.shape), kv_tokens=0.0)
 
     def profile(self, max_batch_tokens: int = 4096, name: str | None = None, kind: str = "analytic",
                 date: str | None = None, provenance: dict[str, Any] | None = None) -> StepTimeProfile:
@@ -483,6 +488,7 @@ class StepModel:
         """
         b, t = self.table_terms(max_batch_tokens)
         step = sum(t.values())
+        unpadded = sum(self.table_terms(max_batch_tokens, padded=False)[1].values())
         name = name or f"{self.gpu.name}-{self.model.name}-tp{self.tp}" + (f"-ep{self.ep}" if self.ep > 1 else "")
         meta = {
             "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
@@ -502,7 +508,7 @@ class StepModel:
         e = self.terms
         return StepTimeProfile(batch_tokens=b, step_time_s=step, lookup="padded",
                                kv_read_s_per_token=self.kv_read_s_per_token, per_request_s=self.per_request_s,
-                               mixed_step_time_s=step + e.mixed_step_s,
+                               mixed_step_time_s=unpadded + e.mixed_step_s,
                                prefill_attn_s_per_pair=self.prefill_attn_s_per_pair,
                                linear_state_s=self.state_s_per_request,
                                extrapolate="error", metadata=meta, source=f"<step model {name}>",

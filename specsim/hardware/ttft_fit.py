@@ -6,14 +6,14 @@ The prediction follows a colocated engine with chunked prefill (vLLM V1's defaul
 serve`` run measures; the simulator's colocated path, :mod:`specsim.engine.scheduler`), at a load with no
 server-side queue:
 
-    TTFT = request_overhead_s + min(R_o, 1) x t(D) / 2 + sum over the prompt's chunks of [t(D_o + c_i) + m + a(c_i)]
+    TTFT = request_overhead_s + min(R_o, 1) x t(D_o) / 2 + sum over the prompt's chunks of [t(D_o + c_i) + m + a(c_i)]
 
 * ``request_overhead_s``: API server and tokenisation before the request reaches the scheduler
   (``engine.request_overhead_s``, docs/memory.md);
-* ``min(R_o, 1) x t(D) / 2``: the step in flight when the request arrives, half of it on average (arrivals
+* ``min(R_o, 1) x t(D_o) / 2``: the step in flight when the request arrives, half of it on average (arrivals
   uniform within a step; a replica busy with other requests a share min(R_o, 1) of the time: our
-  approximation), t(D) the step of the D running decode tokens (R requests, ``decode_tokens`` where the point
-  has it). R_o and D_o are the other users' share: R (1 - 1/N) and D (1 - 1/N) in a closed loop of N users
+  approximation), t(D_o) the step of the others' D_o decode tokens (D: ``decode_tokens`` where the point has
+  it, else R). R_o and D_o are the other users' share: R (1 - 1/N) and D (1 - 1/N) in a closed loop of N users
   (the point's ``concurrency``), whose user sends the next request when the last one ends, so at N = 1 no
   step is in flight and none decodes beside the prompt; R and D in an open loop (``concurrency`` NaN);
 * the prompt of P tokens runs in chunks c_i of ``chunk_tokens`` (the engine's ``max_num_batched_tokens``;
@@ -119,9 +119,9 @@ def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
         steps = np.asarray(sm.step_time(np.ceil(d * others + sizes), np.full(sizes.size, r * others + 1.0),
                                         np.full(sizes.size, k * others)),
                            np.float64) + np.where(sizes > 1, _mixed_step_s(sm), 0.0)   # a chunk's step is mixed
-        in_flight = min(r * others, 1.0) * float(np.asarray(sm.step_time(np.array([max(math.ceil(d), 1)]),
-                                                                         np.array([max(r, 1.0)]),
-                                                                         np.array([k])))[0]) / 2
+        others_step = sm.step_time(np.array([max(math.ceil(d * others), 1)]), np.array([max(r * others, 1.0)]),
+                                   np.array([k * others]))
+        in_flight = min(r * others, 1.0) * float(np.asarray(others_step)[0]) / 2
         out[i] = request_overhead_s + in_flight + float(steps.sum()) + sm.prefill_attention_s(sizes, before)
     return out
 

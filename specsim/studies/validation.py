@@ -14,7 +14,10 @@ series, every row with its source URL and date; their README gives the columns) 
    mean length, outputs of its mean length or, where the source served the model's own lengths under a
    max_tokens, spread with that mean (:func:`spread_lengths`), chunked prefill in the replica (vLLM V1's
    default), the engine's running-request limit where the highest fitted point shows queueing
-   (:func:`admission_limit`), mean TPOT and output throughput of the closed loop's measurement window;
+   (:func:`admission_limit`); mean TPOT, output throughput and TTFT (the source's statistic, reported without a
+   target) of the closed loop's measurement window, or, where the source ran a fixed number of prompts
+   (``measure="run"``: ``vllm bench serve``, SGLang's ``bench_serving``), of that many requests over the whole
+   run, ramp-up and drain included, as the source counted them (:func:`simulate_row`);
 3. for a speculative series, predict each point with the same fitted profile (never fitted on speculative
    points): ``static`` verification of the source's k drafts (vLLM verifies every draft), the drafter's cost from
    its shape, and a constant per-position acceptance solved from the source's reported acceptance length (an
@@ -104,7 +107,7 @@ _MTP_CAUSE = ("too low: the simulated MTP step is 8-14% above the measured one (
               "tax on H100 (84 us per request per step), from a run with dynamic speculation, is an upper bound for "
               "this B200 engine, and the piecewise CUDA graphs vLLM runs it in explain its fixed part at most (vLLM "
               "issue 47089: ~1 us per request on B200); DSpark's speed-ups, charged the same "
-              "terms, are within 4.9% but at MathReasoning N = 128 (docs/validation.md, 'Misses')")
+              "terms, are within 4.8% but at MathReasoning N = 128 (docs/validation.md, 'Misses')")
 _DSPARK_MR_CAUSE = ("too high: at 64 and 128 users DSpark's MathReasoning runs KV-bound, about 61 of the users "
                     "decoding in the simulation and 63-68 in the engine (read from TPOT and from the users' cycle), "
                     "the rest queued; the simulated step stays at 56.9 ms from N = 64 to 128 while the measured one "
@@ -237,11 +240,15 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
 
     n = int(row["load"])
     run = setup.get("measure") == "run"         # the source's prompt count, every request counted
+    if run and not (pd.notna(row.get("num_prompts")) and float(row["num_prompts"]) >= 1):
+        raise SpecsimInputError(row.get("file"), int(row["line"]) if pd.notna(row.get("line")) else None,
+                                "num_prompts", "the source's prompt count (>= 1): this series is simulated as its "
+                                "benchmark ran, a fixed number of prompts", str(row.get("num_prompts")))
     over: tuple[str, ...] = ()
     if alpha is not None:
         over = (f"acceptance.constant_alpha={alpha}", "acceptance.sigma_request=0", "acceptance.sigma_step=0",
                 "acceptance.sigma_token=0", f"drafter.name=\"{drafter}\"")
-    trace = synth_trace(int(row["num_prompts"]) if run else max(64, USERS_REQUESTS * n), 1.0, seed=seed,
+    trace = synth_trace(int(float(row["num_prompts"])) if run else max(64, USERS_REQUESTS * n), 1.0, seed=seed,
                         prompt_len=max(1, int(round(float(row["input_len"])))),
                         output_len=max(2, int(round(float(row["output_len"])))))
     if setup.get("max_output"):                 # the model's own lengths, capped by the request's max_tokens
