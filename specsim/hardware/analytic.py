@@ -51,6 +51,8 @@ from specsim.hardware.profile import StepTimeProfile
 TILE_M, TILE_N = 64, 128          # CUTLASS/cuBLAS-style CTA tile for bf16 GEMMs (M = tokens)
 ELEMENTWISE_PASSES = 12           # 2 norms (r+w), act (r 2x, w 1x), residual adds (r 2x, w 1x), rope
 BYTES = 2                         # bf16/fp16 weights and activations
+
+
 def capture_list(cudagraph_max_tokens: int) -> np.ndarray:
     """(n,) int64: vLLM's default CUDA-graph capture sizes of at most ``cudagraph_max_tokens`` tokens: 1, 2, 4,
     every 8 from 8 to 248, every 16 from 256 (``VllmConfig._set_cudagraph_sizes``, vLLM >= 0.11; a limit between

@@ -48,8 +48,7 @@ Decode-only steps run in CUDA graphs: B is padded to the next captured size (vLL
 last captured size, on a multiple-of-8 grid, paying the ``eager`` term); steps that carry prefill chunks run
 with no padding, in piecewise graphs up to the limit and eager beyond it (:meth:`StepModel.profile` writes both
 tables on one grid of 1, 2, 4 and every multiple of 8, the decode one priced at each size's padded graph).
-Every constant of
-:class:`EngineTerms` is an efficiency <= 1 or a time >= 0 and names its source.
+Every constant of :class:`EngineTerms` is an efficiency <= 1 or a time >= 0 and names its source.
 """
 
 from __future__ import annotations

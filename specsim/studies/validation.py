@@ -167,9 +167,8 @@ def observation_from_row(row: pd.Series) -> StepObservation:
     r = min(out_tps * step, float(row["load"]))
     b = r + out_tps / float(row["output_len"]) * float(row["input_len"]) * step
     ctx = float(row["input_len"]) + float(row["output_len"]) / 2
-    ttft_ms = row["mean_ttft_ms"] if pd.notna(row.get("mean_ttft_ms")) else row.get("median_ttft_ms")
     return StepObservation(r, b, ctx, step, row["file"], int(row["line"]), "tpot", f"N={int(row['load'])}",
-                           ttft_s=float(ttft_ms) / 1e3 if pd.notna(ttft_ms) else float("nan"),
+                           ttft_s=ttft_of(row)[0] / 1e3,
                            prompt_tokens=float(row["input_len"]),
                            concurrency=float(row["load"]) if row.get("load_kind") == "concurrency" else float("nan"))
 
@@ -357,7 +356,7 @@ def spec_observation_from_row(row: pd.Series):
     per_token = float(row["mean_tpot_ms"]) / 1e3
     tau, k = float(row["acceptance_length"]), int(row["num_spec_tokens"])
     out_tps = float(row["output_throughput_tok_s"])
-    ttft_ms = row["mean_ttft_ms"] if pd.notna(row.get("mean_ttft_ms")) else row.get("median_ttft_ms")
+    ttft_ms = ttft_of(row)[0]
     if pd.notna(ttft_ms):           # the decode time of a user's cycle (Little's law), not the mean of per-request TPOT
         out = float(row["output_len"])
         per_token = (float(row["load"]) * out / out_tps - float(ttft_ms) / 1e3) / (out - 1)
