@@ -39,6 +39,7 @@ elementwise ops, eager, no attention); the per-model error is reported by ``spec
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,7 @@ def capture_list(cudagraph_max_tokens: int) -> np.ndarray:
                     + list(range(256, cap + 1, 16)), dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=None)
 def graph_limit(cudagraph_max_tokens: int) -> int:
     """The largest captured size in tokens (:func:`capture_list`'s last; 0 without graphs): a step of more tokens
     runs eager."""

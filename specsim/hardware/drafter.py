@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.profile import StepTimeProfile
 
 
@@ -138,13 +137,12 @@ class ShapedDrafterCost:
         n = max(size, 2 * (have.size if have is not None else 64))
         r = np.arange(n + 1, dtype=np.float64)
         sm = self.model
-        cap = sm.terms.cudagraph_max_tokens
         if self.family in ("autoregressive", "mtp"):
-            t = gamma * sm.step_time(padded_tokens(r, cap), r, 0.0)
+            t = gamma * sm.step_time(sm.graph_tokens(r), r, 0.0)
         else:
-            t = sm.step_time(padded_tokens(r * gamma, cap), r, 0.0)
+            t = sm.step_time(sm.graph_tokens(r * gamma), r, 0.0)
             if self.family == "semi-autoregressive":
-                t = t + gamma * _head_s(sm, padded_tokens(r, cap))
+                t = t + gamma * _head_s(sm, sm.graph_tokens(r))
         t[0] = 0.0
         self._tables[gamma] = t
         return t

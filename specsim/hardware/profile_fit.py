@@ -24,7 +24,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.residuals import Residual, median_abs_error
 from specsim.hardware.step_profile import SPEC_REQUEST_S_MAX, SPEC_STEP_S_MAX
 from specsim.hardware.stepmodel import StepModel
@@ -159,14 +158,13 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     p = np.maximum(b - d, 0.0)
-    cap = sm.terms.cudagraph_max_tokens
     prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
     if not chunk_tokens:
         state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
         mixed = _share(p, prompt) * sm.terms.mixed_step_s
-        return np.asarray(sm.step_time(padded_tokens(b, cap), r, r * c), np.float64) + state + mixed
+        return np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64) + state + mixed
     f = np.minimum(1.0, p / chunk_tokens)
-    decode = np.asarray(sm.step_time(padded_tokens(np.maximum(d, 1.0), cap), r, r * c), np.float64)
+    decode = np.asarray(sm.step_time(sm.graph_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
     chunk = p / np.maximum(f, 1e-12)
     mixed = (np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
              + sm.terms.mixed_step_s)

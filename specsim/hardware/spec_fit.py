@@ -118,13 +118,12 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             weighted = None             # itls not in seconds (or another run's lists): the mean TPOT instead
         if weighted is not None:
             per_token = weighted / 1e3
-            step = per_token * tau
         elif isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and tpot > 0:
             per_token = float(tpot) / 1e3
-            step = per_token * tau
-        else:
-            step = _number(m, "mean_itl_ms", src, k, "mean_tpot_ms or mean_itl_ms > 0", lambda v: v > 0) / 1e3
-            per_token = step / tau
+        else:                           # the mean ITL is the step (one streamed chunk per step)
+            itl = _number(m, "mean_itl_ms", src, k, "mean_tpot_ms or mean_itl_ms > 0", lambda v: v > 0)
+            per_token = itl / 1e3 / tau
+        step = per_token * tau
         r = (tout - completed) * per_token / duration
         label = f"concurrency={m['max_concurrency']}" if m.get("max_concurrency") else f"rate={m.get('request_rate')}"
         conc = m.get("max_concurrency")

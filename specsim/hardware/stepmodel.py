@@ -459,17 +459,18 @@ class StepModel:
 
     # ------------------------------------------------------------------ the profile
     def grid(self, max_batch_tokens: int) -> np.ndarray:
-        """The table's batch sizes: 1, 2, 4 and every multiple of 8 (int64;
-        :func:`~specsim.hardware.analytic.graph_grid`)."""
+        """The table's batch sizes: 1, 2, 4 and every multiple of 8 (int64; ``analytic.graph_grid``)."""
         return graph_grid(max_batch_tokens)
+
+    def graph_tokens(self, batch_tokens) -> np.ndarray:
+        """(n,) float64: decode steps of ``batch_tokens`` tokens padded to their CUDA graphs (``padded_tokens``)."""
+        return padded_tokens(batch_tokens, self.terms.cudagraph_max_tokens)
 
     def table_terms(self, max_batch_tokens: int, padded: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(grid, {term: (n,) s}) of the B-dependent terms at R = 0 and K = 0 (the profile's table parts): with
-        ``padded`` each size priced as the CUDA graph a decode step of that size runs in (its capture size:
-        :func:`~specsim.hardware.analytic.padded_tokens`; itself beyond the capture limit), else as it is (a step
-        that carries prefill runs unpadded)."""
+        ``padded`` each size priced at its decode step's graph (:meth:`graph_tokens`), else unpadded (prefill)."""
         b = self.grid(max_batch_tokens)
-        at = padded_tokens(b, self.terms.cudagraph_max_tokens) if padded else b
+        at = self.graph_tokens(b) if padded else b
         return b, self.breakdown(at, num_requests=np.zeros(b.shape), kv_tokens=0.0)
 
     def profile(self, max_batch_tokens: int = 4096, name: str | None = None, kind: str = "analytic",

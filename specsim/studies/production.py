@@ -45,7 +45,6 @@ from specsim.acceptance.tables import MTP_ALPHA, PRODUCTION_DOMAIN_MIX
 from specsim import fmt
 from specsim.errors import SpecsimInputError
 from specsim.jsonfiles import jsonable
-from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.drafter import shaped_drafter_cost
 from specsim.hardware.gpus import GpuSpec, gpu_spec
 from specsim.hardware.profile import StepTimeProfile
@@ -265,7 +264,7 @@ def surrogate_tps(sm: StepModel, concurrency: np.ndarray, mean_context_tokens: f
     mtp = shaped_drafter_cost("mtp", sm)
 
     def tps(k: np.ndarray) -> np.ndarray:
-        t = sm.step_time(padded_tokens(2 * k, sm.terms.cudagraph_max_tokens), k, k * mean_context_tokens)
+        t = sm.step_time(sm.graph_tokens(2 * k), k, k * mean_context_tokens)
         t = t + np.array([mtp.draft_time_s(int(x), 1, None, x * mean_context_tokens) for x in k])
         return (1.0 + alpha) / t
 
