@@ -297,3 +297,22 @@ def test_detailed_gaps_in_milliseconds_fall_back_to_the_mean_tpot(tmp_path):
     path = tmp_path / "ms.json"
     path.write_text(json.dumps(doc))
     assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)
+
+
+def _first_token(policy, prompt: int, chunk: int = 512) -> float:
+    """TTFT of one request prefilled on its replica (flat 20 ms steps, the drafter 2 ms at R = 1: 10% of a step)."""
+    sc = load_scenario(overrides=["prefill.mode=colocated", f"prefill.chunk_tokens={chunk}", "engine.host_overhead_s=0",
+                                  "engine.request_overhead_s=0", "drafter.base_fraction=0.1",
+                                  "drafter.per_draft_fraction=0"])
+    res = simulate(make_trace([0.0], [prompt], [20]), policy, sc, profile=_flat(False),
+                   gamma=None if policy == "none" else 2)
+    return float(res.requests["ttft_s"][0])
+
+
+def test_the_step_that_ends_a_prefill_proposes_the_requests_first_drafts():
+    """vLLM proposes for every request that samples a token in the step, the last prefill chunk's included: that
+    step pays the drafter (R = 1) and speculation's own terms before the first token is out; a middle chunk does
+    not (it samples nothing)."""
+    assert _first_token("none", 100) == pytest.approx(0.020)
+    assert _first_token(_Propose(2), 100) == pytest.approx(0.020 + 0.002 + FIXED + PER_REQUEST)
+    assert _first_token(_Propose(2), 900) == pytest.approx(0.040 + 0.002 + FIXED + PER_REQUEST)   # two chunks

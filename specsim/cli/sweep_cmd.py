@@ -208,9 +208,10 @@ def sweep(
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
     if not auto:
-        print(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
-              + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
-              + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; records written to {out / 'points'}")
+        print(fmt.wrapped(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
+                          + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
+                          + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; records written to "
+                          + f"{out / 'points'}"))
     recs = load_records(out, ids)
     warn_mixed_folder(Path(out))
     df = results_frame(recs)

@@ -2,9 +2,10 @@
 ``ModelRunner`` for a simulator: no model runs, a step-time profile prices it and the hidden outcomes are revealed).
 
 * cost (:meth:`StepRunner.step_time_s`): ``step_time(B)`` at B = sum_r (1 + l_r) plus prefill / recompute chunk
-  tokens, the host overhead unless the policy fits ZOS, the drafter's time for the requests that drafted,
-  speculation's own work while speculation is configured (``profile.speculation_s``, issue 20), the prefill
-  chunks' attention, and the per-emission cost (DESIGN.md, the step-time issue);
+  tokens, the host overhead unless the policy fits ZOS, the drafter's time for the requests that drafted and
+  for those whose prefill ends in the step (their first drafts), speculation's own work while speculation is
+  configured (``profile.speculation_s``, issue 20), the prefill chunks' attention, and the per-emission cost
+  (DESIGN.md, the step-time issue);
 * reveal and emit (:meth:`StepRunner.finish`): each decoding request emits its accepted prefix + 1 tokens; a
   finished (re-)prefill emits one token; the step's record (and, when asked, its per-request step-log rows)
   goes to the records.
@@ -60,10 +61,12 @@ class StepRunner:
         mixed = plan.chunk.size and (plan.chunk.max() > 1 or plan.verified_drafts > 0)
         step_time = prof.mixed_step_time if mixed else prof.step_time
         t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
-        if plan.num_drafting and batch.gamma:
-            t += self.drafter_cost.draft_time_s(plan.num_drafting, batch.gamma, prof, kv_tokens)
-        if self.config.gamma:                          # speculation configured: its own work (issue 20)
-            t += prof.speculation_s(R, plan.num_drafting * batch.gamma)
+        if self.config.gamma:                          # speculation configured: the drafter, its own work (issue 20)
+            first, first_kv = first_proposals(self.slots, plan)
+            proposing = (plan.num_drafting + first) if batch.gamma else 0
+            if proposing:
+                t += self.drafter_cost.draft_time_s(proposing, batch.gamma, prof, kv_tokens + first_kv)
+            t += prof.speculation_s(R + first, proposing * batch.gamma)
         if plan.chunk.size:
             ctx = s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
             t += prof.prefill_attention_s(plan.chunk, ctx)
@@ -185,3 +188,19 @@ class StepRunner:
         if first.size:
             self.records.first_token(s.request[first], end_s)
         return int(again.size)
+
+
+def first_proposals(slots: Slots, plan: StepPlan) -> tuple[int, float]:
+    """Requests whose (re-)prefill ends this step, and their context tokens. Such a step samples each one's
+    first token and proposes its first drafts: vLLM's proposer drafts for every request that sampled a token
+    in the step, its prefill's last chunk included (``EagleProposer.propose`` and the DFlash / DSpark
+    proposers run over the step's whole batch), so the drafter and speculation's own work are charged there,
+    before the first token is out, not in the request's first decode step (docs/profiles.md, "When the
+    drafter runs")."""
+    if not plan.chunk.size:
+        return 0, 0.0
+    s, rows = slots, plan.prefill
+    ends = plan.chunk >= s.prefill_left[rows]
+    if not ends.any():
+        return 0, 0.0
+    return int(ends.sum()), float((s.prompt_tokens[rows] + s.num_generated[rows])[ends].sum())

@@ -107,7 +107,7 @@ _MTP_CAUSE = ("too low: the simulated MTP step is 8-14% above the measured one (
               "tax on H100 (84 us per request per step), from a run with dynamic speculation, is an upper bound for "
               "this B200 engine, and the piecewise CUDA graphs vLLM runs it in explain its fixed part at most (vLLM "
               "issue 47089: ~1 us per request on B200); DSpark's speed-ups, charged the same "
-              "terms, are within 4.8% but at MathReasoning N = 128 (docs/validation.md, 'Misses')")
+              "terms, are within 4.6% but at MathReasoning N = 128 (docs/validation.md, 'Misses')")
 _DSPARK_MR_CAUSE = ("too high: at 64 and 128 users DSpark's MathReasoning runs KV-bound, about 61 of the users "
                     "decoding in the simulation and 63-68 in the engine (read from TPOT and from the users' cycle), "
                     "the rest queued; the simulated step stays at 56.9 ms from N = 64 to 128 while the measured one "
