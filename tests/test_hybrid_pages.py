@@ -106,7 +106,7 @@ def test_impossible_hybrid_pools_are_named():
     with pytest.raises(SpecsimInputError, match="softmax-attention layers"):
         kv_capacity(sc, all_linear.profile(max_batch_tokens=17_000), 0)
     _, prof = _qwen_on_b200()
-    tight = load_scenario(overrides=['prefill.mode="colocated"', "cluster.gpu_memory_utilization=0.30167"])
+    tight = load_scenario(overrides=['prefill.mode="colocated"', "cluster.gpu_memory_utilization=0.28881"])
     with pytest.raises(SpecsimInputError, match="room for one request") as e:
         kv_capacity(tight, prof, 7, 0.3, 0.0, (5, True))   # 84 blocks left, a request of one block takes 85
     assert "takes 85" in str(e.value)

@@ -17,17 +17,18 @@ from specsim.workload.trace import Trace
 
 def test_llama2_7b_on_h100_at_90_percent_by_hand():
     """Llama-2-7B (Vidur metadata: 32 layers, 32 heads of 128, ffn 11008, vocab 32768), fp16, TP 1, on an
-    H100 80GB (81559 MiB as the device reports it) at 0.9, gamma 7 and 256 sequences (T = 256 x 8 = 2048
-    tokens in the profiling pass)."""
+    H100 80GB (81559 MiB as the device reports it) at 0.9, gamma 7 and 256 sequences, prefill elsewhere: vLLM's
+    profiling pass runs the largest verify batch, T = 256 x 8 = 2048 tokens, and samples one row per request,
+    S = 256 rows of fp32 logits."""
     params = 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008) + 2 * 32768 * 4096     # 6,744,440,832
     weights = params * 2                                                  # 13,488,881,664 B
-    act = 2048 * (2 * 4096 + 2 * 11008) * 2 + 2048 * 32768 * 4            # 392,167,424 B
+    act = 2048 * (2 * 4096 + 2 * 11008) * 2 + 256 * 32768 * 4             # 157,286,400 B
     per_token = 2 * 32 * 32 * 128 * 2                                     # 524,288 B (K and V, all layers)
     memory = 81559 * 2 ** 20                                              # 85,520,809,984 B
-    free = memory * 0.9 - weights - act                                   # 63,087,679,897.6 B
-    assert int(free // per_token) == 120330
-    want = 120330 // 16 * 16                                              # floored to whole blocks
-    assert want == 120320
+    free = memory * 0.9 - weights - act                                   # 63,322,560,921.6 B
+    assert int(free // per_token) == 120778
+    want = 120778 // 16 * 16                                              # floored to whole blocks
+    assert want == 120768
 
     sc = load_scenario(overrides=["cluster.gpu_memory_utilization=0.9"])
     cap = kv_capacity(sc, None, gamma=7, drafter_kv_fraction=DRAFTER_KV_FRACTION["parallel"])
@@ -35,11 +36,12 @@ def test_llama2_7b_on_h100_at_90_percent_by_hand():
     assert (cap.weights_bytes, cap.activation_bytes, cap.kv_bytes_per_token) == (weights, act, per_token)
     assert (cap.gpu, cap.gpu_memory_bytes, cap.activation_tokens, cap.tp) == ("h100", memory, 2048, 1)
     d = cap.as_dict()
-    assert d["blocks"] == want // 16 == 7520
-    assert d["target_tokens_with_drafter"] == int(want / (1 + 5 / 36)) == 105646
+    assert d["blocks"] == want // 16 == 7548 and d["activation_rows"] == 256
+    assert d["target_tokens_with_drafter"] == int(want / (1 + 5 / 36)) == 106040
     line = cap.describe()
-    for part in ("120,320 tokens", "7,520 blocks", "85.52 GB x 0.9", "weights 13.49 GB",
-                 "activation reserve 0.39 GB", "524,288 B per token", "T = 2048", "105,646 target tokens"):
+    for part in ("120,768 tokens", "7,548 blocks", "85.52 GB x 0.9", "weights 13.49 GB",
+                 "activation reserve 0.16 GB", "524,288 B per token", "T = 2048 tokens", "S = 256 sampled rows",
+                 "106,040 target tokens"):
         assert part in line, part
 
 
@@ -51,8 +53,8 @@ def test_gqa_model_at_tp4_by_hand():
     per_token = 2 * 80 * (8 // 4) * 128 * 2                               # 81,920 B per GPU
     attn = (64 * 128 // 4 + 2 * 2 * 128) * 8192 + 8192 * (64 * 128 // 4)  # per layer per shard: qkv + o
     weights = (80 * attn + 80 * 3 * 8192 * 28672 / 4 + 2 * 32768 * 8192 / 4) * 2
-    t = 64 * 4
-    act = t * (2 * 8192 + 2 * 28672 / 4) * 2 + t * 32768 * 4
+    t = 64 * 4                                                            # verify batch; 64 rows sampled
+    act = t * (2 * 8192 + 2 * 28672 / 4) * 2 + 64 * 32768 * 4
     want = int((81920 * 2 ** 20 * 0.85 - weights - act) // per_token) // 16 * 16
     assert cap.kv_bytes_per_token == per_token and cap.weights_bytes == pytest.approx(weights)
     assert cap.tokens == want and cap.tp == 4
@@ -62,8 +64,8 @@ def test_the_derived_capacity_is_the_one_the_run_uses():
     tr = Trace(request_id=[f"r{i}" for i in range(12)], arrival_s=np.arange(12) * 0.02,
                prompt_tokens=np.full(12, 200), output_tokens=np.full(12, 60), domain=["chat"] * 12, source="t")
     derived = simulate(tr, "dspark", load_scenario(overrides=["cluster.gpu_memory_utilization=0.9"]))
-    fixed = simulate(tr, "dspark", load_scenario(overrides=["cluster.kv_capacity_tokens=120320"]))
-    assert derived.summary["kv_capacity"]["tokens"] == 120320
+    fixed = simulate(tr, "dspark", load_scenario(overrides=["cluster.kv_capacity_tokens=120768"]))
+    assert derived.summary["kv_capacity"]["tokens"] == 120768
     assert fixed.summary["kv_capacity"]["source"] == "kv_capacity_tokens"
     for k in ("duration_s", "mean_ttft_ms", "mean_tpot_ms", "steps", "output_throughput"):
         assert derived.summary[k] == fixed.summary[k], k

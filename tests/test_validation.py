@@ -150,13 +150,18 @@ def test_a_simulated_point_reads_the_closed_loops_measurement_window(monkeypatch
     from specsim.studies import validation
 
     class Fake:
-        summary = {"mean_tpot_ms": 1.0, "output_throughput": 1.0, "median_ttft_ms": 1.0,
-                   "window": {"mean_tpot_ms": 12.0, "output_throughput": 3456.0, "median_ttft_ms": 45.0}}
+        summary = {"mean_tpot_ms": 1.0, "output_throughput": 1.0, "median_ttft_ms": 1.0, "kv_capacity": {"blocks": 9},
+                   "window": {"mean_tpot_ms": 12.0, "output_throughput": 3456.0, "median_ttft_ms": 45.0,
+                              "start_s": 1.0, "end_s": 2.0}}
+        # steps ending at 0.3, 0.8, 1.5, 1.9 and 2.8 s: two in the window (1, 2] s, with 3 and 5 running
+        steps = pd.DataFrame({"start_s": [0.0, 0.5, 1.2, 1.6, 2.5], "duration_s": [0.3] * 5,
+                              "num_running": [1, 2, 3, 5, 8]})
 
     monkeypatch.setattr(simulation, "simulate", lambda *a, **k: Fake())
     row = load_rows()[lambda d: d["series"] == "vllm_b200_qwen3.8-27b_mathreasoning_nospec"].iloc[1]
     got = validation.simulate_row(row, None, SETUPS["vllm_b200_qwen3.8-27b_mathreasoning_nospec"])
-    assert got == {"tpot_ms": 12.0, "throughput": 3456.0, "ttft_ms": 45.0}      # the source gives median TTFT
+    assert got == {"tpot_ms": 12.0, "throughput": 3456.0, "ttft_ms": 45.0,      # the source gives median TTFT
+                   "running": 4.0, "kv_blocks": 9.0}
 
 
 def test_a_fixed_prompt_count_source_is_simulated_with_its_prompts_and_read_over_the_whole_run(monkeypatch):
@@ -168,8 +173,9 @@ def test_a_fixed_prompt_count_source_is_simulated_with_its_prompts_and_read_over
     seen = {}
 
     class Fake:
-        summary = {"mean_tpot_ms": 7.5, "output_throughput": 880.0, "mean_ttft_ms": 65.0,
+        summary = {"mean_tpot_ms": 7.5, "output_throughput": 880.0, "mean_ttft_ms": 65.0, "kv_capacity": {"blocks": 9},
                    "window": {"mean_tpot_ms": 1.0, "output_throughput": 1.0, "mean_ttft_ms": 1.0}}
+        steps = pd.DataFrame({"start_s": [0.0, 1.0], "duration_s": [0.5, 0.5], "num_running": [2, 4]})
 
     def fake(trace, *a, **k):
         seen["requests"], seen["outputs"] = len(trace), np.asarray(trace.output_tokens)
@@ -180,7 +186,8 @@ def test_a_fixed_prompt_count_source_is_simulated_with_its_prompts_and_read_over
     row = load_rows()[lambda d: d["series"] == name].iloc[3]
     assert (int(row["load"]), int(row["num_prompts"])) == (8, 100)
     got = validation.simulate_row(row, None, SETUPS[name])
-    assert got == {"tpot_ms": 7.5, "throughput": 880.0, "ttft_ms": 65.0}     # the source gives mean TTFT
+    assert got == {"tpot_ms": 7.5, "throughput": 880.0, "ttft_ms": 65.0,     # the source gives mean TTFT
+                   "running": 3.0, "kv_blocks": 9.0}                          # every step of the run
     assert seen["requests"] == 100 and seen["outputs"].max() <= 1815 and seen["outputs"].std() > 50
     assert abs(seen["outputs"].mean() - 220.6) < 25                          # ShareGPT's own lengths, their mean
 
@@ -248,3 +255,35 @@ def test_the_docs_tables_are_the_studys_numbers(results):
                    and ("kernel_s" in line or "the same fit" in line))
         cells = [c.strip() for c in row.split("|")]
         assert cells[3:5] == [f"{100 * r.median_abs_error(c):.1f}%" for c in ("tpot_error", "throughput_error")], name
+
+
+#: The public sweep's own diagnostic of its DSpark server (vllm-project/speculators,
+#: examples/evaluate/results/qwen3_8_27b_dspark/diagnostic_pinned_limits: the same server with --max-num-seqs 256
+#: --max-num-batched-tokens 16384, vLLM's gauges sampled every 2 s): every kv_cache_usage_perc sample is a whole
+#: number of 1/6,344 (0.9914880201765448 = 1 - 54/6,344), so the pool held 6,344 blocks; num_requests_running
+#: averaged 72.3 (69-74) at 128 HumanEval users. docs/memory.md, "The activation reserve".
+ENGINE_POOL_BLOCKS, ENGINE_RUNNING = 6344, 72.3
+
+
+def test_the_engines_gauges_give_its_pool_in_blocks():
+    usage = (0.9914880201765448, 0.9922761664564943, 0.9985813366960908, 0.9993694829760403, 0.9457755359394704)
+    used = [(1 - u) * ENGINE_POOL_BLOCKS for u in usage]
+    np.testing.assert_allclose(used, np.round(used), atol=1e-6)          # whole blocks of 1/6,344
+    assert np.round(used).tolist() == [54, 49, 9, 4, 344]
+
+
+def test_the_dspark_pool_and_running_requests_match_the_engines_gauges(results):
+    """At the diagnostic's settings the derived pool is within 5% of the engine's (6,638 blocks: +4.6%) and the
+    simulated closed loop of 128 HumanEval users runs within 10% of the engine's mean running count (78: +8%, the
+    pool's +4.6% and a request's last, partly filled attention block charged its share; docs/memory.md). Before
+    the activation reserve was taken as vLLM's profiling run computes it: 5,568 blocks (-12%), about 65 running."""
+    from specsim.studies.validation import simulate_row
+
+    base = results[0]["vllm_b200_qwen3.8-27b_humaneval_nospec"]
+    rows = load_rows()
+    row = rows[(rows["series"] == "vllm_b200_qwen3.8-27b_humaneval_dspark7") & (rows["load"] == 128)].iloc[0]
+    alpha = alpha_for_acceptance_length(float(row["acceptance_length"]), 7)
+    got = simulate_row(row, base.profile, {**base.setup, "max_num_seqs": 256}, policy="static", gamma=7,
+                       drafter="dspark", alpha=alpha)
+    assert got["kv_blocks"] == pytest.approx(ENGINE_POOL_BLOCKS, rel=0.05)
+    assert got["running"] == pytest.approx(ENGINE_RUNNING, rel=0.10)

@@ -34,12 +34,18 @@ class KvCapacity:
     where M is the GPU memory, u the utilisation, W the weights per GPU (the target's and, where the run drafts
     with a model, the drafter's own: :func:`specsim.hardware.drafter.drafter_weight_bytes`), b the KV bytes per
     token per GPU
-    and A the activation reserve of the profiling forward pass over ``T`` tokens,
-    ``A = T x (2 hidden + 2 ffn / tp) x dtype_bytes + T x vocab x 4`` (one layer's hidden and MLP
-    activations plus the fp32 logits), with ``T = max_num_seqs x (gamma + 1)`` (the largest verify batch;
-    plus ``prefill.chunk_tokens`` when prefill is colocated). The pool holds the drafter's KV too: the
-    engine charges ``drafter_kv_fraction`` target blocks per target token from it (specsim.engine.kv), so the
-    target alone can hold ``tokens / (1 + drafter_kv_fraction)`` tokens when every request drafts.
+    and A the activation reserve of vLLM's profiling run, ``A = T x (2 hidden + 2 ffn / tp) x dtype_bytes +
+    S x vocab x 4``: one layer's hidden and MLP activations over the ``T`` tokens of the forward pass, plus the
+    fp32 logits of the ``S = min(max_num_seqs, T)`` rows it samples. vLLM's ``profile_run`` runs the model over
+    ``max_num_batched_tokens`` tokens spread over ``min(max_num_seqs, tokens)`` dummy requests and samples one
+    row per request (``_dummy_run``, ``_dummy_sampler_run`` in vllm/v1/worker/gpu_model_runner.py): ``T`` is
+    the step's token budget, ``prefill.chunk_tokens`` when prefill is colocated, else the largest verify batch
+    ``max_num_seqs x (gamma + 1)``. (Before 2026-12-06 specsim charged fp32 logits for every one of
+    ``max_num_seqs x (gamma + 1) + chunk`` tokens: 26.6 GB on one B200 for Qwen3.8-27B with DSpark k = 7, where
+    the engine's pool leaves about 7 GB besides the weights; docs/memory.md, "The activation reserve".) The pool
+    holds the drafter's KV too: the engine charges ``drafter_kv_fraction`` target blocks per target token from it
+    (specsim.engine.kv), so the target alone can hold ``tokens / (1 + drafter_kv_fraction)`` tokens when every
+    request drafts.
 
     A model with linear-attention layers (Gated DeltaNet, as Qwen3.5/Qwen3-Next) keeps a recurrent state per
     request instead of a KV cache in those layers, drawn from the same pool: each running request holds
@@ -56,8 +62,8 @@ class KvCapacity:
         state_bytes: the bytes behind ``state_blocks`` per request per GPU (all its state copies), 0 without.
         memory_tokens: at the default capacity, the tokens the profile's model and GPUs would hold at vLLM's
             0.9 (:func:`_plain_table_memory`), None where its metadata cannot say or the capacity is not the default.
-        gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens,
-        kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived
+        gpu, gpu_memory_bytes, utilization, weights_bytes, activation_bytes, activation_tokens (T), activation_rows
+        (S), kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived
         (``weights_bytes`` includes ``drafter_weights_bytes``, the drafter's own weights per GPU, 0 without).
         layout: a hybrid model's page layout where the capacity is derived (:mod:`specsim.hardware.hybrid_pages`:
             ``tokens`` and ``block_size`` are then in its engine blocks), else None.
@@ -82,6 +88,7 @@ class KvCapacity:
     memory_tokens: int | None = None
     drafter_weights_bytes: float = 0.0
     layout: HybridPageLayout | None = None
+    activation_rows: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
@@ -124,7 +131,8 @@ class KvCapacity:
                f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks")
         return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
                 f"{self.weights_bytes / gb:.2f} GB{drafter} - activation reserve {self.activation_bytes / gb:.2f} GB "
-                f"[T x (2 hidden + 2 ffn/tp) x dtype + T x vocab x 4 B, T = {self.activation_tokens}]) / {per}{share}")
+                f"[T x (2 hidden + 2 ffn/tp) x dtype + S x vocab x 4 B, T = {self.activation_tokens} tokens, S = "
+                f"{self.activation_rows} sampled rows]) / {per}{share}")
 
 
     def _memory_note(self) -> str:
@@ -310,7 +318,7 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
                                 else f"unset (vLLM's default {STEP_MODEL_UTILIZATION} assumed)")
     return KvCapacity(d["tokens"], "gpu_memory_utilization", c.block_size, drafter_kv_fraction, d["gpu"], d["mem"],
                       utilization, d["weights"], d["act"], d["t"], float(d["per_token"]), d["model"].name, d["tp"],
-                      prof.source, drafter_weights_bytes=float(drafter_weights_bytes))
+                      prof.source, drafter_weights_bytes=float(drafter_weights_bytes), activation_rows=d["rows"])
 
 
 def _no_room(d: dict) -> str:
@@ -329,7 +337,7 @@ def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization
         SpecsimInputError: a plain table's metadata lacks the model's shape or names no GPU of known memory.
     """
     c = sc.cluster
-    t = c.max_num_seqs * (gamma + 1) + (sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else 0)
+    t = sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else c.max_num_seqs * (gamma + 1)
     if sm is not None:
         model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.name, sm.gpu.memory_bytes
         weights = model.weight_bytes(sm.tp, sm.ep) + drafter_weights_bytes
@@ -345,7 +353,8 @@ def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization
         weights = _weight_params(model, tp) * dtype_bytes
         per_token = (model.num_layers * (model.kv_lora_rank + model.rope_dim) if model.kv_lora_rank
                      else 2 * model.num_layers * max(1, model.num_kv_heads // tp) * model.head_dim) * dtype_bytes
-    act = t * (2 * model.hidden + 2 * model.ffn / tp) * 2 + t * model.vocab * 4
+    rows = min(c.max_num_seqs, t)
+    act = t * (2 * model.hidden + 2 * model.ffn / tp) * 2 + rows * model.vocab * 4
     if per_token <= 0:
         raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
                                 "a model with softmax-attention layers (a KV cache) to derive the capacity from; set "
@@ -353,7 +362,7 @@ def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization
     free = mem * utilization - weights - act
     tokens = int(max(free, 0) // per_token) // c.block_size * c.block_size
     return {"tokens": tokens, "gpu": gpu, "mem": mem, "utilization": utilization, "weights": weights, "act": act,
-            "t": t, "per_token": per_token, "model": model, "tp": tp, "free": free}
+            "t": t, "rows": rows, "per_token": per_token, "model": model, "tp": tp, "free": free}
 
 
 def _plain_table_memory(sc: Scenario, prof: StepTimeProfile, gamma: int) -> int | None:
