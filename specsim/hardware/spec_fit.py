@@ -39,6 +39,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError, plain
 from specsim.hardware.profile_fit import FIT_BOUNDS, FitReport, PointResidual, _at_bound, _far_from_default
+from specsim.hardware.step_points import load_label
 
 #: The speculation terms ``profile fit`` frees on speculative points.
 SPEC_PARAMS = ("spec_step_s", "spec_request_s")
@@ -125,13 +126,12 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             per_token = itl / 1e3 / tau
         step = per_token * tau
         r = (tout - completed) * per_token / duration
-        label = f"concurrency={m['max_concurrency']}" if m.get("max_concurrency") else f"rate={m.get('request_rate')}"
         conc = m.get("max_concurrency")
         if isinstance(conc, (int, float)) and not isinstance(conc, bool) and conc >= 1 and r > conc:
             r = float(conc)
         b = r * (1 + kk) + tin * step / duration
         out.append(SpecObservation(r, b, tin / completed + tout / completed / 2.0, step, kk, float(tau), src, k,
-                                   label + " (speculative)"))
+                                   load_label(m) + " (speculative)"))
     return out
 
 

@@ -200,7 +200,9 @@ def _closed_loop(m: dict, conc: float | None) -> float:
     return math.nan if conc is None or open_loop else float(conc)
 
 
-def _load_label(m: dict) -> str:
+def load_label(m: dict) -> str:
+    """A ``vllm bench serve`` result's load, as a fit's residual table names its point: ``concurrency=N`` for a
+    closed loop (``max_concurrency``), else ``rate=R`` (``request_rate``; ``inf``, vLLM's default, when absent)."""
     conc = m.get("max_concurrency")
     if conc not in (None, ""):
         return f"concurrency={conc}"
@@ -241,7 +243,7 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
                       lambda v: v > completed)
         step_s = _step_time_s(m, src, k)
         r = (tout - completed) * step_s / duration          # Little's law: decode time summed / duration
-        label = _load_label(m)
+        label = load_label(m)
         if conc is not None and r > R_OVER_CONCURRENCY * conc:
             raise SpecsimInputError(src, k, "mean_itl_ms", f"a run whose decode time fits its {conc:g} users "
                                     f"(Little's law gives R = {r:.4g} running requests, over {R_OVER_CONCURRENCY:g}x "
