@@ -80,8 +80,8 @@ def _summary_line(trace, out: Path) -> str:
     from specsim.workload.trace import trace_stats
 
     st = trace_stats(trace)
-    return (f"wrote {st['num_requests']} requests to {out} (span {st['span_s']:.3f} s, "
-            f"content hash {trace.content_hash()[:12]})")
+    return fmt.wrapped(f"wrote {st['num_requests']} requests to {out} (span {st['span_s']:.3f} s, "
+                       f"content hash {trace.content_hash()[:12]})")
 
 
 @trace_app.command("convert")
