@@ -472,7 +472,8 @@ class ResolvedRun:
             block_size=self.kv.block_size, prefix_caching=c.prefix_caching,
             chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
             emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv.drafter_kv_fraction,
-            decode_first_token=decode_first, state_blocks=self.kv.state_blocks)
+            decode_first_token=decode_first, state_blocks=self.kv.state_blocks,
+            first_drafts_in_prefill=e.first_drafts == "prefill-step")
             for i in range(c.num_replicas))
         return ClusterRuntime(
             replicas=replicas, kv_capacity_tokens=self.kv.tokens, router=c.router, colocated=colocated,

@@ -92,6 +92,8 @@ DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", "none")
 CALIBRATIONS = ("sts", "none")
 #: What becomes of a request beyond the context window (docs/memory.md).
 CONTEXT_OVERFLOWS = ("unservable", "truncate")
+#: Where a request's first drafts are charged (docs/profiles.md, "When the drafter runs").
+FIRST_DRAFTS_RULES = ("prefill-step", "decode-step")
 
 #: Section types: strict (no ``1`` for true, no ``"3"`` for 3), unknown keys refused, NaN and infinities refused.
 _STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
@@ -404,6 +406,8 @@ class EngineConfig(_Section):
             from; charged only while speculation is configured.
         spec_request_s: the same overhead per running request in a speculative step, seconds, float in [0, 0.01];
             unset = the profile's own term, else vLLM issue 49548's sourced default 8.4e-5 s (same rules).
+        first_drafts: ``prefill-step``: a step drafts for the requests it prefills too, as vLLM's proposer does;
+            ``decode-step``: for its decoding requests only (docs/profiles.md, "When the drafter runs").
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -415,6 +419,7 @@ class EngineConfig(_Section):
     context_overflow: Literal[CONTEXT_OVERFLOWS] = "unservable"
     spec_step_s: float | None = None
     spec_request_s: float | None = None
+    first_drafts: Literal[FIRST_DRAFTS_RULES] = "prefill-step"
 
     def _validate(self) -> None:
         self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")

@@ -42,8 +42,10 @@ def test_dspark_layout_on_qwen_by_hand():
     assert (lay.buckets, lay.group_size) == ((16, 5, 48), 5)
     assert (lay.target_groups, lay.drafter_groups, lay.state_groups, lay.state_copies) == (4, 1, 10, 8)
     assert lay.block_bytes == 5 * 3_407_872 and lay.state_blocks == 80
-    # engine units: one vLLM block; 832 target tokens fill one block in each of the 4 target groups
-    assert (lay.engine_block_tokens, lay.drafter_fraction) == (208, 0.25)
+    # engine units: an 832-token attention block in each of the 4 target and 1 drafter groups, whole (vLLM gives
+    # a request whole blocks in every group); the state's 80 blocks are 16 such units
+    assert (lay.engine_groups(), lay.engine_groups(with_drafter=False), lay.engine_state_blocks()) == (5, 4, 16)
+    assert lay.engine_state_blocks(with_drafter=False) == 20
     # a request of 832 tokens holds 4 + 1 attention blocks and 80 state blocks in vLLM: 85 x 17.0 MB = 1.45 GB,
     # where its state and KV, unpadded, are 8 x 48 x 3,350,528 + 832 x 21 x 4,096 B = 1.36 GB
     assert (80 + 4 + 1) * lay.block_bytes == pytest.approx(1.448e9, rel=1e-3)
@@ -52,20 +54,23 @@ def test_dspark_layout_on_qwen_by_hand():
 def test_mtp_and_no_speculation_layouts_on_qwen():
     mtp = hybrid_page_layout(QWEN, 1, 2, 1, False)
     assert (mtp.buckets, mtp.group_size, mtp.block_tokens) == ((17, 0, 48), 17, 800)
-    assert (mtp.target_groups, mtp.state_groups, mtp.state_blocks, mtp.drafter_fraction) == (1, 3, 9, 0.0)
+    assert (mtp.target_groups, mtp.state_groups, mtp.state_blocks, mtp.engine_groups()) == (1, 3, 9, 1)
     none = hybrid_page_layout(QWEN, 1, 0)
     assert (none.buckets, none.group_size, none.block_tokens, none.state_blocks) == ((16, 0, 48), 16, 784, 3)
-    assert none.engine_block_tokens == 784 and none.page_bytes == 784 * 4096 >= 3_207_168
+    assert none.engine_groups() == 1 and none.page_bytes == 784 * 4096 >= 3_207_168
     assert hybrid_page_layout(MODELS["llama2-7b"], 1, 7) is None          # no linear attention: no layout
 
 
-def test_per_token_the_engine_counts_what_vllm_holds():
-    """Over long contexts the engine's charge per target token (block bytes / engine block tokens, target and
-    drafter) equals vLLM's: every attention group's page per block_tokens tokens."""
+def test_the_engine_charges_what_vllm_allocates():
+    """A request of T tokens holds, in vLLM, ceil(T / block_tokens) blocks in each of its 5 attention groups and
+    80 state blocks; the engine's blocks (one per block_tokens tokens, each 5 of the pool's) come to the same bytes,
+    the last partly filled attention block whole."""
+    from specsim.engine.kv import blocks_for
     lay = hybrid_page_layout(QWEN, 1, 7, 5, True)
-    engine = lay.block_bytes * (1 + lay.drafter_fraction) / lay.engine_block_tokens
-    vllm = (lay.target_groups + lay.drafter_groups) * lay.block_bytes / lay.block_tokens
-    assert engine == pytest.approx(vllm, rel=1e-12)
+    for tokens in (1, 400, 832, 833, 1215, 5000):
+        vllm = ((lay.target_groups + lay.drafter_groups) * -(-tokens // lay.block_tokens) + lay.state_blocks)
+        engine = (int(blocks_for(tokens, lay.block_tokens)) + lay.engine_state_blocks()) * lay.engine_groups()
+        assert engine == vllm, tokens
 
 
 def _qwen_on_b200():
@@ -84,9 +89,10 @@ def test_what_the_scenario_sets_is_kept_in_the_layout():
     sm, prof = _qwen_on_b200()
     base = ['prefill.mode="colocated"', "cluster.gpu_memory_utilization=0.9"]
     big = kv_capacity(load_scenario(overrides=[*base, "cluster.block_size=2048"]), prof, 7, 0.3, 0.0, (5, True))
-    assert (big.layout.block_tokens, big.block_size, big.layout.page_bytes) == (2048, 512, 2048 * 4096)
+    assert (big.layout.block_tokens, big.block_size, big.layout.page_bytes) == (2048, 2048, 2048 * 4096)
+    assert (big.engine_groups, big.drafter_kv_fraction) == (5, 0.0)         # the drafter's group in each block
     own = kv_capacity(load_scenario(overrides=[*base, "drafter.kv_fraction=0.5"]), prof, 7, 0.5, 0.0, (5, True))
-    assert own.layout.buckets == (16, 5, 48) and own.drafter_kv_fraction == 0.5
+    assert own.layout.buckets == (16, 5, 48) and own.drafter_kv_fraction == 0.5 and own.engine_groups == 4
     bare = kv_capacity(load_scenario(overrides=base), prof, 7, 0.3)
     assert bare.layout.buckets == (16, 0, 48) and bare.drafter_kv_fraction == 0.3
 

@@ -148,38 +148,39 @@ def test_linear_attention_state_blocks_by_hand():
 
 def test_the_state_comes_out_of_the_pool_and_caps_the_running_requests():
     """With 8 state copies per request (DSpark k = 7) in vLLM's hybrid page layout (80 blocks of 17.0 MB, 1.36 GB)
-    a B200 holds about 67 Qwen3.8-27B requests of 1,000 tokens (the public vLLM sweep ran 63-67 at 128 users);
-    without speculation (3 blocks of 51.4 MB) it holds them all."""
+    a B200 holds about 70 Qwen3.8-27B requests of 1,000 tokens (the public vLLM sweep's gauges: 72 running at 128
+    users, docs/memory.md); without speculation (3 blocks of 51.4 MB) it holds them all. The engine counts in
+    blocks of 832 tokens, each one block in every one of a request's 5 attention groups (85.2 MB)."""
     sm = _qwen_hybrid_on_b200()
     prof = sm.profile(max_batch_tokens=17_000)
     sc = load_scenario(overrides=['prefill.mode="colocated"', "prefill.chunk_tokens=16384",
                                   "cluster.gpu_memory_utilization=0.9"])
     plain, spec = kv_capacity(sc, prof, gamma=0), kv_capacity(sc, prof, 7, 0.3, 0.0, (5, True))
     assert (plain.state_blocks, plain.block_size, plain.layout.group_size) == (3, 784, 16)
-    assert (spec.state_blocks, spec.block_size, spec.drafter_kv_fraction) == (80, 208, 0.25)
+    assert (spec.state_blocks, spec.block_size, spec.drafter_kv_fraction, spec.engine_groups) == (16, 832, 0.0, 5)
     assert spec.state_bytes == 80 * 5 * 832 * 4096
-    assert "80 blocks of linear-attention state" in spec.describe() and "[16, 5, 48] in groups of 5" in spec.describe()
-    # the pool is the memory left, in whole blocks of group size x page
+    assert "16 blocks of linear-attention state" in spec.describe() and "[16, 5, 48] in groups of 5" in spec.describe()
+    # the pool is the memory left, in whole blocks of group size x page, 5 of them per engine block
     free = spec.gpu_memory_bytes * 0.9 - spec.weights_bytes - spec.activation_bytes
-    assert spec.tokens // 208 == int(free // (5 * 832 * 4096))
+    assert spec.tokens // 832 == int(free // (5 * 832 * 4096)) // 5
     # a capacity set in tokens is the same pool in the scenario's blocks: the state still comes out of it
     fixed = kv_capacity(load_scenario(overrides=["cluster.kv_capacity_tokens=100000"]), prof, gamma=2)
     assert (fixed.tokens, fixed.source, fixed.state_blocks, fixed.layout) == (100000, "kv_capacity_tokens", 447, None)
-    blocks = spec.tokens // 208
-    assert 60 < blocks // (80 + 5 + 2) < 80                  # state + a 1,000-token request's KV and drafter's share
-    # the header says how many requests of one attention block fit: 80 state + 4 target + 1 drafter blocks each
-    assert f"so at most {blocks // 85:,} requests of up to 832 tokens run at once (85 blocks each" in spec.describe()
+    blocks = spec.tokens // 832
+    assert 60 < blocks // (16 + 2) < 80                      # state + a 1,000-token request's two attention blocks
+    # the header says how many requests of one attention block fit: 16 state + 1 attention engine blocks each
+    assert f"so at most {blocks // 17:,} requests of up to 832 tokens run at once (17 blocks each" in spec.describe()
     tr = Trace(request_id=[f"r{i}" for i in range(640)], arrival_s=np.zeros(640), prompt_tokens=np.full(640, 200),
                output_tokens=np.full(640, 100), domain=["code"] * 640, source="t")
     res = simulate(tr, "static", sc, seed=0, profile=prof, gamma=7, drafter="dspark", concurrency=128)
     kvs = res.summary["kv_capacity"]
-    assert (kvs["state_blocks"], kvs["block_size"], kvs["layout"]["group_size"]) == (80, 208, 5)
-    # each running request holds its 80 state blocks, at least its 200-token prompt's 1 KV block and its drafter's 1
-    assert res.steps["num_running"].max() <= blocks // (80 + 1 + 1) < 128
+    assert (kvs["state_blocks"], kvs["block_size"], kvs["layout"]["group_size"]) == (16, 832, 5)
+    # each running request holds its 16 state blocks and at least its 300-token request's 1 attention block
+    assert res.steps["num_running"].max() <= blocks // (16 + 1) < 128
     # the summary's load figures are the step counts weighted by step time: the cap holds on average, the rest wait
     st, s = res.steps, res.summary
     assert s["mean_running_requests"] == pytest.approx((st.num_running * st.duration_s).sum() / s["duration_s"])
-    assert s["mean_running_requests"] <= blocks // (80 + 1 + 1) and s["mean_waiting_requests"] > 0
+    assert s["mean_running_requests"] <= blocks // (16 + 1) and s["mean_waiting_requests"] > 0
     assert (res.steps["kv_blocks_used"] <= blocks).all()
     assert res.summary["completed"] + res.summary["unfinished"] + res.summary["not_issued"] == 640
     again = simulate(tr, "static", sc, seed=0, profile=prof, gamma=0, concurrency=128)
@@ -254,3 +255,16 @@ def test_the_drafters_own_weights_come_out_of_the_kv_memory():
     assert drafter_weights(sc, "dspark", 7, prof) == dspark and drafter_weights(sc, "dspark", 0, prof) == 0.0
     flat = StepTimeProfile.flat(0.01)
     assert drafter_weights(sc, "dspark", 7, flat) == 0.0      # a plain table: no shape to size the drafter from
+
+
+def test_the_profiling_run_samples_one_row_per_dummy_request():
+    """vLLM's profiling run spreads the step's token budget T over min(max_num_seqs, T) dummy requests and samples
+    one row of fp32 logits for each: a colocated chunk of 128 tokens under 256 sequences samples 128 rows, a
+    disaggregated replica's verify batch of 256 x 8 tokens samples 256 (Llama-2-7B: hidden 4096, ffn 11008, vocab
+    32768, fp16)."""
+    small = kv_capacity(load_scenario(overrides=["cluster.gpu_memory_utilization=0.9", 'prefill.mode="colocated"',
+                                                 "prefill.chunk_tokens=128"]), None, gamma=7)
+    assert (small.activation_tokens, small.activation_rows) == (128, 128)
+    assert small.activation_bytes == 128 * (2 * 4096 + 2 * 11008) * 2 + 128 * 32768 * 4
+    wide = kv_capacity(load_scenario(overrides=["cluster.gpu_memory_utilization=0.9"]), None, gamma=7)
+    assert (wide.activation_tokens, wide.activation_rows) == (2048, 256)

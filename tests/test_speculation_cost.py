@@ -299,20 +299,56 @@ def test_detailed_gaps_in_milliseconds_fall_back_to_the_mean_tpot(tmp_path):
     assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)
 
 
-def _first_token(policy, prompt: int, chunk: int = 512) -> float:
+def _first_token(policy, prompt: int, chunk: int = 512, *extra: str) -> float:
     """TTFT of one request prefilled on its replica (flat 20 ms steps, the drafter 2 ms at R = 1: 10% of a step)."""
     sc = load_scenario(overrides=["prefill.mode=colocated", f"prefill.chunk_tokens={chunk}", "engine.host_overhead_s=0",
                                   "engine.request_overhead_s=0", "drafter.base_fraction=0.1",
-                                  "drafter.per_draft_fraction=0"])
+                                  "drafter.per_draft_fraction=0", *extra])
     res = simulate(make_trace([0.0], [prompt], [20]), policy, sc, profile=_flat(False),
                    gamma=None if policy == "none" else 2)
     return float(res.requests["ttft_s"][0])
 
 
-def test_the_step_that_ends_a_prefill_proposes_the_requests_first_drafts():
-    """vLLM proposes for every request that samples a token in the step, the last prefill chunk's included: that
-    step pays the drafter (R = 1) and speculation's own terms before the first token is out; a middle chunk does
-    not (it samples nothing)."""
+def test_a_prefill_step_drafts_for_the_requests_it_prefills():
+    """vLLM's proposer runs over every request scheduled in the step (its padded drafter batch): the step that
+    ends a prefill proposes the request's first drafts, one with a middle chunk drafts and throws them away, and
+    either pays the drafter (R = 1) and speculation's own terms before the first token is out."""
     assert _first_token("none", 100) == pytest.approx(0.020)
     assert _first_token(_Propose(2), 100) == pytest.approx(0.020 + 0.002 + FIXED + PER_REQUEST)
-    assert _first_token(_Propose(2), 900) == pytest.approx(0.040 + 0.002 + FIXED + PER_REQUEST)   # two chunks
+    assert _first_token(_Propose(2), 900) == pytest.approx(0.040 + 2 * (0.002 + FIXED + PER_REQUEST))  # 2 chunks
+    # an engine that drafts for running requests only (specsim's torch replay loop): the prefill step is plain
+    assert _first_token(_Propose(2), 100, 512, "engine.first_drafts=decode-step") == pytest.approx(0.020)
+    with pytest.raises(SpecsimInputError, match="first_drafts"):
+        load_scenario(overrides=["engine.first_drafts=prefill"])
+
+
+def test_a_step_drafts_for_its_decoders_and_the_requests_it_prefills():
+    """R = 4 decoders at gamma 3 beside a 512-token chunk: one drafter call over 5 requests, speculation's terms for
+    5; where the decoders draft nothing (their outputs end) the prefill still drafts at the policy's proposal;
+    with engine.first_drafts = decode-step only the decoders are drafted for."""
+    from types import SimpleNamespace
+
+    from specsim.engine.step_runner import StepRunner
+
+    calls = []
+
+    def draft_time_s(n, g, profile, kv=0.0):
+        calls.append((n, g))
+        return 0.001 * n
+
+    def runner(prefill_too: bool):
+        slots = SimpleNamespace(prompt_tokens=np.array([3000]), num_generated=np.array([0]),
+                                prefill_left=np.array([3000]))
+        config = SimpleNamespace(gamma=3, emission_overhead_s=0.0, first_drafts_in_prefill=prefill_too)
+        return SimpleNamespace(slots=slots, profile=_flat(False), config=config, host_overhead_s=0.0,
+                               drafter_cost=SimpleNamespace(draft_time_s=draft_time_s))
+
+    def plan(gamma):
+        return SimpleNamespace(batch_tokens=4 * (1 + gamma) + 512, chunk=np.array([512]), prefill=np.array([0]),
+                               batch=SimpleNamespace(decode=np.arange(4), kv_tokens=0.0, gamma=gamma), num_drafting=4,
+                               verified_drafts=4 * gamma, proposal_gamma=3)
+
+    assert StepRunner.step_time_s(runner(True), plan(3)) == pytest.approx(0.02 + 0.005 + FIXED + 5 * PER_REQUEST)
+    assert StepRunner.step_time_s(runner(True), plan(0)) == pytest.approx(0.02 + 0.001 + FIXED + 5 * PER_REQUEST)
+    assert StepRunner.step_time_s(runner(False), plan(3)) == pytest.approx(0.02 + 0.004 + FIXED + 4 * PER_REQUEST)
+    assert calls == [(5, 3), (1, 3), (4, 3)]

@@ -264,7 +264,8 @@ def test_a_one_token_chunk_beside_verify_rows_is_a_mixed_step():
     fake = SimpleNamespace(slots=SimpleNamespace(prompt_tokens=np.array([3000]), num_generated=np.array([0]),
                                                  prefill_left=np.array([1])),
                            profile=prof, drafter_cost=SimpleNamespace(draft_time_s=lambda *a: 0.0),
-                           config=SimpleNamespace(gamma=2, emission_overhead_s=0.0), host_overhead_s=0.0)
+                           config=SimpleNamespace(gamma=2, emission_overhead_s=0.0, first_drafts_in_prefill=True),
+                           host_overhead_s=0.0)
 
     def plan(verified, chunk=1):
         return SimpleNamespace(batch_tokens=16 + chunk - 1, chunk=np.array([chunk]), prefill=np.array([0]),

@@ -52,6 +52,7 @@ class StepPlan(NamedTuple):
     num_preempted: int
     num_waiting: int
     kv_blocks_used: int       # blocks in use after the step's allocation, exact even in lazy steps
+    proposal_gamma: int = 0   # drafts the policy proposes this step before they are cut to what decoders can use
 
 
 class Stretch(NamedTuple):
@@ -228,7 +229,7 @@ class Scheduler:
         return StepPlan(batch=batch, verify_len=verify_len, drafts=drafts, prefill=prefill, chunk=chunk,
                         capacity=decision.capacity, num_drafting=drafting, verified_drafts=verified,
                         prefill_tokens=prefill_tokens, batch_tokens=B + prefill_tokens, num_preempted=preempted,
-                        num_waiting=waiting, kv_blocks_used=used)
+                        num_waiting=waiting, kv_blocks_used=used, proposal_gamma=proposed.gamma)
 
     def _useful_drafts(self, batch: DecodeBatch, most_left: int) -> DecodeBatch:
         """Draft at most the largest useful length in the batch: a request can verify at most its remaining

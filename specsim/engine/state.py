@@ -32,6 +32,8 @@ class ReplicaConfig:
             model's recurrent state (:func:`specsim.hardware.kv_capacity.state_blocks_per_request`; 0 without).
         decode_first_token: disaggregated requests arrive with their prompt's KV only; their first step here
             recomputes the last prompt token and emits token 1 (scenario ``prefill.first_token = decode-step``).
+        first_drafts_in_prefill: a request's first drafts are charged in the step that ends its (re-)prefill
+            (scenario ``engine.first_drafts = prefill-step``), else only in steps that verify drafts.
     """
 
     index: int
@@ -48,6 +50,7 @@ class ReplicaConfig:
     drafter_kv_fraction: float = 0.0
     decode_first_token: bool = False
     state_blocks: int = 0
+    first_drafts_in_prefill: bool = True
 
 
 NO_SLOTS = np.zeros(0, np.int64)   # no slots (read-only: shared by every step that has none)

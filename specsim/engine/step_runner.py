@@ -62,11 +62,15 @@ class StepRunner:
         step_time = prof.mixed_step_time if mixed else prof.step_time
         t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
         if self.config.gamma:                          # speculation configured: the drafter, its own work (issue 20)
-            first, first_kv = first_proposals(self.slots, plan)
-            proposing = (plan.num_drafting + first) if batch.gamma else 0
+            rows, rows_kv = (prefill_proposals(self.slots, plan) if self.config.first_drafts_in_prefill
+                             else (0, 0.0))
+            drafting = plan.num_drafting if batch.gamma else 0
+            # the step's draft length: the decoders' where they draft, else the policy's proposal for the prefills
+            g = batch.gamma if drafting else plan.proposal_gamma
+            proposing = drafting + (rows if g else 0)
             if proposing:
-                t += self.drafter_cost.draft_time_s(proposing, batch.gamma, prof, kv_tokens + first_kv)
-            t += prof.speculation_s(R + first, proposing * batch.gamma)
+                t += self.drafter_cost.draft_time_s(proposing, g, prof, kv_tokens + rows_kv)
+            t += prof.speculation_s(R + rows, proposing * g)
         if plan.chunk.size:
             ctx = s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
             t += prof.prefill_attention_s(plan.chunk, ctx)
@@ -190,17 +194,16 @@ class StepRunner:
         return int(again.size)
 
 
-def first_proposals(slots: Slots, plan: StepPlan) -> tuple[int, float]:
-    """Requests whose (re-)prefill ends this step, and their context tokens. Such a step samples each one's
-    first token and proposes its first drafts: vLLM's proposer drafts for every request that sampled a token
-    in the step, its prefill's last chunk included (``EagleProposer.propose`` and the DFlash / DSpark
-    proposers run over the step's whole batch), so the drafter and speculation's own work are charged there,
-    before the first token is out, not in the request's first decode step (docs/profiles.md, "When the
-    drafter runs")."""
+def prefill_proposals(slots: Slots, plan: StepPlan) -> tuple[int, float]:
+    """Requests prefilling in this step and their context tokens once the step is done. vLLM's proposer runs
+    over every request scheduled in the step, after sampling (``EagleProposer.propose``, the DFlash / DSpark
+    proposers: its padded drafter batch): a request whose prefill ends here gets its first drafts, one still
+    prefilling gets drafts that are thrown away (``discard_request_mask``), and either way the step pays the
+    drafter and speculation's own work for it. The request's decode steps then draft for it as for every decoding
+    request, so over its life it is drafted for in every step it is scheduled in (docs/profiles.md, "When the
+    drafter runs"). An engine that drafts for running requests only: ``engine.first_drafts = decode-step``."""
     if not plan.chunk.size:
         return 0, 0.0
     s, rows = slots, plan.prefill
-    ends = plan.chunk >= s.prefill_left[rows]
-    if not ends.any():
-        return 0, 0.0
-    return int(ends.sum()), float((s.prompt_tokens[rows] + s.num_generated[rows])[ends].sum())
+    done = s.prompt_tokens[rows] + s.num_generated[rows] - s.prefill_left[rows] + plan.chunk
+    return int(plan.chunk.size), float(done.sum())

@@ -30,16 +30,17 @@ read there; the numbers in brackets are Qwen3.8-27B on one GPU):
    ``mamba_cache_mode = "none"``) [DSpark k = 7: 80 state blocks and 5 attention blocks of 17.0 MB, 1.45 GB per
    request of up to 832 tokens, where its 384 state pages and 832 tokens of KV, unpadded, are 1.36 GB].
 
-specsim's engine counts one unit per vLLM block (:meth:`HybridPageLayout.engine_block_tokens`): the target's
-tokens fill ``block_tokens / target_groups`` tokens per block, the drafter's take ``drafter_groups /
-target_groups`` blocks per target block (:meth:`HybridPageLayout.drafter_fraction`), and the state
-``state_groups x (1 + gamma)`` blocks (:meth:`HybridPageLayout.state_blocks`). Per token this is vLLM's count;
-a request's last, partly filled attention block is charged its tokens' share of the ``target_groups`` blocks
-vLLM gives it whole: up to ``target_groups - 1`` blocks fewer per request (DSpark on Qwen3.8-27B: up to 3 of the
-85 blocks of a request of up to 832 tokens, 1.5 on average; none where ``target_groups`` is 1, as without a
-drafter of its own spec). Not modelled: vLLM's ``mamba_cache_mode = "align"``, which it selects when prefix
-caching is on, and its cached state per block boundary; a prefix hit is counted in the engine's blocks as the
-attention KV's.
+specsim's engine counts in blocks of ``block_tokens`` tokens, each standing for one vLLM block in every attention
+group of the request, the target's and the drafter's own (:meth:`HybridPageLayout.engine_groups`: 5 for DSpark on
+Qwen3.8-27B), so a request's last, partly filled attention block is charged whole in every group, as vLLM
+allocates it; its state ``state_groups x (1 + gamma)`` vLLM blocks in those units, rounded up
+(:meth:`HybridPageLayout.engine_state_blocks`; exact in the layouts above: 16 for DSpark, 9 for MTP, 3 without
+speculation). A request of up to 832 tokens with DSpark holds 17 engine blocks, vLLM's 85. (Until 2026-12-06 the
+engine counted single vLLM blocks and charged the last attention block its tokens' share: up to 3 of those 85
+fewer, and with the activation reserve corrected it then ran 8% more DSpark requests than the engine's gauges
+show; docs/memory.md.) Not modelled: vLLM's ``mamba_cache_mode = "align"``, which it selects when prefix caching
+is on, and its cached state per block boundary; a prefix hit is counted in the engine's blocks as the attention
+KV's.
 """
 
 from __future__ import annotations
@@ -93,16 +94,16 @@ class HybridPageLayout:
         """One block of the pool, bytes: ``group_size`` pages."""
         return self.group_size * self.page_bytes
 
-    @property
-    def engine_block_tokens(self) -> int:
-        """Target tokens per engine block: ``block_tokens // target_groups`` (a target attention block of
-        ``block_tokens`` tokens takes one block in each of the ``target_groups`` groups)."""
-        return max(1, self.block_tokens // self.target_groups)
+    def engine_groups(self, with_drafter: bool = True) -> int:
+        """vLLM blocks one engine block stands for: a ``block_tokens``-token attention block in each target
+        attention group and, ``with_drafter``, in each of the drafter's own groups (vLLM gives a request whole
+        blocks in every group, its last one partly filled)."""
+        return self.target_groups + (self.drafter_groups if with_drafter else 0)
 
-    @property
-    def drafter_fraction(self) -> float:
-        """The drafter's blocks per target block, ``drafter_groups / target_groups``."""
-        return self.drafter_groups / self.target_groups
+    def engine_state_blocks(self, with_drafter: bool = True) -> int:
+        """A running request's linear-attention state in engine blocks: its ``state_blocks`` vLLM blocks over
+        :meth:`engine_groups`, rounded up (exact where they divide: DSpark k = 7 on Qwen3.8-27B, 80 / 5 = 16)."""
+        return _cdiv(self.state_blocks, self.engine_groups(with_drafter))
 
     @property
     def state_blocks(self) -> int:

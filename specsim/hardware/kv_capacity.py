@@ -67,6 +67,7 @@ class KvCapacity:
         (``weights_bytes`` includes ``drafter_weights_bytes``, the drafter's own weights per GPU, 0 without).
         layout: a hybrid model's page layout where the capacity is derived (:mod:`specsim.hardware.hybrid_pages`:
             ``tokens`` and ``block_size`` are then in its engine blocks), else None.
+        engine_groups: the pool's blocks one engine block stands for (a layout's attention groups; else 1).
     """
 
     tokens: int
@@ -89,6 +90,7 @@ class KvCapacity:
     drafter_weights_bytes: float = 0.0
     layout: HybridPageLayout | None = None
     activation_rows: int | None = None
+    engine_groups: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (``blocks``, ``target_tokens_with_drafter`` and ``describe`` added)."""
@@ -113,21 +115,22 @@ class KvCapacity:
                      if lay is not None else "(")
                   + f"{self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
         if lay is not None:
-            one = self.state_blocks + lay.target_groups + lay.drafter_groups
+            one = self.state_blocks + 1
             share += (f", so at most {self.tokens // self.block_size // one:,} requests of up to {lay.block_tokens:,} "
                       f"tokens run at once ({one} blocks each"
-                      + (f", the drafter's KV in its own group, 1 block per {lay.target_groups} target blocks"
-                         if lay.drafter_groups else "") + ")")
+                      + (", the drafter's KV in its own group" if lay.drafter_groups and self.engine_groups > 1
+                         and not self.drafter_kv_fraction else "") + ")")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}{self._memory_note()}"
         gb = 1e9
         drafter = (f" (the drafter's {self.drafter_weights_bytes / gb:.2f} GB included)"
                    if self.drafter_weights_bytes else "")
-        per = (f"{lay.block_bytes / 1e6:,.1f} MB per block ({self.model}, TP {self.tp}; {lay.describe()}; the engine "
-               f"counts {self.block_size} target tokens per block" + (
-                   f", a {lay.block_tokens}-token attention block in each of the {lay.target_groups} target groups)"
-                   if lay.target_groups > 1 else ")") if lay is not None else
+        g = self.engine_groups
+        per = (f"{g * lay.block_bytes / 1e6:,.1f} MB per block ({self.model}, TP {self.tp}; {lay.describe()}"
+               + (f"; a block of the engine is a {lay.block_tokens}-token attention block in each of a request's {g} "
+                  f"attention groups, {g} of the pool's blocks of {lay.block_bytes / 1e6:,.1f} MB)" if g > 1 else ")")
+               if lay is not None else
                f"{self.kv_bytes_per_token:,.0f} B per token ({self.model}, TP {self.tp}), floored to blocks")
         return (f"{head} = ({self.gpu} {self.gpu_memory_bytes / gb:.2f} GB x {self.utilization:g} - weights "
                 f"{self.weights_bytes / gb:.2f} GB{drafter} - activation reserve {self.activation_bytes / gb:.2f} GB "
@@ -238,9 +241,10 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
             drafter layers in the layout, ``drafter_kv_fraction`` kept as given.
 
     A derived capacity of a model with linear-attention layers follows vLLM's hybrid page layout
-    (:mod:`specsim.hardware.hybrid_pages`): its blocks are the layout's, ``block_size`` its engine block
-    (``layout.engine_block_tokens`` tokens, not the scenario's), ``drafter_kv_fraction`` and ``state_blocks``
-    its counts, and ``layout`` says so.
+    (:mod:`specsim.hardware.hybrid_pages`): ``block_size`` is its attention block (``layout.block_tokens``
+    tokens, not the scenario's), each engine block one vLLM block in every attention group of a request,
+    ``state_blocks`` the state in those units, the drafter's own groups in them (``drafter_kv_fraction`` 0)
+    unless the scenario sets ``drafter.kv_fraction``, and ``layout`` says so.
 
     Raises:
         SpecsimInputError: the profile's metadata lacks the model shape or names no known GPU (naming the
@@ -258,14 +262,15 @@ def kv_capacity(sc: Scenario, profile: StepTimeProfile | None, gamma: int,
     if layout is None:
         return _with_state(kvc, sm, gamma)
     keep = drafter_attention is None or sc.drafter.kv_fraction is not None
-    return _in_hybrid_pages(kvc, layout, None if keep else layout.drafter_fraction)
+    return _in_hybrid_pages(kvc, layout, with_drafter=not keep)
 
 
-def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, drafter_fraction: float | None) -> KvCapacity:
+def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, with_drafter: bool) -> KvCapacity:
     """A derived capacity ``kvc`` recut into vLLM's hybrid page layout (:mod:`specsim.hardware.hybrid_pages`):
     the memory left for the pool in whole blocks of ``layout.block_bytes``, counted in engine blocks of
-    ``layout.engine_block_tokens`` target tokens; the drafter's share ``drafter_fraction`` (None: ``kvc``'s, a
-    fraction the scenario set) and each request's state blocks from the layout.
+    ``layout.block_tokens`` tokens, each one vLLM block in every attention group of a request (the drafter's own
+    groups too where ``with_drafter``; else ``kvc``'s drafter fraction, one the scenario set, is kept), and each
+    request's state in those units (:meth:`~specsim.hardware.hybrid_pages.HybridPageLayout.engine_state_blocks`).
 
     Raises:
         SpecsimInputError: the memory left holds fewer blocks than one request of one attention block (its state
@@ -280,11 +285,11 @@ def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, drafter_fraction
                                 f"{blocks} blocks of {layout.block_bytes / 1e6:.1f} MB, while a request of up to "
                                 f"{layout.block_tokens} tokens takes {one} ({layout.state_blocks} of them its "
                                 f"linear-attention state; {layout.describe()})", repr(kvc.utilization))
-    size = layout.engine_block_tokens
-    return replace(kvc, tokens=blocks * size, block_size=size,
-                   drafter_kv_fraction=kvc.drafter_kv_fraction if drafter_fraction is None else drafter_fraction,
-                   state_blocks=layout.state_blocks, state_bytes=float(layout.state_blocks * layout.block_bytes),
-                   layout=layout)
+    size, g = layout.block_tokens, layout.engine_groups(with_drafter)
+    return replace(kvc, tokens=blocks // g * size, block_size=size, engine_groups=g,
+                   drafter_kv_fraction=0.0 if with_drafter else kvc.drafter_kv_fraction,
+                   state_blocks=layout.engine_state_blocks(with_drafter),
+                   state_bytes=float(layout.state_blocks * layout.block_bytes), layout=layout)
 
 
 def _with_state(kvc: KvCapacity, sm, gamma: int) -> KvCapacity:

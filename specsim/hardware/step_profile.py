@@ -286,11 +286,13 @@ class StepTimeProfile:
         """Seconds of speculation's own work in a step of a speculating engine (issue 20): ``spec_step_s +
         spec_request_s * num_requests`` when the step proposes drafts, and when it proposes none only if
         ``spec_zero_draft_pays`` (vLLM's dynamic draft length at K = 0 pays, vLLM issue 49548; an engine that
-        switches speculation off for the step runs the plain path, vLLM PR 5000); 0 for a step without decoding
-        requests. The engine adds it to the step time of every step while speculation is configured.
+        switches speculation off for the step runs the plain path, vLLM PR 5000); 0 for a step that drafts for no
+        request. The engine adds it to the step time of every step while speculation is configured.
 
         Args:
-            num_requests: R, decoding requests in the step. drafts: draft tokens proposed this step (all requests).
+            num_requests: the requests the step drafts for: its R decoding requests and, where the engine drafts
+                for them (``engine.first_drafts = prefill-step``), those it prefills (0: the step pays nothing).
+            drafts: draft tokens proposed this step (all requests).
         """
         if num_requests <= 0 or (drafts <= 0 and not self.spec_zero_draft_pays):
             return 0.0

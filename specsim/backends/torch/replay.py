@@ -11,7 +11,8 @@ models"):
    iteration = prefill of the newly arrived requests (one forward, their first token) + one speculative
    step (draft, policy, verify, accept) of the requests that were already running: the colocated
    prefill of the simulator's engine (``specsim.engine.replica``), where a request prefilled in step t first
-   decodes in step t+1. Times are real wall-clock seconds of each iteration on a virtual clock that
+   decodes in step t+1; the loop drafts for running requests only, so the prediction charges a request's first
+   drafts in its first decode step (``engine.first_drafts = decode-step``, not vLLM's prefill step). Times are real wall-clock seconds of each iteration on a virtual clock that
    jumps over idle gaps to the next arrival (no sleeping), so arrivals and queueing are as in the trace.
 2. **Predict** (:func:`predict`): the simulator runs the same trace, open loop, with the same policy
    object type, a colocated scenario with one replica (prefill chunk budget large enough to prefill
@@ -322,7 +323,8 @@ def replay_scenario(gamma: int, max_batch: int, prefill_chunk_tokens: int, accep
     """The simulator scenario matching the replay loop (module docstring, step 2).
 
     One replica, ``max_num_seqs = max_batch``, unbounded KV (the replay has no KV limit), no request overhead
-    (the replay loop has no API server), colocated
+    (the replay loop has no API server), first drafts charged in the first decode step (the loop drafts for
+    running requests only: ``engine.first_drafts = decode-step``), colocated
     prefill with a chunk budget covering every waiting prompt, no separate host overhead (the measured
     iteration time already contains the Python host work; it is not in the profile, see docs/replay.md),
     the fitted acceptance model and raw confidences (the replay runs without STS).
@@ -332,7 +334,7 @@ def replay_scenario(gamma: int, max_batch: int, prefill_chunk_tokens: int, accep
         "cluster": {"num_replicas": 1, "gpus_per_replica": 1, "max_num_seqs": max_batch,
                     "kv_capacity_tokens": 10 ** 9},
         "prefill": {"mode": "colocated", "chunk_tokens": int(prefill_chunk_tokens)},
-        "engine": {"gamma": gamma, "host_overhead_s": 0.0, "request_overhead_s": 0.0},
+        "engine": {"gamma": gamma, "host_overhead_s": 0.0, "request_overhead_s": 0.0, "first_drafts": "decode-step"},
         "acceptance": {"model": acceptance_model, "calibration": "none"},
     }, src="replay")
 
