@@ -32,8 +32,9 @@ class ReplicaConfig:
             model's recurrent state (:func:`specsim.hardware.kv_capacity.state_blocks_per_request`; 0 without).
         decode_first_token: disaggregated requests arrive with their prompt's KV only; their first step here
             recomputes the last prompt token and emits token 1 (scenario ``prefill.first_token = decode-step``).
-        first_drafts_in_prefill: a request's first drafts are charged in the step that ends its (re-)prefill
-            (scenario ``engine.first_drafts = prefill-step``), else only in steps that verify drafts.
+        first_drafts_in_prefill: a speculating step drafts for the requests it prefills too, so a request's first
+            drafts come in the step that ends its (re-)prefill (scenario ``engine.first_drafts = prefill-step``);
+            else only decoding requests are drafted for.
     """
 
     index: int

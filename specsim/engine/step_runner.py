@@ -3,9 +3,9 @@
 
 * cost (:meth:`StepRunner.step_time_s`): ``step_time(B)`` at B = sum_r (1 + l_r) plus prefill / recompute chunk
   tokens, the host overhead unless the policy fits ZOS, the drafter's time for the requests that drafted and
-  for those whose prefill ends in the step (their first drafts), speculation's own work while speculation is
-  configured (``profile.speculation_s``, issue 20), the prefill chunks' attention, and the per-emission cost
-  (DESIGN.md, the step-time issue);
+  for those the step prefills (:func:`prefill_proposals`), speculation's own work while speculation is configured
+  (``profile.speculation_s``, issue 20), the prefill chunks' attention, and the per-emission cost (DESIGN.md, the
+  step-time issue);
 * reveal and emit (:meth:`StepRunner.finish`): each decoding request emits its accepted prefix + 1 tokens; a
   finished (re-)prefill emits one token; the step's record (and, when asked, its per-request step-log rows)
   goes to the records.

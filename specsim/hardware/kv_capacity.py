@@ -278,14 +278,14 @@ def _in_hybrid_pages(kvc: KvCapacity, layout: HybridPageLayout, with_drafter: bo
     """
     free = kvc.gpu_memory_bytes * kvc.utilization - kvc.weights_bytes - kvc.activation_bytes
     blocks = int(max(free, 0.0) // layout.block_bytes)
-    one = layout.state_blocks + layout.target_groups + layout.drafter_groups     # a request of one attention block
-    if blocks < one:
+    size, g = layout.block_tokens, layout.engine_groups(with_drafter)
+    one = (layout.engine_state_blocks(with_drafter) + 1) * g     # a request of one attention block, in vLLM blocks
+    if blocks // g * g < one:
         raise SpecsimInputError(kvc.profile, None, "cluster.gpu_memory_utilization",
                                 f"room for one request: {free / 1e9:.2f} GB is left for the KV pool, "
                                 f"{blocks} blocks of {layout.block_bytes / 1e6:.1f} MB, while a request of up to "
                                 f"{layout.block_tokens} tokens takes {one} ({layout.state_blocks} of them its "
                                 f"linear-attention state; {layout.describe()})", repr(kvc.utilization))
-    size, g = layout.block_tokens, layout.engine_groups(with_drafter)
     return replace(kvc, tokens=blocks // g * size, block_size=size, engine_groups=g,
                    drafter_kv_fraction=0.0 if with_drafter else kvc.drafter_kv_fraction,
                    state_blocks=layout.engine_state_blocks(with_drafter),
