@@ -93,6 +93,10 @@ def test_what_the_scenario_sets_is_kept_in_the_layout():
     assert (big.engine_groups, big.drafter_kv_fraction) == (5, 0.0)         # the drafter's group in each block
     own = kv_capacity(load_scenario(overrides=[*base, "drafter.kv_fraction=0.5"]), prof, 7, 0.5, 0.0, (5, True))
     assert own.layout.buckets == (16, 5, 48) and own.drafter_kv_fraction == 0.5 and own.engine_groups == 4
+    # the header counts the set share's block too: 80 / 4 = 20 state blocks + 1 attention block + 1 drafter block
+    text = " ".join(own.describe().split())
+    assert "(22 blocks each, the drafter's KV 0.5 of the target's (drafter.kv_fraction))" in text
+    assert "20 blocks of linear-attention state (80 of the pool's: 10 groups x 8 copies" in text
     bare = kv_capacity(load_scenario(overrides=base), prof, 7, 0.3)
     assert bare.layout.buckets == (16, 0, 48) and bare.drafter_kv_fraction == 0.3
 

@@ -63,8 +63,12 @@ def _profile_band(ax, prov: dict[str, Any], bmax: int, st: pd.DataFrame, s: dict
     if not prof.kv_read_s_per_token or "kv_blocks_used" not in st:
         ax.plot(b, base, "k-", lw=1.2, label="profile (no KV-read term)")
         return
-    block = (s.get("kv_capacity") or {}).get("block_size", 16)
-    kv = st.kv_blocks_used.to_numpy(float) * block                               # (steps,) KV tokens read
+    kvc = s.get("kv_capacity") or {}
+    block, state = kvc.get("block_size", 16), kvc.get("state_blocks", 0)      # a hybrid model's state: no KV read
+    held = st.kv_blocks_used.to_numpy(float)
+    if state and "num_running" in st:
+        held = np.maximum(held - state * st.num_running.to_numpy(float), 0.0)
+    kv = held * block                                                            # (steps,) KV tokens read
     lo, mid, hi = (base + prof.kv_read_s_per_token * np.quantile(kv, q) * 1e3 for q in (0.0, 0.5, 1.0))
     ax.fill_between(b, lo, hi, color="0.2", alpha=0.15, lw=0,
                     label=f"profile at the steps' KV contexts ({np.min(kv):,.0f}-{np.max(kv):,.0f} tokens)")

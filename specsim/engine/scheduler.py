@@ -52,7 +52,7 @@ class StepPlan(NamedTuple):
     num_preempted: int
     num_waiting: int
     kv_blocks_used: int       # blocks in use after the step's allocation, exact even in lazy steps
-    proposal_gamma: int = 0   # drafts the policy proposes this step before they are cut to what decoders can use
+    proposal_gamma: int = 0   # drafts proposed this step before the cut to what decoders can use (gamma at R = 0)
 
 
 class Stretch(NamedTuple):

@@ -8,6 +8,8 @@ and a worked example; tests/test_kv_capacity.py checks it by hand).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -66,7 +68,9 @@ class KvCapacity:
         (S), kv_bytes_per_token, model, tp, profile: the derivation's inputs (bytes per GPU), None when not derived
         (``weights_bytes`` includes ``drafter_weights_bytes``, the drafter's own weights per GPU, 0 without).
         layout: a hybrid model's page layout where the capacity is derived (:mod:`specsim.hardware.hybrid_pages`:
-            ``tokens`` and ``block_size`` are then in its engine blocks), else None.
+            ``tokens`` and ``block_size`` are then in its engine blocks, each one vLLM block in every attention
+            group of a request, so such ``tokens`` are not a ``cluster.kv_capacity_tokens`` equivalent, which
+            counts the scenario's blocks of the target alone), else None.
         engine_groups: the pool's blocks one engine block stands for (a layout's attention groups; else 1).
     """
 
@@ -110,16 +114,20 @@ class KvCapacity:
         share = (f"; the drafter's KV takes {self.drafter_kv_fraction:.3g} of a target token's, leaving "
                  f"{int(self.tokens / (1 + self.drafter_kv_fraction)):,} target tokens when every running request drafts"
                  if self.drafter_kv_fraction and lay is None else "")
+        pool = (f"{lay.state_blocks:,} of the pool's: " if lay is not None and self.engine_groups > 1 else "")
         share += (f"; each running request also holds {self.state_blocks:,} blocks of linear-attention state "
-                  + (f"({lay.state_groups} groups x {lay.state_copies} cop{'ies' if lay.state_copies > 1 else 'y'}, "
-                     if lay is not None else "(")
+                  + (f"({pool}{lay.state_groups} groups x {lay.state_copies} cop"
+                     f"{'ies' if lay.state_copies > 1 else 'y'}, " if lay is not None else "(")
                   + f"{self.state_bytes / 1e6:,.0f} MB)" if self.state_blocks else "")
         if lay is not None:
-            one = self.state_blocks + 1
+            drafter = math.ceil(self.drafter_kv_fraction)             # a set drafter.kv_fraction: its own blocks
+            one = self.state_blocks + 1 + drafter
             share += (f", so at most {self.tokens // self.block_size // one:,} requests of up to {lay.block_tokens:,} "
                       f"tokens run at once ({one} blocks each"
                       + (", the drafter's KV in its own group" if lay.drafter_groups and self.engine_groups > 1
-                         and not self.drafter_kv_fraction else "") + ")")
+                         and not drafter else "")
+                      + (f", the drafter's KV {self.drafter_kv_fraction:.3g} of the target's (drafter.kv_fraction)"
+                         if drafter else "") + ")")
         if self.source != "gpu_memory_utilization":
             where = "cluster.kv_capacity_tokens" if self.source == "kv_capacity_tokens" else "the default"
             return f"{head} from {where}{share}{self._memory_note()}"

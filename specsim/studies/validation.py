@@ -234,7 +234,8 @@ def simulate_row(row: pd.Series, profile, setup: dict[str, Any], policy: str = "
     window); returns mean TPOT (ms), output throughput (tok/s), the TTFT statistic the row gives
     (:func:`ttft_of`: its mean, else its median; ms, NaN where it gives neither), the mean number of running
     requests over the steps measured (``running``, as vLLM's ``num_requests_running`` gauge counts them: decoding
-    and prefilling) and the KV pool's blocks (``kv_blocks``, vLLM's: a hybrid layout's engine block is several)."""
+    and prefilling) and the KV pool's blocks (``kv_blocks``, vLLM's: a hybrid layout's engine blocks times the
+    vLLM blocks each stands for, so the pool rounded down to whole engine blocks)."""
     from specsim.simulation import simulate
     from specsim.workload import synth_trace
 

@@ -12,8 +12,9 @@ models"):
    step (draft, policy, verify, accept) of the requests that were already running: the colocated
    prefill of the simulator's engine (``specsim.engine.replica``), where a request prefilled in step t first
    decodes in step t+1; the loop drafts for running requests only, so the prediction charges a request's first
-   drafts in its first decode step (``engine.first_drafts = decode-step``, not vLLM's prefill step). Times are real wall-clock seconds of each iteration on a virtual clock that
-   jumps over idle gaps to the next arrival (no sleeping), so arrivals and queueing are as in the trace.
+   drafts in its first decode step (``engine.first_drafts = decode-step``, not vLLM's prefill step). Times are
+   real wall-clock seconds of each iteration on a virtual clock that jumps over idle gaps to the next arrival (no
+   sleeping), so arrivals and queueing are as in the trace.
 2. **Predict** (:func:`predict`): the simulator runs the same trace, open loop, with the same policy
    object type, a colocated scenario with one replica (prefill chunk budget large enough to prefill
    every waiting prompt in one step, as the replay does), an acceptance model fitted by
