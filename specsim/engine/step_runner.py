@@ -61,9 +61,11 @@ class StepRunner:
         mixed = plan.chunk.size and (plan.chunk.max() > 1 or plan.verified_drafts > 0)
         step_time = prof.mixed_step_time if mixed else prof.step_time
         t = step_time(plan.batch_tokens, kv_tokens, R) + self.host_overhead_s
+        # (n,) tokens each prefill chunk's request already holds in the KV cache (None: no chunk)
+        ctx = (s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
+               if plan.chunk.size else None)
         if self.config.gamma:                          # speculation configured: the drafter, its own work (issue 20)
-            rows, rows_kv = (prefill_proposals(self.slots, plan) if self.config.first_drafts_in_prefill
-                             else (0, 0.0))
+            rows, rows_kv = prefill_proposals(plan, ctx) if self.config.first_drafts_in_prefill else (0, 0.0)
             drafting = plan.num_drafting if batch.gamma else 0
             # the step's draft length: the decoders' where they draft, else the policy's proposal for the prefills
             g = batch.gamma if drafting else plan.proposal_gamma
@@ -71,8 +73,7 @@ class StepRunner:
             if proposing:
                 t += self.drafter_cost.draft_time_s(proposing, g, prof, kv_tokens + rows_kv)
             t += prof.speculation_s(R + rows, proposing * g)
-        if plan.chunk.size:
-            ctx = s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
+        if ctx is not None:
             t += prof.prefill_attention_s(plan.chunk, ctx)
         return float(t + self.config.emission_overhead_s * R)
 
@@ -194,16 +195,15 @@ class StepRunner:
         return int(again.size)
 
 
-def prefill_proposals(slots: Slots, plan: StepPlan) -> tuple[int, float]:
-    """Requests prefilling in this step and their context tokens once the step is done. vLLM's proposer runs
+def prefill_proposals(plan: StepPlan, ctx: np.ndarray | None) -> tuple[int, float]:
+    """Requests prefilling in this step and their context tokens once the step is done (``ctx``: (n,) tokens each
+    chunk's request held before the step, None without chunks; :meth:`StepRunner.step_time_s`). vLLM's proposer runs
     over every request scheduled in the step, after sampling (``EagleProposer.propose``, the DFlash / DSpark
     proposers: its padded drafter batch): a request whose prefill ends here gets its first drafts, one still
     prefilling gets drafts that are thrown away (``discard_request_mask``), and either way the step pays the
     drafter and speculation's own work for it. The request's decode steps then draft for it as for every decoding
     request, so over its life it is drafted for in every step it is scheduled in (docs/profiles.md, "When the
     drafter runs"). An engine that drafts for running requests only: ``engine.first_drafts = decode-step``."""
-    if not plan.chunk.size:
+    if ctx is None:
         return 0, 0.0
-    s, rows = slots, plan.prefill
-    done = s.prompt_tokens[rows] + s.num_generated[rows] - s.prefill_left[rows] + plan.chunk
-    return int(plan.chunk.size), float(done.sum())
+    return int(plan.chunk.size), float((ctx + plan.chunk).sum())
