@@ -352,3 +352,30 @@ def test_a_step_drafts_for_its_decoders_and_the_requests_it_prefills():
     assert StepRunner.step_time_s(runner(True), plan(0)) == pytest.approx(0.02 + 0.001 + FIXED + 5 * PER_REQUEST)
     assert StepRunner.step_time_s(runner(False), plan(3)) == pytest.approx(0.02 + 0.004 + FIXED + 4 * PER_REQUEST)
     assert calls == [(5, 3), (1, 3), (4, 3)]
+
+
+def test_a_prefill_only_step_drafts_at_the_policys_proposal():
+    """A step with no decoding request asks ``proposal_length`` (a view of 0 requests) for the drafts of the
+    request it prefills: vllm-dsd's row for the smallest batch, not the configured gamma. Proposing 0 runs the
+    prefill step plain (or pays speculation's terms where a zero-draft step pays them)."""
+    assert _first_token(_Propose(0), 100) == pytest.approx(0.020)
+    sc = load_scenario(overrides=["prefill.mode=colocated", "prefill.chunk_tokens=512", "engine.host_overhead_s=0",
+                                  "engine.request_overhead_s=0", "drafter.base_fraction=0",
+                                  "drafter.per_draft_fraction=0.05"])
+    res = simulate(make_trace([0.0], [100], [20]), "vllm-dsd", sc, profile=_flat(False), gamma=4,
+                   num_speculative_tokens_per_batch_size=[[1, 1024, 1]])
+    assert float(res.requests["ttft_s"][0]) == pytest.approx(0.020 * (1 + 0.05 * 1) + FIXED + PER_REQUEST)
+
+
+def test_a_step_that_drafts_only_for_its_prefill_is_not_counted_undrafted():
+    """A's last token (nothing useful to draft for it) shares a step with B's prefill, which is drafted for:
+    that step drafted, so only B's own last step counts as undrafted."""
+    sc = load_scenario(overrides=["prefill.mode=colocated", "prefill.chunk_tokens=512", "engine.host_overhead_s=0",
+                                  "engine.request_overhead_s=0", "drafter.base_fraction=0.1",
+                                  "drafter.per_draft_fraction=0"])
+    res = simulate(make_trace([0.0, 0.001], [100, 100], [2, 2]), _Propose(2), sc, profile=_flat(False), gamma=2)
+    assert res.steps["prefill_tokens"].tolist() == [100, 100, 0]
+    assert res.steps["num_decode"].tolist() == [0, 1, 1]
+    assert res.summary["undrafted_steps"] == 1
+    # the shared step pays the drafter for B (R = 1) and speculation's terms for both requests
+    assert res.steps["duration_s"][1] == pytest.approx(0.020 + 0.002 + FIXED + 2 * PER_REQUEST)

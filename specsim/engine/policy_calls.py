@@ -63,10 +63,13 @@ class PolicyCalls:
         self._views: deque[SchedulingView | None] = deque(maxlen=2)
         self._domains: tuple = (None, None)        # (request ids array, their domains) of the last view
 
-    def proposal(self, batch: DecodeBatch) -> DecodeBatch:
-        """The batch with the drafts proposed this step: gamma, or the policy's ``proposal_length``."""
+    def proposal(self, batch: DecodeBatch, prefill_drafts: bool = False) -> DecodeBatch:
+        """The batch with the drafts proposed this step: gamma, or the policy's ``proposal_length``. A step with no
+        decoding request asks it only where the engine drafts for the requests it prefills (``prefill_drafts``:
+        ``engine.first_drafts = "prefill-step"``), with a view of 0 requests; a step that may pack no prefill
+        then drafts nothing either way."""
         h = self.hooks
-        if not (batch.decode.size and batch.gamma and h.proposal_length is not None):
+        if not ((batch.decode.size or prefill_drafts) and batch.gamma and h.proposal_length is not None):
             return batch
         empty = np.zeros((batch.decode.size, 0))
         view = self._view(batch, Drafts(None, empty, empty), None)

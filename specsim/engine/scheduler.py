@@ -210,8 +210,9 @@ class Scheduler:
         s = self.slots
         decode, kv_tokens, most_left = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated,
                                                               s.output_tokens)
+        prefill_drafts = bool(self.config.gamma and self.config.first_drafts_in_prefill)
         proposed = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens),
-                                                    self.config.gamma))
+                                                    self.config.gamma), prefill_drafts and decode.size < s.size)
         batch = self._useful_drafts(proposed, most_left)
         can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
         if can_draft is not None:
@@ -223,6 +224,9 @@ class Scheduler:
         prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (NO_SLOTS, NO_SLOTS)
         prefill_tokens = int(chunk.sum()) if chunk.size else 0
         drafting = (decode.size if can_draft is None else int(can_draft.sum())) if batch.gamma else 0
+        if decode.size and self.config.gamma and not batch.gamma and not (prefill_drafts and chunk.size
+                                                                           and proposed.gamma):
+            self.records.count_undrafted_step()     # drafted nothing: none useful or proposed, no prefill drafted
         used = self.kv.exact_blocks_used(s, decode, verify_len, batch.gamma)
         if self.kv.lazy_step:
             self.kv.count_lazy_growth(s.size)
@@ -235,20 +239,13 @@ class Scheduler:
         """Draft at most the largest useful length in the batch: a request can verify at most its remaining
         output - 1 drafts, so drafting beyond the batch's largest such length (``most_left`` - 1: the most output
         tokens a decoding request has left, less one) only costs drafter time. A step where it is 0 drafts
-        nothing (no drafter time; counted: Records.count_undrafted_step), as does a step whose policy proposed
-        none (``proposal_length`` 0) in a run that drafts."""
-        if not batch.decode.size:
-            return batch
-        if not batch.gamma:
-            if self.config.gamma:
-                self.records.count_undrafted_step()
+        nothing for its decoders (no drafter time for them; :meth:`_plan` counts it with
+        Records.count_undrafted_step unless the step drafts for a request it prefills), as does a step whose
+        policy proposed none (``proposal_length`` 0) in a run that drafts."""
+        if not (batch.decode.size and batch.gamma):
             return batch
         useful = most_left - 1
-        if useful >= batch.gamma:
-            return batch
-        if useful <= 0:
-            self.records.count_undrafted_step()
-        return batch._replace(gamma=max(useful, 0))
+        return batch if useful >= batch.gamma else batch._replace(gamma=max(useful, 0))
 
     def _draft(self, batch: DecodeBatch, can_draft: np.ndarray | None) -> Drafts:
         """This step's drafts at each decoding request's anchor (its tokens so far); requests that cannot draft

@@ -239,6 +239,9 @@ class PolicyBase:
             drafter proposes this step (the drafter cost is paid for gamma_t, nothing when 0), and
             ``__call__`` then sees a view with ``gamma = gamma_t``. This is how adaptive proposal lengths
             (SmartSpec / TurboSpec, draft-length schedules) skip drafting when speculation does not pay.
+            A step with no decoding request that prefills one asks it too, with a view of 0 requests
+            (``num_requests`` 0, arrays of length 0), for the drafts of the requests it prefills
+            (``engine.first_drafts = "prefill-step"``, the default; docs/profiles.md "When the drafter runs").
     """
 
     name: str = ""
