@@ -21,6 +21,7 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 # usable from every level (__init__: the version)
 UTILITIES = {"errors", "fmt", "progress", "tomlfile", "jsonfiles", "twins", "figures", "__init__"}
 LAYERS: dict[str, set[str]] = {
+    "__main__": {"cli"},
     "cli": {"backends", "studies", "sweep", "simulation", "run_config", "analysis", "engine", "policies", "acceptance",
             "hardware", "workload", "scenario", "scenario_schema"},
     "backends": {"simulation", "analysis", "engine", "policies", "acceptance", "hardware", "scenario"},

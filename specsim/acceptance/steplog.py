@@ -62,6 +62,9 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
         SpecsimInputError: unreadable file, missing columns, verify_len outside [0, gamma] or
             num_accepted outside [0, verify_len] (naming the first bad row).
     """
+    if not Path(path).is_file():
+        raise SpecsimInputError(str(path), None, None, "a Parquet step log",
+                                "a folder" if Path(path).is_dir() else "no such file")
     try:
         df = pd.read_parquet(path)
     except (OSError, ValueError) as e:

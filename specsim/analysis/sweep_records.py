@@ -64,6 +64,14 @@ def read_record(path: str | Path) -> dict[str, Any] | None:
     return rec
 
 
+def unreadable_records(out_dir: str | Path) -> list[Path]:
+    """The files of ``DIR/points`` that :func:`read_record` refuses (cut off, not JSON, a failed checksum or
+    another id's name), sorted: :func:`load_records` skips them, so a reader should say so (a sweep run into
+    the folder recomputes those points)."""
+    d = points_dir(out_dir)
+    return [p for p in sorted(d.glob("*.json")) if p.is_file() and read_record(p) is None] if d.is_dir() else []
+
+
 def as_records(records: Any, field: str = "records") -> list[dict[str, Any]]:
     """Sweep records as the Python API takes them: a list of records (:func:`load_records`) as it is, or a sweep
     folder (``str`` or ``Path``), read with :func:`load_records`.

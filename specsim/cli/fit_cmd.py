@@ -35,8 +35,11 @@ def fit(
     """Fit empirical and parametric acceptance models from step logs."""
     from specsim.acceptance.fitting import write_fit
     from specsim.acceptance.steplog import read_step_logs
+    from specsim.cli.outputs import check_output
 
-    model = write_fit(read_step_logs(logs), out, [p.name for p in logs], max_evals=max_evals)
+    df = read_step_logs(logs)
+    check_output(out, "--out", folder=True)
+    model = write_fit(df, out, [p.name for p in logs], max_evals=max_evals)
     rows = [[dom, fmt.number(model["implied_tau"][dom], 3), " ".join(fmt.number(r, 3) for r in rates)]
             for dom, rates in model["alpha"].items()]
     print(fmt.table(["domain", "tau", "alpha_1..alpha_G"], rows, notes=[
@@ -63,6 +66,8 @@ def counters(
                                                   "verified (required by --format specbench)"),
 ) -> None:
     """Convert per-position acceptance (counters, bench results, evaluator output) to a rate table."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from specsim.acceptance.counters import load_counters, rate_table
 
     if format_ == "counters":
@@ -102,6 +107,8 @@ def export_acceptance_cmd(
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="scenario TOML for --drafter"),
 ) -> None:
     """Export per-position acceptance as vLLM's synthetic_acceptance_rates (and DeepSpec's metric names)."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from specsim.acceptance.counters import from_survival
     from specsim.acceptance.exchange import VLLM_CHECKED, export_acceptance, model_counters, run_acceptance
 

@@ -88,3 +88,18 @@ def output_file(path: Path | str, flag: str) -> str | None:
     else:
         _probe(p.parent, flag, "a folder")
     return note
+
+
+def check_output(path: Path | str | None, flag: str, folder: bool = False) -> None:
+    """:func:`output_dir` (``folder``) or :func:`output_file` of ``path`` given with ``flag``, its note printed on
+    stderr; nothing when ``path`` is None (the option was not given).
+
+    Raises:
+        SpecsimInputError: as :func:`output_dir` / :func:`output_file`.
+    """
+    if path is None:
+        return
+    note = output_dir(path, flag) if folder else output_file(path, flag)
+    if note:
+        import sys
+        print(f"note: {note}", file=sys.stderr)

@@ -33,6 +33,8 @@ def fit_cmd(model: str = typer.Option("v4-flash", help="v4-flash or v4-pro"),
     """Fit the rank's engine-level terms (flops_eff, kernel_s, the exposed all-to-all fraction; physical bounds)
     to the MTP-1 frontier points of Fig. 7 (nothing from DSpark); writes profile <model>-rank-terms into --out
     (the bundled files only with --bundled)."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out", folder=True)
     from rich.console import Console
 
     from specsim.progress import ProgressBar

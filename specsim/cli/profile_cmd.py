@@ -54,6 +54,8 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
                                                 "(1 = no speculation; gamma + 1 for a full verify)")) -> None:
     """Print a profile (step time and SPS per B, marking where SPS rises again); with --terms, the step
     model's terms at each B instead (a table in ms). --png FILE also draws it; nothing is written without it."""
+    from specsim.cli.outputs import check_output
+    check_output(png, "--png")
     from specsim.hardware.profile import resolve_profile, speculation_overhead, speculation_text, sps_rise_points
     from specsim.run_config import speculation_terms
     from specsim.scenario import load_scenario
@@ -180,6 +182,8 @@ def import_vidur_cmd(
 
     if not all_ and mlp is None:
         raise SpecsimInputError(None, None, "--mlp", "an mlp.csv path or --all", "neither")
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out", folder=True)
     profiles = import_vidur_files(shared_root(), None if all_ else [mlp], tp=tp, gpu=gpu, allreduce_csv=allreduce,
                                   attention_csv=attention, vidur_engine=vidur_engine, num_layers=num_layers)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,9 +208,11 @@ def import_splitwise_cmd(
     Writes ``<out>/<gpu>-<model>-tp<tp>-splitwise.json`` (:func:`specsim.hardware.splitwise.profile_name`:
     distinct for every hardware of the file); an existing file is kept unless ``--force``.
     """
+    from specsim.cli.outputs import check_output
     from specsim.hardware.profile import save_profile
     from specsim.hardware.splitwise import import_splitwise, profile_name
 
+    check_output(out, "--out", folder=True)
     dest = out / f"{profile_name(model, hardware, tp)}.json"
     if dest.exists() and not force:
         raise SpecsimInputError("--out", None, None, "a new file (or --force to overwrite it)", f"{dest} exists")
@@ -252,6 +258,8 @@ def analytic_cmd(
 
     ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, b300,
     gb300, l40s, rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from specsim.hardware.profile import save_profile
     from specsim.hardware.stepmodel import EngineTerms, step_model
 
@@ -432,6 +440,8 @@ def fit_cmd(
     """Fit the step model's engine-level terms to a real engine's no-speculation runs (and, with --spec,
     speculation's own terms to speculative runs); print the residual of every point (holdout files apart)
     and write the fitted profile."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from dataclasses import replace
 
     import numpy as np
@@ -483,9 +493,15 @@ def fit_cmd(
                                 f"{FIT_REFUSE_ERROR:.0%} (check the units: ms in a vllm bench result, step_time_s vs "
                                 "step_time_ms in a CSV; the model, dtype, TP and GPU); no profile written",
                                 f"a median |error| of {miss:.0%} on the fitted points")
+    far = [p for p in rep.points if not p.holdout and abs(p.rel_error) > 0.2]
     if miss > 0.2:
         _say("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
              "step_time_ms), the model and the GPU before using the profile")
+    elif far:                           # a median within 20% can hide one point the model cannot meet
+        worst = max(far, key=lambda p: abs(p.rel_error))
+        _say(f"warning: the fit misses {len(far)} of its own points by more than 20% (worst {worst.label}, "
+             f"{worst.rel_error:+.1%}): the model does not explain {'it' if len(far) == 1 else 'them'} (a mixed "
+             "prefill step, a batch past the CUDA-graph sizes, other units); check before using the profile")
     fitted_model, prov = fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
     fit_ttft_term(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
@@ -507,6 +523,8 @@ def measure_cmd(
     out: Path = typer.Option(None, help="output JSON"),
 ) -> None:
     """Time real forward passes with torch (random weights) over a grid of B."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from specsim.hardware.measure import measure_profile
     from specsim.hardware.profile import save_profile
 

@@ -43,6 +43,8 @@ def replay(
     threads: int = typer.Option(1, "--threads", help="torch CPU threads"),
 ) -> None:
     """Replay a trace with real models and compare the simulator's prediction with it."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out", folder=True)
     from rich.console import Console
 
     from specsim.workload import load_trace

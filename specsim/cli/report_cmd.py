@@ -19,6 +19,8 @@ def report(
                                         "a sweep's stored tiers, else 50,100,150,200)."),
 ) -> None:
     """Write one HTML page (figures inline, opens offline) for a run or a sweep."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from specsim.analysis.report import write_report
     from specsim.cli.sweep_cmd import resolve_tiers
 
@@ -26,6 +28,8 @@ def report(
     notes: tuple[str, ...] = ()
     if (directory / "points").is_dir():                 # a sweep: what its speculating points were charged
         from specsim.analysis.sweep_records import load_records, speculation_notes
+        from specsim.cli.sweep_notes import warn_unreadable
+        warn_unreadable(directory)
         notes = tuple(speculation_notes(load_records(directory)))
     rep = write_report(directory, out, tier_values, notes)
     print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")

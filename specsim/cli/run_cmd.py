@@ -283,6 +283,7 @@ def run(
         note_more_requests_than_trace(num_requests, trace, len(tr))
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
+    _note_unused_knobs(policy, scen.policy.knobs)
     _check_outputs(out, trace_events)
     from specsim.progress import command_line, run_progress
     from specsim.simulation import NoWindowError
@@ -360,6 +361,25 @@ def _refuse_all_unservable(s: dict, trace: Path) -> None:
         first = next(iter(s["unservable_requests"].items()))
         raise SpecsimInputError(str(trace), None, "requests", "at least one request the cluster can serve",
                                 f"all {s['total']} unservable, e.g. request {first[0]!r}: {first[1]}")
+
+
+def _note_unused_knobs(policy: str, table: dict) -> None:
+    """On stderr, the scenario's ``[policy.knobs]`` entries ``policy`` does not declare: the table is shared by the
+    policies of a sweep, so another policy's knob is skipped, neither used nor type-checked in this run (an
+    entry no policy declares is an error, raised when the policy is made)."""
+    from specsim.policies import policy_knobs
+    from specsim.policies.registry import known_knobs
+
+    if not table:
+        return
+    try:
+        declared = policy_knobs(policy)
+    except SpecsimInputError:
+        return                                  # an unknown policy: simulate names it
+    unused = sorted(k for k in table if k not in declared and k in known_knobs())     # else a typo: an error
+    if unused:
+        print(fmt.wrapped(f"note: [policy.knobs] {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not "
+                          f"a knob of policy {policy}: not used (nor checked) in this run"), file=sys.stderr)
 
 
 def _check_outputs(out: Path | None, trace_events: Path | None) -> None:

@@ -51,6 +51,8 @@ def schema(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the schema to this file instead of stdout."),
 ) -> None:
     """The JSON Schema of a scenario TOML file (docs/scenario.schema.json is this output)."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out")
     from specsim.scenario_schema import scenario_schema
 
     text = json.dumps(scenario_schema(), indent=1) + "\n"

@@ -19,8 +19,8 @@ import typer
 
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
-from specsim.cli.sweep_notes import (folder_records, note_more_requests_than_trace, print_speculation_notes,
-                                     warn_mixed_folder)
+from specsim.cli.sweep_notes import (check_thresholds, folder_records, note_gammas, note_more_requests_than_trace,
+                                     print_speculation_notes, warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
 _fmt = fmt.number
@@ -48,8 +48,8 @@ def parse_list(text: str, kind: type = float, flag: str = "list") -> list:
         flag: the flag's name without dashes, for the error.
 
     Raises:
-        SpecsimInputError: a value that does not parse, ``...`` without two values before it and one
-            after, or a progression that does not reach the end value exactly.
+        SpecsimInputError: a value that does not parse, an empty item (``100,,200``), ``...`` without two
+            values before it and one after, or a progression that does not reach the end value exactly.
     """
     def bad() -> SpecsimInputError:
         return SpecsimInputError(f"--{flag}", None, flag,
@@ -62,7 +62,9 @@ def parse_list(text: str, kind: type = float, flag: str = "list") -> list:
         except ValueError:
             raise bad() from None
 
-    parts = [p.strip() for p in text.split(",") if p.strip()]
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):                  # "100,,200": an empty item is a typo, not a value to drop
+        raise bad()
     out: list = []
     i = 0
     while i < len(parts):
@@ -152,7 +154,7 @@ def sweep(
         "(8 on traces/prod.jsonl; too few fail the point: docs/sweeps.md)."),
     max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop each run at this simulated time."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel workers (default: CPU count)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: CPU count)."),
     address: Optional[str] = typer.Option(None, "--address", help="ray/dask scheduler address."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Recompute points that failed before."),
     force: bool = typer.Option(False, "--force", help="Recompute every point."),
@@ -190,9 +192,10 @@ def sweep(
     note_more_requests_than_trace(num_requests, trace, len(tr))
     from specsim.policies import policy_knobs
 
-    for name in spec.policies:              # an unknown name or a broken plug-in fails before --out is created
-        policy_knobs(name)
-    _note_gammas(spec.policies, [g for g in spec.gammas if g is not None])
+    takes_threshold = [name for name in spec.policies   # an unknown name or a broken plug-in fails before --out
+                       if "threshold" in policy_knobs(name)]
+    note_gammas(spec.policies, [g for g in spec.gammas if g is not None])
+    check_thresholds(spec.policies, takes_threshold, [t for t in spec.thresholds if t is not None])
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
@@ -229,20 +232,6 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
-
-
-def _note_gammas(policies: tuple[str, ...], gammas: list[int]) -> None:
-    """On stderr, what ``--gamma`` values do not change, as ``specsim run`` notes it per run: mtp1 fixes gamma 1,
-    none never drafts, and at gamma 0 a speculative policy drafts nothing (its points are those of ``none``)."""
-    if gammas and "mtp1" in policies and set(gammas) != {1}:
-        print(fmt.wrapped("note: mtp1 fixes gamma 1 (its drafter's): the --gamma values do not apply to it"),
-              file=sys.stderr)
-    if gammas and "none" in policies and set(gammas) != {0}:
-        print(fmt.wrapped("note: none never drafts: the --gamma values do not apply to it"), file=sys.stderr)
-    spec_policies = [p for p in policies if p not in ("none", "mtp1")]
-    if 0 in gammas and spec_policies:
-        print(fmt.wrapped(f"note: at gamma 0 nothing is drafted, so {', '.join(spec_policies)} run as no speculation "
-                          "there (the points of --policies none)"), file=sys.stderr)
 
 
 @contextmanager
@@ -557,6 +546,8 @@ def plot(
 ) -> None:
     """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8), throughput.png per sweep directory, and
     tuned.png where a directory holds tuning results (specsim tune)."""
+    from specsim.cli.outputs import check_output
+    check_output(out, "--out", folder=True)
     from specsim.analysis.frontier import read_tuned
     from specsim.analysis.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 

@@ -22,6 +22,18 @@ def _latest(d: Path) -> tuple[list[dict], int]:
     return [r for r in recs if r["id"] not in old], len(old & {r["id"] for r in recs})
 
 
+def warn_unreadable(d: Path) -> None:
+    """Say on stderr which point records of sweep directory ``d`` cannot be read (and are left out)."""
+    from specsim.analysis.sweep_records import unreadable_records
+
+    bad = unreadable_records(d)
+    if bad:
+        names = ", ".join(str(p) for p in bad[:3]) + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
+        print(f"warning: {len(bad)} point record{'s' if len(bad) > 1 else ''} cannot be read (cut off, not JSON or "
+              f"failing its checksum) and {'are' if len(bad) > 1 else 'is'} left out: {names}; run the sweep again "
+              "into this folder to recompute them", file=sys.stderr)
+
+
 def folder_records(d: Path) -> list[dict]:
     """The valid records of sweep directory ``d`` (SpecsimInputError when it has no ``points/``), less those an
     earlier version of the sweep left (:func:`specsim.analysis.sweep_records.superseded`). Says on
@@ -31,8 +43,9 @@ def folder_records(d: Path) -> list[dict]:
 
     if not (d / "points").is_dir():
         raise SpecsimInputError(str(d), None, None, "a sweep directory with points/ (specsim sweep --out)",
-                                "no points/ folder" if d.is_dir() else "no such folder")
+                                "no points/ folder" if d.is_dir() else "a file" if d.exists() else "no such folder")
     recs, old = _latest(d)
+    warn_unreadable(d)
     if old:
         print(f"note: {old} points of an earlier version of this sweep (its trace, plug-in or profile, or its "
               "number of requests) are left out (the latest sweep recomputed them)", file=sys.stderr)
@@ -80,4 +93,36 @@ def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: i
     as ``specsim run`` says it."""
     if num_requests is not None and num_requests > size:
         print(f"note: --num-requests {num_requests} but {trace} holds {size} requests: all of them run",
+              file=sys.stderr)
+
+
+def note_gammas(policies: tuple[str, ...], gammas: list[int]) -> None:
+    """On stderr, what ``--gamma`` values do not change, as ``specsim run`` notes it per run: mtp1 fixes gamma 1,
+    none never drafts, and at gamma 0 a speculative policy drafts nothing (its points are those of ``none``)."""
+    if gammas and "mtp1" in policies and set(gammas) != {1}:
+        print(fmt.wrapped("note: mtp1 fixes gamma 1 (its drafter's): the --gamma values do not apply to it"),
+              file=sys.stderr)
+    if gammas and "none" in policies and set(gammas) != {0}:
+        print(fmt.wrapped("note: none never drafts: the --gamma values do not apply to it"), file=sys.stderr)
+    spec_policies = [p for p in policies if p not in ("none", "mtp1")]
+    if 0 in gammas and spec_policies:
+        print(fmt.wrapped(f"note: at gamma 0 nothing is drafted, so {', '.join(spec_policies)} run as no speculation "
+                          "there (the points of --policies none)"), file=sys.stderr)
+
+
+def check_thresholds(policies: tuple[str, ...], takes: list[str], thresholds: list[float]) -> None:
+    """Refuse ``--threshold`` values that no swept policy takes (as ``specsim run`` refuses the knob); note on
+    stderr the policies they do not apply to.
+
+    Raises:
+        SpecsimInputError: ``--threshold`` given and no policy of ``--policies`` declares a ``threshold`` knob.
+    """
+    if not thresholds:
+        return
+    if not takes:
+        raise SpecsimInputError("--threshold", None, None, "a policy in --policies that takes a threshold knob "
+                                "(specdecpp, or a plug-in declaring it)", f"--policies {','.join(policies)}")
+    others = [p for p in policies if p not in takes]
+    if others:
+        print(fmt.wrapped(f"note: --threshold applies to {', '.join(takes)} only, not to {', '.join(others)}"),
               file=sys.stderr)

@@ -119,7 +119,8 @@ def convert(
                                   "output tokens do not convert (counted, the first named) instead of stopping "
                                   "at the first."),
 ) -> None:
-    """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT) or any table to canonical JSONL."""
+    """Convert a public trace (Azure LLM 2023, Mooncake FAST'25, BurstGPT), ShareGPT-style conversations (one
+    session per conversation) or any CSV/JSONL table (--from table --map ...) to canonical JSONL."""
     from specsim.cli.outputs import output_file
     from specsim.workload import convert_azure, convert_mooncake, save_trace
 

@@ -38,10 +38,11 @@ def tune(
     requests_per_user: Optional[int] = typer.Option(
         None, "--requests-per-user", help="At least K requests per user (so a closed-loop window exists)."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help="Parallel workers (default: CPU count)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: CPU count)."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
+    from specsim.cli.outputs import check_output
     from specsim.cli.sweep_cmd import parse_list, resumable
     from specsim.cli.sweep_notes import note_more_requests_than_trace, print_speculation_notes
     from specsim.scenario import load_scenario
@@ -57,6 +58,7 @@ def tune(
                     requests_per_user=requests_per_user, drafter=drafter)
     scen = load_scenario(scenario, set_)
     check_gamma_range(policy, spec.knob, scen, drafter)
+    check_output(out, "--out", folder=True)
     tr = load_trace(trace)
     note_more_requests_than_trace(num_requests, trace, len(tr))
     from specsim.progress import ProgressBar

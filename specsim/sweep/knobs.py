@@ -65,12 +65,20 @@ def parse_knob(text: str, policy: str, num_points: int | None = None) -> KnobRan
     if not m:
         raise SpecsimInputError("--knob", None, "knob", "NAME=LO:HI or NAME=LO:HI:STEP (e.g. threshold=0.05:0.95)",
                                 repr(text))
+    from specsim.simulation import FIXED_DRAFTING
+
+    if num_points is not None and num_points < 1:
+        raise SpecsimInputError("--knob-points", None, None, "an int >= 2 for a range", repr(num_points))
+
     name = m.group(1)
     declared = policy_knobs(policy)
-    if name != "gamma" and name not in declared:
+    tunable = sorted(declared) + ([] if policy in FIXED_DRAFTING else ["gamma"])    # none / mtp1: gamma is fixed
+    if name not in tunable:
+        fixed = (f" (its gamma is fixed at {FIXED_DRAFTING[policy][0]}: use 'static' to tune gamma)"
+                 if policy in FIXED_DRAFTING and name == "gamma" else "")
         raise SpecsimInputError("--knob", None, name, f"a knob policy {policy} declares: "
-                                f"{', '.join(sorted(declared) + ['gamma'])}"
-                                f"{did_you_mean(name, [*declared, 'gamma'])}", repr(name))
+                                f"{', '.join(tunable) or 'none'}{fixed}{did_you_mean(name, tunable)}",
+                                repr(name))
     integer = name == "gamma" or (isinstance(declared.get(name), int) and not isinstance(declared.get(name), bool))
     try:
         lo, hi = float(m.group(2)), float(m.group(3))
@@ -83,9 +91,9 @@ def parse_knob(text: str, policy: str, num_points: int | None = None) -> KnobRan
         num = int(math.floor((hi - lo) / step + 1e-9)) + 1
         hi = lo + (num - 1) * step
     elif integer:
-        num = num_points or int(hi - lo) + 1
+        num = num_points if num_points is not None else int(hi - lo) + 1
     else:
-        num = num_points or (1 if lo == hi else 10)
+        num = num_points if num_points is not None else (1 if lo == hi else 10)
     if name != "gamma":
         _check_ends(policy, name, (lo, hi), integer, text)
     return KnobRange(name, lo, hi, max(1, num), integer)

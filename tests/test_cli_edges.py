@@ -1,0 +1,121 @@
+"""A fresh user's edge cases (2026-12-06 review): every output path checked before work, corrupt sweep records
+named, knobs and counts that would change nothing refused, ``python -m specsim``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import run_cli
+from specsim.errors import SpecsimInputError
+from specsim.workload import save_trace, synth_trace
+
+DATA = Path(__file__).parent / "data"
+STEPS = DATA / "step_points" / "steps.csv"
+
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("tr") / "t.jsonl"
+    save_trace(synth_trace(16, rate=4.0, seed=3), p)
+    return p
+
+
+@pytest.mark.parametrize("args", [
+    ["profile", "analytic", "--model", "qwen3-8b", "--gpu", "h100", "--out", "{f}/x.json"],
+    ["profile", "fit", str(STEPS), "--model", "llama2-7b", "--gpu", "h100", "--out", "{f}/fit.json"],
+    ["profile", "show", "h100-llama2-7b-tp1-vidur", "--png", "{f}/a.png"],
+    ["plot", "{d}", "--out", "{f}/plots"],
+    ["report", "{d}", "--out", "{f}/r.html"],
+    ["counters", str(DATA / "step_points" / "vllm_metrics_phase1.prom"), "--out", "{f}/r.json"],
+    ["scenario", "schema", "--out", "{f}/s.json"],
+])
+def test_an_output_under_a_file_is_one_line_before_any_work(args, tmp_path, capsys):
+    """Each of these wrote its output at the end and died with a FileNotFoundError / NotADirectoryError
+    traceback; now the path is checked first, as ``run --out`` checks it."""
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    rc = run_cli([a.format(f=f, d=tmp_path) for a in args])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "not under a file" in err and str(f) in err and "Traceback" not in err
+
+
+def test_a_missing_output_folder_is_created_and_said(tmp_path, capsys):
+    dest = tmp_path / "new" / "deeper" / "x.json"
+    assert run_cli(["profile", "analytic", "--model", "qwen3-8b", "--gpu", "h100", "--out", str(dest)]) == 0
+    assert dest.is_file()
+    assert f"created folder {dest.parent}" in capsys.readouterr().err
+
+
+def test_compare_names_a_point_record_it_cannot_read(trace_file, tmp_path, capsys):
+    """A cut-off record was skipped in silence: its load vanished from the frontier without a word."""
+    out = tmp_path / "sw"
+    assert run_cli(["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "mtp1", "--concurrency",
+                    "1,2", "--num-requests", "8", "--executor", "serial", "--quiet"]) == 0
+    bad = sorted((out / "points").glob("*.json"))[0]
+    bad.write_text('{"broken": ')
+    capsys.readouterr()
+    assert run_cli(["compare", str(out), "--tiers", "10"]) == 0
+    err = capsys.readouterr().err
+    assert "1 point record cannot be read" in err and str(bad) in err
+
+
+def test_mtp1_and_none_have_no_gamma_knob_to_tune():
+    """``tune --policy mtp1 --knob gamma=1:3`` ran 18 points of one configuration and named a 'best gamma'."""
+    from specsim.sweep.knobs import parse_knob
+
+    for policy in ("mtp1", "none"):
+        with pytest.raises(SpecsimInputError, match="gamma is fixed"):
+            parse_knob("gamma=1:3", policy)
+    assert parse_knob("gamma=1:3", "static").values() == (1, 2, 3)
+    with pytest.raises(SpecsimInputError, match="knob-points"):
+        parse_knob("threshold=0.05:0.95", "specdecpp", 0)      # was read as the default 10 values
+
+
+def test_sweep_refuses_a_threshold_no_policy_takes_and_zero_jobs(trace_file, tmp_path, capsys):
+    base = ["sweep", "--trace", str(trace_file), "--out", str(tmp_path / "x"), "--concurrency", "1",
+            "--num-requests", "8"]
+    assert run_cli([*base, "--policies", "dspark", "--threshold", "0.2,0.4"]) == 2
+    assert "takes a threshold knob" in capsys.readouterr().err
+    assert run_cli([*base, "--policies", "mtp1", "--jobs", "0"]) == 2
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_empty_list_item_is_a_typo():
+    from specsim.cli.sweep_cmd import parse_list, parse_tiers
+
+    assert parse_list("1,2,4,...,16", int, "concurrency") == [1, 2, 4, 8, 16]
+    with pytest.raises(SpecsimInputError, match="tiers"):
+        parse_tiers("100,,200")
+
+
+def test_run_says_which_scenario_knobs_its_policy_does_not_use(trace_file, capsys):
+    assert run_cli(["run", "--trace", str(trace_file), "--policy", "mtp1", "--set", "policy.knobs.threshold=0.5",
+                    "--num-requests", "4"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "[policy.knobs] threshold is not a knob of policy mtp1" in err
+
+
+def test_a_missing_step_log_says_so(tmp_path):
+    from specsim.acceptance.steplog import read_step_logs
+
+    with pytest.raises(SpecsimInputError, match="no such file"):
+        read_step_logs([tmp_path / "nonexist.parquet"])
+
+
+def test_profile_fit_warns_about_one_fitted_point_it_misses_by_far(tmp_path, capsys):
+    """The docs' example fit has a median error of 8.5% but misses its B = 528 point by -48%."""
+    assert run_cli(["profile", "fit", str(STEPS), "--model", "llama2-7b", "--gpu", "h100", "--params",
+                    "bw_eff,per_request_step_s,kernel_s", "--out", str(tmp_path / "f.json")]) == 0
+    cap = capsys.readouterr()
+    err = " ".join((cap.out + cap.err).split())
+    assert "misses 1 of its own points by more than 20% (worst B=528, -48.1%)" in err
+
+
+def test_python_m_specsim_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "specsim", "policies"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "dspark" in r.stdout
