@@ -466,3 +466,38 @@ def test_a_short_window_does_not_read_busy_users_as_thinking():
     thinking = {**busy, "window": {"request_throughput": 1.0, "mean_e2el_ms": 2_000.0, "mean_running_requests": 1.5,
                                    "mean_waiting_requests": 0.0}}
     assert think_bound_warning(thinking).startswith("warning: think-bound: 2.0 of the 96 users")
+
+
+def test_a_winner_read_from_a_flagged_point_says_so_in_compare_and_the_report():
+    """A fresh user's report headline named dspark-async the winner at 100 tok/s/user from its 64-user point, which
+    the same page called prefill-bound (its figures measure the prefill queue, not the policy): the winner's row now
+    carries a caution, compare warns, the headline says to read it with care and the frontier plot crosses it."""
+    from specsim.analysis.frontier import Frontier, compare
+    from specsim.analysis.report import decision_rows
+    from specsim.analysis.sweep_tables import frontier_loads_at
+
+    out = []
+    for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):
+        r = rec("dspark", load, 0, x, 12 * load)
+        r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
+        out.append(r)
+        out.append(rec("static", load, 0, x - 10.0, 11 * load))
+    tab = compare(out, [100.0, 160.0, 250.0])
+    won = tab[tab.winner.astype(bool)].set_index("tier")
+    assert list(won.curve) == ["dspark"] * 3
+    # tier 100: covered, read at 64 (flagged); 160: between 64 and 16 (flagged); 250: between 16 and 4 (clean)
+    assert won.caution[100.0] == won.caution[160.0] == "load 64 (prefill-bound)" and won.caution[250.0] == ""
+    warned = [w for w in tab.attrs["warnings"] if "the winner dspark is read from" in w]
+    assert len(warned) == 2 and "at load 64 (prefill-bound)" in warned[0]
+    rows = {r["tier"]: r for r in decision_rows(tab)}
+    assert rows[100.0]["caution"] == "load 64 (prefill-bound)" and rows[250.0]["caution"] == ""
+    f = Frontier.from_points("c", [120.0, 200.0, 300.0], [768.0, 192.0, 48.0], [64.0, 16.0, 4.0])
+    assert frontier_loads_at(f, 100.0) == (64.0,) and frontier_loads_at(f, 200.0) == (16.0,)
+    assert frontier_loads_at(f, 250.0) == (16.0, 4.0) and frontier_loads_at(f, 400.0) == ()
+    from specsim.analysis.plots import frontier_figure
+
+    fig = frontier_figure([("sweep", out)], [100.0])
+    ax = fig.axes[0]
+    assert "flagged point (warnings)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    crosses = [ln for ln in ax.lines if ln.get_marker() == "x" and len(ln.get_xdata())]
+    assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [120.0]      # dspark's 64-user point

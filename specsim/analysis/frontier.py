@@ -57,7 +57,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import at_least, at_most
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
-from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread
+from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -356,11 +356,12 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
         best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
         and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
-        margin_holds, margin_verdict, runner_up``). ``attrs``: ``baseline``, ``per_seed``
-        (``{(tier, curve): {seed: throughput at the tier}}``, the values the paired rule reads),
-        ``baseline_edge`` (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints
-        under its table (points that thrash, are prefill- or think-bound, tiers the baseline meets only at its
-        lightest load, tiers where another curve delivers more goodput than the winner:
+        margin_holds, margin_verdict, runner_up``) and ``caution`` (a winner read from a flagged point:
+        :func:`specsim.analysis.sweep_tables.winner_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
+        curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
+        (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints under its table
+        (points that thrash, are prefill- or think-bound, winners read from them, tiers the baseline meets only at
+        its lightest load, tiers where another curve delivers more goodput than the winner:
         :func:`specsim.analysis.tiers.goodput_notes`; a notebook user saw none of them).
 
     Raises:
@@ -405,8 +406,8 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["slos_ms"] = dict(slos_ms or {})
     out.attrs["per_seed"] = seed_values
     out.attrs["baseline_edge"] = _baseline_edge(fr[base], tiers) if base else {}
-    out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + baseline_edge_notes(out)
-                             + goodput_notes(out))
+    out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + winner_cautions(out, fr, df)
+                             + baseline_edge_notes(out) + goodput_notes(out))
     return out
 
 

@@ -119,16 +119,24 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
     (:mod:`specsim.figures`: nothing to close). ``width_in``, ``height_in``: one panel's size in inches.
     ``hover``, when given, is filled with each point series' artist id -> one label per drawn point (curve, load,
     TPS/user, throughput), in drawing order, for :func:`svg_with_titles`."""
+    from specsim.analysis.sweep_tables import flagged_points, gpu_split
+
     panels, tiers = _panels(panels), () if tiers is None else as_tiers(tiers)
     est = tps_estimator(measured)
     fig, axes = figures.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
         sp, fr, x_col = _spread_and_frontiers(recs, est)
+        flags = flagged_points(results_frame(recs))
         colors = _colors(sp.curve.unique())
+        any_flagged = False
         for curve, f in fr.items():
             sub = sp[sp.curve == curve]
             c = colors[curve]
             x, y = sub[f"{x_col}_mean"].to_numpy(), sub[f"{Y}_mean"].to_numpy()
+            bad = np.array([(curve, f"{load:g}") in flags for load in sub["load"]], bool)
+            if bad.any():                   # thrashing, prefill- or think-bound: crossed out (flagged_points)
+                ax.plot(x[bad], y[bad], "x", ms=8, mew=1.6, color=c, zorder=3)
+                any_flagged = True
             if (sub.num_seeds > 1).any():
                 xerr = np.abs(np.vstack([x - sub[f"{x_col}_min"], sub[f"{x_col}_max"] - x]))
                 yerr = np.abs(np.vstack([y - sub[f"{Y}_min"], sub[f"{Y}_max"] - y]))
@@ -138,8 +146,13 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
             if hover is not None:
                 _mark(pts, hover, [_point_label(curve, r, x_col) for _, r in sub.iterrows()], x, y)
             ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
+        if any_flagged:
+            ax.plot([], [], "x", ms=8, mew=1.6, color="0.25", label="flagged point (warnings)")
         _draw_measured(ax, measured, hover)
-        _frontier_axes(ax, swept_title(title, recs), tiers, ESTIMATORS[est])
+        split = gpu_split(recs)
+        _frontier_axes(ax, swept_title(title, recs), tiers, ESTIMATORS[est],
+                       ylabel=f"output throughput per decode GPU (tok/s; + {split[1]} prefill GPU"
+                              f"{'s' if split[1] > 1 else ''})" if split and split[1] else YLABEL)
     return fig
 
 
@@ -321,9 +334,15 @@ def plot_tuned_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]], list[
     return _save(fig, out_png)
 
 
-def _frontier_axes(ax, title: str, tiers, xlabel: str = ESTIMATORS["per-request"], tier_labels: str = "top") -> None:
+#: The frontier panels' y label (per decode GPU where a sweep also runs prefill GPUs: :func:`frontier_figure`).
+YLABEL = "output throughput per GPU (tok/s)"
+
+
+def _frontier_axes(ax, title: str, tiers, xlabel: str = ESTIMATORS["per-request"], tier_labels: str = "top",
+                   ylabel: str = YLABEL) -> None:
     """Labelled tier lines, axis labels, title, grid and the legend (outside) of one frontier panel; ``tier_labels``
-    ``"top"`` or ``"bottom"`` of the panel (the tuned plot's points sit on the tier lines, near the top)."""
+    ``"top"`` or ``"bottom"`` of the panel (the tuned plot's points sit on the tier lines, near the top), each on a
+    pale box so a curve crossing it leaves it readable."""
     from matplotlib.transforms import blended_transform_factory
 
     top = blended_transform_factory(ax.transData, ax.transAxes)       # x in data, y in axes fraction
@@ -331,9 +350,9 @@ def _frontier_axes(ax, title: str, tiers, xlabel: str = ESTIMATORS["per-request"
     for t in tiers:
         ax.axvline(t, color="0.5", ls=":", lw=1)
         ax.text(t, y, f" SLA {t:g} tok/s ", transform=top, rotation=90, va=va, ha="right", fontsize=7,
-                color="0.35")
+                color="0.35", zorder=4, bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.5})
     ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_ylabel("output throughput per GPU (tok/s)")
+    ax.set_ylabel(ylabel, fontsize=9 if len(ylabel) > 40 else None)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     _legend_outside(ax)

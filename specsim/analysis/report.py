@@ -315,7 +315,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
 
     Returns:
         Dicts with ``tier``, ``curve`` (None when no curve reaches the tier), ``throughput_per_gpu``,
-        ``runner_up``, ``margin``, ``verdict``, ``gain_vs_baseline``, ``status``.
+        ``runner_up``, ``margin``, ``verdict``, ``gain_vs_baseline``, ``status``, ``caution`` (the flagged
+        points the winner is read from, :func:`specsim.analysis.sweep_tables.winner_cautions`; ``""``: none).
     """
     out = []
     for tier, rows in tab.groupby("tier", sort=True):
@@ -336,7 +337,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
                     "throughput_per_gpu": math.nan if w is None else float(w.throughput_per_gpu),
                     "runner_up": ru, "margin": float(margin), "verdict": verdict,
                     "gain_vs_baseline": math.nan if w is None else float(w.gain_vs_baseline),
-                    "status": "ok" if w is not None else (statuses or "no point")})
+                    "status": "ok" if w is not None else (statuses or "no point"),
+                    "caution": str(w.get("caution", "") or "") if w is not None else ""})
     return out
 
 
@@ -358,6 +360,8 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             end += f", {fmt.percent(r['gain_vs_baseline'], signed=True)} over the baseline {base}"
         elif base and r["curve"] == base:
             end += " (the baseline)"
+        if r["caution"]:
+            end += f"; read with care: from {r['caution']} (warnings below)"
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": r["curve"], "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "

@@ -216,6 +216,64 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
+def flagged_points(df: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
+    """``{(curve, load formatted with :g): kinds}`` of the points whose figures measure something other than the
+    policy (thrashing, prefill-bound, think-bound: :func:`cautions`), any seed of the point flagged."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for kind, names in (("thrashing", thrashing_points(df)), ("prefill-bound", prefill_bound_points(df)),
+                        ("think-bound", think_bound_points(df))):
+        for name in names:
+            curve, _, load = name.rpartition(" at ")
+            kinds = out.setdefault((curve, load), [])
+            if kind not in kinds:
+                kinds.append(kind)
+    return out
+
+
+def frontier_loads_at(f, tier: float) -> tuple[float, ...]:
+    """The loads of frontier ``f`` (:class:`specsim.analysis.frontier.Frontier`) its throughput at ``tier`` is read
+    from: the heaviest point where the tier is covered, the point at the tier or the two it interpolates
+    between, none where it is infeasible."""
+    status = f.status_at(tier)
+    if status == "infeasible":
+        return ()
+    if status == "covered":
+        return (float(f.loads[0]),)
+    x = np.asarray(f.tps_per_user, float)
+    i = int(np.clip(np.searchsorted(x, tier), 0, x.size - 1))
+    if np.isclose(x[i], tier) or i == 0:
+        return (float(f.loads[i]),)
+    return (float(f.loads[i - 1]), float(f.loads[i]))
+
+
+def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list[str]:
+    """Flag each tier's winner whose throughput comes from (or is interpolated through) a point :func:`cautions`
+    names: its row's ``caution`` column says which (``""`` elsewhere; ``table`` is changed in place), and one
+    ``warning:`` line per such tier is returned (a fresh user's report headline named a winner read off a
+    prefill-bound point that the same page said measures the prefill queue, not the policy).
+
+    Args:
+        table: a :func:`specsim.analysis.frontier.compare` table with its winner columns.
+        fronts: ``{curve: Frontier}`` of the same points.
+        df: their :func:`results_frame`.
+    """
+    flags, lines = flagged_points(df), []
+    table["caution"] = ""
+    for i, row in table[table.winner.astype(bool)].iterrows():
+        f = fronts.get(row.curve)
+        hits = [(load, kinds) for load in (frontier_loads_at(f, row.tier) if f is not None else ())
+                if (kinds := flags.get((row.curve, f"{load:g}")))]
+        if not hits:
+            continue
+        said = "; ".join(f"load {load:g} ({' and '.join(kinds)})" for load, kinds in hits)
+        table.loc[i, "caution"] = said
+        lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is read from its frontier "
+                     f"{'point' if len(hits) == 1 else 'points'} at {said}: that figure measures the limit named "
+                     "above, not the policy, so the winner may change once it is lifted (sweep again without it, "
+                     "or compare the curves at lighter loads)")
+    return lines
+
+
 def gpu_split(recs: list[dict]) -> tuple[int, int] | None:
     """(decode GPUs, prefill GPUs) of a sweep's runs (its first successful record's), None without one."""
     for r in recs:
