@@ -125,9 +125,13 @@ def simulate(trace, policy: str | Any = "dspark", scenario: Scenario | None = No
         raise SpecsimInputError(None, None, "trace", "a Trace (specsim.workload.load_trace(path)) or a JSONL path",
                                 type(trace).__name__)
     _check_fixed_drafting(policy, gamma, drafter)
+    if progress is not None and not callable(progress):
+        raise SpecsimInputError(None, None, "progress", "a callable (done, total, simulated s) or None",
+                                type(progress).__name__)
+    pcts = (metric_percentiles,) if isinstance(metric_percentiles, (str, int, float)) else metric_percentiles
     config = RunConfig(policy=policy, scenario=scenario or load_scenario(), seed=seed, concurrency=concurrency,
                        rate_scale=rate_scale, max_sim_s=max_sim_s, gamma=gamma, drafter=drafter, knobs=knobs,
-                       record_step_log=record_step_log, metric_percentiles=tuple(metric_percentiles))
+                       record_step_log=record_step_log, metric_percentiles=tuple(pcts))
     try:
         return run(trace, config, profile=profile, drafter_cost=drafter_cost, progress=progress)
     except SpecsimInputError as e:

@@ -26,7 +26,7 @@ LAYERS: dict[str, set[str]] = {
             "hardware", "workload", "scenario", "scenario_schema"},
     "backends": {"simulation", "analysis", "engine", "policies", "acceptance", "hardware", "scenario"},
     "studies": {"simulation", "analysis", "acceptance", "hardware", "workload", "scenario"},
-    "sweep": {"simulation", "run_config", "analysis", "policies", "hardware", "scenario"},
+    "sweep": {"simulation", "run_config", "analysis", "policies", "hardware", "scenario", "workload"},
     "simulation": {"run_config", "analysis", "engine", "policies", "acceptance", "hardware", "scenario", "workload"},
     "run_config": {"engine", "policies", "hardware", "scenario"},
     "analysis": {"hardware"},

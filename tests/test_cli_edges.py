@@ -1,5 +1,6 @@
-"""A fresh user's edge cases (2026-12-06 review): every output path checked before work, corrupt sweep records
-named, knobs and counts that would change nothing refused, ``python -m specsim``."""
+"""Fresh users' edge cases (two reviews of 2026-12-06): every output path checked before work, corrupt sweep
+records named, knobs and counts that would change nothing refused, ``python -m specsim``, and the Python API taking
+what a notebook passes (or naming what it cannot)."""
 
 from __future__ import annotations
 
@@ -119,3 +120,62 @@ def test_profile_fit_warns_about_one_fitted_point_it_misses_by_far(tmp_path, cap
 def test_python_m_specsim_runs_the_cli():
     r = subprocess.run([sys.executable, "-m", "specsim", "policies"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "dspark" in r.stdout
+
+
+# ------------------------------------------------------------------------------ the Python API (second review)
+def test_sweep_spec_takes_one_value_or_comma_text_as_a_notebook_writes_it():
+    """policies="mtp1" was iterated letter by letter, concurrency=2 raised a TypeError, seeds=0 read as no seed."""
+    from specsim.sweep import SweepSpec
+
+    spec = SweepSpec(policies="dspark, mtp1", concurrency=2, seeds=0)
+    assert (spec.policies, spec.concurrency, spec.seeds) == (("dspark", "mtp1"), (2,), (0,))
+    assert SweepSpec(policies=("mtp1",), concurrency=(1, 2), gammas=3).gammas == (3,)
+    with pytest.raises(SpecsimInputError, match="concurrency.*ints"):
+        SweepSpec(policies=("mtp1",), concurrency=(2.5,))
+
+
+def test_run_sweep_and_tune_take_a_scenario_path_or_none_and_a_trace_path(trace_file, tmp_path):
+    """As simulate does: run_sweep(spec, None, "t.jsonl", dir) failed with AttributeError deep in the sweep."""
+    from specsim.sweep import SweepSpec, run_sweep
+
+    out = run_sweep(SweepSpec(policies="mtp1", concurrency=1, num_requests=6), None, str(trace_file), tmp_path / "s",
+                    executor="serial")
+    assert out.computed == 1 and not out.failed
+    with pytest.raises(SpecsimInputError, match="scenario"):
+        run_sweep(SweepSpec(policies="mtp1", concurrency=1), 3, trace_file, tmp_path / "s2", executor="serial")
+    with pytest.raises(SpecsimInputError, match="trace"):
+        run_sweep(SweepSpec(policies="mtp1", concurrency=1), None, 3, tmp_path / "s3", executor="serial")
+
+
+def test_compare_checks_its_latency_limits():
+    from specsim.analysis.metrics import check_slos
+
+    assert check_slos(None) == {} and check_slos({"ttft": 200, "tpot": 50.5}) == {"ttft": 200.0, "tpot": 50.5}
+    for bad in ({"tfft": 200}, {"ttft_ms": 200}, {"ttft": -1}, {"e2el": float("nan")}, [("ttft", 1)]):
+        with pytest.raises(SpecsimInputError, match="slos_ms"):
+            check_slos(bad)
+
+
+def test_api_arguments_of_the_wrong_type_are_named():
+    from specsim.simulation import simulate
+
+    for kw in (dict(rate="5"), dict(num_requests=10.5)):
+        with pytest.raises(SpecsimInputError, match=next(iter(kw))):
+            synth_trace(**{"num_requests": 10, "rate": 5.0, **kw})
+    with pytest.raises(SpecsimInputError, match="progress"):
+        simulate(synth_trace(4, 1.0), "mtp1", progress=3)
+
+
+def test_a_horizon_that_leaves_most_requests_running_is_warned():
+    from specsim.analysis.metrics import horizon_warning
+
+    assert horizon_warning({"completed": 13, "unfinished": 157}).startswith(
+        "warning: 157 of the 170 issued requests (92%) were still running at the horizon")
+    assert horizon_warning({"completed": 95, "unfinished": 5}) is None and horizon_warning({}) is None
+
+
+def test_a_sweep_reader_given_a_file_says_so(trace_file):
+    from specsim.analysis.sweep_records import load_records
+
+    with pytest.raises(SpecsimInputError, match="got a file"):
+        load_records(trace_file)

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from specsim.errors import SpecsimInputError
-from specsim.analysis.metrics import at_least, at_most
+from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
@@ -272,12 +272,12 @@ def _within_slos(rec: dict[str, Any], slos_ms: dict[str, float], n: int) -> np.n
 def sla_table(records: list[dict[str, Any]], tiers: Iterable[float],
               slos_ms: dict[str, float] | None = None) -> pd.DataFrame:
     """SLA attainment and goodput per (curve, mode, load, tier), seed means of the ``ok`` points (with
-    ``slos_ms``, a request meets a tier only if it also meets those latency limits: :func:`_goodput`).
+    ``slos_ms``, checked by :func:`~specsim.analysis.metrics.check_slos`, a request must meet them too: _goodput).
 
     Returns:
         Columns ``curve, mode, load, tier, attainment, goodput_per_gpu`` (share in [0, 1]; tok/s/GPU).
     """
-    df = results_frame(records)
+    df, slos_ms = results_frame(records), check_slos(slos_ms) or None
     by_id = {r["id"]: r for r in records}
     rows = []
     for _, row in df[df.status == "ok"].iterrows():

@@ -324,6 +324,28 @@ def parse_goodput(specs: Iterable[str]) -> dict[str, float]:
     return out
 
 
+def check_slos(slos_ms: Any) -> dict[str, float]:
+    """Latency limits as the Python API takes them (``{"ttft"|"tpot"|"e2el": ms}``, or None for none), checked
+    as :func:`parse_goodput` checks ``--goodput`` (a misspelt key failed with a KeyError deep inside).
+
+    Raises:
+        SpecsimInputError: not a dict, an unknown key, or a value that is not a finite number of ms > 0.
+    """
+    if slos_ms is None:
+        return {}
+    if not isinstance(slos_ms, dict):
+        raise SpecsimInputError(None, None, "slos_ms", "a dict {'ttft'|'tpot'|'e2el': milliseconds}",
+                                type(slos_ms).__name__)
+    out = {}
+    for key, value in slos_ms.items():
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value > 0
+        if key not in GOODPUT_METRICS or not ok:
+            raise SpecsimInputError(None, None, f"slos_ms[{key!r}]", "keys ttft, tpot, e2el with limits in "
+                                    "milliseconds > 0 (e.g. {'ttft': 200, 'tpot': 50})", repr(value))
+        out[key] = float(value)
+    return out
+
+
 def good_requests(requests: pd.DataFrame, slos_ms: dict[str, float]) -> np.ndarray:
     """(n,) bool: requests meeting every limit of ``slos_ms`` (vLLM's rule; a one-token request's TPOT is 0).
 
@@ -478,6 +500,24 @@ def queued_warning(s: dict) -> str | None:
     return (f"warning: requests queue: {waiting:.1f} of the {users} users waited to be admitted on average "
             f"({w.get('mean_running_requests') or 0:.1f} running; the KV pool or max_num_seqs full), so TTFT holds "
             "that queue while TPS/user counts decode speed only; more users here add waiting, not throughput")
+
+
+#: The share of issued requests left unfinished by a horizon above which a run's whole-run figures are flagged.
+UNFINISHED_SHARE = 0.10
+
+
+def horizon_warning(s: dict) -> str | None:
+    """A warning when a horizon (``max_sim_s``) left more than :data:`UNFINISHED_SHARE` of run summary ``s``'s
+    issued requests unfinished: its whole-run throughput and latencies count completed requests only, which
+    favours the short ones (a fresh user's 14x "gain" of dspark over none at 78% unfinished); else None."""
+    unfinished = s.get("unfinished") or 0
+    issued = unfinished + (s.get("completed") or 0)
+    if not issued or unfinished <= UNFINISHED_SHARE * issued:
+        return None
+    return (f"warning: {unfinished:,} of the {issued:,} issued requests ({unfinished / issued:.0%}) were still "
+            "running at the horizon (--max-sim-s): the whole-run throughput and latencies count completed requests "
+            "only, which favours the short ones; compare policies on runs to completion, or on a closed loop's "
+            "window")
 
 
 def thrashing_warning(s: dict) -> str | None:

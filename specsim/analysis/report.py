@@ -249,8 +249,8 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
                          "text": None, "text_id": None})
     made = {"latency-cdf": figs.latency_cdf(rq, s), "step-profile": figs.step_profile(st, s),
             "acceptance": figs.acceptance(log, s), "step-timeline": figs.timeline(st)}
-    from specsim.analysis.metrics import thrashing_warning
-    warning = thrashing_warning(s)
+    from specsim.analysis.metrics import horizon_warning, thrashing_warning
+    warning = "; ".join(w for w in (horizon_warning(s), thrashing_warning(s)) if w)
     return {"title": f"specsim run: {s.get('policy')} (drafter {s.get('drafter')}, gamma {s.get('gamma')}), "
                      f"seed {s.get('seed')}",
             "subtitle": f"{where}; {d}" + (f" -- {warning}" if warning else ""),

@@ -95,8 +95,8 @@ def latency_cdf(rq: pd.DataFrame | None, s: dict[str, Any]):
         else:
             _no_data(ax, "no completed requests")
         ax.set_xlabel(f"{name} (ms)")
-        ax.set_ylabel("share of requests")
         ax.grid(alpha=0.3)
+    axes[0].set_ylabel("share of requests")           # one label for the shared scale (it crowded each neighbour)
     return fig
 
 
@@ -139,6 +139,8 @@ def timeline(st: pd.DataFrame | None):
         _no_data(ax, "no steps recorded")
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("running requests")
+    from matplotlib.ticker import MaxNLocator
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))      # a count: no 1.5 requests
     ax.grid(alpha=0.3)
     return fig
 

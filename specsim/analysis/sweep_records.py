@@ -101,7 +101,8 @@ def load_records(out_dir: str | Path, ids: Iterable[str] | None = None,
             manifest ``sweep.json``: a sweep that has written its manifest but no point yet reads as no records).
     """
     if ids is None and not Path(out_dir).is_dir():
-        raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (its --out)", "no such folder")
+        raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (its --out)",
+                                "a file" if Path(out_dir).exists() else "no such folder")
     d = points_dir(out_dir)
     if ids is None and not d.is_dir() and (Path(out_dir) / "summary.json").is_file():
         raise SpecsimInputError(str(out_dir), None, None, "a sweep's results folder (specsim sweep --out)",

@@ -108,8 +108,8 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     warnings = unservable_warnings(s)
     if warnings:
         parts.append(fmt.table([], [], width=width, notes=warnings))
-    from specsim.analysis.metrics import queued_warning, think_bound_warning, thrashing_warning
-    cautions = [w for w in (thrashing_warning(s), think_bound_warning(s), queued_warning(s)) if w]
+    from specsim.analysis.metrics import horizon_warning, queued_warning, think_bound_warning, thrashing_warning
+    cautions = [w for w in (horizon_warning(s), thrashing_warning(s), think_bound_warning(s), queued_warning(s)) if w]
     if cautions:
         parts.append(fmt.table([], [], width=width, notes=cautions))
     notices = run_notices(s)

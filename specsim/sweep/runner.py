@@ -18,7 +18,7 @@ from specsim.analysis.sweep_records import load_records
 from specsim.scenario import Scenario
 from specsim.sweep.executors import Executor, get_executor
 from specsim.sweep.point import PointTask
-from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
+from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points, sweep_inputs
 from specsim.sweep.store import check_same_scenario, check_same_trace, finished_ids, write_manifest, write_record
 
 
@@ -99,7 +99,8 @@ def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *
     """Run every unfinished point of ``spec`` and write each record as soon as it finishes.
 
     Args:
-        spec: the sweep axes; scenario: the resolved scenario; trace: the full trace.
+        spec: the sweep axes; scenario: a Scenario, a scenario TOML path or None (the default); trace: the full
+            trace, a Trace or a JSONL path (:func:`specsim.sweep.spec.sweep_inputs`).
         out_dir: results directory (``sweep.json`` + ``points/``).
         executor: ``serial``, ``process``, ``ray`` or ``dask``.
         jobs: parallel workers (default: the CPU count); ignored by ``serial``.
@@ -115,6 +116,7 @@ def run_sweep(spec: SweepSpec, scenario: Scenario, trace, out_dir: str | Path, *
         SpecsimInputError: bad axes, unknown executor, policy, drafter or profile; a missing extra; an
             ``out_dir`` holding points of another scenario, or of another trace that this sweep leaves in place.
     """
+    scenario, trace = sweep_inputs(scenario, trace)
     run = get_executor(executor)
     t0 = time.perf_counter()
     jobs = max(1, jobs or os.cpu_count() or 1)

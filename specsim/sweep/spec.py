@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from specsim.analysis.sweep_records import canonical_sha
 from specsim.errors import SpecsimInputError
 from specsim.scenario import Scenario
@@ -39,8 +41,10 @@ class SweepSpec:
         thresholds: thresholds to sweep (policies that use one); None = the scenario's default.
         num_requests: the first N trace requests (None = all).
         requests_per_user: closed loop only: a point at concurrency C uses
-            min(len(trace), max(num_requests, requests_per_user * C)) requests, so that every run has a
-            closed-loop window (None: num_requests for every load).
+            min(len(trace), max(num_requests, requests_per_user * C)) requests, so that a closed-loop window
+            can open (None: num_requests for every load). It guarantees none: the window opens once every user
+            has finished a request and closes when the last is issued, so a few long first requests can outlast
+            the rest and the point fails (recorded; docs/sweeps.md gives the counts that work on prod.jsonl).
         max_sim_s: explicit horizon in simulated seconds (None: run to completion).
         drafter: override the scenario's drafter (``mtp1`` and ``none`` force their own).
 
@@ -60,6 +64,20 @@ class SweepSpec:
     drafter: str | None = None
 
     def __post_init__(self) -> None:
+        # a notebook's SweepSpec(policies="dspark,mtp1", concurrency=2, seeds=0): one value or "a,b" text is its
+        # tuple (policies="mtp1" was iterated letter by letter, seeds=0 read as no seed)
+        for name in ("policies", "concurrency", "rate_scales", "seeds", "gammas", "thresholds"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = tuple(v.strip() for v in value.split(",") if v.strip()) if name == "policies" else (value,)
+            elif value is None or isinstance(value, (int, float)):
+                value = (value,) if name in ("gammas", "thresholds") or value is not None else ()
+            object.__setattr__(self, name, tuple(value))
+        bad = [(n, v) for n in ("concurrency", "seeds", "gammas") for v in getattr(self, n)
+               if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)))]
+        if bad:
+            raise SpecsimInputError(f"--{bad[0][0].rstrip('s') if bad[0][0] == 'gammas' else bad[0][0]}", None,
+                                    bad[0][0], "ints", repr(bad[0][1]))
         checks = [
             ("policies", "at least one policy", self.policies, bool(self.policies)),
             ("concurrency", "at least one load point (--concurrency or --rate-scales)", (),
@@ -148,6 +166,29 @@ def point_knobs(policy: str, scenario: Scenario, gamma: int | None, threshold: f
     thr = choice.knobs.get("threshold")
     extra = {"threshold": float(thr)} if "threshold" in choice.knobs and thr is not None else {}
     return {"gamma": int(choice.gamma), "drafter": choice.drafter, **extra}
+
+
+def sweep_inputs(scenario: Any, trace: Any) -> tuple[Scenario, Any]:
+    """(scenario, trace) as :func:`specsim.simulation.simulate` takes them: a Scenario, a scenario TOML path or
+    None (the default); a Trace or a JSONL trace path.
+
+    Raises:
+        SpecsimInputError: anything else, naming ``scenario`` or ``trace``; what loading a path raises.
+    """
+    from specsim.scenario import load_scenario
+    from specsim.workload import load_trace
+
+    if scenario is None or isinstance(scenario, (str, Path)):
+        scenario = load_scenario(scenario)
+    if isinstance(trace, (str, Path)):
+        trace = load_trace(trace)
+    if not isinstance(scenario, Scenario):
+        raise SpecsimInputError(None, None, "scenario", "a Scenario (load_scenario(path)), a scenario TOML path or "
+                                "None for the default", type(scenario).__name__)
+    if not hasattr(trace, "arrival_s"):
+        raise SpecsimInputError(None, None, "trace", "a Trace (specsim.workload.load_trace(path)) or a JSONL path",
+                                type(trace).__name__)
+    return scenario, trace
 
 
 # --------------------------------------------------------------------------------------------- points

@@ -454,7 +454,8 @@ def tune(spec: TuneSpec, scenario: Scenario, trace, out_dir: str | Path | None =
 
     Args:
         spec: the policy, knob grid, tiers, loads and seeds.
-        scenario: the resolved scenario; trace: the full trace (points use its first ``num_requests``).
+        scenario: a Scenario, a scenario TOML path or None (the default); trace: the full trace, a Trace or a
+            JSONL path (points use its first ``num_requests``; :func:`specsim.sweep.spec.sweep_inputs`).
         out_dir: results directory: records in ``out_dir/points/`` (shared with sweeps; finished ones are
             reused) and the result in ``out_dir/tuned/<policy>-<knob>.json``; None keeps nothing on disk.
         method: ``search`` (golden section with load bracketing) or ``grid`` (every knob value and load:
@@ -471,6 +472,9 @@ def tune(spec: TuneSpec, scenario: Scenario, trace, out_dir: str | Path | None =
     """
     if method not in METHODS:
         raise SpecsimInputError("--method", None, "method", f"one of {METHODS}", repr(method))
+    from specsim.sweep.spec import sweep_inputs
+
+    scenario, trace = sweep_inputs(scenario, trace)
     ev = _Evaluator(spec, scenario, trace, out_dir, executor, max(1, jobs or os.cpu_count() or 1), address, progress)
     step = _grid_tier if method == "grid" else _search_tier
     tiers = [_tier_result(ev, float(t), step(ev, float(t))) for t in spec.tiers]

@@ -146,6 +146,11 @@ def synth_trace(num_requests: int | None, rate: float, *, arrival: str = "poisso
         SpecsimInputError: any argument outside the ranges above or a conflicting combination,
             naming it as the field.
     """
+    for name, v, kind in (("num_requests", num_requests, "an int"), ("rate", rate, "a number (req/s)"),
+                          ("cv", cv, "a number"), ("seed", seed, "an int")):
+        number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        if not ((v is None and name == "num_requests") or (number and (kind != "an int" or float(v).is_integer()))):
+            raise SpecsimInputError(None, None, name, kind, repr(v))     # "5" or 10.5 failed deep inside or was cut
     n = _synth_count(num_requests, duration_s, span_s, prefix_groups, questions_per_group)
     for name, v, ok, expected in [
         ("num_requests", n, n is None or 1 <= n <= MAX_SYNTH_REQUESTS, f"an int in [1, {MAX_SYNTH_REQUESTS:,}]"),
