@@ -69,7 +69,6 @@ def parse_knob(text: str, policy: str, num_points: int | None = None) -> KnobRan
 
     if num_points is not None and num_points < 1:
         raise SpecsimInputError("--knob-points", None, None, "an int >= 2 for a range", repr(num_points))
-
     name = m.group(1)
     declared = policy_knobs(policy)
     tunable = sorted(declared) + ([] if policy in FIXED_DRAFTING else ["gamma"])    # none / mtp1: gamma is fixed

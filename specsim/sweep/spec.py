@@ -70,14 +70,14 @@ class SweepSpec:
             value = getattr(self, name)
             if isinstance(value, str):
                 value = tuple(v.strip() for v in value.split(",") if v.strip()) if name == "policies" else (value,)
-            elif value is None or isinstance(value, (int, float)):
+            elif value is None or isinstance(value, (int, float, np.integer, np.floating)):
                 value = (value,) if name in ("gammas", "thresholds") or value is not None else ()
             object.__setattr__(self, name, tuple(value))
-        bad = [(n, v) for n in ("concurrency", "seeds", "gammas") for v in getattr(self, n)
+        bad = [(flag, v) for name, flag in (("concurrency", "concurrency"), ("seeds", "seeds"), ("gammas", "gamma"))
+               for v in getattr(self, name)
                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)))]
         if bad:
-            raise SpecsimInputError(f"--{bad[0][0].rstrip('s') if bad[0][0] == 'gammas' else bad[0][0]}", None,
-                                    bad[0][0], "ints", repr(bad[0][1]))
+            raise SpecsimInputError(f"--{bad[0][0]}", None, bad[0][0], "ints", repr(bad[0][1]))
         checks = [
             ("policies", "at least one policy", self.policies, bool(self.policies)),
             ("concurrency", "at least one load point (--concurrency or --rate-scales)", (),
