@@ -451,6 +451,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     rates = default_acceptance_notice(sc, pc.gamma, built.acceptance.source if built.acceptance else None,
                                       rr.profile)
     summary["acceptance_notice"] = rates            # sweeps repeat it (sweep_records.speculation_notes)
+    summary["admission_wait_in_tpot"] = not cluster.config.colocated and sc.prefill.first_token == "prefill"
     queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
                    lockstep, rates, fitted_overhead_notice(sc, rr.profile), queue):

@@ -179,3 +179,15 @@ def test_a_sweep_reader_given_a_file_says_so(trace_file):
 
     with pytest.raises(SpecsimInputError, match="got a file"):
         load_records(trace_file)
+
+
+def test_recommend_names_a_tier_no_policy_meets_beside_those_it_answers(trace_file, tmp_path, capsys):
+    """recommend --tiers 600,560 printed the 560 answer and dropped 600 without a word."""
+    out = tmp_path / "sw"
+    assert run_cli(["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "mtp1", "--concurrency",
+                    "1,2", "--num-requests", "8", "--executor", "serial", "--quiet"]) == 0
+    capsys.readouterr()
+    assert run_cli(["recommend", str(out), "--tiers", "100000,1"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "tier 1 tok/s/user: mtp1" in text
+    assert "tier 100000 tok/s/user: no deployable policy meets it: the sweep's fastest point runs" in text

@@ -334,7 +334,7 @@ def test_prefill_bound_points_are_named_wherever_the_answer_is_read():
             r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
             out.append(r)
     assert prefill_bound_points(results_frame(out)) == ["static at 16", "static at 16"]
-    assert "prefill-bound at 2 points (static at 16)" in caution_notes(results_frame(out))[0]
+    assert "prefill-bound at 1 point in 2 seed runs (static at 16)" in caution_notes(results_frame(out))[0]
     got = recommend(out, [200.0])[0]
     assert got.load == 16 and got.prefill_wait_ms == pytest.approx(2447.0)
     text = " ".join(recommendations_text([got], width=200).split())
@@ -411,7 +411,7 @@ def test_think_bound_points_are_named_wherever_the_answer_is_read():
             out.append(r)
     df = results_frame(out)
     assert think_bound_points(df) == ["static at 8", "static at 8"]
-    assert any("think-bound at 2 points (static at 8)" in n for n in caution_notes(df))
+    assert any("think-bound at 1 point in 2 seed runs (static at 8)" in n for n in caution_notes(df))
     got = recommend(out, [200.0])[0]
     assert got.load == 8 and got.users_in_system == pytest.approx(0.5)
     text = " ".join(recommendations_text([got], width=200).split())
@@ -438,7 +438,7 @@ def test_points_where_requests_queue_are_named_wherever_the_answer_is_read():
             out.append(r)
     df = results_frame(out)
     assert queued_points(df) == ["static at 96", "static at 96"]
-    assert any("requests queue at 2 points (static at 96)" in n for n in caution_notes(df))
+    assert any("requests queue at 1 point in 2 seed runs (static at 96)" in n for n in caution_notes(df))
     got = recommend(out, [200.0])[0]
     assert got.load == 96 and got.waiting == pytest.approx(35.0) and got.p99_ttft_ms == pytest.approx(4000.0)
     text = " ".join(recommendations_text([got], width=200).split())
@@ -501,3 +501,54 @@ def test_a_winner_read_from_a_flagged_point_says_so_in_compare_and_the_report():
     assert "flagged point (warnings)" in [t.get_text() for t in ax.get_legend().get_texts()]
     crosses = [ln for ln in ax.lines if ln.get_marker() == "x" and len(ln.get_xdata())]
     assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [120.0]      # dspark's 64-user point
+
+
+def test_recommend_cautions_a_tier_read_through_a_flagged_point_and_keeps_each_policys_own_knobs():
+    """A fresh user's recommend at tier 150 gave no caution although its figure was interpolated with a thrashing
+    point compare warned about; and labelled trtllm-draft-len-schedule with vllm-dsd's schedule from the shared
+    [policy.knobs] table (the configs printed below it were right)."""
+    out = []
+    for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):
+        r = rec("dspark", load, 0, x, 12 * load)
+        r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
+        out.append(r)
+        out.append(rec("static", load, 0, x - 10.0, 11 * load))
+    for r in out:
+        r["config"]["scenario"] = {**SCEN, "policy": {"knobs": {"num_speculative_tokens_per_batch_size": [[1, 8, 5]]}}}
+    got = {r.tier: r for r in recommend(out, [160.0, 250.0])}
+    assert got[160.0].load == 16 and got[160.0].caution == "load 64 (prefill-bound)" and got[250.0].caution == ""
+    text = " ".join(recommendations_text(list(got.values()), width=200).split())
+    assert "the tier's figure (" in text and "is read from the frontier point at load 64 (prefill-bound)" in text
+    assert "num_speculative_tokens_per_batch_size" not in got[160.0].knobs          # vllm-dsd's knob, not dspark's
+
+
+def test_a_queue_behind_a_disaggregated_prefill_is_said_to_show_in_tpot():
+    """Disaggregated prefill stamps the first token before admission: the wait lengthens TPOT, not TTFT, and the
+    warning said the opposite of the run's own notice."""
+    from specsim.analysis.metrics import queued_warning
+
+    s = {"load": {"mode": "closed", "concurrency": 32}, "window": {"mean_waiting_requests": 15.5,
+                                                                    "mean_running_requests": 4.0}}
+    assert "TTFT holds that queue" in queued_warning(s)
+    s["admission_wait_in_tpot"] = True
+    assert "TPOT and TPS/user hold that queue" in queued_warning(s) and "TTFT holds" not in queued_warning(s)
+
+
+def test_tune_warns_of_a_pick_read_from_a_flagged_point():
+    """A fresh user's tune picked threshold 0.725 at a prefill-bound load without a word (recommend warned)."""
+    from types import SimpleNamespace
+
+    from specsim.cli.tune_cmd import pick_cautions
+
+    out = []
+    for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):
+        r = rec("specdecpp", load, 0, x, 12 * load, threshold=0.725)
+        r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
+        out.append(r)
+    frontier = {"tps_per_user": [120.0, 200.0, 300.0], "throughput_per_gpu": [768.0, 192.0, 48.0],
+                "loads": [64.0, 16.0, 4.0]}
+    res = SimpleNamespace(spec=SimpleNamespace(policy="specdecpp", knob=SimpleNamespace(name="threshold")),
+                          tiers=[SimpleNamespace(tier=t, value=0.725, frontier=frontier) for t in (100.0, 250.0)])
+    lines = pick_cautions(res, out)
+    assert len(lines) == 1 and lines[0].startswith("warning: at tier 100 the pick threshold=0.725 is read from its "
+                                                   "point at load 64 (prefill-bound)")

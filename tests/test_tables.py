@@ -71,7 +71,7 @@ def test_sweep_names_the_points_that_thrash():
     df.loc[(df.curve == "A") & (df.load == 16), "recomputed_tokens"] = 251.0      # over 25% of 1000
     df.loc[(df.curve == "B") & (df.load == 16), "recomputed_tokens"] = 250.0      # at the limit: fine
     text = " ".join(caution_text(df).split())
-    assert text.startswith("warning: thrashing at 2 points (A at 16)")              # two seeds, one load point
+    assert text.startswith("warning: thrashing at 1 point in 2 seed runs (A at 16)")   # two seeds, one load point
 
 
 def test_a_stacked_text_column_reads_left_aligned_and_a_number_right_aligned():

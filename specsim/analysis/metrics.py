@@ -490,16 +490,24 @@ def think_bound_warning(s: dict) -> str | None:
 
 def queued_warning(s: dict) -> str | None:
     """The queueing warning of closed-loop run summary ``s`` (its window's ``mean_waiting_requests`` against its
-    users, :func:`queued`), or None. Where the first token is stamped at a disaggregated prefill the wait shows in
-    TPOT instead (:func:`decode_queue_notice` says so)."""
+    users, :func:`queued`), or None. Where the first token is stamped at a disaggregated prefill
+    (``admission_wait_in_tpot``) the wait shows in TPOT and TPS/user instead of TTFT, and the warning says so
+    (:data:`QUEUE_SHOWS`; :func:`decode_queue_notice` too)."""
     load, w = s.get("load") or {}, s.get("window") or s
     users = load.get("concurrency") if load.get("mode") == "closed" else None
     waiting = w.get("mean_waiting_requests")
     if not queued(waiting, users):
         return None
     return (f"warning: requests queue: {waiting:.1f} of the {users} users waited to be admitted on average "
-            f"({w.get('mean_running_requests') or 0:.1f} running; the KV pool or max_num_seqs full), so TTFT holds "
-            "that queue while TPS/user counts decode speed only; more users here add waiting, not throughput")
+            f"({w.get('mean_running_requests') or 0:.1f} running; the KV pool or max_num_seqs full), so "
+            f"{QUEUE_SHOWS[bool(s.get('admission_wait_in_tpot'))]}; more users here add waiting, not throughput")
+
+
+#: Where an admission queue shows, by whether the first token is stamped before admission (a disaggregated
+#: prefill with ``prefill.first_token = "prefill"``: the summary's ``admission_wait_in_tpot``).
+QUEUE_SHOWS = {False: "TTFT holds that queue while TPS/user counts decode speed only",
+               True: "TPOT and TPS/user hold that queue (the first token is stamped at the end of the "
+                     "disaggregated prefill, before admission: prefill.first_token = \"prefill\") and TTFT does not"}
 
 
 #: The share of issued requests left unfinished by a horizon above which a run's whole-run figures are flagged.

@@ -31,7 +31,7 @@ SUMMARY_KEYS = (
     "median_tps_per_user", "num_single_token", "mean_acceptance_length", "acceptance_rate",
     "mean_verify_tokens_per_request", "steps", "clipped_verify_lengths", "policy", "drafter", "gamma", "seed",
     "num_preemptions", "recomputed_tokens", "kv_clipped_verify_lengths", "prefix_cache_hit_rate",
-    "mean_prefill_wait_ms", "mean_running_requests", "mean_waiting_requests",
+    "mean_prefill_wait_ms", "mean_running_requests", "mean_waiting_requests", "admission_wait_in_tpot",
 )
 
 

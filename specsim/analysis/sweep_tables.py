@@ -179,8 +179,10 @@ CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-b
                   "think-bound": "think-bound points", "queued": "points where requests queue"}
 
 
-def _points(n: int) -> str:
-    return f"{n} point{'s' if n != 1 else ''}"
+def _points(names: list[str]) -> str:
+    """``"N points"`` of a list of ``"curve at load"`` names, one per seed: each load point counted once."""
+    n, seeds = len(set(names)), len(names)
+    return f"{n} point{'s' if n != 1 else ''}" + (f" in {seeds} seed runs" if seeds > n else "")
 
 
 def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
@@ -189,30 +191,31 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     (:func:`prefill_bound_points`), those whose users mostly think between turns (:func:`think_bound_points`) and
     those where requests queue for admission (:func:`queued_points`); [] when none. One wording for ``sweep``,
     ``compare`` (``warning:`` lines) and the report (its sections)."""
-    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUED_SHARE, THRASHING_SHARE
+    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUE_SHOWS, QUEUED_SHARE, THRASHING_SHARE
 
     out = []
     bad, slow, idle, wait = thrashing_points(df), prefill_bound_points(df), think_bound_points(df), queued_points(df)
     if bad:
-        out.append(("thrashing", f"thrashing at {_points(len(bad))} ({', '.join(dict.fromkeys(bad))}): recomputed "
+        out.append(("thrashing", f"thrashing at {_points(bad)} ({', '.join(dict.fromkeys(bad))}): recomputed "
                                  f"tokens exceed {THRASHING_SHARE:.0%} of output tokens; the KV cache is too small "
                                  "for those loads"))
     if slow:
-        out.append(("prefill-bound", f"prefill-bound at {_points(len(slow))} ({', '.join(dict.fromkeys(slow))}): "
+        out.append(("prefill-bound", f"prefill-bound at {_points(slow)} ({', '.join(dict.fromkeys(slow))}): "
                                      f"requests waited for a prefill instance more than {PREFILL_WAIT_SHARE:.0%} "
                                      "of their TTFT, so those points' TPS/user and throughput measure the prefill "
                                      "queue, not the policy; more prefill instances (prefill.num_instances) give "
                                      "the decode side's answer"))
     if idle:
-        out.append(("think-bound", f"think-bound at {_points(len(idle))} ({', '.join(dict.fromkeys(idle))}): fewer "
+        out.append(("think-bound", f"think-bound at {_points(idle)} ({', '.join(dict.fromkeys(idle))}): fewer "
                                    f"than {BUSY_SHARE:.0%} of the users had a request in the system on average (the "
                                    "rest were between turns), so those points measure the users' think time, not "
                                    "the server; more users give its answer"))
     if wait:
-        out.append(("queued", f"requests queue at {_points(len(wait))} ({', '.join(dict.fromkeys(wait))}): at least "
+        in_tpot = bool("admission_wait_in_tpot" in df and (df.admission_wait_in_tpot == 1).any())
+        out.append(("queued", f"requests queue at {_points(wait)} ({', '.join(dict.fromkeys(wait))}): at least "
                               f"{QUEUED_SHARE:.0%} of the users waited to be admitted (the KV pool or max_num_seqs "
-                              "full), so their TTFT holds that queue while TPS/user counts decode speed only; more "
-                              "users there add waiting, not throughput (mean_waiting_requests, p99 TTFT)"))
+                              f"full), so {QUEUE_SHOWS[in_tpot]}; more users there add waiting, not throughput "
+                              "(mean_waiting_requests)"))
     return out
 
 
@@ -250,7 +253,9 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
     """Flag each tier's winner whose throughput comes from (or is interpolated through) a point :func:`cautions`
     names: its row's ``caution`` column says which (``""`` elsewhere; ``table`` is changed in place), and one
     ``warning:`` line per such tier is returned (a fresh user's report headline named a winner read off a
-    prefill-bound point that the same page said measures the prefill queue, not the policy).
+    prefill-bound point that the same page said measures the prefill queue, not the policy). A row advised to
+    "add heavier loads" whose heaviest frontier point is already thrashing or prefill-bound is advised to lift
+    that limit instead.
 
     Args:
         table: a :func:`specsim.analysis.frontier.compare` table with its winner columns.
@@ -259,6 +264,12 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
     """
     flags, lines = flagged_points(df), []
     table["caution"] = ""
+    for i, row in table[table.advice == "add heavier loads"].iterrows():
+        load = df.loc[(df.curve == row.curve) & (df.status == "ok"), "load"].max()
+        heaviest = flags.get((row.curve, f"{load:g}"), [])
+        if heaviest:                   # more load would only deepen the limit its heaviest point already hit
+            table.loc[i, "advice"] = (f"its heaviest load {load:g} is already {' and '.join(heaviest)}: lift that "
+                                      "limit (KV capacity, prefill.num_instances) before adding load")
     for i, row in table[table.winner.astype(bool)].iterrows():
         f = fronts.get(row.curve)
         hits = [(load, kinds) for load in (frontier_loads_at(f, row.tier) if f is not None else ())

@@ -34,6 +34,11 @@ def recommend(
         print(json.dumps({"tiers": tier_list, "recommendations": [r.to_dict() for r in recs], "tuned": tuned}))
         return
     print(recommendations_text(recs) + ("" if recs else _fastest(records)))
+    missing = [t for t in tier_list if t not in {r.tier for r in recs}]
+    if recs and missing:                # a tier no deployable curve reaches was dropped in silence
+        print(fmt.wrapped(f"tier{'s' if len(missing) > 1 else ''} {', '.join(f'{t:g}' for t in missing)} "
+                          f"tok/s/user: no deployable policy meets {'them' if len(missing) > 1 else 'it'}"
+                          + _fastest(records)))
     for t in tuned:
         print(fmt.wrapped(_tuned_line(t)))
     note = per_all_gpus_note(gpu_split(records))

@@ -83,7 +83,36 @@ def tune(
         return
     _print_result(res, path, len(untuned_ids), _fixed_ends(spec.knob, policy, scen, drafter))
     from specsim.analysis.sweep_records import load_records
-    print_speculation_notes(load_records(out))
+    recs = load_records(out)
+    for line in pick_cautions(res, [r for r in recs if r["id"] in set(res.probe_ids)]):
+        print(fmt.wrapped(line))
+    print_speculation_notes(recs)
+
+
+def pick_cautions(res, records: list[dict]) -> list[str]:
+    """One ``warning:`` line per tier whose pick is read from (or interpolated through) a thrashing, prefill- or
+    think-bound point of the pick's own runs (``records``: the tune's), as compare and recommend warn of a winner
+    (a fresh user's tune picked a value at a prefill-bound load without a word)."""
+    from specsim.analysis.frontier import Frontier
+    from specsim.analysis.sweep_tables import flagged_points, frontier_loads_at, results_frame
+
+    k, out = res.spec.knob.name, []
+    for r in res.tiers:
+        if r.value is None or not r.frontier.get("loads"):
+            continue
+        mine = [x for x in records if x["config"]["policy"] == res.spec.policy
+                and float((x["config"].get("knobs") or {}).get(k, float("nan"))) == float(r.value)]
+        flags = flagged_points(results_frame(mine)) if mine else {}
+        f = Frontier.from_points(res.spec.policy, r.frontier["tps_per_user"], r.frontier["throughput_per_gpu"],
+                                 r.frontier["loads"])
+        hits = [(load, kinds) for load in frontier_loads_at(f, r.tier)
+                for (curve, at), kinds in flags.items() if at == f"{load:g}"]
+        if hits:
+            said = "; ".join(f"load {load:g} ({' and '.join(kinds)})" for load, kinds in hits)
+            out.append(f"warning: at tier {r.tier:g} the pick {k}={r.value:g} is read from its point at {said}: "
+                       "that figure measures the limit, not the knob, so the pick may change once the limit is "
+                       "lifted (compare's and recommend's warnings say the same of a winner)")
+    return out
 
 
 def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:

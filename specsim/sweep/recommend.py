@@ -36,6 +36,7 @@ from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers, sla
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
 from specsim.analysis.sweep_tables import resident_column, results_frame, seed_spread
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
+from specsim.errors import SpecsimInputError
 from specsim.fmt import terminal_width
 from specsim.hardware.drafter import DRAFTER_BLOCK
 
@@ -101,6 +102,10 @@ class Recommendation:
             (``mean_waiting_requests``) and p99 TTFT (ms), seed means; where they are at least
             :data:`specsim.analysis.metrics.QUEUED_SHARE` of its users (:func:`specsim.analysis.metrics.queued`) the
             text warns that its users wait that long for their first token. None in open loop or older records.
+        wait_in_tpot: that wait shows in TPOT and TPS/user, not TTFT (a disaggregated prefill stamping the first
+            token, the summary's ``admission_wait_in_tpot``).
+        caution: the flagged frontier points the tier's throughput is read from (compare's ``caution``:
+            :func:`specsim.analysis.sweep_tables.winner_cautions`), "" when none.
         attainment: the share of that point's measured requests whose own TPS/user meets the tier (seed mean;
             :func:`specsim.analysis.frontier.sla_table`): the tier is met by the mean TPS/user, so a point can
             meet it while a third of its users run slower (a fresh user's report). None without per-request
@@ -131,6 +136,8 @@ class Recommendation:
     users_in_system: float | None = None
     waiting: float | None = None
     p99_ttft_ms: float | None = None
+    wait_in_tpot: bool = False
+    caution: str = ""
     attainment: float | None = None
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
@@ -142,10 +149,18 @@ class Recommendation:
 
 def _knobs_of(records: list[dict[str, Any]], ids: Iterable[str]) -> dict[str, Any]:
     """The policy and the knobs a curve's points ran with: the scenario's ``[policy.knobs]`` (``--set
-    policy.knobs.K=V``) overridden by the point's own (gamma, drafter, a swept threshold), as the run merges them."""
+    policy.knobs.K=V``) that the policy declares, overridden by the point's own (gamma, drafter, a swept
+    threshold), as the run merges them (another policy's entry in the shared table is not this one's)."""
+    from specsim.policies import policy_knobs
+
     rec = next(r for r in records if r["id"] in set(ids))
     cfg = rec["config"]
     scenario = ((cfg.get("scenario") or {}).get("policy") or {}).get("knobs") or {}
+    try:                                 # the table is shared by a sweep's policies: keep this one's own knobs
+        declared = policy_knobs(cfg["policy"])
+        scenario = {k: v for k, v in scenario.items() if k in declared}
+    except SpecsimInputError:
+        pass                             # a plug-in no longer importable: its record's table as it is
     return {"policy": cfg["policy"], **scenario, **cfg["knobs"]}
 
 
@@ -197,6 +212,8 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
             rec.users_in_system = float(np.mean(busy))
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
+            rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
+        rec.caution = str(w.get("caution", "") or "")
         _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
@@ -455,9 +472,17 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  "in the system on average; the rest were between turns): it measures the users' think time, not "
                  "the server; a sweep with more users gives the server's answer", "  ")
         if queued(r.waiting, r.load):
+            shows = ("its TPOT and TPS/user hold that wait (the first token is stamped at the end of the "
+                     "disaggregated prefill, before admission), its TTFT does not" if r.wait_in_tpot else
+                     f"its TTFT holds that wait (p99 {r.p99_ttft_ms:,.0f} ms) while its TPS/user counts decode "
+                     "speed only")
             para(f"caution: requests queue at this point ({r.waiting:.1f} of its {r.load:g} users waited on average "
-                 f"to be admitted, the KV pool or max_num_seqs full; p99 TTFT {r.p99_ttft_ms:,.0f} ms): its TPS/user "
-                 "counts decode speed only; a lighter load gives about the same throughput without the wait", "  ")
+                 f"to be admitted, the KV pool or max_num_seqs full): {shows}; more users than it runs add "
+                 "waiting, not throughput", "  ")
+        if r.caution and not all(part.startswith(f"load {r.load:g} ") for part in r.caution.split("; ")):
+            para(f"caution: the tier's figure ({r.tier_throughput_per_gpu:,.0f} tok/s/GPU, and the margin) is read "
+                 f"from the frontier point at {r.caution}: it measures that limit, not the policy, so the winner "
+                 "may change once the limit is lifted (compare's warnings)", "  ")
         if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
             para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
                  f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
