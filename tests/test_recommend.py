@@ -491,6 +491,10 @@ def test_a_winner_read_from_a_flagged_point_says_so_in_compare_and_the_report():
     assert len(warned) == 2 and "at load 64 (prefill-bound)" in warned[0]
     rows = {r["tier"]: r for r in decision_rows(tab)}
     assert rows[100.0]["caution"] == "load 64 (prefill-bound)" and rows[250.0]["caution"] == ""
+    from specsim.analysis.report import _decision
+    lines = {r["tier"]: r["line_end"] for r in _decision(tab)["rows"]}
+    assert lines["100"].endswith("; read with care: it comes from its point at load 64 (prefill-bound), see the "
+                                 "warnings below") and "read with care" not in lines["250"]
     f = Frontier.from_points("c", [120.0, 200.0, 300.0], [768.0, 192.0, 48.0], [64.0, 16.0, 4.0])
     assert frontier_loads_at(f, 100.0) == (64.0,) and frontier_loads_at(f, 200.0) == (16.0,)
     assert frontier_loads_at(f, 250.0) == (16.0, 4.0) and frontier_loads_at(f, 400.0) == ()

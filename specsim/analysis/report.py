@@ -361,7 +361,7 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
         elif base and r["curve"] == base:
             end += " (the baseline)"
         if r["caution"]:
-            end += f"; read with care: read from its point at {r['caution']}, see the warnings below"
+            end += f"; read with care: it comes from its point at {r['caution']}, see the warnings below"
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": r["curve"], "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
