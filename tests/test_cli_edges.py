@@ -191,3 +191,15 @@ def test_recommend_names_a_tier_no_policy_meets_beside_those_it_answers(trace_fi
     text = " ".join(capsys.readouterr().out.split())
     assert "tier 1 tok/s/user: mtp1" in text
     assert "tier 100000 tok/s/user: no deployable policy meets it: the sweep's fastest point runs" in text
+
+
+def test_a_sweep_point_a_horizon_cut_off_is_named_like_the_run_names_it(trace_file, tmp_path, capsys):
+    """A run warned of 92% unfinished requests; the same point in a sweep went into the frontier unremarked."""
+    out = tmp_path / "sw"
+    assert run_cli(["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "none", "--rate-scales",
+                    "50", "--max-sim-s", "0.3", "--executor", "serial", "--quiet"]) == 0
+    capsys.readouterr()
+    run_cli(["compare", str(out), "--tiers", "1"])
+    cap = capsys.readouterr()
+    err = " ".join((cap.out + cap.err).split())
+    assert "warning: cut off at 1 point (none at 50): the horizon (--max-sim-s) left more than 10%" in err

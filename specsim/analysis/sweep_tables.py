@@ -176,7 +176,21 @@ def queued_points(df: pd.DataFrame) -> list[str]:
 
 #: What each kind of :func:`cautions` limits, for its title (the report's "Warning: ..." sections).
 CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-bound points",
-                  "think-bound": "think-bound points", "queued": "points where requests queue"}
+                  "think-bound": "think-bound points", "queued": "points where requests queue",
+                  "cut-off": "points a horizon cut off"}
+
+
+def cut_off_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful point whose horizon (``--max-sim-s``) left more than
+    :data:`specsim.analysis.metrics.UNFINISHED_SHARE` of its issued requests running: its figures count the
+    completed ones only, which favours the short (:func:`specsim.analysis.metrics.horizon_warning`)."""
+    from specsim.analysis.metrics import UNFINISHED_SHARE
+
+    if df.empty or "unfinished" not in df:
+        return []
+    issued = df.unfinished.fillna(0) + df.completed.fillna(0)
+    bad = df[(df.status == "ok") & (df.unfinished.fillna(0) > UNFINISHED_SHARE * issued) & (issued > 0)]
+    return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
 def _points(names: list[str]) -> str:
@@ -188,10 +202,12 @@ def _points(names: list[str]) -> str:
 def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     """(kind, sentence) for each kind of point whose figures measure something other than the policy: those that
     thrash (:func:`thrashing_points`: the KV cache limits them), those the prefill pool limits
-    (:func:`prefill_bound_points`), those whose users mostly think between turns (:func:`think_bound_points`) and
-    those where requests queue for admission (:func:`queued_points`); [] when none. One wording for ``sweep``,
-    ``compare`` (``warning:`` lines) and the report (its sections)."""
-    from specsim.analysis.metrics import BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUE_SHOWS, QUEUED_SHARE, THRASHING_SHARE
+    (:func:`prefill_bound_points`), those whose users mostly think between turns (:func:`think_bound_points`),
+    those a horizon cut off (:func:`cut_off_points`) and those where requests queue for admission
+    (:func:`queued_points`); [] when none. One wording for ``sweep``, ``compare`` (``warning:`` lines) and the
+    report (its sections)."""
+    from specsim.analysis.metrics import (BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUE_SHOWS, QUEUED_SHARE, THRASHING_SHARE,
+                                          UNFINISHED_SHARE)
 
     out = []
     bad, slow, idle, wait = thrashing_points(df), prefill_bound_points(df), think_bound_points(df), queued_points(df)
@@ -210,6 +226,12 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
                                    f"than {BUSY_SHARE:.0%} of the users had a request in the system on average (the "
                                    "rest were between turns), so those points measure the users' think time, not "
                                    "the server; more users give its answer"))
+    cut = cut_off_points(df)
+    if cut:
+        out.append(("cut-off", f"cut off at {_points(cut)} ({', '.join(dict.fromkeys(cut))}): the horizon "
+                               f"(--max-sim-s) left more than {UNFINISHED_SHARE:.0%} of the issued requests "
+                               "running, so those points' figures count the completed requests only, which favours "
+                               "the short ones; run them to completion (no --max-sim-s) to compare"))
     if wait:
         in_tpot = bool("admission_wait_in_tpot" in df and (df.admission_wait_in_tpot == 1).any())
         out.append(("queued", f"requests queue at {_points(wait)} ({', '.join(dict.fromkeys(wait))}): at least "
@@ -221,10 +243,11 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
 
 def flagged_points(df: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
     """``{(curve, load formatted with :g): kinds}`` of the points whose figures measure something other than the
-    policy (thrashing, prefill-bound, think-bound: :func:`cautions`), any seed of the point flagged."""
+    policy (thrashing, prefill-bound, think-bound, cut off by a horizon: :func:`cautions`), any seed of the point
+    flagged."""
     out: dict[tuple[str, str], list[str]] = {}
     for kind, names in (("thrashing", thrashing_points(df)), ("prefill-bound", prefill_bound_points(df)),
-                        ("think-bound", think_bound_points(df))):
+                        ("think-bound", think_bound_points(df)), ("cut-off", cut_off_points(df))):
         for name in names:
             curve, _, load = name.rpartition(" at ")
             kinds = out.setdefault((curve, load), [])
