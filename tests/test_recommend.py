@@ -468,6 +468,18 @@ def test_a_short_window_does_not_read_busy_users_as_thinking():
     assert think_bound_warning(thinking).startswith("warning: think-bound: 2.0 of the 96 users")
 
 
+def _dspark_prefill_bound_at_64() -> list[dict]:
+    """dspark and static at 4, 16 and 64 users; dspark leads at every load and its 64-user point is prefill-bound
+    (its requests waited 2,447 of 2,512 ms TTFT for a prefill instance)."""
+    out = []
+    for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):
+        r = rec("dspark", load, 0, x, 12 * load)
+        r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
+        out.append(r)
+        out.append(rec("static", load, 0, x - 10.0, 11 * load))
+    return out
+
+
 def test_a_winner_read_from_a_flagged_point_says_so_in_compare_and_the_report():
     """A fresh user's report headline named dspark-async the winner at 100 tok/s/user from its 64-user point, which
     the same page called prefill-bound (its figures measure the prefill queue, not the policy): the winner's row now
@@ -476,12 +488,7 @@ def test_a_winner_read_from_a_flagged_point_says_so_in_compare_and_the_report():
     from specsim.analysis.report import decision_rows
     from specsim.analysis.sweep_tables import frontier_loads_at
 
-    out = []
-    for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):
-        r = rec("dspark", load, 0, x, 12 * load)
-        r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
-        out.append(r)
-        out.append(rec("static", load, 0, x - 10.0, 11 * load))
+    out = _dspark_prefill_bound_at_64()
     tab = compare(out, [100.0, 160.0, 250.0])
     won = tab[tab.winner.astype(bool)].set_index("tier")
     assert list(won.curve) == ["dspark"] * 3
@@ -511,12 +518,7 @@ def test_recommend_cautions_a_tier_read_through_a_flagged_point_and_keeps_each_p
     """A fresh user's recommend at tier 150 gave no caution although its figure was interpolated with a thrashing
     point compare warned about; and labelled trtllm-draft-len-schedule with vllm-dsd's schedule from the shared
     [policy.knobs] table (the configs printed below it were right)."""
-    out = []
-    for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):
-        r = rec("dspark", load, 0, x, 12 * load)
-        r["summary"].update(mean_prefill_wait_ms=wait, mean_ttft_ms=wait + 65.0)
-        out.append(r)
-        out.append(rec("static", load, 0, x - 10.0, 11 * load))
+    out = _dspark_prefill_bound_at_64()
     for r in out:
         r["config"]["scenario"] = {**SCEN, "policy": {"knobs": {"num_speculative_tokens_per_batch_size": [[1, 8, 5]]}}}
     got = {r.tier: r for r in recommend(out, [160.0, 250.0])}
