@@ -125,8 +125,8 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
     est = tps_estimator(measured)
     fig, axes = figures.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
-        sp, fr, x_col = _spread_and_frontiers(recs, est)
-        flags = flagged_points(results_frame(recs))
+        df, sp, fr, x_col = _spread_and_frontiers(recs, est)
+        flags = flagged_points(df)
         colors = _colors(sp.curve.unique())
         any_flagged = False
         for curve, f in fr.items():
@@ -200,16 +200,17 @@ def svg_with_titles(fig, hover: dict[str, list[str]]) -> str:
 
 
 def _spread_and_frontiers(recs: list[dict[str, Any]], estimator: str):
-    """Seed spread and frontiers of ``recs`` on the TPS/user ``estimator``; returns (spread, frontiers, x column)."""
+    """Points, seed spread and frontiers of ``recs`` on the TPS/user ``estimator``; returns (results frame, spread,
+    frontiers, x column)."""
     df = results_frame(recs)
     if estimator == "per-request":
         sp = seed_spread(df)
-        return sp, frontiers(sp), X
+        return df, sp, frontiers(sp), X
     df[X_TPOT] = 1000.0 / df["mean_tpot_ms"]
     sp = seed_spread(df, [X_TPOT, Y])
     fr = {str(c): Frontier.from_points(str(c), sub[f"{X_TPOT}_mean"].to_numpy(), sub[f"{Y}_mean"].to_numpy(),
                                        sub["load"].to_numpy()) for c, sub in sp.groupby("curve", sort=True)}
-    return sp, fr, X_TPOT
+    return df, sp, fr, X_TPOT
 
 
 def _draw_measured(ax, measured: Sequence[Any], hover: dict[str, list[str]] | None = None) -> None:

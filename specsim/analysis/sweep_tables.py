@@ -272,6 +272,13 @@ def frontier_loads_at(f, tier: float) -> tuple[float, ...]:
     return (float(f.loads[i - 1]), float(f.loads[i]))
 
 
+def flagged_read_from(f, tier: float, flags: dict[tuple[str, str], list[str]], curve: str) -> str:
+    """The flagged points (:func:`flagged_points`' ``flags``) that frontier ``f``'s figure at ``tier`` is read from
+    (:func:`frontier_loads_at`), as ``"load 64 (thrashing and prefill-bound); ..."``; "" when none."""
+    hits = [(load, kinds) for load in frontier_loads_at(f, tier) if (kinds := flags.get((curve, f"{load:g}")))]
+    return "; ".join(f"load {load:g} ({' and '.join(kinds)})" for load, kinds in hits)
+
+
 def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list[str]:
     """Flag each tier's winner whose throughput comes from (or is interpolated through) a point :func:`cautions`
     names: its row's ``caution`` column says which (``""`` elsewhere; ``table`` is changed in place), and one
@@ -295,14 +302,12 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
                                       "limit (KV capacity, prefill.num_instances) before adding load")
     for i, row in table[table.winner.astype(bool)].iterrows():
         f = fronts.get(row.curve)
-        hits = [(load, kinds) for load in (frontier_loads_at(f, row.tier) if f is not None else ())
-                if (kinds := flags.get((row.curve, f"{load:g}")))]
-        if not hits:
+        said = flagged_read_from(f, row.tier, flags, row.curve) if f is not None else ""
+        if not said:
             continue
-        said = "; ".join(f"load {load:g} ({' and '.join(kinds)})" for load, kinds in hits)
         table.loc[i, "caution"] = said
         lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is read from its frontier "
-                     f"{'point' if len(hits) == 1 else 'points'} at {said}: that figure measures the limit named "
+                     f"{'points' if '; ' in said else 'point'} at {said}: that figure measures the limit named "
                      "above, not the policy, so the winner may change once it is lifted (sweep again without it, "
                      "or compare the curves at lighter loads)")
     return lines

@@ -94,7 +94,7 @@ def pick_cautions(res, records: list[dict]) -> list[str]:
     think-bound point of the pick's own runs (``records``: the tune's), as compare and recommend warn of a winner
     (a fresh user's tune picked a value at a prefill-bound load without a word)."""
     from specsim.analysis.frontier import Frontier
-    from specsim.analysis.sweep_tables import flagged_points, frontier_loads_at, results_frame
+    from specsim.analysis.sweep_tables import flagged_points, flagged_read_from, results_frame
 
     k, out = res.spec.knob.name, []
     for r in res.tiers:
@@ -105,10 +105,8 @@ def pick_cautions(res, records: list[dict]) -> list[str]:
         flags = flagged_points(results_frame(mine)) if mine else {}
         f = Frontier.from_points(res.spec.policy, r.frontier["tps_per_user"], r.frontier["throughput_per_gpu"],
                                  r.frontier["loads"])
-        hits = [(load, kinds) for load in frontier_loads_at(f, r.tier)
-                for (curve, at), kinds in flags.items() if at == f"{load:g}"]
-        if hits:
-            said = "; ".join(f"load {load:g} ({' and '.join(kinds)})" for load, kinds in hits)
+        said = flagged_read_from(f, r.tier, flags, res.spec.policy)
+        if said:
             out.append(f"warning: at tier {r.tier:g} the pick {k}={r.value:g} is read from its point at {said}: "
                        "that figure measures the limit, not the knob, so the pick may change once the limit is "
                        "lifted (compare's and recommend's warnings say the same of a winner)")

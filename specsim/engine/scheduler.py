@@ -100,6 +100,8 @@ class Scheduler:
         self._pending: list[dict] = []             # admitted this step, not yet in the slots
         self._stalled = 0
         self.step_index = 0
+        # a speculating step drafts for the requests it prefills too (engine.first_drafts = "prefill-step")
+        self._prefill_drafts = bool(config.gamma and config.first_drafts_in_prefill)
 
     def enqueue(self, idx: int, first_token_s: float) -> None:
         """Request ``idx`` joins the FCFS queue (``first_token_s``: when its prefill emitted the first token,
@@ -210,7 +212,7 @@ class Scheduler:
         s = self.slots
         decode, kv_tokens, most_left = kernels.decoding_slots(s.prefill_left, s.prompt_tokens, s.num_generated,
                                                               s.output_tokens)
-        prefill_drafts = bool(self.config.gamma and self.config.first_drafts_in_prefill)
+        prefill_drafts = self._prefill_drafts
         proposed = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens),
                                                     self.config.gamma), prefill_drafts and decode.size < s.size)
         batch = self._useful_drafts(proposed, most_left)
