@@ -211,10 +211,14 @@ def test_closed_loop_window_and_throughput(prod_trace):
     req = res.requests
     # every request was issued: a user whose request is refused (beyond the 4,096-token window) takes its next
     assert (req.status != "not_issued").all() and s["unservable"] == _beyond_window(prod_trace.head(120)).sum() == 14
-    # per-request metrics cover requests issued inside the window, all completed but the refused ones
+    # per-request metrics cover the requests that complete inside the window (w0, w1]: not the first wave (all done
+    # by w0) and not those still running at w1, when the last request is issued and the drain begins
     inside = req[(req.arrival_s >= w0) & (req.arrival_s <= w1)]
     served = inside[inside.status != "unservable"]
-    assert s["window"]["measured_requests"] == len(served) and (served.status == "completed").all()
+    assert (served.status == "completed").all()
+    measured = req[(req.done_s > w0) & (req.done_s <= w1)]
+    assert s["window"]["measured_requests"] == len(measured) > 0 and (measured.arrival_s > 0).all()
+    assert (served.done_s > w1).any() and len(measured[measured.arrival_s < w0]) > 0
     assert s["window"]["requests_issued"] == len(inside) > len(served)
     # never more than N requests in the system at once: each user has one outstanding request
     served = req[req.status == "completed"]

@@ -417,6 +417,7 @@ def test_run_page_goodput_reads_the_windows_throughput_in_closed_loop():
     from specsim.analysis.report import _run_goodput
 
     rq = pd.DataFrame({"status": ["completed"] * 4, "arrival_s": [0.0, 1.0, 2.0, 9.0],
+                       "done_s": [0.4, 1.5, 4.0, 9.5],      # the window (0.5, 5] measures the two in the middle
                        "tps_per_user": [100.0, 200.0, 300.0, 400.0], "output_tokens": [10, 10, 10, 10]})
     s = {"output_throughput_per_gpu": 1000.0, "window": {"output_throughput_per_gpu": 1200.0},
          "load": {"mode": "closed", "window_start_s": 0.5, "window_end_s": 5.0}}

@@ -22,9 +22,10 @@ Definitions (the `specsim run` issue, DESIGN.md):
 * Closed loop adds a ``window`` block: the measurement window starts once every user has completed one
   request and ends when the last trace request is issued (``start_s``, ``end_s``, ``duration_s``);
   ``output_tokens`` = tokens emitted inside it, ``output_throughput`` = those / its length;
-  ``requests_issued`` = requests issued inside it; its per-request figures (latencies, TPS/user) cover those
-  requests (they run to completion) and its step figures the steps that end inside it. Sweeps and
-  frontiers use the window's figures for closed-loop points (a steady state, free of ramp-up and tail).
+  ``requests_issued`` = requests issued inside it; its per-request figures (latencies, TPS/user) cover the
+  requests that complete inside it (:func:`window_mask`: not a request that finishes in the drain, whose
+  steps fewer users share) and its step figures the steps that end inside it. Sweeps and frontiers use the
+  window's figures for closed-loop points (a steady state, free of ramp-up and tail).
 * Throughput per GPU divides by the decode GPUs (num_replicas x gpus_per_replica, the profile's TP x PP unless
   set); prefill-pool GPUs are reported separately, and ``output_throughput_per_all_gpus`` divides by decode and
   prefill GPUs together (to compare a disaggregated deployment with a colocated one).
@@ -239,9 +240,25 @@ def _figures(measured: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, dur
 
 
 def window_mask(requests: pd.DataFrame, window: tuple[float, float]) -> pd.Series:
-    """(n,) bool: requests issued inside the closed-loop window [start_s, end_s] (both ends included)."""
+    """(n,) bool: the requests a closed-loop window measures, those that complete inside (start_s, end_s], as its
+    steps are counted: the steady state's completions, as GuideLLM counts the requests completed in its window
+    after the warm-up. Every user's first request (the opening burst) has completed by ``start_s``, and none of
+    these ran in the drain, which begins at ``end_s`` when the last request is issued; a request issued inside
+    the window that finishes in the drain, where fewer users share the steps, is not counted, so TPOT and
+    TPS/user read as the steady state's, not faster."""
     start, end = window
-    return (requests.arrival_s >= start) & (requests.arrival_s <= end)
+    return (requests.done_s > start) & (requests.done_s <= end)
+
+
+def measured_mask(requests: pd.DataFrame, summary: dict[str, Any]) -> pd.Series:
+    """(n,) bool: the requests a run's summary measures: the completed ones, in closed loop only those
+    :func:`window_mask` counts (``summary["load"]`` holds the window's ends; a window that never opened measures
+    the completed ones)."""
+    meas = requests.status == "completed"
+    load = summary.get("load") or {}
+    if load.get("mode") == "closed" and load.get("window_start_s") is not None:
+        meas &= window_mask(requests, (load["window_start_s"], load["window_end_s"]))
+    return meas
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *, window: tuple[float, float] | None,
@@ -283,7 +300,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
     out["mean_requests_in_system"] = mean_in_system
     if window is not None:
         start, end = window
-        issued = window_mask(requests, window)
+        issued = (requests.arrival_s >= start) & (requests.arrival_s <= end)
         measured = done[window_mask(done, window)]
         step_end = steps.start_s + steps.duration_s
         in_win = (step_end > start) & (step_end <= end)

@@ -14,16 +14,13 @@ import numpy as np
 import pandas as pd
 
 from specsim import figures
+from specsim.analysis.metrics import measured_mask
 from specsim.analysis.plots import _legend_outside, _plain_ticks
 
 
 def measured(rq: pd.DataFrame, s: dict[str, Any]) -> pd.Series:
-    """The requests the summary measures: completed, and in closed loop issued inside the window."""
-    meas = rq.status == "completed"
-    load = s.get("load", {})
-    if load.get("mode") == "closed":
-        meas &= (rq.arrival_s >= load["window_start_s"]) & (rq.arrival_s <= load["window_end_s"])
-    return meas
+    """The requests the summary measures (:func:`specsim.analysis.metrics.measured_mask`)."""
+    return measured_mask(rq, s)
 
 
 def step_profile(st: pd.DataFrame | None, s: dict[str, Any]):

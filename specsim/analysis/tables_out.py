@@ -5,7 +5,7 @@ by the user (``--metric-percentiles``, as ``vllm bench serve`` takes it).
   (``window.output_throughput``, ``per_domain.code.mean_ttft_ms``); lists are left out. ``requests.csv`` and
   ``steps.csv`` repeat the Parquet tables.
 * A sweep's ``results.csv`` is :func:`specsim.sweep.results_frame` plus, per point, the chosen percentiles of
-  TTFT, TPOT and E2EL over its measured requests (closed loop: those issued in the window), from the per-request
+  TTFT, TPOT and E2EL over its measured requests (closed loop: those that complete in the window), from the per-request
   latencies every record keeps. ITL gaps are not kept per point, so sweep percentiles cover TTFT, TPOT, E2EL.
 * Percentiles are numpy's linear interpolation, vLLM's rule (``vllm/benchmarks/serve.py`` calculate_metrics).
 """

@@ -92,7 +92,7 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     w = s.get("window")
     if w:
         parts.append(fmt.table(["window", "value"], [[k, fmt.value(w.get(k))] for k in WINDOW_ROWS if k in w],
-                               title="closed-loop measurement window (requests issued inside it; sweeps and "
+                               title="closed-loop measurement window (requests completed inside it; sweeps and "
                                      "frontiers use these figures)", width=width))
     if s.get("stages"):
         rows = [[f"{st['stage']}{'*' if st.get('partial') else ''}"] + [fmt.value(st.get(c)) for c in STAGE_COLUMNS]

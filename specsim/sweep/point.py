@@ -2,7 +2,7 @@
 
 Per point, a record keeps the run's summary (``vllm bench serve`` names, see specsim.analysis.metrics) and, for
 SLA attainment and goodput (specsim.analysis.frontier), the per-request TPS/user and output tokens of the
-measured multi-token requests (closed loop: those issued inside the window).
+measured multi-token requests (closed loop: those that complete inside the window).
 
 Failed points (a :class:`SpecsimInputError`, e.g. a closed-loop window that never opens because the
 trace is too short for the concurrency) are recorded with status ``error`` and their message, so the
@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from specsim.analysis.metrics import measured_mask
 from specsim.analysis.sweep_records import SUMMARY_KEYS
 from specsim.errors import SpecsimInputError
 from specsim.jsonfiles import jsonable
@@ -53,9 +54,7 @@ def _simulate(task: PointTask):
 def _measured_requests(res) -> dict[str, list]:
     """Per measured multi-token request: ``tps_per_user`` (tok/s, 6 significant digits), ``output_tokens``."""
     s, rq = res.summary, res.requests
-    meas = (rq.status == "completed") & (rq.output_tokens > 1)
-    if s["load"]["mode"] == "closed":
-        meas &= (rq.arrival_s >= s["load"]["window_start_s"]) & (rq.arrival_s <= s["load"]["window_end_s"])
+    meas = measured_mask(rq, s) & (rq.output_tokens > 1)
     return {"tps_per_user": _round6(rq.tps_per_user[meas].to_numpy()),
             "output_tokens": rq.output_tokens[meas].astype(int).tolist()}
 
@@ -63,10 +62,7 @@ def _measured_requests(res) -> dict[str, list]:
 def _latencies(res) -> dict[str, list]:
     """Per measured request (one-token ones too): ``ttft_ms``, ``tpot_ms`` (0 for one token, as vLLM), ``e2el_ms``."""
     s, rq = res.summary, res.requests
-    meas = rq.status == "completed"
-    if s["load"]["mode"] == "closed":
-        meas &= (rq.arrival_s >= s["load"]["window_start_s"]) & (rq.arrival_s <= s["load"]["window_end_s"])
-    sub = rq[meas]
+    sub = rq[measured_mask(rq, s)]
     tpot = sub.tpot_s.where(sub.output_tokens > 1, 0.0)
     return {k: _round6(v.to_numpy() * 1e3) for k, v in (("ttft_ms", sub.ttft_s), ("tpot_ms", tpot),
                                                           ("e2el_ms", sub.e2el_s))}
