@@ -17,7 +17,7 @@ from specsim.errors import SpecsimInputError
 from specsim.analysis.metrics import (REL_TOL, add_goodput, at_least, at_most, good_requests, latency_stats, parse_goodput)
 from specsim.scenario import load_scenario
 from specsim.simulation import HORIZON_RULE, run_until, simulate
-from specsim.workload import load_trace
+from specsim.workload import load_trace, synth_trace
 
 DATA = REPO / "tests" / "data"
 
@@ -62,6 +62,21 @@ def test_closed_loop_window_block(tail):
     assert w["mean_e2el_ms"] == pytest.approx(1042.5, rel=1e-9)
     # the load block keeps the window's ends
     assert tail.summary["load"]["window_start_s"] == w["start_s"]
+
+
+def test_the_window_tpot_is_the_steady_states_not_the_drains():
+    """Without speculation each decoding request takes one token per step, so the window's mean TPOT is its mean
+    decode step. Requests issued late in the window finish in the drain, where fewer users share cheaper steps;
+    counted, they pulled the mean TPOT 7% below the steady state's step here (64 users of a B200 whose step
+    grows with the batch, outputs spread 2..400 tokens); the window counts the requests that complete inside it."""
+    trace = synth_trace(64 * 6, 1.0, seed=0, prompt_len=64, output_len="maxent:120:400")
+    res = simulate(trace, "none", load_scenario(REPO / "specsim" / "scenarios" / "b200-qwen3.8-27b-vllm.toml"),
+                   concurrency=64, seed=0)
+    w, st = res.summary["window"], res.steps
+    end = st.start_s + st.duration_s
+    step_ms = 1e3 * st.duration_s[(end > w["start_s"]) & (end <= w["end_s"]) & (st.num_decode > 0)].mean()
+    assert w["mean_tpot_ms"] == pytest.approx(step_ms, rel=0.03)
+    assert (res.requests.done_s > w["end_s"]).sum() >= 32          # the drain's requests exist, and are not counted
 
 
 def test_open_loop_has_no_window_and_agrees():
