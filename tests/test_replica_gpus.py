@@ -123,7 +123,7 @@ def test_a_drafting_run_on_built_in_acceptance_rates_says_whose_they_are():
 
 
 def test_a_fitted_ttft_term_the_run_does_not_charge_is_named():
-    """The bundled Qwen3.8-27B profile's fit gives a 19.7 ms request overhead (TTFT at one user); a run at the
+    """The bundled Qwen3.8-27B profile's fit gives a 23.7 ms request overhead (TTFT at one user); a run at the
     scenario's 5 ms says so, and says nothing once it is set."""
     notices = lambda s: " ".join(s["profile_range"].get("notices", []))          # noqa: E731
     qwen = "profile.name=b200-qwen3.8-27b-vllm-fitted"

@@ -422,9 +422,10 @@ def fit_cmd(
     context: int = typer.Option(None, help="cached tokens per request for inputs that do not give it (CSV "
                                            "without context_tokens, dumps without length histograms)"),
     max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output profile JSON"),
-    chunk_tokens: int = typer.Option(None, help="prompt tokens one prefill-sharing step carries (the engine's "
-                                                "max_num_batched_tokens, or the prompt length if shorter): such "
-                                                "steps fitted as the engine runs them (MoE); default: the mean B"),
+    chunk_tokens: int = typer.Option(None, help="the engine's prefill chunk (max_num_batched_tokens): a prompt "
+                                                "longer than it is fitted as chunks of it, a shorter one whole, "
+                                                "beside the decode rows of the steps it shares (default: every "
+                                                "prompt whole; the mean B where no prompt length is given)"),
     cudagraph_max_tokens: Optional[int] = typer.Option(None, help="the engine's largest CUDA-graph size in "
                                                        "tokens (vLLM's max_cudagraph_capture_size; 0 = eager). "
                                                        "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "

@@ -137,21 +137,23 @@ class FitReport:
 
 
 def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: int | None = None) -> np.ndarray:
-    """(n,) predicted seconds of each observation's mean step (K = R x context; an unknown context, NaN, reads
-    no KV: give ``context_tokens`` where the input lacks it).
+    """(n,) predicted seconds of each observation's mean step, as the simulator runs it (K = R x context; an
+    unknown context, NaN, reads no KV: give ``context_tokens`` where the input lacks it).
 
-    Without ``chunk_tokens`` the step is the model's at the mean B (padded to the capture sizes). With it, the
-    engine's chunked prefill is followed (issue 20): the P = B - R prompt tokens per step arrive as chunks of
-    ``chunk_tokens``, so a share f = min(1, P / chunk) of the steps carries D + P / f tokens (unpadded, as the
-    engine runs mixed steps) and the rest verify D tokens in a CUDA graph; the mean step is
-    ``(1 - f) t(D) + f t(D + P / f)``, D the decode tokens (``decode_tokens`` where the observation has it, as
-    speculative ones do: R (1 + K); else R) and P = B - D. It matters where the step time is concave in B
-    (MoE: the touched experts saturate), where the cost at the mean B overstates the mean cost. Hybrid models'
-    prefill chunks move their linear-attention state as the chunked kernel does
-    (:meth:`StepModel.prefill_state_s`): one chunk of P / f tokens per mixed step, or at the mean B the P tokens
-    as P / L whole prompts of ``prompt_tokens`` L (no correction where L is unknown). ``mixed_step_s`` is added
-    on the steps that carry a chunk: the share f with ``chunk_tokens``, else :func:`mixed_share` (0 where L is
-    unknown).
+    The P = B - D prompt tokens per step (D the decode tokens: ``decode_tokens`` where the observation has it, as
+    speculative ones do, R (1 + K); else R) ride on a share f of the steps, each carrying D + P / f tokens
+    (unpadded, as the engine runs mixed steps, plus ``mixed_step_s``) while the rest verify D tokens in a CUDA
+    graph: the mean step is ``(1 - f) t(D) + f (t(D + P / f) + mixed_step_s)`` (issue 20). Prompts of
+    ``prompt_tokens`` L that fit the chunk (``chunk_tokens``; None: any length) arrive whole and at random,
+    P / L per step, so f = 1 - exp(-P / L) (:func:`mixed_share`) and each mixed step holds P / (f L) prompts;
+    longer prompts, or an unknown L with ``chunk_tokens`` given, arrive as chunks of ``chunk_tokens``:
+    f = min(1, P / chunk). It matters wherever the step is not linear in B: the MoE step is concave (the touched
+    experts saturate), and a dense GEMM convex where it turns compute bound between D and D + P / f (B200 at
+    128 -> 270 tokens); the step at the mean B, which the fit took before, misses both, and then the simulation
+    misses the fit's own points (docs/validation.md, "The measurement window, as GuideLLM counts it"). Only where
+    neither L nor ``chunk_tokens`` is known is the step the model's at the mean B. Hybrid models' prefill chunks
+    move their linear-attention state as the chunked kernel does (:meth:`StepModel.prefill_state_s`, per prompt
+    or per chunk).
     """
     r = np.array([o.num_requests for o in observations], np.float64)
     d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
@@ -159,16 +161,17 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     p = np.maximum(b - d, 0.0)
     prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
-    if not chunk_tokens:
-        state = np.where(prompt > 0, p / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt), 0.0)
-        mixed = _share(p, prompt) * sm.terms.mixed_step_s
-        return np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64) + state + mixed
-    f = np.minimum(1.0, p / chunk_tokens)
+    whole = (prompt > 0) & (prompt <= (chunk_tokens or np.inf))       # whole prompts, arriving at random
+    chunked = ~whole & bool(chunk_tokens)
+    f = np.where(whole, _share(p, prompt), np.minimum(1.0, p / (chunk_tokens or 1)))
+    f = np.where(whole | chunked, f, 0.0)
+    at_mean = np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64)      # neither L nor a chunk
     decode = np.asarray(sm.step_time(sm.graph_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
-    chunk = p / np.maximum(f, 1e-12)
-    mixed = (np.asarray(sm.step_time(np.ceil(d + chunk), r, r * c), np.float64) + sm.prefill_state_s(chunk)
-             + sm.terms.mixed_step_s)
-    return np.where(f > 0, (1.0 - f) * decode + f * mixed, decode)
+    tokens = p / np.maximum(f, 1e-12)                   # prompt tokens in a step that carries some
+    state = np.where(whole, tokens / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt),
+                     sm.prefill_state_s(tokens))
+    mixed = np.asarray(sm.step_time(np.ceil(d + tokens), r, r * c), np.float64) + state + sm.terms.mixed_step_s
+    return np.where(f > 0, (1.0 - f) * decode + f * mixed, np.where(whole | chunked, decode, at_mean))
 
 
 def mixed_share(observations: Sequence) -> np.ndarray:
