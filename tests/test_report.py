@@ -439,3 +439,13 @@ def test_sweep_page_names_its_failed_points():
     assert text.startswith("1 points failed and are left out") and "mtp1 at closed load 32, seed 0: a trace long" in text
     assert _failed_text([]) == ""
     assert "(and 2 more)" in _failed_text([rec] * 7)
+
+
+def test_run_page_of_a_run_without_speculation(tmp_path):
+    """A fresh user's `specsim report` of a `--policy none` run crashed (NameError in the acceptance figure, which
+    has no step log to draw and names the run's mean acceptance length instead)."""
+    out = tmp_path / "none"
+    _cli(["run", "--trace", PROD, "--num-requests", "40", "--concurrency", "4", "--policy", "none", "--out", str(out)])
+    page = write_report(out).path.read_text()
+    assert '<figure id="fig-acceptance"><img' in page
+    assert "per-request figures cover the requests that complete inside it" in page

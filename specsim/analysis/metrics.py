@@ -382,8 +382,8 @@ def good_requests(requests: pd.DataFrame, slos_ms: dict[str, float]) -> np.ndarr
 def add_goodput(summary: dict[str, Any], requests: pd.DataFrame, slos_ms: dict[str, float]) -> dict[str, Any]:
     """Add ``goodput_slos_ms``, ``good_requests`` and ``request_goodput`` (req/s) to ``summary`` (and its window).
 
-    The whole run counts the completed requests over ``duration_s``; the window block the completed requests
-    issued inside the window over the window's ``duration_s``. Returns ``summary`` (changed in place).
+    The whole run counts the completed requests over ``duration_s``; the window block the requests that complete
+    inside the window (:func:`window_mask`) over the window's ``duration_s``. Returns ``summary`` (changed in place).
     """
     done = requests[requests.status == "completed"]
     scopes = [(summary, done)]

@@ -237,9 +237,9 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
         sections.insert(0, {"title": "Closed-loop window (the figures sweeps, compare and the headline read)",
                             "tables": [_table("window", ["metric", "value"],
                                               _numbers_rows(win, RUN_METRICS, "window."))],
-                            "text": f"requests arriving from {win.get('start_s', 0):.3f} s to "
-                                    f"{win.get('end_s', 0):.3f} s, once every user has completed one request and "
-                                    "until the last is issued",
+                            "text": f"from {win.get('start_s', 0):.3f} s, once every user has completed one "
+                                    f"request, to {win.get('end_s', 0):.3f} s, when the last is issued; its "
+                                    "per-request figures cover the requests that complete inside it",
                             "text_id": "window"})
     if s.get("per_domain"):
         cols = ["requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",

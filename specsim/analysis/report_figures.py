@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specsim import figures
+from specsim import figures, fmt
 from specsim.analysis.metrics import measured_mask
 from specsim.analysis.plots import _legend_outside, _plain_ticks
 
@@ -113,7 +113,7 @@ def acceptance(log: pd.DataFrame | None, s: dict[str, Any]):
         ax.set_xticks(k)
         ax.legend(fontsize=7)
     else:
-        _no_data(ax, f"no step log (mean acceptance length {shown(s.get('mean_acceptance_length'))})")
+        _no_data(ax, f"no step log (mean acceptance length {fmt.value(s.get('mean_acceptance_length'))})")
     ax.set_xlabel("draft position")
     ax.set_ylabel("acceptance rate")
     ax.grid(alpha=0.3)

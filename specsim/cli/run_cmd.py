@@ -30,7 +30,8 @@ SUMMARY_ROWS = ("completed", "unfinished", "unservable", "not_issued", "total", 
                 "prefix_cache_hit_rate", "recompute_prefix_hit_rate", "steps", "wall_time_s")
 
 #: The closed-loop window's rows.
-WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "output_tokens", "output_throughput",
+WINDOW_ROWS = ("start_s", "end_s", "duration_s", "requests_issued", "measured_requests", "output_tokens",
+               "output_throughput",
                "output_throughput_per_gpu", "output_throughput_per_all_gpus", "mean_ttft_ms", "p99_ttft_ms",
                "mean_tpot_ms", "p99_tpot_ms",
                "mean_itl_ms", "mean_e2el_ms", "mean_tps_per_user", "mean_running_requests", "mean_waiting_requests",
@@ -134,9 +135,10 @@ def run_notices(s: dict) -> list[str]:
     load, win = s.get("load") or {}, s.get("window") if isinstance(s.get("window"), dict) else {}
     users, measured = load.get("concurrency"), win.get("measured_requests")
     if users and measured is not None and measured < 2 * users:
-        notices.append(f"notice: the closed-loop window measured {measured} requests for {users} users (it opens "
-                       "when every user has completed one and closes when the last request is issued, so each "
-                       "policy's window holds other requests); more --num-requests widens it")
+        notices.append(f"notice: the closed-loop window measured {measured} request{'s' * (measured != 1)} for "
+                       f"{users} users (it opens when every user has completed one, closes when the last request "
+                       "is issued and counts the requests that complete in between, so each policy's window "
+                       "holds other requests); more --num-requests widens it")
     table = s.get("scheduler_cost_table")
     if table and table.get("mean_rel_error") is not None:
         notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "

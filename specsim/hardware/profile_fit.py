@@ -219,9 +219,9 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
             ``step_time_s``, ``label``, ``source``; :class:`specsim.hardware.step_points.StepObservation`).
         params: names in :data:`FIT_BOUNDS`.
         holdout: points predicted only.
-        chunk_tokens: tokens of prompt one prefill-sharing step carries: the engine's prefill chunk (vLLM
-            ``max_num_batched_tokens``) or the prompt length where shorter; such steps are predicted as the engine
-            runs them (:func:`predict_observations`); None: at the mean B.
+        chunk_tokens: the engine's prefill chunk (vLLM ``max_num_batched_tokens``): a longer prompt is predicted
+            as chunks of it, a shorter one whole (:func:`predict_observations`); None: every prompt whole, and the
+            step at the mean B where an observation gives no prompt length.
 
     Raises:
         SpecsimInputError: an unknown parameter, no observations, or more parameters than fitting points.
