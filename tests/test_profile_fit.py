@@ -174,6 +174,14 @@ def test_chunked_points_without_prompt_lengths_still_fit_the_mixed_step():
     rep = fit_step_model(sm, pts, ("kernel_s", "mixed_step_s"), chunk_tokens=512)
     assert not rep.no_turnover and not any("not fitted by these points" in w for w in rep.warnings())
     assert fit_step_model(sm, pts, ("kernel_s", "mixed_step_s")).no_turnover       # without chunks: no share
+    # decode-only buckets and one that carried a 512-token chunk (a fresh user's steps.csv): the chunk's share
+    # separates the two terms, where the prompt-length share alone (0 everywhere) said they were not
+    rows = [Obs(r, r, 400.0, 1.0, f"R={r}") for r in (1.0, 8.0, 32.0, 64.0)] + [Obs(16.0, 528.0, 400.0, 1.0, "mixed")]
+    rows = [replace(o, step_time_s=float(t)) for o, t in zip(rows, predict_observations(
+        sm.with_terms(mixed_step_s=0.004, per_request_step_s=2e-5), rows, chunk_tokens=512))]
+    rep = fit_step_model(sm, rows, ("kernel_s", "per_request_step_s", "mixed_step_s"), chunk_tokens=512)
+    assert not rep.unseparated and not rep.no_turnover
+    assert rep.params["mixed_step_s"] == pytest.approx(0.004, rel=1e-3)
 
 
 def test_the_fit_predicts_the_mean_step_the_simulation_runs():

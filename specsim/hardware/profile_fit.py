@@ -160,11 +160,8 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     p = np.maximum(b - d, 0.0)
-    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
-    whole = (prompt > 0) & (prompt <= (chunk_tokens or np.inf))       # whole prompts, arriving at random
-    chunked = ~whole & bool(chunk_tokens)
-    f = np.where(whole, _share(p, prompt), np.minimum(1.0, p / (chunk_tokens or 1)))
-    f = np.where(whole | chunked, f, 0.0)
+    prompt = _prompts(observations)
+    f, whole, chunked = _mixed(observations, chunk_tokens)
     at_mean = np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64)      # neither L nor a chunk
     decode = np.asarray(sm.step_time(sm.graph_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
     tokens = p / np.maximum(f, 1e-12)                   # prompt tokens in a step that carries some
@@ -174,36 +171,49 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     return np.where(f > 0, (1.0 - f) * decode + f * mixed, np.where(whole | chunked, decode, at_mean))
 
 
-def mixed_share(observations: Sequence) -> np.ndarray:
-    """(n,) share of each observation's steps that start a prompt: P / L prompts of L tokens (``prompt_tokens``)
-    arrive per step, P = B - D its prompt tokens per step, at random (a closed loop of spread lengths), so
-    ``1 - exp(-P / L)`` of the steps carry at least one; 0 where L is not given."""
+def mixed_share(observations: Sequence, chunk_tokens: int | None = None) -> np.ndarray:
+    """(n,) share of each observation's steps that carry prompt tokens, as :func:`predict_observations` charges
+    ``mixed_step_s`` on them: P = B - D prompt tokens per step; prompts of L tokens (``prompt_tokens``) that fit
+    the chunk arrive whole and at random, P / L per step, so ``1 - exp(-P / L)`` of the steps carry at least one;
+    longer prompts, or an unknown L with ``chunk_tokens`` given, ride as chunks on ``min(1, P / chunk)`` of them;
+    0 where neither L nor ``chunk_tokens`` is given."""
+    return _mixed(observations, chunk_tokens)[0]
+
+
+def _prompts(observations: Sequence) -> np.ndarray:
+    """(n,) mean prompt tokens of each observation (0: not given)."""
+    return np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+
+
+def _mixed(observations: Sequence, chunk_tokens: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(share, whole, chunked), (n,) each: :func:`mixed_share` and which observations' prompts arrive whole or as
+    chunks of ``chunk_tokens``."""
     d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
     p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
-    return _share(p, np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64)))
+    prompt = _prompts(observations)
+    whole = (prompt > 0) & (prompt <= (chunk_tokens or np.inf))
+    chunked = ~whole & bool(chunk_tokens)
+    f = np.where(whole, _share(p, prompt), np.where(chunked, np.minimum(1.0, p / (chunk_tokens or 1)), 0.0))
+    return f, whole, chunked
 
 
 def _share(p: np.ndarray, prompt: np.ndarray) -> np.ndarray:
-    """:func:`mixed_share` of P prompt tokens per step and prompts of ``prompt`` tokens (0: not given), (n,) each."""
+    """``1 - exp(-P / L)`` of P prompt tokens per step and prompts of ``prompt`` tokens L (0: not given), (n,)."""
     return np.where(prompt > 0, -np.expm1(-p / np.maximum(prompt, 1.0)), 0.0)
 
 
 def _no_turnover(observations: Sequence, params: Sequence[str], chunk_tokens: int | None) -> bool:
-    """Whether ``mixed_step_s`` is freed on points that charge it nowhere: no :func:`mixed_share`, and no prompt
-    tokens per step where ``chunk_tokens`` gives the mixed share instead."""
-    if "mixed_step_s" not in params or mixed_share(observations).any():
-        return False
-    return not (chunk_tokens and any(o.batch_tokens > getattr(o, "decode_tokens", o.num_requests)
-                                     for o in observations))
+    """Whether ``mixed_step_s`` is freed on points that charge it nowhere (no :func:`mixed_share`)."""
+    return "mixed_step_s" in params and not mixed_share(observations, chunk_tokens).any()
 
 
-def _unseparated(observations: Sequence, params: Sequence[str]) -> bool:
+def _unseparated(observations: Sequence, params: Sequence[str], chunk_tokens: int | None) -> bool:
     """Whether ``mixed_step_s`` and ``per_request_step_s`` are both freed on points whose :func:`mixed_share`
     lies within 0.02 of a straight line in R (least squares): then the two terms trade off freely."""
     if not {"mixed_step_s", "per_request_step_s"} <= set(params):
         return False
     r = np.array([o.num_requests for o in observations], np.float64)
-    share = mixed_share(observations)
+    share = mixed_share(observations, chunk_tokens)
     a = np.column_stack([np.ones_like(r), r])
     resid = share - a @ np.linalg.lstsq(a, share, rcond=None)[0]
     return bool(np.max(np.abs(resid)) < 0.02)
@@ -259,7 +269,8 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                      [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
-                     _unseparated(observations, params), _no_turnover(observations, params, chunk_tokens))
+                     _unseparated(observations, params, chunk_tokens),
+                     _no_turnover(observations, params, chunk_tokens))
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.
