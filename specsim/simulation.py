@@ -24,8 +24,8 @@ from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
-from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, memory_summary, window_mask,
-                                     request_frame, summarize)
+from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, measured_mask,
+                                     memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
 from specsim.policies.cost_table import table_report
@@ -435,7 +435,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
                                                            "window_start_s": None, "window_end_s": None})
     summary["per_domain"] = domain_breakdown(requests, completed)
     if win is not None:
-        summary["window"]["per_domain"] = domain_breakdown(requests, completed & window_mask(requests, win))
+        summary["window"]["per_domain"] = domain_breakdown(requests, measured_mask(requests, summary))
     rr, pc = built.resolved, built.resolved.policy
     summary["profile_range"] = range_report(rr.profile, steps, pc.gamma)   # padded / capped steps
     summary["speculation_overhead"] = speculation_overhead(rr.profile) if pc.gamma else None

@@ -34,6 +34,7 @@ import pandas as pd
 
 from specsim import fmt
 from specsim.analysis import report_figures as figs
+from specsim.analysis.metrics import measured_mask
 from specsim.errors import SpecsimInputError
 from specsim.analysis.tiers import DEFAULT_TIERS as _DEFAULT_TIERS, as_tiers
 
@@ -290,7 +291,7 @@ def _run_goodput(s: dict[str, Any], rq: pd.DataFrame | None, tiers: tuple[float,
     cols = ["tier (tok/s/user)", "attainment", "goodput (tok/s/GPU)"]
     if rq is None:
         return _table("goodput", cols, [], note="requests.parquet missing: no tier table")
-    meas = figs.measured(rq, s) & (rq.output_tokens > 1)
+    meas = measured_mask(rq, s) & (rq.output_tokens > 1)
     tps, out = rq.tps_per_user[meas].to_numpy(float), rq.output_tokens[meas].to_numpy(float)
     from specsim.analysis.sweep_tables import scoped
 

@@ -18,11 +18,6 @@ from specsim.analysis.metrics import measured_mask
 from specsim.analysis.plots import _legend_outside, _plain_ticks
 
 
-def measured(rq: pd.DataFrame, s: dict[str, Any]) -> pd.Series:
-    """The requests the summary measures (:func:`specsim.analysis.metrics.measured_mask`)."""
-    return measured_mask(rq, s)
-
-
 def step_profile(st: pd.DataFrame | None, s: dict[str, Any]):
     """Simulated step times vs batch tokens, over the profile drawn at the contexts the steps ran.
 
@@ -83,7 +78,7 @@ def _no_data(ax, why: str) -> None:
 def latency_cdf(rq: pd.DataFrame | None, s: dict[str, Any]):
     fig, axes = figures.subplots(1, 3, figsize=(11, 3.3))
     for ax, (col, name) in zip(axes, [("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2el_s", "E2EL")]):
-        v = np.sort(rq[col][measured(rq, s)].dropna().to_numpy(float)) * 1e3 if rq is not None else []
+        v = np.sort(rq[col][measured_mask(rq, s)].dropna().to_numpy(float)) * 1e3 if rq is not None else []
         if len(v):
             ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", color="tab:blue")
             for q, ls in ((0.5, "--"), (0.99, ":")):

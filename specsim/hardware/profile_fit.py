@@ -160,8 +160,8 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
     p = np.maximum(b - d, 0.0)
-    prompt = _prompts(observations)
-    f, whole, chunked = _mixed(observations, chunk_tokens)
+    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    f, whole, chunked = _mixed(p, prompt, chunk_tokens)
     at_mean = np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64)      # neither L nor a chunk
     decode = np.asarray(sm.step_time(sm.graph_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
     tokens = p / np.maximum(f, 1e-12)                   # prompt tokens in a step that carries some
@@ -177,20 +177,15 @@ def mixed_share(observations: Sequence, chunk_tokens: int | None = None) -> np.n
     the chunk arrive whole and at random, P / L per step, so ``1 - exp(-P / L)`` of the steps carry at least one;
     longer prompts, or an unknown L with ``chunk_tokens`` given, ride as chunks on ``min(1, P / chunk)`` of them;
     0 where neither L nor ``chunk_tokens`` is given."""
-    return _mixed(observations, chunk_tokens)[0]
-
-
-def _prompts(observations: Sequence) -> np.ndarray:
-    """(n,) mean prompt tokens of each observation (0: not given)."""
-    return np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
-
-
-def _mixed(observations: Sequence, chunk_tokens: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(share, whole, chunked), (n,) each: :func:`mixed_share` and which observations' prompts arrive whole or as
-    chunks of ``chunk_tokens``."""
     d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
     p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
-    prompt = _prompts(observations)
+    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    return _mixed(p, prompt, chunk_tokens)[0]
+
+
+def _mixed(p: np.ndarray, prompt: np.ndarray, chunk_tokens: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(share, whole, chunked), (n,) each, of P prompt tokens per step and prompts of ``prompt`` tokens (0: not
+    given): :func:`mixed_share` and which observations' prompts arrive whole or as chunks of ``chunk_tokens``."""
     whole = (prompt > 0) & (prompt <= (chunk_tokens or np.inf))
     chunked = ~whole & bool(chunk_tokens)
     f = np.where(whole, _share(p, prompt), np.where(chunked, np.minimum(1.0, p / (chunk_tokens or 1)), 0.0))
