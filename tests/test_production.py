@@ -68,7 +68,7 @@ def test_v4_expert_gemm_fp4_by_hand_on_h800():
     # peak (1,978.9 TFLOPS) and stream 0.5 B per weight; the attention stays FP8 (W8A8). Without FP8 activations
     # (the 2026-12-02 sensitivity run) the H800, which has no FP4 tensor cores, runs them weight-only at the BF16
     # peak (989.4 TFLOPS). One grouped gate/up GEMM of the rank's 8 local experts (N = 2 x 2048, K = 4096), at
-    # flops_eff 1 and bw_eff 0.8958 (HBM 3.35 TB/s x 0.8958 = 3.00093e12 B/s).
+    # flops_eff 1 and bw_eff 0.9232 (HBM 3.35 TB/s x 0.9232 = 3.09272e12 B/s).
     sm = rank_step_model(deployment("v4-flash"), replace(BASE_TERMS, flops_eff=1.0))
     w4a16 = replace(sm, model=replace(sm.model, activation_dtype=None))
     sm8 = replace(sm, model=replace(sm.model, expert_dtype=None))
@@ -79,34 +79,34 @@ def test_v4_expert_gemm_fp4_by_hand_on_h800():
     assert sm.weight_only_parts() == [] and sm.mixed_input_parts() == ["experts"]
     assert w4a16.weight_only_parts() == ["experts"] and w4a16.mixed_input_parts() == []
     assert sm8.weight_only_parts() == [] == sm8.mixed_input_parts()
-    hbm = 3.35e12 * 0.8958
+    hbm = 3.35e12 * 0.9232
     tile = 64 * 128 * 2 * 4096                                 # FLOPs of one 64 x 128 output tile, K = 4096
 
     def gemm(model, m):
         return model._grouped_gemm(np.array([8.0]), np.array([float(m)]), 2 * 2048, 4096)[0]
 
-    # 8 tokens per expert: 8 x 32 = 256 tiles = 2 waves of 132 SMs -> 2 x 132 tiles at FP8 = 8.95 us (BF16:
-    # 17.9 us), under the weights' 8 x (4096 x 4096 x 0.5 + 8 x 8192 x 2 activation bytes) = 68,157,440 B / hbm =
-    # 22.7 us: memory bound, the same bytes with either activation dtype, and the FP8 shape's 135,266,304 B
-    # (45.1 us) is 1.98x it
+    # 8 tokens per expert: 8 x 32 = 256 tiles (their FLOPs, not rounded up to waves of 132 SMs) at FP8 = 8.68 us
+    # (BF16: 17.4 us), under the weights' 8 x (4096 x 4096 x 0.5 + 8 x 8192 x 2 activation bytes) = 68,157,440 B /
+    # hbm = 22.0 us: memory bound, the same bytes with either activation dtype, and the FP8 shape's 135,266,304 B
+    # (43.7 us) is 1.98x it
     fp4_small = 8 * (4096 * 4096 * 0.5 + 8 * 8192 * 2) / hbm
-    assert 2 * 132 * tile / 989.4e12 < fp4_small
-    assert gemm(sm, 8) == pytest.approx(fp4_small, rel=1e-12) == pytest.approx(22.712e-6, rel=1e-4)
+    assert 256 * tile / 989.4e12 < fp4_small
+    assert gemm(sm, 8) == pytest.approx(fp4_small, rel=1e-12) == pytest.approx(22.038e-6, rel=1e-4)
     assert gemm(w4a16, 8) == gemm(sm, 8)
     assert gemm(sm8, 8) == pytest.approx(8 * (4096 * 4096 + 8 * 8192 * 2) / hbm, rel=1e-12)
-    # 512 tokens per expert: 8 x 8 x 32 = 2,048 tiles = 16 waves -> 16 x 132 tiles: W4A8 at FP8 = 71.6 us, over
-    # the 134,217,728 B (44.7 us): compute bound, the FP8 shape's time; weight-only at BF16 143.3 us, twice it
-    fp4_large = 16 * 132 * tile / 1978.9e12
+    # 512 tokens per expert: 8 x 8 x 32 = 2,048 tiles: W4A8 at FP8 = 69.5 us, over the 134,217,728 B (43.4 us):
+    # compute bound, the FP8 shape's time; weight-only at BF16 138.9 us, twice it
+    fp4_large = 2048 * tile / 1978.9e12
     assert 8 * (4096 * 4096 * 0.5 + 512 * 8192 * 2) / hbm < fp4_large
-    assert gemm(sm, 512) == pytest.approx(fp4_large, rel=1e-12) == pytest.approx(71.62e-6, rel=1e-3)
+    assert gemm(sm, 512) == pytest.approx(fp4_large, rel=1e-12) == pytest.approx(69.45e-6, rel=1e-3)
     assert gemm(sm8, 512) == pytest.approx(fp4_large, rel=1e-12)
-    assert gemm(w4a16, 512) == pytest.approx(16 * 132 * tile / 989.4e12, rel=1e-12) == pytest.approx(
-        143.25e-6, rel=1e-4)
-    # at the unfitted flops_eff 0.6693 the 8-token W4A16 case is on the tile side (2 waves = 26.8 us > 22.7 us:
-    # the roofline charges whole 64-row tiles); W4A8's 13.4 us stays under the weight stream
+    assert gemm(w4a16, 512) == pytest.approx(2048 * tile / 989.4e12, rel=1e-12) == pytest.approx(
+        138.91e-6, rel=1e-4)
+    # at the unfitted flops_eff 0.6538 the 8-token W4A16 case is on the tile side (26.6 us > 22.0 us: the
+    # roofline charges whole 64-row tiles); W4A8's 13.3 us stays under the weight stream
     base = rank_step_model(deployment("v4-flash"))
     base16 = replace(base, model=replace(base.model, activation_dtype=None))
-    assert gemm(base16, 8) == pytest.approx(2 * 132 * tile / (989.4e12 * 0.6693), rel=1e-12)
+    assert gemm(base16, 8) == pytest.approx(256 * tile / (989.4e12 * 0.6538), rel=1e-12)
     assert gemm(base, 8) == pytest.approx(fp4_small, rel=1e-12)
 
 

@@ -74,11 +74,11 @@ def test_ep_moe_sees_the_tokens_of_every_data_parallel_rank():
     per_expert = np.ceil(2 * 2 / 8 * 4 / touched)                         # 1 routed token-slot each -> 2
     g = lambda m, n, k: sm._gemm(np.array([float(m)]), n, k)[0]
     attn = sum(g(1, n, k) for n, k in moe.attention_gemms(1))
-    # one grouped GEMM per projection, its tiles over all touched experts counted in waves of 132 SMs:
-    # here one wave each (1.75 x 8 and 1.75 x 8 tiles), so a wave of 64 x 128 tiles over K, or the bytes
-    wave = lambda k: 132 * 64 * 128 * 2 * k / 989.4e12
-    up = max(wave(1024), touched * (1024 * 1024 + per_expert * 2048) * 2 / 3.35e12)
-    down = max(wave(512), touched * (1024 * 512 + per_expert * 1536) * 2 / 3.35e12)
+    # one grouped GEMM per projection, charged its tiles over all touched experts (1.75 x 8 tiles of 64 x 128,
+    # not rounded up to a wave of SMs) over K, or the bytes
+    tiles = lambda k: touched * 8 * 64 * 128 * 2 * k / 989.4e12
+    up = max(tiles(1024), touched * (1024 * 1024 + per_expert * 2048) * 2 / 3.35e12)
+    down = max(tiles(512), touched * (1024 * 512 + per_expert * 1536) * 2 / 3.35e12)
     router = g(1, 8, 1024)
     assert sm.breakdown([1])["gemm"][0] == pytest.approx(2 * (attn + up + down + router), rel=1e-12)
 
@@ -92,7 +92,7 @@ def _routed_s(sm: StepModel, b: np.ndarray) -> np.ndarray:
 
 def test_routed_experts_at_tp2_ep1_cost_half_of_tp1():
     # Issue 20: EP 1 with TP 2 splits each expert's FFN over the two ranks, every rank sees all B tokens, so
-    # the routed experts' time halves (exactly where both are memory bound; within one wave of tiles when
+    # the routed experts' time halves (exactly where both are memory bound; within a tile's rounding when
     # compute bound). It used to be b * (ep // tp) = 0 tokens, i.e. free. BF16 weights keep B <= 512 memory
     # bound on the H100 (the preset's FP8 checkpoint turns compute bound earlier).
     ds = replace(MODELS["deepseek-v3"], weight_dtype="bf16")
@@ -101,7 +101,7 @@ def test_routed_experts_at_tp2_ep1_cost_half_of_tp1():
     two = _routed_s(StepModel(ds, H100, IDEAL, tp=2), b)
     assert np.all(one > 0) and np.all(two > 0)
     np.testing.assert_allclose(two[:4] / one[:4], 0.5, rtol=0.01)          # memory bound: the bytes halve
-    # compute bound (4096 tokens): the tiles halve, but waves of 132 SMs round up, so at most a wave's share more
+    # compute bound (4096 tokens): the tiles halve, but a partial tile rounds up, so at most a tile's share more
     assert 0.5 <= two[4] / one[4] <= 0.55
     # and TP 8 / EP 1 grows with B as EP 8 does (the same routed bytes per GPU, the same tokens per GPU)
     tp8 = _routed_s(StepModel(ds, H100, IDEAL, tp=8), b)
@@ -217,15 +217,15 @@ def test_routed_expert_gemm_time_halves_from_fp8_to_fp4_when_compute_bound():
     # DeepSeek-V3 on B200 at TP 1 / EP 8 and B = 4096: each GPU's 32 experts see the 8 x 4096 tokens of the EP
     # group, top-8 of 256, so all 32 are touched (1 - (1 - 8/256)^32768 = 1) with 32768 x 8 / 256 = 1024 tokens
     # each. Both grouped GEMMs (gate/up 4096 x 7168, down 7168 x 2048) are compute bound at FP8 and FP4:
-    # FLOPs / peak > bytes / HBM, by hand below (wave-quantised over the 148 SMs, 64 x 128 tiles).
+    # FLOPs / peak > bytes / HBM, by hand below (64 x 128 tiles, not rounded up to waves of the 148 SMs).
     b200, m = gpu_spec("b200"), replace(MODELS["deepseek-v3"], weight_dtype="fp8")
     tile_m, tile_n = 64, 128
     routed = {}
     for dtype, peak, wbytes in (("fp8", 4.5e15, 1.0), ("fp4", 9.0e15, 0.5)):
         t = 0.0
         for n, k in ((2 * 2048, 7168), (7168, 2048)):
-            waves = np.ceil(32 * np.ceil(1024 / tile_m) * np.ceil(n / tile_n) / 148)
-            compute = waves * 148 * tile_m * tile_n * 2.0 * k / peak
+            tiles = 32 * np.ceil(1024 / tile_m) * np.ceil(n / tile_n)
+            compute = tiles * tile_m * tile_n * 2.0 * k / peak
             memory = 32 * (n * k * wbytes + 1024 * (k + n) * 2) / 8e12
             assert compute > memory
             t += compute
@@ -262,13 +262,13 @@ def test_a_dtype_without_tensor_cores_runs_weight_only_at_the_bf16_rate():
     assert (fp4.compute_dtype("experts"), fp4.compute_dtype("other"), fp4.weight_only_parts()) == ("bf16", "fp8",
                                                                                                    ["experts"])
     assert fp8.weight_only_parts() == [] and H100.supports("fp8") and not H100.supports("fp4")
-    tile_m, tile_n, sms = 64, 128, H100.num_sms
+    tile_m, tile_n = 64, 128
     routed = {}
     for dtype, peak in (("fp8", H100.flops_per_s("fp8")), ("fp4", H100.flops_per_s("bf16"))):
         t = 0.0
         for n, k in ((2 * 2048, 7168), (7168, 2048)):
-            waves = np.ceil(32 * np.ceil(1024 / tile_m) * np.ceil(n / tile_n) / sms)
-            compute = waves * sms * tile_m * tile_n * 2.0 * k / peak
+            tiles = 32 * np.ceil(1024 / tile_m) * np.ceil(n / tile_n)
+            compute = tiles * tile_m * tile_n * 2.0 * k / peak
             wbytes = 1.0 if dtype == "fp8" else 0.5
             assert compute > 32 * (n * k * wbytes + 1024 * (k + n) * 2) / H100.hbm_bytes_per_s
             t += compute
@@ -300,11 +300,11 @@ def test_per_component_dtypes_travel_in_the_profile_and_stay_out_when_unset(tmp_
 
 def _routed_time(gpu, peak: float, wbytes: float) -> float:
     """DeepSeek-V3 at TP 1 / EP 8, B = 4096: both grouped GEMMs of the 32 local experts (1024 tokens each), by
-    hand (64 x 128 tiles wave-quantised over the SMs), asserted compute bound at ``peak``."""
+    hand (the FLOPs of their 64 x 128 tiles), asserted compute bound at ``peak``."""
     t = 0.0
     for n, k in ((2 * 2048, 7168), (7168, 2048)):
-        waves = np.ceil(32 * np.ceil(1024 / 64) * np.ceil(n / 128) / gpu.num_sms)
-        compute = waves * gpu.num_sms * 64 * 128 * 2.0 * k / peak
+        tiles = 32 * np.ceil(1024 / 64) * np.ceil(n / 128)
+        compute = tiles * 64 * 128 * 2.0 * k / peak
         assert compute > 32 * (n * k * wbytes + 1024 * (k + n) * 2) / gpu.hbm_bytes_per_s
         t += compute
     return t
@@ -330,12 +330,12 @@ def test_fp8_activations_run_fp4_experts_w4a8_at_the_fp8_rate_on_h800():
     moe_layers = 61 - 3
     assert gemm["w4a16"] - gemm["w4a8"] == pytest.approx(moe_layers * (at_bf16 - at_fp8), rel=1e-9)
     assert gemm["w4a8"] == pytest.approx(gemm["fp8"], rel=1e-12)        # compute bound: the FP8 experts' time
-    # 32 experts of 1 token each (gate/up, N = 4096, K = 7168): 32 x 32 = 1,024 tiles = 8 waves, 125.3 us at
-    # BF16 (62.7 at FP8), under the 32 x (4096 x 7168 x 0.5 + 1 x 11,264 x 2) = 470,482,944 B / 3.35 TB/s =
+    # 32 experts of 1 token each (gate/up, N = 4096, K = 7168): 32 x 32 = 1,024 tiles, 121.5 us at
+    # BF16 (60.7 at FP8), under the 32 x (4096 x 7168 x 0.5 + 1 x 11,264 x 2) = 470,482,944 B / 3.35 TB/s =
     # 140.4 us: memory bound, the same FP4 bytes at either rate
     def one_token(sm):
         return sm._grouped_gemm(np.array([32.0]), np.array([1.0]), 4096, 7168)[0]
-    assert 8 * 132 * 64 * 128 * 2.0 * 7168 / 989.4e12 < 470_482_944 / h800.hbm_bytes_per_s
+    assert 1024 * 64 * 128 * 2.0 * 7168 / 989.4e12 < 470_482_944 / h800.hbm_bytes_per_s
     assert one_token(w4a8) == one_token(w4a16) == pytest.approx(470_482_944 / 3.35e12, rel=1e-12)
     assert one_token(fp8) > one_token(w4a8)
 

@@ -116,7 +116,7 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
         typer.echo(f"CUDA graphs up to B = {last} tokens (capture sizes {capture_text(cap)}); beyond, eager: + "
                    f"{eager_ms:.3f} ms of kernel launches per step ({sm.terms.eager_kernel_s * 1e6:.2g} us per "
                    f"launch); the step itself goes from {steps_ms[0]:.3f} ms at B = {last} to {steps_ms[1]:.3f} ms "
-                   f"at {first_eager} (+ {steps_ms[1] - steps_ms[0]:.3f} ms: the launches, the GEMMs' next wave of "
+                   f"at {first_eager} (+ {steps_ms[1] - steps_ms[0]:.3f} ms: the launches, the GEMMs' next row of "
                    f"tiles, the {first_eager - last} more tokens)")
     elif not captured.size:
         typer.echo("no CUDA graphs (cudagraph_max_tokens 0): every step runs eager")

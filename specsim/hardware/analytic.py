@@ -5,14 +5,13 @@ from its shape, ``specsim profile analytic`` and ``profile fit``); :func:`analyt
 earlier bundled ``*-analytic`` profiles (marked ``superseded_by``) and :func:`calibrate` supplies the step
 model's default ``flops_eff``, ``bw_eff`` and ``kernel_s``.
 
-A roofline per GEMM with tile and wave quantisation, plus memory-bound elementwise work, a fixed cost per
+A roofline per GEMM with tile quantisation, plus memory-bound elementwise work, a fixed cost per
 kernel, a KV-read term and CUDA-graph batch padding. Labelled ``kind: analytic`` in the metadata.
 
 Per layer and step of B tokens, for each weight matrix (N outputs, K inputs; per TP shard)::
 
     tiles   = ceil(M / TILE_M) * ceil(N / TILE_N)         M = tokens reaching the GEMM
-    waves   = ceil(tiles / num_sms)
-    compute = waves * num_sms * TILE_M * TILE_N * 2K / (peak_flops * flops_eff)   # quantised FLOPs
+    compute = tiles * TILE_M * TILE_N * 2K / (peak_flops * flops_eff)   # the tiles' FLOPs (tile_flops)
     memory  = (N*K + M*K + M*N) * 2 bytes / (hbm_bw * bw_eff)
     t_gemm  = max(compute, memory) + kernel_s
 
@@ -152,12 +151,23 @@ class Efficiency:
     source: str = "defaults before calibration"
 
 
-def _gemm_s(m: np.ndarray, n: int, k: int, gpu: GpuSpec, eff: Efficiency) -> np.ndarray:
-    """Tile/wave-quantised roofline time of an (m x k) @ (k x n) GEMM, vectorised over m (tokens)."""
+def tile_flops(m, n: int, k: int) -> np.ndarray:
+    """FLOPs of an (m x k) @ (k x n) GEMM as its ``TILE_M`` x ``TILE_N`` output tiles compute them, vectorised
+    over m tokens: ``ceil(m / TILE_M) * ceil(n / TILE_N) * TILE_M * TILE_N * 2k`` (float64, (n,) like m).
+
+    A partly filled tile is charged whole (the padding of a small batch); the tiles are not rounded up to whole
+    waves of the GPU's SMs, because stream-K and split-K scheduling (Osama et al. 2023, arXiv:2301.03598; in
+    CUTLASS and cuBLAS) spread a partial wave's K loop over every SM. The public B200 GEMM rates support that:
+    vLLM PRs 18778 and 19566 (torch BF16 on B200, N = 6144 and 4096, K = 4096) ran 16-512 tokens 26-69% faster
+    than whole waves charge, at 1,337-1,444 TFLOP/s from 512 tokens (docs/validation.md, "Misses")."""
     m = np.asarray(m, dtype=np.float64)
-    tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
-    waves = np.ceil(tiles / gpu.num_sms)
-    compute = waves * gpu.num_sms * TILE_M * TILE_N * 2.0 * k / (gpu.bf16_flops_per_s * eff.flops_eff)
+    return np.ceil(m / TILE_M) * np.ceil(n / TILE_N) * (TILE_M * TILE_N * 2.0 * k)
+
+
+def _gemm_s(m: np.ndarray, n: int, k: int, gpu: GpuSpec, eff: Efficiency) -> np.ndarray:
+    """Tile-quantised roofline time of an (m x k) @ (k x n) GEMM, vectorised over m (tokens)."""
+    m = np.asarray(m, dtype=np.float64)
+    compute = tile_flops(m, n, k) / (gpu.bf16_flops_per_s * eff.flops_eff)
     memory = (n * k + m * k + m * n) * BYTES / (gpu.hbm_bytes_per_s * eff.bw_eff)
     return np.where(m > 0, np.maximum(compute, memory) + eff.kernel_s, 0.0)
 
@@ -270,10 +280,11 @@ def calibrate(curves: dict[str, tuple[ModelConfig, np.ndarray, np.ndarray]], gpu
 
 # Fitted by `specsim profile analytic --calibrate` on the H100 Vidur curves (Llama-2-7B, Llama-2-70B,
 # TP 1, B = 1..4096): see docs/profiles.md for the per-model error. Re-run to refresh.
-# Median / max error: Llama-2-7B 5.4% / 18.8%, Llama-2-70B 3.3% / 22.5%.
-_CALIBRATED = Efficiency(bw_eff=0.8958, flops_eff=0.6693, kernel_s=5.878e-6,
+# Median / max error: Llama-2-7B 5.0% / 22.5%, Llama-2-70B 3.4% / 24.8% (with whole SM waves, before
+# 2026-12-06: 0.8958, 0.6693, 5.878e-6; 5.4% / 18.8% and 3.3% / 22.5%).
+_CALIBRATED = Efficiency(bw_eff=0.9232, flops_eff=0.6538, kernel_s=7.840e-6,
                          source="calibrated on H100 Vidur mlp.csv Llama-2-7B and Llama-2-70B, TP 1 "
-                                "(SOURCES.md 2a); median error 5.4% and 3.3%")
+                                "(SOURCES.md 2a); median error 5.0% and 3.4%")
 
 
 def default_efficiency() -> Efficiency:

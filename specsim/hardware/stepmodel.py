@@ -7,13 +7,13 @@ tokens it gives every term separately (:meth:`StepModel.breakdown`), in seconds 
 
 ==================  ===========================================================================================
 ``gemm``            weight GEMMs of every layer (attention projections, dense MLP, routed and shared experts,
-                    MoE router; the touched routed experts as one grouped GEMM whose tiles share the waves, as
-                    vLLM's fused MoE kernel runs them): tile/wave-quantised roofline, ``max(FLOPs / (peak(dtype) * flops_eff),
+                    MoE router; the touched routed experts as one grouped GEMM, as vLLM's fused MoE kernel runs
+                    them): tile-quantised roofline, ``max(tile FLOPs / (peak(dtype) * flops_eff),
                     bytes / (HBM * bw_eff))`` per GEMM (module :mod:`specsim.hardware.analytic`); each GEMM's
                     peak and weight bytes follow its component's dtype (``ModelConfig.gemm_dtype``: attention,
                     routed experts, the rest), the router's the weights' dtype (its weights are BF16 in FP8/FP4
-                    checkpoints, but its GEMM of E / 128 tiles is charged a whole wave of tiles, an overcharge
-                    of its few microseconds that the BF16 rate would double; kept as it was); the peak is that of
+                    checkpoints; its few microseconds, mostly the weight stream, are kept at that rate); the
+                    tiles are not rounded up to whole waves of SMs (stream-K, ``tile_flops``); the peak is that of
                     :meth:`StepModel.compute_dtype` (weight-only at BF16 where the GPU lacks the dtype; W4A8 / W8A8
                     at the FP8 peak with ``ModelConfig.activation_dtype = "fp8"``)
 ``elementwise``     norms, activation, residual adds, rope: ``ELEMENTWISE_PASSES`` passes of B x hidden
@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import (TILE_M, TILE_N, capture_text, default_capture_tokens, graph_grid,
+from specsim.hardware.analytic import (capture_text, default_capture_tokens, graph_grid, tile_flops,
                                        graph_limit, padded_tokens)
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
@@ -85,12 +85,12 @@ class EngineTerms:
 
     Attributes:
         flops_eff: achieved fraction of the GPU's dense tensor FLOP/s in GEMMs and prefill attention
-            (0.669: :func:`specsim.hardware.analytic.calibrate` on the H100 Vidur curves, docs/profiles.md).
-        bw_eff: achieved fraction of HBM bandwidth streaming weights and activations (0.896: same fit).
+            (0.654: :func:`specsim.hardware.analytic.calibrate` on the H100 Vidur curves, docs/profiles.md).
+        bw_eff: achieved fraction of HBM bandwidth streaming weights and activations (0.923: same fit).
         attn_bw_eff: achieved fraction of HBM bandwidth reading the KV cache in decode attention (0.803:
             least-squares fit of Vidur's A100 FlashAttention decode profile, docs/profiles.md).
         attn_request_s: decode-attention seconds per request per layer (2.92e-8: same fit).
-        kernel_s: GPU-side fixed cost per kernel, seconds (5.88e-6: the H100 Vidur calibration).
+        kernel_s: GPU-side fixed cost per kernel, seconds (7.84e-6: the H100 Vidur calibration).
         per_request_step_s: per running request per step, seconds (0 until fitted: ``specsim profile fit``).
         fixed_step_s: per step, seconds (0 until fitted).
         mixed_step_s: per step that carries a prefill chunk, seconds (0 until fitted): the engine's mixed-batch
@@ -128,11 +128,11 @@ class EngineTerms:
         SpecsimInputError: an efficiency outside (0, 1] or a negative time.
     """
 
-    flops_eff: float = 0.6693
-    bw_eff: float = 0.8958
+    flops_eff: float = 0.6538
+    bw_eff: float = 0.9232
     attn_bw_eff: float = 0.803
     attn_request_s: float = 2.92e-8
-    kernel_s: float = 5.878e-6
+    kernel_s: float = 7.840e-6
     per_request_step_s: float = 0.0
     fixed_step_s: float = 0.0
     link_eff: float = 0.8
@@ -283,15 +283,13 @@ class StepModel:
         return [p for p in self._parts() if self.compute_dtype(p) not in ("bf16", "fp16", self.model.gemm_dtype(p))]
 
     def _gemm(self, m: np.ndarray, n: int, k: int, part: str = "other") -> np.ndarray:
-        """Tile/wave-quantised roofline seconds of an (m x k) @ (k x n) GEMM, vectorised over m tokens, its weights
+        """Tile-quantised roofline seconds (:func:`~specsim.hardware.analytic.tile_flops`) of an (m x k) @ (k x n)
+        GEMM, vectorised over m tokens, its weights
         in the dtype of ``part`` (:meth:`ModelConfig.gemm_dtype`), at the peak of its :meth:`compute_dtype`."""
         g, e = self.gpu, self.terms
         dtype = self.model.gemm_dtype(part)
         m = np.asarray(m, dtype=np.float64)
-        tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
-        waves = np.ceil(tiles / g.num_sms)
-        compute = (waves * g.num_sms * TILE_M * TILE_N * 2.0 * k
-                   / (g.flops_per_s(self.compute_dtype(part)) * e.flops_eff))
+        compute = tile_flops(m, n, k) / (g.flops_per_s(self.compute_dtype(part)) * e.flops_eff)
         memory = (n * k * BYTES_PER_DTYPE[dtype] + (m * k + m * n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(m > 0, np.maximum(compute, memory), 0.0)
 
@@ -302,14 +300,11 @@ class StepModel:
 
     def _grouped_gemm(self, groups: np.ndarray, m: np.ndarray, n: int, k: int) -> np.ndarray:
         """Roofline seconds of one grouped GEMM (vLLM's fused MoE kernel): ``groups`` experts of (m x k) @ (k x n)
-        whose tiles are scheduled together, so waves are counted over all of them, vectorised over steps; the
+        whose tiles run together, charged their tiles' FLOPs (``groups * tile_flops``), vectorised over steps; the
         routed experts' dtype (``gemm_dtype("experts")``) sets the weight bytes, its :meth:`compute_dtype` the peak."""
         g, e = self.gpu, self.terms
         dtype = self.model.gemm_dtype("experts")
-        tiles = groups * np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
-        waves = np.ceil(tiles / g.num_sms)
-        compute = (waves * g.num_sms * TILE_M * TILE_N * 2.0 * k
-                   / (g.flops_per_s(self.compute_dtype("experts")) * e.flops_eff))
+        compute = groups * tile_flops(m, n, k) / (g.flops_per_s(self.compute_dtype("experts")) * e.flops_eff)
         memory = groups * (n * k * BYTES_PER_DTYPE[dtype] + m * (k + n) * ACT_BYTES) / (g.hbm_bytes_per_s * e.bw_eff)
         return np.where(groups * m > 0, np.maximum(compute, memory), 0.0)
 
