@@ -13,23 +13,23 @@ at 8,192 tokens (``StepModel.with_terms(cudagraph_max_tokens=...)``, what ``spec
 
 What holds (numbers at seed 0 when written, tok/s/GPU):
 * the cliff costs fixed K = 7 nothing while its batches are captured (bit-equal runs up to 32 users) and 5-10% once
-  they leave the range (64 users: 673 against 749 raised; 256 users: 1,398 against 1,474); its gain over ``none``
-  peaks at 32 users (2.86x) and falls at 64 (2.70x), where with the limit raised it still rises (3.01x);
+  they leave the range (64 users: 673 against 748 raised; 256 users: 1,384 against 1,458); its gain over ``none``
+  is 2.83x at 32 users and falls at 64 (2.64x), where with the limit raised it still rises (2.94x);
 * the adaptive policies (vLLM's and TensorRT-LLM's schedulers given the exact cost, dspark-async, dspark with the
   hull early stop) never below ``none``, within 3% of the best fixed K (3, 5 or 7) at one user and above it at 256
-  users (+1.9% to +3.0%; the exact-cost ZOS three also at 128 users, +1.6% to +1.8%, where dspark ties); their mean
+  users (+2.6% to +3.5%; the exact-cost ZOS three also at 128 users, +2.1% to +2.2%, dspark +1.3%); their mean
   acceptance length falls from 16 to 64 to 256 users (dspark's from 16 to 64 and to 256 but level between 64 and
-  256, 4.79 and 4.81: its T includes speculation's own overhead, which the step pays whatever it verifies, 22 ms
+  256, 4.78 and 4.80: its T includes speculation's own overhead, which the step pays whatever it verifies, 22 ms
   of a ~110 ms step at 256 requests, so extra drafts cost relatively less there), and so does its ratio to fixed
-  K = 7's at the same load (dspark's level: 0.958 at 16 users, 0.962 at 256);
+  K = 7's at the same load (dspark's level: 0.963 at 16 users, 0.959 at 256);
 * with the limit raised, fixed K = 7 stays above ``none`` at every load.
 
 What the issue expected and does not hold on this profile: fixed K = 7 falling *below* ``none`` past the captured
-range. It stays 2.0-2.7x above it. The eager launches add ~5.4 ms (about 1,220 kernels x 4.4 us) to a 46-111 ms
-verification step (33 to 256 requests), and the whole K = 7 step costs 1.7-2.5x the ``none`` step (46 against 27 ms
-at 33 users, 111 against 45 ms at 256) while it emits about 5 tokens per request instead of one; fixed K loses to
+range. It stays 2.0-2.6x above it. The eager launches add ~5.4 ms (about 1,220 kernels x 4.4 us) to a 41-112 ms
+verification step (33 to 256 requests), and the whole K = 7 step costs 1.6-2.5x the ``none`` step (41 against 26 ms
+at 33 users, 112 against 45 ms at 256) while it emits about 5 tokens per request instead of one; fixed K loses to
 ``none`` only where a verification step costs more than its acceptance length times the plain step, far from this
-memory-bound MoE's range (T(8,192) / T(1,024) is still 3.6).
+memory-bound MoE's range (T(8,192) / T(1,024) is still 3.8).
 """
 
 from __future__ import annotations
