@@ -113,11 +113,13 @@ def _show_terms(prof, context: int, tokens_per_request: int, png: Path | None) -
         eager_ms = sm.breakdown([first_eager])["eager"][0] * 1e3
         rq = np.maximum(1, np.array([last, first_eager]) // tokens_per_request)
         steps_ms = sm.step_time(np.array([last, first_eager], float), rq, rq * context) * 1e3
+        gemm = sm.breakdown([float(last), float(first_eager)])["gemm"]
+        tiles = "the GEMMs' next row of tiles, " if gemm[1] > gemm[0] * (1 + 1e-9) else ""
         typer.echo(f"CUDA graphs up to B = {last} tokens (capture sizes {capture_text(cap)}); beyond, eager: + "
                    f"{eager_ms:.3f} ms of kernel launches per step ({sm.terms.eager_kernel_s * 1e6:.2g} us per "
                    f"launch); the step itself goes from {steps_ms[0]:.3f} ms at B = {last} to {steps_ms[1]:.3f} ms "
-                   f"at {first_eager} (+ {steps_ms[1] - steps_ms[0]:.3f} ms: the launches, the GEMMs' next row of "
-                   f"tiles, the {first_eager - last} more tokens)")
+                   f"at {first_eager} (+ {steps_ms[1] - steps_ms[0]:.3f} ms: the launches, {tiles}the "
+                   f"{first_eager - last} more tokens)")
     elif not captured.size:
         typer.echo("no CUDA graphs (cudagraph_max_tokens 0): every step runs eager")
     r = np.maximum(1, b // tokens_per_request)

@@ -157,9 +157,10 @@ def tile_flops(m, n: int, k: int) -> np.ndarray:
 
     A partly filled tile is charged whole (the padding of a small batch); the tiles are not rounded up to whole
     waves of the GPU's SMs, because stream-K and split-K scheduling (Osama et al. 2023, arXiv:2301.03598; in
-    CUTLASS and cuBLAS) spread a partial wave's K loop over every SM. The public B200 GEMM rates support that:
-    vLLM PRs 18778 and 19566 (torch BF16 on B200, N = 6144 and 4096, K = 4096) ran 16-512 tokens 26-69% faster
-    than whole waves charge, at 1,337-1,444 TFLOP/s from 512 tokens (docs/validation.md, "Misses")."""
+    CUTLASS and cuBLAS) spread a partial wave's K loop over every SM. The public B200 GEMM times support that:
+    vLLM PR 18778 (torch BF16 on B200, N = 6144, K = 4096: 1,112-1,433 TFLOP/s at 256-1,024 tokens) sits 10-15%
+    under this charge with the B200 fit's ``kernel_s`` and 20-44% under the whole-wave one (docs/validation.md,
+    "GEMM tiles without whole waves")."""
     m = np.asarray(m, dtype=np.float64)
     return np.ceil(m / TILE_M) * np.ceil(n / TILE_N) * (TILE_M * TILE_N * 2.0 * k)
 

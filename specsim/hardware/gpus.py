@@ -106,7 +106,9 @@ class GpuSpec:
         name: short name (``"h100"``).
         hbm_bytes_per_s: peak memory bandwidth in bytes/s.
         bf16_flops_per_s: peak dense BF16/FP16 tensor-core throughput in FLOP/s.
-        num_sms: streaming multiprocessors (compute units on AMD); waves of GEMM tiles are counted against this.
+        num_sms: streaming multiprocessors (compute units on AMD); listed by ``profile gpus``. The step model no
+            longer rounds a GEMM's tiles up to whole waves of them (stream-K, since 2026-12-06), so it does not
+            enter the step time.
         source: the datasheet(s) the numbers come from (title and year).
         memory_bytes: device memory capacity in bytes.
         link_bytes_per_s: per-GPU unidirectional scale-up bandwidth in bytes/s (NVLink, Infinity Fabric, or

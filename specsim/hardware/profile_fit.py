@@ -37,7 +37,7 @@ FIT_BOUNDS: dict[str, tuple[float, float]] = {
     "eager_kernel_s": (0.0, 5e-5), "mixed_step_s": (0.0, 5e-2),
 }
 #: What ``profile fit`` frees unless told otherwise: the GPU-side cost per kernel (the step's floor beyond
-#: streaming the weights: CUDA graphs make it far smaller than the eager calibration's 5.9 us) and the
+#: streaming the weights: CUDA graphs make it far smaller than the eager calibration's 7.8 us) and the
 #: per-request cost (the step's slope in R). The protocol docs/validation.md validates.
 DEFAULT_PARAMS = ("kernel_s", "per_request_step_s")
 
