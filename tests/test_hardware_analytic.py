@@ -54,3 +54,19 @@ def test_calibration_error_per_model(shared):
     # B = 1, where the eager launches dominate, is the fit's worst region: 6.71 ms against the measured 5.60 ms
     # (6.46 ms when the tiles ran in whole SM waves, before 2026-12-06)
     assert linear_step_s(MODELS["llama2-7b"], np.array([1]), H100, d)[0] == pytest.approx(6.71e-3, rel=0.02)
+
+
+def test_a_gemm_of_at_most_64_tokens_runs_16_row_tiles():
+    """tile_flops: up to TILE_M tokens the rows pad to 16 (fused-MoE's BLOCK_SIZE_M 16, swapped small-M GEMMs),
+    beyond to TILE_M. On an H20 (148 TFLOPS BF16 against 4.0 TB/s) a one-token 4096 x 4096 GEMM is then bound by
+    its weight stream (8.4 us), where a whole 64-row tile charged 14.5 us of compute."""
+    from specsim.hardware.analytic import tile_flops
+
+    n, k = 4096, 4096
+    per_row = (n // TILE_N) * TILE_N * 2 * k
+    got = tile_flops(np.array([1.0, 16.0, 17.0, 64.0, 65.0, 128.0]), n, k)
+    np.testing.assert_allclose(got, np.array([16, 16, 32, 64, 128, 128]) * per_row, rtol=1e-12)
+    h20, ideal = gpu_spec("h20"), Efficiency(1.0, 1.0, 0.0)
+    one = _gemm_s(np.array([1.0]), n, k, h20, ideal)[0]
+    assert one == pytest.approx((n * k + k + n) * 2 / h20.hbm_bytes_per_s)
+    assert 64 * per_row / h20.bf16_flops_per_s > one > 16 * per_row / h20.bf16_flops_per_s

@@ -10,8 +10,8 @@ kernel, a KV-read term and CUDA-graph batch padding. Labelled ``kind: analytic``
 
 Per layer and step of B tokens, for each weight matrix (N outputs, K inputs; per TP shard)::
 
-    tiles   = ceil(M / TILE_M) * ceil(N / TILE_N)         M = tokens reaching the GEMM
-    compute = tiles * TILE_M * TILE_N * 2K / (peak_flops * flops_eff)   # the tiles' FLOPs (tile_flops)
+    rows    = ceil(M / 16) * 16 up to 64 tokens, else ceil(M / TILE_M) * TILE_M      M = tokens reaching the GEMM
+    compute = rows * ceil(N / TILE_N) * TILE_N * 2K / (peak_flops * flops_eff)   # the tiles' FLOPs (tile_flops)
     memory  = (N*K + M*K + M*N) * 2 bytes / (hbm_bw * bw_eff)
     t_gemm  = max(compute, memory) + kernel_s
 
@@ -49,6 +49,7 @@ from specsim.hardware.model_config import MODELS, ModelConfig  # noqa: F401  (re
 from specsim.hardware.profile import StepTimeProfile
 
 TILE_M, TILE_N = 64, 128          # CUTLASS/cuBLAS-style CTA tile for bf16 GEMMs (M = tokens)
+SMALL_TILE_M = 16                 # token rows of the narrow tiles a GEMM of at most TILE_M tokens runs (tile_flops)
 ELEMENTWISE_PASSES = 12           # 2 norms (r+w), act (r 2x, w 1x), residual adds (r 2x, w 1x), rope
 BYTES = 2                         # bf16/fp16 weights and activations
 
@@ -152,17 +153,24 @@ class Efficiency:
 
 
 def tile_flops(m, n: int, k: int) -> np.ndarray:
-    """FLOPs of an (m x k) @ (k x n) GEMM as its ``TILE_M`` x ``TILE_N`` output tiles compute them, vectorised
-    over m tokens: ``ceil(m / TILE_M) * ceil(n / TILE_N) * TILE_M * TILE_N * 2k`` (float64, (n,) like m).
+    """FLOPs of an (m x k) @ (k x n) GEMM as its output tiles compute them, vectorised over m tokens (float64, like
+    m): ``rows * ceil(n / TILE_N) * TILE_N * 2k``, the token rows padded to ``SMALL_TILE_M`` (16) up to ``TILE_M``
+    (64) tokens and to ``TILE_M`` beyond.
 
-    A partly filled tile is charged whole (the padding of a small batch); the tiles are not rounded up to whole
-    waves of the GPU's SMs, because stream-K and split-K scheduling (Osama et al. 2023, arXiv:2301.03598; in
-    CUTLASS and cuBLAS) spread a partial wave's K loop over every SM. The public B200 GEMM times support that:
-    vLLM PR 18778 (torch BF16 on B200, N = 6144, K = 4096: 1,112-1,433 TFLOP/s at 256-1,024 tokens) sits 10-15%
-    under this charge with the B200 fit's ``kernel_s`` and 20-44% under the whole-wave one (docs/validation.md,
-    "GEMM tiles without whole waves")."""
+    A partly filled tile is charged whole (the padding of a small batch). Up to 64 tokens the engines run narrow
+    tiles: vLLM's fused-MoE Triton kernel takes ``BLOCK_SIZE_M`` 16 where a batch has no more tokens than experts
+    (``get_default_config``) and its tuned configs do at small batches; dense GEMMs of few rows run swapped (the
+    tokens on the MMA's N side, 8 to 256 wide) or as split-K GEMVs. Charging whole 64-row tiles there made small
+    batches compute bound on GPUs of little compute per byte (an H20's 148 TFLOPS against 4 TB/s: Llama-2-7B's
+    GEMMs at 8.6 ms for one token against a 3.5 ms weight stream). The tiles are not rounded up to whole waves of
+    the GPU's SMs, because stream-K and split-K scheduling (Osama et al. 2023, arXiv:2301.03598; in CUTLASS and
+    cuBLAS) spread a partial wave's K loop over every SM. The public B200 GEMM times support that: vLLM PR 18778
+    (torch BF16 on B200, N = 6144, K = 4096: 1,112-1,433 TFLOP/s at 256-1,024 tokens) sits 10-15% under this
+    charge with the B200 fit's ``kernel_s`` and 20-44% under the whole-wave one (docs/validation.md, "GEMM tiles
+    without whole waves")."""
     m = np.asarray(m, dtype=np.float64)
-    return np.ceil(m / TILE_M) * np.ceil(n / TILE_N) * (TILE_M * TILE_N * 2.0 * k)
+    rows = np.where(m <= TILE_M, np.ceil(m / SMALL_TILE_M) * SMALL_TILE_M, np.ceil(m / TILE_M) * TILE_M)
+    return rows * np.ceil(n / TILE_N) * (TILE_N * 2.0 * k)
 
 
 def _gemm_s(m: np.ndarray, n: int, k: int, gpu: GpuSpec, eff: Efficiency) -> np.ndarray:
