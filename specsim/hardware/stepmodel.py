@@ -60,8 +60,8 @@ from typing import Any
 import numpy as np
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.analytic import (capture_text, default_capture_tokens, graph_grid, tile_flops,
-                                       graph_limit, padded_tokens)
+from specsim.hardware.analytic import (capture_text, default_capture_tokens, graph_grid, graph_limit,
+                                       padded_tokens, tile_flops)
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
@@ -284,8 +284,8 @@ class StepModel:
 
     def _gemm(self, m: np.ndarray, n: int, k: int, part: str = "other") -> np.ndarray:
         """Tile-quantised roofline seconds (:func:`~specsim.hardware.analytic.tile_flops`) of an (m x k) @ (k x n)
-        GEMM, vectorised over m tokens, its weights
-        in the dtype of ``part`` (:meth:`ModelConfig.gemm_dtype`), at the peak of its :meth:`compute_dtype`."""
+        GEMM, vectorised over m tokens, its weights in the dtype of ``part`` (:meth:`ModelConfig.gemm_dtype`), at
+        the peak of its :meth:`compute_dtype`."""
         g, e = self.gpu, self.terms
         dtype = self.model.gemm_dtype(part)
         m = np.asarray(m, dtype=np.float64)

@@ -105,7 +105,8 @@ _MTP_CAUSE = ("too low: the simulated MTP step is 10% above the measured one at 
               "11.5 ms: vLLM issue 49548's K = 0 tax on H100 (84 us per request per step), from a run with dynamic "
               "speculation, is an upper bound for this B200 engine, and the piecewise CUDA graphs vLLM runs it in "
               "explain its fixed part at most (vLLM issue 47089: ~1 us per request on B200); DSpark's speed-ups, "
-              "charged the same terms, are within 5.2% (docs/validation.md, 'Misses')")
+              "charged the same terms, are within 5.2% except MathReasoning at N = 128 (+8.8%, its KV pool; "
+              "docs/validation.md, 'Misses')")
 DOCUMENTED_MISSES[("vllm_b200_qwen3.8-27b_humaneval_mtp2", 128)] = (0.12, _MTP_CAUSE)
 #: Second protocol (``spec_step_s`` fitted on each speculative series' N = 1 point): the largest |speed-up error|
 #: over its loads, held as a bound (issue 20's target is 5%; docs/validation.md gives each miss's cause).
