@@ -156,19 +156,28 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     or per chunk).
     """
     r = np.array([o.num_requests for o in observations], np.float64)
-    d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
-    b = np.array([o.batch_tokens for o in observations], np.float64)
     c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
-    p = np.maximum(b - d, 0.0)
-    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    d, p, prompt = _prompt_tokens(observations)
     f, whole, chunked = _mixed(p, prompt, chunk_tokens)
-    at_mean = np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64)      # neither L nor a chunk
+    known = whole | chunked
+    b = np.array([o.batch_tokens for o in observations], np.float64)
+    at_mean = (0.0 if known.all() else                                                  # neither L nor a chunk
+               np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64))
     decode = np.asarray(sm.step_time(sm.graph_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
     tokens = p / np.maximum(f, 1e-12)                   # prompt tokens in a step that carries some
     state = np.where(whole, tokens / np.maximum(prompt, 1.0) * sm.prefill_state_s(prompt),
                      sm.prefill_state_s(tokens))
     mixed = np.asarray(sm.step_time(np.ceil(d + tokens), r, r * c), np.float64) + state + sm.terms.mixed_step_s
-    return np.where(f > 0, (1.0 - f) * decode + f * mixed, np.where(whole | chunked, decode, at_mean))
+    return np.where(f > 0, (1.0 - f) * decode + f * mixed, np.where(known, decode, at_mean))
+
+
+def _prompt_tokens(observations: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(D, P, L), (n,) each: the decode tokens per step (``decode_tokens``, else R), the prompt tokens per step
+    P = max(B - D, 0) and the prompt length L (``prompt_tokens``; 0 where not given)."""
+    d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
+    p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
+    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    return d, p, prompt
 
 
 def mixed_share(observations: Sequence, chunk_tokens: int | None = None) -> np.ndarray:
@@ -177,9 +186,7 @@ def mixed_share(observations: Sequence, chunk_tokens: int | None = None) -> np.n
     the chunk arrive whole and at random, P / L per step, so ``1 - exp(-P / L)`` of the steps carry at least one;
     longer prompts, or an unknown L with ``chunk_tokens`` given, ride as chunks on ``min(1, P / chunk)`` of them;
     0 where neither L nor ``chunk_tokens`` is given."""
-    d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
-    p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
-    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
+    _, p, prompt = _prompt_tokens(observations)
     return _mixed(p, prompt, chunk_tokens)[0]
 
 

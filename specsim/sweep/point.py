@@ -51,18 +51,17 @@ def _simulate(task: PointTask):
                     gamma=p.knobs["gamma"], drafter=p.knobs["drafter"], **knobs)
 
 
-def _measured_requests(res) -> dict[str, list]:
-    """Per measured multi-token request: ``tps_per_user`` (tok/s, 6 significant digits), ``output_tokens``."""
-    s, rq = res.summary, res.requests
-    meas = measured_mask(rq, s) & (rq.output_tokens > 1)
+def _measured_requests(rq, measured) -> dict[str, list]:
+    """Per measured (``measured``: the summary's :func:`measured_mask`) multi-token request: ``tps_per_user`` (tok/s,
+    6 significant digits), ``output_tokens``."""
+    meas = measured & (rq.output_tokens > 1)
     return {"tps_per_user": _round6(rq.tps_per_user[meas].to_numpy()),
             "output_tokens": rq.output_tokens[meas].astype(int).tolist()}
 
 
-def _latencies(res) -> dict[str, list]:
+def _latencies(rq, measured) -> dict[str, list]:
     """Per measured request (one-token ones too): ``ttft_ms``, ``tpot_ms`` (0 for one token, as vLLM), ``e2el_ms``."""
-    s, rq = res.summary, res.requests
-    sub = rq[measured_mask(rq, s)]
+    sub = rq[measured]
     tpot = sub.tpot_s.where(sub.output_tokens > 1, 0.0)
     return {k: _round6(v.to_numpy() * 1e3) for k, v in (("ttft_ms", sub.ttft_s), ("tpot_ms", tpot),
                                                           ("e2el_ms", sub.e2el_s))}
@@ -77,8 +76,9 @@ def _ok_fields(res) -> dict[str, Any]:
     summary["window"] = s.get("window")
     summary["speculation_overhead"] = s.get("speculation_overhead")      # what compare says it was charged
     summary["acceptance_notice"] = s.get("acceptance_notice")            # built-in rates, not the user's drafter
-    pv = s["provenance"]
-    return {"summary": jsonable(summary), "requests": _measured_requests(res), "latencies": _latencies(res),
+    pv, measured = s["provenance"], measured_mask(res.requests, s)
+    return {"summary": jsonable(summary), "requests": _measured_requests(res.requests, measured),
+            "latencies": _latencies(res.requests, measured),
             "provenance": {"specsim_version": pv["specsim_version"], "profile_source": pv["profile_source"],
                            "acceptance_source": pv["acceptance_source"], "trace": str(pv["trace"])}}
 
