@@ -294,10 +294,14 @@ def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) ->
 
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,
                     profile: StepTimeProfile) -> DrafterCost | ShapedDrafterCost:
-    """The drafter's cost model, first that applies: the scenario's explicit fractions (0 allowed), the
-    measured one (replay), the drafter's shape through the profile's step model (profiles built by
-    :mod:`specsim.hardware.stepmodel`), else the family's default fractions (plain tables)."""
+    """The drafter's cost model, first that applies: a CPU drafter's (ngram, suffix:
+    :class:`~specsim.hardware.lookup_drafter.LookupDrafterCost`, unless a replay measured it), the scenario's
+    explicit fractions (0 allowed), the measured one (replay), the drafter's shape through the profile's step
+    model (profiles built by :mod:`specsim.hardware.stepmodel`), else the family's default fractions (plain
+    tables)."""
     dc = sc.drafter
+    if DRAFTER_FAMILY_OF.get(dname) == "lookup" and measured is None:
+        return default_drafter_cost(dname, dc.cpu_threads if dname == dc.name else None)
     overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction") if getattr(dc, k) is not None}
     if dname == dc.name and overrides:
         return replace(default_drafter_cost(dname), **overrides)

@@ -39,7 +39,7 @@ from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validato
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from specsim.errors import SpecsimInputError, did_you_mean
-from specsim.tomlfile import read_toml
+from specsim.tomlfile import parse_override, read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
@@ -88,7 +88,9 @@ PREFILL_MODES = ("disaggregated", "colocated")
 #: Where a disaggregated request's first token is emitted (docs/memory.md, "TTFT under disaggregation").
 FIRST_TOKEN_RULES = ("prefill", "decode-step")
 PROFILE_LOOKUPS = ("linear", "padded")
-DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", "none")
+#: Drafters that run on the host CPU, with no GPU layers (specsim.hardware.lookup_drafter).
+LOOKUP_DRAFTERS = ("ngram", "suffix")
+DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", *LOOKUP_DRAFTERS, "none")
 CALIBRATIONS = ("sts", "none")
 #: What becomes of a request beyond the context window (docs/memory.md).
 CONTEXT_OVERFLOWS = ("unservable", "truncate")
@@ -296,6 +298,9 @@ class DrafterConfig(_Section):
             default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
             specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
             Fig. 4's longer-block drafters (PAPER.md 8.3).
+        cpu_threads: threads of the ngram drafter's context scan, int >= 1; None = 8, vLLM's cap (at TP > 1
+            vLLM gives each rank physical cores / TP; specsim.hardware.lookup_drafter). ngram and suffix run on
+            the host CPU: no layers, no KV share, no fractions, and no built-in acceptance table.
     """
 
     SECTION: ClassVar[str] = "drafter"
@@ -305,6 +310,7 @@ class DrafterConfig(_Section):
     kv_fraction: float | None = None
     layers: int | None = None
     block: int | None = None
+    cpu_threads: int | None = None
 
     def _validate(self) -> None:
         self._check(self.block is None or 1 <= self.block <= 64, "block",
@@ -315,6 +321,13 @@ class DrafterConfig(_Section):
             v = getattr(self, key)
             self._check(v is None or 0 <= v < 10, key,
                         "a fraction of the target step in [0, 10) (leave it out for the family default)")
+        self._check(self.cpu_threads is None or self.cpu_threads >= 1, "cpu_threads",
+                    "an int >= 1, the ngram drafter's scan threads (leave it out for vLLM's 8)")
+        if self.name in LOOKUP_DRAFTERS:
+            for key in ("base_fraction", "per_draft_fraction", "layers"):
+                self._check(getattr(self, key) is None, key,
+                            f"no {key} with drafter {self.name} (it runs on the CPU, no GPU layers: its cost is "
+                            "specsim.hardware.lookup_drafter's; set cpu_threads)")
         self._check(self.kv_fraction is None or self.kv_fraction >= 0, "kv_fraction",
                     "a float >= 0, drafter KV tokens per target KV token (leave it out for the family "
                     "default)")
@@ -575,26 +588,3 @@ def _profile_beside(scen: Scenario, doc: dict[str, Any], path: Path) -> Scenario
     if beside.suffix == ".json" and beside.is_file():
         return replace(scen, profile=replace(scen.profile, name=str(beside)))
     return scen
-
-
-def parse_override(item: str) -> dict[str, dict[str, Any]]:
-    """Parse ``section.key=value`` or ``section.key.name=value`` (TOML syntax; bare words are strings).
-
-    A dotted key reaches into a table: ``policy.knobs.threshold=0.5`` gives
-    ``{"policy": {"knobs": {"threshold": 0.5}}}``.
-
-    Raises:
-        SpecsimInputError: not of the form section.key=value, or an empty part in the dotted key.
-    """
-    lhs = item.split("=", 1)[0]
-    parts = [p.strip() for p in lhs.split(".")]
-    if "=" not in item or len(parts) < 2 or not all(parts):
-        raise SpecsimInputError("--set", None, item, "section.key=value (or section.key.name=value)")
-    rhs = item.split("=", 1)[1].strip()
-    try:
-        value: Any = tomllib.loads(f"v = {rhs}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = rhs
-    for part in reversed(parts[1:]):
-        value = {part: value}
-    return {parts[0]: value}

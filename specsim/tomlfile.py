@@ -1,6 +1,7 @@
 """TOML files read with the line of every key, so an error can point at its line (tomllib keeps no positions).
 
-Used by :func:`specsim.scenario.load_scenario`: a bad key or value in a scenario file names its line.
+Used by :func:`specsim.scenario.load_scenario`: a bad key or value in a scenario file names its line; and
+:func:`parse_override`, a ``--set section.key=value`` item in TOML syntax.
 """
 
 from __future__ import annotations
@@ -60,3 +61,26 @@ def read_toml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         m = re.search(r"at line (\d+)", str(e))
         line = getattr(e, "lineno", None) or (int(m.group(1)) if m else None)
         raise SpecsimInputError(str(path), line, None, "valid TOML", str(e).split(" (at")[0]) from None
+
+
+def parse_override(item: str) -> dict[str, dict[str, Any]]:
+    """Parse ``section.key=value`` or ``section.key.name=value`` (TOML syntax; bare words are strings).
+
+    A dotted key reaches into a table: ``policy.knobs.threshold=0.5`` gives
+    ``{"policy": {"knobs": {"threshold": 0.5}}}``.
+
+    Raises:
+        SpecsimInputError: not of the form section.key=value, or an empty part in the dotted key.
+    """
+    lhs = item.split("=", 1)[0]
+    parts = [p.strip() for p in lhs.split(".")]
+    if "=" not in item or len(parts) < 2 or not all(parts):
+        raise SpecsimInputError("--set", None, item, "section.key=value (or section.key.name=value)")
+    rhs = item.split("=", 1)[1].strip()
+    try:
+        value: Any = tomllib.loads(f"v = {rhs}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = rhs
+    for part in reversed(parts[1:]):
+        value = {part: value}
+    return {parts[0]: value}

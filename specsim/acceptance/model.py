@@ -50,7 +50,7 @@ from specsim.acceptance.tables import (BUILTIN_TABLES, DATASET_DOMAIN, DOMAIN_AL
                                        TABLE1_TAU, brentq, built_table, builtin_table, check_rates, implied_tau,
                                        load_rate_table, scale_to_tau)
 from specsim.errors import SpecsimInputError
-from specsim.scenario import LATENT_DEFAULTS, LatentParams
+from specsim.scenario import LATENT_DEFAULTS, LOOKUP_DRAFTERS, LatentParams
 
 
 # A fixed seed for building a model (the STS fit sample): the model is part of the scenario, not of the
@@ -442,7 +442,8 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
     """The acceptance model of a drafter at block length ``gamma`` (cached), from the scenario's [acceptance].
 
     Args:
-        drafter: dspark, dflash, eagle3 or mtp.
+        drafter: dspark, dflash, eagle3, mtp, or a CPU drafter (ngram, suffix: no built-in table, so
+            ``length``, ``constant_alpha``, ``rates`` or a JSON ``table`` is needed).
         gamma: block length.
         constant_alpha: when set (> 0), every domain in ``domains`` (plus chat, code, math) gets this conditional
             rate at every position (closed-form checks); wins over ``table`` and ``rates``.
@@ -462,8 +463,8 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
         params: latent and confidence parameters (see :class:`AcceptanceModel`).
 
     Raises:
-        SpecsimInputError: unknown drafter or table, unreadable files, gamma beyond the table, or a
-            non-empty ``model``.
+        SpecsimInputError: unknown drafter or table, unreadable files, gamma beyond the table, a CPU drafter
+            with a built-in table only, or a non-empty ``model``.
     """
     if model:
         raise SpecsimInputError(None, None, "acceptance.model", "'' here (fitted and empirical models are built "
@@ -482,6 +483,11 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
         source = f"constant alpha {constant_alpha}"
     else:
         name = table or ("mtp" if drafter == "mtp" else "fig2")
+        if drafter in LOOKUP_DRAFTERS and name in BUILTIN_TABLES and not rates:
+            raise SpecsimInputError(None, None, "acceptance.length", f"the acceptance you measured for the "
+                                    f"{drafter} drafter, which has no built-in table (acceptance.length, "
+                                    "acceptance.rates or acceptance.constant_alpha; public values in "
+                                    "docs/acceptance.md, 'CPU drafters')", f"table {name!r}")
         if name in BUILTIN_TABLES:
             alpha, source = builtin_table(drafter, name, gamma)
             if name == "dspark5":

@@ -434,8 +434,9 @@ def fit_cmd(
                                                        "and gb300, else 512"),
     spec: list[Path] = typer.Option([], help="speculative vllm bench serve results: fit speculation's own terms "
                                             "(spec_step_s from one point, + spec_request_s from two); repeat"),
-    drafter: Optional[str] = typer.Option(None, help="the speculative runs' drafter (dspark, dflash, eagle3, mtp): "
-                                          "required with --spec, as its shape is charged beside the terms fitted"),
+    drafter: Optional[str] = typer.Option(None, help="the speculative runs' drafter (dspark, dflash, eagle3, mtp, "
+                                          "ngram, suffix): required with --spec, as its shape (ngram, suffix: its CPU "
+                                          "time) is charged beside the terms fitted"),
     acceptance_length: float = typer.Option(None, help="the speculative runs' acceptance length (default: the "
                                                         "files' spec_decode_acceptance_length)"),
     num_spec_tokens: int = typer.Option(None, help="drafts per step (default: the files' spec_decode_* counts)"),

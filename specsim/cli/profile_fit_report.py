@@ -124,7 +124,8 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
         return sm, prov
     if drafter is None:          # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
         raise SpecsimInputError("--drafter", None, "drafter", "the speculative runs' drafter with --spec (dspark, "
-                                "dflash, eagle3, mtp): its cost is charged beside the terms fitted", "none given")
+                                "dflash, eagle3, mtp, ngram, suffix): its cost is charged beside the terms fitted",
+                                "none given")
     obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
     srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
     held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")

@@ -230,7 +230,8 @@ def run(
     rate_scale: Optional[float] = typer.Option(None, "--rate-scale",
                                                help="Open loop only: divide arrival times by x (default 1)."),
     gamma: Optional[int] = typer.Option(None, "--gamma", help="Draft block length (overrides engine.gamma)."),
-    drafter: Optional[str] = typer.Option(None, "--drafter", help="dspark, dflash, eagle3 or mtp."),
+    drafter: Optional[str] = typer.Option(None, "--drafter", help="dspark, dflash, eagle3, mtp, or the CPU "
+                                          "drafters ngram and suffix (these need acceptance.length)."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="specdecpp threshold h."),
     num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N requests."),
     max_sim_s: Optional[float] = typer.Option(

@@ -30,10 +30,12 @@ import numpy as np
 #: parallel / semi-autoregressive (DFlash, DSpark): 5 draft layers with the target's layer config, whose
 #: attention holds the injected context K/V, on a 36-layer target: 5/36 (PAPER.md section 4, offline config).
 #: autoregressive (EAGLE-3): one draft layer: 1/36 (PAPER.md section 4). mtp: one MTP module (one transformer
-#: block) beside DeepSeek-V3's 61 layers: 1/61. none: 0. Until the step-time issue gives drafters their
-#: shapes these are per-family constants; ``[drafter] kv_fraction`` overrides them.
+#: block) beside DeepSeek-V3's 61 layers: 1/61. none and lookup (the CPU drafters ngram and suffix): 0. Plain
+#: tables use these per-family constants (step-model profiles size the drafter from its shape);
+#: ``[drafter] kv_fraction`` overrides them.
 DRAFTER_KV_FRACTION: dict[str, float] = {
     "none": 0.0, "parallel": 5 / 36, "semi-autoregressive": 5 / 36, "autoregressive": 1 / 36, "mtp": 1 / 61,
+    "lookup": 0.0,
 }
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.lookup_drafter import LookupDrafterCost
 from specsim.hardware.profile import StepTimeProfile
 
 
@@ -83,7 +84,7 @@ DRAFTER_FAMILIES: dict[str, DrafterCost] = {
 }
 
 DRAFTER_FAMILY_OF = {"none": "none", "mtp": "mtp", "eagle3": "autoregressive",
-                     "dflash": "parallel", "dspark": "semi-autoregressive"}
+                     "dflash": "parallel", "dspark": "semi-autoregressive", "ngram": "lookup", "suffix": "lookup"}
 
 
 #: Drafter shapes by name (PAPER.md 2.1-2.3): layers of the target's own layer config ("draft layers reuse
@@ -259,8 +260,10 @@ def drafter_shape(drafter: str, m, layers: int, draft_vocab: int = EAGLE3_DRAFT_
     return replace(m, name=name, num_layers=layers, linear_layers=0, first_dense_layers=dense)
 
 
-def drafter_cost(drafter: str) -> DrafterCost:
-    """The default cost model of a named drafter (``mtp``, ``eagle3``, ``dflash``, ``dspark``, ``none``).
+def drafter_cost(drafter: str, cpu_threads: int | None = None) -> DrafterCost | LookupDrafterCost:
+    """The default cost model of a named drafter (``mtp``, ``eagle3``, ``dflash``, ``dspark``, ``none``; the CPU
+    drafters ``ngram`` and ``suffix`` get their :class:`~specsim.hardware.lookup_drafter.LookupDrafterCost`, the
+    n-gram scan on ``cpu_threads`` threads, default 8).
 
     Raises:
         SpecsimInputError: unknown drafter name.
@@ -268,4 +271,6 @@ def drafter_cost(drafter: str) -> DrafterCost:
     fam = DRAFTER_FAMILY_OF.get(drafter)
     if fam is None:
         raise SpecsimInputError(None, None, "drafter", f"one of {sorted(DRAFTER_FAMILY_OF)}", repr(drafter))
+    if fam == "lookup":
+        return LookupDrafterCost(drafter) if cpu_threads is None else LookupDrafterCost(drafter, int(cpu_threads))
     return DRAFTER_FAMILIES[fam]

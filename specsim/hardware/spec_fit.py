@@ -164,7 +164,8 @@ def fit_speculation(base, observations: Sequence[SpecObservation], drafter: str,
     Args:
         base: the target's :class:`StepModel`, already fitted on no-speculation points (or at its defaults).
         observations: fitted speculative points; holdout: predicted only.
-        drafter: the drafter's name (``dspark``, ``dflash``, ``eagle3``, ``mtp``), its cost from its shape.
+        drafter: the drafter's name (``dspark``, ``dflash``, ``eagle3``, ``mtp``: its cost from its shape;
+            ``ngram``, ``suffix``: its CPU time, :mod:`specsim.hardware.lookup_drafter`).
         params: default ``spec_step_s`` from one point, both terms from two or more.
         chunk_tokens: prefill-sharing steps as the engine runs them (:func:`predict_speculative`).
 
@@ -173,7 +174,7 @@ def fit_speculation(base, observations: Sequence[SpecObservation], drafter: str,
     """
     from scipy.optimize import least_squares
 
-    from specsim.hardware.drafter import shaped_drafter_cost
+    from specsim.hardware.drafter import DRAFTER_FAMILY_OF, drafter_cost, shaped_drafter_cost
 
     if not observations:
         raise SpecsimInputError(None, None, "--spec", "at least one speculative point to fit", "none")
@@ -181,7 +182,7 @@ def fit_speculation(base, observations: Sequence[SpecObservation], drafter: str,
     if not params or any(p not in SPEC_PARAMS for p in params) or len(params) > len(observations):
         raise SpecsimInputError(None, None, "--spec-params", f"1..{min(2, len(observations))} distinct names "
                                 f"from {list(SPEC_PARAMS)}", ",".join(params) or "nothing")
-    dcost = shaped_drafter_cost(drafter, base)
+    dcost = drafter_cost(drafter) if DRAFTER_FAMILY_OF.get(drafter) == "lookup" else shaped_drafter_cost(drafter, base)
     measured = np.array([o.step_time_s for o in observations], np.float64)
     hi = np.array([FIT_BOUNDS[p][1] for p in params])
     x0 = np.clip([getattr(base.terms, p) for p in params], 0.0, hi) / hi

@@ -1,0 +1,82 @@
+"""Drafters that run on the host CPU: n-gram prompt lookup (vLLM ``method = "ngram"``) and suffix decoding
+(vLLM ``method = "suffix"``, Arctic Inference's SuffixDecoding). They have no GPU layers, no weights and no KV
+cache of their own; their cost is CPU seconds on the step's critical path, because the engine looks up the next
+drafts once the step's sampled tokens are back on the host and before it schedules the next step (issue 20,
+"n-gram / suffix: CPU time, no GPU layers"; DESIGN.md "The cost of a speculative step").
+
+Sources of the defaults:
+
+* n-gram: vLLM's proposer scans each drafting request's whole context once per step (a KMP pass over its
+  tokens, ``vllm/v1/spec_decode/ngram_proposer.py``), in parallel over requests on up to 8 threads since vLLM PR
+  24986 (2025-09). vLLM PR 56732 (2026) measured the scan: 66.3 M context tokens (512 requests x 129,536) in
+  70.28 ms on one thread and 9.95 ms on 8, so :data:`NGRAM_SCAN_S_PER_TOKEN` = 70.28 ms / 66.3 M = 1.06 ns per
+  token on one thread, and 8 threads run 7.06x faster (:data:`NGRAM_SPEEDUP_8`; linear in between).
+* suffix: about 20 us of CPU per request per step (the SuffixDecoding paper's speculation cost, arXiv
+  2411.04975, as its users quote it, e.g. ik_llama.cpp issue 1602: "~20 us/token draft cost"; we found no engine
+  measurement), one request after the other (:data:`SUFFIX_REQUEST_S`).
+
+Neither has a built-in acceptance table: give the run the acceptance you measured (``acceptance.length``,
+``acceptance.rates`` or ``acceptance.constant_alpha``; docs/acceptance.md lists public values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specsim.scenario import LOOKUP_DRAFTERS
+
+#: Seconds per context token one thread's n-gram scan takes (vLLM PR 56732: 70.28 ms / 66.3 M tokens).
+NGRAM_SCAN_S_PER_TOKEN = 70.28e-3 / 66.3e6
+#: Speed-up of the scan on 8 threads over one (vLLM PR 56732: 70.28 / 9.95 ms).
+NGRAM_SPEEDUP_8 = 70.28 / 9.95
+#: vLLM's thread cap for the n-gram proposer (vLLM PR 24986: "threads are capped at 8").
+NGRAM_THREADS = 8
+#: CPU seconds per drafting request and step of suffix decoding (arXiv 2411.04975 via ik_llama.cpp issue 1602).
+SUFFIX_REQUEST_S = 20e-6
+
+
+def scan_speedup(threads: int) -> float:
+    """The n-gram scan's speed-up on ``threads`` threads over one: 1 at one thread, :data:`NGRAM_SPEEDUP_8` at 8,
+    linear in between and beyond (each added thread adds (7.06 - 1) / 7 = 0.87 of one)."""
+    return 1.0 + (max(int(threads), 1) - 1) * (NGRAM_SPEEDUP_8 - 1.0) / 7.0
+
+
+@dataclass(frozen=True)
+class LookupDrafterCost:
+    """Draft time of a CPU drafter: no GPU work, CPU seconds on the step's critical path.
+
+    * ``ngram``: ``kv_tokens x scan_s_per_token / scan_speedup(min(threads, R))`` (every drafting request's
+      context scanned once per step, requests spread over the threads);
+    * ``suffix``: ``R x request_s``.
+
+    Args:
+        method: ``"ngram"`` or ``"suffix"``.
+        threads: the n-gram proposer's threads (vLLM: ``min(8, physical cores / TP)``), int >= 1.
+        scan_s_per_token: seconds per context token on one thread (n-gram).
+        request_s: seconds per drafting request (suffix).
+
+    Raises:
+        ValueError: an unknown method or threads < 1 (the scenario validates both before this is built).
+    """
+
+    method: str
+    threads: int = NGRAM_THREADS
+    scan_s_per_token: float = NGRAM_SCAN_S_PER_TOKEN
+    request_s: float = SUFFIX_REQUEST_S
+    family: str = "lookup"
+
+    def __post_init__(self) -> None:
+        if self.method not in LOOKUP_DRAFTERS:
+            raise ValueError(f"method: expected one of {LOOKUP_DRAFTERS}, got {self.method!r}")
+        if int(self.threads) < 1:
+            raise ValueError(f"threads: expected an int >= 1, got {self.threads!r}")
+
+    def draft_time_s(self, num_requests: int, gamma: int, profile=None, kv_tokens: float = 0.0) -> float:
+        """Seconds of CPU drafting for ``num_requests`` requests proposing ``gamma`` drafts each (0 when none
+        draft); ``kv_tokens``: the drafting requests' context tokens (prompt plus generated), which the n-gram
+        scan reads. ``profile`` is unused (no GPU work; the argument keeps the drafter costs' signature)."""
+        if num_requests <= 0 or gamma <= 0:
+            return 0.0
+        if self.method == "suffix":
+            return float(num_requests * self.request_s)
+        return float(kv_tokens * self.scan_s_per_token / scan_speedup(min(self.threads, num_requests)))

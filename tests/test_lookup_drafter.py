@@ -1,0 +1,89 @@
+"""CPU drafters (issue 20, "n-gram / suffix: CPU time, no GPU layers"): n-gram prompt lookup and suffix decoding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import homogeneous_scenario, make_trace
+from specsim.errors import SpecsimInputError
+from specsim.hardware.drafter import drafter_cost
+from specsim.hardware.lookup_drafter import (NGRAM_SCAN_S_PER_TOKEN, SUFFIX_REQUEST_S, LookupDrafterCost,
+                                             scan_speedup)
+from specsim.hardware.profile import StepTimeProfile
+from specsim.hardware.stepmodel import step_model
+from specsim.run_config import drafter_cost_of, drafter_kv_fraction, drafter_weights
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+
+
+def test_ngram_scan_reproduces_its_source_measurement():
+    # vLLM PR 56732: 512 requests x 129,536 context tokens scanned in 70.28 ms on one thread, 9.95 ms on 8
+    tokens = 512 * 129_536
+    one, eight = LookupDrafterCost("ngram", threads=1), LookupDrafterCost("ngram")
+    assert one.draft_time_s(512, 5, None, tokens) == pytest.approx(70.28e-3, rel=0.002)
+    assert eight.draft_time_s(512, 5, None, tokens) == pytest.approx(9.95e-3, rel=0.002)
+    # fewer requests than threads: one thread per request, no more
+    assert eight.draft_time_s(2, 5, None, 1000.0) == pytest.approx(1000 * NGRAM_SCAN_S_PER_TOKEN / scan_speedup(2))
+    assert scan_speedup(1) == 1.0 and scan_speedup(0) == 1.0
+    # the scan does not depend on how many drafts it proposes; nothing drafting costs nothing
+    assert eight.draft_time_s(64, 1, None, 1e5) == eight.draft_time_s(64, 7, None, 1e5)
+    assert eight.draft_time_s(0, 5, None, 1e5) == 0.0 and eight.draft_time_s(8, 0, None, 1e5) == 0.0
+
+
+def test_suffix_pays_per_drafting_request():
+    s = LookupDrafterCost("suffix")
+    assert s.draft_time_s(64, 5, None, 1e9) == pytest.approx(64 * SUFFIX_REQUEST_S) == pytest.approx(1.28e-3)
+    with pytest.raises(ValueError, match="method"):
+        LookupDrafterCost("eagle3")
+
+
+def test_cpu_drafters_have_no_gpu_layers_kv_or_weights():
+    target = step_model("qwen3-8b", "h100")
+    prof = target.profile(512)
+    sc = load_scenario(overrides=['drafter.name="ngram"', "drafter.cpu_threads=2"])
+    cost = drafter_cost_of(sc, "ngram", None, prof)
+    assert isinstance(cost, LookupDrafterCost) and cost.threads == 2
+    assert drafter_kv_fraction(sc, "ngram", 5, prof) == 0.0
+    assert drafter_weights(sc, "ngram", 5, prof) == 0.0
+    assert drafter_cost("suffix").draft_time_s(10, 3) == pytest.approx(10 * SUFFIX_REQUEST_S)
+
+
+def test_scenario_refuses_gpu_settings_on_a_cpu_drafter():
+    with pytest.raises(SpecsimInputError, match="drafter.layers"):
+        load_scenario(overrides=['drafter.name="ngram"', "drafter.layers=2"])
+    with pytest.raises(SpecsimInputError, match="drafter.base_fraction"):
+        load_scenario(overrides=['drafter.name="suffix"', "drafter.base_fraction=0.1"])
+    with pytest.raises(SpecsimInputError, match="drafter.cpu_threads"):
+        load_scenario(overrides=['drafter.name="ngram"', "drafter.cpu_threads=0"])
+
+
+def test_a_cpu_drafter_needs_its_measured_acceptance():
+    trace = make_trace([0.0], [100], [20])
+    sc = load_scenario(overrides=['drafter.name="ngram"'])
+    with pytest.raises(SpecsimInputError, match="acceptance.length"):
+        simulate(trace, "static", sc, gamma=5)
+
+
+@pytest.mark.parametrize("name", ["ngram", "suffix"])
+def test_each_speculative_step_pays_the_cpu_drafting_on_top_of_the_target(name):
+    # prompts prefilled elsewhere, a flat 20 ms target step with no speculation terms: every decode step lasts
+    # 20 ms plus exactly the drafter's CPU time for its requests and their contexts
+    prompts, outputs = [3000, 2000], [30, 30]
+    trace = make_trace([0.0, 0.0], prompts, outputs)
+    sc = homogeneous_scenario(f'drafter.name="{name}"', "prefill.num_instances=2", "prefill.time_per_token_s=0.001")
+    res = simulate(trace, "static", sc, profile=StepTimeProfile.flat(0.02, 4096), gamma=3, record_step_log=True)
+    steps = res.steps[res.steps["verified_drafts"] > 0]    # a request's last token drafts nothing
+    assert len(steps) > 5
+    assert np.allclose(res.steps[res.steps["verified_drafts"] == 0]["duration_s"], 0.02)
+    cost = LookupDrafterCost(name)
+    extra = steps["duration_s"].to_numpy() - 0.02
+    if name == "suffix":
+        np.testing.assert_allclose(extra, steps["num_decode"].to_numpy() * SUFFIX_REQUEST_S, rtol=1e-6)
+    else:     # the scan reads every decoding request's context: at least its prompt, at most prompt + output
+        R = steps["num_decode"].to_numpy()
+        lo = np.where(R == 2, sum(prompts), min(prompts)) * NGRAM_SCAN_S_PER_TOKEN / np.vectorize(scan_speedup)(R)
+        hi = np.where(R == 2, sum(prompts) + 60, max(prompts) + 30) * NGRAM_SCAN_S_PER_TOKEN / np.vectorize(
+            scan_speedup)(R)
+        assert np.all(extra >= lo - 1e-12) and np.all(extra <= hi + 1e-12)
+        assert cost.threads == 8
