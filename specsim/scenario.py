@@ -298,8 +298,8 @@ class DrafterConfig(_Section):
             default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
             specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
             Fig. 4's longer-block drafters (PAPER.md 8.3).
-        cpu_threads: threads of the ngram drafter's context scan, int >= 1; None = 8, vLLM's cap (at TP > 1
-            vLLM gives each rank physical cores / TP; specsim.hardware.lookup_drafter). ngram and suffix run on
+        cpu_threads: threads of the ngram drafter's context scan, int >= 1; None = 1, vLLM's as shipped (8 for
+            an engine patched as vLLM PR 56732; specsim.hardware.lookup_drafter). ngram and suffix run on
             the host CPU: no layers, no KV share, no fractions, and no built-in acceptance table.
     """
 
@@ -322,7 +322,7 @@ class DrafterConfig(_Section):
             self._check(v is None or 0 <= v < 10, key,
                         "a fraction of the target step in [0, 10) (leave it out for the family default)")
         self._check(self.cpu_threads is None or self.cpu_threads >= 1, "cpu_threads",
-                    "an int >= 1, the ngram drafter's scan threads (leave it out for vLLM's 8)")
+                    "an int >= 1, the ngram drafter's scan threads (leave it out for vLLM's 1)")
         if self.name in LOOKUP_DRAFTERS:
             for key in ("base_fraction", "per_draft_fraction", "layers"):
                 self._check(getattr(self, key) is None, key,

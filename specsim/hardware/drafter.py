@@ -263,7 +263,7 @@ def drafter_shape(drafter: str, m, layers: int, draft_vocab: int = EAGLE3_DRAFT_
 def drafter_cost(drafter: str, cpu_threads: int | None = None) -> DrafterCost | LookupDrafterCost:
     """The default cost model of a named drafter (``mtp``, ``eagle3``, ``dflash``, ``dspark``, ``none``; the CPU
     drafters ``ngram`` and ``suffix`` get their :class:`~specsim.hardware.lookup_drafter.LookupDrafterCost`, the
-    n-gram scan on ``cpu_threads`` threads, default 8).
+    n-gram scan on ``cpu_threads`` threads, default vLLM's 1).
 
     Raises:
         SpecsimInputError: unknown drafter name.

@@ -7,10 +7,12 @@ drafts once the step's sampled tokens are back on the host and before it schedul
 Sources of the defaults:
 
 * n-gram: vLLM's proposer scans each drafting request's whole context once per step (a KMP pass over its
-  tokens, ``vllm/v1/spec_decode/ngram_proposer.py``), in parallel over requests on up to 8 threads since vLLM PR
-  24986 (2025-09). vLLM PR 56732 (2026) measured the scan: 66.3 M context tokens (512 requests x 129,536) in
-  70.28 ms on one thread and 9.95 ms on 8, so :data:`NGRAM_SCAN_S_PER_TOKEN` = 70.28 ms / 66.3 M = 1.06 ns per
-  token on one thread, and 8 threads run 7.06x faster (:data:`NGRAM_SPEEDUP_8`; linear in between).
+  tokens, ``vllm/v1/spec_decode/ngram_proposer.py``), on one thread per TP rank as shipped: vLLM PR 24986
+  (2025-09) made the scan parallel over requests but left its thread cap at ``min(1, cpu_count // 2)``, to be
+  raised to 8 once TP-aware drafting lands (its TODO; PRs 26056 and 56732, which do so, were closed). vLLM PR
+  56732 (2026) measured the scan: 66.3 M context tokens (512 requests x 129,536) in 70.28 ms on one thread and
+  9.95 ms on 8, so :data:`NGRAM_SCAN_S_PER_TOKEN` = 70.28 ms / 66.3 M = 1.06 ns per token on one thread, and 8
+  threads run 7.06x faster (:data:`NGRAM_SPEEDUP_8`; linear in between), for an engine patched to use them.
 * suffix: about 20 us of CPU per request per step (the SuffixDecoding paper's speculation cost, arXiv
   2411.04975, as its users quote it, e.g. ik_llama.cpp issue 1602: "~20 us/token draft cost"; we found no engine
   measurement), one request after the other (:data:`SUFFIX_REQUEST_S`).
@@ -29,8 +31,11 @@ from specsim.scenario import LOOKUP_DRAFTERS
 NGRAM_SCAN_S_PER_TOKEN = 70.28e-3 / 66.3e6
 #: Speed-up of the scan on 8 threads over one (vLLM PR 56732: 70.28 / 9.95 ms).
 NGRAM_SPEEDUP_8 = 70.28 / 9.95
-#: vLLM's thread cap for the n-gram proposer (vLLM PR 24986: "threads are capped at 8").
-NGRAM_THREADS = 8
+#: The n-gram proposer's threads in vLLM as shipped (PR 24986: ``min(1, cpu_count // 2)``, per TP rank).
+NGRAM_THREADS = 1
+#: Context tokens in the batch below which vLLM's proposer scans on one thread whatever its cap (PR 24986's
+#: ``num_tokens_threshold``).
+NGRAM_PARALLEL_MIN_TOKENS = 8192
 #: CPU seconds per drafting request and step of suffix decoding (arXiv 2411.04975 via ik_llama.cpp issue 1602).
 SUFFIX_REQUEST_S = 20e-6
 
@@ -46,12 +51,13 @@ class LookupDrafterCost:
     """Draft time of a CPU drafter: no GPU work, CPU seconds on the step's critical path.
 
     * ``ngram``: ``kv_tokens x scan_s_per_token / scan_speedup(min(threads, R))`` (every drafting request's
-      context scanned once per step, requests spread over the threads);
+      context scanned once per step, requests spread over the threads; one thread below
+      :data:`NGRAM_PARALLEL_MIN_TOKENS` context tokens);
     * ``suffix``: ``R x request_s``.
 
     Args:
         method: ``"ngram"`` or ``"suffix"``.
-        threads: the n-gram proposer's threads (vLLM: ``min(8, physical cores / TP)``), int >= 1.
+        threads: the n-gram proposer's threads, int >= 1 (vLLM as shipped: 1; 8 with PR 56732's patch).
         scan_s_per_token: seconds per context token on one thread (n-gram).
         request_s: seconds per drafting request (suffix).
 
@@ -79,4 +85,5 @@ class LookupDrafterCost:
             return 0.0
         if self.method == "suffix":
             return float(num_requests * self.request_s)
-        return float(kv_tokens * self.scan_s_per_token / scan_speedup(min(self.threads, num_requests)))
+        threads = min(self.threads, num_requests) if kv_tokens >= NGRAM_PARALLEL_MIN_TOKENS else 1
+        return float(kv_tokens * self.scan_s_per_token / scan_speedup(threads))
