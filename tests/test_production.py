@@ -15,7 +15,8 @@ from specsim.hardware.analytic import padded_tokens
 from specsim.hardware.drafter import ShapedDrafterCost, shaped_drafter_cost
 from specsim.hardware.profile import resolve_profile
 from specsim.hardware.profile_fit import FIT_BOUNDS
-from specsim.hardware.stepmodel import step_model_of
+from specsim.hardware.stepmodel import step_model, step_model_of
+from specsim.hardware.v4 import V4_PRO
 from specsim.studies.production import (BASE_TERMS, DEPLOYMENTS, H800, IB_BYTES_PER_S, PARAM_BOUNDS,
                                         TRAINING_MIX, V4_FLASH, deployment, ep_link_bytes_per_s, num_requests_for,
                                         production_trace, rank_profile, rank_step_model, surrogate_tps)
@@ -44,6 +45,15 @@ def test_v4_flash_shape_weights_and_kv():
     assert replace(V4_FLASH, num_layers=3).kv_bytes_per_token(1) == pytest.approx(3 * 82.0)
     with pytest.raises(SpecsimInputError, match="weight_dtype"):
         replace(V4_FLASH, weight_dtype="int3")
+
+
+def test_v4_shapes_are_presets_of_data_parallel_attention_ranks():
+    # the production study's shapes, selectable by name (issue 20): a rank of V4-Pro on 8 B200s, EP 8
+    sm = step_model("v4-pro", "b200", ep=8)
+    assert sm.model == V4_PRO and (sm.tp, sm.ep) == (1, 8)
+    assert step_model("v4-flash", "h800", ep=32).model.expert_dtype == "fp4"
+    with pytest.raises(SpecsimInputError, match="data-parallel attention"):
+        step_model("v4-flash", "b200", tp=2).step_time([8], [8])
 
 
 def test_v4_routed_experts_are_fp4_half_the_fp8_bytes():

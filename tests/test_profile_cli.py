@@ -548,3 +548,17 @@ def test_analytic_capture_limit_defaults_to_vllms_for_the_gpu_and_the_option_ove
     assert [p.metadata["cudagraph_max_tokens"] for p in (b200, h100, older)] == [1024, 512, 512]
     assert "8..248 step 8, 256..1024 step 16" in b200.metadata["engine"]
     assert older.step_time(640) > b200.step_time(640)           # eager launches only where graphs end
+
+
+def test_profile_analytic_builds_a_deepseek_v4_rank_by_name(tmp_path):
+    from specsim.hardware.v4 import V4_FLASH
+
+    out = tmp_path / "v4.json"
+    res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--gpu", "b200", "--ep", "8", "--out",
+                           str(out)])
+    assert res.exit_code == 0, res.output
+    sm = step_model_of(load_profile(out))
+    assert sm.model == V4_FLASH and (sm.tp, sm.ep) == (1, 8)
+    res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--gpu", "b200", "--tp", "2", "--out",
+                           str(tmp_path / "no.json")])
+    assert "data-parallel attention" in _input_error(res)

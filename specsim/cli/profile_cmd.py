@@ -230,7 +230,8 @@ def import_splitwise_cmd(
 
 @profile_app.command("analytic")
 def analytic_cmd(
-    model: str = typer.Option(None, help="preset: llama2-7b (the default), llama2-70b, qwen3-8b, deepseek-v3"),
+    model: str = typer.Option(None, help="preset: llama2-7b (the default), llama2-70b, qwen3-8b, deepseek-v3, "
+                                         "v4-flash, v4-pro (DeepSeek-V4 ranks: TP 1, experts over --ep)"),
     config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA, hybrid linear "
                                            "attention) instead of --model"),
     gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
@@ -339,7 +340,8 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
     and the engine's GEMM activation dtype)."""
     from dataclasses import replace
 
-    from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, model_from_hf_config
+    from specsim.hardware.model_config import BYTES_PER_DTYPE, model_from_hf_config
+    from specsim.hardware.stepmodel import model_presets
 
     if config is not None and model is not None:
         raise SpecsimInputError(None, None, "--model/--config", "one of the two (the shape of one model)",
@@ -348,15 +350,15 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
         m = model_from_hf_config(config, weight_dtype=weight_dtype, kv_dtype=kv_dtype, expert_dtype=expert_dtype,
                                  attention_dtype=attention_dtype)
     else:
-        model = model or "llama2-7b"
-        if model not in MODELS:
+        model, presets = model or "llama2-7b", model_presets()
+        if model not in presets:
             from specsim.studies.validation import CONFIGS
             shipped = ", ".join(sorted(f.name for f in CONFIGS.glob("*.json")))
-            raise SpecsimInputError(None, None, "--model", f"one of {sorted(MODELS)} (or --config config.json; "
+            raise SpecsimInputError(None, None, "--model", f"one of {sorted(presets)} (or --config config.json; "
                                     f"specsim ships {shipped} in specsim/studies/data/hf_configs)", repr(model))
         over = {k: v for k, v in (("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype),
                                   ("expert_dtype", expert_dtype), ("attention_dtype", attention_dtype)) if v}
-        m = replace(MODELS[model], **over) if over else MODELS[model]
+        m = replace(presets[model], **over) if over else presets[model]
     if expert_dtype and not m.num_experts:
         raise SpecsimInputError(None, None, "--expert-dtype", f"no value for a dense model ({m.name} has no routed "
                                 "experts; --weight-dtype sets its MLPs)", repr(expert_dtype))
@@ -404,7 +406,7 @@ def fit_cmd(
                                                    "a CSV of (num_requests or batch_tokens, step time), or a "
                                                    "Prometheus /metrics dump"),
     model: str = typer.Option(None, help="the served model: a preset (llama2-7b, llama2-70b, qwen3-8b, "
-                                         "deepseek-v3) or --config"),
+                                         "deepseek-v3, v4-flash, v4-pro) or --config"),
     config: Path = typer.Option(None, help="a Hugging Face config.json"),
     gpu: str = typer.Option(None, help="the GPU measured: a name (specsim profile gpus) or a GPU spec JSON file"),
     gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (instead of --gpu)"),

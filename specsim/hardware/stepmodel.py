@@ -558,6 +558,12 @@ def _model_classes() -> dict[str, type]:
     return {"ModelConfig": ModelConfig, "V4Config": V4Config}
 
 
+def model_presets() -> dict[str, ModelConfig]:
+    """Model shapes by preset name: ``MODELS`` and DeepSeek-V4's (``v4-flash``, ``v4-pro``; TP 1, ``V4_MODELS``)."""
+    from specsim.hardware.v4 import V4_MODELS
+    return {**MODELS, **V4_MODELS}
+
+
 def step_model_of(profile: StepTimeProfile) -> StepModel | None:
     """The :class:`StepModel` a profile was built from (``metadata.step_model``), or None for tables."""
     spec = profile.metadata.get("step_model")
@@ -566,16 +572,15 @@ def step_model_of(profile: StepTimeProfile) -> StepModel | None:
 
 def step_model(model: str | ModelConfig, gpu: str | GpuSpec, tp: int = 1, ep: int = 1,
                terms: EngineTerms | None = None, **kw: Any) -> StepModel:
-    """A :class:`StepModel` from a preset name or :class:`ModelConfig` and a GPU name or spec.
+    """A :class:`StepModel` from a preset name (:func:`model_presets`) or :class:`ModelConfig`, and a GPU.
 
     Raises:
         SpecsimInputError: unknown preset or GPU, bad tp/ep.
     """
     if isinstance(model, str):
-        if model not in MODELS:
-            raise SpecsimInputError(None, None, "model", f"one of {sorted(MODELS)} or a config.json",
-                                    repr(model))
-        model = MODELS[model]
+        if model not in (presets := model_presets()):
+            raise SpecsimInputError(None, None, "model", f"one of {sorted(presets)} or a config.json", repr(model))
+        model = presets[model]
     spec = resolve_gpu(gpu)
     return StepModel(model, spec, terms or EngineTerms(), tp, ep, **kw)
 
@@ -591,5 +596,5 @@ def terms_table(sm: StepModel, batch_tokens, num_requests=None, kv_tokens=0.0):
     return df
 
 
-__all__ = ["TERMS", "EngineTerms", "StepModel", "step_model", "step_model_from_spec", "step_model_of",
-           "terms_table", "BYTES_PER_DTYPE"]
+__all__ = ["TERMS", "EngineTerms", "StepModel", "model_presets", "step_model", "step_model_from_spec",
+           "step_model_of", "terms_table", "BYTES_PER_DTYPE"]

@@ -50,7 +50,7 @@ from specsim.hardware.gpus import GpuSpec, gpu_spec
 from specsim.hardware.profile import StepTimeProfile
 from specsim.hardware.profile_fit import FIT_BOUNDS
 from specsim.hardware.stepmodel import EngineTerms, StepModel
-from specsim.hardware.v4 import V4Config
+from specsim.hardware.v4 import KV_BYTES_PER_LAYER_TOKEN, V4_FLASH, V4_PRO, V4Config  # noqa: F401 (shapes here too)
 from specsim.progress import counting
 from specsim.scenario import Scenario
 from specsim.simulation import simulate
@@ -71,10 +71,6 @@ IB_BYTES_PER_S = 400e9 / 8
 #: and the bytes DeepSeek sends: FP8 dispatch (+ a 1/128 scale), BF16 combine (DeepSeek-V3 report, 3.3.2).
 STEP_MODEL_A2A_BYTES = 2.0 + 2.0
 DEEPSEEK_A2A_BYTES = 1.0 + 4.0 / 128 + 2.0
-#: Per-layer KV bytes per context token of V4's compressed sparse attention (FP8): indexer keys (128 dims
-#: at 1/4 of the tokens) and compressed KV (512 dims at 1/4) on the half of the layers with compress ratio 4,
-#: compressed KV (512 dims at 1/128) on the other half: (32 + 128 + 4) / 2 = 82 bytes per layer.
-KV_BYTES_PER_LAYER_TOKEN = (128 / 4 + 512 / 4 + 512 / 128) / 2
 
 
 #: What the MTP-1 fit may free: :data:`FIT_BOUNDS` (efficiencies <= 1, times >= 0) and ``a2a_exposed``, the
@@ -125,23 +121,6 @@ class Deployment:
             raise SpecsimInputError(None, None, "fit_params", f"at most {len(self.mtp1_points)} names from "
                                     f"{sorted(PARAM_BOUNDS)}", ",".join(self.fit_params))
 
-
-# Shapes: V4-Flash from the DeepseekV4Config defaults of NeMo AutoModel and the V4-Flash config.json
-# (43 layers, hidden 4096, 64 heads x 512, q_lora 1024, o_lora 1024 x 8 groups, 256 routed experts
-# top-6 of width 2048 + 1 shared, vocab 129,280; 284B total / 13B active). V4-Pro: 384 routed experts
-# top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
-# our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4 (0.5 B/param), the rest
-# in FP8; activations in FP8 (DeepSeek-V3 report 3.3), so the experts run W4A8 at the H800's FP8 rate as DeepGEMM's
-# sm90 fp8_fp4 grouped GEMM does (StepModel.compute_dtype). docs/production.md: all 3 variants (W4A8, W4A16, FP8).
-V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
-                    expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
-                    o_lora_rank=1024, o_groups=8, weight_dtype="fp8", expert_dtype="fp4", kv_dtype="fp8",
-                    activation_dtype="fp8", kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
-V4_PRO = V4Config("v4-pro", 61, 7168, 128, 1, 512, 3072, 129280, num_experts=384, top_k=6,
-                  expert_ffn=3072, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1536,
-                  o_lora_rank=1024, o_groups=16, weight_dtype="fp8", expert_dtype="fp4",
-                  kv_dtype="fp8", activation_dtype="fp8",
-                  kv_bytes_per_layer_token=KV_BYTES_PER_LAYER_TOKEN)
 
 DEPLOYMENTS: dict[str, Deployment] = {
     "v4-flash": Deployment(
