@@ -239,6 +239,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
     _check_block(scenario, dname, g, gamma is not None)
+    _check_cpu_drafter(scenario, dname, drafter is not None and not forced_drafter)
     if isinstance(policy, str) and gamma is None and g and policy not in COST_AWARE:
         # the policy runs with the step's gamma; built once with the run's, it checks what an explicit --gamma
         # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
@@ -292,6 +293,25 @@ def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) ->
                                 "acceptance.constant_alpha or acceptance.length)", str(gamma))
 
 
+def _check_cpu_drafter(scenario: Scenario, dname: str, from_flag: bool) -> None:
+    """Refuse a CPU drafter's run (ngram, suffix) where the scenario sets what only a model drafter has:
+    ``drafter.layers``, ``block``, ``base_fraction``, ``per_draft_fraction`` or ``kv_fraction`` (set for the
+    scenario's ``drafter.name``, they would be ignored in silence under ``--drafter ngram``).
+
+    Raises:
+        SpecsimInputError: naming the setting and the drafter.
+    """
+    if DRAFTER_FAMILY_OF.get(dname) != "lookup":
+        return
+    dc = scenario.drafter
+    for key in ("layers", "block", "base_fraction", "per_draft_fraction", "kv_fraction"):
+        if getattr(dc, key) is not None:
+            raise SpecsimInputError("--drafter" if from_flag else None, None, f"drafter.{key}",
+                                    f"no {key} with drafter {dname} (it runs on the CPU: no layers, block, "
+                                    "fractions or KV; its cost is specsim.hardware.lookup_drafter's, set "
+                                    "drafter.cpu_threads)", repr(getattr(dc, key)))
+
+
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,
                     profile: StepTimeProfile) -> DrafterCost | ShapedDrafterCost:
     """The drafter's cost model, first that applies: a CPU drafter's (ngram, suffix:
@@ -301,7 +321,7 @@ def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,
     tables)."""
     dc = sc.drafter
     if DRAFTER_FAMILY_OF.get(dname) == "lookup" and measured is None:
-        return default_drafter_cost(dname, dc.cpu_threads if dname == dc.name else None)
+        return default_drafter_cost(dname, dc.cpu_threads)
     overrides = {k: getattr(dc, k) for k in ("base_fraction", "per_draft_fraction") if getattr(dc, k) is not None}
     if dname == dc.name and overrides:
         return replace(default_drafter_cost(dname), **overrides)
@@ -316,12 +336,13 @@ def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,
 def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTimeProfile | None = None) -> float:
     """The drafter's KV tokens per target KV token: ``drafter.kv_fraction``; else, from the two shapes where the
     profile has a step model (issue 20, :func:`specsim.hardware.drafter.drafter_kv_fraction`); else the family's
-    constant (:data:`specsim.engine.kv.DRAFTER_KV_FRACTION`, plain tables); 0 when nothing drafts."""
+    constant (:data:`specsim.engine.kv.DRAFTER_KV_FRACTION`, plain tables); 0 when nothing drafts and for the CPU
+    drafters (ngram, suffix)."""
     frac = sc.drafter.kv_fraction
+    if gamma <= 0 or DRAFTER_FAMILY_OF.get(drafter) == "lookup":      # a CPU drafter holds no KV
+        return 0.0
     if frac is not None:
         return float(frac)
-    if gamma <= 0:
-        return 0.0
     target = step_model_of(profile) if profile is not None else None
     if target is not None and drafter in DRAFTER_LAYERS:
         return float(shape_kv_fraction(drafter, target, _layers_set(sc, drafter)))

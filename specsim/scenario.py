@@ -298,9 +298,10 @@ class DrafterConfig(_Section):
             default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
             specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
             Fig. 4's longer-block drafters (PAPER.md 8.3).
-        cpu_threads: threads of the ngram drafter's context scan, int >= 1; None = 1, vLLM's as shipped (8 for
-            an engine patched as vLLM PR 56732; specsim.hardware.lookup_drafter). ngram and suffix run on
-            the host CPU: no layers, no KV share, no fractions, and no built-in acceptance table.
+        cpu_threads: threads of the ngram drafter's context scan, int in [1, 256]; None = 1, vLLM's as shipped
+            (8 for an engine patched as vLLM PR 56732; no faster beyond 8; specsim.hardware.lookup_drafter).
+            It applies to every ngram run, ``--drafter ngram`` included. ngram and suffix run on the host CPU: no
+            layers, block, fractions or KV share, and no built-in acceptance table.
     """
 
     SECTION: ClassVar[str] = "drafter"
@@ -321,13 +322,12 @@ class DrafterConfig(_Section):
             v = getattr(self, key)
             self._check(v is None or 0 <= v < 10, key,
                         "a fraction of the target step in [0, 10) (leave it out for the family default)")
-        self._check(self.cpu_threads is None or self.cpu_threads >= 1, "cpu_threads",
-                    "an int >= 1, the ngram drafter's scan threads (leave it out for vLLM's 1)")
-        if self.name in LOOKUP_DRAFTERS:
-            for key in ("base_fraction", "per_draft_fraction", "layers"):
-                self._check(getattr(self, key) is None, key,
-                            f"no {key} with drafter {self.name} (it runs on the CPU, no GPU layers: its cost is "
-                            "specsim.hardware.lookup_drafter's; set cpu_threads)")
+        self._check(self.cpu_threads is None or 1 <= self.cpu_threads <= 256, "cpu_threads",
+                    "an int in [1, 256], the ngram drafter's scan threads (leave it out for vLLM's 1)")
+        for key in ("base_fraction", "per_draft_fraction", "layers", "block", "kv_fraction"):
+            self._check(self.name not in LOOKUP_DRAFTERS or getattr(self, key) is None, key,
+                        f"no {key} with drafter {self.name} (it runs on the CPU, no GPU layers or KV: its cost "
+                        "is specsim.hardware.lookup_drafter's; set cpu_threads)")
         self._check(self.kv_fraction is None or self.kv_fraction >= 0, "kv_fraction",
                     "a float >= 0, drafter KV tokens per target KV token (leave it out for the family "
                     "default)")

@@ -28,6 +28,7 @@ def test_ngram_scan_reproduces_its_source_measurement():
     assert eight.draft_time_s(2, 5, None, 1e4) == pytest.approx(1e4 * NGRAM_SCAN_S_PER_TOKEN / scan_speedup(2))
     assert eight.draft_time_s(64, 5, None, 8000.0) == pytest.approx(8000 * NGRAM_SCAN_S_PER_TOKEN)
     assert scan_speedup(1) == 1.0 and scan_speedup(0) == 1.0
+    assert scan_speedup(64) == scan_speedup(8)                 # no measurement past 8 threads: no faster
     # the scan does not depend on how many drafts it proposes; nothing drafting costs nothing
     assert eight.draft_time_s(64, 1, None, 1e5) == eight.draft_time_s(64, 7, None, 1e5)
     assert eight.draft_time_s(0, 5, None, 1e5) == 0.0 and eight.draft_time_s(8, 0, None, 1e5) == 0.0
@@ -56,8 +57,38 @@ def test_scenario_refuses_gpu_settings_on_a_cpu_drafter():
         load_scenario(overrides=['drafter.name="ngram"', "drafter.layers=2"])
     with pytest.raises(SpecsimInputError, match="drafter.base_fraction"):
         load_scenario(overrides=['drafter.name="suffix"', "drafter.base_fraction=0.1"])
-    with pytest.raises(SpecsimInputError, match="drafter.cpu_threads"):
-        load_scenario(overrides=['drafter.name="ngram"', "drafter.cpu_threads=0"])
+    with pytest.raises(SpecsimInputError, match="drafter.kv_fraction"):
+        load_scenario(overrides=['drafter.name="ngram"', "drafter.kv_fraction=0.5"])
+    for bad in (0, 257):
+        with pytest.raises(SpecsimInputError, match="drafter.cpu_threads"):
+            load_scenario(overrides=['drafter.name="ngram"', f"drafter.cpu_threads={bad}"])
+    with pytest.raises(ValueError, match="threads"):
+        LookupDrafterCost("ngram", threads=2.5)
+
+
+def test_the_drafter_flag_reaches_the_cpu_drafter_settings():
+    # --drafter ngram leaves drafter.name at dspark: cpu_threads still applies, a GPU drafter's setting is refused
+    trace = make_trace([0.0], [100], [20])
+    prof = step_model("qwen3-8b", "h100").profile(512)
+    sc = homogeneous_scenario("drafter.cpu_threads=8", 'drafter.name="dspark"')
+    res = simulate(trace, "static", sc, gamma=3, drafter="ngram", profile=prof)
+    assert res.summary["drafter"] == "ngram"
+    assert drafter_cost_of(sc, "ngram", None, prof).threads == 8
+    with pytest.raises(SpecsimInputError, match="drafter.layers"):
+        simulate(trace, "static", homogeneous_scenario("drafter.layers=2"), gamma=3, drafter="ngram")
+    # a dspark kv_fraction never gives the CPU drafter a KV share
+    assert drafter_kv_fraction(homogeneous_scenario("drafter.kv_fraction=0.5"), "ngram", 3, prof) == 0.0
+
+
+def test_inline_rates_serve_a_cpu_drafter():
+    trace = make_trace([0.0, 0.0], [100, 100], [40, 40], domain=["legal", "legal"])
+    sc = load_scenario(overrides=['drafter.name="suffix"', "acceptance.rates.legal=[0.6,0.5,0.4]",
+                                  "acceptance.sigma_request=0", "acceptance.sigma_step=0", "acceptance.sigma_token=0"])
+    res = simulate(trace, "static", sc, gamma=3)
+    assert res.summary["completed"] == 2
+    with pytest.raises(SpecsimInputError, match="acceptance.length"):
+        simulate(trace, "static", load_scenario(overrides=['drafter.name="suffix"', 'acceptance.table="fig2"']),
+                 gamma=3)
 
 
 def test_a_cpu_drafter_needs_its_measured_acceptance():
@@ -88,3 +119,11 @@ def test_each_speculative_step_pays_the_cpu_drafting_on_top_of_the_target(name):
         hi = np.where(R == 2, sum(prompts) + 60, max(prompts) + 30) * NGRAM_SCAN_S_PER_TOKEN
         assert np.all(extra >= lo - 1e-12) and np.all(extra <= hi + 1e-12)
         assert cost.threads == 1
+
+
+def test_a_confidence_reading_policy_on_a_cpu_drafter_is_noticed():
+    from specsim.cli.run_cmd import run_notices
+
+    assert any("no confidence head" in n for n in run_notices({"drafter": "ngram", "policy": "dspark", "total": 1}))
+    assert not run_notices({"drafter": "ngram", "policy": "static", "total": 1})
+    assert not run_notices({"drafter": "eagle3", "policy": "dspark", "total": 1})

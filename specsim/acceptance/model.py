@@ -483,12 +483,17 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
         source = f"constant alpha {constant_alpha}"
     else:
         name = table or ("mtp" if drafter == "mtp" else "fig2")
-        if drafter in LOOKUP_DRAFTERS and name in BUILTIN_TABLES and not rates:
-            raise SpecsimInputError(None, None, "acceptance.length", f"the acceptance you measured for the "
-                                    f"{drafter} drafter, which has no built-in table (acceptance.length, "
-                                    "acceptance.rates or acceptance.constant_alpha; public values in "
-                                    "docs/acceptance.md, 'CPU drafters')", f"table {name!r}")
-        if name in BUILTIN_TABLES:
+        if drafter in LOOKUP_DRAFTERS and (table is None or table in BUILTIN_TABLES):
+            if not rates:       # a CPU drafter's acceptance is the workload's repetition: no paper table holds it
+                raise SpecsimInputError(None, None, "acceptance.length", f"the acceptance you measured for the "
+                                        f"{drafter} drafter, which has no built-in table (acceptance.length, "
+                                        "acceptance.rates, acceptance.constant_alpha or a JSON acceptance.table; "
+                                        "public values in docs/acceptance.md, 'CPU drafters')",
+                                        "no acceptance given" if table is None else f"the paper's table {table!r}")
+            name = None
+        if name is None:
+            alpha, source = {}, ""
+        elif name in BUILTIN_TABLES:
             alpha, source = builtin_table(drafter, name, gamma)
             if name == "dspark5":
                 weights = tuple(sorted(PRODUCTION_DOMAIN_MIX.items()))
@@ -496,7 +501,7 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
             alpha, source = load_rate_table(name), f"rate table {name}"
         if rates:
             alpha = {**alpha, **check_rates(rates, "acceptance.rates")}
-            source += " + inline rates"
+            source = f"{source} + inline rates" if source else "inline rates"
         if domains:  # only the run's domains need rows of length >= gamma; shorter others are left out
             alpha = {d: r for d, r in alpha.items() if d in domains or len(r) >= gamma}
     return _cached_model(drafter, gamma, tuple(sorted(alpha.items())), tuple(sorted(params.items())), source,

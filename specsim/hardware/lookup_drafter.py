@@ -13,9 +13,11 @@ Sources of the defaults:
   56732 (2026) measured the scan: 66.3 M context tokens (512 requests x 129,536) in 70.28 ms on one thread and
   9.95 ms on 8, so :data:`NGRAM_SCAN_S_PER_TOKEN` = 70.28 ms / 66.3 M = 1.06 ns per token on one thread, and 8
   threads run 7.06x faster (:data:`NGRAM_SPEEDUP_8`; linear in between), for an engine patched to use them.
-* suffix: about 20 us of CPU per request per step (the SuffixDecoding paper's speculation cost, arXiv
-  2411.04975, as its users quote it, e.g. ik_llama.cpp issue 1602: "~20 us/token draft cost"; we found no engine
-  measurement), one request after the other (:data:`SUFFIX_REQUEST_S`).
+* suffix: about 20 us of CPU per request per step, one request after the other (:data:`SUFFIX_REQUEST_S`):
+  the SuffixDecoding paper's speculation cost (arXiv 2411.04975), as its users quote it ("~20 us/token draft
+  cost", ik_llama.cpp issue 1602), read as one tree lookup per request and step whatever its draft length
+  (each lookup proposes the step's drafts); a second-hand figure, older than Arctic Inference's later speed-ups,
+  and no engine measurement of it was found.
 
 Neither has a built-in acceptance table: give the run the acceptance you measured (``acceptance.length``,
 ``acceptance.rates`` or ``acceptance.constant_alpha``; docs/acceptance.md lists public values).
@@ -42,8 +44,9 @@ SUFFIX_REQUEST_S = 20e-6
 
 def scan_speedup(threads: int) -> float:
     """The n-gram scan's speed-up on ``threads`` threads over one: 1 at one thread, :data:`NGRAM_SPEEDUP_8` at 8,
-    linear in between and beyond (each added thread adds (7.06 - 1) / 7 = 0.87 of one)."""
-    return 1.0 + (max(int(threads), 1) - 1) * (NGRAM_SPEEDUP_8 - 1.0) / 7.0
+    linear in between (each added thread adds (7.06 - 1) / 7 = 0.87 of one), and no faster beyond 8 (no
+    measurement past 8; vLLM PR 24986's review found no gain beyond 8 threads)."""
+    return 1.0 + (min(max(int(threads), 1), 8) - 1) * (NGRAM_SPEEDUP_8 - 1.0) / 7.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class LookupDrafterCost:
     def __post_init__(self) -> None:
         if self.method not in LOOKUP_DRAFTERS:
             raise ValueError(f"method: expected one of {LOOKUP_DRAFTERS}, got {self.method!r}")
-        if int(self.threads) < 1:
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
             raise ValueError(f"threads: expected an int >= 1, got {self.threads!r}")
 
     def draft_time_s(self, num_requests: int, gamma: int, profile=None, kv_tokens: float = 0.0) -> float:
