@@ -111,6 +111,9 @@ def test_each_speculative_step_pays_the_cpu_drafting_on_top_of_the_target(name):
     assert np.allclose(res.steps[res.steps["verified_drafts"] == 0]["duration_s"], 0.02)
     cost = LookupDrafterCost(name)
     extra = steps["duration_s"].to_numpy() - 0.02
+    # the step frame shows the drafter's share (a flat table charges no speculation terms)
+    np.testing.assert_allclose(steps["draft_s"], extra, rtol=1e-9, atol=1e-15)
+    assert (steps["speculation_s"] == 0).all() and (res.steps["draft_s"] >= 0).all()
     if name == "suffix":
         np.testing.assert_allclose(extra, steps["num_decode"].to_numpy() * SUFFIX_REQUEST_S, rtol=1e-6)
     else:     # the scan reads every decoding request's context: at least its prompt, at most prompt + output

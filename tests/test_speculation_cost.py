@@ -74,6 +74,9 @@ def test_a_step_that_proposes_drafts_pays_the_terms_either_way():
         steps = _decode_steps(_Propose(2), _flat(pays))
         expect = 0.02 + FIXED + PER_REQUEST * steps["num_decode"].to_numpy()
         np.testing.assert_allclose(steps["duration_s"].to_numpy(), expect, rtol=0, atol=1e-12)
+        # the step frame names the terms' share (the drafter is free here)
+        np.testing.assert_allclose(steps["speculation_s"].to_numpy(), expect - 0.02, rtol=0, atol=1e-12)
+        assert (steps["draft_s"] == 0).all()
 
 
 def test_step_model_profiles_carry_the_sourced_defaults_and_round_trip(tmp_path):

@@ -19,7 +19,7 @@ import pandas as pd
 #: Step columns copied into each step event's ``args``.
 ARGS_COLUMNS = ("step", "num_running", "num_decode", "batch_tokens", "verified_drafts", "accepted_drafts",
                 "emitted_tokens", "prefill_tokens", "capacity", "host_overhead_s", "kv_blocks_used",
-                "num_preempted", "num_waiting")
+                "num_preempted", "num_waiting", "draft_s", "speculation_s")
 #: Counter tracks: name -> step column.
 COUNTERS = {"requests": ("num_running", "num_waiting"), "kv_blocks_used": ("kv_blocks_used",)}
 

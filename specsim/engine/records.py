@@ -31,6 +31,9 @@ class StepRecord(NamedTuple):
             exact accounting holds them, also in steps the lazy accounting skipped (KVManager.exact_blocks_used).
         num_preempted: requests preempted before this step; num_waiting: requests still queued once its
             admissions are made.
+        draft_s: drafting time charged to the step, seconds (the drafter's GPU passes, or a CPU drafter's
+            lookup; 0 where nothing drafts); speculation_s: speculation's own terms charged to it, seconds
+            (``spec_step_s + spec_request_s x R``, docs/profiles.md). Both are part of ``duration_s``.
     """
 
     replica: int
@@ -49,6 +52,8 @@ class StepRecord(NamedTuple):
     kv_blocks_used: int
     num_preempted: int
     num_waiting: int
+    draft_s: float
+    speculation_s: float
 
 
 class StepLogRow(NamedTuple):

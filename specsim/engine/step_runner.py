@@ -47,11 +47,13 @@ class StepRunner:
         # CPU scheduling is charged per step unless ZOS hides it: the policy fits ZOS, or nothing is drafted (gamma
         # 0: every batch is known before any confidence exists, whatever the policy, as for ``none``)
         self.host_overhead_s = 0.0 if fits_zos or not config.gamma else config.host_overhead_s
+        self._spec_parts = (0.0, 0.0)    # the last priced step's (draft_s, speculation_s), for its record
 
     def step_time_s(self, plan: StepPlan) -> float:
         """Seconds of the step: target step + host + drafter + speculation's own work + prefill attention +
         emissions."""
         s, prof, batch = self.slots, self.profile, plan.batch
+        self._spec_parts = (0.0, 0.0)
         if not plan.batch_tokens:
             return 0.0
         R, kv_tokens = batch.decode.size, batch.kv_tokens
@@ -65,17 +67,25 @@ class StepRunner:
         ctx = (s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
                if plan.chunk.size else None)
         if self.config.gamma:                          # speculation configured: the drafter, its own work (issue 20)
-            rows, rows_kv = prefill_proposals(plan, ctx) if self.config.first_drafts_in_prefill else (0, 0.0)
-            drafting = plan.num_drafting if batch.gamma else 0
-            # the step's draft length: the decoders' where they draft, else the policy's proposal for the prefills
-            g = batch.gamma if drafting else plan.proposal_gamma
-            proposing = drafting + (rows if g else 0)
-            if proposing:
-                t += self.drafter_cost.draft_time_s(proposing, g, prof, kv_tokens + rows_kv)
-            t += prof.speculation_s(R + rows, proposing * g)
+            self._spec_parts = self._speculation_parts(plan, ctx)
+            t += self._spec_parts[0]                   # (added one after the other, as before: same seconds)
+            t += self._spec_parts[1]
         if ctx is not None:
             t += prof.prefill_attention_s(plan.chunk, ctx)
         return float(t + self.config.emission_overhead_s * R)
+
+    def _speculation_parts(self, plan: StepPlan, ctx) -> tuple[float, float]:
+        """(draft_s, speculation_s) of a step while speculation is configured: the drafter's time for the requests
+        proposing (decoders that draft, and the prefills it drafts for, "When the drafter runs") and
+        speculation's own terms (seconds each)."""
+        batch, prof = plan.batch, self.profile
+        rows, rows_kv = prefill_proposals(plan, ctx) if self.config.first_drafts_in_prefill else (0, 0.0)
+        drafting = plan.num_drafting if batch.gamma else 0
+        # the step's draft length: the decoders' where they draft, else the policy's proposal for the prefills
+        g = batch.gamma if drafting else plan.proposal_gamma
+        proposing = drafting + (rows if g else 0)
+        draft = self.drafter_cost.draft_time_s(proposing, g, prof, batch.kv_tokens + rows_kv) if proposing else 0.0
+        return draft, prof.speculation_s(batch.decode.size + rows, proposing * g)
 
     def finish(self, plan: StepPlan, end_s: float) -> StepOutcome:
         """The step ends at ``end_s``: reveal outcomes, emit tokens, advance prefills, record the step."""
@@ -89,7 +99,8 @@ class StepRunner:
             verified_drafts=plan.verified_drafts, accepted_drafts=num_accepted,
             emitted_tokens=num_accepted + R + num_recomputed, prefill_tokens=plan.prefill_tokens,
             capacity=plan.capacity, host_overhead_s=self.host_overhead_s if plan.batch_tokens else 0.0,
-            kv_blocks_used=plan.kv_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting))
+            kv_blocks_used=plan.kv_blocks_used, num_preempted=plan.num_preempted, num_waiting=plan.num_waiting,
+            draft_s=self._spec_parts[0], speculation_s=self._spec_parts[1]))
         return StepOutcome(num_decode_finished=num_finished, progress_tokens=R + plan.prefill_tokens)
 
     # ----------------------------------------------------------------- plain stretches
@@ -142,7 +153,8 @@ class StepRunner:
             s.prefill_left[slot] -= k * chunk
         replica, host, size = self.config.index, self.host_overhead_s, s.size
         self.records.plain_steps(
-            [StepRecord(replica, step + j, a, b - a, size, R, R + chunk, 0, 0, R, chunk, -1, host, u, 0, num_waiting)
+            [StepRecord(replica, step + j, a, b - a, size, R, R + chunk, 0, 0, R, chunk, -1, host, u, 0, num_waiting,
+                        0.0, 0.0)
              for j, (a, b, u) in enumerate(zip(start_s.tolist(), end_s.tolist(), used.tolist()))],
             gaps, end_s)
 

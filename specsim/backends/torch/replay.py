@@ -217,9 +217,11 @@ def serve_trace(target, drafter, policy, profile, trace, prompts: list[list[int]
         if finished and served is not None:
             served(int(np.isfinite(done_s).sum()))
         prefill_tokens = sum(r.prompt_len for r in new)
+        draft_s = rows[0]["draft_time_s"] if rows else 0.0
         steps.append((0, len(steps), start, dur, len(before) + len(new), R, R + ver + prefill_tokens, ver, acc,
                       acc + R, prefill_tokens, -1, 0.0, -1, 0, len(waiting),           # no paged KV: -1 blocks
-                      t1 - t0, rows[0]["draft_time_s"] if rows else 0.0, kv_tokens))
+                      draft_s, np.nan,              # the engine's own speculation work is inside the measured step
+                      t1 - t0, draft_s, kv_tokens))
     out = np.asarray(trace.output_tokens, np.int64)
     gen = np.array([r.num_generated for r in dec.requests])
     if np.any(gen != out) or np.any(req_acc + req_steps + 1 != out):
