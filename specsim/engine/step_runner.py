@@ -26,6 +26,27 @@ NO_STEPS = np.zeros(0)          # no plain step (read-only)
 NO_STEPS.setflags(write=False)
 
 
+def speculation_parts(plan: StepPlan, ctx, drafter_cost, profile,
+                      first_drafts_in_prefill: bool) -> tuple[float, float]:
+    """(draft_s, speculation_s) of a step while speculation is configured, seconds each: the drafter's time for
+    the requests proposing (the decoders that draft, and the prefills it drafts for: docs/profiles.md, "When
+    the drafter runs") and speculation's own terms (``profile.speculation_s``).
+
+    Args:
+        plan: the step. ctx: (n,) tokens each prefill chunk's request already holds (None: no chunk).
+        drafter_cost: ``draft_time_s(R, gamma, profile, kv_tokens)``. profile: the step-time profile.
+        first_drafts_in_prefill: whether the step that ends a prefill drafts for its request.
+    """
+    batch = plan.batch
+    rows, rows_kv = prefill_proposals(plan, ctx) if first_drafts_in_prefill else (0, 0.0)
+    drafting = plan.num_drafting if batch.gamma else 0
+    # the step's draft length: the decoders' where they draft, else the policy's proposal for the prefills
+    g = batch.gamma if drafting else plan.proposal_gamma
+    proposing = drafting + (rows if g else 0)
+    draft = drafter_cost.draft_time_s(proposing, g, profile, batch.kv_tokens + rows_kv) if proposing else 0.0
+    return draft, profile.speculation_s(batch.decode.size + rows, proposing * g)
+
+
 class StepRunner:
     """Prices and finishes one replica's steps (see the module docstring).
 
@@ -67,25 +88,13 @@ class StepRunner:
         ctx = (s.prompt_tokens[plan.prefill] + s.num_generated[plan.prefill] - s.prefill_left[plan.prefill]
                if plan.chunk.size else None)
         if self.config.gamma:                          # speculation configured: the drafter, its own work (issue 20)
-            self._spec_parts = self._speculation_parts(plan, ctx)
+            self._spec_parts = speculation_parts(plan, ctx, self.drafter_cost, prof,
+                                                 self.config.first_drafts_in_prefill)
             t += self._spec_parts[0]                   # (added one after the other, as before: same seconds)
             t += self._spec_parts[1]
         if ctx is not None:
             t += prof.prefill_attention_s(plan.chunk, ctx)
         return float(t + self.config.emission_overhead_s * R)
-
-    def _speculation_parts(self, plan: StepPlan, ctx) -> tuple[float, float]:
-        """(draft_s, speculation_s) of a step while speculation is configured: the drafter's time for the requests
-        proposing (decoders that draft, and the prefills it drafts for, "When the drafter runs") and
-        speculation's own terms (seconds each)."""
-        batch, prof = plan.batch, self.profile
-        rows, rows_kv = prefill_proposals(plan, ctx) if self.config.first_drafts_in_prefill else (0, 0.0)
-        drafting = plan.num_drafting if batch.gamma else 0
-        # the step's draft length: the decoders' where they draft, else the policy's proposal for the prefills
-        g = batch.gamma if drafting else plan.proposal_gamma
-        proposing = drafting + (rows if g else 0)
-        draft = self.drafter_cost.draft_time_s(proposing, g, prof, batch.kv_tokens + rows_kv) if proposing else 0.0
-        return draft, prof.speculation_s(batch.decode.size + rows, proposing * g)
 
     def finish(self, plan: StepPlan, end_s: float) -> StepOutcome:
         """The step ends at ``end_s``: reveal outcomes, emit tokens, advance prefills, record the step."""
