@@ -338,11 +338,13 @@ def drafter_kv_fraction(sc: Scenario, drafter: str, gamma: int, profile: StepTim
     profile has a step model (issue 20, :func:`specsim.hardware.drafter.drafter_kv_fraction`); else the family's
     constant (:data:`specsim.engine.kv.DRAFTER_KV_FRACTION`, plain tables); 0 when nothing drafts and for the CPU
     drafters (ngram, suffix)."""
-    frac = sc.drafter.kv_fraction
-    if gamma <= 0 or DRAFTER_FAMILY_OF.get(drafter) == "lookup":      # a CPU drafter holds no KV
+    if DRAFTER_FAMILY_OF.get(drafter) == "lookup":          # a CPU drafter holds no KV
         return 0.0
+    frac = sc.drafter.kv_fraction
     if frac is not None:
         return float(frac)
+    if gamma <= 0:
+        return 0.0
     target = step_model_of(profile) if profile is not None else None
     if target is not None and drafter in DRAFTER_LAYERS:
         return float(shape_kv_fraction(drafter, target, _layers_set(sc, drafter)))
