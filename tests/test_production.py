@@ -53,7 +53,11 @@ def test_v4_shapes_are_presets_of_data_parallel_attention_ranks():
     assert sm.model == V4_PRO and (sm.tp, sm.ep) == (1, 8)
     assert step_model("v4-flash", "h800", ep=32).model.expert_dtype == "fp4"
     with pytest.raises(SpecsimInputError, match="data-parallel attention"):
-        step_model("v4-flash", "b200", tp=2).step_time([8], [8])
+        step_model("v4-flash", "b200", tp=2)                     # refused when built, not when first priced
+    with pytest.raises(SpecsimInputError, match="divides the model's experts"):
+        step_model("v4-flash", "b200", ep=3)                     # 256 experts do not split over 3 ranks
+    # the KV cache's dtype scales V4's compressed cache (82 FP8 bytes per layer and token)
+    assert replace(V4_FLASH, kv_dtype="bf16").kv_bytes_per_token() == 2 * V4_FLASH.kv_bytes_per_token() == 2 * 43 * 82
 
 
 def test_v4_routed_experts_are_fp4_half_the_fp8_bytes():

@@ -16,7 +16,7 @@ from specsim.progress import command_line, run_progress
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
 from specsim.workload.trace import Trace
-from specsim.analysis.trace_events import ARGS_COLUMNS, trace_events, write_trace_events
+from specsim.analysis.trace_events import ARGS_COLUMNS, OPTIONAL_ARGS, trace_events, write_trace_events
 
 
 def _trace(n: int = 30) -> Trace:
@@ -45,7 +45,7 @@ def test_chrome_trace_structure(two_replicas, tmp_path):
     for e in spans:
         assert set(e) == {"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"}
         assert e["name"] in ("decode", "prefill+decode") and e["pid"] in (0, 1) and e["tid"] == 0
-        assert isinstance(e["ts"], float) and e["dur"] > 0 and set(e["args"]) == set(ARGS_COLUMNS)
+        assert isinstance(e["ts"], float) and e["dur"] > 0 and set(e["args"]) == {*ARGS_COLUMNS, *OPTIONAL_ARGS}
     # microseconds of simulated time, one span per step, in the step's own replica
     assert sum(e["dur"] for e in spans) == pytest.approx(steps.duration_s.sum() * 1e6, rel=1e-9)
     assert sum(e["args"]["emitted_tokens"] for e in spans) == int(steps.emitted_tokens.sum())
@@ -61,6 +61,16 @@ def test_chrome_trace_structure(two_replicas, tmp_path):
 def test_missing_columns_raise(two_replicas):
     with pytest.raises(ValueError, match="kv_blocks_used"):
         trace_events(two_replicas.steps.drop(columns=["kv_blocks_used"]))
+
+
+def test_older_frames_and_unmeasured_values_still_export(two_replicas, tmp_path):
+    # a frame written before draft_s / speculation_s existed; a torch replay's NaN speculation_s is strict JSON null
+    old = trace_events(two_replicas.steps.drop(columns=list(OPTIONAL_ARGS)))
+    assert all(set(e["args"]) == set(ARGS_COLUMNS) for e in old["traceEvents"] if e["ph"] == "X")
+    steps = two_replicas.steps.assign(speculation_s=np.nan)
+    text = write_trace_events(steps, tmp_path / "nan.json").read_text()
+    doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert all(e["args"]["speculation_s"] is None for e in doc["traceEvents"] if e["ph"] == "X")
 
 
 def test_run_cli_writes_trace_events_and_its_command_line(monkeypatch, capsys, tmp_path):

@@ -67,7 +67,7 @@ def _profile_band(ax, prov: dict[str, Any], bmax: int, st: pd.DataFrame, s: dict
     ax.plot(b, mid, "k-", lw=1.0, label=f"profile at the median context ({np.median(kv):,.0f} tokens)")
     own = (np.asarray(prof.step_time(st.batch_tokens.to_numpy())) + prof.kv_read_s_per_token * kv) * 1e3
     ax.scatter(st.batch_tokens, own, s=5, marker="x", color="k", lw=0.6, alpha=0.5,
-               label="profile at each step's batch and KV context\n(the gap above: drafting and host time)")
+               label="profile at each step's batch and KV context\n(the gap above: drafting, speculation terms, host time)")
 
 
 def _no_data(ax, why: str) -> None:

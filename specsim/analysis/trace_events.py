@@ -19,7 +19,9 @@ import pandas as pd
 #: Step columns copied into each step event's ``args``.
 ARGS_COLUMNS = ("step", "num_running", "num_decode", "batch_tokens", "verified_drafts", "accepted_drafts",
                 "emitted_tokens", "prefill_tokens", "capacity", "host_overhead_s", "kv_blocks_used",
-                "num_preempted", "num_waiting", "draft_s", "speculation_s")
+                "num_preempted", "num_waiting")
+#: Step columns copied too where the frame has them (frames written before they existed lack them).
+OPTIONAL_ARGS = ("draft_s", "speculation_s")
 #: Counter tracks: name -> step column.
 COUNTERS = {"requests": ("num_running", "num_waiting"), "kv_blocks_used": ("kv_blocks_used",)}
 
@@ -50,7 +52,7 @@ def trace_events(steps: pd.DataFrame, title: str = "specsim") -> dict[str, Any]:
     start = steps.start_s.to_numpy(float)
     ts = np.round(start * 1e6, 3)                                             # (S,) microseconds
     dur = np.round((start + steps.duration_s.to_numpy(float)) * 1e6, 3) - ts  # (S,) ends rounded once
-    rows = steps[list(ARGS_COLUMNS)].to_dict("records")
+    rows = steps[[*ARGS_COLUMNS, *(c for c in OPTIONAL_ARGS if c in steps.columns)]].to_dict("records")
     for i, (rep, pre) in enumerate(zip(steps.replica.to_numpy(), steps.prefill_tokens.to_numpy())):
         args = {k: _plain(v) for k, v in rows[i].items()}
         events.append({"name": "prefill+decode" if pre > 0 else "decode", "cat": "step", "ph": "X",
@@ -64,10 +66,11 @@ def trace_events(steps: pd.DataFrame, title: str = "specsim") -> dict[str, Any]:
 
 
 def _plain(v: Any) -> Any:
+    """A JSON value: numpy scalars as Python numbers, NaN (not measured) as null (strict JSON has no NaN)."""
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating, float)):
-        return float(v)
+        return None if np.isnan(v) else float(v)
     return v
 
 

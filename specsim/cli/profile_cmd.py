@@ -297,6 +297,7 @@ def _echo_shape(sm) -> None:
     from dataclasses import replace
 
     from specsim.hardware.kv_capacity import STEP_MODEL_UTILIZATION
+    from specsim.hardware.v4 import V4Config
 
     m, g = sm.model, sm.gpu
     weights = m.weight_bytes(sm.tp, sm.ep)
@@ -315,21 +316,22 @@ def _echo_shape(sm) -> None:
         kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
         _say(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
              f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
-             "(--activation-dtype; DeepGEMM's fp8_fp4 GEMMs; docs/profiles.md)")
+             "(--activation-dtype; as DeepGEMM's fp8_fp4 GEMMs on NVIDIA GPUs; docs/profiles.md)")
     plain = replace(sm, model=replace(m, activation_dtype=None))
     if m.activation_dtype and all(sm.compute_dtype(p) == plain.compute_dtype(p) for p in parts
                                   if p != "experts" or m.num_experts):
         _say(f"note: --activation-dtype {m.activation_dtype} changes no GEMM here: a GEMM runs at the rate of "
              f"its wider operand, and the weights are already {m.activation_dtype} or wider (BF16 weights "
              "run BF16); it applies to FP8 or FP4 weights")
+    more = "--ep" if isinstance(m, V4Config) else "--tp/--ep"          # V4 runs data-parallel attention (TP 1)
     if weights > g.memory_bytes:
         _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
-             f"{g.memory_bytes / 1e9:.1f} GB: raise --tp/--ep or use a smaller weight dtype; the profile "
+             f"{g.memory_bytes / 1e9:.1f} GB: raise {more} or use a smaller weight dtype; the profile "
              "describes a deployment that cannot run")
     elif weights > STEP_MODEL_UTILIZATION * g.memory_bytes:
         _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
              f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
-             "gpu_memory_utilization): a run on this profile fails; raise --tp/--ep or use a smaller weight "
+             f"gpu_memory_utilization): a run on this profile fails; raise {more} or use a smaller weight "
              "dtype")
 
 

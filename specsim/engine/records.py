@@ -33,7 +33,9 @@ class StepRecord(NamedTuple):
             admissions are made.
         draft_s: drafting time charged to the step, seconds (the drafter's GPU passes, or a CPU drafter's
             lookup; 0 where nothing drafts); speculation_s: speculation's own terms charged to it, seconds
-            (``spec_step_s + spec_request_s x R``, docs/profiles.md). Both are part of ``duration_s``.
+            (``spec_step_s + spec_request_s x`` the requests it drafts for: the R decoders and the prefills it
+            ends, docs/profiles.md "When the drafter runs"; NaN in a torch replay, whose engine work is inside
+            the measured step). Both are part of ``duration_s``.
     """
 
     replica: int

@@ -325,7 +325,7 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
     d = _derivation(sc, prof, sm, gamma, utilization, drafter_weights_bytes)
     if d["tokens"] < c.block_size:
         raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
-                                f"room for at least one KV block: {_no_room(d)} (raise the profile's TP/EP or use "
+                                f"room for at least one KV block: {_no_room(d)} (raise the profile's TP/EP, EP for DeepSeek-V4, or use "
                                 "a smaller weight dtype)",
                                 repr(c.gpu_memory_utilization) if c.gpu_memory_utilization is not None
                                 else f"unset (vLLM's default {STEP_MODEL_UTILIZATION} assumed)")

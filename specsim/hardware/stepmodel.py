@@ -66,6 +66,7 @@ from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYP
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
 from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
 from specsim.hardware.step_profile import prefill_state_moves
+from specsim.hardware.v4 import V4_MODELS, V4Config
 
 #: Names of the terms, in the order they are stacked in ``specsim profile show --terms``.
 TERMS = ("gemm", "elementwise", "attention", "lm_head", "sampling", "per_request", "fixed", "kernels",
@@ -201,14 +202,15 @@ class StepModel:
         m = self.model
         if self.ep > 1 and not m.num_experts:
             raise SpecsimInputError(None, None, "ep", "1: expert parallelism needs a MoE model", f"ep={self.ep}")
-        if self.ep > 1 and (self.ep % self.tp or m.num_experts // self.ep < 1):
+        if self.ep > 1 and (self.ep % self.tp or m.num_experts % self.ep):
             raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides the model's experts",
                                     f"ep={self.ep} (tp={self.tp}, experts={m.num_experts})")
         if m.kv_dtype == "fp4" and self.gpu.fp4_flops_per_s is None:
             raise SpecsimInputError(None, None, "kv_dtype", f"fp8 or bf16 on {self.gpu.name}: an FP4 KV cache "
                                     "(NVFP4, as TensorRT-LLM stores it) needs a GPU with FP4 support (Blackwell)",
                                     "fp4")
-        kv_ok = m.kv_lora_rank or m.num_kv_heads % self.tp == 0 or self.tp % m.num_kv_heads == 0
+        kv_ok = m.attention_gemms(self.tp) and (m.kv_lora_rank or m.num_kv_heads % self.tp == 0  # V4: tp 1 only
+                                                 or self.tp % m.num_kv_heads == 0)
         if m.num_heads % self.tp or not kv_ok:
             raise SpecsimInputError(None, None, "tp", f"a divisor of the {m.num_heads} attention heads that divides "
                                     f"or is a multiple of the {m.num_kv_heads} KV heads (as vLLM requires)",
@@ -554,13 +556,11 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
 
 
 def _model_classes() -> dict[str, type]:
-    from specsim.hardware.v4 import V4Config
     return {"ModelConfig": ModelConfig, "V4Config": V4Config}
 
 
 def model_presets() -> dict[str, ModelConfig]:
     """Model shapes by preset name: ``MODELS`` and DeepSeek-V4's (``v4-flash``, ``v4-pro``; TP 1, ``V4_MODELS``)."""
-    from specsim.hardware.v4 import V4_MODELS
     return {**MODELS, **V4_MODELS}
 
 
@@ -596,5 +596,5 @@ def terms_table(sm: StepModel, batch_tokens, num_requests=None, kv_tokens=0.0):
     return df
 
 
-__all__ = ["TERMS", "EngineTerms", "StepModel", "model_presets", "step_model", "step_model_from_spec",
-           "step_model_of", "terms_table", "BYTES_PER_DTYPE"]
+__all__ = ["TERMS", "EngineTerms", "StepModel", "model_presets", "step_model", "step_model_from_spec", "step_model_of",
+           "terms_table", "BYTES_PER_DTYPE"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specsim.errors import SpecsimInputError
-from specsim.hardware.model_config import ModelConfig
+from specsim.hardware.model_config import BYTES_PER_DTYPE, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,10 @@ class V4Config(ModelConfig):
 
     Attributes:
         o_lora_rank, o_groups: the grouped low-rank output projection.
-        kv_bytes_per_layer_token: KV-cache bytes one decode step reads per cached context token per layer
-            (V4's compressed sparse attention: indexer keys and compressed KV averaged over the layers,
-            docs/production.md); 0 falls back to :meth:`ModelConfig.kv_bytes_per_token` of a plain cache.
+        kv_bytes_per_layer_token: KV-cache bytes per cached context token per layer at FP8, one byte a value,
+            which a decode step reads and the pool holds (V4's compressed sparse attention: indexer keys and
+            compressed KV averaged over the layers, docs/production.md); another ``kv_dtype`` scales it by its
+            bytes per value; 0 falls back to :meth:`ModelConfig.kv_bytes_per_token` of a plain cache.
 
     Raises:
         SpecsimInputError: what :class:`ModelConfig` refuses, or a negative ``kv_bytes_per_layer_token``.
@@ -53,10 +54,11 @@ class V4Config(ModelConfig):
                 (self.hidden, self.o_groups * self.o_lora_rank)]
 
     def kv_bytes_per_token(self, tp: int = 1) -> float:
-        """KV-cache bytes read per cached token per step, all layers: ``num_layers x kv_bytes_per_layer_token``
-        when set (a DP-attention rank holds the whole cache of its requests, so ``tp`` does not divide it)."""
+        """KV-cache bytes per cached token, all layers: ``num_layers x kv_bytes_per_layer_token x`` the
+        ``kv_dtype``'s bytes per value (FP8: 1) when set (a DP-attention rank holds the whole cache of its
+        requests, so ``tp`` does not divide it)."""
         if self.kv_bytes_per_layer_token > 0:
-            return float(self.num_layers * self.kv_bytes_per_layer_token)
+            return float(self.num_layers * self.kv_bytes_per_layer_token * BYTES_PER_DTYPE[self.kv_dtype])
         return super().kv_bytes_per_token(tp)
 
 
@@ -69,9 +71,12 @@ KV_BYTES_PER_LAYER_TOKEN = (128 / 4 + 512 / 4 + 512 / 128) / 2
 # (43 layers, hidden 4096, 64 heads x 512, q_lora 1024, o_lora 1024 x 8 groups, 256 routed experts
 # top-6 of width 2048 + 1 shared, vocab 129,280; 284B total / 13B active). V4-Pro: 384 routed experts
 # top-6, hidden 7168, expert width 3072 (third-party readings); 61 layers, 128 heads and q_lora 1536 are
-# our estimate from 1.6T total / 49B active. Weights as V4 stores them: routed experts in FP4 (0.5 B/param), the rest
-# in FP8; activations in FP8 (DeepSeek-V3 report 3.3), so the experts run W4A8 at the H800's FP8 rate as DeepGEMM's
-# sm90 fp8_fp4 grouped GEMM does (StepModel.compute_dtype). docs/production.md: all 3 variants (W4A8, W4A16, FP8).
+# our estimate from 1.6T total / 49B active, as are its o_lora 1024 x 16 groups (Flash's rank, groups scaled with
+# the heads). Weights as V4 stores them: routed experts in FP4 (0.5 B/param), the rest in FP8; activations in FP8
+# (DeepSeek-V3 report 3.3), so the experts run W4A8 at the GPU's FP8 rate (the H800's in the production study) as
+# DeepGEMM's sm90 fp8_fp4 grouped GEMM does (StepModel.compute_dtype). docs/production.md: the 3 variants (W4A8,
+# W4A16, FP8). As presets (``--model v4-flash``) on other GPUs the EP all-to-all runs over the GPU's own link
+# (NVLink); the production study's ranks span nodes over InfiniBand (its ``ep_link_bytes_per_s``).
 V4_FLASH = V4Config("v4-flash", 43, 4096, 64, 1, 512, 2048, 129280, num_experts=256, top_k=6,
                     expert_ffn=2048, num_shared_experts=1, first_dense_layers=0, q_lora_rank=1024,
                     o_lora_rank=1024, o_groups=8, weight_dtype="fp8", expert_dtype="fp4", kv_dtype="fp8",
