@@ -562,3 +562,14 @@ def test_profile_analytic_builds_a_deepseek_v4_rank_by_name(tmp_path):
     res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--gpu", "b200", "--tp", "2", "--out",
                            str(tmp_path / "no.json")])
     assert "data-parallel attention" in _input_error(res)
+    # EP across nodes: the all-to-all over a 50 GB/s InfiniBand link instead of the GPU's NVLink, kept in the file
+    ib = tmp_path / "ib.json"
+    res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--gpu", "b200", "--ep", "8",
+                           "--ep-link-gbs", "50", "--out", str(ib)])
+    assert res.exit_code == 0, res.output
+    slow = step_model_of(load_profile(ib))
+    assert slow.ep_link_bytes_per_s == 50e9
+    assert load_profile(ib).step_time(4096) > load_profile(out).step_time(4096)
+    res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--ep-link-gbs", "50", "--out",
+                           str(tmp_path / "no.json")])
+    assert "--ep-link-gbs" in _input_error(res)

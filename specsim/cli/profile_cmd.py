@@ -237,6 +237,9 @@ def analytic_cmd(
     gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
     gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (overrides --gpu)"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
+    ep_link_gbs: float = typer.Option(None, "--ep-link-gbs", help="GB/s per GPU of the EP all-to-all's link "
+                                      "when EP spans nodes (50 for 400 Gb/s InfiniBand per GPU, as DeepSeek's "
+                                      "H800 nodes); default: the GPU's own link (NVLink)"),
     weight_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
     kv_dtype: str = typer.Option(None, help="bf16, fp8 or fp4 (default: the config's)"),
     expert_dtype: str = typer.Option(None, help="the routed experts' dtype, bf16, fp8 or fp4 (default: the "
@@ -276,8 +279,12 @@ def analytic_cmd(
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
+    if ep_link_gbs is not None and not (ep_link_gbs > 0 and ep > 1):
+        raise SpecsimInputError(None, None, "--ep-link-gbs", "GB/s > 0, with --ep > 1 (the EP all-to-all's link)",
+                                f"{ep_link_gbs} (ep {ep})")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
-                               activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms)
+                               activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms,
+                    ep_link_bytes_per_s=None if ep_link_gbs is None else ep_link_gbs * 1e9)
     if cudagraph_max_tokens is not None:
         sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
     _echo_shape(sm)
