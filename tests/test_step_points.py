@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -180,7 +181,8 @@ def test_prometheus_one_dump_means_since_start():
 def test_prometheus_delta_between_dumps_gives_the_phase_means():
     first, second = read_step_observations([DATA / "vllm_metrics_phase1.prom", DATA / "vllm_metrics_phase2.prom"],
                                            fmt="prometheus-delta")
-    assert first == observations_from_prometheus(DATA / "vllm_metrics_phase1.prom")[0]
+    alone = observations_from_prometheus(DATA / "vllm_metrics_phase1.prom")[0]
+    assert first == replace(alone, label=f"{alone.label} (vllm_metrics_phase1.prom)")   # one label, two dumps
     # phase 2 alone: 163,200 gaps summing to 8,976 s; 2,720 steps of 819,200 tokens; 163,840 generated
     assert second.step_time_s == pytest.approx(8976 / 163200, rel=1e-12)          # 55 ms
     assert second.batch_tokens == pytest.approx(819200 / 2720, rel=1e-12)
@@ -325,3 +327,12 @@ def test_a_request_count_below_one_carries_one_token(tmp_path):
     path.write_text("step_time_s,num_requests\n0.011,0.5\n")
     (o,) = observations_from_csv(path)
     assert (o.num_requests, o.batch_tokens) == (0.5, 1.0)
+
+
+def test_labels_that_two_files_share_name_their_files():
+    # two /metrics dumps of one server both say engine=0: the residual table must tell them apart
+    pts = read_step_observations([DATA / "vllm_metrics_phase1.prom", DATA / "vllm_metrics_phase2.prom"])
+    assert [p.label.rsplit(" (", 1)[1] for p in pts] == ["vllm_metrics_phase1.prom)", "vllm_metrics_phase2.prom)"]
+    assert len({p.label for p in pts}) == 2
+    one = read_step_observations(DATA / "vllm_metrics_phase1.prom")
+    assert "(" not in one[0].label                                  # a label only one file uses stays as it was

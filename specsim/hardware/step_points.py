@@ -81,7 +81,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -542,7 +542,9 @@ def detect_format(path) -> str:
 
 
 def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObservation]:
-    """Step-time observations of every file, in the order given (each file's own order inside).
+    """Step-time observations of every file, in the order given (each file's own order inside); a label that
+    points of different files share gets its file's name appended (two dumps of one server both say
+    ``engine=0``).
 
     Args:
         paths: one path or a sequence of paths.
@@ -569,7 +571,10 @@ def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObserva
             out += observations_from_prometheus(p, baseline=paths[i - 1] if i else None)
         else:
             out += _READERS[kind](p)
-    return out
+    files: dict[str, set[str]] = {}
+    for o in out:
+        files.setdefault(o.label, set()).add(o.source)
+    return [replace(o, label=f"{o.label} ({Path(o.source).name})") if len(files[o.label]) > 1 else o for o in out]
 
 
 _READERS = {"vllm": observations_from_vllm_results, "csv": observations_from_csv,
