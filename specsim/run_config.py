@@ -239,7 +239,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
     _check_block(scenario, dname, g, gamma is not None)
-    _check_cpu_drafter(scenario, dname, drafter is not None and not forced_drafter)
+    _check_cpu_drafter(scenario, dname)
     if isinstance(policy, str) and gamma is None and g and policy not in COST_AWARE:
         # the policy runs with the step's gamma; built once with the run's, it checks what an explicit --gamma
         # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
@@ -293,23 +293,15 @@ def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) ->
                                 "acceptance.constant_alpha or acceptance.length)", str(gamma))
 
 
-def _check_cpu_drafter(scenario: Scenario, dname: str, from_flag: bool) -> None:
-    """Refuse a CPU drafter's run (ngram, suffix) where the scenario sets what only a model drafter has:
-    ``drafter.layers``, ``block``, ``base_fraction``, ``per_draft_fraction`` or ``kv_fraction`` (set for the
-    scenario's ``drafter.name``, they would be ignored in silence under ``--drafter ngram``).
+def _check_cpu_drafter(scenario: Scenario, dname: str) -> None:
+    """Refuse a CPU drafter's run (ngram, suffix; ``--drafter ngram`` too, whatever ``drafter.name`` says) where
+    the scenario sets what only a model drafter has: the [drafter] section's own check, for the run's drafter.
 
     Raises:
-        SpecsimInputError: naming the setting and the drafter.
+        SpecsimInputError: naming the setting (``drafter.layers``, ``block``, the fractions, ``kv_fraction``).
     """
-    if DRAFTER_FAMILY_OF.get(dname) != "lookup":
-        return
-    dc = scenario.drafter
-    for key in ("layers", "block", "base_fraction", "per_draft_fraction", "kv_fraction"):
-        if getattr(dc, key) is not None:
-            raise SpecsimInputError("--drafter" if from_flag else None, None, f"drafter.{key}",
-                                    f"no {key} with drafter {dname} (it runs on the CPU: no layers, block, "
-                                    "fractions or KV; its cost is specsim.hardware.lookup_drafter's, set "
-                                    "drafter.cpu_threads)", repr(getattr(dc, key)))
+    if DRAFTER_FAMILY_OF.get(dname) == "lookup" and dname != scenario.drafter.name:
+        replace(scenario.drafter, name=dname)          # DrafterConfig's validation runs on the copy
 
 
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,

@@ -209,8 +209,8 @@ class StepModel:
             raise SpecsimInputError(None, None, "kv_dtype", f"fp8 or bf16 on {self.gpu.name}: an FP4 KV cache "
                                     "(NVFP4, as TensorRT-LLM stores it) needs a GPU with FP4 support (Blackwell)",
                                     "fp4")
-        kv_ok = m.attention_gemms(self.tp) and (m.kv_lora_rank or m.num_kv_heads % self.tp == 0  # V4: tp 1 only
-                                                 or self.tp % m.num_kv_heads == 0)
+        m.attention_gemms(self.tp)          # a shape may refuse the TP (DeepSeek-V4: data-parallel attention only)
+        kv_ok = m.kv_lora_rank or m.num_kv_heads % self.tp == 0 or self.tp % m.num_kv_heads == 0
         if m.num_heads % self.tp or not kv_ok:
             raise SpecsimInputError(None, None, "tp", f"a divisor of the {m.num_heads} attention heads that divides "
                                     f"or is a multiple of the {m.num_kv_heads} KV heads (as vLLM requires)",
@@ -541,9 +541,9 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
     try:
         mdict = dict(spec["model"])
         cls_name = mdict.pop("class", "ModelConfig")
-        cls = _model_classes().get(cls_name)
+        cls = _MODEL_CLASSES.get(cls_name)
         if cls is None:
-            raise SpecsimInputError(source, None, "step_model.model.class", f"one of {sorted(_model_classes())}",
+            raise SpecsimInputError(source, None, "step_model.model.class", f"one of {sorted(_MODEL_CLASSES)}",
                                     repr(cls_name))
         model = cls(**mdict)
         gpu = GpuSpec(**spec["gpu"])
@@ -555,8 +555,7 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
                                 f"{type(e).__name__}: {e}") from None
 
 
-def _model_classes() -> dict[str, type]:
-    return {"ModelConfig": ModelConfig, "V4Config": V4Config}
+_MODEL_CLASSES: dict[str, type] = {"ModelConfig": ModelConfig, "V4Config": V4Config}   # a spec's model.class
 
 
 def model_presets() -> dict[str, ModelConfig]:
