@@ -178,6 +178,8 @@ class PolicyChoice:
         drafter: the drafter's name (``none`` without speculation).
         gamma: the run's draft block length (0 without a drafter).
         knobs: every knob the policy declares with the value it runs with.
+        reads_confidence: the policy's ``reads_confidence`` (:class:`~specsim.policies.base.PolicyBase`; True where
+            it does not say).
     """
 
     make: Callable[[], Any]
@@ -185,6 +187,7 @@ class PolicyChoice:
     drafter: str
     gamma: int
     knobs: dict[str, Any]
+    reads_confidence: bool = True
 
 
 def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, drafter: str | None,
@@ -245,7 +248,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
         with in_scenario_file(scenario), knobs_in_scenario_file(scenario, set(knobs or {})):
             make_policy(policy, gamma=g, **values)
-    return PolicyChoice(factory, probe.name, dname, g, values)
+    return PolicyChoice(factory, probe.name, dname, g, values, bool(getattr(probe, "reads_confidence", True)))
 
 
 def _one_per_replica(probe: Any, build: Callable[[], Any] | None = None) -> Callable[[], Any]:
@@ -302,6 +305,16 @@ def _check_cpu_drafter(scenario: Scenario, dname: str) -> None:
     """
     if DRAFTER_FAMILY_OF.get(dname) == "lookup" and dname != scenario.drafter.name:
         replace(scenario.drafter, name=dname)          # DrafterConfig's validation runs on the copy
+
+
+def cpu_drafter_notice(pc: PolicyChoice) -> str | None:
+    """The run's notice where a confidence-reading policy (``reads_confidence``) drafts with a CPU drafter (ngram,
+    suffix: no confidence head), else None."""
+    if not (pc.reads_confidence and pc.gamma and DRAFTER_FAMILY_OF.get(pc.drafter) == "lookup"):
+        return None
+    return (f"drafter {pc.drafter} has no confidence head; policy {pc.name} schedules on the acceptance model's "
+            f"simulated confidences (docs/acceptance.md, 'Confidence signal'), which the {pc.drafter} lookup does "
+            "not give; --policy static verifies what it proposes")
 
 
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,

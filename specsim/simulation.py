@@ -27,7 +27,7 @@ from specsim.hardware.profile import StepTimeProfile, range_report, speculation_
 from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, measured_mask,
                                      memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
-from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
+from specsim.run_config import ResolvedRun, RunConfig, cpu_drafter_notice, in_scenario_file, resolve_run
 from specsim.policies.cost_table import table_report
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
@@ -453,7 +453,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     summary["admission_wait_in_tpot"] = not cluster.config.colocated and sc.prefill.first_token == "prefill"
     queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
-                   lockstep, rates, fitted_overhead_notice(sc, rr.profile), queue):
+                   lockstep, rates, fitted_overhead_notice(sc, rr.profile), queue, cpu_drafter_notice(pc)):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

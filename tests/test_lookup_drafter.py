@@ -125,8 +125,24 @@ def test_each_speculative_step_pays_the_cpu_drafting_on_top_of_the_target(name):
 
 
 def test_a_confidence_reading_policy_on_a_cpu_drafter_is_noticed():
-    from specsim.cli.run_cmd import run_notices
+    # the policy says whether it reads confidences (PolicyBase.reads_confidence); a plug-in that does not say does
+    from specsim.policies.base import PolicyBase
 
-    assert any("no confidence head" in n for n in run_notices({"drafter": "ngram", "policy": "dspark", "total": 1}))
-    assert not run_notices({"drafter": "ngram", "policy": "static", "total": 1})
-    assert not run_notices({"drafter": "eagle3", "policy": "dspark", "total": 1})
+    class Mine(PolicyBase):
+        name = "mine"
+
+        def __call__(self, view):
+            return np.full(view.num_requests, view.gamma)
+
+    trace = make_trace([0.0], [100], [20])
+    sc = homogeneous_scenario('drafter.name="ngram"')
+    prof = StepTimeProfile.flat(0.02, 4096)
+
+    def notices(policy, **kw):
+        res = simulate(trace, policy, sc, profile=prof, gamma=3, **kw)
+        return [n for n in res.summary["profile_range"].get("notices", []) if "no confidence head" in n]
+
+    assert len(notices("dspark")) == 1 and "policy dspark" in notices("dspark")[0]
+    assert len(notices(Mine)) == 1
+    assert notices("static") == [] and notices("oracle") == [] and notices("vllm-dsd") == []
+    assert notices("dspark", drafter="eagle3") == []

@@ -12,7 +12,6 @@ import typer
 from specsim import fmt
 from specsim.cli import app, written_to
 from specsim.errors import SpecsimInputError
-from specsim.scenario import LOOKUP_DRAFTERS
 
 
 #: The metrics of the summary table, in order (whole-run scope; the window block repeats the starred ones).
@@ -120,14 +119,10 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     return "\n\n".join(parts)
 
 
-#: Policies that never read draft confidences (a CPU drafter gives none): see ``specsim policies``.
-CONFIDENCE_FREE = ("static", "none", "mtp1", "oracle", "trtllm-draft-len-schedule", "vllm-dsd")
-
-
 def run_notices(s: dict) -> list[str]:
     """The ``notice:`` lines of summary ``s`` (the profile's range and speculation terms, the replica's GPUs, a
-    prefill pool that limits the load, the context window, a --max-model-len above the model's, a closed-loop
-    window of few requests, a confidence-reading policy on a CPU drafter, the scheduler's cost table): printed
+    confidence-reading policy on a CPU drafter, a prefill pool that limits the load, the context window, a
+    --max-model-len above the model's, a closed-loop window of few requests, the scheduler's cost table): printed
     under the tables, and on stderr with --json."""
     notices = [f"notice: {n}" for n in s.get("profile_range", {}).get("notices", [])]
     notices += [f"notice: {n}" for n in [prefill_wait_notice(s)] if n]
@@ -145,11 +140,6 @@ def run_notices(s: dict) -> list[str]:
                        f"{users} users (it opens when every user has completed one, closes when the last request "
                        "is issued and counts the requests that complete in between, so each policy's window "
                        "holds other requests); more --num-requests widens it")
-    if s.get("drafter") in LOOKUP_DRAFTERS and s.get("policy") not in CONFIDENCE_FREE:
-        notices.append(f"notice: drafter {s['drafter']} has no confidence head; policy {s['policy']} schedules "
-                       "on the acceptance model's simulated confidences (docs/acceptance.md, 'Confidence "
-                       f"signal'), which the {s['drafter']} lookup does not give; --policy static verifies what it "
-                       "proposes")
     table = s.get("scheduler_cost_table")
     if table and table.get("mean_rel_error") is not None:
         notices.append(f"notice: the policy scheduled on the {table['kind']} cost table (profiled at "

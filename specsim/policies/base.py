@@ -242,6 +242,10 @@ class PolicyBase:
             A step with no decoding request that prefills one asks it too, with a view of 0 requests
             (``num_requests`` 0, arrays of length 0), for the drafts of the requests it prefills
             (``engine.first_drafts = "prefill-step"``, the default; docs/profiles.md "When the drafter runs").
+        reads_confidence: True (default) when the policy reads the drafts' confidences (``view.conf``,
+            ``view.conf_raw``); False for one that never does (static k, none, draft-length schedules, the
+            oracle). A run of a confidence-reading policy on a drafter without a confidence head (the CPU
+            drafters ngram and suffix) carries a notice: it schedules on simulated confidences.
     """
 
     name: str = ""
@@ -253,6 +257,7 @@ class PolicyBase:
     capacity: ClassVar[Callable[[SchedulingView | None, np.ndarray, int], int] | None] = None
     capacity_view_age: ClassVar[int] = 2
     proposal_length: ClassVar[Callable[[SchedulingView], int] | None] = None
+    reads_confidence: ClassVar[bool] = True
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         """Verify lengths for this step: (R,) integers in [0, view.gamma] (up to the configured gamma is

@@ -66,6 +66,7 @@ class Oracle(PolicyBase):
 
     name = "oracle"
     fits_zos = True
+    reads_confidence = False
     view_kind = "oracle"
 
     def __call__(self, view: SchedulingView) -> np.ndarray:

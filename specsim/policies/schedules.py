@@ -77,6 +77,7 @@ class VllmDsd(PolicyBase):
 
     name = "vllm-dsd"
     fits_zos = True
+    reads_confidence = False
     knobs = {"num_speculative_tokens_per_batch_size": [list(r) for r in DEFAULT_DSD]}
 
     def __init__(self, num_speculative_tokens_per_batch_size: Any = DEFAULT_DSD) -> None:
@@ -125,6 +126,7 @@ class TrtllmDraftLenSchedule(PolicyBase):
 
     name = "trtllm-draft-len-schedule"
     fits_zos = True
+    reads_confidence = False
     knobs = {"draft_len_schedule": None}
 
     def __init__(self, draft_len_schedule: Any = None, gamma: int | None = None) -> None:

@@ -19,6 +19,7 @@ class NoSpeculation(PolicyBase):
 
     name = "none"
     fits_zos = True  # batch size = R, known before any confidence exists
+    reads_confidence = False
     drafter = "none"
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
@@ -34,6 +35,7 @@ class StaticK(PolicyBase):
 
     name = "static"
     fits_zos = True  # B = R (1 + k) is fixed before this step's confidences exist
+    reads_confidence = False
 
     def __init__(self, gamma: int | None = None) -> None:
         self.k = gamma
