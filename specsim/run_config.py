@@ -400,7 +400,8 @@ def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
 
 def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeProfile:
     """``profile`` with the speculation overhead the run charges (issue 20; ``engine.spec_step_s`` and
-    ``engine.spec_request_s``, docs/profiles.md "Speculation's own overhead").
+    ``engine.spec_request_s``, docs/profiles.md "Speculation's own overhead"), and ``engine.spec_zero_draft_pays``
+    where the scenario sets it (else the profile's own).
 
     Each term resolves on its own: a value set in the scenario overrides the profile's; left unset, a profile that
     states its terms (nonzero terms; a step model, which always carries them: sourced defaults, fitted or set; a
@@ -412,6 +413,8 @@ def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeP
     a profile that keeps its own terms is returned as it is.
     """
     e, md = scenario.engine, profile.metadata or {}
+    if e.spec_zero_draft_pays is not None:
+        profile = replace(profile, spec_zero_draft_pays=bool(e.spec_zero_draft_pays))
     stated = bool(profile.spec_step_s or profile.spec_request_s or "step_model" in md or "speculation_terms" in md)
     if stated and e.spec_step_s is None and e.spec_request_s is None:
         return profile

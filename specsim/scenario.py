@@ -419,6 +419,10 @@ class EngineConfig(_Section):
             from; charged only while speculation is configured.
         spec_request_s: the same overhead per running request in a speculative step, seconds, float in [0, 0.01];
             unset = the profile's own term, else vLLM issue 49548's sourced default 8.4e-5 s (same rules).
+        spec_zero_draft_pays: whether a speculative step that drafts nothing still pays the two terms above: true
+            for an engine that keeps its speculative path at zero drafts (vLLM's dynamic draft length at K = 0,
+            vLLM issue 49548), false for one that runs the plain step (vLLM PR 5000's switch-off); unset = the
+            profile's own (``spec_zero_draft_pays`` in its file; false where it says nothing).
         first_drafts: ``prefill-step``: a step drafts for the requests it prefills too, as vLLM's proposer does;
             ``decode-step``: for its decoding requests only (docs/profiles.md, "When the drafter runs").
     """
@@ -432,6 +436,7 @@ class EngineConfig(_Section):
     context_overflow: Literal[CONTEXT_OVERFLOWS] = "unservable"
     spec_step_s: float | None = None
     spec_request_s: float | None = None
+    spec_zero_draft_pays: bool | None = None
     first_drafts: Literal[FIRST_DRAFTS_RULES] = "prefill-step"
 
     def _validate(self) -> None:

@@ -38,12 +38,12 @@ def _flat(pays: bool) -> StepTimeProfile:
                    spec_zero_draft_pays=pays)
 
 
-def _decode_steps(policy, profile, outputs=(30, 30)):
+def _decode_steps(policy, profile, outputs=(30, 30), overrides=()):
     """Steps of a run whose prompts are prefilled elsewhere, so every step decodes only (no drafter cost)."""
     n = len(outputs)
     trace = make_trace([0.0] * n, [50] * n, list(outputs))
     sc = load_scenario(overrides=["prefill.time_per_token_s=0.001", f"prefill.num_instances={n}",
-                                  "drafter.base_fraction=0", "drafter.per_draft_fraction=0"])
+                                  "drafter.base_fraction=0", "drafter.per_draft_fraction=0", *overrides])
     res = simulate(trace, policy, sc, profile=profile, gamma=None if policy == "none" else 3, record_step_log=True)
     s = res.steps
     return s[s["num_decode"] > 0]
@@ -67,6 +67,21 @@ def test_zero_draft_step_costs_a_plain_step_plus_exactly_the_terms_where_the_eng
     np.testing.assert_allclose(pays["duration_s"].to_numpy(), plain["duration_s"].to_numpy() + extra, rtol=0,
                                atol=1e-12)
     np.testing.assert_allclose(off["duration_s"].to_numpy(), plain["duration_s"].to_numpy(), rtol=0, atol=1e-12)
+
+
+def test_the_scenario_sets_whether_a_zero_draft_step_pays():
+    # engine.spec_zero_draft_pays overrides the profile's own, either way; unset keeps it
+    plain = _decode_steps("none", _flat(True))["duration_s"].to_numpy()
+    on = _decode_steps(_Propose(0), _flat(False), overrides=("engine.spec_zero_draft_pays=true",))
+    off = _decode_steps(_Propose(0), _flat(True), overrides=("engine.spec_zero_draft_pays=false",))
+    np.testing.assert_allclose(on["duration_s"].to_numpy(),
+                               plain + FIXED + PER_REQUEST * on["num_decode"].to_numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(off["duration_s"].to_numpy(), plain, rtol=0, atol=1e-12)
+    from specsim.run_config import speculation_terms
+    kept = _flat(True)
+    assert speculation_terms(load_scenario(), kept) is kept
+    with pytest.raises(SpecsimInputError, match="engine.spec_zero_draft_pays"):
+        load_scenario(overrides=['engine.spec_zero_draft_pays="yes"'])
 
 
 def test_a_step_that_proposes_drafts_pays_the_terms_either_way():

@@ -249,9 +249,10 @@ def speculation_text(overhead: dict[str, Any], name: str | None = None) -> str:
     if "zero_draft_pays" in overhead:         # (records written before the key: said nothing of it)
         text += ("; a step that drafts nothing pays it too (spec_zero_draft_pays)" if overhead["zero_draft_pays"]
                  else "; a step that drafts nothing runs the plain path without it (spec_zero_draft_pays false; "
-                      "the summary's undrafted_steps counts them)")
+                      "the summary's undrafted_steps counts them; engine.spec_zero_draft_pays sets it)")
     if source == SOURCED_SPECULATION:
-        text += "; docs/profiles.md; set engine.spec_step_s and engine.spec_request_s to change them"
+        text += ("; docs/profiles.md; set engine.spec_step_s, engine.spec_request_s and engine.spec_zero_draft_pays "
+                 "to change them")
     return text
 
 
