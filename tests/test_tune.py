@@ -308,6 +308,10 @@ def test_a_gamma_range_beyond_the_drafters_block_is_refused_and_its_end_is_never
     assert _fixed_ends(parse_knob("gamma=5:7", "static"), "static", scen, None) == (7.0,)
     assert _fixed_ends(parse_knob("gamma=1:6", "static"), "static", scen, None) == ()
     assert _fixed_ends(parse_knob("gamma=1:6", "static"), "static", scen, "eagle3") == ()    # no block: 64 max
+    # a real knob: 0.95 of specdecpp's [0, 1] threshold can still be widened although 1.05 is refused (a fresh
+    # user's tune picked 0.95 without the note)
+    assert _fixed_ends(parse_knob("threshold=0.05:0.95", "specdecpp"), "specdecpp", scen, None) == ()
+    assert _fixed_ends(parse_knob("threshold=0:1", "specdecpp"), "specdecpp", scen, None) == (0.0, 1.0)
 
 
 def test_tune_reads_the_window_figures_compare_reads(searched_then_grid):

@@ -114,15 +114,19 @@ def pick_cautions(res, records: list[dict]) -> list[str]:
 
 
 def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:
-    """The ends of ``knob``'s range that cannot be widened: the policy (or, for gamma, the drafter) rejects the
-    next grid value beyond them (:func:`specsim.sweep.knobs.knob_rejection`)."""
+    """The ends of ``knob``'s range that cannot be widened: the policy (or, for gamma, the drafter) rejects every
+    value beyond them (:func:`specsim.sweep.knobs.knob_rejection`): the next integer, or for a real knob a value
+    just beyond the end (threshold 0.95 of a [0, 1] knob can still be widened although 1.05 is refused)."""
     from specsim.sweep.knobs import knob_rejection
 
-    step = 1.0 if knob.integer else ((knob.hi - knob.lo) / (knob.num - 1) if knob.num > 1 else 0.0)
-    if step <= 0:
+    if knob.hi <= knob.lo:
         return ()
-    return tuple(end for end, beyond in ((knob.lo, knob.lo - step), (knob.hi, knob.hi + step))
-                 if knob_rejection(policy, knob, beyond, scen, drafter) is not None)
+    out = []
+    for end, sign in ((knob.lo, -1.0), (knob.hi, 1.0)):
+        step = 1.0 if knob.integer else 1e-6 * max(1.0, abs(end))
+        if knob_rejection(policy, knob, end + sign * step, scen, drafter) is not None:
+            out.append(end)
+    return tuple(out)
 
 
 def result_text(res, path: Path, num_untuned: int, width: int | None = None, fixed_ends: tuple = ()) -> str:
