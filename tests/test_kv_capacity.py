@@ -218,6 +218,21 @@ def test_a_plain_table_whose_weights_do_not_fit_its_gpu_is_refused_at_the_defaul
     assert (forced.tokens, forced.source) == (110000, "kv_capacity_tokens")       # set: the user's call
 
 
+def test_an_activation_reserve_that_leaves_no_room_names_the_setting_that_sized_it(tmp_path):
+    # weights that fit, a max_num_seqs of 1e9 (a fresh user's): the error names it in the scenario file, not the
+    # profile's kv_capacity_tokens; in a replica that prefills, the chunk sizes the reserve
+    path = tmp_path / "s.toml"
+    path.write_text("[cluster]\nmax_num_seqs = 1000000000\n")
+    with pytest.raises(SpecsimInputError) as e:
+        kv_capacity(load_scenario(path), None, gamma=7)
+    assert (e.value.file, e.value.line, e.value.field) == (str(path), 2, "cluster.max_num_seqs")
+    assert "logits for 1,000,000,000 rows" in str(e.value)
+    with pytest.raises(SpecsimInputError) as e:
+        kv_capacity(load_scenario(overrides=['prefill.mode="colocated"', "prefill.chunk_tokens=100000000",
+                                             "cluster.gpu_memory_utilization=0.9"]), None, gamma=7)
+    assert e.value.field == "prefill.chunk_tokens"
+
+
 def test_the_default_capacity_says_what_the_profiles_gpus_would_hold():
     eight = kv_capacity(load_scenario(overrides=["profile.name=h100-llama2-70b-tp8"]), None, gamma=0)
     assert eight.source == "default" and eight.memory_tokens > 10 * eight.tokens

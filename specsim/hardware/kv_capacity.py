@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecsimInputError
@@ -324,6 +325,7 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
         utilization = STEP_MODEL_UTILIZATION     # a step-model profile knows its model and GPU: derive
     d = _derivation(sc, prof, sm, gamma, utilization, drafter_weights_bytes)
     if d["tokens"] < c.block_size:
+        _check_reserve(sc, d)
         raise SpecsimInputError(prof.source, None, "cluster.gpu_memory_utilization",
                                 f"room for at least one KV block: {_no_room(d)} (raise the profile's TP/EP, EP for DeepSeek-V4, or use "
                                 "a smaller weight dtype)",
@@ -332,6 +334,28 @@ def _capacity(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, drafter_kv_fr
     return KvCapacity(d["tokens"], "gpu_memory_utilization", c.block_size, drafter_kv_fraction, d["gpu"], d["mem"],
                       utilization, d["weights"], d["act"], d["t"], float(d["per_token"]), d["model"].name, d["tp"],
                       prof.source, drafter_weights_bytes=float(drafter_weights_bytes), activation_rows=d["rows"])
+
+
+def _check_reserve(sc: Scenario, d: dict) -> None:
+    """Where the weights fit but the activation reserve leaves no KV block, name the setting that sized the reserve
+    (``cluster.max_num_seqs``, or ``prefill.chunk_tokens`` in a replica that prefills), in the scenario file and
+    line that set it (a fresh user's ``max_num_seqs = 1e9`` was blamed on the profile and the KV capacity).
+
+    Raises:
+        SpecsimInputError: the reserve alone leaves no room.
+    """
+    if d["weights"] >= d["mem"] * d["utilization"]:
+        return
+    key = "prefill.chunk_tokens" if sc.prefill.mode == "colocated" else "cluster.max_num_seqs"
+    where, line = None, None
+    if sc.source and Path(sc.source).is_file():
+        from specsim.tomlfile import read_toml
+        line = read_toml(Path(sc.source))[1].get(key)
+        where = sc.source if line is not None else None
+    section, name = key.split(".")
+    raise SpecsimInputError(where, line, key, "an activation reserve that leaves room for the KV cache: vLLM's "
+                            f"profiling run reserves activations for {d['t']:,} tokens and logits for {d['rows']:,} "
+                            f"rows, and {_no_room(d)}; lower {key}", repr(getattr(getattr(sc, section), name)))
 
 
 def _no_room(d: dict) -> str:
@@ -392,6 +416,7 @@ def _plain_table_memory(sc: Scenario, prof: StepTimeProfile, gamma: int) -> int 
     except SpecsimInputError:
         return None
     if d["tokens"] < sc.cluster.block_size:
+        _check_reserve(sc, d)
         raise SpecsimInputError(prof.source, None, "cluster.kv_capacity_tokens",
                                 f"a deployment whose weights fit its GPUs: the profile's metadata says "
                                 f"{d['model'].name} at TP {d['tp']}, and {_no_room(d)} for the KV cache, so no "
