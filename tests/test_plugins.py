@@ -340,6 +340,10 @@ def test_policies_command_lists_registry_and_plugin_files(monkeypatch, capsys):
     # the knobs' defaults the scenario file points users to (a fresh user's report: none were listed)
     assert out["knobs"]["specdecpp"] == {"threshold": 0.3} and out["knobs"]["static"] == {}
     assert out["knobs"]["vllm-adaptive"]["cost_table"] == "vllm"
+    # the plug-in files' declared knobs, read without importing them (a module constant as its value)
+    assert out["knobs"]["policies/template.py:SurvivalCutoff"] == {"threshold": 0.5}
+    assert out["knobs"]["policies/smartspec.py:SmartSpec"]["probe_every"] == 64
+    assert out["knobs"]["policies/draft_len_schedule.py:DraftLenSchedule"] == {"schedule": [[64, 7], [128, 3]]}
     code, stdout, _ = run_cli(monkeypatch, capsys, "policies")
     assert code == 0 and "threshold=0.3" in stdout.split()
 
@@ -442,3 +446,15 @@ def test_knobs_given_with_a_policy_class_reach_it_and_an_objects_are_refused():
     assert by_class.summary["mean_verify_tokens_per_request"] < default.summary["mean_verify_tokens_per_request"]
     with pytest.raises(SpecsimInputError, match="not for an object"):
         simulate(trace, mod.SurvivalCutoff(), None, concurrency=12, threshold=0.95)
+
+
+def test_plugin_files_read_declared_knobs_without_importing(tmp_path):
+    from specsim.cli.policies_cmd import plugin_files
+
+    (tmp_path / "mine.py").write_text('LIMIT = 4\nraise SystemExit("never imported")\n\n'
+                                      'class Mine:\n    """Mine."""\n    knobs = {"limit": LIMIT, "scale": float("2")}\n'
+                                      '    def __call__(self, view):\n        return None\n\n'
+                                      'class Bare:\n    def __call__(self, view):\n        return None\n')
+    got = plugin_files(tmp_path)
+    assert got[f"{tmp_path.as_posix()}/mine.py:Mine"] == ("Mine.", {"limit": 4, "scale": "float('2')"})
+    assert got[f"{tmp_path.as_posix()}/mine.py:Bare"] == ("", {})

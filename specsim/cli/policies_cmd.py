@@ -18,9 +18,11 @@ from specsim import fmt
 from specsim.cli import app
 
 
-def plugin_files(folder: Path) -> dict[str, str]:
-    """``{"folder/file.py:Class": first docstring line}`` for the policy classes of ``folder/*.py``."""
-    out: dict[str, str] = {}
+def plugin_files(folder: Path) -> dict[str, tuple[str, dict]]:
+    """``{"folder/file.py:Class": (first docstring line, {knob: default})}`` for the policy classes of
+    ``folder/*.py``, read without importing: a class's ``knobs = {...}`` literal, a default naming a module-level
+    constant shown as that constant's value (as the source writes it where it is not a plain literal)."""
+    out: dict[str, tuple[str, dict]] = {}
     if not folder.is_dir():
         return out
     for path in sorted(folder.glob("*.py")):
@@ -28,12 +30,34 @@ def plugin_files(folder: Path) -> dict[str, str]:
             tree = ast.parse(path.read_text(), filename=str(path))
         except (SyntaxError, UnicodeDecodeError, OSError):
             continue
+        consts = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+                  for t in node.targets if isinstance(t, ast.Name)}
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(f, ast.FunctionDef) and f.name == "__call__" for f in node.body):
                 doc = (ast.get_docstring(node) or "").strip()
-                out[f"{path.as_posix()}:{node.name}"] = doc.splitlines()[0] if doc else ""
+                out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "",
+                                                         _declared_knobs(node, consts))
     return out
+
+
+def _declared_knobs(cls: ast.ClassDef, consts: dict[str, ast.expr]) -> dict:
+    """The class body's ``knobs = {name: default}``, each default a literal where it is one (a module constant's
+    literal value for a bare name), else its source text; {} where the class declares none as a dict."""
+    for node in cls.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) and node.value is not None else []
+        if any(isinstance(t, ast.Name) and t.id == "knobs" for t in targets) and isinstance(node.value, ast.Dict):
+            out = {}
+            for k, v in zip(node.value.keys, node.value.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    v = consts.get(v.id, v) if isinstance(v, ast.Name) else v
+                    try:
+                        out[k.value] = ast.literal_eval(v)
+                    except ValueError:
+                        out[k.value] = ast.unparse(v)
+            return out
+    return {}
 
 
 @app.command("policies")
@@ -50,7 +74,9 @@ def policies(
 
     registry = available_policies()
     knobs = {name: policy_knobs(name) for name in registry}
-    files = plugin_files(folder)
+    found = plugin_files(folder)
+    files = {spec: doc for spec, (doc, _) in found.items()}
+    knobs.update({spec: declared for spec, (_, declared) in found.items()})
     if as_json:
         print(json.dumps({"registered": registry, "knobs": knobs, "plugin_files": files}, indent=1, default=str))
         return
