@@ -206,6 +206,12 @@ def test_result_file_and_compare_rows(searched_then_grid, tmp_path):
     assert row.throughput_per_gpu == pytest.approx(d["tiers"][0]["throughput_per_gpu"])
     base = table[table.curve == "specdecpp"].throughput_per_gpu.iloc[0]
     assert np.isfinite(base) and row.gain_vs_baseline == pytest.approx(row.throughput_per_gpu / base - 1)
+    # compare's notes say a tuned row is never named winner (a fresh user read one above the winner as a mistake)
+    from specsim.cli.sweep_cmd import compare_text
+
+    assert table.attrs["tuned"] and "never named winner" in " ".join(compare_text(table, out, width=400).split())
+    assert "never named winner" not in " ".join(compare_text(compare(recs, [TIERS[0]], "specdecpp"), out,
+                                                             width=400).split())
 
 
 def test_cli_tune_compare_plot(tmp_path):

@@ -577,7 +577,8 @@ def tuned_rows(table: pd.DataFrame, tuned: list[dict[str, Any]]) -> pd.DataFrame
     A tuned row's curve reads ``<policy> tuned <knob> (<knob>=<best value>)``; its ``status``,
     ``throughput_per_gpu``, ``throughput_std`` and ``num_seeds`` are the tune's at that tier (status
     ``not tuned`` at a tier the tune did not cover), ``gain_vs_baseline`` is against the table's baseline
-    row at the same tier; the other columns are NaN (the tune keeps no full frontier).
+    row at the same tier; the other columns are NaN (the tune keeps no full frontier). ``attrs["tuned"]``: whether
+    any row was added.
     """
     base = table.attrs.get("baseline")
     rows = []
@@ -597,4 +598,5 @@ def tuned_rows(table: pd.DataFrame, tuned: list[dict[str, Any]]) -> pd.DataFrame
     out = pd.concat([table, pd.DataFrame(rows)], ignore_index=True) if rows else table.copy()
     out = out.sort_values("tier", kind="stable").reset_index(drop=True)
     out.attrs["baseline"] = base
+    out.attrs["tuned"] = bool(rows)
     return out

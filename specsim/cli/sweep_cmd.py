@@ -494,6 +494,12 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
                   win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
 
 
+#: compare's note where tuned rows are shown (a fresh user read a tuned row above the winner as a mistake).
+TUNED_NOTE = (" A tuned row (specsim tune) is not a curve but a pick per tier from the tune's own runs: never named "
+              "winner, even where its figure is higher (tune's warnings say when a pick is read from a thrashing or "
+              "prefill-bound point; docs/tuning.md).")
+
+
 def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int] | None = None) -> str:
     """:func:`specsim.analysis.frontier.compare`'s table and the notes that explain its columns, as text.
 
@@ -526,7 +532,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
-             "or more, untested on two).",
+             "or more, untested on two)." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
              "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]
