@@ -129,7 +129,11 @@ def in_scenario_file(scenario: Scenario, gamma_given: bool = False):
         where = _key_line(scenario, key) if key else None
         if where is None:
             raise
-        raise SpecsimInputError(where[0], where[1], key, e.expected, e.got) from None
+        got = e.got
+        if key == "profile.name" and str(scenario.profile.name).endswith(".json"):    # where a relative path was sought
+            got = (f"{e.got}: no such file beside the scenario ({Path(where[0]).parent / scenario.profile.name}) "
+                   f"nor in the working folder ({Path.cwd() / scenario.profile.name})")
+        raise SpecsimInputError(where[0], where[1], key, e.expected, got) from None
 
 
 @contextmanager

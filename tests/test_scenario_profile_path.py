@@ -49,3 +49,18 @@ def test_a_profile_shorter_than_the_prefill_chunk_fails_when_the_run_starts():
     # a profile that extrapolates has no last size to fall off
     ok = StepTimeProfile(np.array([1, 256]), np.array([0.01, 0.02]), extrapolate="linear")
     assert simulate(trace, "none", colocated, profile=ok).summary["completed"] == 1
+
+
+def test_a_missing_profile_file_says_where_it_was_sought(tmp_path, monkeypatch):
+    import pytest
+
+    from helpers import make_trace
+    from specsim.errors import SpecsimInputError
+    from specsim.simulation import simulate
+
+    (tmp_path / "s.toml").write_text('[profile]\nname = "missing.json"\n')
+    monkeypatch.chdir(tmp_path.parent)
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(make_trace([0.0], [10], [5]), "none", load_scenario(tmp_path / "s.toml"))
+    assert (e.value.line, e.value.field) == (2, "profile.name")
+    assert str(tmp_path / "missing.json") in e.value.got and str(tmp_path.parent / "missing.json") in e.value.got
