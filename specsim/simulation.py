@@ -204,7 +204,7 @@ def _check_time_bound(trace, config: RunConfig) -> None:
         raise SpecsimInputError("--rate-scale", None, "rate_scale",
                                 f"a scale >= {least:.3g} so the last arrival ({trace.arrival_s[-1]:g} s) stays within "
                                 f"specsim's bound on simulated time, {MAX_SIM_TIME_S:g} s", f"{config.rate_scale:g}")
-    raise SpecsimInputError(getattr(trace, "source", None), None, f"arrival_s of request {i + 1}",
+    raise SpecsimInputError(getattr(trace, "file", None), None, f"arrival_s of request {i + 1}",
                             f"a time <= {MAX_SIM_TIME_S:g} s (specsim's bound on simulated time)",
                             f"{trace.arrival_s[i]:g}")
 
@@ -363,7 +363,7 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
     unknown = ~np.isin(domains, np.array(list(model.alpha), dtype=object))
     if unknown.any():                           # the first line with an unknown domain (not the first such domain)
         line = int(np.flatnonzero(unknown)[0])
-        raise SpecsimInputError(getattr(trace, "source", None), line + 1, "domain",
+        raise SpecsimInputError(getattr(trace, "file", None), line + 1, "domain",
                                 f"a domain of the '{dname}' acceptance table {model.domains}", repr(domains[line]))
     return model
 

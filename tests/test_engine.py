@@ -305,6 +305,14 @@ def test_unknown_domain_names_line():
     trace = make_trace([0.0, 1.0, 2.0], [10] * 3, [20] * 3, domain=["/v1/completions", "chat", "/v1/chat"])
     with pytest.raises(SpecsimInputError, match="line 1.*'/v1/completions'"):
         simulate(trace, "dspark", seed=0)
+    # a trace cut to its first requests (--num-requests) names its file, not 'file.jsonl[:2]'
+    from dataclasses import replace
+    cut = replace(make_trace([0.0, 1.0, 2.0], [10] * 3, [20] * 3, domain=["chat", "poetry", "chat"]),
+                  source="prod.jsonl").head(2)
+    assert (cut.source, cut.file) == ("prod.jsonl[:2]", "prod.jsonl")
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(cut, "dspark", seed=0)
+    assert (e.value.file, e.value.line) == ("prod.jsonl", 2)
 
 
 def test_gamma_beyond_table_is_named():

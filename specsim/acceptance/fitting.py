@@ -359,8 +359,10 @@ def load_fitted_model(spec: str, drafter: str, gamma: int, temperatures: tuple |
     try:
         fit = json.loads((path / "model.json").read_text())
     except (OSError, ValueError) as e:
+        why = ("no such file" if isinstance(e, FileNotFoundError) else "unreadable" if isinstance(e, OSError)
+               else f"not JSON ({str(e)[:60]})")
         raise SpecsimInputError(str(path / "model.json"), None, "acceptance.model",
-                                "a directory written by specsim fit", f"{type(e).__name__}: {str(e)[:60]}") from None
+                                "a directory written by specsim fit (its model.json)", f"{spec!r}: {why}") from None
     temps = temperatures if temperatures is not None else tuple(fit["temperatures"])
     src = f"{kind}:{path}"
     if kind == "empirical":

@@ -34,13 +34,36 @@ FIRST_COMMANDS = ("run", "sweep", "compare", "recommend", "plot", "report")
 GOODPUT_KEYS = ("ttft", "tpot", "itl", "e2el")
 
 
+def _bare_help(cmd, ctx) -> None:
+    """Show ``cmd``'s ``-h/--help`` as a bare flag (typer prints ``<bool>`` beside it, as for any flag:
+    :func:`_flags_as_flags`); click caches the option it returns, so it is set once, and sub-groups' commands too."""
+    opt = cmd.get_help_option(ctx) if cmd is not None else None
+    if opt is not None:
+        opt.metavar = ""
+    if isinstance(cmd, TyperGroup):
+        for name in cmd.list_commands(ctx):
+            _bare_help(cmd.get_command(ctx, name), ctx)
+
+
 class _Commands(TyperGroup):
-    """The command list of ``specsim --help``: :data:`FIRST_COMMANDS` first, then the rest alphabetically."""
+    """The command list of ``specsim --help``: :data:`FIRST_COMMANDS` first, then the rest alphabetically; every
+    ``--help`` a bare flag (:func:`_bare_help`)."""
 
     def list_commands(self, ctx) -> list[str]:
         names = list(super().list_commands(ctx))
         first = [n for n in FIRST_COMMANDS if n in names]
         return first + sorted(n for n in names if n not in first)
+
+    def get_help_option(self, ctx):
+        opt = super().get_help_option(ctx)      # its own, asked while its arguments are parsed
+        if opt is not None:
+            opt.metavar = ""
+        return opt
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        _bare_help(self, ctx)
+        return ctx
 
 
 app = typer.Typer(cls=_Commands, add_completion=False, no_args_is_help=True,
@@ -104,6 +127,12 @@ def _flags_as_flags(group: typer.Typer) -> None:
             info = p.default
             if p.annotation in (bool, "bool") and isinstance(info, typer.models.OptionInfo) and info.metavar is None:
                 info.metavar = ""
+    callback = group.registered_callback
+    if callback is not None and callback.callback is not None:       # the group's own options (--version)
+        for p in inspect.signature(callback.callback).parameters.values():
+            if p.annotation in (bool, "bool") and isinstance(p.default, typer.models.OptionInfo) \
+                    and p.default.metavar is None:
+                p.default.metavar = ""
     for sub in group.registered_groups:
         _flags_as_flags(sub.typer_instance)
 

@@ -68,7 +68,7 @@ def policies(
                                  "{path:Class: description}}."),
 ) -> None:
     """List the available verification policies with a one-line description and their knobs' defaults each
-    (set a knob with --set policy.knobs.NAME=VALUE, or [policy.knobs] in a scenario file)."""
+    (set a knob with --set policy.knobs.NAME=VALUE, or in a scenario file's policy.knobs table)."""
     from specsim.policies import available_policies
     from specsim.policies.registry import policy_knobs
 

@@ -15,7 +15,7 @@ from specsim.cli import app, written_to
 from specsim.cli.profile_fit_report import say as _say
 from specsim.errors import SpecsimInputError
 
-profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: show, import, generate, fit, measure.")
+profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: list, show, import (Vidur, splitwise-sim), analytic (from shapes and a datasheet), gpus, fit, measure.")
 app.add_typer(profile_app, name="profile")
 
 
@@ -28,7 +28,7 @@ def shared_root() -> Path:
 @profile_app.command("list")
 def list_profiles() -> None:
     """The bundled profiles a scenario's profile.name may name: GPU, model, TP, kind and the largest measured
-    batch; a superseded one is marked (``profile show NAME`` names what replaces it)."""
+    batch; a superseded one is marked (profile show NAME names what replaces it)."""
     import json as _json
 
     from specsim.hardware.profile import bundled_profiles_dir
@@ -262,7 +262,7 @@ def analytic_cmd(
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
-    ``--gpu`` takes any name ``specsim profile gpus`` lists (a100, h100, h200, h800, h20, b200, gb200, b300,
+    --gpu takes any name specsim profile gpus lists (a100, h100, h200, h800, h20, b200, gb200, b300,
     gb300, l40s, rtx4090, rtxpro6000, mi300x) or a GPU spec JSON file (docs/profiles.md gives its keys)."""
     from specsim.cli.outputs import check_output
     check_output(out, "--out")
@@ -393,8 +393,8 @@ def _gpu_arg(gpu: str | None, spec: Path | None = None):
 
 @profile_app.command("gpus")
 def gpus_cmd() -> None:
-    """The GPUs ``--gpu`` knows by name: datasheet bandwidth, dense tensor TFLOPS by dtype, SMs, memory, link
-    (unidirectional) and source (module specsim.hardware.gpus). Anything else: ``--gpu my_gpu.json``."""
+    """The GPUs --gpu knows by name: datasheet bandwidth, dense tensor TFLOPS by dtype, SMs, memory, link
+    (unidirectional) and source (module specsim.hardware.gpus). Anything else: --gpu my_gpu.json."""
     from specsim.hardware.gpus import GPUS
 
     def tf(v: float | None) -> str:

@@ -211,10 +211,11 @@ def sweep(
     from specsim.progress import record_command_line
     record_command_line(Path(out) / "sweep.json")
     if not auto:
-        print(fmt.wrapped(f"{len(res.points)} points: {res.computed} computed, {res.skipped} already done"
+        print(fmt.wrapped(f"{len(res.points)} points: {res.computed} computed"
+                          + (f" ({len(res.failed)} of them failed)" if res.failed else "")
+                          + f", {res.skipped} already done"
                           + (f", {res.recomputed_bad} cut-off records recomputed" if res.recomputed_bad else "")
-                          + f", {len(res.failed)} failed; {res.wall_time_s:.1f} s; records written to "
-                          + f"{out / 'points'}"))
+                          + f"; {res.wall_time_s:.1f} s; records written to {out / 'points'}"))
     recs = load_records(out, ids)
     warn_mixed_folder(Path(out))
     df = results_frame(recs)
@@ -274,7 +275,7 @@ def _run_auto(spec, mode: str, tier_list: tuple[float, ...], max_load: float | N
         file=sys.stderr))
     res = auto_sweep(spec, mode, tier_list, scen, tr, out, max_load=max_load, on_round=note, progress=bar, **run_kw)
     print(f"auto ({'concurrency' if mode == 'closed' else 'rate scales'}): {res.runs} runs ({res.computed} "
-          f"computed, {res.skipped} already done) in {res.rounds} rounds, {len(res.failed)} failed; "
+          f"computed, {res.skipped} already done) in {res.rounds} rounds, {len(res.failed)} of the runs failed; "
           f"{res.wall_time_s:.1f} s; results in {out}")
     for p, loads in res.loads.items():
         stop = f" (stopped: {'; '.join(res.stopped[p])})" if res.stopped.get(p) else ""

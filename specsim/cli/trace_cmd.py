@@ -80,7 +80,8 @@ def _summary_line(trace, out: Path) -> str:
     from specsim.workload.trace import trace_stats
 
     st = trace_stats(trace)
-    return fmt.wrapped(f"wrote {st['num_requests']} requests to {out} (span {st['span_s']:.3f} s, "
+    n = st["num_requests"]
+    return fmt.wrapped(f"wrote {n} request{'s' * (n != 1)} to {out} (span {st['span_s']:.3f} s, "
                        f"content hash {trace.content_hash()[:12]})")
 
 

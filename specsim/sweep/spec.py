@@ -95,7 +95,9 @@ class SweepSpec:
         ]
         for flag, expected, got, ok in checks:
             if not ok:
-                raise SpecsimInputError(f"--{flag}", None, flag, expected, repr(got))
+                shown = ",".join("none" if g is None else f"{g:g}" if isinstance(g, float) else str(g) for g in got) \
+                    if isinstance(got, (tuple, list)) else repr(got)     # as the flag was written, not a tuple's repr
+                raise SpecsimInputError(f"--{flag}", None, flag, expected, shown or "none")
 
 
 @dataclass(frozen=True)

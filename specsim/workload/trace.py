@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -171,6 +172,12 @@ class Trace:
         return Trace(self.request_id[:n], self.arrival_s[:n], self.prompt_tokens[:n],
                      self.output_tokens[:n], self.domain[:n], source=f"{self.source}[:{n}]",
                      extra={k: v[:n] for k, v in self.extra.items()}, cut_s=cut, **prefix)
+
+    @property
+    def file(self) -> str | None:
+        """The file the trace was read from: :attr:`source` without the ``[:n]`` that :meth:`head` appends (an
+        error about a request's line names the file, e.g. ``prod.jsonl``, not ``prod.jsonl[:10]``)."""
+        return None if self.source is None else re.sub(r"(\[:\d+\])+$", "", str(self.source))
 
     def to_frame(self) -> pd.DataFrame:
         """A DataFrame with columns request_id, arrival_s, prompt_tokens, output_tokens, domain.

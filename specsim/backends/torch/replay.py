@@ -99,7 +99,7 @@ def domain_prompts(target, trace, seed: int) -> list[list[int]]:
     for i, (dom, n_tok) in enumerate(zip(trace.domain, trace.prompt_tokens)):
         n_tok = int(n_tok)
         if dom not in ("chat", "code", "math"):
-            raise SpecsimInputError(getattr(trace, "source", None), i + 1, "domain",
+            raise SpecsimInputError(getattr(trace, "file", None), i + 1, "domain",
                                     "chat, code or math (the replay has prompts for these only)", repr(dom))
         ids: list[int] = []
         attempt = 0
@@ -475,7 +475,7 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
     need = np.asarray(trace.prompt_tokens) + np.asarray(trace.output_tokens) + gamma + 1
     if max_len and need.max() > max_len:
         i = int(np.argmax(need > max_len))
-        raise SpecsimInputError(getattr(trace, "source", None), i + 1, "prompt_tokens + output_tokens",
+        raise SpecsimInputError(getattr(trace, "file", None), i + 1, "prompt_tokens + output_tokens",
                                 f"<= {max_len - gamma - 1} for target {target_spec!r}", str(int(need[i] - gamma - 1)))
     total = len(trace) * (1 if fit_seed is None else 2)
 
