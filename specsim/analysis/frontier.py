@@ -577,8 +577,7 @@ def tuned_rows(table: pd.DataFrame, tuned: list[dict[str, Any]]) -> pd.DataFrame
     A tuned row's curve reads ``<policy> tuned <knob> (<knob>=<best value>)``; its ``status``,
     ``throughput_per_gpu``, ``throughput_std`` and ``num_seeds`` are the tune's at that tier (status
     ``not tuned`` at a tier the tune did not cover), ``gain_vs_baseline`` is against the table's baseline
-    row at the same tier; the other columns are NaN (the tune keeps no full frontier). ``attrs["tuned"]``: whether
-    any row was added.
+    row at the same tier; the other columns are NaN (no full frontier); ``attrs["tuned"]``: whether any row was added.
     """
     base = table.attrs.get("baseline")
     rows = []
@@ -597,6 +596,5 @@ def tuned_rows(table: pd.DataFrame, tuned: list[dict[str, Any]]) -> pd.DataFrame
                          "num_seeds": int(r["num_seeds"]), "gain_vs_baseline": _ratio(y, yb) - 1})
     out = pd.concat([table, pd.DataFrame(rows)], ignore_index=True) if rows else table.copy()
     out = out.sort_values("tier", kind="stable").reset_index(drop=True)
-    out.attrs["baseline"] = base
-    out.attrs["tuned"] = bool(rows)
+    out.attrs.update(baseline=base, tuned=bool(rows))
     return out
