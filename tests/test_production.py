@@ -285,3 +285,20 @@ def test_json_files_specsim_writes_hold_no_nan():
     fit = {"residuals": {"136": float("nan"), "50": np.float64(0.02)}, "n": np.int64(3), "inf": [float("inf")]}
     text = json.dumps(jsonable(fit), allow_nan=False)
     assert json.loads(text) == {"residuals": {"136": None, "50": 0.02}, "n": 3, "inf": [None]}
+
+
+def test_the_prediction_table_shows_the_tier_row_once_with_the_papers_figure(capsys, monkeypatch):
+    # the tier's dspark throughput was printed twice, once without the paper's figure (a fresh user's report)
+    from specsim.cli.production_cmd import print_prediction
+
+    monkeypatch.setenv("COLUMNS", "300")        # one line per row, whatever the terminal
+
+    out = {"deployment": "v4-flash", "sla_tier": 80.0, "throughput_at_sla": {"dspark-async": 13748.0, "mtp1": 9000.0},
+           "gain_at_sla": 0.5275, "paper_gain_at_sla": 0.6, "tps_at_matched_throughput": {},
+           "reach_tps": {"dspark-async": 200.0, "mtp1": 120.0}, "budget": {}, "mtp1_budget_values": [2.0],
+           "dspark_frontier_vs_paper": {"80": {"predicted": 13748.0, "paper": 16000.0},
+                                        "120": {"predicted": 9000.0, "paper": 10000.0}}}
+    print_prediction(out)
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.count("dspark tok/s/GPU at 80 tok/s/user") == 1 and "13,748 16,000" in text
+    assert "dspark tok/s/GPU at 120 tok/s/user 9,000 10,000" in text

@@ -88,7 +88,10 @@ def print_prediction(out: dict, console=None) -> None:
     t = _Rows()
     thr = out["throughput_at_sla"]
     t.add_row(f"mtp1 tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["mtp1"], 0), "(fitted)")
-    t.add_row(f"dspark tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["dspark-async"], 0), "")
+    vs_paper = {float(k): m for k, m in out["dspark_frontier_vs_paper"].items()}     # the tier's row once, with it
+    at_tier = vs_paper.pop(float(tier), None)
+    t.add_row(f"dspark tok/s/GPU at {tier:g} tok/s/user", fmt.number(thr["dspark-async"], 0),
+              fmt.number(at_tier["paper"], 0) if at_tier else "")
     t.add_row(f"gain at {tier:g} tok/s/user", fmt.percent(out["gain_at_sla"], 0, signed=True),
               fmt.percent(out["paper_gain_at_sla"], 0, signed=True))
     for k, m in out["tps_at_matched_throughput"].items():
@@ -100,8 +103,8 @@ def print_prediction(out: dict, console=None) -> None:
     for n, b in out["budget"].items():
         t.add_row(f"mean verify tokens/request at {n} users", fmt.number(b["predicted"], 2), f"{b['paper']:g}")
     t.add_row("mtp1 verify tokens/request", ", ".join(f"{v:g}" for v in out["mtp1_budget_values"]), "2")
-    for k, m in out["dspark_frontier_vs_paper"].items():
-        t.add_row(f"dspark tok/s/GPU at {k} tok/s/user", fmt.number(m["predicted"], 0), fmt.number(m["paper"], 0))
+    for k, m in vs_paper.items():
+        t.add_row(f"dspark tok/s/GPU at {k:g} tok/s/user", fmt.number(m["predicted"], 0), fmt.number(m["paper"], 0))
     print(fmt.table(["quantity", "predicted", "paper"], t.rows,
                     title=f"{out['deployment']}: dspark-async (DSpark-5) vs mtp1, predicted"))
 

@@ -251,7 +251,9 @@ def analytic_cmd(
                                                     "fp8_fp4 GEMMs on Hopper) where the "
                                                     "GPU has FP8; default: each GEMM in its weights' dtype where the "
                                                     "GPU has it, else weight-only at BF16"),
-    max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output JSON"),
+    max_batch_tokens: int = typer.Option(4096),
+    out: Path = typer.Option(None, help="output JSON (default: GPU-MODEL-tpN-terms.json in the working folder; a "
+                             "scenario reaches it by that .json path, while the bare name is the bundled profile's)"),
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves "
                                     "(needs Vidur's profiling CSVs from the project's shared data, $SPECSIM_SHARED "
                                     "or ../shared beside the repository; not shipped in the package)"),
