@@ -246,7 +246,7 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
     else:
         g = scenario.engine.gamma if gamma is None else int(gamma)
     _check_block(scenario, dname, g, gamma is not None)
-    _check_cpu_drafter(scenario, dname)
+    _check_cpu_drafter(scenario, dname, bool(forced_drafter))
     if isinstance(policy, str) and gamma is None and g and policy not in COST_AWARE:
         # the policy runs with the step's gamma; built once with the run's, it checks what an explicit --gamma
         # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
@@ -300,15 +300,32 @@ def _check_block(scenario: Scenario, dname: str, gamma: int, from_flag: bool) ->
                                 "acceptance.constant_alpha or acceptance.length)", str(gamma))
 
 
-def _check_cpu_drafter(scenario: Scenario, dname: str) -> None:
+def _check_cpu_drafter(scenario: Scenario, dname: str, forced: bool = False) -> None:
     """Refuse a CPU drafter's run (ngram, suffix; ``--drafter ngram`` too, whatever ``drafter.name`` says) where
     the scenario sets what only a model drafter has: the [drafter] section's own check, for the run's drafter.
 
+    A ``drafter.match_rate`` is refused for a model drafter the scenario or ``--drafter`` names (not for one a policy
+    forces, as mtp1 does in a sweep beside lookup-drafter runs: it proposes at every step).
+
     Raises:
-        SpecsimInputError: naming the setting (``drafter.layers``, ``block``, the fractions, ``kv_fraction``).
+        SpecsimInputError: naming the setting (``drafter.layers``, ``block``, the fractions, ``kv_fraction``,
+            ``match_rate``).
     """
     if DRAFTER_FAMILY_OF.get(dname) == "lookup" and dname != scenario.drafter.name:
         replace(scenario.drafter, name=dname)          # DrafterConfig's validation runs on the copy
+    model_drafter = DRAFTER_FAMILY_OF.get(dname) not in (None, "lookup", "none")
+    if scenario.drafter.match_rate is not None and model_drafter and not forced:
+        raise SpecsimInputError("--drafter" if dname != scenario.drafter.name else None, None, "drafter.match_rate",
+                                f"no match_rate with drafter {dname} (a model drafter proposes at every step; the "
+                                "share applies to the lookup drafters ngram and suffix)",
+                                repr(scenario.drafter.match_rate))
+
+
+def lookup_match_rate(sc: Scenario, pc: PolicyChoice) -> float:
+    """The share of request-steps the run's drafter proposes in: ``drafter.match_rate`` for a lookup drafter (1 where
+    unset), 1 for a model drafter (which always proposes; :func:`resolve_policy` refuses the key for one)."""
+    rate = sc.drafter.match_rate
+    return float(rate) if rate is not None and DRAFTER_FAMILY_OF.get(pc.drafter) == "lookup" else 1.0
 
 
 def cpu_drafter_notice(pc: PolicyChoice) -> str | None:
@@ -512,7 +529,7 @@ class ResolvedRun:
             chunk_tokens=sc.prefill.chunk_tokens, host_overhead_s=e.host_overhead_s,
             emission_overhead_s=e.emission_overhead_s, drafter_kv_fraction=self.kv.drafter_kv_fraction,
             decode_first_token=decode_first, state_blocks=self.kv.state_blocks,
-            first_drafts_in_prefill=e.first_drafts == "prefill-step")
+            first_drafts_in_prefill=e.first_drafts == "prefill-step", match_rate=lookup_match_rate(sc, self.policy))
             for i in range(c.num_replicas))
         return ClusterRuntime(
             replicas=replicas, kv_capacity_tokens=self.kv.tokens, router=c.router, colocated=colocated,

@@ -302,6 +302,9 @@ class DrafterConfig(_Section):
             (8 for an engine patched as vLLM PR 56732; no faster beyond 8; specsim.hardware.lookup_drafter).
             It applies to every ngram run, ``--drafter ngram`` included. ngram and suffix run on the host CPU: no
             layers, block, fractions or KV share, and no built-in acceptance table.
+        match_rate: the share of request-steps a lookup drafter (ngram, suffix; only those) finds a match in, float
+            in (0, 1]; None = 1. In the others the request verifies no draft and emits one token (vLLM's n-gram
+            proposer returns none), its lookup's CPU time still paid (docs/acceptance.md, "CPU drafters").
     """
 
     SECTION: ClassVar[str] = "drafter"
@@ -312,6 +315,7 @@ class DrafterConfig(_Section):
     layers: int | None = None
     block: int | None = None
     cpu_threads: int | None = None
+    match_rate: float | None = None
 
     def _validate(self) -> None:
         self._check(self.block is None or 1 <= self.block <= 64, "block",
@@ -324,6 +328,7 @@ class DrafterConfig(_Section):
                         "a fraction of the target step in [0, 10) (leave it out for the family default)")
         self._check(self.cpu_threads is None or 1 <= self.cpu_threads <= 256, "cpu_threads",
                     "an int in [1, 256], the ngram drafter's scan threads (leave it out for vLLM's 1)")
+        self._check(self.match_rate is None or 0 < self.match_rate <= 1, "match_rate", "a share in (0, 1], or unset")
         for key in ("base_fraction", "per_draft_fraction", "layers", "block", "kv_fraction"):
             self._check(self.name not in LOOKUP_DRAFTERS or getattr(self, key) is None, key,
                         f"no {key} with drafter {self.name} (it runs on the CPU, no GPU layers or KV: its cost "

@@ -146,3 +146,60 @@ def test_a_confidence_reading_policy_on_a_cpu_drafter_is_noticed():
     assert len(notices(Mine)) == 1
     assert notices("static") == [] and notices("oracle") == [] and notices("vllm-dsd") == []
     assert notices("dspark", drafter="eagle3") == []
+
+
+def _match_run(rate, name="ngram", **kw):
+    """A closed loop of 16 users on a flat 20 ms profile, static gamma 4, a constant alpha 0.6 per position."""
+    from specsim.workload import synth_trace
+
+    over = [f'drafter.name="{name}"', "acceptance.constant_alpha=0.6", "acceptance.sigma_request=0",
+            "acceptance.sigma_step=0", "acceptance.sigma_token=0"] + ([f"drafter.match_rate={rate}"] if rate else [])
+    trace = synth_trace(120, 5.0, seed=1, prompt_len=300, output_len=120)
+    return simulate(trace, "static", load_scenario(overrides=over), gamma=4, seed=0, concurrency=16,
+                    profile=StepTimeProfile.flat(0.02, 8192), **kw)
+
+
+def test_a_lookup_without_a_match_verifies_no_draft():
+    """drafter.match_rate m: a share m of request-steps proposes (vLLM's n-gram proposer returns no drafts for the
+    rest, which emit one token), so tokens per request-step are m x tau + (1 - m), tau = (1 - 0.6^5) / 0.4 for the
+    steps that propose; 1 (or unset) is the run as before, step for step."""
+    tau = (1 - 0.6 ** 5) / 0.4
+    base, one = _match_run(None), _match_run(1.0)
+    assert base.steps.equals(one.steps)
+    for m in (0.5, 0.25):
+        res = _match_run(m)
+        st = res.steps
+        req_steps = st.num_decode.sum()
+        # tokens conserved: the decode steps emit all but each request's first (the prefill instance's)
+        assert res.summary["completed"] == 120 and st.emitted_tokens.sum() + 120 == res.requests.output_tokens.sum()
+        assert (req_steps + st.accepted_drafts.sum()) / req_steps == pytest.approx(m * tau + 1 - m, rel=0.03)
+        # verify rows: 4 per matched request-step (less the clips at outputs' ends)
+        assert st.verified_drafts.sum() / req_steps == pytest.approx(4 * m, rel=0.05)
+        assert st.verified_drafts.sum() / req_steps < 4 * m + 1e-9
+    again = _match_run(0.5)
+    assert again.steps.equals(_match_run(0.5).steps)          # one seed, the same matches
+
+
+def test_a_request_without_a_match_still_pays_its_lookup():
+    # suffix: 20 us per decoding request and step, matched or not (the lookup runs to find there is no match); a
+    # step that drafts nothing (every request at its last token) pays none
+    st = _match_run(0.3, name="suffix").steps
+    drafted = st[st.draft_s > 0]
+    assert len(drafted) > 0.8 * len(st[st.num_decode > 0])
+    np.testing.assert_allclose(drafted.draft_s, drafted.num_decode * SUFFIX_REQUEST_S, rtol=1e-9)
+    np.testing.assert_allclose(drafted.duration_s, 0.02 + drafted.draft_s + drafted.speculation_s, rtol=1e-9)
+    assert (drafted.verified_drafts < 4 * drafted.num_decode).mean() > 0.9     # most steps held unmatched requests
+
+
+def test_match_rate_is_for_lookup_drafters_only():
+    trace = make_trace([0.0], [100], [20])
+    for bad in (0, 1.5):
+        with pytest.raises(SpecsimInputError, match="drafter.match_rate"):
+            load_scenario(overrides=['drafter.name="ngram"', f"drafter.match_rate={bad}"])
+    with pytest.raises(SpecsimInputError, match="drafter.match_rate"):
+        simulate(trace, "static", homogeneous_scenario("drafter.match_rate=0.5"), gamma=3)        # dspark drafter
+    sc = homogeneous_scenario('drafter.name="ngram"', "drafter.match_rate=0.5")
+    with pytest.raises(SpecsimInputError, match="drafter.match_rate") as e:
+        simulate(trace, "static", sc, gamma=3, drafter="eagle3")
+    assert e.value.file == "--drafter"
+    assert simulate(trace, "mtp1", sc).summary["completed"] == 1       # a policy's own drafter: not refused

@@ -318,6 +318,19 @@ class StoredRows:
         return conf_raw[:, :gamma], conf[:, :gamma], accept[:, :gamma]
 
 
+#: Salt of the lookup-match streams (:func:`lookup_matches`): they are keyed apart from the acceptance draws.
+MATCH_SALT = 0x6D61746368        # "match"
+
+
+def lookup_matches(seed: int, requests: np.ndarray, anchors: np.ndarray, rate: float) -> np.ndarray:
+    """(R,) bool: whether the lookup drafter (ngram, suffix) finds a match for each of ``requests`` (R,) trace
+    indices at ``anchors`` (R,) (their tokens so far), with probability ``rate`` each, independently per
+    request-step: a uniform of the request's own match stream (the run seed salted by :data:`MATCH_SALT`), so the
+    acceptance draws are the same with or without it and the same request-step always matches alike."""
+    keys = request_keys(int(seed) ^ MATCH_SALT, np.asarray(requests, np.int64))
+    return uniforms(keys, np.asarray(anchors, np.int64), 1)[:, 0] < rate
+
+
 def row_draws(model, seed: int, domain: np.ndarray, output: np.ndarray):
     """The draw source of ``model``: on-demand latent rows when it is the latent model, else stored rows."""
     if all(hasattr(model, a) for a in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf", "beta")):

@@ -27,6 +27,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from specsim.engine import kernels
+from specsim.engine.draws import lookup_matches
 from specsim.engine.kv_manager import KVManager
 from specsim.engine.policy_calls import DecodeBatch, Drafts, PolicyCalls
 from specsim.engine.records import Records
@@ -216,12 +217,10 @@ class Scheduler:
         proposed = self.policy.proposal(DecodeBatch(self.step_index, now_s, decode, float(kv_tokens),
                                                     self.config.gamma), prefill_drafts and decode.size < s.size)
         batch = self._useful_drafts(proposed, most_left)
-        can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
-        if can_draft is not None:
-            self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
-        drafts = self._draft(batch, can_draft)
+        can_draft, proposes = self._drafters(batch)
+        drafts = self._draft(batch, proposes)
         decision = self.policy.decide(batch, drafts)
-        verify_len, verified = self._limit_verify_lengths(batch, decision.verify_len, can_draft, proposed.gamma)
+        verify_len, verified = self._limit_verify_lengths(batch, decision.verify_len, proposes, proposed.gamma)
         B = decode.size + verified
         prefill, chunk = self._pack_prefill(B) if decode.size < s.size else (NO_SLOTS, NO_SLOTS)
         prefill_tokens = int(chunk.sum()) if chunk.size else 0
@@ -248,6 +247,21 @@ class Scheduler:
             return batch
         useful = most_left - 1
         return batch if useful >= batch.gamma else batch._replace(gamma=max(useful, 0))
+
+    def _drafters(self, batch: DecodeBatch) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(can_draft, proposes), (R,) bool each or None (all): the decoding requests the drafter runs for (room
+        for their drafter KV, reserved here; losses counted) and, of those, the ones with drafts to verify: a
+        lookup drafter's request-steps without a match (``config.match_rate`` < 1) propose none, their lookup
+        still run (:func:`specsim.engine.draws.lookup_matches`)."""
+        s, decode = self.slots, batch.decode
+        can_draft = self.kv.reserve_draft_room(s, decode, batch.gamma)
+        if can_draft is not None:
+            self.records.count_drafter_kv_losses(int(can_draft.size - can_draft.sum()))
+        if self.config.match_rate >= 1.0 or not (decode.size and batch.gamma):
+            return can_draft, can_draft
+        matched = lookup_matches(self.draws.seed, at_slots(s.request, decode), at_slots(s.num_generated, decode),
+                                 self.config.match_rate)
+        return can_draft, matched if can_draft is None else can_draft & matched
 
     def _draft(self, batch: DecodeBatch, can_draft: np.ndarray | None) -> Drafts:
         """This step's drafts at each decoding request's anchor (its tokens so far); requests that cannot draft

@@ -35,6 +35,8 @@ class ReplicaConfig:
         first_drafts_in_prefill: a speculating step drafts for the requests it prefills too, so a request's first
             drafts come in the step that ends its (re-)prefill (scenario ``engine.first_drafts = prefill-step``);
             else only decoding requests are drafted for.
+        match_rate: the share of request-steps a lookup drafter proposes drafts in (1: every one; scenario
+            ``drafter.match_rate``); a request without a match verifies none.
     """
 
     index: int
@@ -52,6 +54,7 @@ class ReplicaConfig:
     decode_first_token: bool = False
     state_blocks: int = 0
     first_drafts_in_prefill: bool = True
+    match_rate: float = 1.0
 
 
 NO_SLOTS = np.zeros(0, np.int64)   # no slots (read-only: shared by every step that has none)
