@@ -184,6 +184,7 @@ class PolicyChoice:
         knobs: every knob the policy declares with the value it runs with.
         reads_confidence: the policy's ``reads_confidence`` (:class:`~specsim.policies.base.PolicyBase`; True where
             it does not say).
+        forced_drafter: the policy fixes its own drafter (mtp1, none), whatever the scenario's.
     """
 
     make: Callable[[], Any]
@@ -192,6 +193,7 @@ class PolicyChoice:
     gamma: int
     knobs: dict[str, Any]
     reads_confidence: bool = True
+    forced_drafter: bool = False
 
 
 def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, drafter: str | None,
@@ -252,7 +254,8 @@ def resolve_policy(policy: str | Any, scenario: Scenario, gamma: int | None, dra
         # would (TensorRT-LLM's draft_len_schedule must start at it: a researcher's {16: 3} ran at gamma 7)
         with in_scenario_file(scenario), knobs_in_scenario_file(scenario, set(knobs or {})):
             make_policy(policy, gamma=g, **values)
-    return PolicyChoice(factory, probe.name, dname, g, values, bool(getattr(probe, "reads_confidence", True)))
+    return PolicyChoice(factory, probe.name, dname, g, values, bool(getattr(probe, "reads_confidence", True)),
+                        bool(forced_drafter))
 
 
 def _one_per_replica(probe: Any, build: Callable[[], Any] | None = None) -> Callable[[], Any]:
@@ -326,16 +329,6 @@ def lookup_match_rate(sc: Scenario, pc: PolicyChoice) -> float:
     unset), 1 for a model drafter (which always proposes; :func:`resolve_policy` refuses the key for one)."""
     rate = sc.drafter.match_rate
     return float(rate) if rate is not None and DRAFTER_FAMILY_OF.get(pc.drafter) == "lookup" else 1.0
-
-
-def cpu_drafter_notice(pc: PolicyChoice) -> str | None:
-    """The run's notice where a confidence-reading policy (``reads_confidence``) drafts with a CPU drafter (ngram,
-    suffix: no confidence head), else None."""
-    if not (pc.reads_confidence and pc.gamma and DRAFTER_FAMILY_OF.get(pc.drafter) == "lookup"):
-        return None
-    return (f"drafter {pc.drafter} has no confidence head; policy {pc.name} schedules on the acceptance model's "
-            f"simulated confidences (docs/acceptance.md, 'Confidence signal'), which the {pc.drafter} lookup does "
-            "not give; --policy static verifies what it proposes")
 
 
 def drafter_cost_of(sc: Scenario, dname: str, measured: DrafterCost | None,

@@ -20,14 +20,14 @@ from specsim.engine.cluster import ClosedLoopWindow, Cluster
 from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, closest, plain
 from specsim.acceptance.exchange import acceptance_report
 from specsim.acceptance.fitting import resolve_acceptance_model
-from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
 from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, measured_mask,
                                      memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
-from specsim.run_config import ResolvedRun, RunConfig, cpu_drafter_notice, in_scenario_file, resolve_run
+from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
+from specsim.run_notices import acceptance_notices, fitted_overhead_notice
 from specsim.policies.cost_table import table_report
 from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
@@ -368,37 +368,6 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
     return model
 
 
-def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, profile: StepTimeProfile) -> str | None:
-    """One line for a drafting run whose acceptance is a built-in table (no ``acceptance.constant_alpha``,
-    ``rates``, ``model`` or rate-table file): those rates were measured for the paper's drafters on its targets
-    (or DeepSeek-V3's MTP), not for the profile's model, and the speed-up follows them. None otherwise."""
-    a = sc.acceptance
-    if gamma <= 0 or a.constant_alpha or a.length or a.model or a.rates or (a.table and a.table not in BUILTIN_TABLES):
-        return None
-    model = (profile.metadata or {}).get("model")
-    served = f" for {model}" if model else ""
-    return (f"acceptance: the built-in rates of {source or 'the default table'}, not measured{served} with your "
-            "drafter: the speed-up over no speculation follows them; give your own (acceptance.length, the "
-            "acceptance length your engine reports; acceptance.constant_alpha, acceptance.rates, or a table from "
-            "specsim fit / specsim counters: docs/acceptance.md)")
-
-
-def fitted_overhead_notice(sc: Scenario, profile: StepTimeProfile) -> str | None:
-    """One line when the profile carries a fitted TTFT term (``metadata.fit.ttft.request_overhead_s``, written by
-    ``profile fit`` and the bundled ``*-vllm-fitted`` profiles) that the run does not charge: the scenario's
-    ``engine.request_overhead_s`` differs from it by more than 1 ms. None otherwise, and for a fit above
-    :data:`~specsim.hardware.ttft_fit.MAX_REQUEST_OVERHEAD_S` (no engine's own overhead)."""
-    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S
-
-    fitted = (((profile.metadata or {}).get("fit") or {}).get("ttft") or {}).get("request_overhead_s")
-    used = sc.engine.request_overhead_s
-    if not isinstance(fitted, (int, float)) or not 0 <= fitted <= MAX_REQUEST_OVERHEAD_S or abs(fitted - used) <= 1e-3:
-        return None
-    return (f"the profile's fit gives a request overhead of {fitted * 1e3:.1f} ms (its TTFT at the lowest load); this "
-            f"run charges {used * 1e3:g} ms (engine.request_overhead_s): set --set engine.request_overhead_s="
-            f"{fitted:.4g} for TTFT as that engine measured it")
-
-
 def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow | None) -> SimulationResult:
     """Check invariants, then the summary, request and step frames of a finished run."""
     cluster, rec, sc = built.cluster, built.cluster.records, config.scenario
@@ -447,13 +416,12 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
                 "again together (in lockstep): their prefills queue in bursts, which TTFT and TPS/user then measure; "
                 "lengths drawn from a distribution (trace synth --prompt-len uniform:A:B) spread them"
                 ) if config.concurrency and config.concurrency > 1 and _fixed_lengths(built.trace) else None
-    rates = default_acceptance_notice(sc, pc.gamma, built.acceptance.source if built.acceptance else None,
-                                      rr.profile)
-    summary["acceptance_notice"] = rates            # sweeps repeat it (sweep_records.speculation_notes)
+    rates = acceptance_notices(sc, pc, built.acceptance.source if built.acceptance else None, rr.profile)
+    summary["acceptance_notice"] = " ".join(n + "." for n in rates) or None     # sweeps repeat it (speculation_notes)
     summary["admission_wait_in_tpot"] = not cluster.config.colocated and sc.prefill.first_token == "prefill"
     queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
-                   lockstep, rates, fitted_overhead_notice(sc, rr.profile), queue, cpu_drafter_notice(pc)):
+                   lockstep, *rates, fitted_overhead_notice(sc, rr.profile), queue):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

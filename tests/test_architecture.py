@@ -22,13 +22,15 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 UTILITIES = {"errors", "fmt", "progress", "tomlfile", "jsonfiles", "twins", "figures", "__init__"}
 LAYERS: dict[str, set[str]] = {
     "__main__": {"cli"},
-    "cli": {"backends", "studies", "sweep", "simulation", "run_config", "analysis", "engine", "policies", "acceptance",
-            "hardware", "workload", "scenario", "scenario_schema"},
+    "cli": {"backends", "studies", "sweep", "simulation", "run_config", "run_notices", "analysis", "engine", "policies",
+            "acceptance", "hardware", "workload", "scenario", "scenario_schema"},
     "backends": {"simulation", "analysis", "engine", "policies", "acceptance", "hardware", "scenario"},
     "studies": {"simulation", "analysis", "acceptance", "hardware", "workload", "scenario"},
     "sweep": {"simulation", "run_config", "analysis", "policies", "hardware", "scenario", "workload"},
-    "simulation": {"run_config", "analysis", "engine", "policies", "acceptance", "hardware", "scenario", "workload"},
+    "simulation": {"run_config", "run_notices", "analysis", "engine", "policies", "acceptance", "hardware", "scenario",
+                   "workload"},
     "run_config": {"engine", "policies", "hardware", "scenario"},
+    "run_notices": {"acceptance", "hardware", "scenario"},
     "analysis": {"hardware"},
     "engine": {"policies", "acceptance"},
     "policies": {"hardware"},

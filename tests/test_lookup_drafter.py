@@ -203,3 +203,49 @@ def test_match_rate_is_for_lookup_drafters_only():
         simulate(trace, "static", sc, gamma=3, drafter="eagle3")
     assert e.value.file == "--drafter"
     assert simulate(trace, "mtp1", sc).summary["completed"] == 1       # a policy's own drafter: not refused
+
+
+def test_a_step_where_no_lookup_matched_runs_the_plain_path():
+    # speculation's terms follow the drafts to verify: a step where no request matched pays them only as
+    # spec_zero_draft_pays says (vLLM samples such a step on its plain path), its lookup paid either way
+    from dataclasses import replace
+
+    from specsim.workload import synth_trace
+
+    prof = replace(StepTimeProfile.flat(0.02, 8192), spec_step_s=1e-3, spec_request_s=1e-4)
+    trace = synth_trace(40, 5.0, seed=1, prompt_len=300, output_len=60)
+    for pays in (False, True):
+        sc = load_scenario(overrides=['drafter.name="suffix"', "drafter.match_rate=0.1", "acceptance.length=2",
+                                      f"engine.spec_zero_draft_pays={str(pays).lower()}"])
+        st = simulate(trace, "static", sc, gamma=3, seed=0, concurrency=2, profile=prof).steps
+        st = st[st.draft_s > 0]
+        none, some = st[st.verified_drafts == 0], st[st.verified_drafts > 0]
+        assert len(none) > 50 and len(some) > 5
+        np.testing.assert_allclose(some.speculation_s, 1e-3 + 1e-4 * some.num_decode, rtol=1e-9)
+        charged = np.isclose(none.speculation_s, 1e-3 + 1e-4 * none.num_decode, rtol=1e-9)
+        free = none.speculation_s == 0
+        assert (charged | free).all()
+        # (a matched request whose verify length its output left cut to 0 still had drafts: a few such steps pay)
+        assert charged.mean() > 0.95 if pays else free.mean() > 0.95
+        np.testing.assert_allclose(none.draft_s, none.num_decode * SUFFIX_REQUEST_S, rtol=1e-9)
+
+
+def test_a_policys_own_drafter_on_the_scenarios_acceptance_is_noticed():
+    # mtp1 beside an ngram drafter given acceptance.length: MTP runs on that length too (the run's setting), and the
+    # run says so where a sweep repeats it (summary["acceptance_notice"]); a confidence-reading policy on ngram too
+    from specsim.analysis.sweep_records import speculation_notes
+
+    trace = make_trace([0.0, 0.0], [100, 100], [30, 30])
+    sc = load_scenario(overrides=['drafter.name="ngram"', "acceptance.length=1.5"])
+    mtp1 = simulate(trace, "mtp1", sc).summary
+    assert "policy mtp1 runs its own drafter mtp on the scenario's acceptance.length" in mtp1["acceptance_notice"]
+    assert simulate(trace, "static", sc, gamma=3).summary["acceptance_notice"] is None
+    dspark = simulate(trace, "dspark", sc, gamma=3).summary
+    assert "no confidence head" in dspark["acceptance_notice"]
+    recs = [{"status": "ok", "config": {"knobs": {"gamma": g}}, "summary": s}
+            for g, s in ((1, mtp1), (3, dspark))]
+    notes = " ".join(speculation_notes(recs))
+    assert "runs its own drafter mtp" in notes and "no confidence head" in notes
+    # the policy's drafter named by the scenario: no notice
+    own = load_scenario(overrides=['drafter.name="mtp"', "acceptance.length=1.5"])
+    assert simulate(trace, "mtp1", own).summary["acceptance_notice"] is None

@@ -364,7 +364,7 @@ def test_a_step_drafts_for_its_decoders_and_the_requests_it_prefills():
     def plan(gamma):
         return SimpleNamespace(batch_tokens=4 * (1 + gamma) + 512, chunk=np.array([512]), prefill=np.array([0]),
                                batch=SimpleNamespace(decode=np.arange(4), kv_tokens=0.0, gamma=gamma), num_drafting=4,
-                               verified_drafts=4 * gamma, proposal_gamma=3)
+                               verified_drafts=4 * gamma, proposal_gamma=3, num_proposing=-1)
 
     assert StepRunner.step_time_s(runner(True), plan(3)) == pytest.approx(0.02 + 0.005 + FIXED + 5 * PER_REQUEST)
     assert StepRunner.step_time_s(runner(True), plan(0)) == pytest.approx(0.02 + 0.001 + FIXED + 5 * PER_REQUEST)

@@ -203,7 +203,7 @@ def speculation_notes(recs: list[dict]) -> list[str]:
     distinct (values, source) as its points recorded them (:func:`specsim.hardware.profile.speculation_text`),
     and one counting the speculating points recorded before records kept it (their charge is unknown: before
     2026-12-02 a plain measured table, like the default profile, was charged none); and the acceptance notice of
-    points that drafted on built-in rates (:func:`specsim.simulation.default_acceptance_notice`), once per distinct
+    points that drafted on built-in rates (:func:`specsim.run_notices.default_acceptance_notice`), once per distinct
     text. ``recs``: sweep records (failed ones are skipped)."""
     from specsim.hardware.profile import speculation_text
 

@@ -54,6 +54,7 @@ class StepPlan(NamedTuple):
     num_waiting: int
     kv_blocks_used: int       # blocks in use after the step's allocation, exact even in lazy steps
     proposal_gamma: int = 0   # drafts proposed this step before the cut to what decoders can use (gamma at R = 0)
+    num_proposing: int = -1   # of the drafting requests, those with drafts to verify (a lookup's matches); -1: all
 
 
 class Stretch(NamedTuple):
@@ -234,7 +235,8 @@ class Scheduler:
         return StepPlan(batch=batch, verify_len=verify_len, drafts=drafts, prefill=prefill, chunk=chunk,
                         capacity=decision.capacity, num_drafting=drafting, verified_drafts=verified,
                         prefill_tokens=prefill_tokens, batch_tokens=B + prefill_tokens, num_preempted=preempted,
-                        num_waiting=waiting, kv_blocks_used=used, proposal_gamma=proposed.gamma)
+                        num_waiting=waiting, kv_blocks_used=used, proposal_gamma=proposed.gamma,
+                        num_proposing=-1 if proposes is can_draft or not batch.gamma else int(proposes.sum()))
 
     def _useful_drafts(self, batch: DecodeBatch, most_left: int) -> DecodeBatch:
         """Draft at most the largest useful length in the batch: a request can verify at most its remaining

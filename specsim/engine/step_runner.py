@@ -30,7 +30,9 @@ def speculation_parts(plan: StepPlan, ctx, drafter_cost, profile,
                       first_drafts_in_prefill: bool) -> tuple[float, float]:
     """(draft_s, speculation_s) of a step while speculation is configured, seconds each: the drafter's time for
     the requests proposing (the decoders that draft, and the prefills it drafts for: docs/profiles.md, "When
-    the drafter runs") and speculation's own terms (``profile.speculation_s``).
+    the drafter runs") and speculation's own terms (``profile.speculation_s``), whose drafts are those to verify:
+    a lookup drafter's requests without a match (``plan.num_proposing``) add none, so a step where none matched
+    pays the terms only as ``spec_zero_draft_pays`` says (vLLM runs its plain sampler when no request has drafts).
 
     Args:
         plan: the step. ctx: (n,) tokens each prefill chunk's request already holds (None: no chunk).
@@ -44,7 +46,8 @@ def speculation_parts(plan: StepPlan, ctx, drafter_cost, profile,
     g = batch.gamma if drafting else plan.proposal_gamma
     proposing = drafting + (rows if g else 0)
     draft = drafter_cost.draft_time_s(proposing, g, profile, batch.kv_tokens + rows_kv) if proposing else 0.0
-    return draft, profile.speculation_s(batch.decode.size + rows, proposing * g)
+    matched = proposing if plan.num_proposing < 0 or not drafting else plan.num_proposing + (rows if g else 0)
+    return draft, profile.speculation_s(batch.decode.size + rows, matched * g)
 
 
 class StepRunner:

@@ -1,0 +1,76 @@
+"""The notices a run prints about its inputs (one line each, in the summary's notices; sweeps repeat the acceptance
+ones through ``summary["acceptance_notice"]``): acceptance from built-in rates, a policy's own drafter running on
+the scenario's acceptance setting, a confidence-reading policy on a drafter without a confidence head, a fitted
+TTFT term the run does not charge."""
+
+from __future__ import annotations
+
+from specsim.acceptance.tables import BUILTIN_TABLES
+from specsim.hardware.drafter import DRAFTER_FAMILY_OF
+from specsim.hardware.profile import StepTimeProfile
+from specsim.scenario import Scenario
+
+
+def acceptance_notices(sc: Scenario, pc, source: str | None, profile: StepTimeProfile) -> list[str]:
+    """The acceptance notices of a run whose policy resolved to ``pc`` (:class:`specsim.run_config.PolicyChoice`),
+    its acceptance model's ``source`` (None without one): :func:`default_acceptance_notice`,
+    :func:`forced_drafter_notice`, :func:`cpu_drafter_notice`, those that apply."""
+    notes = (default_acceptance_notice(sc, pc.gamma, source, profile), forced_drafter_notice(sc, pc),
+             cpu_drafter_notice(pc))
+    return [n for n in notes if n]
+
+
+def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, profile: StepTimeProfile) -> str | None:
+    """One line for a drafting run whose acceptance is a built-in table (no ``acceptance.constant_alpha``,
+    ``rates``, ``model`` or rate-table file): those rates were measured for the paper's drafters on its targets
+    (or DeepSeek-V3's MTP), not for the profile's model, and the speed-up follows them. None otherwise."""
+    a = sc.acceptance
+    if gamma <= 0 or a.constant_alpha or a.length or a.model or a.rates or (a.table and a.table not in BUILTIN_TABLES):
+        return None
+    model = (profile.metadata or {}).get("model")
+    served = f" for {model}" if model else ""
+    return (f"acceptance: the built-in rates of {source or 'the default table'}, not measured{served} with your "
+            "drafter: the speed-up over no speculation follows them; give your own (acceptance.length, the "
+            "acceptance length your engine reports; acceptance.constant_alpha, acceptance.rates, or a table from "
+            "specsim fit / specsim counters: docs/acceptance.md)")
+
+
+def forced_drafter_notice(sc: Scenario, pc) -> str | None:
+    """One line where the policy runs a drafter of its own (mtp1: mtp) other than the scenario's while the scenario
+    sets a drafter's measured acceptance (``acceptance.length``, ``constant_alpha``, ``rates``, ``table`` or
+    ``model``): that setting is the run's, so this drafter runs on it too, not on its built-in rates (a sweep of
+    mtp1 beside an ngram drafter given acceptance.length ran MTP at the n-gram's length without a word). None
+    otherwise."""
+    a = sc.acceptance
+    given = [k for k in ("length", "constant_alpha", "rates", "table", "model") if getattr(a, k)]
+    if not (pc.gamma and pc.forced_drafter and pc.drafter != sc.drafter.name and given):
+        return None
+    return (f"acceptance: policy {pc.name} runs its own drafter {pc.drafter} on the scenario's acceptance."
+            f"{given[0]} (the run's, whichever drafter runs), not on {pc.drafter}'s built-in rates; for those, "
+            f"sweep it without that setting, or give {pc.drafter}'s own measured value there")
+
+
+def cpu_drafter_notice(pc) -> str | None:
+    """The run's notice where a confidence-reading policy (``reads_confidence``) drafts with a CPU drafter (ngram,
+    suffix: no confidence head), else None."""
+    if not (pc.reads_confidence and pc.gamma and DRAFTER_FAMILY_OF.get(pc.drafter) == "lookup"):
+        return None
+    return (f"drafter {pc.drafter} has no confidence head; policy {pc.name} schedules on the acceptance model's "
+            f"simulated confidences (docs/acceptance.md, 'Confidence signal'), which the {pc.drafter} lookup does "
+            "not give; --policy static verifies what it proposes")
+
+
+def fitted_overhead_notice(sc: Scenario, profile: StepTimeProfile) -> str | None:
+    """One line when the profile carries a fitted TTFT term (``metadata.fit.ttft.request_overhead_s``, written by
+    ``profile fit`` and the bundled ``*-vllm-fitted`` profiles) that the run does not charge: the scenario's
+    ``engine.request_overhead_s`` differs from it by more than 1 ms. None otherwise, and for a fit above
+    :data:`~specsim.hardware.ttft_fit.MAX_REQUEST_OVERHEAD_S` (no engine's own overhead)."""
+    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S
+
+    fitted = (((profile.metadata or {}).get("fit") or {}).get("ttft") or {}).get("request_overhead_s")
+    used = sc.engine.request_overhead_s
+    if not isinstance(fitted, (int, float)) or not 0 <= fitted <= MAX_REQUEST_OVERHEAD_S or abs(fitted - used) <= 1e-3:
+        return None
+    return (f"the profile's fit gives a request overhead of {fitted * 1e3:.1f} ms (its TTFT at the lowest load); this "
+            f"run charges {used * 1e3:g} ms (engine.request_overhead_s): set --set engine.request_overhead_s="
+            f"{fitted:.4g} for TTFT as that engine measured it")
