@@ -115,6 +115,25 @@ def test_report_cli_and_bad_directory(monkeypatch, capsys, run_dir, tmp_path):
     assert e.value.code == 2 and "a run directory" in err and len(err.strip().splitlines()) == 1
 
 
+def test_the_run_page_shows_the_warnings_and_notices_the_run_printed(monkeypatch, capsys, run_dir, tmp_path):
+    # the fixture run prints the speculation overhead and built-in acceptance notices (and the bundled trace's
+    # unservable requests at 60 requests, where some exceed the window): the page lists them under Notes
+    import html
+    import json as js
+
+    from specsim.cli.run_cmd import run_notes
+
+    lines = [line for group in run_notes(js.loads((run_dir / "summary.json").read_text())) for line in group]
+    assert any(line.startswith("notice: speculation's own overhead") for line in lines)
+    monkeypatch.setattr(sys, "argv", ["specsim", "report", str(run_dir), "--out", str(tmp_path / "n.html")])
+    with pytest.raises(SystemExit):
+        main()
+    page = html.unescape((tmp_path / "n.html").read_text())
+    notes = page[page.index('id="notes"'):]
+    for line in lines:
+        assert " ".join(line.split())[9:60] in " ".join(notes.split())
+
+
 # ----------------------------------------------------------------------------------------- headless browser
 def _chromium() -> str:
     exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)

@@ -122,9 +122,10 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
         out: the HTML path (``.html`` added to a name without a suffix); default ``src/report.html``.
         tiers: TPS/user SLA tiers (tok/s) of the winners and the goodput tables (a number, numbers or
             ``"100,150"``: :func:`specsim.analysis.tiers.as_tiers`).
-        notes: a sweep page's notes (one string is one note), shown under "Notes" (``specsim report`` passes what
-            compare says of the speculation overhead its points were charged:
-            :func:`specsim.analysis.sweep_records.speculation_notes`).
+        notes: the page's notes (one string is one note), shown under "Notes" (``specsim report`` passes, for a
+            sweep, what compare says of the speculation overhead and acceptance its points were charged:
+            :func:`specsim.analysis.sweep_records.speculation_notes`; for a run, the warnings and notices its text
+            printed: :func:`specsim.cli.run_cmd.run_notes`).
 
     Returns:
         The :class:`Report` written.
@@ -138,7 +139,7 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
     d = Path(src)
     tiers, notes = as_tiers(tiers), _notes(notes)
     if (d / "summary.json").is_file():
-        kind, page = "run", _run_page(d, tiers)
+        kind, page = "run", _run_page(d, tiers, notes)
     elif (d / "sweep.json").is_file() or (d / "points").is_dir():
         kind, page = "sweep", _sweep_page(d, tiers, notes)
     else:
@@ -217,7 +218,7 @@ def _provenance_items(prov: dict[str, Any], extra: dict[str, Any]) -> dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------- run page
-def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
+def _run_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) -> dict[str, Any]:
     s = _read_json(d / "summary.json")
     rq = pd.read_parquet(d / "requests.parquet") if (d / "requests.parquet").is_file() else None
     st = pd.read_parquet(d / "steps.parquet") if (d / "steps.parquet").is_file() else None
@@ -248,6 +249,8 @@ def _run_page(d: Path, tiers: tuple[float, ...]) -> dict[str, Any]:
         rows = [[_cell(dom)] + [_cell(m.get(c)) for c in cols] for dom, m in s["per_domain"].items()]
         sections.append({"title": "Per domain", "tables": [_table("per-domain", ["domain", *cols], rows)],
                          "text": None, "text_id": None})
+    sections += [{"title": "Notes", "tables": [], "text_id": "notes",
+                  "text": " ".join(f"{n[0].upper()}{n[1:]}." for n in notes)}] if notes else []
     made = {"latency-cdf": figs.latency_cdf(rq, s), "step-profile": figs.step_profile(st, s),
             "acceptance": figs.acceptance(log, s), "step-timeline": figs.timeline(st)}
     from specsim.analysis.metrics import horizon_warning, thrashing_warning

@@ -31,5 +31,21 @@ def report(
         from specsim.cli.sweep_notes import warn_unreadable
         warn_unreadable(directory)
         notes = tuple(speculation_notes(load_records(directory)))
+    elif (directory / "summary.json").is_file():        # a run: the warnings and notices its text printed
+        notes = _run_notes(directory / "summary.json")
     rep = write_report(directory, out, tier_values, notes)
     print(f"{rep.kind} report with {len(rep.figures)} figures written to {rep.path}")
+
+
+def _run_notes(path: Path) -> tuple[str, ...]:
+    """The warnings and notices of a saved run (:func:`specsim.cli.run_cmd.run_notes`); none where its summary cannot
+    be read (the report names the file then)."""
+    import json
+
+    from specsim.cli.run_cmd import run_notes
+
+    try:
+        summary = json.loads(path.read_text())
+        return tuple(line for group in run_notes(summary) for line in group)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ()

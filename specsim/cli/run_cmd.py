@@ -106,17 +106,19 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
     rows = [[dom] + [fmt.value(m.get(c)) for c in DOMAIN_COLUMNS] for dom, m in s["per_domain"].items()]
     parts.append(fmt.table(["domain", *DOMAIN_COLUMNS], rows, width=width,
                            title=f"per domain ({s['completed']} completed requests of the whole run)"))
-    warnings = unservable_warnings(s)
-    if warnings:
-        parts.append(fmt.table([], [], width=width, notes=warnings))
+    for lines in run_notes(s):
+        if lines:
+            parts.append(fmt.table([], [], width=width, notes=lines))
+    return "\n\n".join(parts)
+
+
+def run_notes(s: dict) -> tuple[list[str], list[str], list[str]]:
+    """The lines printed under a run's tables, in three groups: the unservable requests' warnings
+    (:func:`unservable_warnings`), the cautions (a horizon, thrashing, a think-bound or queued closed loop) and the
+    notices (:func:`run_notices`); ``specsim report`` shows them as the run page's notes."""
     from specsim.analysis.metrics import horizon_warning, queued_warning, think_bound_warning, thrashing_warning
     cautions = [w for w in (horizon_warning(s), thrashing_warning(s), think_bound_warning(s), queued_warning(s)) if w]
-    if cautions:
-        parts.append(fmt.table([], [], width=width, notes=cautions))
-    notices = run_notices(s)
-    if notices:
-        parts.append(fmt.table([], [], width=width, notes=notices))
-    return "\n\n".join(parts)
+    return unservable_warnings(s), cautions, run_notices(s)
 
 
 def run_notices(s: dict) -> list[str]:
