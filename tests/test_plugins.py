@@ -417,6 +417,20 @@ def test_a_policy_class_without_name_is_refused_not_wrapped():
         with pytest.raises(SpecsimInputError, match="but no name"):
             simulate(trace, policy)
 
+    # the members a fresh user's classes lost the same way: reads_confidence, a forced drafter and gamma
+    class Quiet:
+        reads_confidence = False
+
+        def __call__(self, view):
+            return np.zeros(view.num_requests, np.int64)
+
+    class Forced(Quiet):
+        drafter, gamma = "mtp", 1
+
+    for policy in (Quiet, Forced):
+        with pytest.raises(SpecsimInputError, match="but no name and fits_zos"):
+            simulate(trace, policy)
+
 
 def test_a_raising_policy_typed_at_python_c_is_named():
     """A policy defined by ``python -c``, stdin or ``exec`` (file ``<string>``) that raises is one input error

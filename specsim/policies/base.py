@@ -311,7 +311,8 @@ def as_policy(obj: Any) -> Policy:
 
 #: The members only a policy object has (a plain function has none): with any of them, ``name`` and ``fits_zos``
 #: are required (:func:`as_policy`).
-POLICY_MEMBERS = ("name", "fits_zos", "capacity", "proposal_length", "view_kind", "capacity_view_age")
+POLICY_MEMBERS = ("name", "fits_zos", "capacity", "proposal_length", "view_kind", "capacity_view_age", "reads_confidence",
+                  "drafter", "gamma", "knobs")
 
 
 # ------------------------------------------------------------------------------------------ hooks
