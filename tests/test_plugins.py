@@ -469,6 +469,16 @@ def test_plugin_files_read_declared_knobs_without_importing(tmp_path):
                                       'class Mine:\n    """Mine."""\n    knobs = {"limit": LIMIT, "scale": float("2")}\n'
                                       '    def __call__(self, view):\n        return None\n\n'
                                       'class Bare:\n    def __call__(self, view):\n        return None\n')
+    (tmp_path / "more.py").write_text('class Ctor:\n    def __init__(self, level=2, gamma=None, *, tag="x"):\n'
+                                      '        pass\n    def __call__(self, view):\n        return None\n\n'
+                                      'class Dicted:\n    knobs = dict(alpha=0.1)\n    def __call__(self, view):\n'
+                                      '        return None\n\ndef half(view):\n    """Half."""\n\n'
+                                      'def helper(x, y):\n    return x\n')
     got = plugin_files(tmp_path)
-    assert got[f"{tmp_path.as_posix()}/mine.py:Mine"] == ("Mine.", {"limit": 4, "scale": "float('2')"})
-    assert got[f"{tmp_path.as_posix()}/mine.py:Bare"] == ("", {})
+    at = tmp_path.as_posix()
+    assert got[f"{at}/mine.py:Mine"] == ("Mine.", {"limit": 4, "scale": "float('2')"})
+    assert got[f"{at}/mine.py:Bare"] == ("", {})
+    # a constructor's keyword defaults are its knobs (gamma aside), dict(...) too; a function of view is listed
+    assert got[f"{at}/more.py:Ctor"][1] == {"level": 2, "tag": "x"}
+    assert got[f"{at}/more.py:Dicted"][1] == {"alpha": 0.1}
+    assert got[f"{at}/more.py:half"] == ("Half.", {}) and f"{at}/more.py:helper" not in got

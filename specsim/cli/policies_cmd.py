@@ -2,8 +2,9 @@
 
 Lists the registry (built-ins and installed packages' ``specsim.policies`` entry points) and the
 plug-in files of a folder (default ``policies/``, if present): each top-level class of a ``*.py`` file
-that defines ``__call__``, as the ``path/file.py:Class`` spec that ``--policy`` accepts. Files are read
-with :mod:`ast`, never imported, so a broken plug-in cannot break the listing.
+that defines ``__call__`` and each top-level function of one argument ``view``, as the ``path/file.py:Name``
+spec that ``--policy`` accepts, with its knobs. Files are read with :mod:`ast`, never imported, so a broken
+plug-in cannot break the listing.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from specsim.cli import app
 
 
 def plugin_files(folder: Path) -> dict[str, tuple[str, dict]]:
-    """``{"folder/file.py:Class": (first docstring line, {knob: default})}`` for the policy classes of
-    ``folder/*.py``, read without importing: a class's ``knobs = {...}`` literal, a default naming a module-level
-    constant shown as that constant's value (as the source writes it where it is not a plain literal)."""
+    """``{"folder/file.py:Name": (first docstring line, {knob: default})}`` for the policy classes of ``folder/*.py``
+    and its functions of one argument ``view``, read without importing (:func:`_declared_knobs`)."""
     out: dict[str, tuple[str, dict]] = {}
     if not folder.is_dir():
         return out
@@ -38,26 +38,50 @@ def plugin_files(folder: Path) -> dict[str, tuple[str, dict]]:
                 doc = (ast.get_docstring(node) or "").strip()
                 out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "",
                                                          _declared_knobs(node, consts))
+        out.update(_view_functions(tree, path))
     return out
 
 
 def _declared_knobs(cls: ast.ClassDef, consts: dict[str, ast.expr]) -> dict:
-    """The class body's ``knobs = {name: default}``, each default a literal where it is one (a module constant's
-    literal value for a bare name), else its source text; {} where the class declares none as a dict."""
+    """The class body's ``knobs = {name: default}`` (or ``dict(name=default)``), each default a literal where it is
+    one (a module constant's literal value for a bare name), else its source text; without one, its constructor's
+    keyword parameters with defaults, ``gamma`` aside (what :func:`specsim.policies.base.declared_knobs` takes
+    as knobs then); {} where it has neither."""
+    def value(v: ast.expr):
+        v = consts.get(v.id, v) if isinstance(v, ast.Name) else v
+        try:
+            return ast.literal_eval(v)
+        except ValueError:
+            return ast.unparse(v)
+
     for node in cls.body:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) and node.value is not None else []
-        if any(isinstance(t, ast.Name) and t.id == "knobs" for t in targets) and isinstance(node.value, ast.Dict):
-            out = {}
-            for k, v in zip(node.value.keys, node.value.values):
-                if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                    v = consts.get(v.id, v) if isinstance(v, ast.Name) else v
-                    try:
-                        out[k.value] = ast.literal_eval(v)
-                    except ValueError:
-                        out[k.value] = ast.unparse(v)
-            return out
-    return {}
+        if not any(isinstance(t, ast.Name) and t.id == "knobs" for t in targets):
+            continue
+        v = node.value
+        if isinstance(v, ast.Dict):
+            return {k.value: value(x) for k, x in zip(v.keys, v.values)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "dict" and not v.args:
+            return {kw.arg: value(kw.value) for kw in v.keywords if kw.arg}
+        return {}
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    if init is None:
+        return {}
+    args = init.args.args[len(init.args.args) - len(init.args.defaults):]
+    named = [*zip(args, init.args.defaults), *zip(init.args.kwonlyargs, init.args.kw_defaults)]
+    return {a.arg: value(d) for a, d in named if d is not None and a.arg != "gamma"}
+
+
+def _view_functions(tree: ast.Module, path: Path) -> dict[str, tuple[str, dict]]:
+    """The top-level functions of a plug-in file that take one argument named ``view`` (a policy as a function)."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and [a.arg for a in node.args.args] == ["view"]:
+            doc = (ast.get_docstring(node) or "").strip()
+            out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "", {})
+    return out
 
 
 @app.command("policies")
