@@ -71,6 +71,10 @@ def test_spec_rejects_empty_or_bad_axes():
         SweepSpec(policies=("mtp1",), concurrency=(0,))
     with pytest.raises(SpecsimInputError, match="threshold"):
         SweepSpec(policies=("specdecpp",), concurrency=(1,), thresholds=(1.5,))
+    # a function (simulate takes one) names the field, not a TypeError from deep in the point ids
+    with pytest.raises(SpecsimInputError, match="policy names or path/file.py:Name") as e:
+        SweepSpec(policies=("mtp1", lambda view: None), concurrency=(1,))
+    assert e.value.field == "policies" and e.value.got == "function"
 
 
 def test_knobs_are_resolved_and_ignored_knobs_never_duplicate_points():

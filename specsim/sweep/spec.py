@@ -73,6 +73,11 @@ class SweepSpec:
             elif value is None or isinstance(value, (int, float, np.integer, np.floating)):
                 value = (value,) if name in ("gammas", "thresholds") or value is not None else ()
             object.__setattr__(self, name, tuple(value))
+        named = [p for p in self.policies if not isinstance(p, str)]
+        if named:       # points are records keyed by the policy's name: a function or object cannot be one
+            raise SpecsimInputError("--policies", None, "policies", "policy names or path/file.py:Name specs (a sweep "
+                                    "records each point by them; put a function or class in a plug-in file)",
+                                    type(named[0]).__name__)
         bad = [(flag, v) for name, flag in (("concurrency", "concurrency"), ("seeds", "seeds"), ("gammas", "gamma"))
                for v in getattr(self, name)
                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)))]
