@@ -424,7 +424,7 @@ def alpha_for_acceptance_length(tau: float, k: int) -> float:
     """
     if k < 1 or not 1.0 < tau < k + 1:
         raise SpecsimInputError(None, None, "acceptance.length", f"a value in (1, {k + 1}) (tokens per step at "
-                                f"{k} drafts, the bonus token included)", repr(tau))
+                                f"{k} draft{'s' * (k != 1)}, the bonus token included)", repr(tau))
     lo, hi = 0.0, 1.0 - 1e-12
     for _ in range(100):
         a = (lo + hi) / 2

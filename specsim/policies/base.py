@@ -477,5 +477,10 @@ def check_knobs(policy_name: str, declared: dict[str, Any], given: dict[str, Any
             ok = True
         if not ok:
             raise SpecsimInputError(None, None, f"policy {policy_name}, knob {knob}",
-                                    f"a {type(default).__name__} like its default {default!r}", repr(value))
+                                    f"{_article(type(default).__name__)} like its default {default!r}", repr(value))
     return {**declared, **given}
+
+
+def _article(word: str) -> str:
+    """``word`` with its indefinite article (an int, a float)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
