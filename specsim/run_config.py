@@ -105,6 +105,8 @@ class RunConfig:
         if not isinstance(self.scenario, Scenario):
             bad("scenario", "a Scenario (specsim.scenario.load_scenario(path), or None for the default)",
                 self.scenario)
+        if not isinstance(self.record_step_log, (bool, np.bool_)):      # 'no' would have recorded one
+            bad("record_step_log", "True or False", self.record_step_log)
         if self.concurrency is not None and self.rate_scale != 1.0:
             raise SpecsimInputError(None, None, "rate_scale", "rate_scale 1 with a concurrency (it scales "
                                     "open-loop arrivals only)", f"rate_scale {self.rate_scale:g} with concurrency "

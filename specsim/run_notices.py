@@ -39,15 +39,19 @@ def forced_drafter_notice(sc: Scenario, pc) -> str | None:
     """One line where the policy runs a drafter of its own (mtp1: mtp) other than the scenario's while the scenario
     sets a drafter's measured acceptance (``acceptance.length``, ``constant_alpha``, ``rates``, ``table`` or
     ``model``): that setting is the run's, so this drafter runs on it too, not on its built-in rates (a sweep of
-    mtp1 beside an ngram drafter given acceptance.length ran MTP at the n-gram's length without a word). None
-    otherwise."""
+    mtp1 beside an ngram drafter given acceptance.length ran MTP at the n-gram's length without a word); and where
+    the scenario's ``drafter.match_rate`` does not apply to it. None otherwise."""
     a = sc.acceptance
     given = [k for k in ("length", "constant_alpha", "rates", "table", "model") if getattr(a, k)]
-    if not (pc.gamma and pc.forced_drafter and pc.drafter != sc.drafter.name and given):
+    if not (pc.gamma and pc.forced_drafter and pc.drafter != sc.drafter.name):
         return None
+    rate = (f"; drafter.match_rate applies to the lookup drafters only, {pc.drafter} proposes at every step"
+            if sc.drafter.match_rate is not None else "")
+    if not given:
+        return f"acceptance: policy {pc.name} runs its own drafter {pc.drafter}{rate}" if rate else None
     return (f"acceptance: policy {pc.name} runs its own drafter {pc.drafter} on the scenario's acceptance."
             f"{given[0]} (the run's, whichever drafter runs), not on {pc.drafter}'s built-in rates; for those, "
-            f"sweep it without that setting, or give {pc.drafter}'s own measured value there")
+            f"sweep it without that setting, or give {pc.drafter}'s own measured value there{rate}")
 
 
 def cpu_drafter_notice(pc) -> str | None:

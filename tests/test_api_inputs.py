@@ -85,6 +85,9 @@ def test_a_misspelt_simulate_argument_is_named_as_such():
         simulate(tr, "dspark", early_stp="hull")
     with pytest.raises(SpecsimInputError, match=r"simulate\(trace.head\(N\), ...\) \(the CLI's --num-requests\)"):
         simulate(tr, "dspark", num_requests=2)              # a CLI option: reported as dspark's knob before
+    with pytest.raises(SpecsimInputError, match="True or False") as e:      # 'no' would have recorded a log
+        simulate(tr, "dspark", record_step_log="no")
+    assert e.value.field == "record_step_log"
 
 
 def test_the_report_names_a_runner_up_that_is_the_baseline_once(sweep_dir, tmp_path):  # noqa: F811

@@ -246,6 +246,10 @@ def test_a_policys_own_drafter_on_the_scenarios_acceptance_is_noticed():
             for g, s in ((1, mtp1), (3, dspark))]
     notes = " ".join(speculation_notes(recs))
     assert "runs its own drafter mtp" in notes and "no confidence head" in notes
+    # a match rate the policy's own drafter ignores is said too
+    rated = load_scenario(overrides=['drafter.name="ngram"', "drafter.match_rate=0.5", "acceptance.length=1.5"])
+    assert "match_rate applies to the lookup drafters only" in simulate(trace, "mtp1", rated).summary[
+        "acceptance_notice"]
     # the policy's drafter named by the scenario: no notice
     own = load_scenario(overrides=['drafter.name="mtp"', "acceptance.length=1.5"])
     assert simulate(trace, "mtp1", own).summary["acceptance_notice"] is None
