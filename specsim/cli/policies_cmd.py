@@ -35,7 +35,7 @@ def plugin_files(folder: Path) -> dict[str, tuple[str, dict]]:
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(f, ast.FunctionDef) and f.name == "__call__" for f in node.body):
-                doc = (ast.get_docstring(node) or "").strip()
+                doc = (ast.get_docstring(node) or "").replace("``", "").strip()       # shown as plain text
                 out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "",
                                                          _declared_knobs(node, consts))
         out.update(_view_functions(tree, path))
@@ -79,7 +79,7 @@ def _view_functions(tree: ast.Module, path: Path) -> dict[str, tuple[str, dict]]
     out = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and [a.arg for a in node.args.args] == ["view"]:
-            doc = (ast.get_docstring(node) or "").strip()
+            doc = (ast.get_docstring(node) or "").replace("``", "").strip()       # shown as plain text
             out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "", {})
     return out
 
