@@ -246,7 +246,8 @@ def _run_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) ->
     if s.get("per_domain"):
         cols = ["requests", "mean_ttft_ms", "mean_tpot_ms", "mean_tps_per_user", "mean_acceptance_length",
                 "acceptance_rate"]
-        rows = [[_cell(dom)] + [_cell(m.get(c)) for c in cols] for dom, m in s["per_domain"].items()]
+        rows = [[_cell(dom)] + [_cell(m.get(c), key=f"per_domain.{dom}.{c}") for c in cols]
+                for dom, m in s["per_domain"].items()]
         sections.append({"title": "Per domain", "tables": [_table("per-domain", ["domain", *cols], rows)],
                          "text": None, "text_id": None})
     sections += [{"title": "Notes", "tables": [], "text_id": "notes",
