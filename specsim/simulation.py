@@ -417,7 +417,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
                 "lengths drawn from a distribution (trace synth --prompt-len uniform:A:B) spread them"
                 ) if config.concurrency and config.concurrency > 1 and _fixed_lengths(built.trace) else None
     rates = acceptance_notices(sc, pc, built.acceptance.source if built.acceptance else None, rr.profile)
-    summary["acceptance_notice"] = " ".join(n + "." for n in rates) or None     # sweeps repeat it (speculation_notes)
+    summary["acceptance_notice"] = "; ".join(rates) or None          # sweeps repeat it (speculation_notes)
     summary["admission_wait_in_tpot"] = not cluster.config.colocated and sc.prefill.first_token == "prefill"
     queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
     for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,

@@ -280,6 +280,36 @@ def test_interrupted_sweep_says_what_it_kept(tmp_path, monkeypatch, capsys):
                  "--executor", "serial", "--quiet"]) == 130
     assert "this sweep finished are kept" in " ".join(capsys.readouterr().err.split())
 
+    def broken(*args, **kwargs):       # a worker killed (out of memory, a group signal the parent ignored)
+        from concurrent.futures.process import BrokenProcessPool
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(specsim.sweep, "run_sweep", broken)
+    assert _cli(["sweep", "--trace", str(trace), "--out", str(out), "--policies", "static", "--concurrency", "2",
+                 "--executor", "serial", "--quiet"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "a worker process of the sweep ended abruptly" in err and "resumes" in err and "Traceback" not in err
+
+
+def test_a_pool_worker_keeps_an_ignored_sigint_ignored():
+    """Workers exit at once on Ctrl-C, unless their parent ignores SIGINT (a shell's background job): then they do
+    too, so a group SIGINT does not break the pool of a parent that runs on (a fresh user's traceback)."""
+    import signal
+
+    from specsim.sweep.executors import _worker_start
+
+    saved = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _worker_start()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _worker_start()
+        assert callable(signal.getsignal(signal.SIGINT)) and signal.getsignal(signal.SIGINT) is not \
+            signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
 
 def test_a_sweep_into_a_folder_of_another_workload_warns_at_once(tmp_path, capsys):
     """A fresh user swept mtp1 with --num-requests 500 into a folder swept with 2000: the sweep said nothing and

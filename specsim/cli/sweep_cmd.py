@@ -239,18 +239,27 @@ def sweep(
 def resumable(out: Path, what: str):
     """Ctrl-C inside (a KeyboardInterrupt, or numba's SystemError from inside a compiled kernel) ends the command
     with status 130 and one line: how many point records this ``what`` (sweep, tune) finished, kept in
-    ``out/points``, and that the same command resumes (a fresh user's interrupted sweep said nothing)."""
+    ``out/points``, and that the same command resumes (a fresh user's interrupted sweep said nothing); a pool
+    worker that died (its pool broken) ends it with status 1 and the same line, not a traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
     before = set((out / "points").glob("*.json"))
+
+    def kept() -> str:
+        new = len(set((out / "points").glob("*.json")) - before)
+        return (f"the {new} point record{'s' if new != 1 else ''} this {what} finished {'are' if new != 1 else 'is'} "
+                f"kept in {out / 'points'}; the same command again resumes (finished points are skipped)")
     try:
         yield
     except (KeyboardInterrupt, SystemError) as e:
         if not interrupted(e):
             raise
-        new = len(set((out / "points").glob("*.json")) - before)
-        print(fmt.wrapped(f"interrupted: the {new} point record{'s' if new != 1 else ''} this {what} finished "
-                          f"{'are' if new != 1 else 'is'} kept in {out / 'points'}; the same command again resumes "
-                          "(finished points are skipped)"), file=sys.stderr)
+        print(fmt.wrapped(f"interrupted: {kept()}"), file=sys.stderr)
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except BrokenProcessPool:        # a worker killed (out of memory, a signal to the group the parent ignored)
+        print(fmt.wrapped(f"error: a worker process of the {what} ended abruptly (killed, or out of memory: fewer "
+                          f"--jobs use less); {kept()}"), file=sys.stderr)
+        raise typer.Exit(1) from None
 
 
 def _auto_mode(concurrency: str | None, rate_scales: str | None) -> str | None:

@@ -67,11 +67,14 @@ def _iter_process(tasks: list[PointTask], jobs: int, address: str | None, on_sta
 def _worker_start(tasks: list[PointTask] | None = None) -> None:
     """A pool worker's start: Ctrl-C (SIGINT reaches the whole process group) ends it at once and quietly, as
     the parent reports the interruption and keeps every finished record (workers write none: the parent writes
-    each record as its result arrives); then, for spawned workers, :func:`warm_up` on ``tasks``."""
+    each record as its result arrives); a worker forked from a parent that ignores SIGINT (a job a shell started
+    in the background) ignores it too, so the pool does not break under a parent that runs on; then, for spawned
+    workers, :func:`warm_up` on ``tasks``."""
     import os
     import signal
 
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
     if tasks is not None:
         from specsim.sweep.warm import warm_up
 
