@@ -412,12 +412,30 @@ AZ_OK = "2023-11-16 18:17:03.9799600,10,2\n"
     (AZ_OK + "2023-11-16 18:17:04.0000000,12.5,2\n", 3, "ContextTokens"),
     (AZ_OK + AZ_OK + "2023-11-16 18:17:04.0000000,10,0\n", 4, "GeneratedTokens"),
     (AZ_OK + "2023-11-16 18:17:04.0000000,10,\n", 3, "GeneratedTokens"),
+    (AZ_OK + "\n\n" + "2023-11-16 18:17:04.0000000,abc,2\n", 5, "ContextTokens"),     # blank lines counted
 ])
 def test_azure_bad_rows(tmp_path, body, bad_line, field):
     p = write(tmp_path, AZ_HEAD + body, "x_code.csv")
     with pytest.raises(SpecsimInputError) as ei:
         convert_azure(p)
     assert (ei.value.file, ei.value.line, ei.value.field) == (str(p), bad_line, field)
+
+
+def test_blank_lines_are_skipped_and_counted_by_every_csv_converter(tmp_path):
+    # a trailing blank line (an editor's) is skipped, not a bad TIMESTAMP; a bad row after blank lines is named by
+    # its own file line (the table and BurstGPT readers counted only the rows they kept)
+    from specsim.workload.converters import convert_burstgpt, convert_table
+
+    assert len(convert_azure(write(tmp_path, AZ_HEAD + AZ_OK + "\n\n", "az_code.csv"))) == 1
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_table(write(tmp_path, "ts,in,out\n1,297,500\n\n2,300,abc\n", "t.csv"),
+                      "arrival_s=ts,prompt_tokens=in,output_tokens=out")
+    assert (ei.value.line, ei.value.field) == (4, "out")
+    head = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_burstgpt(write(tmp_path, head + "1,ChatGPT,10,20,30,Conversation log\n\n\n"
+                               "2,ChatGPT,x,20,30,Conversation log\n", "b.csv"))
+    assert (ei.value.line, ei.value.field) == (5, "Request tokens")
 
 
 def test_azure_small_exact(tmp_path):
