@@ -438,6 +438,26 @@ def test_blank_lines_are_skipped_and_counted_by_every_csv_converter(tmp_path):
     assert (ei.value.line, ei.value.field) == (5, "Request tokens")
 
 
+def test_table_ids_and_arrivals_are_checked_where_the_file_says_them(tmp_path):
+    # a JSONL row without its id is named (pandas made the others 17.0 and this one 'nan'); integer ids stay
+    # integers; an arrival beyond specsim's time bound is refused at conversion, not by the trace it writes
+    from specsim.workload.converters import convert_table
+
+    cmap = "arrival_s=t,prompt_tokens=p,output_tokens=o,request_id=id"
+    gap = write(tmp_path, '{"t":1,"p":5,"o":3,"id":17}\n{"t":2,"p":6,"o":4}\n{"t":3,"p":7,"o":5,"id":18}\n', "g.jsonl")
+    with pytest.raises(SpecsimInputError) as ei:
+        convert_table(gap, cmap)
+    assert (ei.value.line, ei.value.field, ei.value.got) == (2, "id", "none")
+    ok = write(tmp_path, '{"t":1,"p":5,"o":3,"id":17}\n{"t":2,"p":6,"o":4,"id":"a"}\n', "k.jsonl")
+    assert convert_table(ok, cmap).request_id.tolist() == ["17", "a"]
+    unix = write(tmp_path, "ts,in,out\n1764547200803,297,500\n1764547201245,300,20\n", "u.csv")
+    with pytest.raises(SpecsimInputError, match="--origin first") as ei:
+        convert_table(unix, "arrival_s=ts,prompt_tokens=in,output_tokens=out", time_unit="ms", origin="zero")
+    assert ei.value.line == 2
+    assert convert_table(unix, "arrival_s=ts,prompt_tokens=in,output_tokens=out", time_unit="ms").arrival_s[
+        1] == pytest.approx(0.442)
+
+
 def test_azure_small_exact(tmp_path):
     p = write(tmp_path, AZ_HEAD + AZ_OK + "2023-11-16 18:17:05.0000001,7,3\n", "mycode.csv")
     t = convert_azure(p)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecsimInputError, plain
+from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, plain
 from specsim.workload.jsonl import MAX_COUNT, _describe, _get, _get_hash_ids, _iter_json_lines
 from specsim.workload.trace import DEFAULT_DOMAIN, Trace
 from specsim.workload.wall_times import _first_bad, parse_wall_times
@@ -451,10 +451,15 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
         i = int(np.argmax(arrival < 0))
         raise SpecsimInputError(src, int(lines[i]), cmap["arrival_s"], f"an arrival at or after the origin "
                                 f"({origin})", f"{arrival[i]:g} s from it")
+    if (arrival > MAX_SIM_TIME_S).any():    # the trace it writes would be refused by stats and run
+        i = int(np.argmax(arrival > MAX_SIM_TIME_S))
+        raise SpecsimInputError(src, int(lines[i]), cmap["arrival_s"], f"an arrival within {MAX_SIM_TIME_S:g} s of "
+                                f"the origin (specsim's bound on simulated time; --origin first counts from the "
+                                f"earliest arrival)", f"{arrival[i]:g} s from the origin ({origin})")
     cols = {k: _numbers(df[cmap[k]], src, cmap[k], lines, integer=True, minimum=1)
             for k in ("prompt_tokens", "output_tokens")}
     n = len(df)
-    ids = (np.array([str(x) for x in df[cmap["request_id"]]], dtype=object) if "request_id" in cmap
+    ids = (_id_texts(df[cmap["request_id"]], src, cmap["request_id"], lines) if "request_id" in cmap
            else np.array([str(k) for k in rows], dtype=object))
     dom = (np.array([str(x) for x in df[cmap["domain"]]], dtype=object) if "domain" in cmap
            else np.full(n, domain, dtype=object))
@@ -479,6 +484,21 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
     extra = {k: v[order] for k, v in extra.items()}
     return Trace(ids[order], arrival[order], cols["prompt_tokens"][order], cols["output_tokens"][order],
                  dom[order], source=src, **extra)
+
+
+def _id_texts(col: pd.Series, src: str, name: str, lines: np.ndarray) -> np.ndarray:
+    """(N,) object: each row's request id as text, a JSON integer as its digits (17, not the 17.0 pandas makes of
+    an int column with a gap).
+
+    Raises:
+        SpecsimInputError: a row without an id (naming its line).
+    """
+    out = []
+    for x, line in zip(col, lines):
+        if x is None or x == "" or (isinstance(x, float) and math.isnan(x)):
+            raise SpecsimInputError(src, int(line), name, "a request id on every row", "none")
+        out.append(str(int(x)) if isinstance(x, float) and x.is_integer() else str(x))
+    return np.array(out, dtype=object)
 
 
 # ---------------------------------------------------------------------------------------------
