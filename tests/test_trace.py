@@ -763,6 +763,12 @@ def test_cli_convert_azure_iso_and_mixed(tmp_path, monkeypatch, capsys):
     assert rc == 2 and stdout == ""
     assert len(err.strip().splitlines()) == 1
     assert "line 3" in err and "TIMESTAMP" in err and "mixes zone-aware and naive" in err
+    # an option of another format is refused, not silently ignored; the output is not created
+    for opt in (["--time-unit", "ms"], ["--skip-bad"], ["--slots", "spread"], ["--seed", "3"]):
+        rc, _, err = run_cli(monkeypatch, capsys, "trace", "convert", str(DATA / "azure_iso_tz.csv"),
+                             str(tmp_path / "o.jsonl"), "--from", "azure", *opt)
+        assert rc == 2 and f"{opt[0]} with --from" in err and "(it does not apply to --from azure)" in err
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_an_unknown_trace_field_names_file_line_key_and_the_closest_field():

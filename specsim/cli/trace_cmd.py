@@ -85,8 +85,30 @@ def _summary_line(trace, out: Path) -> str:
                        f"content hash {trace.content_hash()[:12]})")
 
 
+#: The options of ``trace convert`` that apply to one source format only (the others apply to all).
+FORMAT_OPTIONS = {"slots": "mooncake", "model": "burstgpt", "keep_failed": "burstgpt", "column_map": "table",
+                  "time_unit": "table", "origin": "table", "skip_bad": "table", "rate": "sharegpt", "think": "sharegpt",
+                  "tokenizer": "sharegpt", "chars_per_token": "sharegpt", "max_turns": "sharegpt", "seed": "sharegpt"}
+
+
+def _check_format_options(ctx: typer.Context, source_format: str) -> None:
+    """Refuse an option given for another source format (``--time-unit`` with ``--from mooncake`` was ignored).
+
+    Raises:
+        SpecsimInputError: naming the option and the format it applies to.
+    """
+    for p in ctx.command.params:
+        owner = FORMAT_OPTIONS.get(p.name)
+        given = getattr(ctx.get_parameter_source(p.name), "name", None) == "COMMANDLINE"   # (typer's own click)
+        if owner and owner != source_format and given:
+            flag = max(p.opts, key=len)
+            raise SpecsimInputError(flag, None, None, f"{flag} with --from {owner} only (it does not apply to "
+                                    f"--from {source_format})", str(ctx.params.get(p.name)))
+
+
 @trace_app.command("convert")
 def convert(
+    ctx: typer.Context,
     src: Path = typer.Argument(..., help="Input file (Azure CSV, Mooncake JSONL, BurstGPT CSV, or any "
                                          "CSV/JSONL with --from table)."),
     out: Path = typer.Argument(..., help="Output canonical JSONL trace."),
@@ -125,6 +147,7 @@ def convert(
     from specsim.cli.outputs import output_file
     from specsim.workload import convert_azure, convert_mooncake, save_trace
 
+    _check_format_options(ctx, source_format.value)
     if out.resolve() == src.resolve():
         raise SpecsimInputError(str(out), None, None, "an output path other than the input file (it would be "
                                 "overwritten)", str(src))
