@@ -24,6 +24,13 @@ def test_parse_stages():
             parse_stages(bad)
 
 
+def test_a_cv_is_gamma_arrivals_only_with_stages_too():
+    # --cv 3 with poisson stages drew byte-identical files without a word (synth_trace refuses it without stages)
+    with pytest.raises(SpecsimInputError, match="exactly 1 for poisson arrivals"):
+        staged_trace(parse_stages("2:30"), arrival="poisson", cv=3.0)
+    assert len(staged_trace(parse_stages("2:30"), arrival="gamma", cv=3.0, seed=1)) > 0
+
+
 def test_three_stage_trace_reports_three_stages_at_the_asked_rates():
     # constant arrivals put exactly rate x duration requests in each stage (points at Lambda = 0.5, 1.5, ...)
     tr = staged_trace(parse_stages("2:30,4:30,8:15"), arrival="constant", seed=1, output_len=8, prompt_len=64)

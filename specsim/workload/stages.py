@@ -107,10 +107,14 @@ def staged_trace(stages: tuple[Stage, ...], *, arrival: str = "poisson", cv: flo
     Arrivals are rounded to microseconds, as ``synth_trace`` rounds them. Request ids are ``0..N-1``.
 
     Raises:
-        SpecsimInputError: a stage list that draws no request at all; a ``cv`` <= 0 with ``gamma`` arrivals.
+        SpecsimInputError: a stage list that draws no request at all; a ``cv`` <= 0 with ``gamma`` arrivals, or
+            other than 1 with the others.
     """
     if arrival == "gamma" and not (np.isfinite(cv) and cv > 0):
         raise SpecsimInputError("--cv", None, "cv", "a coefficient of variation > 0 with gamma arrivals", str(cv))
+    if arrival != "gamma" and cv != 1.0:          # as synth_trace: poisson and constant have no cv to set
+        raise SpecsimInputError("--cv", None, "cv", f"exactly 1 for {arrival} arrivals (a cv is --arrival gamma's)",
+                                str(cv))
     arrival_rng, length_seed = np.random.default_rng(np.random.SeedSequence([seed, 23])), seed
     t, idx = stage_arrivals(stages, arrival_rng, arrival, cv)
     if t.size == 0:
