@@ -307,6 +307,8 @@ def test_cli_sweep_exits_1_when_every_point_failed(tmp_path):
     r = CliRunner().invoke(app, args + ["--max-sim-s", "0.001"])
     assert r.exit_code == 1 and "every one of the sweep's 2 points failed" in r.output
     assert "2 points: 2 computed (2 of them failed), 0 already done" in " ".join(r.output.split())
+    bogus = CliRunner().invoke(app, args[:4] + [str(tmp_path / "never")] + args[5:-2] + ["--executor", "bogus"])
+    assert bogus.exit_code != 0 and not (tmp_path / "never").exists()      # refused before --out is created
     assert len(list((out / "points").glob("*.json"))) == 2                      # recorded, with their errors
 
 

@@ -196,6 +196,9 @@ def sweep(
                        if "threshold" in policy_knobs(name)]
     note_gammas(spec.policies, [g for g in spec.gammas if g is not None])
     check_thresholds(spec.policies, takes_threshold, [t for t in spec.thresholds if t is not None])
+    from specsim.sweep.executors import get_executor
+
+    get_executor(executor)                               # a bad --executor fails before --out is created
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
