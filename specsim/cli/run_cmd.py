@@ -236,7 +236,8 @@ def run(
     drafter: Optional[str] = typer.Option(None, "--drafter", help="dspark, dflash, eagle3, mtp, or the CPU "
                                           "drafters ngram and suffix (these need acceptance.length)."),
     threshold: Optional[float] = typer.Option(None, "--threshold", help="specdecpp threshold h."),
-    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N requests."),
+    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N requests (only their "
+                                               "lines of the trace are read and checked)."),
     max_sim_s: Optional[float] = typer.Option(
         None, "--max-sim-s", help="Stop at simulated time T. The horizon includes T: every event at a time <= T is "
         "processed, so a request that finishes exactly at T is completed; requests still running are unfinished. "
@@ -283,7 +284,7 @@ def run(
     if max_model_len is not None:
         set_ = [*set_, f"engine.max_model_len={max_model_len}"]
     scen = load_scenario(scenario, set_)
-    tr = load_trace(trace)
+    tr = load_trace(trace, None if num_requests is None else num_requests + 1)   # one more: head's cut time
     if num_requests is not None:
         from specsim.cli.sweep_notes import note_more_requests_than_trace
         note_more_requests_than_trace(num_requests, trace, len(tr))
