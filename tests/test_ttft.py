@@ -270,7 +270,7 @@ def test_a_one_token_chunk_beside_verify_rows_is_a_mixed_step():
     def plan(verified, chunk=1):
         return SimpleNamespace(batch_tokens=16 + chunk - 1, chunk=np.array([chunk]), prefill=np.array([0]),
                                batch=SimpleNamespace(decode=np.arange(5), kv_tokens=0.0, gamma=2),
-                               num_drafting=5, verified_drafts=verified)
+                               num_drafting=5, verified_drafts=verified, num_proposing=-1)
 
     with_verify, plain = StepRunner.step_time_s(fake, plan(10)), StepRunner.step_time_s(fake, plan(0))
     assert with_verify - plain == pytest.approx(0.007, rel=1e-9)       # B = 16 is on the capture grid
