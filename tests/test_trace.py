@@ -470,6 +470,20 @@ def test_the_first_requests_of_a_long_trace_are_read_alone(tmp_path):
         write(tmp_path, "\n".join(lines[:3]) + "\n", "three.jsonl")).head(3).content_hash()
 
 
+def test_table_datetimes_mixing_zoned_and_naive_are_refused(tmp_path):
+    # a naive time beside zoned ones was read as UTC without a word (the Azure reader refuses the same mix);
+    # different offsets share a clock and convert
+    from specsim.workload.converters import convert_table
+
+    cmap = "arrival_s=ts,prompt_tokens=in,output_tokens=out"
+    mixed = write(tmp_path, "ts,in,out\n2024-03-01T00:00:01Z,10,5\n2024-03-01 00:00:00.5,10,5\n", "m.csv")
+    with pytest.raises(SpecsimInputError, match="no common clock") as ei:
+        convert_table(mixed, cmap, time_unit="datetime")
+    assert ei.value.line == 3
+    zones = write(tmp_path, "ts,in,out\n2024-03-01T00:00:00.5+01:00,10,5\n2024-03-01T00:00:01Z,10,5\n", "z.csv")
+    assert convert_table(zones, cmap, time_unit="datetime").arrival_s.tolist() == [0.0, 3600.5]
+
+
 def test_azure_small_exact(tmp_path):
     p = write(tmp_path, AZ_HEAD + AZ_OK + "2023-11-16 18:17:05.0000001,7,3\n", "mycode.csv")
     t = convert_azure(p)

@@ -344,6 +344,10 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
 MAX_ARRIVAL_SECONDS = 1e11
 
 
+#: A time of day followed by a zone (Z or an offset): a zone-aware date-time.
+_ZONE_SUFFIX = r"\d:\d\d(?::\d\d(?:[.,]\d+)?)?\s*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)\s*$"
+
+
 def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.ndarray,
                      relative: bool = False) -> np.ndarray:
     """(N,) float64 seconds of an arrival column in ``unit`` (a TIME_UNITS key or ``datetime``); ``relative``:
@@ -354,7 +358,15 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
             --time-unit: Unix milliseconds read as seconds).
     """
     if unit == "datetime":
-        t = pd.to_datetime(col.astype(str).str.strip(), errors="coerce", utc=True, format="mixed")
+        text = col.astype(str).str.strip()
+        aware = text.str.contains(_ZONE_SUFFIX, regex=True).to_numpy()
+        i = _first_bad(aware != aware[0]) if aware.size else None
+        if i is not None:        # naive times would be read as UTC beside zoned ones (the Azure reader refuses it)
+            kind = ("zone-aware", "naive")
+            raise SpecsimInputError(src, int(lines[i]), name, f"{kind[not aware[0]]} times throughout, as on line "
+                                    f"{int(lines[0])} (zone-aware and naive times have no common clock)",
+                                    f"{text.iloc[i]!r}, a {kind[not aware[i]]} time")
+        t = pd.to_datetime(text, errors="coerce", utc=True, format="mixed")
         bad = t.isna().to_numpy()
         if bad.any():
             i = int(np.argmax(bad))
