@@ -91,6 +91,13 @@ def test_stage_fields_round_trip_and_are_checked(tmp_path):
     p.write_text('{"arrival_s": 0, "prompt_tokens": 4, "output_tokens": 2, "stage": 0, "stage_start_s": 0}\n')
     with pytest.raises(SpecsimInputError, match="stage_end_s"):
         load_trace(p)
+    # a request labelled with a stage it does not arrive in (its stage figures would count it there)
+    p.write_text('{"arrival_s": 0, "prompt_tokens": 4, "output_tokens": 2, "stage": 0, "stage_start_s": 0, '
+                 '"stage_end_s": 1}\n{"arrival_s": 5, "prompt_tokens": 4, "output_tokens": 2, "stage": 0, '
+                 '"stage_start_s": 0, "stage_end_s": 1}\n')
+    with pytest.raises(SpecsimInputError, match=r"inside its stage 0's span \[0, 1\)") as e:
+        load_trace(p)
+    assert (e.value.line, e.value.field) == (2, "arrival_s")
 
 
 def test_cli_synth_stages(tmp_path):

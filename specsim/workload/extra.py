@@ -79,8 +79,10 @@ class ExtraReader:
                 for k in EXTRA_FIELDS if k in present}
 
 
-def normalise(extra: Mapping[str, object] | None, n: int, source: str) -> dict[str, np.ndarray]:
-    """Copies of ``extra``'s columns as read-only (N,) arrays of their dtypes, checked (:func:`check`)."""
+def normalise(extra: Mapping[str, object] | None, n: int, source: str,
+              arrival: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Copies of ``extra``'s columns as read-only (N,) arrays of their dtypes, checked (:func:`check`; ``arrival``:
+    the requests' (N,) arrival times, seconds, each inside its stage's span)."""
     if not extra:
         return {}
     out = {}
@@ -91,15 +93,25 @@ def normalise(extra: Mapping[str, object] | None, n: int, source: str) -> dict[s
         if a.ndim != 1 or a.shape[0] != n:
             raise SpecsimInputError(source, None, k, f"a 1-D array of length {n}", f"shape {a.shape}")
         out[k] = a
-    check(out, source)
+    check(out, source, arrival)
     for a in out.values():
         a.flags.writeable = False
     return out
 
 
-def check(cols: Mapping[str, np.ndarray], source: str) -> None:
-    """Rules across lines: one span per stage, stages not overlapping; session turns 0, 1, ... in order, a session's
-    think times within specsim's bound on simulated time (:data:`specsim.errors.MAX_SIM_TIME_S`)."""
+def check(cols: Mapping[str, np.ndarray], source: str, arrival: np.ndarray | None = None) -> None:
+    """Rules across lines: one span per stage, stages not overlapping, a request's arrival (``arrival``, when given)
+    inside its stage's span [start, end) (a line labelled stage 0 of [0, 1) arriving at 5 s was counted in stage
+    0); session turns 0, 1, ... in order, a session's think times within specsim's bound on simulated time
+    (:data:`specsim.errors.MAX_SIM_TIME_S`)."""
+    if "stage" in cols and arrival is not None:
+        s, a, b, t = cols["stage"], cols["stage_start_s"], cols["stage_end_s"], np.asarray(arrival, np.float64)
+        tol = 1e-9 * np.maximum(1.0, np.abs(b))
+        out = np.flatnonzero((s >= 0) & ((t < a - tol) | (t >= b + tol)))
+        if out.size:
+            i = int(out[0])
+            raise SpecsimInputError(source, i + 1, "arrival_s", f"an arrival inside its stage {int(s[i])}'s span "
+                                    f"[{a[i]:g}, {b[i]:g}) s", f"{t[i]:g}")
     if "stage" in cols:
         spans: dict[int, tuple[float, float, int]] = {}
         for i, (s, a, b) in enumerate(zip(cols["stage"], cols["stage_start_s"], cols["stage_end_s"])):

@@ -123,7 +123,7 @@ class Trace:
             a.flags.writeable = False
             object.__setattr__(self, name, a)
         object.__setattr__(self, "hash_ids", hash_ids)
-        object.__setattr__(self, "extra", extra_fields.normalise(self.extra, n, self.source))
+        object.__setattr__(self, "extra", extra_fields.normalise(self.extra, n, self.source, self.arrival_s))
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
