@@ -104,6 +104,6 @@ def policies(
     if as_json:
         print(json.dumps({"registered": registry, "knobs": knobs, "plugin_files": files}, indent=1, default=str))
         return
-    rows = [[name, desc, ", ".join(f"{k}={v}" for k, v in knobs.get(name, {}).items()) or "-"]
+    rows = [[name, desc, ", ".join(f"{k}={v}" for k, v in knobs.get(name, {}).items()) or "(none)"]
             for name, desc in {**registry, **files}.items()]
     print(fmt.table(["name", "description", "knobs (defaults)"], rows, title="verification policies (--policy NAME)"))
