@@ -165,12 +165,9 @@ def knobs_in_scenario_file(scenario: Scenario, given: set[str]):
 
 def _key_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
     """(file, line) of a dotted key in the scenario's own file, None when the file does not set it."""
-    if not scenario.source or not Path(scenario.source).is_file():
-        return None
-    from specsim.tomlfile import read_toml
+    from specsim.tomlfile import key_line
 
-    line = read_toml(Path(scenario.source))[1].get(field)
-    return None if line is None else (scenario.source, line)
+    return key_line(scenario.source, field)
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,18 @@ def acceptance_notices(sc: Scenario, pc, source: str | None, profile: StepTimePr
     return [n for n in notes if n]
 
 
+def acceptance_given(sc: Scenario) -> list[str]:
+    """The ``[acceptance]`` keys the scenario sets that give a drafter's acceptance instead of the built-in rates
+    (a built-in ``table`` named explicitly among them)."""
+    return [k for k in ("length", "constant_alpha", "rates", "table", "model") if getattr(sc.acceptance, k)]
+
+
 def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, profile: StepTimeProfile) -> str | None:
     """One line for a drafting run whose acceptance is a built-in table (no ``acceptance.constant_alpha``,
     ``rates``, ``model`` or rate-table file): those rates were measured for the paper's drafters on its targets
     (or DeepSeek-V3's MTP), not for the profile's model, and the speed-up follows them. None otherwise."""
     a = sc.acceptance
-    if gamma <= 0 or a.constant_alpha or a.length or a.model or a.rates or (a.table and a.table not in BUILTIN_TABLES):
+    if gamma <= 0 or any(k != "table" or a.table not in BUILTIN_TABLES for k in acceptance_given(sc)):
         return None
     model = (profile.metadata or {}).get("model")
     served = f" for {model}" if model else ""
@@ -41,8 +47,7 @@ def forced_drafter_notice(sc: Scenario, pc) -> str | None:
     ``model``): that setting is the run's, so this drafter runs on it too, not on its built-in rates (a sweep of
     mtp1 beside an ngram drafter given acceptance.length ran MTP at the n-gram's length without a word); and where
     the scenario's ``drafter.match_rate`` does not apply to it. None otherwise."""
-    a = sc.acceptance
-    given = [k for k in ("length", "constant_alpha", "rates", "table", "model") if getattr(a, k)]
+    given = acceptance_given(sc)
     if not (pc.gamma and pc.forced_drafter and pc.drafter != sc.drafter.name):
         return None
     rate = (f"; drafter.match_rate applies to the lookup drafters only, {pc.drafter} proposes at every step"

@@ -63,6 +63,15 @@ def read_toml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         raise SpecsimInputError(str(path), line, None, "valid TOML", str(e).split(" (at")[0]) from None
 
 
+def key_line(source: str | None, key: str) -> tuple[str, int] | None:
+    """(file, line) where the TOML file ``source`` sets the dotted ``key``; None without a file or where it does
+    not set it (errors about a value then name the value alone)."""
+    if not source or not Path(source).is_file():
+        return None
+    line = read_toml(Path(source))[1].get(key)
+    return None if line is None else (source, line)
+
+
 def parse_override(item: str) -> dict[str, dict[str, Any]]:
     """Parse ``section.key=value`` or ``section.key.name=value`` (TOML syntax; bare words are strings).
 

@@ -35,9 +35,7 @@ def plugin_files(folder: Path) -> dict[str, tuple[str, dict]]:
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(f, ast.FunctionDef) and f.name == "__call__" for f in node.body):
-                doc = (ast.get_docstring(node) or "").replace("``", "").strip()       # shown as plain text
-                out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "",
-                                                         _declared_knobs(node, consts))
+                out[f"{path.as_posix()}:{node.name}"] = (_first_line(node), _declared_knobs(node, consts))
         out.update(_view_functions(tree, path))
     return out
 
@@ -79,9 +77,14 @@ def _view_functions(tree: ast.Module, path: Path) -> dict[str, tuple[str, dict]]
     out = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and [a.arg for a in node.args.args] == ["view"]:
-            doc = (ast.get_docstring(node) or "").replace("``", "").strip()       # shown as plain text
-            out[f"{path.as_posix()}:{node.name}"] = (doc.splitlines()[0] if doc else "", {})
+            out[f"{path.as_posix()}:{node.name}"] = (_first_line(node), {})
     return out
+
+
+def _first_line(node: ast.ClassDef | ast.FunctionDef) -> str:
+    """The first line of ``node``'s docstring as plain text (no RST backticks), "" without one."""
+    doc = (ast.get_docstring(node) or "").replace("``", "").strip()
+    return doc.splitlines()[0] if doc else ""
 
 
 @app.command("policies")

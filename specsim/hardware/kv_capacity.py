@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from specsim.errors import SpecsimInputError
@@ -346,12 +345,10 @@ def _check_reserve(sc: Scenario, d: dict) -> None:
     """
     if d["weights"] >= d["mem"] * d["utilization"]:
         return
+    from specsim.tomlfile import key_line
+
     key = "prefill.chunk_tokens" if sc.prefill.mode == "colocated" else "cluster.max_num_seqs"
-    where, line = None, None
-    if sc.source and Path(sc.source).is_file():
-        from specsim.tomlfile import read_toml
-        line = read_toml(Path(sc.source))[1].get(key)
-        where = sc.source if line is not None else None
+    where, line = key_line(sc.source, key) or (None, None)
     section, name = key.split(".")
     raise SpecsimInputError(where, line, key, "an activation reserve that leaves room for the KV cache: vLLM's "
                             f"profiling run reserves activations for {d['t']:,} tokens and logits for {d['rows']:,} "
