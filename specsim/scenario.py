@@ -29,16 +29,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
-import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator
-from pydantic.dataclasses import dataclass as pydantic_dataclass
-
 from specsim.errors import SpecsimInputError, did_you_mean
+from specsim.sections import Section, typed_section
 from specsim.tomlfile import parse_override, read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
@@ -97,83 +93,8 @@ CONTEXT_OVERFLOWS = ("unservable", "truncate")
 #: Where a request's first drafts are charged (docs/profiles.md, "When the drafter runs").
 FIRST_DRAFTS_RULES = ("prefill-step", "decode-step")
 
-#: Section types: strict (no ``1`` for true, no ``"3"`` for 3), unknown keys refused, NaN and infinities refused.
-_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
-#: A pydantic error type -> what the key expects, in words.
-_WORDS = {"bool_type": "true or false", "int_type": "an int", "float_type": "a finite float",
-          "finite_number": "a finite float", "string_type": "a string", "dict_type": "a table",
-          "list_type": "a list"}
-
-
-class _Section:
-    """Shared by the sections: plain values before pydantic's strict check, ranges after it."""
-
-    SECTION: ClassVar[str] = ""
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _plain(cls, value: Any, info: ValidationInfo) -> Any:
-        """numpy scalars as Python values; an integral float for an int key as that int (``4096.0`` -> 4096)."""
-        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-            value = value.item()
-        if isinstance(value, float) and value.is_integer() and \
-                cls.__pydantic_fields__[info.field_name].annotation in (int, int | None):  # type: ignore[attr-defined]
-            value = int(value)
-        return value
-
-    def __post_init__(self) -> None:
-        self._validate()
-
-    def _validate(self) -> None:
-        """Raise :class:`SpecsimInputError` naming the first field outside its range."""
-
-    def _check(self, cond: bool, key: str, expected: str) -> None:
-        if not cond:
-            raise SpecsimInputError(None, None, f"{self.SECTION}.{key}", expected, repr(getattr(self, key)))
-
-
-@typing.dataclass_transform(frozen_default=True)
-def _section(cls: type) -> type:
-    """``cls`` as a frozen pydantic dataclass whose construction (and :func:`dataclasses.replace`) raises
-    :class:`SpecsimInputError` instead of pydantic's ValidationError."""
-    cls = pydantic_dataclass(frozen=True, config=_STRICT)(cls)
-    validate = cls.__init__
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        try:
-            validate(self, *args, **kwargs)
-        except ValidationError as e:
-            raise _input_error(type(self), e) from None
-    cls.__init__ = __init__  # type: ignore[misc]
-    return cls
-
-
-def _input_error(cls: Any, err: ValidationError) -> SpecsimInputError:
-    """The first error of ``err`` (a section's construction) as a SpecsimInputError naming ``section.key``."""
-    first = err.errors()[0]
-    cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, SpecsimInputError):                  # a range check of _validate
-        return cause
-    loc, known = first["loc"], [f.name for f in fields(cls)]
-    key = known[loc[0]] if loc and isinstance(loc[0], int) and loc[0] < len(known) else str(loc[0] if loc else "")
-    if first["type"] in ("unexpected_keyword_argument", "unexpected_positional_argument"):
-        hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
-                if cls.SECTION == "policy" else "")
-        return SpecsimInputError(None, None, f"{cls.SECTION}.{key}",
-                                 f"a key of [{cls.SECTION}]{did_you_mean(key, known)}{hint}")
-    if first["type"] == "literal_error":
-        want = "one of " + ", ".join(map(repr, typing.get_args(cls.__pydantic_fields__[key].annotation)))
-    else:
-        want = _WORDS.get(first["type"], first["msg"])
-    if len(loc) > 1:
-        want += " at " + ".".join(map(str, loc[1:]))
-    if key in cls.__dataclass_fields__ and cls.__dataclass_fields__[key].default is None:
-        want += " (or leave the key out)"
-    return SpecsimInputError(None, None, f"{cls.SECTION}.{key}", want, repr(first["input"]))
-
-
-@_section
-class ClusterConfig(_Section):
+@typed_section
+class ClusterConfig(Section):
     """Decode side of the cluster and its KV-cache memory.
 
     Attributes:
@@ -224,8 +145,8 @@ class ClusterConfig(_Section):
                     "the capacity is derived from the GPU memory share)")
 
 
-@_section
-class PrefillConfig(_Section):
+@typed_section
+class PrefillConfig(Section):
     """Prefill: a disaggregated pool or colocated chunked prefill.
 
     Attributes:
@@ -259,8 +180,8 @@ class PrefillConfig(_Section):
         self._check(self.chunk_tokens >= 1, "chunk_tokens", "an int >= 1")
 
 
-@_section
-class ProfileConfig(_Section):
+@typed_section
+class ProfileConfig(Section):
     """Which step-time profile the replicas use.
 
     Attributes:
@@ -278,8 +199,8 @@ class ProfileConfig(_Section):
                     "'linear' or 'padded' (leave it out for the profile file's rule)")
 
 
-@_section
-class DrafterConfig(_Section):
+@typed_section
+class DrafterConfig(Section):
     """The drafter used by speculative policies (``mtp1`` and ``none`` override it).
 
     Cost fractions are of the target's step time at batch R (:class:`specsim.hardware.drafter.DrafterCost`).
@@ -338,8 +259,8 @@ class DrafterConfig(_Section):
                     "default)")
 
 
-@_section
-class AcceptanceConfig(_Section, LatentParams):
+@typed_section
+class AcceptanceConfig(Section, LatentParams):
     """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
     (specsim.acceptance.model).
 
@@ -399,8 +320,8 @@ class AcceptanceConfig(_Section, LatentParams):
                     "a temperatures.json path (leave it out to fit STS at build time)")
 
 
-@_section
-class EngineConfig(_Section):
+@typed_section
+class EngineConfig(Section):
     """Per-step and per-request engine costs.
 
     Attributes:
@@ -457,8 +378,8 @@ class EngineConfig(_Section):
                         f"0.0005 is 0.5 ms)")
 
 
-@_section
-class PolicyConfig(_Section):
+@typed_section
+class PolicyConfig(Section):
     """Policy knobs: ``[policy.knobs]`` name = value, passed to the policy when it is made.
 
     Which knobs exist, their defaults and ranges belong to each policy (an unknown knob is an error raised

@@ -370,7 +370,7 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
 
 def _summarise(trace, config: RunConfig, built: _Built, window: ClosedLoopWindow | None) -> SimulationResult:
     """Check invariants, then the summary, request and step frames of a finished run."""
-    cluster, rec, sc = built.cluster, built.cluster.records, config.scenario
+    cluster, rec = built.cluster, built.cluster.records
     requests = request_frame(rec, cluster.workload, trace)
     _check_invariants(rec, cluster.workload, requests, horizon=config.max_sim_s is not None)
     steps = rec.steps_frame()

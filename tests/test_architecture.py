@@ -19,7 +19,7 @@ CORE = ["engine/replica.py", "engine/scheduler.py", "engine/kv_manager.py", "eng
 #: The layer diagram of docs/architecture.md: which part of specsim/ (a sub-package or a top-level module) may
 #: import which. Read top-down; an entry lists every part it may import.
 # usable from every level (__init__: the version)
-UTILITIES = {"errors", "fmt", "progress", "tomlfile", "jsonfiles", "twins", "figures", "__init__"}
+UTILITIES = {"errors", "fmt", "progress", "tomlfile", "jsonfiles", "twins", "figures", "sections", "__init__"}
 LAYERS: dict[str, set[str]] = {
     "__main__": {"cli"},
     "cli": {"backends", "studies", "sweep", "simulation", "run_config", "run_notices", "analysis", "engine", "policies",

@@ -14,7 +14,7 @@ import typer
 
 from specsim import fmt
 from specsim.cli import app
-from specsim.errors import SpecsimInputError, torch_missing
+from specsim.errors import torch_missing
 
 
 class Backend(str, Enum):

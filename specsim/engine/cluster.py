@@ -36,7 +36,6 @@ inputs and a completion callback.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping

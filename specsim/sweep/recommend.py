@@ -32,7 +32,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from specsim.analysis.frontier import BRACKET_GAP, X, Y, compare, frontiers, sla_table
+from specsim.analysis.frontier import BRACKET_GAP, Y, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
 from specsim.analysis.sweep_tables import resident_column, results_frame, seed_spread
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners

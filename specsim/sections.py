@@ -1,0 +1,89 @@
+"""Typed configuration sections: frozen pydantic dataclasses whose construction checks types strictly (no ``1`` for
+true, no ``"3"`` for 3, no NaN, unknown keys refused), then each section's own ranges, and raises
+:class:`~specsim.errors.SpecsimInputError` naming ``section.key``, what it expects and the value, never pydantic's
+ValidationError. The scenario's sections (:mod:`specsim.scenario`) are built with it."""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import fields
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from specsim.errors import SpecsimInputError, did_you_mean
+
+#: Section types: strict (no ``1`` for true, no ``"3"`` for 3), unknown keys refused, NaN and infinities refused.
+_STRICT = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+#: A pydantic error type -> what the key expects, in words.
+_WORDS = {"bool_type": "true or false", "int_type": "an int", "float_type": "a finite float",
+          "finite_number": "a finite float", "string_type": "a string", "dict_type": "a table",
+          "list_type": "a list"}
+
+
+class Section:
+    """Shared by the sections: plain values before pydantic's strict check, ranges after it."""
+
+    SECTION: ClassVar[str] = ""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain(cls, value: Any, info: ValidationInfo) -> Any:
+        """numpy scalars as Python values; an integral float for an int key as that int (``4096.0`` -> 4096)."""
+        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+            value = value.item()
+        if isinstance(value, float) and value.is_integer() and \
+                cls.__pydantic_fields__[info.field_name].annotation in (int, int | None):  # type: ignore[attr-defined]
+            value = int(value)
+        return value
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    def _validate(self) -> None:
+        """Raise :class:`SpecsimInputError` naming the first field outside its range."""
+
+    def _check(self, cond: bool, key: str, expected: str) -> None:
+        if not cond:
+            raise SpecsimInputError(None, None, f"{self.SECTION}.{key}", expected, repr(getattr(self, key)))
+
+
+@typing.dataclass_transform(frozen_default=True)
+def typed_section(cls: type) -> type:
+    """``cls`` as a frozen pydantic dataclass whose construction (and :func:`dataclasses.replace`) raises
+    :class:`SpecsimInputError` instead of pydantic's ValidationError."""
+    cls = pydantic_dataclass(frozen=True, config=_STRICT)(cls)
+    validate = cls.__init__
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            validate(self, *args, **kwargs)
+        except ValidationError as e:
+            raise _input_error(type(self), e) from None
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
+
+
+def _input_error(cls: Any, err: ValidationError) -> SpecsimInputError:
+    """The first error of ``err`` (a section's construction) as a SpecsimInputError naming ``section.key``."""
+    first = err.errors()[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, SpecsimInputError):                  # a range check of _validate
+        return cause
+    loc, known = first["loc"], [f.name for f in fields(cls)]
+    key = known[loc[0]] if loc and isinstance(loc[0], int) and loc[0] < len(known) else str(loc[0] if loc else "")
+    if first["type"] in ("unexpected_keyword_argument", "unexpected_positional_argument"):
+        hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
+                if cls.SECTION == "policy" else "")
+        return SpecsimInputError(None, None, f"{cls.SECTION}.{key}",
+                                 f"a key of [{cls.SECTION}]{did_you_mean(key, known)}{hint}")
+    if first["type"] == "literal_error":
+        want = "one of " + ", ".join(map(repr, typing.get_args(cls.__pydantic_fields__[key].annotation)))
+    else:
+        want = _WORDS.get(first["type"], first["msg"])
+    if len(loc) > 1:
+        want += " at " + ".".join(map(str, loc[1:]))
+    if key in cls.__dataclass_fields__ and cls.__dataclass_fields__[key].default is None:
+        want += " (or leave the key out)"
+    return SpecsimInputError(None, None, f"{cls.SECTION}.{key}", want, repr(first["input"]))
