@@ -119,13 +119,14 @@ _SCENARIO_KEYS = {"profile": "profile.name", "gamma": "engine.gamma", "engine.ga
 
 @contextmanager
 def in_scenario_file(scenario: Scenario, gamma_given: bool = False):
-    """Re-raise an input error about a value the scenario file set (its profile name, its gamma) naming that file
-    and the key's line, as every other scenario error does; unchanged when the value came from elsewhere (the
-    defaults, a ``--set``, ``--gamma``: ``gamma_given``)."""
+    """Re-raise an input error about a value the scenario file set (its profile name, its gamma, an acceptance key
+    a drafter's model refuses) naming that file and the key's line, as every other scenario error does; unchanged
+    when the value came from elsewhere (the defaults, a ``--set``, ``--gamma``: ``gamma_given``)."""
     try:
         yield
     except SpecsimInputError as e:
-        key = _SCENARIO_KEYS.get(str(e.field)) if e.file is None else None
+        key = _SCENARIO_KEYS.get(str(e.field), str(e.field) if str(e.field).startswith("acceptance.") else None) \
+            if e.file is None else None
         if key == "engine.gamma" and gamma_given:
             raise
         where = _key_line(scenario, key) if key else None
@@ -164,10 +165,23 @@ def knobs_in_scenario_file(scenario: Scenario, given: set[str]):
 
 
 def _key_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
-    """(file, line) of a dotted key in the scenario's own file, None when the file does not set it."""
-    from specsim.tomlfile import key_line
+    """(file, line) of a dotted key in the scenario's own file, None when the file does not set it or the
+    scenario holds another value there (a ``--set`` replaced it; a profile name is compared as the file's
+    folder resolves it)."""
+    from specsim.tomlfile import key_line, read_toml
 
-    return key_line(scenario.source, field)
+    where = key_line(scenario.source, field)
+    if where is None:
+        return None
+    written: Any = read_toml(Path(where[0]))[0]
+    held: Any = scenario.to_dict()
+    for part in field.split("."):
+        written = written.get(part) if isinstance(written, dict) else None
+        held = held.get(part) if isinstance(held, dict) else None
+    if field == "profile.name" and isinstance(written, str):
+        beside = Path(where[0]).parent / written
+        written = str(beside) if beside.suffix == ".json" and beside.is_file() else written
+    return where if written == held else None
 
 
 @dataclass(frozen=True)

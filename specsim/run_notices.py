@@ -15,30 +15,34 @@ def acceptance_notices(sc: Scenario, pc, source: str | None, profile: StepTimePr
     """The acceptance notices of a run whose policy resolved to ``pc`` (:class:`specsim.run_config.PolicyChoice`),
     its acceptance model's ``source`` (None without one): :func:`default_acceptance_notice`,
     :func:`forced_drafter_notice`, :func:`cpu_drafter_notice`, those that apply."""
-    notes = (default_acceptance_notice(sc, pc.gamma, source, profile), forced_drafter_notice(sc, pc),
+    notes = (default_acceptance_notice(sc, pc, source, profile), forced_drafter_notice(sc, pc),
              cpu_drafter_notice(pc))
     return [n for n in notes if n]
 
 
-def acceptance_given(sc: Scenario) -> list[str]:
+def acceptance_given(sc: Scenario, drafter: str | None = None) -> list[str]:
     """The ``[acceptance]`` keys the scenario sets that give a drafter's acceptance instead of the built-in rates
-    (a built-in ``table`` named explicitly among them)."""
-    return [k for k in ("length", "constant_alpha", "rates", "table", "model") if getattr(sc.acceptance, k)]
+    (a built-in ``table`` named explicitly among them), as a run of ``drafter`` reads them (its
+    ``acceptance.drafters`` entry in place of the section's own; None: the section's own)."""
+    a = sc.acceptance.for_drafter(drafter) if drafter else sc.acceptance
+    return [k for k in ("length", "constant_alpha", "rates", "table", "model") if getattr(a, k)]
 
 
-def default_acceptance_notice(sc: Scenario, gamma: int, source: str | None, profile: StepTimeProfile) -> str | None:
-    """One line for a drafting run whose acceptance is a built-in table (no ``acceptance.constant_alpha``,
-    ``rates``, ``model`` or rate-table file): those rates were measured for the paper's drafters on its targets
+def default_acceptance_notice(sc: Scenario, pc, source: str | None, profile: StepTimeProfile) -> str | None:
+    """One line for a drafting run of ``pc`` (:class:`specsim.run_config.PolicyChoice`) whose acceptance is a
+    built-in table (no ``acceptance.constant_alpha``, ``rates``, ``model`` or rate-table file, in the section or
+    the drafter's ``acceptance.drafters`` entry): those rates were measured for the paper's drafters on its targets
     (or DeepSeek-V3's MTP), not for the profile's model, and the speed-up follows them. None otherwise."""
-    a = sc.acceptance
-    if gamma <= 0 or any(k != "table" or a.table not in BUILTIN_TABLES for k in acceptance_given(sc)):
+    a = sc.acceptance.for_drafter(pc.drafter)
+    if pc.gamma <= 0 or any(k != "table" or a.table not in BUILTIN_TABLES for k in acceptance_given(sc, pc.drafter)):
         return None
     model = (profile.metadata or {}).get("model")
     served = f" for {model}" if model else ""
     return (f"acceptance: the built-in rates of {source or 'the default table'}, not measured{served} with your "
             "drafter: the speed-up over no speculation follows them; give your own (acceptance.length, the "
             "acceptance length your engine reports; acceptance.constant_alpha, acceptance.rates, or a table from "
-            "specsim fit / specsim counters: docs/acceptance.md)")
+            f"specsim fit / specsim counters; for this drafter alone acceptance.drafters.{pc.drafter}: "
+            "docs/acceptance.md)")
 
 
 def forced_drafter_notice(sc: Scenario, pc) -> str | None:
@@ -46,17 +50,22 @@ def forced_drafter_notice(sc: Scenario, pc) -> str | None:
     sets a drafter's measured acceptance (``acceptance.length``, ``constant_alpha``, ``rates``, ``table`` or
     ``model``): that setting is the run's, so this drafter runs on it too, not on its built-in rates (a sweep of
     mtp1 beside an ngram drafter given acceptance.length ran MTP at the n-gram's length without a word); and where
-    the scenario's ``drafter.match_rate`` does not apply to it. None otherwise."""
+    the scenario's ``drafter.match_rate`` does not apply to it. Nothing about acceptance where the scenario gives
+    this drafter its own (``acceptance.drafters.NAME``). None otherwise."""
     given = acceptance_given(sc)
     if not (pc.gamma and pc.forced_drafter and pc.drafter != sc.drafter.name):
         return None
+    if pc.drafter in sc.acceptance.drafters:                      # its own measured acceptance: nothing to say
+        given = []
     rate = (f"; drafter.match_rate applies to the lookup drafters only, {pc.drafter} proposes at every step"
             if sc.drafter.match_rate is not None else "")
     if not given:
         return f"acceptance: policy {pc.name} runs its own drafter {pc.drafter}{rate}" if rate else None
     return (f"acceptance: policy {pc.name} runs its own drafter {pc.drafter} on the scenario's acceptance."
-            f"{given[0]} (the run's, whichever drafter runs), not on {pc.drafter}'s built-in rates; for those, "
-            f"sweep it without that setting, or give {pc.drafter}'s own measured value there{rate}")
+            f"{given[0]} (the run's, whichever drafter runs), not on {pc.drafter}'s built-in rates; give "
+            f"{pc.drafter}'s own measured acceptance as acceptance.drafters.{pc.drafter} (--set "
+            f"acceptance.drafters.{pc.drafter}.length=...), or sweep it without that setting for its built-in "
+            f"rates{rate}")
 
 
 def cpu_drafter_notice(pc) -> str | None:

@@ -259,6 +259,11 @@ class DrafterConfig(Section):
                     "default)")
 
 
+#: The ``[acceptance]`` keys that give one drafter's measured acceptance, which ``acceptance.drafters.NAME``
+#: may set for that drafter alone.
+DRAFTER_ACCEPTANCE_KEYS = ("length", "length_gamma", "constant_alpha", "table", "rates", "model")
+
+
 @typed_section
 class AcceptanceConfig(Section, LatentParams):
     """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
@@ -280,6 +285,11 @@ class AcceptanceConfig(Section, LatentParams):
         model: ``fitted:DIR`` or ``empirical:DIR`` from ``specsim fit``; None = the latent model.
         temperatures: a ``specsim calibrate`` temperatures.json; None = STS fitted when the model is built.
         calibration: ``sts`` or ``none`` (policies then see raw confidences).
+        drafters: one drafter's own measured acceptance, ``{drafter = {length = 2.4}}`` (``[acceptance.drafters.mtp]``
+            in a file): for a run of that drafter, the scenario's or a policy's own (mtp1 runs mtp), these keys
+            (:data:`DRAFTER_ACCEPTANCE_KEYS`) replace the section's own ``length``, ``length_gamma``,
+            ``constant_alpha``, ``table``, ``rates`` and ``model``; the latent and confidence parameters,
+            ``temperatures`` and ``calibration`` stay the section's. Empty = every drafter on the section's keys.
     """
 
     SECTION: ClassVar[str] = "acceptance"
@@ -291,8 +301,42 @@ class AcceptanceConfig(Section, LatentParams):
     model: str | None = None
     temperatures: str | None = None
     calibration: Literal[CALIBRATIONS] = "sts"
+    drafters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_drafter(self, drafter: str) -> AcceptanceConfig:
+        """This section as a run of ``drafter`` reads it: its ``drafters`` entry, where it has one, in place of
+        the drafter-specific keys (:data:`DRAFTER_ACCEPTANCE_KEYS`), and no ``drafters`` table.
+
+        Raises:
+            SpecsimInputError: an entry's key or value out of range, named ``acceptance.drafters.NAME.KEY``.
+        """
+        if drafter not in self.drafters:
+            return self
+        own = self.drafters[drafter]
+        cleared = {k: ({} if k == "rates" else None) for k in DRAFTER_ACCEPTANCE_KEYS}
+        try:
+            return replace(self, drafters={}, **{**cleared, **own})
+        except SpecsimInputError as e:
+            key = (e.field or "").rpartition("acceptance.")[2]
+            raise replace(e, field=f"acceptance.drafters.{drafter}.{key}") from None
+
+    def model_args(self, drafter: str) -> dict[str, Any]:
+        """The keywords of :func:`specsim.acceptance.fitting.resolve_acceptance_model` for a run of ``drafter``
+        (:meth:`for_drafter`, as a plain dict without the ``drafters`` table)."""
+        args = asdict(self.for_drafter(drafter))
+        del args["drafters"]
+        return args
 
     def _validate(self) -> None:
+        for name, own in self.drafters.items():
+            self._check(name in DRAFTERS and name != "none", "drafters",
+                        f"drafter names from {[d for d in DRAFTERS if d != 'none']}{did_you_mean(name, DRAFTERS)}")
+            bad = next((k for k in own if k not in DRAFTER_ACCEPTANCE_KEYS), None)
+            if bad is not None:
+                raise SpecsimInputError(None, None, f"acceptance.drafters.{name}.{bad}",
+                                        f"one of {list(DRAFTER_ACCEPTANCE_KEYS)} (the latent and confidence "
+                                        "parameters are the section's, for every drafter)")
+            self.for_drafter(name)
         for key in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf"):
             self._check(getattr(self, key) >= 0, key, "a float >= 0")
         for key in ("conf_scale", "conf_scale_later", "conf_low_ratio"):

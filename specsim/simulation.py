@@ -29,7 +29,7 @@ from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
 from specsim.run_notices import acceptance_notices, fitted_overhead_notice
 from specsim.policies.cost_table import table_report
-from specsim.scenario import Scenario, load_scenario
+from specsim.scenario import DRAFTER_ACCEPTANCE_KEYS, Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.acceptance.steplog import write_step_log
 
@@ -359,7 +359,17 @@ def policy_diagnostics(policies: list) -> dict[str, Any] | None:
 def _acceptance(trace, sc: Scenario, dname: str, g: int):
     """The acceptance model of the trace's domains; an unknown domain names its first line."""
     domains = np.asarray(trace.domain, dtype=object)
-    model = resolve_acceptance_model(dname, g, domains=tuple(np.unique(domains)), **sc.to_dict()["acceptance"])
+    try:
+        model = resolve_acceptance_model(dname, g, domains=tuple(np.unique(domains)),
+                                         **sc.acceptance.model_args(dname))
+    except SpecsimInputError as e:          # a drafter-specific key: name the drafter's own entry, or offer one
+        key = (e.field or "").removeprefix("acceptance.")
+        if key not in DRAFTER_ACCEPTANCE_KEYS or e.file is not None:
+            raise
+        if dname in sc.acceptance.drafters:
+            raise replace(e, field=f"acceptance.drafters.{dname}.{key}") from None
+        raise replace(e, expected=f"{e.expected}; the section's {key} is every drafter's, {dname}'s too: give "
+                      f"{dname} its own as acceptance.drafters.{dname}.{key}") from None
     unknown = ~np.isin(domains, np.array(list(model.alpha), dtype=object))
     if unknown.any():                           # the first line with an unknown domain (not the first such domain)
         line = int(np.flatnonzero(unknown)[0])

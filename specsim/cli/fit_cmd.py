@@ -135,7 +135,7 @@ def export_acceptance_cmd(
         from specsim.scenario import load_scenario
         sc = load_scenario(scenario, [])
         g = gamma or sc.engine.gamma
-        model = resolve_acceptance_model(drafter, g, **sc.to_dict()["acceptance"])
+        model = resolve_acceptance_model(drafter, g, **sc.acceptance.model_args(drafter))
         found, source = model_counters(model.alpha, g, f"{drafter} acceptance model"), model.source or drafter
     doc = export_acceptance(found, str(source))
     _write_json(out, doc)
