@@ -48,7 +48,7 @@ from specsim.policies.base import as_policy
 from specsim.policies.cost_table import COST_AWARE
 from specsim.policies.plugins import instantiate
 from specsim.policies.registry import run_knobs
-from specsim.scenario import Scenario, load_scenario
+from specsim.scenario import Scenario, load_scenario, profile_beside
 
 
 @dataclass(frozen=True)
@@ -166,22 +166,15 @@ def knobs_in_scenario_file(scenario: Scenario, given: set[str]):
 
 def _key_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
     """(file, line) of a dotted key in the scenario's own file, None when the file does not set it or the
-    scenario holds another value there (a ``--set`` replaced it; a profile name is compared as the file's
-    folder resolves it)."""
-    from specsim.tomlfile import key_line, read_toml
+    scenario holds another value there (a ``--set`` replaced it; a profile name the file's folder resolved is
+    compared as loading resolved it)."""
+    from specsim.tomlfile import key_line
 
-    where = key_line(scenario.source, field)
-    if where is None:
-        return None
-    written: Any = read_toml(Path(where[0]))[0]
     held: Any = scenario.to_dict()
     for part in field.split("."):
-        written = written.get(part) if isinstance(written, dict) else None
         held = held.get(part) if isinstance(held, dict) else None
-    if field == "profile.name" and isinstance(written, str):
-        beside = Path(where[0]).parent / written
-        written = str(beside) if beside.suffix == ".json" and beside.is_file() else written
-    return where if written == held else None
+    beside = (lambda name: profile_beside(name, Path(scenario.source))) if field == "profile.name" else (lambda v: v)
+    return key_line(scenario.source, field, held, beside)
 
 
 @dataclass(frozen=True)

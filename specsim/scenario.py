@@ -554,12 +554,17 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | str | N
 
 def _profile_beside(scen: Scenario, doc: dict[str, Any], path: Path) -> Scenario:
     """A relative profile path the scenario file names resolves against the file's folder (issue 20), so a
-    scenario and its profile travel together; a name that is not a file there (a bundled name, a path relative
-    to the working folder) is kept as written."""
+    scenario and its profile travel together (:func:`profile_beside`)."""
     name = doc.get("profile", {}).get("name") if isinstance(doc.get("profile"), dict) else None
+    return replace(scen, profile=replace(scen.profile, name=profile_beside(name, path))) if isinstance(name, str) \
+        else scen
+
+
+def profile_beside(name: Any, path: Path) -> Any:
+    """The profile name a scenario file at ``path`` writes, as loading it resolves it: a relative ``.json`` path
+    that is a file beside the scenario, as that file's path; anything else (a bundled name, a path relative to the
+    working folder, an absolute path) as written."""
     if not isinstance(name, str) or Path(name).is_absolute():
-        return scen
+        return name
     beside = path.parent / name
-    if beside.suffix == ".json" and beside.is_file():
-        return replace(scen, profile=replace(scen.profile, name=str(beside)))
-    return scen
+    return str(beside) if beside.suffix == ".json" and beside.is_file() else name

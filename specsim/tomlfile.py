@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from specsim.errors import SpecsimInputError
 
@@ -63,13 +63,20 @@ def read_toml(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         raise SpecsimInputError(str(path), line, None, "valid TOML", str(e).split(" (at")[0]) from None
 
 
-def key_line(source: str | None, key: str) -> tuple[str, int] | None:
-    """(file, line) where the TOML file ``source`` sets the dotted ``key``; None without a file or where it does
-    not set it (errors about a value then name the value alone)."""
+def key_line(source: str | None, key: str, held: Any = None,
+             as_loaded: Callable[[Any], Any] = lambda v: v) -> tuple[str, int] | None:
+    """(file, line) where the TOML file ``source`` sets the dotted ``key``; None without a file, where it does not
+    set it, or where the file's value, read as loading it does (``as_loaded``), is not ``held`` (the value in use,
+    when given: a later ``--set`` replaced the file's; errors about a value then name the value alone)."""
     if not source or not Path(source).is_file():
         return None
-    line = read_toml(Path(source))[1].get(key)
-    return None if line is None else (source, line)
+    doc, lines = read_toml(Path(source))
+    if key not in lines:
+        return None
+    written: Any = doc
+    for part in key.split("."):
+        written = written.get(part) if isinstance(written, dict) else None
+    return None if held is not None and as_loaded(written) != held else (source, lines[key])
 
 
 def parse_override(item: str) -> dict[str, dict[str, Any]]:

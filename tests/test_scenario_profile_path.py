@@ -64,3 +64,22 @@ def test_a_missing_profile_file_says_where_it_was_sought(tmp_path, monkeypatch):
         simulate(make_trace([0.0], [10], [5]), "none", load_scenario(tmp_path / "s.toml"))
     assert (e.value.line, e.value.field) == (2, "profile.name")
     assert str(tmp_path / "missing.json") in e.value.got and str(tmp_path.parent / "missing.json") in e.value.got
+
+
+def test_a_profile_name_a_set_gives_is_not_blamed_on_the_scenario_file(tmp_path, monkeypatch):
+    # the file's mine.json exists beside it; the same name from --set is sought in the working folder only, and
+    # its error names the value, not the file's line (it said "no such file beside the scenario" of a file there)
+    import pytest
+
+    from helpers import make_trace
+    from specsim.errors import SpecsimInputError
+    from specsim.simulation import simulate
+
+    save_profile(StepTimeProfile.flat(0.01, 64), tmp_path / "mine.json")
+    (tmp_path / "s.toml").write_text('[profile]\nname = "mine.json"\n')
+    monkeypatch.chdir(tmp_path.parent)
+    trace = make_trace([0.0], [10], [5])
+    assert simulate(trace, "none", load_scenario(tmp_path / "s.toml")).summary["completed"] == 1
+    with pytest.raises(SpecsimInputError) as e:
+        simulate(trace, "none", load_scenario(tmp_path / "s.toml", ['profile.name="mine.json"']))
+    assert e.value.file is None and e.value.line is None and "beside the scenario" not in str(e.value)

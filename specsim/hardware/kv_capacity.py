@@ -348,8 +348,8 @@ def _check_reserve(sc: Scenario, d: dict) -> None:
     from specsim.tomlfile import key_line
 
     key = "prefill.chunk_tokens" if sc.prefill.mode == "colocated" else "cluster.max_num_seqs"
-    where, line = key_line(sc.source, key) or (None, None)
     section, name = key.split(".")
+    where, line = key_line(sc.source, key, getattr(getattr(sc, section), name)) or (None, None)
     raise SpecsimInputError(where, line, key, "an activation reserve that leaves room for the KV cache: vLLM's "
                             f"profiling run reserves activations for {d['t']:,} tokens and logits for {d['rows']:,} "
                             f"rows, and {_no_room(d)}; lower {key}", repr(getattr(getattr(sc, section), name)))
