@@ -102,6 +102,19 @@ def test_table_unix_milliseconds_keep_their_digits_and_are_not_seconds(tmp_path)
         convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=out")
 
 
+def test_table_unix_seconds_with_fractions_read_as_written(tmp_path):
+    """Unix seconds with a fraction: float64 holds 1700000000.442 only to about 0.24 us, so the relative arrival
+    read 0.4419999...; it is rounded to the decimal step the magnitude resolves (1 us), and the same log in
+    Unix ms converts to the same trace, hash included; small arrivals keep their digits."""
+    cmap = "arrival_s=ts,prompt_tokens=in,output_tokens=out"
+    (tmp_path / "s.csv").write_text("ts,in,out\n1700000000.000,10,5\n1700000000.442,10,5\n1700000003.1,10,5\n")
+    (tmp_path / "ms.csv").write_text("ts,in,out\n1700000000000,10,5\n1700000000442,10,5\n1700000003100,10,5\n")
+    s, ms = convert_table(tmp_path / "s.csv", cmap), convert_table(tmp_path / "ms.csv", cmap, time_unit="ms")
+    assert s.arrival_s.tolist() == ms.arrival_s.tolist() == [0.0, 0.442, 3.1]
+    (tmp_path / "small.csv").write_text("ts,in,out\n0.000001,10,5\n0.0000025,10,5\n")
+    assert convert_table(tmp_path / "small.csv", cmap).arrival_s.tolist() == [0.0, 1.5e-06]
+
+
 def test_table_jsonl_origins_and_units(tmp_path):
     p = tmp_path / "log.jsonl"
     p.write_text('{"t": 10, "p": 5, "o": 2, "id": "x", "kind": "code"}\n'

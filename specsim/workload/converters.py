@@ -382,7 +382,13 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
         i = int(np.argmax(np.abs(raw)))
         raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
                                 "Unix times in milliseconds are about 1.7e12: pass --time-unit ms)", f"{raw[i]:g}")
-    return ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit]
+    if not (relative and raw.size):
+        return raw * TIME_UNITS[unit]
+    # the decimal step float64 still resolves at the column's magnitude: Unix seconds (1.7e9) hold about 0.24 us,
+    # so 1700000000.442 - 1700000000 reads 0.4419999; rounded to 1 us it is the 0.442 the file wrote
+    top = np.abs(raw).max()
+    rel = raw - raw.min()
+    return (np.round(rel, int(-np.ceil(np.log10(2 * np.spacing(top))))) if top > 0 else rel) * TIME_UNITS[unit]
 
 
 def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tuple[np.ndarray, dict[int, tuple]]:
