@@ -115,6 +115,15 @@ def test_table_unix_seconds_with_fractions_read_as_written(tmp_path):
     assert convert_table(tmp_path / "small.csv", cmap).arrival_s.tolist() == [0.0, 1.5e-06]
 
 
+def test_table_format_is_read_from_the_content_not_the_suffix(tmp_path):
+    cmap = "arrival_s=t,prompt_tokens=p,output_tokens=o"
+    (tmp_path / "log.txt").write_text('\n{"t": 1.0, "p": 10, "o": 5}\n{"t": 2.5, "p": 12, "o": 6}\n')
+    (tmp_path / "log.dat").write_text("t,p,o\n1.0,10,5\n2.5,12,6\n")
+    for name in ("log.txt", "log.dat"):
+        tr = convert_table(tmp_path / name, cmap)
+        assert tr.arrival_s.tolist() == [0.0, 1.5] and tr.output_tokens.tolist() == [5, 6]
+
+
 def test_table_jsonl_origins_and_units(tmp_path):
     p = tmp_path / "log.jsonl"
     p.write_text('{"t": 10, "p": 5, "o": 2, "id": "x", "kind": "code"}\n'

@@ -110,7 +110,7 @@ def _check_format_options(ctx: typer.Context, source_format: str) -> None:
 def convert(
     ctx: typer.Context,
     src: Path = typer.Argument(..., help="Input file (Azure CSV, Mooncake JSONL, BurstGPT CSV, or any "
-                                         "CSV/JSONL with --from table)."),
+                                         "CSV/JSONL with --from table: JSONL where it opens with {, else CSV)."),
     out: Path = typer.Argument(..., help="Output canonical JSONL trace."),
     source_format: SourceFormat = typer.Option(..., "--from", help="Format of the input file."),
     domain: str = typer.Option(None, "--domain",

@@ -324,8 +324,10 @@ def parse_column_map(text: str) -> dict[str, str]:
 
 
 def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
-    """A CSV or JSONL file as a frame of strings and objects (JSONL keeps JSON types)."""
-    fmt = fmt or ("jsonl" if path.suffix.lower() in (".jsonl", ".json", ".ndjson") else "csv")
+    """A CSV or JSONL file as a frame of strings and objects (JSONL keeps JSON types); without ``fmt``, JSONL
+    where the file's first non-blank character opens an object, whatever its suffix (a log.txt of JSON lines was
+    read as a one-column CSV), else CSV."""
+    fmt = fmt or ("jsonl" if _opens_object(path) else "csv")
     if fmt == "csv":
         return _read_csv(path, "a CSV file")
     if fmt != "jsonl":
@@ -337,6 +339,17 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
     df = pd.DataFrame(objs)
     df.attrs["lines"] = np.array(lines)
     return df
+
+
+def _opens_object(path: Path) -> bool:
+    """Whether the file's first non-blank character is ``{`` (a JSON line); False where it cannot be read (the
+    CSV reader then names the file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return head[:1] == b"{"
 
 
 #: Arrival values in seconds beyond this (about the year 5100 as a Unix time) are another unit: Unix times in
@@ -419,8 +432,8 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
     """Convert a CSV or JSONL file in any layout to a :class:`Trace` through a column map.
 
     Args:
-        path: the file; ``fmt`` ``"csv"`` or ``"jsonl"`` (default: from the suffix, .jsonl/.json/.ndjson
-            are JSONL, anything else CSV).
+        path: the file; ``fmt`` ``"csv"`` or ``"jsonl"`` (default: JSONL where the file's first non-blank
+            character is ``{``, whatever its suffix; else CSV).
         mapping: {canonical field: source column} or its text form (:func:`parse_column_map`).
         time_unit: unit of the arrival column: ``s``, ``ms``, ``us``, ``ns``, ``min``, ``h``, or
             ``datetime`` (date-time text, parsed by pandas; then ``zero`` means the earliest time).
