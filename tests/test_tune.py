@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
-from specsim.analysis.frontier import read_tuned, tuned_rows
+from specsim.analysis.tuned import read_tuned, tuned_rows
 from specsim.scenario import load_scenario
 from specsim.sweep import SweepSpec, load_records, run_sweep
 from specsim.workload import Trace, save_trace

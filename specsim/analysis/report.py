@@ -415,7 +415,8 @@ def _failed_text(failed: list[dict[str, Any]]) -> str:
 
 
 def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) -> dict[str, Any]:
-    from specsim.analysis.frontier import X, Y, budget_curve, compare, read_tuned, sla_table
+    from specsim.analysis.frontier import X, Y, budget_curve, compare, sla_table
+    from specsim.analysis.tuned import read_tuned
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title, tps_estimator
     from specsim.analysis.results import measured_for_plot, other_model_note
     from specsim.analysis.sweep_records import load_records, mixed_workloads

@@ -21,7 +21,7 @@ def recommend(
 ) -> None:
     """Per tier: the winning deployable policy (not oracle or dspark-global), its knobs and load, its margin over
     the runner-up (paired t-test over seeds), and its vLLM, TensorRT-LLM and SGLang configuration."""
-    from specsim.analysis.frontier import read_tuned
+    from specsim.analysis.tuned import read_tuned
     from specsim.analysis.sweep_tables import gpu_split, per_all_gpus_note
     from specsim.cli.sweep_cmd import resolve_tiers
     from specsim.cli.sweep_notes import folder_records

@@ -440,7 +440,7 @@ def compare(
     from specsim.analysis.metrics import parse_goodput, parse_percentiles
 
     tier_list = resolve_tiers(tiers, sweep_dir)
-    from specsim.analysis.frontier import read_tuned, tuned_rows
+    from specsim.analysis.tuned import read_tuned, tuned_rows
 
     slos = parse_goodput(goodput)
     pcts = parse_percentiles(metric_percentiles)
@@ -567,7 +567,7 @@ def plot(
     tuned.png where a directory holds tuning results (specsim tune)."""
     from specsim.cli.outputs import check_output
     check_output(out, "--out", folder=True)
-    from specsim.analysis.frontier import read_tuned
+    from specsim.analysis.tuned import read_tuned
     from specsim.analysis.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 
     split = [(d.name, *read_tuned(d, folder_records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)

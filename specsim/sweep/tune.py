@@ -33,7 +33,7 @@ The question "which threshold is best at 150 tok/s/user?" has a brute-force answ
 Points are sweep points (:mod:`specsim.sweep`): the same ids, the same records in ``DIR/points/``,
 each written as soon as it finishes, so a killed tune resumes where it stopped and reuses whatever a
 sweep into the same directory already computed. The result goes to ``DIR/tuned/<policy>-<knob>.json``
-(:func:`specsim.analysis.frontier.read_tuned` reads it for ``specsim compare`` and ``specsim plot``).
+(:func:`specsim.analysis.tuned.read_tuned` reads it for ``specsim compare`` and ``specsim plot``).
 
 Assumptions, said plainly: TPS/user falls with load (up to seed noise) and the throughput at a tier is
 unimodal in the knob over the grid. Where either fails, the search can miss the grid's best; the
