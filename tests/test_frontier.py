@@ -436,8 +436,12 @@ def test_a_tier_the_baseline_meets_only_at_its_lightest_load_is_noted():
         r["config"]["knobs"] = {"gamma": 7, "drafter": "dspark"}
     tab = compare(recs, [100.0, 140.0, 152.1, 160.0], baseline="none")
     assert sorted(tab.attrs["baseline_edge"]) == [140.0, 152.1]      # 100: met at load 4 too; 160: not at all
-    (note, _) = baseline_edge_notes(tab)
+    (note, at_point) = baseline_edge_notes(tab)
+    # the gains at 140 divide by the baseline interpolated towards load 4 (149 + 12.1 / 21.2 x 366 = 358), and the
+    # note quotes that figure beside the point's own (a fresh user read 149 in the note and 187 in the table)
     assert note.startswith("note: at tier 140 the baseline none meets the tier only at its lightest load, 1 "
-                           "(152.1 TPS/user, 149 tok/s/GPU)")
+                           "(152.1 TPS/user, 149 tok/s/GPU); the 358 tok/s/GPU the gains divide by is interpolated "
+                           "from it towards its next load, which misses the tier: ")
+    assert "(152.1 TPS/user, 149 tok/s/GPU): its throughput" in at_point      # at the point itself: one figure
     assert baseline_edge_notes(compare(recs, [140.0])) == []                   # no baseline, no note
     assert tab.attrs["warnings"] == baseline_edge_notes(tab)        # what compare prints, for the Python API too

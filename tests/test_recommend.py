@@ -355,9 +355,22 @@ def test_a_covered_tier_whose_heavier_load_failed_names_that_load():
                 r.update(status="error", error="trace too short for a closed-loop window", summary={})
             out.append(r)
     row = compare(out, [100.0]).iloc[0]
-    assert row.status == "covered" and row.advice.startswith("heavier load 64 failed: the answer may lie there")
+    assert row.status == "covered" and row.advice.startswith("heavier load 64 failed for want of requests (the "
+                                                             "trace is too short for a closed-loop window there)")
+    assert "rerun" not in row.advice                   # a rerun of the same trace fails the same way
     text = " ".join(recommendations_text(recommend(out, [100.0]), width=200).split())
     assert "(but a heavier load failed); advice: heavier load 64 failed" in text
+    # another error (a worker out of memory): a rerun may finish it
+    for r in out:
+        if r["status"] == "error":
+            r["error"] = "the worker was killed (out of memory)"
+    assert compare(out, [100.0]).iloc[0].advice == ("heavier load 64 failed: the answer may lie there (rerun it; "
+                                                    "compare lists the error)")
+    # a curve whose throughput already fell from 4 to 16 users is not sent to a heavier load
+    for r in out:
+        if r["status"] == "ok" and r["config"]["load"]["value"] == 16:
+            r["summary"]["output_throughput_per_gpu"] = 30.0
+    assert compare(out, [100.0]).iloc[0].advice == ""
 
 
 def test_the_per_all_gpus_factor_of_a_fleet_sized_prefill_pool_is_not_zero():
@@ -494,8 +507,9 @@ def test_a_winner_read_from_a_flagged_point_says_so_in_compare_and_the_report():
     assert list(won.curve) == ["dspark"] * 3
     # tier 100: covered, read at 64 (flagged); 160: between 64 and 16 (flagged); 250: between 16 and 4 (clean)
     assert won.caution[100.0] == won.caution[160.0] == "load 64 (prefill-bound)" and won.caution[250.0] == ""
-    warned = [w for w in tab.attrs["warnings"] if "the winner dspark is read from" in w]
-    assert len(warned) == 2 and "at load 64 (prefill-bound)" in warned[0]
+    warned = [w for w in tab.attrs["warnings"] if "the winner dspark is" in w]
+    assert len(warned) == 2 and "is read from its frontier point at load 64 (prefill-bound)" in warned[0]
+    assert "is interpolated between its frontier points at loads 64 and 16, one flagged: load 64" in warned[1]
     rows = {r["tier"]: r for r in decision_rows(tab)}
     assert rows[100.0]["caution"] == "load 64 (prefill-bound)" and rows[250.0]["caution"] == ""
     from specsim.analysis.report import _decision
@@ -558,3 +572,28 @@ def test_tune_warns_of_a_pick_read_from_a_flagged_point():
     lines = pick_cautions(res, out)
     assert len(lines) == 1 and lines[0].startswith("warning: at tier 100 the pick threshold=0.725 is read from its "
                                                    "point at load 64 (prefill-bound)")
+
+
+def test_a_tie_with_a_runner_up_whose_users_queue_is_not_either_serves():
+    """A fresh user's B200 sweep: "a tie ...: dspark-async delivers within 0.6% at this tier; either serves" where
+    dspark-async's figure came from its 128-user point with 51.6 users waiting for admission (mean TTFT 7.1 s) and
+    the winner's point admitted every user. The tie now says the runner-up's users queue, from the records."""
+    from specsim.sweep.recommend import recommendations_text
+
+    out = []
+    for seed in (0,):
+        for load, x in ((16, 200.0), (128, 120.0)):
+            a = rec("mtp1", load, seed, x, 10 * load, gamma=1, drafter="mtp")
+            b = rec("dspark-async", load, seed, x + 0.5, 10 * load * 0.996)
+            for r, waiting, ttft in ((a, 0.0, 100.0), (b, 51.6 if load == 128 else 0.0, 7100.0 if load == 128
+                                                         else 90.0)):
+                r["summary"].update(mean_waiting_requests=waiting, mean_ttft_ms=ttft, p99_ttft_ms=ttft)
+            out += [a, b]
+    (r,) = recommend(out, [100.0])
+    assert (r.curve, r.runner_up, r.load) == ("mtp1", "dspark-async", 128.0)
+    assert r.runner_up_queue == ("point at load 128 has 51.6 of its users queued for admission (mean TTFT "
+                                 "7,100 ms)")
+    text = " ".join(recommendations_text([r], width=300).split())
+    assert "a tie as far as this sweep can tell: dspark-async delivers within 0.4% at this tier" in text
+    assert ("but not for its users: dspark-async's point at load 128 has 51.6 of its users queued for admission "
+            "(mean TTFT 7,100 ms), where this one's admits them at once") in text and "either serves" not in text

@@ -360,3 +360,21 @@ def test_every_public_name_is_importable_from_the_package():
         assert getattr(sweep_pkg, name) is not None
     with pytest.raises(AttributeError):
         sweep_pkg.parse_list       # noqa: B018  (moved to the CLI)
+
+
+def test_requests_per_user_beyond_the_trace_is_noted_before_the_sweep_runs(capsys):
+    """A fresh user's 512-line trace at 128 and 256 users with --requests-per-user 8: the points were cut to the
+    trace without a word, and those at 256 users failed advising more requests per user."""
+    from pathlib import Path
+
+    from specsim.cli.sweep_notes import note_requests_per_user
+
+    note_requests_per_user(8, (16, 64, 128, 256), Path("he.jsonl"), 512)
+    err = " ".join(capsys.readouterr().err.split())
+    assert err == ("note: he.jsonl holds 512 requests, fewer than --requests-per-user 8 x the users at 2 loads; at "
+                   "128 users the points run all of them (4.0 per user); at 256 users that is no more than twice "
+                   "the users, too few for a closed-loop window: those points will fail (a longer trace, or fewer "
+                   "users)")
+    note_requests_per_user(8, (16, 64), Path("he.jsonl"), 512)
+    note_requests_per_user(None, (256,), Path("he.jsonl"), 512)
+    assert capsys.readouterr().err == ""

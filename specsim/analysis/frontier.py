@@ -213,15 +213,34 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
     return ""
 
 
-def _failed_heavier(df: pd.DataFrame, curve: str) -> list[str]:
-    """The loads of ``curve`` heavier than its heaviest finished one at which every point failed (a closed loop
-    too short for its window, an error), as text; [] when none."""
+def _failed_heavier(df: pd.DataFrame, curve: str) -> tuple[list[str], bool]:
+    """The loads of ``curve`` heavier than its heaviest finished one at which every point failed, as text, and
+    whether every one of them failed for want of requests (a closed loop too short for its window: a rerun fails
+    again); ([], False) when none."""
     c = df[df.curve == curve]
     ok = c[c.status == "ok"]
     if ok.empty:
-        return []
+        return [], False
     heavier = c[(c.load > ok.load.max()) & (c["mode"] == ok["mode"].iloc[-1])]
-    return [f"{v:g}" for v in sorted(set(heavier.load) - set(heavier[heavier.status == "ok"].load))]
+    failed = heavier[~heavier.load.isin(heavier[heavier.status == "ok"].load)]
+    short = bool(len(failed)) and failed.error.astype(str).str.contains("closed-loop window").all()
+    return [f"{v:g}" for v in sorted(set(failed.load))], short
+
+
+def failed_heavier_advice(failed: list[str], short: bool) -> str:
+    """The advice of a covered tier whose curve failed at heavier loads (:func:`_failed_heavier`)."""
+    loads = f"heavier load{'s' if len(failed) > 1 else ''} {', '.join(failed)}"
+    if short:
+        return (f"{loads} failed for want of requests (the trace is too short for a closed-loop window there): "
+                "the answer may lie there; a longer trace or more --requests-per-user would tell")
+    return f"{loads} failed: the answer may lie there (rerun it; compare lists the error)"
+
+
+def _rising(points: pd.DataFrame) -> bool:
+    """Whether a curve's throughput still rises by more than :data:`RISING` from its second-heaviest load point to
+    its heaviest (one point: True), the rule that advises heavier loads (:func:`load_advice`)."""
+    y = points.sort_values("load")[f"{Y}_mean"].to_numpy(float)
+    return y.size < 2 or (y[-2] > 0 and y[-1] / y[-2] - 1 > RISING)
 
 
 def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
@@ -396,10 +415,9 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
             ys = np.array(list(seed_values[(t, curve)].values()), float)
             row = _tier_row(t, f, (yb, xb), yo, ys, sla[(sla.curve == curve) & (sla.tier == t)])
             row["advice"] = load_advice(spread[spread.curve == curve], t)
-            failed = failed_of[curve]
-            if row["status"] == "covered" and failed:      # the answer may lie at a load that never finished
-                row["advice"] = (f"heavier load{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed: the "
-                                 "answer may lie there (rerun it; compare lists the error)")
+            failed, short = failed_of[curve]
+            if row["status"] == "covered" and failed and _rising(spread[spread.curve == curve]):
+                row["advice"] = failed_heavier_advice(failed, short)     # the answer may lie where none finished
             rows.append(row)
     out = mark_winners(pd.DataFrame(rows), seed_values)
     out.attrs["baseline"] = base
@@ -425,10 +443,17 @@ def baseline_edge_notes(table: pd.DataFrame) -> list[str]:
     sweep: ``none`` met 150 TPS/user only at one user) says how far beyond that ceiling the others run, not what
     speculation adds at a load both serve. [] when there is none (or no baseline)."""
     base, edge = table.attrs.get("baseline"), table.attrs.get("baseline_edge") or {}
-    return [f"note: at tier {t:g} the baseline {base} meets the tier only at its lightest load, {load:g} "
-            f"({tps:.1f} TPS/user, {thr:,.0f} tok/s/GPU): its throughput there is that of a server near its speed "
-            "ceiling, so the gains at that tier are large by construction; read the throughputs themselves"
-            for t, (load, tps, thr) in edge.items()]
+    notes = []
+    for t, (load, tps, thr) in edge.items():
+        y = table.loc[(table.tier == t) & (table.curve == base), "throughput_per_gpu"]
+        y = float(y.iloc[0]) if len(y) else float("nan")
+        used = (f"; the {y:,.0f} tok/s/GPU the gains divide by is interpolated from it towards its next load, which "
+                "misses the tier" if np.isfinite(y) and round(y) != round(thr) else "")
+        notes.append(f"note: at tier {t:g} the baseline {base} meets the tier only at its lightest load, {load:g} "
+                     f"({tps:.1f} TPS/user, {thr:,.0f} tok/s/GPU){used}: its throughput there is that of a server "
+                     "near its speed ceiling, so the gains at that tier are large by construction; read the "
+                     "throughputs themselves")
+    return notes
 
 
 def _tier_row(t: float, f: Frontier, base: tuple[float, float], yo: float, ys: np.ndarray,

@@ -306,10 +306,13 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
         if not said:
             continue
         table.loc[i, "caution"] = said
-        lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is read from its frontier "
-                     f"{'points' if '; ' in said else 'point'} at {said}: that figure measures the limit named "
-                     "above, not the policy, so the winner may change once it is lifted (sweep again without it, "
-                     "or compare the curves at lighter loads)")
+        loads = frontier_loads_at(f, row.tier)
+        how = (f"interpolated between its frontier points at loads {loads[0]:g} and {loads[1]:g}, "
+               f"{'both' if '; ' in said else 'one'} flagged: {said}" if len(loads) == 2
+               else f"read from its frontier point at {said}")
+        lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is {how}: that figure measures the "
+                     "limit named above, not the policy, so the winner may change once it is lifted (sweep again "
+                     "without it, or compare the curves at lighter loads)")
     return lines
 
 

@@ -20,7 +20,8 @@ import typer
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
 from specsim.cli.sweep_notes import (check_thresholds, folder_records, note_gammas, note_more_requests_than_trace,
-                                     print_speculation_notes, warn_mixed_folder)
+                                     note_requests_per_user, print_speculation_notes,
+                                     warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
 _fmt = fmt.number
@@ -190,6 +191,7 @@ def sweep(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     note_more_requests_than_trace(num_requests, trace, len(tr))
+    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr))
     from specsim.policies import policy_knobs
 
     takes_threshold = [name for name in spec.policies   # an unknown name or a broken plug-in fails before --out
@@ -545,7 +547,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
-             "or more, untested on two)." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
+             "or more, untested on two; seeds redraw acceptance on the same trace requests, not the traffic)." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
              "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]

@@ -96,6 +96,30 @@ def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: i
               file=sys.stderr)
 
 
+def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, size: int) -> None:
+    """A note on stderr where ``--requests-per-user`` K asks more than the trace's ``size`` requests at some of
+    the closed ``loads`` (K x C > size): those points run the whole trace, fewer requests per user than asked, and
+    where it holds no more than twice the users they cannot form a closed-loop window and will fail (a fresh user's
+    512-line trace at 128 and 256 users: cut to 4 per user without a word, then failures advising more requests
+    per user)."""
+    if not requests_per_user:
+        return
+    cut = sorted(c for c in loads if requests_per_user * c > size)
+    if not cut:
+        return
+    fail = [c for c in cut if size <= 2 * c]
+    runs = [c for c in cut if c not in fail]
+    text = (f"note: {trace} holds {size:,} requests, fewer than --requests-per-user {requests_per_user} x the users "
+            f"at {len(cut)} load{'s' * (len(cut) > 1)}")
+    if runs:
+        text += (f"; at {', '.join(f'{c:g}' for c in runs)} users the points run all of them "
+                 f"({', '.join(f'{size / c:.1f}' for c in runs)} per user)")
+    if fail:
+        text += (f"; at {', '.join(f'{c:g}' for c in fail)} users that is no more than twice the users, too few "
+                 "for a closed-loop window: those points will fail (a longer trace, or fewer users)")
+    print(fmt.wrapped(text), file=sys.stderr)
+
+
 def note_gammas(policies: tuple[str, ...], gammas: list[int]) -> None:
     """On stderr, what ``--gamma`` values do not change, as ``specsim run`` notes it per run: mtp1 fixes gamma 1,
     none never drafts, and at gamma 0 a speculative policy drafts nothing (its points are those of ``none``)."""

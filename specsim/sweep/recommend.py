@@ -110,6 +110,9 @@ class Recommendation:
             :func:`specsim.analysis.frontier.sla_table`): the tier is met by the mean TPS/user, so a point can
             meet it while a third of its users run slower (a fresh user's report). None without per-request
             records.
+        runner_up_queue: where the runner-up's own point at the tier queues its users for admission
+            (:func:`specsim.analysis.metrics.queued`), the phrase saying so ("point at load 128 has 51.6 of its
+            users queued ..."), else "": a tie with it is no tie for the users who wait.
         attained_load, attained_throughput_per_gpu, attained_share: the curve's load with the most throughput
             among those where at least :data:`ATTAINMENT_GOAL` of the requests meet the tier (its tok/s/GPU and
             attainment, seed means); None where no load does or the point itself does.
@@ -138,6 +141,7 @@ class Recommendation:
     p99_ttft_ms: float | None = None
     wait_in_tpot: bool = False
     caution: str = ""
+    runner_up_queue: str = ""
     attainment: float | None = None
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
@@ -214,6 +218,7 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
             rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
         rec.caution = str(w.get("caution", "") or "")
+        rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
         _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
@@ -238,6 +243,20 @@ def _attainment(rec: Recommendation, sla) -> None:
     best = good.loc[good.throughput_per_gpu.idxmax()]
     rec.attained_load, rec.attained_share = float(best.load), float(best.attainment)
     rec.attained_throughput_per_gpu = float(best.throughput_per_gpu)
+
+
+def _queue_of(df, spread, curve: str, tier: float) -> str:
+    """Where ``curve``'s point at ``tier`` (:func:`_point`) is a closed loop whose users queue for admission, the
+    phrase saying how many and its mean TTFT; "" elsewhere."""
+    if curve not in set(spread.curve):
+        return ""
+    p = _point(spread, curve, tier)
+    at = _at_point(df, curve, p["load"])
+    if p["mode"] != "closed" or "mean_waiting_requests" not in at or not at.mean_waiting_requests.notna().all():
+        return ""
+    waiting = float(at.mean_waiting_requests.mean())
+    return (f"point at load {p['load']:g} has {waiting:.1f} of its users queued for admission (mean TTFT "
+            f"{at.mean_ttft_ms.mean():,.0f} ms)") if queued(waiting, p["load"]) else ""
 
 
 def _at_point(df, curve: str, load: float):
@@ -456,7 +475,11 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"a tie as far as this sweep can tell: {r.runner_up} delivers within {abs(r.margin):.1%} at this tier"
                  + (" (one seed: sweep --seeds 3 to judge it)" if r.margin_verdict == "one seed" else
                     " (two seeds: sweep --seeds 3 to judge it)" if r.margin_verdict.startswith("untested") else "")
-                 + (f"; where {why}, the runner-up gives up nothing measurable" if why else "; either serves"), "  ")
+                 + (f"; where {why}, the runner-up gives up nothing measurable" if why and not r.runner_up_queue
+                    else "" if r.runner_up_queue else "; either serves")
+                 + (f"; but not for its users: {r.runner_up}'s {r.runner_up_queue}"
+                    + ("" if queued(r.waiting, r.load) else ", where this one's admits them at once")
+                    if r.runner_up_queue else ""), "  ")
         elif r.runner_up and r.margin is not None and r.margin_verdict.startswith("within noise"):
             para(f"not settled: the {r.margin:+.1%} lead over {r.runner_up} is within the seeds' noise; more seeds "
                  "(sweep --seeds) would settle it", "  ")
