@@ -445,3 +445,12 @@ def test_a_tier_the_baseline_meets_only_at_its_lightest_load_is_noted():
     assert "(152.1 TPS/user, 149 tok/s/GPU): its throughput" in at_point      # at the point itself: one figure
     assert baseline_edge_notes(compare(recs, [140.0])) == []                   # no baseline, no note
     assert tab.attrs["warnings"] == baseline_edge_notes(tab)        # what compare prints, for the Python API too
+
+
+def test_a_figure_title_names_the_loads_that_finished():
+    """A fresh user's plot title read "1-256 users" where every 256-user point had failed (none drawn)."""
+    from specsim.analysis.plots import swept_title
+
+    recs = [fake_record("A", load, 0, 100.0, 10.0 * load, [100.0], [10]) for load in (1, 16, 256)]
+    recs[-1].update(status="error", error="trace too short for a closed-loop window", summary={})
+    assert swept_title("runs/x", recs) == "runs/x: A; closed loop 1-16 users; 1 seed"

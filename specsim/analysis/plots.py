@@ -54,8 +54,10 @@ def tps_estimator(measured: Sequence[Any]) -> str:
 
 
 def swept_title(name: str, records: list[dict[str, Any]]) -> str:
-    """What a sweep folder swept, for a figure title: ``NAME: curves; closed loop 1-64 users; 3 seeds``."""
+    """What a sweep folder swept, for a figure title: ``NAME: curves; closed loop 1-64 users; 3 seeds``, over the
+    points that finished (a load where every point failed is not drawn, so not named)."""
     df = results_frame(records)
+    df = df[df.status == "ok"] if not df.empty else df
     if df.empty:
         return name
     parts = [", ".join(sorted(df.curve.unique()))]
