@@ -73,3 +73,15 @@ def test_auto_needs_one_load_axis(tmp_path):
     r = CliRunner().invoke(app, ["sweep", "--trace", str(BUNDLED), "--out", str(tmp_path), "--concurrency", "auto",
                                  "--rate-scales", "1,2"])
     assert r.exit_code != 0 and "auto for one load axis" in str(r.exception)
+
+
+def test_auto_concurrency_stops_where_the_trace_allows_no_closed_loop_window(tmp_path):
+    """A fresh user's 512-line trace: the search spent a round on 256 users, where a closed-loop window needs more
+    than 512 requests, and stopped on "a point failed". With 40 requests it stops at 16 users (at most 19), for
+    the trace's reason, and nothing fails."""
+    tr = synth_trace(40, rate=1.0, seed=2, output_len=64, prompt_len=128)
+    res = auto_sweep(SweepSpec(policies=("none",), concurrency=(1,), requests_per_user=8), "closed", [1.0],
+                     load_scenario(), tr, tmp_path / "c", executor="serial")
+    assert max(res.loads["none"]) == 16.0 and res.failed == []
+    assert res.stopped["none"] == ["the trace's 40 requests (a closed-loop window needs more than twice the users: "
+                                   "at most 19 users)"]

@@ -8,7 +8,8 @@ missing):
 1. **Bracket.** Start at one load (concurrency 1; rate scale 1). While some SLA tier lies below every TPS/user
    a curve of the policy measured (seed means per load point), double the heaviest load; in open loop, while
    some tier lies above every TPS/user measured, halve the lightest rate scale. A direction stops at the load
-   cap, at a point that fails (e.g. a closed-loop window the trace is too short for), or once it stops paying:
+   cap (in closed loop at most (N - 1) // 2 users for a trace of N requests, the most a closed-loop window
+   allows), at a point that fails (e.g. a closed-loop window too short), or once it stops paying:
    going up, two doublings in a row each adding less than :data:`SATURATION_GAIN` throughput (saturation: more
    load only queues); going down, two halvings each adding less than it to TPS/user (an idle cluster is no
    faster, so a tier above that is infeasible).
@@ -108,8 +109,9 @@ def _gain(values: np.ndarray) -> float:
 
 
 def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: str, cap: float,
-                stopped: list[str]) -> list[float]:
-    """The loads of the next bracket round for ``policy`` (module docstring, step 1); [] when done."""
+                stopped: list[str], cap_why: str = "") -> list[float]:
+    """The loads of the next bracket round for ``policy`` (module docstring, step 1); [] when done. ``cap_why``:
+    why the search stops at ``cap`` (default ``load cap CAP``)."""
     curves = _curves(df, policy)
     failed = df[(df.policy == policy) & (df.status != "ok")].load.tolist() if len(df) else []
     stat = {c: {t: bracket_status(g.mean_tps_per_user_mean.to_numpy(), t) for t in tiers} for c, g in curves.items()}
@@ -123,7 +125,7 @@ def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: s
         if failed and max(failed) >= hi:
             why = f"a point failed at load {max(failed):g}"
         elif hi * 2 > cap:
-            why = f"load cap {cap:g}"
+            why = cap_why or f"load cap {cap:g}"
         elif saturated and thr:
             why = f"saturated at load {hi:g} (throughput +<{SATURATION_GAIN:.0%} over two doublings)"
         if why is None:
@@ -182,6 +184,11 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
     """
     t0 = time.perf_counter()
     cap = float(max_load or (MAX_CONCURRENCY if mode == "closed" else MAX_RATE_SCALE))
+    cap_why, size = "", len(trace) if hasattr(trace, "__len__") else None
+    if mode == "closed" and size is not None and (size - 1) // 2 < cap:     # a window needs n > 2 x the users
+        cap = float(max((size - 1) // 2, 1))
+        cap_why = (f"the trace's {size:,} requests (a closed-loop window needs more than twice the users: at most "
+                   f"{cap:g} users)")
     tiers = sorted(float(t) for t in tiers)
     res = AutoOutcome({p: [1.0] for p in spec.policies}, stopped={p: [] for p in spec.policies})
     points: dict[str, Any] = {}
@@ -200,7 +207,8 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
         _run_round(spec, mode, pending, scenario, trace, out_dir, res, points, run)
         rnd += 1
         df = results_frame(load_records(out_dir, list(points)))
-        pending = ({p: _next_loads(df, p, res.loads[p], tiers, mode, cap, res.stopped[p]) for p in spec.policies}
+        pending = ({p: _next_loads(df, p, res.loads[p], tiers, mode, cap, res.stopped[p], cap_why)
+                    for p in spec.policies}
                    if rnd < max_rounds and not spreading else {})
     res.rounds, res.ids = rnd, list(points)
     df = results_frame(load_records(out_dir, list(points)))
