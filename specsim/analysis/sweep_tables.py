@@ -177,7 +177,17 @@ def queued_points(df: pd.DataFrame) -> list[str]:
 #: What each kind of :func:`cautions` limits, for its title (the report's "Warning: ..." sections).
 CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-bound points",
                   "think-bound": "think-bound points", "queued": "points where requests queue",
-                  "cut-off": "points a horizon cut off"}
+                  "cut-off": "points a horizon cut off", "short-window": "points measured over few requests"}
+
+
+def short_window_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful closed-loop point whose measurement window counted fewer requests
+    than twice its users (``measured_requests``; ``specsim run`` says so of one run): its figures rest on few
+    completions, a share of them from the ramp's lockstep, and move with more ``--requests-per-user``."""
+    if df.empty or "measured_requests" not in df:
+        return []
+    few = (df["mode"] == "closed") & (df.measured_requests < 2 * df.load)
+    return [f"{r.curve} at {r.load:g}" for _, r in df[(df.status == "ok") & few].iterrows()]
 
 
 def cut_off_points(df: pd.DataFrame) -> list[str]:
@@ -203,8 +213,9 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     """(kind, sentence) for each kind of point whose figures measure something other than the policy: those that
     thrash (:func:`thrashing_points`: the KV cache limits them), those the prefill pool limits
     (:func:`prefill_bound_points`), those whose users mostly think between turns (:func:`think_bound_points`),
-    those a horizon cut off (:func:`cut_off_points`) and those where requests queue for admission
-    (:func:`queued_points`); [] when none. One wording for ``sweep``, ``compare`` (``warning:`` lines) and the
+    those a horizon cut off (:func:`cut_off_points`), those measured over few requests
+    (:func:`short_window_points`) and those where requests queue for admission (:func:`queued_points`); [] when
+    none. One wording for ``sweep``, ``compare`` (``warning:`` lines) and the
     report (its sections)."""
     from specsim.analysis.metrics import (BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUE_SHOWS, QUEUED_SHARE, THRASHING_SHARE,
                                           UNFINISHED_SHARE)
@@ -232,6 +243,12 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
                                f"(--max-sim-s) left more than {UNFINISHED_SHARE:.0%} of the issued requests "
                                "running, so those points' figures count the completed requests only, which favours "
                                "the short ones; run them to completion (no --max-sim-s) to compare"))
+    few = short_window_points(df)
+    if few:
+        out.append(("short-window", f"few requests measured at {_points(few)} ({', '.join(dict.fromkeys(few))}): "
+                                    "the closed-loop window counted fewer completions than twice the users, so "
+                                    "those figures are noisy; more --requests-per-user (or --num-requests) "
+                                    "widens the window"))
     if wait:
         in_tpot = bool("admission_wait_in_tpot" in df and (df.admission_wait_in_tpot == 1).any())
         out.append(("queued", f"requests queue at {_points(wait)} ({', '.join(dict.fromkeys(wait))}): at least "
