@@ -225,7 +225,7 @@ def test_vllm_speculative_result_read_by_hand():
     (given,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=2.0,
                                                    num_spec_tokens=1)
     assert given.num_spec_tokens == 1 and given.step_time_s == pytest.approx(12.9e-3 * 2.0)
-    with pytest.raises(SpecsimInputError, match="acceptance_length"):
+    with pytest.raises(SpecsimInputError, match="--acceptance-length"):
         spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=3.5,
                                             num_spec_tokens=2)
     with pytest.raises(SpecsimInputError, match="spec_decode_acceptance_length"):
@@ -315,6 +315,35 @@ def test_detailed_gaps_in_milliseconds_fall_back_to_the_mean_tpot(tmp_path):
     path = tmp_path / "ms.json"
     path.write_text(json.dumps(doc))
     assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)
+
+
+def test_an_sglang_speculative_result_with_accept_length_and_medians_only_is_read(tmp_path):
+    """SGLang's bench_serving writes accept_length (its avg_spec_accept_length: accepted drafts plus the bonus token
+    per verify step, vLLM's acceptance length) and may give medians only: the --spec reader read neither (a fresh
+    user was told 'spec_decode_acceptance_length: no such key', then 'mean_itl_ms'). Median TPOT 3.6 ms per token
+    x tau 2.6 = a 9.36 ms step; with a median ITL only, that ITL is the step."""
+    import json
+
+    doc = json.loads((POINTS / "vllm_c16_spec.json").read_text())
+    for key in [k for k in doc if k.startswith("spec_decode_") or k.startswith("mean_")]:
+        del doc[key]
+    doc.update(backend="sglang", accept_length=2.6, median_tpot_ms=3.6, median_itl_ms=9.0)
+    path = tmp_path / "sglang_spec.json"
+    path.write_text(json.dumps(doc))
+    (o,) = spec_observations_from_vllm_results(path, num_spec_tokens=3)
+    assert (o.acceptance_length, o.num_spec_tokens) == (2.6, 3)
+    assert o.step_time_s == pytest.approx(3.6e-3 * 2.6, rel=1e-12)
+    del doc["median_tpot_ms"]
+    path.write_text(json.dumps(doc))
+    assert spec_observations_from_vllm_results(path, num_spec_tokens=3)[0].step_time_s == pytest.approx(9.0e-3)
+    doc["accept_length"] = 4.5                                              # over K + 1 = 4: named as the file's key
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError, match="field 'accept_length': expected a value in \\(1, K \\+ 1 = 4\\]"):
+        spec_observations_from_vllm_results(path, num_spec_tokens=3)
+    del doc["median_itl_ms"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError, match="field 'median_tpot_ms': expected median_tpot_ms or median_itl_ms"):
+        spec_observations_from_vllm_results(path, acceptance_length=2.6, num_spec_tokens=3)
 
 
 def _first_token(policy, prompt: int, chunk: int = 512, *extra: str) -> float:

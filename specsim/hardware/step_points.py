@@ -233,8 +233,8 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
         spec = next((key for key in sorted(m) if (key.startswith("spec_decode") or key in SPEC_KEYS)
                      and m[key] is not None), None)
         if spec is not None:
-            raise SpecsimInputError(src, k, spec, NO_SPEC + (": give a speculative run to --spec with "
-                                    "--acceptance-length" if spec in SPEC_KEYS else ""), plain(m[spec]))
+            raise SpecsimInputError(src, k, spec, NO_SPEC + (": give a speculative run to --spec (with "
+                                    "--num-spec-tokens: the file has no draft counts)" if spec in SPEC_KEYS else ""), plain(m[spec]))
         conc = _concurrency(m, src, k)
         duration = _field(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
         completed = _field(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
