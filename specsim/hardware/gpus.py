@@ -273,7 +273,9 @@ def gpu_spec(name: str) -> GpuSpec:
         if other:
             raise SpecsimInputError(None, None, "gpu", f"{key} with a suffix that names the listed part "
                                     f"({', '.join(SAME_PART_SUFFIXES[key])}; `specsim profile gpus`), or a GPU spec "
-                                    f".json file for this one ('{'-'.join(other)}' names a part with other numbers)",
+                                    f".json file for this one ('{'-'.join(other)}' names a part with other numbers"
+                                    + ("; PCIe and NVL parts have other bandwidth and clocks" if {"pcie", "nvl"} &
+                                       set(other) else "") + ")",
                                     repr(name))
         return GPUS[key]
     near = difflib.get_close_matches(text, [*GPUS, *ALIASES], n=3, cutoff=0.6)
