@@ -61,8 +61,13 @@ def echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what:
 
 
 #: A fit whose median |error| on its own points exceeds this is refused, nothing written: its inputs and model
-#: disagree beyond what the fitted constants can absorb (units, model or GPU).
+#: disagree beyond what the fitted constants can absorb (units, model or GPU). A model slower than its points even
+#: at its efficiency bounds (<= 1) is impossible, so 2x too slow is refused ...
 FIT_REFUSE_ERROR = 1.0
+#: ... and so is one whose median predicted / measured is below this (10x too fast): a signed error never passes
+#: -100%, so steps in ms under step_time_s (-99.6%) were written. This side is wider: with few --params the
+#: held constants can leave a real engine's steps several-fold above the model.
+FIT_REFUSE_TOO_FAST = 0.1
 
 #: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
 TTFT_WARN_ERROR = 0.2

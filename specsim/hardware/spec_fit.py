@@ -43,7 +43,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError, plain
 from specsim.hardware.profile_fit import FIT_BOUNDS, FitReport, PointResidual, _at_bound, _far_from_default
-from specsim.hardware.step_points import load_label
+from specsim.hardware.step_points import MIN_STEP_MS, load_label
 
 #: The speculation terms ``profile fit`` frees on speculative points.
 SPEC_PARAMS = ("spec_step_s", "spec_request_s")
@@ -95,6 +95,9 @@ def _per_token_s(m: dict, src: str, k: int, tau: float) -> float:
     for name in names:
         v = m.get(name)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            if v * (1.0 if name.endswith("_itl_ms") else tau) < MIN_STEP_MS:   # seconds under a _ms key
+                raise SpecsimInputError(src, k, name, f"a time in milliseconds (a step takes >= {MIN_STEP_MS:g} ms; "
+                                        "this reads as seconds)", plain(v))
             return float(v) / 1e3 / (tau if name.endswith("_itl_ms") else 1.0)
     raise SpecsimInputError(src, k, names[0], f"{' or '.join(names)} > 0 (a streamed run)",
                             " / ".join(plain(m.get(name)) if name in m else "no such key" for name in names))

@@ -154,11 +154,18 @@ def _step_time_s(m: dict, src: str, k: int) -> float:
     for name in names:
         v = m.get(name)
         if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            if v < MIN_STEP_MS:             # 0.0075: seconds written under a _ms key (R came out 0.0)
+                raise SpecsimInputError(src, k, name, f"a time in milliseconds (a step takes >= {MIN_STEP_MS:g} ms; "
+                                        "this reads as seconds)", plain(v))
             return float(v) / 1000.0
     raise SpecsimInputError(src, k, "mean_itl_ms", "mean or median ITL or TPOT > 0 (a streamed run)",
                             f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
 
 
+
+#: Milliseconds below which a result's ITL or TPOT is no engine step (10,000 tokens/s for one user): seconds
+#: written where milliseconds belong.
+MIN_STEP_MS = 0.1
 
 #: Little's law R above the run's ``max_concurrency`` by more than this factor: the run speculated (each step then
 #: emits several tokens, so TPOT x tokens overstates the decode time), or its times are not milliseconds.
