@@ -213,6 +213,27 @@ def test_fit_recovers_the_speculation_terms_and_only_them():
         fit_step_model(base, obs, ("spec_step_s",))
 
 
+def test_a_speculation_term_at_its_zero_bound_gets_the_bound_note_not_a_ratio_warning():
+    """Points that would take a negative per-request speculation cost fit spec_request_s to its 0 bound: that was printed as
+    3.955e-24 and warned '4.71e-20x its default ... an order of magnitude away', with the advice 'leave it out of
+    --params', which does not take spec terms. Now: shown as 0 (its bound), one at-bound line that names what
+    applies to --spec fits, no ratio warning; --params spec_step_s says where the spec terms are fitted."""
+    base = step_model("qwen3-8b", "h100").with_terms(kernel_s=4e-6, per_request_step_s=3e-5)
+    obs = _spec_points(base.with_terms(spec_step_s=1.5e-3, spec_request_s=0.0), [2, 16])
+    obs[1] = replace(obs[1], step_time_s=0.9 * obs[1].step_time_s)     # a negative per-request cost would fit
+    rep = fit_speculation(base, obs, "eagle3")
+    assert rep.at_bounds == ["spec_request_s"] and "spec_request_s" not in rep.far_from_default
+    assert rep.shown("spec_request_s", " s") == "0 s (its bound)"
+    assert rep.shown("spec_step_s", " s") == f"{rep.params['spec_step_s']:.4g} s"
+    (line,) = [w for w in rep.warnings() if "spec_request_s" in w]
+    assert line.startswith("spec_request_s ended on its bound 0: the speculative points show no such cost")
+    assert "--params" not in line and "--acceptance-length" in line
+    from specsim.hardware.profile_fit import fit_step_model
+    with pytest.raises(SpecsimInputError) as e:
+        fit_step_model(base, _spec_points(base, [1, 2, 3]), ("spec_step_s",))
+    assert "spec_step_s" not in e.value.expected.split(";")[0] and "given with --spec" in e.value.expected
+
+
 def test_vllm_speculative_result_read_by_hand():
     # tests/data/step_points/vllm_c16_spec.json: TPOT 12.9 ms, tau 2.836, 86610 draft tokens in 28870 drafts
     (o,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json")

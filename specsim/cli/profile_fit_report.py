@@ -136,7 +136,7 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")
             if n not in srep.params]
     typer.echo(f"fitted speculation terms ({drafter} drafter): "
-               + ", ".join([f"{n} = {v:.4g} s" for n, v in srep.params.items()] + held))
+               + ", ".join([f"{n} = {srep.shown(n, ' s')}" for n in srep.params] + held))
     for line in srep.warnings():
         say(f"warning: {line}")
     for p in srep.points:

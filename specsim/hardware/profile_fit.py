@@ -96,8 +96,7 @@ class FitReport:
     def warnings(self) -> list[str]:
         """One line per freed parameter that ended on a bound or an order of magnitude from its default, and one
         when ``per_request_step_s`` is fitted on points of R below :data:`NARROW_R` only."""
-        out = [f"{name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check the units, "
-               "the model, the GPU and TP, or leave it out of --params)" for name in self.at_bounds]
+        out = [_bound_warning(name, self.params[name]) for name in self.at_bounds]
         out += [f"{name} = {self.params[name]:.4g} is {ratio:.3g}x its default {self.params[name] / ratio:.4g}: "
                 "an order of magnitude away; the term is absorbing a cost the model's shapes miss (check the model, "
                 "TP / EP, the dtype and the GPU)" for name, ratio in self.far_from_default.items()]
@@ -115,6 +114,15 @@ class FitReport:
                        f"only: at loads above that it is extrapolated unchecked (a fit on 1 and 2 users missed 128 "
                        "by +149%); add a loaded point, or give one with --holdout to see the error there")
         return out
+
+    def shown(self, name: str, unit: str = "") -> str:
+        """The fitted value of ``name`` as printed, with ``unit`` after it: 4 significant digits, or its bound and
+        ``(its bound)`` where it ended on one (a term at its 0 bound was printed 3.955e-24)."""
+        v = self.params[name]
+        lo, hi = FIT_BOUNDS[name]
+        if name in self.at_bounds:
+            return f"{lo if abs(v - lo) <= abs(v - hi) else hi:g}{unit} (its bound)"
+        return f"{v:.4g}{unit}"
 
     def median_abs_error(self, holdout: bool) -> float | None:
         """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
@@ -240,9 +248,12 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     """
     from scipy.optimize import least_squares
 
-    unknown = [p for p in params if p not in FIT_BOUNDS or p.startswith("spec_")]   # spec terms: spec_fit
+    names = sorted(p for p in FIT_BOUNDS if not p.startswith("spec_"))    # spec terms: spec_fit, on --spec points
+    unknown = [p for p in params if p not in names]
     if unknown or not params or len(set(params)) != len(params):
-        raise SpecsimInputError(None, None, "--params", f"distinct names from {sorted(FIT_BOUNDS)}",
+        why = ("; spec_step_s and spec_request_s are not step terms: they are fitted on speculative results given "
+               "with --spec (and --drafter)" if any(p.startswith("spec_") for p in unknown) else "")
+        raise SpecsimInputError(None, None, "--params", f"distinct names from {names}{why}",
                                 ",".join(params) or "nothing")
     if len(observations) < len(params):
         raise SpecsimInputError(None, None, "--params",
@@ -281,16 +292,34 @@ FAR_FACTOR = 10.0
 
 def _far_from_default(sm: StepModel, params: Sequence[str]) -> dict[str, float]:
     """{name: fitted / default} of the parameters at least :data:`FAR_FACTOR` away from their
-    :class:`EngineTerms` default (defaults of 0 are skipped: nothing to compare against)."""
+    :class:`EngineTerms` default (defaults of 0 are skipped: nothing to compare against; so are values on a bound,
+    which get the at-bound warning instead)."""
     from specsim.hardware.stepmodel import EngineTerms
 
     default = EngineTerms()
     out = {}
     for p in params:
         d, v = getattr(default, p), getattr(sm.terms, p)
+        if _at_bound(v, FIT_BOUNDS[p]):
+            continue                                        # said by its own at-bound warning
         if d > 0 and (v >= FAR_FACTOR * d or v <= d / FAR_FACTOR):
             out[p] = float(v / d)
     return out
+
+
+def _bound_warning(name: str, value: float) -> str:
+    """The warning for a freed parameter that ended on a bound: a speculation term (fitted on --spec points, never
+    in --params) at 0 means the points show no such cost; any other at a bound that the fit would push it further."""
+    lo, hi = FIT_BOUNDS[name]
+    if name.startswith("spec_") and abs(value - lo) <= abs(value - hi):
+        return (f"{name} ended on its bound {lo:g}: the speculative points show no such cost beyond the target's "
+                "step and the drafter's (check --drafter, --acceptance-length and --num-spec-tokens if that is "
+                "unexpected)")
+    if name.startswith("spec_"):
+        return (f"{name} ended on its bound {hi:g}: the fit would push it further (check the units, --drafter, "
+                "--acceptance-length and --num-spec-tokens)")
+    return (f"{name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check the units, the "
+            "model, the GPU and TP, or leave it out of --params)")
 
 
 def _at_bound(value: float, bounds: tuple[float, float]) -> bool:
