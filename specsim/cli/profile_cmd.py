@@ -501,7 +501,8 @@ def fit_cmd(
     if chunk_tokens is not None and chunk_tokens < 1:
         raise SpecsimInputError(None, None, "--chunk-tokens", "an int >= 1 (tokens)", str(chunk_tokens))
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held, chunk_tokens)
-    typer.echo("fitted: " + ", ".join(f"{k} = {rep.shown(k)}" for k in rep.params))
+    typer.echo("fitted: " + ", ".join([f"{k} = {rep.shown(k)}" for k in rep.params] + [
+        f"{k} = {getattr(rep.model.terms, k):.4g} (held: {why})" for k, why in rep.held.items()]))
     for line in rep.warnings():
         _say(f"warning: {line}")
     echo_residuals(rep, ("ctx", "context_tokens"), ("measured_ms", "model_ms"), "error")

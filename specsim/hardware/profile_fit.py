@@ -81,6 +81,8 @@ class FitReport:
             loads, which cannot tell the two apart.
         no_turnover: ``mixed_step_s`` was fitted on points none of which gives prompt tokens per step with a
             prompt length (``prompt_tokens``, and B above R): nothing in them charges it.
+        held: {name: why} of the asked-for parameters no point's step depends on (``eager_kernel_s`` without a
+            point beyond the capture limit): held at their value, not in ``params``.
     """
 
     model: StepModel
@@ -92,6 +94,7 @@ class FitReport:
     far_from_default: dict[str, float] = field(default_factory=dict)
     unseparated: bool = False
     no_turnover: bool = False
+    held: dict[str, str] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
         """One line per freed parameter that ended on a bound or an order of magnitude from its default, and one
@@ -133,6 +136,7 @@ class FitReport:
         return {
             "fit": {
                 "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
+                **({"held": self.held} if self.held else {}),
                 "at_bounds": self.at_bounds, "far_from_default": self.far_from_default,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
@@ -259,6 +263,8 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
         raise SpecsimInputError(None, None, "--params",
                                 f"at most {len(observations)} parameter(s): one per fitting point at most "
                                 f"({len(observations)} point(s) to fit)", f"{len(params)}: {','.join(params)}")
+    held = _unconstrained(base, observations, params, chunk_tokens)
+    params = [p for p in params if p not in held]
     measured = np.array([o.step_time_s for o in observations], np.float64)
     weight = np.sqrt(np.array([getattr(o, "weight", 1.0) for o in observations], np.float64))
     lo = np.array([FIT_BOUNDS[p][0] for p in params])
@@ -272,8 +278,8 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     def residuals(x: np.ndarray) -> np.ndarray:
         return weight * np.log(predict_observations(model_at(x), observations, chunk_tokens) / measured)
 
-    fit = least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac")
-    fitted = model_at(fit.x)
+    fitted = model_at(least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac").x
+                      if params else x0)
     source_note = f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(
         sorted({Path(o.source).name for o in observations}))
     fitted = fitted.with_terms(source=source_note)
@@ -283,7 +289,20 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
                      _unseparated(observations, params, chunk_tokens),
-                     _no_turnover(observations, params, chunk_tokens))
+                     _no_turnover(observations, params, chunk_tokens), held)
+
+
+def _unconstrained(base: StepModel, observations: Sequence, params: Sequence[str],
+                   chunk_tokens: int | None) -> dict[str, str]:
+    """{name: why} of the ``params`` held at their value, not fitted: ``eager_kernel_s`` where no observation's
+    predicted step depends on it (the same at both ends of its bounds: no point runs beyond the capture limit).
+    (``mixed_step_s`` without turnover keeps its own warning, :attr:`FitReport.no_turnover`.)"""
+    if "eager_kernel_s" not in params:
+        return {}
+    ends = [predict_observations(base.with_terms(eager_kernel_s=v), observations, chunk_tokens)
+            for v in FIT_BOUNDS["eager_kernel_s"]]
+    return {"eager_kernel_s": "no point beyond the capture limit"} if np.allclose(ends[0], ends[1], rtol=1e-12,
+                                                                                     atol=0.0) else {}
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.
