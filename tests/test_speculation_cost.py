@@ -279,12 +279,15 @@ def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path)
     assert r.exit_code == 0, r.output
     assert "speculation terms: the defaults spec_step_s = 0.000775 s" in " ".join(r.output.split())
     assert "per-request and the per-verified-token cost together" in " ".join(r.output.split())
+    assert "fitted on speculative points (--spec; per_request_step_s is held there)" in " ".join(r.output.split())
     assert load_profile(tmp_path / "a.json").spec_step_s == 7.75e-4
     spec = ["--params", "kernel_s", "--spec", str(POINTS / "vllm_c16_spec.json")]
     r = run.invoke(app, [*base, *spec, "--out", str(tmp_path / "c.json")])       # which drafter ran: required
     assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "drafter"
     r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
+    # with --spec the note (whose advice is --spec) is not printed: the spec fit holds per_request_step_s
+    assert "per-verified-token" not in r.output and "spec_request_s" in r.output
     line = r.output.split("fitted speculation terms (eagle3 drafter): spec_step_s = ")[1].splitlines()[0]
     assert "spec_request_s = 8.4e-05 s (held)" in line           # the term one point cannot fit, said held
     prof = load_profile(tmp_path / "b.json")

@@ -119,10 +119,11 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
 
     sm, prov = rep.model, rep.provenance()
-    say("note: without speculation every request verifies one token per step, so per_request_step_s "
-        "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
-        "varied prompt lengths separate them")
     if not spec:
+        say("note: without speculation every request verifies one token per step, so per_request_step_s holds the "
+            "per-request and the per-verified-token cost together, and a speculative step (1 + K tokens per "
+            "request) is charged it once per request; spec_request_s takes up the rest, fitted on speculative "
+            "points (--spec; per_request_step_s is held there), else at its default")
         say(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
             f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
             "given (--spec FILE to fit them)")
