@@ -134,6 +134,26 @@ def _check_detailed(src: str, index: int, obj: dict) -> None:
             raise SpecsimInputError(src, index, key, want, f"{values[bad]!r} at entry {bad + 1}")
 
 
+#: Summary figures of a result read as numbers: every ``*_ms`` key (TTFT, TPOT, ITL, E2EL statistics) and these.
+NUMBER_KEYS = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+               "output_throughput")
+
+
+def _check_numbers(src: str, index: int, obj: dict) -> None:
+    """A result's summary figures (:data:`NUMBER_KEYS` and ``*_ms``), where present, must be JSON numbers (null or
+    NaN: not measured); text (``"7.5"``), a boolean or an infinity was skipped in silence for the next figure.
+
+    Raises:
+        SpecsimInputError: naming the file, the 1-based object index and the key.
+    """
+    for key, v in obj.items():
+        if not (key in NUMBER_KEYS or key.endswith("_ms")) or v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
+            raise SpecsimInputError(src, index, key, "a finite JSON number (null where not measured)"
+                                    + (", in milliseconds" if key.endswith("_ms") else ""), repr(v))
+
+
 def _check_gpus(gpus: int) -> int:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise SpecsimInputError("--gpus", None, "gpus", "an int >= 1", repr(gpus))
@@ -155,7 +175,8 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
 
     Raises:
         SpecsimInputError: an unreadable file, malformed JSON, an object without
-            ``output_throughput``, or a ``--save-detailed`` list with an entry that is not a number of seconds
+            ``output_throughput``, a summary figure that is not a finite number (:data:`NUMBER_KEYS`, ``*_ms``), or
+            a ``--save-detailed`` list with an entry that is not a number of seconds
             (``ttfts``, ``latencies``, ``itls``) or of tokens (``output_lens``) (naming the 1-based object index as
             the line).
     """
@@ -165,6 +186,7 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         if _num(obj.get("output_throughput")) is None:
             raise SpecsimInputError(str(path), k, "output_throughput", "a number (a vllm bench serve result)",
                                     repr(obj.get("output_throughput")))
+        _check_numbers(str(path), k, obj)
         _check_signs(str(path), k, obj)
         _check_detailed(str(path), k, obj)
         conc = obj.get("max_concurrency")

@@ -326,7 +326,9 @@ def _csv_number(row: list[str], cols: dict, name: str, src: str, line: int, expe
     return v
 
 
-def _csv_row(row: list[str], cols: dict, src: str, line: int) -> StepObservation:
+def _csv_row(row: list[str], cols: dict, src: str, line: int, width: int) -> StepObservation:
+    if any(c.strip() for c in row[width:]):     # a shifted row would be read by position (empty ones: a spreadsheet)
+        raise SpecsimInputError(src, line, None, f"at most {width} cells (the header's columns)", f"{len(row)} cells")
     tname = "step_time_s" if "step_time_s" in cols else "step_time_ms"
     t = _csv_number(row, cols, tname, src, line, "a number > 0", lambda v: v > 0)
     step_s = t if tname == "step_time_s" else t / 1000.0
@@ -367,7 +369,8 @@ def observations_from_csv(path) -> list[StepObservation]:
             if header is None:
                 raise SpecsimInputError(src, 1, None, "a header row (step_time_s or step_time_ms, ...)", "nothing")
             cols = _csv_header(header, src)
-            out = [_csv_row(row, cols, src, reader.line_num) for row in reader if any(c.strip() for c in row)]
+            out = [_csv_row(row, cols, src, reader.line_num, len(header)) for row in reader
+                   if any(c.strip() for c in row)]
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise SpecsimInputError(src, None, None, "a readable UTF-8 CSV file", str(e)) from None
     if not out:
