@@ -283,7 +283,16 @@ def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path)
     assert load_profile(tmp_path / "a.json").spec_step_s == 7.75e-4
     spec = ["--params", "kernel_s", "--spec", str(POINTS / "vllm_c16_spec.json")]
     r = run.invoke(app, [*base, *spec, "--out", str(tmp_path / "c.json")])       # which drafter ran: required
-    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "drafter"
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "--drafter"
+    assert "fitted:" not in r.output                                # checked before the plain fit, not after it
+    for extra, field, got in (([*spec, "--drafter", "medusa"], "--drafter", "'medusa'"),
+                              (["--drafter", "eagle3"], "--drafter", "no --spec"),
+                              (["--num-spec-tokens", "3"], "--num-spec-tokens", "no --spec")):
+        r = run.invoke(app, [*base, "--params", "kernel_s", *extra, "--out", str(tmp_path / "d.json")])
+        assert isinstance(r.exception, SpecsimInputError) and (r.exception.field, r.exception.got) == (field, got)
+        assert "fitted:" not in r.output and not (tmp_path / "d.json").exists()
+    r = run.invoke(app, [*base, *spec, "--drafter", "medusa"])
+    assert "ngram, suffix" in r.exception.expected                 # every drafter the fit takes, lookup ones too
     r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
     # with --spec the note (whose advice is --spec) is not printed: the spec fit holds per_request_step_s

@@ -451,7 +451,7 @@ def fit_cmd(
                                           "ngram, suffix): required with --spec, as its shape (ngram, suffix: its CPU "
                                           "time) is charged beside the terms fitted"),
     acceptance_length: float = typer.Option(None, help="the speculative runs' acceptance length (default: the "
-                                                        "files' spec_decode_acceptance_length)"),
+                                                        "files' spec_decode_acceptance_length or accept_length)"),
     num_spec_tokens: int = typer.Option(None, help="drafts per step (default: the files' spec_decode_* counts)"),
 ) -> None:
     """Fit the step model's engine-level terms to a real engine's no-speculation runs (and, with --spec,
@@ -463,14 +463,16 @@ def fit_cmd(
 
     import numpy as np
 
-    from specsim.cli.profile_fit_report import (FIT_REFUSE_ERROR, FIT_REFUSE_TOO_FAST, echo_other_model,
-                                                echo_residuals, fit_speculation_terms, fit_ttft_term)
+    from specsim.cli.profile_fit_report import (FIT_REFUSE_ERROR, FIT_REFUSE_TOO_FAST, check_spec_options,
+                                                echo_other_model, echo_residuals, fit_speculation_terms,
+                                                fit_ttft_term)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
     from specsim.hardware.residuals import median_ratio
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
+    check_spec_options(spec, drafter, acceptance_length, num_spec_tokens)
     held_names = {str(p) for p in holdout}
     fitted_files = [p for p in inputs if str(p) not in held_names]      # --holdout files are never fitted
     if not fitted_files:

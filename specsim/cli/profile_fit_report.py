@@ -112,6 +112,25 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     prov["fit"]["ttft"] = trep.provenance()
 
 
+def check_spec_options(spec: list[Path], drafter: str | None, tau: float | None, k: int | None) -> None:
+    """Refuse, before anything is read or fitted, ``--spec`` without ``--drafter``, a drafter ``profile fit`` cannot
+    charge, and ``--drafter``, ``--acceptance-length`` or ``--num-spec-tokens`` without ``--spec`` (ignored in
+    silence before; the other errors came after the whole plain fit had printed)."""
+    from specsim.hardware.drafter import DRAFTER_FAMILY_OF
+
+    names = sorted(n for n in DRAFTER_FAMILY_OF if n != "none")
+    if spec and drafter is None:  # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
+        raise SpecsimInputError(None, None, "--drafter", "the speculative runs' drafter with --spec "
+                                f"({', '.join(names)}): its cost is charged beside the terms fitted", "none given")
+    if drafter is not None and drafter not in names:
+        raise SpecsimInputError(None, None, "--drafter", f"one of {', '.join(names)}", repr(drafter))
+    given = [o for o, v in (("--drafter", drafter), ("--acceptance-length", tau), ("--num-spec-tokens", k))
+             if v is not None]
+    if given and not spec:
+        raise SpecsimInputError(None, None, given[0], "speculative results to go with it (--spec FILE): it applies "
+                                "to those only", "no --spec")
+
+
 def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
                            chunk_tokens: int | None = None):
     """(model, provenance): ``rep``'s model with speculation's terms fitted to ``spec`` (or at their sourced
@@ -128,10 +147,7 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
             f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
             "given (--spec FILE to fit them)")
         return sm, prov
-    if drafter is None:          # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
-        raise SpecsimInputError("--drafter", None, "drafter", "the speculative runs' drafter with --spec (dspark, "
-                                "dflash, eagle3, mtp, ngram, suffix): its cost is charged beside the terms fitted",
-                                "none given")
+    check_spec_options(spec, drafter, tau, k)
     obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
     srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
     held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")
