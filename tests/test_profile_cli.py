@@ -598,3 +598,14 @@ def test_profile_analytic_builds_a_deepseek_v4_rank_by_name(tmp_path):
     res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--ep-link-gbs", "50", "--out",
                            str(tmp_path / "no.json")])
     assert "--ep-link-gbs" in _input_error(res)
+
+
+@pytest.mark.parametrize("value", ["-1", "1", "1.5"])
+def test_show_refuses_a_min_rel_outside_zero_to_one(value):
+    """--min-rel -1 was accepted and printed 'drop > -100%' (every point a rise)."""
+    r = RUN.invoke(app, ["profile", "show", "h100-llama2-7b-tp1", "--min-rel", value])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "--min-rel"
+    assert r.exception.expected.startswith("a fraction in [0, 1)") and "rises" not in r.output
+    from specsim.hardware.profile import resolve_profile, sps_rise_points
+    with pytest.raises(SpecsimInputError, match="min_rel"):
+        sps_rise_points(resolve_profile("h100-llama2-7b-tp1"), float(value))

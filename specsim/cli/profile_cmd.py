@@ -56,6 +56,9 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     model's terms at each B instead (a table in ms). --png FILE also draws it; nothing is written without it."""
     from specsim.cli.outputs import check_output
     check_output(png, "--png")
+    if not 0.0 <= min_rel < 1.0:                # -1 was accepted ("drop > -100%"): every point a rise
+        raise SpecsimInputError(None, None, "--min-rel", "a fraction in [0, 1) (0.01: a drop of more than 1%)",
+                                f"{min_rel:g}")
     from specsim.hardware.profile import resolve_profile, speculation_overhead, speculation_text, sps_rise_points
     from specsim.run_config import speculation_terms
     from specsim.scenario import load_scenario
