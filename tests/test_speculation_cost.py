@@ -295,6 +295,12 @@ def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path)
     assert "ngram, suffix" in r.exception.expected                 # every drafter the fit takes, lookup ones too
     r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
+    # the speculative residual rows sit under a header of their own (they had none)
+    rows = r.stdout.split("fitted speculation terms")[1].splitlines()
+    head = next(i for i, row in enumerate(rows) if row.startswith("point "))
+    assert rows[head].split() == ["point", "R", "B", "measured_ms", "model_ms", "error", "set"]
+    assert rows[head + 2].split()[:2] == ["concurrency=16", "(speculative)"] and rows[head + 2].split()[-1] == "fitted"
+    assert "TTFT" not in "".join(rows[:head])                       # the speculative table, not the TTFT one
     # with --spec the note (whose advice is --spec) is not printed: the spec fit holds per_request_step_s
     assert "per-verified-token" not in r.output and "spec_request_s" in r.output
     line = r.output.split("fitted speculation terms (eagle3 drafter): spec_step_s = ")[1].splitlines()[0]

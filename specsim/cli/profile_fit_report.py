@@ -156,8 +156,6 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
                + ", ".join([f"{n} = {srep.shown(n, ' s')}" for n in srep.params] + held))
     for line in srep.warnings():
         say(f"warning: {line}")
-    for p in srep.points:
-        typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
-                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")
+    echo_residuals(srep, ("B", "batch_tokens"), ("measured_ms", "model_ms"), "speculative error")  # had no header
     prov["fit"]["speculation"] = dict(srep.provenance()["fit"], drafter=drafter)
     return srep.model, prov
