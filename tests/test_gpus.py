@@ -130,3 +130,22 @@ def test_load_gpu_spec_bad_files(tmp_path):
         load_gpu_spec(bad)
     with pytest.raises(SpecsimInputError, match="readable"):
         load_gpu_spec(tmp_path / "none.json")
+
+
+@pytest.mark.parametrize("name, other", [
+    ("a100-40gb", "40gb"), ("gb300-dgx-station", "dgx-station"), ("h100-94gb", "94gb"), ("h20-141gb", "141gb"),
+    ("rtx4090-d", "d"), ("rtxpro6000-maxq", "maxq"), ("h100-pcie", "pcie"), ("h100-nvl", "nvl")])
+def test_a_suffix_naming_another_part_is_refused(name, other):
+    """A suffix was dropped, so a100-40gb got the A100 80GB's 2,039 GB/s and gb300-dgx-station the NVL72 GPU's
+    numbers; only suffixes of the listed part are accepted, others refused naming the suffix."""
+    with pytest.raises(SpecsimInputError) as err:
+        gpu_spec(name)
+    assert err.value.field == "gpu" and err.value.got == repr(name)
+    assert f"'{other}' names a part with other numbers" in err.value.expected
+
+
+def test_suffixes_of_the_listed_part_are_accepted_and_a_typo_gets_the_nearest_names():
+    assert gpu_spec("l40s-pcie") is GPUS["l40s"] and gpu_spec("A100-SXM4-80GB") is GPUS["a100"]
+    assert gpu_spec("gb300-nvl72-288gb") is GPUS["gb300"] and gpu_spec("rtx-4090-24gb") is GPUS["rtx4090"]
+    with pytest.raises(SpecsimInputError, match=r"did you mean h100 or h20\?"):
+        gpu_spec("h10")

@@ -298,10 +298,35 @@ def test_fit_says_the_shape_and_flags_parameters_on_their_bounds(tmp_path):
     csv.write_text("num_requests,step_time_s\n1,7.6\n8,7.9\n64,9.2\n")
     r = RUN.invoke(app, ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100", "--out",
                          str(tmp_path / "f.json")])
-    assert r.exit_code == 0, r.output
     assert "shape: qwen3-8b" in " ".join(r.output.split()) and "on h100, TP 1" in " ".join(r.output.split())
     assert "warning: kernel_s ended on its bound" in " ".join(r.output.split())
-    assert "misses its own points by more than 20%" in " ".join(r.output.split())
+    # a model that many times too fast is refused too (its signed error, -99%, never passed the +100% bound)
+    assert isinstance(r.exception, SpecsimInputError) and "no profile written" in r.exception.expected
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_a_fit_many_times_too_fast_for_its_points_writes_nothing(tmp_path):
+    """Steps of 7 and 9 s (ms under step_time_s) fitted at -99.6% and the profile was written: the guard now
+    also refuses a model over 10x too fast (here 0.0219x the measured steps in the median)."""
+    csv = tmp_path / "b.csv"
+    csv.write_text("num_requests,step_time_s\n1,7\n32,9\n")
+    r = RUN.invoke(app, ["profile", "fit", str(csv), "--model", "qwen3-8b", "--gpu", "h100", "--out",
+                         str(tmp_path / "units.json")])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "the fit"
+    assert r.exception.got.startswith("a median |error| of 9") and not (tmp_path / "units.json").exists()
+    assert float(r.exception.got.split("step ")[1].split("x")[0]) == pytest.approx(0.0219, abs=5e-4)
+
+
+def test_a_vllm_step_time_in_seconds_is_refused_naming_the_field(tmp_path):
+    """mean_itl_ms 0.0075 (seconds under a _ms key) was read as R = 0.0 with no error."""
+    doc = json.loads((POINTS / "vllm_c16.json").read_text())
+    doc.update(mean_itl_ms=0.0075)
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    r = RUN.invoke(app, ["profile", "fit", str(tmp_path / "s.json"), "--model", "qwen3-8b", "--gpu", "h100",
+                         "--out", str(tmp_path / "o.json")])
+    assert isinstance(r.exception, SpecsimInputError)
+    assert (r.exception.line, r.exception.field, r.exception.got) == (1, "mean_itl_ms", "0.0075")
+    assert "milliseconds" in r.exception.expected
 
 
 def test_fit_needs_the_model_and_refuses_all_holdout(tmp_path):
@@ -455,7 +480,7 @@ def test_a_fit_that_misses_its_own_points_several_fold_writes_nothing(tmp_path):
     import json
 
     doc = json.loads((POINTS / "vllm_c16.json").read_text())
-    doc.update(mean_itl_ms=doc["mean_itl_ms"] / 1000, mean_tpot_ms=doc.get("mean_tpot_ms", 22.0) / 1000)
+    doc.update(mean_itl_ms=doc["mean_itl_ms"] / 100, mean_tpot_ms=doc.get("mean_tpot_ms", 22.0) / 100)  # 0.22 ms
     (tmp_path / "s.json").write_text(json.dumps(doc))
     out = tmp_path / "fit.json"
     r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(tmp_path / "s.json"),
@@ -573,3 +598,14 @@ def test_profile_analytic_builds_a_deepseek_v4_rank_by_name(tmp_path):
     res = RUN.invoke(app, ["profile", "analytic", "--model", "v4-flash", "--ep-link-gbs", "50", "--out",
                            str(tmp_path / "no.json")])
     assert "--ep-link-gbs" in _input_error(res)
+
+
+@pytest.mark.parametrize("value", ["-1", "1", "1.5"])
+def test_show_refuses_a_min_rel_outside_zero_to_one(value):
+    """--min-rel -1 was accepted and printed 'drop > -100%' (every point a rise)."""
+    r = RUN.invoke(app, ["profile", "show", "h100-llama2-7b-tp1", "--min-rel", value])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "--min-rel"
+    assert r.exception.expected.startswith("a fraction in [0, 1)") and "rises" not in r.output
+    from specsim.hardware.profile import resolve_profile, sps_rise_points
+    with pytest.raises(SpecsimInputError, match="min_rel"):
+        sps_rise_points(resolve_profile("h100-llama2-7b-tp1"), float(value))

@@ -58,7 +58,7 @@ def test_fit_stays_inside_the_physical_bounds():
 
 def test_fit_warns_when_a_constant_lands_an_order_of_magnitude_from_its_default():
     # steps made with attn_request_s 20x and kernel_s 1/20 of their defaults: the fit recovers both and names
-    # them, instead of hiding them (kernel_s's ceiling, 50 us, is 8.5x its default: above it the bound warns)
+    # them, instead of hiding them (kernel_s's ceiling, 50 us, is 6.4x its default: above it the bound warns)
     base = step_model("qwen3-8b", "h100")
     truth = base.with_terms(attn_request_s=20 * base.terms.attn_request_s, kernel_s=base.terms.kernel_s / 20)
     rep = fit_step_model(base, _observed(truth, [1, 16, 64]), ("attn_request_s", "kernel_s"))
@@ -211,3 +211,30 @@ def test_the_fit_predicts_the_mean_step_the_simulation_runs():
                           float(win.duration_s.mean()), "sim", None, "step", "N=128", prompt_tokens=111.0)
     sm = step_model_of(resolve_profile("b200-qwen3.8-27b-vllm-fitted"))
     assert predict_observations(sm, [obs])[0] == pytest.approx(obs.step_time_s, rel=0.02)
+
+
+def test_eager_kernel_s_is_held_where_no_point_runs_beyond_the_capture_limit():
+    """--params kernel_s,eager_kernel_s on points all under the capture limit (512 tokens on H100) reported
+    eager_kernel_s as fitted at its starting value; it is now held, with the reason, and fitted once a point runs
+    eager."""
+    base = step_model("qwen3-8b", "h100")
+    truth = base.with_terms(kernel_s=5e-6, eager_kernel_s=2e-5)
+    rep = fit_step_model(base, _observed(truth, [1, 16, 64]), ("kernel_s", "eager_kernel_s"))
+    assert set(rep.params) == {"kernel_s"} and rep.params["kernel_s"] == pytest.approx(5e-6, rel=1e-4)
+    assert rep.held == {"eager_kernel_s": "no point beyond the capture limit"}
+    assert rep.model.terms.eager_kernel_s == base.terms.eager_kernel_s
+    assert rep.provenance()["fit"]["held"] == rep.held
+    eager = fit_step_model(base, _observed(truth, [1, 16, 64, 1000]), ("kernel_s", "eager_kernel_s"))
+    assert eager.held == {} and eager.params["eager_kernel_s"] == pytest.approx(2e-5, rel=1e-3)
+
+
+def test_the_docs_kernel_s_ceiling_ratio_is_the_codes():
+    """docs/profiles.md said the ceiling was 8.5x kernel_s's default; it is 5e-5 / 7.84e-6 = 6.4x."""
+    from pathlib import Path
+
+    from specsim.hardware.stepmodel import EngineTerms
+
+    ratio = FIT_BOUNDS["kernel_s"][1] / EngineTerms().kernel_s
+    text = " ".join((Path(__file__).parents[1] / "docs" / "profiles.md").read_text().split())
+    default = f"{EngineTerms().kernel_s:.3g}".replace("e-0", "e-")                      # 7.84e-6
+    assert f"ceiling (5e-5 s) is {ratio:.1f}x its default ({default} s)" in text

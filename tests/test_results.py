@@ -266,3 +266,38 @@ def test_a_negative_tpot_or_throughput_is_refused(tmp_path):
     f = tmp_path / "zero.json"
     f.write_text(json.dumps({"output_throughput": 100.0, "mean_tpot_ms": 0.0}))
     assert read_vllm_result(f)[0].tps_per_user is None
+
+
+@pytest.mark.parametrize("key, value, shown", [("itls", [["x"]] * 2, "['x'] at entry 1"),
+                                               ("ttfts", [0.1, "0.2"], "'0.2' at entry 2"),
+                                               ("output_lens", ["11", 21], "'11' at entry 1"),
+                                               ("latencies", "0.6", "str '0.6'")])
+def test_a_detailed_list_with_a_non_number_is_refused(tmp_path, key, value, shown):
+    """A --save-detailed list holding text (itls [["x"]] gave a TypeError traceback in profile fit and
+    import-results; text in ttfts or output_lens was silently skipped) is an error naming the file, the list
+    and what each entry must be."""
+    obj = json.loads((DATA / "vllm_result_detailed_sample.json").read_text())
+    obj[key] = value
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(obj))
+    with pytest.raises(SpecsimInputError) as e:
+        read_vllm_result(f)
+    assert (e.value.file, e.value.line, e.value.field, e.value.got) == (str(f), 1, key, shown)
+    assert "seconds" in e.value.expected if key != "output_lens" else "token counts" in e.value.expected
+    r = runner.invoke(app, ["import-results", str(f), "--out", str(tmp_path / "m.json")])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == key
+
+
+@pytest.mark.parametrize("key, value, shown", [("mean_itl_ms", "7.5", "'7.5'"), ("mean_itl_ms", float("inf"), "inf"),
+                                               ("mean_ttft_ms", "abc", "'abc'"), ("completed", True, "True")])
+def test_a_summary_figure_that_is_not_a_finite_number_is_refused(tmp_path, key, value, shown):
+    """mean_itl_ms "7.5" or Infinity fell back to the TPOT, and mean_ttft_ms "abc" was ignored, in silence; null
+    (not measured) is still read as absent."""
+    obj = {"output_throughput": 100.0, "mean_tpot_ms": 20.0, "mean_itl_ms": 21.0, key: value}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(obj))
+    with pytest.raises(SpecsimInputError) as e:
+        read_vllm_result(f)
+    assert (e.value.file, e.value.line, e.value.field, e.value.got) == (str(f), 1, key, shown)
+    f.write_text(json.dumps({**obj, key: None}))
+    assert read_vllm_result(f)[0].metrics[key] is None

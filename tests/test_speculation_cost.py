@@ -213,6 +213,27 @@ def test_fit_recovers_the_speculation_terms_and_only_them():
         fit_step_model(base, obs, ("spec_step_s",))
 
 
+def test_a_speculation_term_at_its_zero_bound_gets_the_bound_note_not_a_ratio_warning():
+    """Points that would take a negative per-request speculation cost fit spec_request_s to its 0 bound: that was printed as
+    3.955e-24 and warned '4.71e-20x its default ... an order of magnitude away', with the advice 'leave it out of
+    --params', which does not take spec terms. Now: shown as 0 (its bound), one at-bound line that names what
+    applies to --spec fits, no ratio warning; --params spec_step_s says where the spec terms are fitted."""
+    base = step_model("qwen3-8b", "h100").with_terms(kernel_s=4e-6, per_request_step_s=3e-5)
+    obs = _spec_points(base.with_terms(spec_step_s=1.5e-3, spec_request_s=0.0), [2, 16])
+    obs[1] = replace(obs[1], step_time_s=0.9 * obs[1].step_time_s)     # a negative per-request cost would fit
+    rep = fit_speculation(base, obs, "eagle3")
+    assert rep.at_bounds == ["spec_request_s"] and "spec_request_s" not in rep.far_from_default
+    assert rep.shown("spec_request_s", " s") == "0 s (its bound)"
+    assert rep.shown("spec_step_s", " s") == f"{rep.params['spec_step_s']:.4g} s"
+    (line,) = [w for w in rep.warnings() if "spec_request_s" in w]
+    assert line.startswith("spec_request_s ended on its bound 0: the speculative points show no such cost")
+    assert "--params" not in line and "--acceptance-length" in line
+    from specsim.hardware.profile_fit import fit_step_model
+    with pytest.raises(SpecsimInputError) as e:
+        fit_step_model(base, _spec_points(base, [1, 2, 3]), ("spec_step_s",))
+    assert "spec_step_s" not in e.value.expected.split(";")[0] and "given with --spec" in e.value.expected
+
+
 def test_vllm_speculative_result_read_by_hand():
     # tests/data/step_points/vllm_c16_spec.json: TPOT 12.9 ms, tau 2.836, 86610 draft tokens in 28870 drafts
     (o,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json")
@@ -225,7 +246,7 @@ def test_vllm_speculative_result_read_by_hand():
     (given,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=2.0,
                                                    num_spec_tokens=1)
     assert given.num_spec_tokens == 1 and given.step_time_s == pytest.approx(12.9e-3 * 2.0)
-    with pytest.raises(SpecsimInputError, match="acceptance_length"):
+    with pytest.raises(SpecsimInputError, match="--acceptance-length"):
         spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=3.5,
                                             num_spec_tokens=2)
     with pytest.raises(SpecsimInputError, match="spec_decode_acceptance_length"):
@@ -258,12 +279,30 @@ def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path)
     assert r.exit_code == 0, r.output
     assert "speculation terms: the defaults spec_step_s = 0.000775 s" in " ".join(r.output.split())
     assert "per-request and the per-verified-token cost together" in " ".join(r.output.split())
+    assert "fitted on speculative points (--spec; per_request_step_s is held there)" in " ".join(r.output.split())
     assert load_profile(tmp_path / "a.json").spec_step_s == 7.75e-4
     spec = ["--params", "kernel_s", "--spec", str(POINTS / "vllm_c16_spec.json")]
     r = run.invoke(app, [*base, *spec, "--out", str(tmp_path / "c.json")])       # which drafter ran: required
-    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "drafter"
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "--drafter"
+    assert "fitted:" not in r.output                                # checked before the plain fit, not after it
+    for extra, field, got in (([*spec, "--drafter", "medusa"], "--drafter", "'medusa'"),
+                              (["--drafter", "eagle3"], "--drafter", "no --spec"),
+                              (["--num-spec-tokens", "3"], "--num-spec-tokens", "no --spec")):
+        r = run.invoke(app, [*base, "--params", "kernel_s", *extra, "--out", str(tmp_path / "d.json")])
+        assert isinstance(r.exception, SpecsimInputError) and (r.exception.field, r.exception.got) == (field, got)
+        assert "fitted:" not in r.output and not (tmp_path / "d.json").exists()
+    r = run.invoke(app, [*base, *spec, "--drafter", "medusa"])
+    assert "ngram, suffix" in r.exception.expected                 # every drafter the fit takes, lookup ones too
     r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
+    # the speculative residual rows sit under a header of their own (they had none)
+    rows = r.stdout.split("fitted speculation terms")[1].splitlines()
+    head = next(i for i, row in enumerate(rows) if row.startswith("point "))
+    assert rows[head].split() == ["point", "R", "B", "measured_ms", "model_ms", "error", "set"]
+    assert rows[head + 2].split()[:2] == ["concurrency=16", "(speculative)"] and rows[head + 2].split()[-1] == "fitted"
+    assert "TTFT" not in "".join(rows[:head])                       # the speculative table, not the TTFT one
+    # with --spec the note (whose advice is --spec) is not printed: the spec fit holds per_request_step_s
+    assert "per-verified-token" not in r.output and "spec_request_s" in r.output
     line = r.output.split("fitted speculation terms (eagle3 drafter): spec_step_s = ")[1].splitlines()[0]
     assert "spec_request_s = 8.4e-05 s (held)" in line           # the term one point cannot fit, said held
     prof = load_profile(tmp_path / "b.json")
@@ -315,6 +354,35 @@ def test_detailed_gaps_in_milliseconds_fall_back_to_the_mean_tpot(tmp_path):
     path = tmp_path / "ms.json"
     path.write_text(json.dumps(doc))
     assert spec_observations_from_vllm_results(path)[0].step_time_s == pytest.approx(12.9e-3 * 2.836)
+
+
+def test_an_sglang_speculative_result_with_accept_length_and_medians_only_is_read(tmp_path):
+    """SGLang's bench_serving writes accept_length (its avg_spec_accept_length: accepted drafts plus the bonus token
+    per verify step, vLLM's acceptance length) and may give medians only: the --spec reader read neither (a fresh
+    user was told 'spec_decode_acceptance_length: no such key', then 'mean_itl_ms'). Median TPOT 3.6 ms per token
+    x tau 2.6 = a 9.36 ms step; with a median ITL only, that ITL is the step."""
+    import json
+
+    doc = json.loads((POINTS / "vllm_c16_spec.json").read_text())
+    for key in [k for k in doc if k.startswith("spec_decode_") or k.startswith("mean_")]:
+        del doc[key]
+    doc.update(backend="sglang", accept_length=2.6, median_tpot_ms=3.6, median_itl_ms=9.0)
+    path = tmp_path / "sglang_spec.json"
+    path.write_text(json.dumps(doc))
+    (o,) = spec_observations_from_vllm_results(path, num_spec_tokens=3)
+    assert (o.acceptance_length, o.num_spec_tokens) == (2.6, 3)
+    assert o.step_time_s == pytest.approx(3.6e-3 * 2.6, rel=1e-12)
+    del doc["median_tpot_ms"]
+    path.write_text(json.dumps(doc))
+    assert spec_observations_from_vllm_results(path, num_spec_tokens=3)[0].step_time_s == pytest.approx(9.0e-3)
+    doc["accept_length"] = 4.5                                              # over K + 1 = 4: named as the file's key
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError, match="field 'accept_length': expected a value in \\(1, K \\+ 1 = 4\\]"):
+        spec_observations_from_vllm_results(path, num_spec_tokens=3)
+    del doc["median_itl_ms"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError, match="field 'median_tpot_ms': expected median_tpot_ms or median_itl_ms"):
+        spec_observations_from_vllm_results(path, acceptance_length=2.6, num_spec_tokens=3)
 
 
 def _first_token(policy, prompt: int, chunk: int = 512, *extra: str) -> float:

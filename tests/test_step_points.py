@@ -336,3 +336,15 @@ def test_labels_that_two_files_share_name_their_files():
     assert len({p.label for p in pts}) == 2
     one = read_step_observations(DATA / "vllm_metrics_phase1.prom")
     assert "(" not in one[0].label                                  # a label only one file uses stays as it was
+
+
+def test_a_csv_row_with_more_cells_than_the_header_is_refused(tmp_path):
+    """A row of 3 cells under a 2-column header was read by position; trailing empty cells (a spreadsheet's) are
+    still accepted."""
+    f = tmp_path / "extra.csv"
+    f.write_text("num_requests,step_time_s\n1,0.0076\n8,0.0079,5\n")
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_csv(f)
+    assert (e.value.line, e.value.expected, e.value.got) == (3, "at most 2 cells (the header's columns)", "3 cells")
+    f.write_text("num_requests,step_time_s\n1,0.0076,,\n8,0.0079,\n")
+    assert [o.step_time_s for o in observations_from_csv(f)] == [0.0076, 0.0079]

@@ -56,6 +56,9 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     model's terms at each B instead (a table in ms). --png FILE also draws it; nothing is written without it."""
     from specsim.cli.outputs import check_output
     check_output(png, "--png")
+    if not 0.0 <= min_rel < 1.0:                # -1 was accepted ("drop > -100%"): every point a rise
+        raise SpecsimInputError(None, None, "--min-rel", "a fraction in [0, 1) (0.01: a drop of more than 1%)",
+                                f"{min_rel:g}")
     from specsim.hardware.profile import resolve_profile, speculation_overhead, speculation_text, sps_rise_points
     from specsim.run_config import speculation_terms
     from specsim.scenario import load_scenario
@@ -451,7 +454,7 @@ def fit_cmd(
                                           "ngram, suffix): required with --spec, as its shape (ngram, suffix: its CPU "
                                           "time) is charged beside the terms fitted"),
     acceptance_length: float = typer.Option(None, help="the speculative runs' acceptance length (default: the "
-                                                        "files' spec_decode_acceptance_length)"),
+                                                        "files' spec_decode_acceptance_length or accept_length)"),
     num_spec_tokens: int = typer.Option(None, help="drafts per step (default: the files' spec_decode_* counts)"),
 ) -> None:
     """Fit the step model's engine-level terms to a real engine's no-speculation runs (and, with --spec,
@@ -463,13 +466,16 @@ def fit_cmd(
 
     import numpy as np
 
-    from specsim.cli.profile_fit_report import (FIT_REFUSE_ERROR, echo_other_model, echo_residuals,
-                                                fit_speculation_terms, fit_ttft_term)
+    from specsim.cli.profile_fit_report import (FIT_REFUSE_ERROR, FIT_REFUSE_TOO_FAST, check_spec_options,
+                                                echo_other_model, echo_residuals, fit_speculation_terms,
+                                                fit_ttft_term)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
+    from specsim.hardware.residuals import median_ratio
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
+    check_spec_options(spec, drafter, acceptance_length, num_spec_tokens)
     held_names = {str(p) for p in holdout}
     fitted_files = [p for p in inputs if str(p) not in held_names]      # --holdout files are never fitted
     if not fitted_files:
@@ -500,16 +506,19 @@ def fit_cmd(
     if chunk_tokens is not None and chunk_tokens < 1:
         raise SpecsimInputError(None, None, "--chunk-tokens", "an int >= 1 (tokens)", str(chunk_tokens))
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held, chunk_tokens)
-    typer.echo("fitted: " + ", ".join(f"{k} = {v:.4g}" for k, v in rep.params.items()))
+    typer.echo("fitted: " + ", ".join([f"{k} = {rep.shown(k)}" for k in rep.params] + [
+        f"{k} = {getattr(rep.model.terms, k):.4g} (held: {why})" for k, why in rep.held.items()]))
     for line in rep.warnings():
         _say(f"warning: {line}")
     echo_residuals(rep, ("ctx", "context_tokens"), ("measured_ms", "model_ms"), "error")
     miss = rep.median_abs_error(False) or 0.0
-    if miss > FIT_REFUSE_ERROR:          # a fresh user's ITL in seconds fitted at +73,769% and was written, exit 0
+    ratio = median_ratio(rep.points, False) or 1.0
+    if miss > FIT_REFUSE_ERROR or ratio < FIT_REFUSE_TOO_FAST:  # ITL in s fitted at +73,769%; ms as s at -99.6%
         raise SpecsimInputError(None, None, "the fit", f"a model that meets its own points within "
-                                f"{FIT_REFUSE_ERROR:.0%} (check the units: ms in a vllm bench result, step_time_s vs "
-                                "step_time_ms in a CSV; the model, dtype, TP and GPU); no profile written",
-                                f"a median |error| of {miss:.0%} on the fitted points")
+                                f"{FIT_REFUSE_ERROR:.0%} over and {1 / FIT_REFUSE_TOO_FAST:g}x under (check the "
+                                "units: ms in a vllm bench result, step_time_s vs step_time_ms in a CSV; the model, "
+                                "dtype, TP and GPU); no profile written", f"a median |error| of {miss:.1%} on the "
+                                f"fitted points (the model's step {ratio:.3g}x the measured one)")
     far = [p for p in rep.points if not p.holdout and abs(p.rel_error) > 0.2]
     if miss > 0.2:
         _say("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "

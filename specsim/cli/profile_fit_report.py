@@ -61,8 +61,13 @@ def echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what:
 
 
 #: A fit whose median |error| on its own points exceeds this is refused, nothing written: its inputs and model
-#: disagree beyond what the fitted constants can absorb (units, model or GPU).
+#: disagree beyond what the fitted constants can absorb (units, model or GPU). A model slower than its points even
+#: at its efficiency bounds (<= 1) is impossible, so 2x too slow is refused ...
 FIT_REFUSE_ERROR = 1.0
+#: ... and so is one whose median predicted / measured is below this (10x too fast): a signed error never passes
+#: -100%, so steps in ms under step_time_s (-99.6%) were written. This side is wider: with few --params the
+#: held constants can leave a real engine's steps several-fold above the model.
+FIT_REFUSE_TOO_FAST = 0.1
 
 #: A TTFT residual beyond this relative error (any point, fitted or held out) gets a warning.
 TTFT_WARN_ERROR = 0.2
@@ -107,6 +112,25 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     prov["fit"]["ttft"] = trep.provenance()
 
 
+def check_spec_options(spec: list[Path], drafter: str | None, tau: float | None, k: int | None) -> None:
+    """Refuse, before anything is read or fitted, ``--spec`` without ``--drafter``, a drafter ``profile fit`` cannot
+    charge, and ``--drafter``, ``--acceptance-length`` or ``--num-spec-tokens`` without ``--spec`` (ignored in
+    silence before; the other errors came after the whole plain fit had printed)."""
+    from specsim.hardware.drafter import DRAFTER_FAMILY_OF
+
+    names = sorted(n for n in DRAFTER_FAMILY_OF if n != "none")
+    if spec and drafter is None:  # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
+        raise SpecsimInputError(None, None, "--drafter", "the speculative runs' drafter with --spec "
+                                f"({', '.join(names)}): its cost is charged beside the terms fitted", "none given")
+    if drafter is not None and drafter not in names:
+        raise SpecsimInputError(None, None, "--drafter", f"one of {', '.join(names)}", repr(drafter))
+    given = [o for o, v in (("--drafter", drafter), ("--acceptance-length", tau), ("--num-spec-tokens", k))
+             if v is not None]
+    if given and not spec:
+        raise SpecsimInputError(None, None, given[0], "speculative results to go with it (--spec FILE): it applies "
+                                "to those only", "no --spec")
+
+
 def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
                            chunk_tokens: int | None = None):
     """(model, provenance): ``rep``'s model with speculation's terms fitted to ``spec`` (or at their sourced
@@ -114,28 +138,24 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
 
     sm, prov = rep.model, rep.provenance()
-    say("note: without speculation every request verifies one token per step, so per_request_step_s "
-        "holds the per-request and the per-verified-token cost together; speculative points (--spec) or "
-        "varied prompt lengths separate them")
     if not spec:
+        say("note: without speculation every request verifies one token per step, so per_request_step_s holds the "
+            "per-request and the per-verified-token cost together, and a speculative step (1 + K tokens per "
+            "request) is charged it once per request; spec_request_s takes up the rest, fitted on speculative "
+            "points (--spec; per_request_step_s is held there), else at its default")
         say(f"speculation terms: the defaults spec_step_s = {sm.terms.spec_step_s:.4g} s, spec_request_s = "
             f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
             "given (--spec FILE to fit them)")
         return sm, prov
-    if drafter is None:          # a fresh user's DSpark runs were fitted as EAGLE-3's in silence (the old default)
-        raise SpecsimInputError("--drafter", None, "drafter", "the speculative runs' drafter with --spec (dspark, "
-                                "dflash, eagle3, mtp, ngram, suffix): its cost is charged beside the terms fitted",
-                                "none given")
+    check_spec_options(spec, drafter, tau, k)
     obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
     srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
     held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")
             if n not in srep.params]
     typer.echo(f"fitted speculation terms ({drafter} drafter): "
-               + ", ".join([f"{n} = {v:.4g} s" for n, v in srep.params.items()] + held))
+               + ", ".join([f"{n} = {srep.shown(n, ' s')}" for n in srep.params] + held))
     for line in srep.warnings():
         say(f"warning: {line}")
-    for p in srep.points:
-        typer.echo(f"{p.label[:40]:<40} {p.num_requests:>7.1f} {p.measured_s * 1e3:>12.3f} "
-                   f"{p.predicted_s * 1e3:>9.3f} {100 * p.rel_error:>+6.1f}%")
+    echo_residuals(srep, ("B", "batch_tokens"), ("measured_ms", "model_ms"), "speculative error")  # had no header
     prov["fit"]["speculation"] = dict(srep.provenance()["fit"], drafter=drafter)
     return srep.model, prov

@@ -71,6 +71,7 @@ exist.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass, fields
@@ -93,9 +94,24 @@ _PLAUSIBLE = {"hbm_bytes_per_s": (1e10, 1e14, "bytes/s"), "bf16_flops_per_s": (1
               "fp8_flops_per_s": (1e12, 1e17, "FLOP/s"), "fp4_flops_per_s": (1e12, 1e17, "FLOP/s"),
               "memory_bytes": (1e9, 1e13, "bytes"), "link_bytes_per_s": (1e9, 1e13, "bytes/s"),
               "link_latency_s": (1e-8, 1e-2, "seconds")}
-#: Suffixes naming a different part than the listed (SXM / OAM) one: refused rather than mapped to it.
-_OTHER_PARTS = ("pcie", "nvl")
-
+#: Suffix parts (after the name, ``-``/``_``-separated) that denote the very part each entry of :data:`GPUS` lists:
+#: its form factor, memory size, board or edition. Any other suffix (``a100-40gb``, ``h100-pcie``, ``h100-94gb``,
+#: ``gb300-dgx-station``, ``rtx4090-d``, ``rtxpro6000-maxq``) names a part with other numbers and is refused.
+SAME_PART_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "a100": ("sxm", "sxm4", "80gb", "hgx", "dgx"),
+    "h100": ("sxm", "sxm5", "80gb", "hgx", "dgx"),
+    "h200": ("sxm", "141gb", "hgx", "dgx"),
+    "h800": ("sxm", "sxm5", "80gb", "hgx"),
+    "h20": ("96gb", "hgx"),
+    "b200": ("sxm", "sxm6", "180gb", "hgx", "dgx"),
+    "gb200": ("nvl72", "186gb"),
+    "b300": ("sxm", "sxm6", "ac", "288gb", "hgx", "dgx"),
+    "gb300": ("nvl72", "288gb"),
+    "l40s": ("pcie", "48gb"),
+    "rtx4090": ("24gb",),
+    "rtxpro6000": ("blackwell", "workstation", "server", "edition", "96gb"),
+    "mi300x": ("oam", "192gb"),
+}
 
 
 @dataclass(frozen=True)
@@ -235,26 +251,36 @@ ALIASES: dict[str, str] = {
 def gpu_spec(name: str) -> GpuSpec:
     """The :class:`GpuSpec` of ``name``: a key of :data:`GPUS` or :data:`ALIASES`, case-insensitive.
 
-    A trailing suffix is ignored (``h100_dgx``, ``h100-sxm5-80gb``, ``mi300x-oam``, ``rtx-pro-6000-server``):
-    the longest leading run of ``-``/``_``-separated parts that names a GPU wins. A ``pcie`` or ``nvl`` part
-    is refused (its numbers differ from the listed SXM / OAM part's): give a GPU spec file for it.
+    A trailing suffix is accepted only where it denotes the listed part (:data:`SAME_PART_SUFFIXES`:
+    ``h100_dgx``, ``h100-sxm5-80gb``, ``mi300x-oam``, ``rtx-pro-6000-server``, ``l40s-pcie``): the longest
+    leading run of ``-``/``_``-separated parts that names a GPU wins, and every part after it must be one of that
+    entry's suffixes. Another suffix (``a100-40gb``, ``h100-pcie``, ``gb300-dgx-station``) names a part with other
+    numbers and is refused: give a GPU spec file for it.
 
     Raises:
-        SpecsimInputError: unknown GPU; lists the known ones.
+        SpecsimInputError: unknown GPU, or a suffix naming another part; lists the known names (and the nearest).
     """
-    parts = str(name).strip().lower().replace("_", "-").replace(" ", "-").split("-")
-    if any(p in _OTHER_PARTS for p in parts[1:]):
-        raise SpecsimInputError(None, None, "gpu", "a listed part (SXM / OAM numbers: `specsim profile gpus`) or a "
-                                "GPU spec .json file for this one (PCIe and NVL parts have other bandwidth and "
-                                "clocks)", repr(name))
+    text = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    parts = text.split("-")
     for end in range(len(parts), 0, -1):
         cand = "-".join(parts[:end])
-        for key in (cand, cand.replace("-", "")):
-            if key in GPUS:
-                return GPUS[key]
-            if key in ALIASES:
-                return GPUS[ALIASES[key]]
-    raise SpecsimInputError(None, None, "gpu", f"one of {sorted(GPUS)} or a GPU spec .json file", repr(name))
+        key = next((k if k in GPUS else ALIASES[k] for k in (cand, cand.replace("-", ""))
+                    if k in GPUS or k in ALIASES), None)
+        if key is None:
+            continue
+        rest = [p for p in parts[end:] if p]
+        other = [p for p in rest if p not in SAME_PART_SUFFIXES[key]]
+        if other:
+            raise SpecsimInputError(None, None, "gpu", f"{key} with a suffix that names the listed part "
+                                    f"({', '.join(SAME_PART_SUFFIXES[key])}; `specsim profile gpus`), or a GPU spec "
+                                    f".json file for this one ('{'-'.join(other)}' names a part with other numbers"
+                                    + ("; PCIe and NVL parts have other bandwidth and clocks" if {"pcie", "nvl"} &
+                                       set(other) else "") + ")",
+                                    repr(name))
+        return GPUS[key]
+    near = difflib.get_close_matches(text, [*GPUS, *ALIASES], n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    raise SpecsimInputError(None, None, "gpu", f"one of {sorted(GPUS)} or a GPU spec .json file{hint}", repr(name))
 
 
 _REQUIRED = ("name", "hbm_bytes_per_s", "bf16_flops_per_s", "num_sms", "memory_bytes", "link_bytes_per_s",

@@ -105,6 +105,55 @@ def _check_signs(src: str, index: int, figures: dict) -> None:
             raise SpecsimInputError(src, index, key, want, f"{v:g}")
 
 
+#: The per-request lists of a ``--save-detailed`` result -> (what each entry must be, its check).
+DETAILED_LISTS = {
+    "ttfts": ("a list of seconds (numbers >= 0)", lambda v: _num(v) is not None and v >= 0),
+    "latencies": ("a list of seconds (numbers >= 0)", lambda v: _num(v) is not None and v >= 0),
+    "output_lens": ("a list of token counts (ints >= 0)",
+                    lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+    "itls": ("a list of seconds per request (lists of numbers >= 0)",
+             lambda v: isinstance(v, list) and all(_num(g) is not None and g >= 0 for g in v)),
+}
+
+
+def _check_detailed(src: str, index: int, obj: dict) -> None:
+    """The ``--save-detailed`` lists of one result object (``ttfts``, ``latencies`` and ``itls`` in seconds,
+    ``output_lens`` in tokens), where present, must be lists of such values.
+
+    Raises:
+        SpecsimInputError: naming the file, the 1-based object index, the list and its first bad entry.
+    """
+    for key, (want, ok) in DETAILED_LISTS.items():
+        values = obj.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, list):
+            raise SpecsimInputError(src, index, key, want, f"{type(values).__name__} {values!r}")
+        bad = next((i for i, v in enumerate(values) if not ok(v)), None)
+        if bad is not None:
+            raise SpecsimInputError(src, index, key, want, f"{values[bad]!r} at entry {bad + 1}")
+
+
+#: Summary figures of a result read as numbers: every ``*_ms`` key (TTFT, TPOT, ITL, E2EL statistics) and these.
+NUMBER_KEYS = ("duration", "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+               "output_throughput")
+
+
+def _check_numbers(src: str, index: int, obj: dict) -> None:
+    """A result's summary figures (:data:`NUMBER_KEYS` and ``*_ms``), where present, must be JSON numbers (null or
+    NaN: not measured); text (``"7.5"``), a boolean or an infinity was skipped in silence for the next figure.
+
+    Raises:
+        SpecsimInputError: naming the file, the 1-based object index and the key.
+    """
+    for key, v in obj.items():
+        if not (key in NUMBER_KEYS or key.endswith("_ms")) or v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
+            raise SpecsimInputError(src, index, key, "a finite JSON number (null where not measured)"
+                                    + (", in milliseconds" if key.endswith("_ms") else ""), repr(v))
+
+
 def _check_gpus(gpus: int) -> int:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise SpecsimInputError("--gpus", None, "gpus", "an int >= 1", repr(gpus))
@@ -125,8 +174,11 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         label: legend text (default: ``measured: <label or model_id> (<load>)``).
 
     Raises:
-        SpecsimInputError: an unreadable file, malformed JSON, or an object without
-            ``output_throughput`` (naming the 1-based object index as the line).
+        SpecsimInputError: an unreadable file, malformed JSON, an object without
+            ``output_throughput``, a summary figure that is not a finite number (:data:`NUMBER_KEYS`, ``*_ms``), or
+            a ``--save-detailed`` list with an entry that is not a number of seconds
+            (``ttfts``, ``latencies``, ``itls``) or of tokens (``output_lens``) (naming the 1-based object index as
+            the line).
     """
     path, gpus = Path(path), _check_gpus(gpus)
     points = []
@@ -134,7 +186,9 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         if _num(obj.get("output_throughput")) is None:
             raise SpecsimInputError(str(path), k, "output_throughput", "a number (a vllm bench serve result)",
                                     repr(obj.get("output_throughput")))
+        _check_numbers(str(path), k, obj)
         _check_signs(str(path), k, obj)
+        _check_detailed(str(path), k, obj)
         conc = obj.get("max_concurrency")
         rate = obj.get("request_rate")
         load = (f"concurrency {conc}" if conc not in (None, "") else

@@ -271,9 +271,15 @@ def sps_rise_points(profile: StepTimeProfile, min_rel: float = 0.0) -> np.ndarra
     """Measured batch sizes where SPS rises again as B grows (the step time drops below the previous
     measured point's by more than ``min_rel``): the non-monotone points of the sawtooth.
 
+    Args:
+        min_rel: the smallest relative drop counted, a fraction in [0, 1).
     Returns:
         (k,) int array of batch sizes (the larger B of each falling pair).
+    Raises:
+        SpecsimInputError: ``min_rel`` outside [0, 1).
     """
+    if isinstance(min_rel, bool) or not isinstance(min_rel, (int, float)) or not 0.0 <= min_rel < 1.0:
+        raise SpecsimInputError(None, None, "min_rel", "a fraction in [0, 1)", repr(min_rel))
     t = profile.step_time_s
     drop = t[1:] < t[:-1] * (1.0 - min_rel)
     return profile.batch_tokens[1:][drop]

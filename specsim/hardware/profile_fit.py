@@ -81,6 +81,8 @@ class FitReport:
             loads, which cannot tell the two apart.
         no_turnover: ``mixed_step_s`` was fitted on points none of which gives prompt tokens per step with a
             prompt length (``prompt_tokens``, and B above R): nothing in them charges it.
+        held: {name: why} of the asked-for parameters no point's step depends on (``eager_kernel_s`` without a
+            point beyond the capture limit): held at their value, not in ``params``.
     """
 
     model: StepModel
@@ -92,12 +94,12 @@ class FitReport:
     far_from_default: dict[str, float] = field(default_factory=dict)
     unseparated: bool = False
     no_turnover: bool = False
+    held: dict[str, str] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
         """One line per freed parameter that ended on a bound or an order of magnitude from its default, and one
         when ``per_request_step_s`` is fitted on points of R below :data:`NARROW_R` only."""
-        out = [f"{name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check the units, "
-               "the model, the GPU and TP, or leave it out of --params)" for name in self.at_bounds]
+        out = [_bound_warning(name, self.params[name]) for name in self.at_bounds]
         out += [f"{name} = {self.params[name]:.4g} is {ratio:.3g}x its default {self.params[name] / ratio:.4g}: "
                 "an order of magnitude away; the term is absorbing a cost the model's shapes miss (check the model, "
                 "TP / EP, the dtype and the GPU)" for name, ratio in self.far_from_default.items()]
@@ -116,6 +118,15 @@ class FitReport:
                        "by +149%); add a loaded point, or give one with --holdout to see the error there")
         return out
 
+    def shown(self, name: str, unit: str = "") -> str:
+        """The fitted value of ``name`` as printed, with ``unit`` after it: 4 significant digits, or its bound and
+        ``(its bound)`` where it ended on one (a term at its 0 bound was printed 3.955e-24)."""
+        v = self.params[name]
+        lo, hi = FIT_BOUNDS[name]
+        if name in self.at_bounds:
+            return f"{lo if abs(v - lo) <= abs(v - hi) else hi:g}{unit} (its bound)"
+        return f"{v:.4g}{unit}"
+
     def median_abs_error(self, holdout: bool) -> float | None:
         """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
         return median_abs_error(self.points, holdout)
@@ -125,6 +136,7 @@ class FitReport:
         return {
             "fit": {
                 "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
+                **({"held": self.held} if self.held else {}),
                 "at_bounds": self.at_bounds, "far_from_default": self.far_from_default,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
@@ -240,14 +252,19 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     """
     from scipy.optimize import least_squares
 
-    unknown = [p for p in params if p not in FIT_BOUNDS or p.startswith("spec_")]   # spec terms: spec_fit
+    names = sorted(p for p in FIT_BOUNDS if not p.startswith("spec_"))    # spec terms: spec_fit, on --spec points
+    unknown = [p for p in params if p not in names]
     if unknown or not params or len(set(params)) != len(params):
-        raise SpecsimInputError(None, None, "--params", f"distinct names from {sorted(FIT_BOUNDS)}",
+        why = ("; spec_step_s and spec_request_s are not step terms: they are fitted on speculative results given "
+               "with --spec (and --drafter)" if any(p.startswith("spec_") for p in unknown) else "")
+        raise SpecsimInputError(None, None, "--params", f"distinct names from {names}{why}",
                                 ",".join(params) or "nothing")
     if len(observations) < len(params):
         raise SpecsimInputError(None, None, "--params",
                                 f"at most {len(observations)} parameter(s): one per fitting point at most "
                                 f"({len(observations)} point(s) to fit)", f"{len(params)}: {','.join(params)}")
+    held = _unconstrained(base, observations, params, chunk_tokens)
+    params = [p for p in params if p not in held]
     measured = np.array([o.step_time_s for o in observations], np.float64)
     weight = np.sqrt(np.array([getattr(o, "weight", 1.0) for o in observations], np.float64))
     lo = np.array([FIT_BOUNDS[p][0] for p in params])
@@ -261,8 +278,8 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     def residuals(x: np.ndarray) -> np.ndarray:
         return weight * np.log(predict_observations(model_at(x), observations, chunk_tokens) / measured)
 
-    fit = least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac")
-    fitted = model_at(fit.x)
+    fitted = model_at(least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale), x_scale="jac").x
+                      if params else x0)
     source_note = f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(
         sorted({Path(o.source).name for o in observations}))
     fitted = fitted.with_terms(source=source_note)
@@ -272,7 +289,20 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                      sorted({Path(o.source).name for o in observations}),
                      sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
                      _unseparated(observations, params, chunk_tokens),
-                     _no_turnover(observations, params, chunk_tokens))
+                     _no_turnover(observations, params, chunk_tokens), held)
+
+
+def _unconstrained(base: StepModel, observations: Sequence, params: Sequence[str],
+                   chunk_tokens: int | None) -> dict[str, str]:
+    """{name: why} of the ``params`` held at their value, not fitted: ``eager_kernel_s`` where no observation's
+    predicted step depends on it (the same at both ends of its bounds: no point runs beyond the capture limit).
+    (``mixed_step_s`` without turnover keeps its own warning, :attr:`FitReport.no_turnover`.)"""
+    if "eager_kernel_s" not in params:
+        return {}
+    ends = [predict_observations(base.with_terms(eager_kernel_s=v), observations, chunk_tokens)
+            for v in FIT_BOUNDS["eager_kernel_s"]]
+    return {"eager_kernel_s": "no point beyond the capture limit"} if np.allclose(ends[0], ends[1], rtol=1e-12,
+                                                                                     atol=0.0) else {}
 
 
 #: How far (a factor either way) a fitted constant may land from its default before ``profile fit`` warns.
@@ -281,16 +311,34 @@ FAR_FACTOR = 10.0
 
 def _far_from_default(sm: StepModel, params: Sequence[str]) -> dict[str, float]:
     """{name: fitted / default} of the parameters at least :data:`FAR_FACTOR` away from their
-    :class:`EngineTerms` default (defaults of 0 are skipped: nothing to compare against)."""
+    :class:`EngineTerms` default (defaults of 0 are skipped: nothing to compare against; so are values on a bound,
+    which get the at-bound warning instead)."""
     from specsim.hardware.stepmodel import EngineTerms
 
     default = EngineTerms()
     out = {}
     for p in params:
         d, v = getattr(default, p), getattr(sm.terms, p)
+        if _at_bound(v, FIT_BOUNDS[p]):
+            continue                                        # said by its own at-bound warning
         if d > 0 and (v >= FAR_FACTOR * d or v <= d / FAR_FACTOR):
             out[p] = float(v / d)
     return out
+
+
+def _bound_warning(name: str, value: float) -> str:
+    """The warning for a freed parameter that ended on a bound: a speculation term (fitted on --spec points, never
+    in --params) at 0 means the points show no such cost; any other at a bound that the fit would push it further."""
+    lo, hi = FIT_BOUNDS[name]
+    if name.startswith("spec_") and abs(value - lo) <= abs(value - hi):
+        return (f"{name} ended on its bound {lo:g}: the speculative points show no such cost beyond the target's "
+                "step and the drafter's (check --drafter, --acceptance-length and --num-spec-tokens if that is "
+                "unexpected)")
+    if name.startswith("spec_"):
+        return (f"{name} ended on its bound {hi:g}: the fit would push it further (check the units, --drafter, "
+                "--acceptance-length and --num-spec-tokens)")
+    return (f"{name} ended on its bound {FIT_BOUNDS[name]}: the fit would push it further (check the units, the "
+            "model, the GPU and TP, or leave it out of --params)")
 
 
 def _at_bound(value: float, bounds: tuple[float, float]) -> bool:

@@ -36,3 +36,12 @@ def median_abs_error(points: Iterable[Residual], holdout: bool) -> float | None:
     """Median |relative error| of the fitted (``holdout`` False) or holdout (True) points; None if there are none."""
     e = [abs(p.rel_error) for p in points if p.holdout == holdout]
     return float(np.median(e)) if e else None
+
+
+
+def median_ratio(points: Iterable[Residual], holdout: bool) -> float | None:
+    """Median predicted / measured of the fitted (``holdout`` False) or holdout (True) points: how many times too
+    slow (> 1) or too fast (< 1) the model is (a signed relative error never goes below -100%, so a model 250x too
+    fast reads -99.6%); None if there are none."""
+    r = [p.predicted_s / p.measured_s for p in points if p.holdout == holdout]
+    return float(np.median(r)) if r else None

@@ -12,7 +12,11 @@ of :class:`~specsim.hardware.stepmodel.EngineTerms` only, every other constant h
       per-request ``itls`` and ``output_lens``, sum of every request's gaps / sum of (output - 1) (token-weighted:
       a request's TPOT falls with its own acceptance, so the mean TPOT, a per-request average, reads 2-7% low
       under speculation, docs/validation.md method 6); else ``mean_tpot_ms`` / 1000; else ``mean_itl_ms`` / 1000
-      is the step (one streamed chunk per step);
+      is the step (one streamed chunk per step); in a file without either mean (SGLang's ``bench_serving`` can
+      give medians only) ``median_tpot_ms``, else ``median_itl_ms``, alike;
+    * **tau** = ``spec_decode_acceptance_length``, else SGLang's ``accept_length`` (its scheduler's
+      ``avg_spec_accept_length``: (accepted drafts + one bonus token) per request per verify step, the same
+      measure);
     * **K**, drafts per request per step = ``spec_decode_draft_tokens / spec_decode_num_drafts`` (or given);
     * **R** = (``total_output_tokens`` - ``completed``) x TPOT / ``duration`` (Little's law over the decode
       time, as for no-speculation points), at most ``max_concurrency``;
@@ -39,7 +43,7 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError, plain
 from specsim.hardware.profile_fit import FIT_BOUNDS, FitReport, PointResidual, _at_bound, _far_from_default
-from specsim.hardware.step_points import load_label
+from specsim.hardware.step_points import MIN_STEP_MS, load_label
 
 #: The speculation terms ``profile fit`` frees on speculative points.
 SPEC_PARAMS = ("spec_step_s", "spec_request_s")
@@ -79,6 +83,38 @@ def _number(m: dict, name: str, src: str, k: int, expected: str, ok) -> float:
     return float(v)
 
 
+#: Step-time keys of a speculative result, in the order they are read: a TPOT is per output token, an ITL per
+#: step (one streamed chunk per step); the medians where the file has neither mean (SGLang's ``bench_serving``).
+STEP_KEYS = ("mean_tpot_ms", "mean_itl_ms", "median_tpot_ms", "median_itl_ms")
+
+
+def _per_token_s(m: dict, src: str, k: int, tau: float) -> float:
+    """Seconds of decode per output token of a speculative result (:data:`STEP_KEYS`: a TPOT as it is, an ITL /
+    ``tau``)."""
+    names = STEP_KEYS[:2] if any(name in m for name in STEP_KEYS[:2]) else STEP_KEYS[2:]
+    for name in names:
+        v = m.get(name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            if v * (1.0 if name.endswith("_itl_ms") else tau) < MIN_STEP_MS:   # seconds under a _ms key
+                raise SpecsimInputError(src, k, name, f"a time in milliseconds (a step takes >= {MIN_STEP_MS:g} ms; "
+                                        "this reads as seconds)", plain(v))
+            return float(v) / 1e3 / (tau if name.endswith("_itl_ms") else 1.0)
+    raise SpecsimInputError(src, k, names[0], f"{' or '.join(names)} > 0 (a streamed run)",
+                            " / ".join(plain(m.get(name)) if name in m else "no such key" for name in names))
+
+
+def _acceptance_length(m: dict, src: str, k: int) -> tuple[str, float]:
+    """(key, value) of the file's acceptance length: vLLM's ``spec_decode_acceptance_length``, else SGLang's ``accept_length`` (its
+    ``avg_spec_accept_length``: accepted drafts plus one bonus token per verify step and request, the same
+    measure) or another key of :data:`specsim.hardware.measured.SPEC_KEYS`."""
+    from specsim.hardware.measured import SPEC_KEYS
+
+    name = next((key for key in ("spec_decode_acceptance_length", *SPEC_KEYS) if m.get(key) is not None),
+                "spec_decode_acceptance_length")
+    return name, _number(m, name, src, k, "an acceptance length > 1 (spec_decode_acceptance_length or SGLang's "
+                   "accept_length; or --acceptance-length)", lambda v: v > 1)
+
+
 def spec_observations_from_vllm_results(path, acceptance_length: float | None = None,
                                         num_spec_tokens: int | None = None) -> list[SpecObservation]:
     """Speculative observations from a ``vllm bench serve --save-result`` file (module docstring).
@@ -93,9 +129,8 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
     out = []
     for k, point in enumerate(read_vllm_result(path), start=1):
         m = point.metrics
-        tau = acceptance_length if acceptance_length is not None else _number(
-            m, "spec_decode_acceptance_length", src, k, "an acceptance length > 1 (or --acceptance-length)",
-            lambda v: v > 1)
+        tau_key, tau = (("--acceptance-length", acceptance_length) if acceptance_length is not None
+                        else _acceptance_length(m, src, k))
         if num_spec_tokens is not None:
             kk = float(num_spec_tokens)
         else:
@@ -103,13 +138,13 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             kk = _number(m, "spec_decode_draft_tokens", src, k, "a count > 0", lambda v: v > 0) / drafts
         kk = int(round(kk))
         if kk < 1 or not 1.0 < tau <= kk + 1:
-            raise SpecsimInputError(src, k, "spec_decode_acceptance_length", f"a value in (1, K + 1 = {kk + 1}]",
+            raise SpecsimInputError(src, k, tau_key, f"a value in (1, K + 1 = {kk + 1}]",
                                     f"{tau:g} with K = {kk}")
         duration = _number(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
         completed = _number(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
         tin = _number(m, "total_input_tokens", src, k, "a count >= 0", lambda v: v >= 0)
         tout = _number(m, "total_output_tokens", src, k, "a count > completed", lambda v: v > completed)
-        for name in ("mean_tpot_ms", "mean_itl_ms"):    # a negative time is a broken file: refused, not skipped
+        for name in STEP_KEYS:          # a negative time is a broken file: refused, not skipped
             v = m.get(name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
@@ -117,13 +152,7 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
         weighted = m.get("token_weighted_tpot_ms")         # a --save-detailed result's (measured.read_vllm_result)
         if weighted is not None and isinstance(tpot, (int, float)) and tpot > 0 and not 0.5 < weighted / tpot < 2:
             weighted = None             # itls not in seconds (or another run's lists): the mean TPOT instead
-        if weighted is not None:
-            per_token = weighted / 1e3
-        elif isinstance(tpot, (int, float)) and not isinstance(tpot, bool) and tpot > 0:
-            per_token = float(tpot) / 1e3
-        else:                           # the mean ITL is the step (one streamed chunk per step)
-            itl = _number(m, "mean_itl_ms", src, k, "mean_tpot_ms or mean_itl_ms > 0", lambda v: v > 0)
-            per_token = itl / 1e3 / tau
+        per_token = weighted / 1e3 if weighted is not None else _per_token_s(m, src, k, tau)
         step = per_token * tau
         r = (tout - completed) * per_token / duration
         conc = m.get("max_concurrency")

@@ -154,11 +154,18 @@ def _step_time_s(m: dict, src: str, k: int) -> float:
     for name in names:
         v = m.get(name)
         if not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            if v < MIN_STEP_MS:             # 0.0075: seconds written under a _ms key (R came out 0.0)
+                raise SpecsimInputError(src, k, name, f"a time in milliseconds (a step takes >= {MIN_STEP_MS:g} ms; "
+                                        "this reads as seconds)", plain(v))
             return float(v) / 1000.0
     raise SpecsimInputError(src, k, "mean_itl_ms", "mean or median ITL or TPOT > 0 (a streamed run)",
                             f"{plain(m.get('mean_itl_ms'))} / {plain(m.get('mean_tpot_ms'))}")
 
 
+
+#: Milliseconds below which a result's ITL or TPOT is no engine step (10,000 tokens/s for one user): seconds
+#: written where milliseconds belong.
+MIN_STEP_MS = 0.1
 
 #: Little's law R above the run's ``max_concurrency`` by more than this factor: the run speculated (each step then
 #: emits several tokens, so TPOT x tokens overstates the decode time), or its times are not milliseconds.
@@ -233,8 +240,8 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
         spec = next((key for key in sorted(m) if (key.startswith("spec_decode") or key in SPEC_KEYS)
                      and m[key] is not None), None)
         if spec is not None:
-            raise SpecsimInputError(src, k, spec, NO_SPEC + (": give a speculative run to --spec with "
-                                    "--acceptance-length" if spec in SPEC_KEYS else ""), plain(m[spec]))
+            raise SpecsimInputError(src, k, spec, NO_SPEC + (": give a speculative run to --spec (with "
+                                    "--num-spec-tokens: the file has no draft counts)" if spec in SPEC_KEYS else ""), plain(m[spec]))
         conc = _concurrency(m, src, k)
         duration = _field(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
         completed = _field(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
@@ -319,7 +326,9 @@ def _csv_number(row: list[str], cols: dict, name: str, src: str, line: int, expe
     return v
 
 
-def _csv_row(row: list[str], cols: dict, src: str, line: int) -> StepObservation:
+def _csv_row(row: list[str], cols: dict, src: str, line: int, width: int) -> StepObservation:
+    if any(c.strip() for c in row[width:]):     # a shifted row would be read by position (empty ones: a spreadsheet)
+        raise SpecsimInputError(src, line, None, f"at most {width} cells (the header's columns)", f"{len(row)} cells")
     tname = "step_time_s" if "step_time_s" in cols else "step_time_ms"
     t = _csv_number(row, cols, tname, src, line, "a number > 0", lambda v: v > 0)
     step_s = t if tname == "step_time_s" else t / 1000.0
@@ -360,7 +369,8 @@ def observations_from_csv(path) -> list[StepObservation]:
             if header is None:
                 raise SpecsimInputError(src, 1, None, "a header row (step_time_s or step_time_ms, ...)", "nothing")
             cols = _csv_header(header, src)
-            out = [_csv_row(row, cols, src, reader.line_num) for row in reader if any(c.strip() for c in row)]
+            out = [_csv_row(row, cols, src, reader.line_num, len(header)) for row in reader
+                   if any(c.strip() for c in row)]
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise SpecsimInputError(src, None, None, "a readable UTF-8 CSV file", str(e)) from None
     if not out:
