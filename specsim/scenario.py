@@ -488,8 +488,13 @@ class Scenario:
                 raise SpecsimInputError(None, None, name, f"a {cls.__name__}", got)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Plain nested dict of every section (the resolved scenario; ``None`` where a key is unset)."""
-        return {name: asdict(getattr(self, name)) for name in SECTIONS}
+        """Plain nested dict of every section (the resolved scenario; ``None`` where a key is unset). An empty
+        ``acceptance.drafters`` is left out, so a scenario that does not use it keeps the hash (and the sweep
+        folders, records and cached points) it had before the key existed."""
+        out = {name: asdict(getattr(self, name)) for name in SECTIONS}
+        if not out["acceptance"]["drafters"]:
+            del out["acceptance"]["drafters"]
+        return out
 
     def hash(self) -> str:
         """sha256 (first 16 hex digits) of the resolved scenario's canonical JSON."""

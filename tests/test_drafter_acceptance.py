@@ -95,3 +95,13 @@ def test_a_scenario_file_sets_one_drafters_acceptance_as_a_table(tmp_path):
     assert sc.acceptance.for_drafter("eagle3").rates == {"chat": [0.7, 0.6, 0.5]}
     assert sc.acceptance.for_drafter("dspark").length == 3.0
     assert np.isclose(sc.acceptance.length, 3.0)
+
+
+def test_an_unused_drafters_table_leaves_the_scenario_and_its_hash_as_before():
+    # sweep folders refuse points of another scenario hash: a key every scenario now has would have refused every
+    # folder made before it existed; an empty table is left out of the resolved scenario, an entry is not
+    plain = load_scenario()
+    assert "drafters" not in plain.to_dict()["acceptance"]
+    own = load_scenario(overrides=["acceptance.drafters.mtp.length=1.8"])
+    assert own.to_dict()["acceptance"]["drafters"] == {"mtp": {"length": 1.8}} and own.hash() != plain.hash()
+    assert plain.with_updates({"acceptance": plain.to_dict()["acceptance"]}).hash() == plain.hash()
