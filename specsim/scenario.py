@@ -287,8 +287,8 @@ class AcceptanceConfig(Section, LatentParams):
         calibration: ``sts`` or ``none`` (policies then see raw confidences).
         drafters: one drafter's own measured acceptance, ``{drafter = {length = 2.4}}`` (``[acceptance.drafters.mtp]``
             in a file): for a run of that drafter, the scenario's or a policy's own (mtp1 runs mtp), these keys
-            (:data:`DRAFTER_ACCEPTANCE_KEYS`) replace the section's own ``length``, ``length_gamma``,
-            ``constant_alpha``, ``table``, ``rates`` and ``model``; the latent and confidence parameters,
+            replace the section's own ``length``, ``length_gamma``, ``constant_alpha``, ``table``, ``rates`` and
+            ``model``; the latent and confidence parameters,
             ``temperatures`` and ``calibration`` stay the section's. Empty = every drafter on the section's keys.
     """
 
@@ -336,6 +336,10 @@ class AcceptanceConfig(Section, LatentParams):
                 raise SpecsimInputError(None, None, f"acceptance.drafters.{name}.{bad}",
                                         f"one of {list(DRAFTER_ACCEPTANCE_KEYS)} (the latent and confidence "
                                         "parameters are the section's, for every drafter)")
+            self._check(name != "mtp" or own.get("table") not in ("fig2", "fig4", "dspark5"), "drafters",
+                        "for mtp a table with MTP rows: 'mtp' or a JSON table (fig2, fig4 and dspark5 hold the "
+                        "paper's drafters' rows; a run of mtp reads the mtp table from them), or mtp's measured "
+                        "length or rates")
             self.for_drafter(name)
         for key in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf"):
             self._check(getattr(self, key) >= 0, key, "a float >= 0")
@@ -529,13 +533,23 @@ def _apply(base: Scenario, updates: dict[str, Any], src: str, lines: dict[str, i
         if not isinstance(values, dict):
             raise SpecsimInputError(src, line_of(section), section, "a table of key = value", repr(values))
         cur = new.get(section, getattr(base, section))
-        merged = {key: {**old, **value} if isinstance(old := getattr(cur, key, None), dict) and isinstance(value, dict)
-                  else value for key, value in values.items()}
+        merged = {key: _merged(getattr(cur, key, None), value, deep=(section, key) == ("acceptance", "drafters"))
+                  for key, value in values.items()}
         try:
             new[section] = replace(cur, **merged)
         except SpecsimInputError as e:
             raise replace(e, file=src, line=e.line or line_of(e.field or section)) from None
     return replace(base, **new)
+
+
+def _merged(old: Any, value: Any, deep: bool = False) -> Any:
+    """A table-valued key's new value: ``value``'s entries over ``old``'s (one level; ``deep``: an entry that is a
+    table in both merges too, so ``--set acceptance.drafters.mtp.length_gamma=1`` keeps mtp's length); any other
+    key's value replaces."""
+    if not (isinstance(old, dict) and isinstance(value, dict)):
+        return value
+    return {**old, **{k: {**old[k], **v} if deep and isinstance(old.get(k), dict) and isinstance(v, dict) else v
+                      for k, v in value.items()}}
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | str | None = None) -> Scenario:

@@ -44,9 +44,23 @@ def scenario_schema() -> dict[str, Any]:
                 prop.update(branches[0])
             prop["description"] = docs.get(key, "")
         props[name] = sch
+    _drafter_entries(props["acceptance"]["properties"])
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "specsim scenario",
             "description": "A scenario TOML file (specsim/scenario.py); every key is optional.",
             "type": "object", "properties": props, "additionalProperties": False}
+
+
+def _drafter_entries(acceptance: dict[str, Any]) -> None:
+    """``acceptance.drafters`` as an editor should check it: one optional entry per drafter name, each holding only
+    the drafter-specific keys, typed as the section's own (pydantic sees a free table of tables)."""
+    from specsim.scenario import DRAFTER_ACCEPTANCE_KEYS, DRAFTERS
+
+    entry = {"type": "object", "additionalProperties": False,
+             "properties": {k: {key: v for key, v in acceptance[k].items() if key != "default"}
+                            for k in DRAFTER_ACCEPTANCE_KEYS}}
+    drafters = acceptance["drafters"]
+    drafters.pop("additionalProperties", None)
+    drafters.update(properties={d: entry for d in DRAFTERS if d != "none"}, additionalProperties=False)
 
 
 def _attribute_docs(cls: type) -> dict[str, str]:

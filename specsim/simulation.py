@@ -364,10 +364,12 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
                                          **sc.acceptance.model_args(dname))
     except SpecsimInputError as e:          # a drafter-specific key: name the drafter's own entry, or offer one
         key = (e.field or "").removeprefix("acceptance.")
-        if key not in DRAFTER_ACCEPTANCE_KEYS or e.file is not None:
+        if key not in DRAFTER_ACCEPTANCE_KEYS:
             raise
-        if dname in sc.acceptance.drafters:
+        if dname in sc.acceptance.drafters:           # (a table file's own error keeps its file)
             raise replace(e, field=f"acceptance.drafters.{dname}.{key}") from None
+        if e.file is not None or not getattr(sc.acceptance, key):
+            raise
         raise replace(e, expected=f"{e.expected}; the section's {key} is every drafter's, {dname}'s too: give "
                       f"{dname} its own as acceptance.drafters.{dname}.{key}") from None
     unknown = ~np.isin(domains, np.array(list(model.alpha), dtype=object))

@@ -56,7 +56,9 @@ def test_bundled_scenarios_meet_the_schema(path):
 
 @pytest.mark.parametrize("text", ["[clustr]\nnum_replicas = 2\n", "[cluster]\nnum_replica = 2\n",
                                   "[cluster]\nrouter = 'random'\n", "[cluster]\nprefix_caching = 1\n",
-                                  "[acceptance.rates]\nlegal = ['high']\n", "[drafter]\nkv_fraction = 'none'\n"])
+                                  "[acceptance.rates]\nlegal = ['high']\n", "[drafter]\nkv_fraction = 'none'\n",
+                                  "[acceptance.drafters.mtp]\nlenght = 1.8\n", "[acceptance.drafters.mtpp]\nlength = 1.8\n",
+                                  "[acceptance.drafters.mtp]\nlength = '1.8'\n"])
 def test_schema_refuses_what_loading_refuses(text):
     with pytest.raises(Exception):
         _validate(tomllib.loads(text), scenario_schema())
@@ -99,3 +101,9 @@ def test_scenario_keys_say_what_an_unset_key_means(monkeypatch, capsys):
     app(["scenario", "keys"], standalone_mode=False)
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line[:1].isalpha()}
     assert all(rows[key].rstrip().endswith(f"unset: {meanings[key]}") for key in unset)
+
+
+def test_the_schema_takes_a_drafters_own_acceptance():
+    _validate(tomllib.loads("[acceptance]\nlength = 3.4\n\n[acceptance.drafters.mtp]\nlength = 1.8\n"
+                            "length_gamma = 1\n\n[acceptance.drafters.eagle3]\nrates = {chat = [0.7, 0.6]}\n"),
+              scenario_schema())
