@@ -609,3 +609,26 @@ def test_show_refuses_a_min_rel_outside_zero_to_one(value):
     from specsim.hardware.profile import resolve_profile, sps_rise_points
     with pytest.raises(SpecsimInputError, match="min_rel"):
         sps_rise_points(resolve_profile("h100-llama2-7b-tp1"), float(value))
+
+
+def test_weight_only_note_names_only_the_parts_the_model_has(tmp_path):
+    """A dense model's note names its MLP, not shared experts it lacks; a MoE model without dense layers or
+    shared experts (Qwen3-30B-A3B) names its routed experts and router only."""
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(QWEN), "--gpu", "a100", "--weight-dtype", "fp8",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "d.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "weight dtype of its attention (fp8) and MLP (fp8) GEMMs: they run weight-only" in text
+    assert "shared-expert" not in text
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(DATA / "hf_configs" / "qwen3-30b-a3b.json"),
+                         "--gpu", "h100", "--weight-dtype", "fp4", "--attention-dtype", "bf16",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "weight dtype of its routed-expert (fp4) and router (fp4) GEMMs: they run weight-only" in text
+    assert "shared-expert" not in text and "MLP" not in text
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "a100", "--tp", "8",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "v3.json")])
+    assert r.exit_code == 0, r.output
+    assert ("attention (fp8), routed-expert (fp8) and dense-MLP/shared-expert/router (fp8) GEMMs"
+            in " ".join(r.output.split()))

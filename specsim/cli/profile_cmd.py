@@ -304,6 +304,21 @@ def analytic_cmd(
                f"run on it: `specsim run --set profile.name={dest} ...`")
 
 
+def _other_gemms(m) -> str:
+    """The GEMMs of a model's ``other`` part (``ModelConfig.gemm_dtype``) that it has, as a note names them: a
+    dense model's MLP; a MoE model's dense-layer MLPs and shared experts where it has them, and its router."""
+    if not m.num_experts:
+        return "MLP"
+    have = [name for name, n in (("dense-MLP", m.num_dense_layers), ("shared-expert", m.num_shared_experts),
+                                 ("router", 1)) if n]
+    return "/".join(have)
+
+
+def _listed(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
 def _echo_shape(sm) -> None:
     """One line naming the model, GPU and parallelism used; a warning when the weights do not fit the GPU."""
     from dataclasses import replace
@@ -318,15 +333,15 @@ def _echo_shape(sm) -> None:
                + (f" ({mixed})" if mixed else "")
                + (f", {m.activation_dtype} activations" if m.activation_dtype else "") + f", {m.kv_dtype} KV) "
                f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
-    parts = {"attention": "attention", "experts": "routed-expert", "other": "MLP and shared-expert"}
+    parts = {"attention": "attention", "experts": "routed-expert", "other": _other_gemms(m)}
     only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
     if only:
-        _say(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
+        _say(f"note: the {g.name} has no tensor cores for the weight dtype of its {_listed(only)} GEMMs: "
              "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
     mixed_in = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.mixed_input_parts()]
     if mixed_in:
         kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
-        _say(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
+        _say(f"note: the {_listed(mixed_in)} GEMMs run {kernels}: their stored bytes against "
              f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
              "(--activation-dtype; as DeepGEMM's fp8_fp4 GEMMs on NVIDIA GPUs; docs/profiles.md)")
     plain = replace(sm, model=replace(m, activation_dtype=None))
