@@ -284,16 +284,23 @@ def analytic_cmd(
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
+    _check_table_size(max_batch_tokens)
     if ep_link_gbs is not None and not (ep_link_gbs > 0 and ep > 1):
         raise SpecsimInputError(None, None, "--ep-link-gbs", "GB/s > 0, with --ep > 1 (the EP all-to-all's link)",
                                 f"{ep_link_gbs} (ep {ep})")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms,
                     ep_link_bytes_per_s=None if ep_link_gbs is None else ep_link_gbs * 1e9)
-    if cudagraph_max_tokens is not None:
-        sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
+    sm = _with_capture_limit(sm, cudagraph_max_tokens)
     _echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
+    from specsim.hardware.analytic import graph_limit
+    limit = graph_limit(sm.terms.cudagraph_max_tokens)
+    if max_batch_tokens < limit:
+        _say(f"note: the table stops at {max_batch_tokens:,} token{'s' * (max_batch_tokens > 1)} "
+             f"(--max-batch-tokens), below the "
+             f"{limit:,}-token CUDA-graph range: a run on it is refused at its first larger step (R requests x "
+             "(1 + gamma) tokens, or a prefill chunk)")
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
     save_profile(prof, dest)
     chunk = prof.step_time(max_batch_tokens) + prof.prefill_attention_s(max_batch_tokens, 0)
@@ -302,6 +309,35 @@ def analytic_cmd(
                f"chunk of {max_batch_tokens} tokens {chunk * 1e3:.1f} ms); "
                f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`; "
                f"run on it: `specsim run --set profile.name={dest} ...`")
+
+
+def _check_table_size(max_batch_tokens: int) -> None:
+    """Refuse a ``--max-batch-tokens`` below 1: the table must hold at least one request's plain decode step."""
+    if max_batch_tokens < 1:
+        raise SpecsimInputError(None, None, "--max-batch-tokens", "an int >= 1: the profile table's largest step "
+                                "in tokens (at least one request's decode step; default 4096)", str(max_batch_tokens))
+
+
+def _with_capture_limit(sm, cudagraph_max_tokens: int | None):
+    """``sm`` with ``--cudagraph-max-tokens`` set (None: vLLM's default for the GPU), refusing a negative one; a
+    limit between two of vLLM's capture sizes is kept, and a note says which size is the last captured (vLLM
+    captures its sizes up to the limit, so 100 captures up to 96 and a step of 97 tokens runs eager)."""
+    from specsim.hardware.analytic import capture_list, graph_limit
+
+    if cudagraph_max_tokens is None:
+        return sm
+    if cudagraph_max_tokens < 0:
+        raise SpecsimInputError(None, None, "--cudagraph-max-tokens", "an int >= 0: the largest CUDA-graph size "
+                                "in tokens (0: no graphs, every step eager)", str(cudagraph_max_tokens))
+    limit = graph_limit(cudagraph_max_tokens)
+    if cudagraph_max_tokens and limit != cudagraph_max_tokens:
+        sizes = capture_list(cudagraph_max_tokens + 16)
+        above = int(sizes[sizes > cudagraph_max_tokens][0])
+        _say(f"note: --cudagraph-max-tokens {cudagraph_max_tokens} is not one of vLLM's capture sizes (1, 2, 4, "
+             f"every 8 to 248, every 16 from 256): graphs are captured up to {limit} tokens, as vLLM captures "
+             f"the sizes up to its limit, and a step of {limit + 1} or more runs eager (give {limit} or {above} to "
+             "say so)")
+    return sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
 
 
 def _other_gemms(m) -> str:
@@ -501,6 +537,7 @@ def fit_cmd(
                                 "config.json", "neither")
     if context is not None and context < 0:
         raise SpecsimInputError(None, None, "--context", "an int >= 0 (cached tokens per request)", str(context))
+    _check_table_size(max_batch_tokens)
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
     biggest = max(o.batch_tokens for o in [*obs, *held])
@@ -514,8 +551,7 @@ def fit_cmd(
         _say("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                  activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
-    if cudagraph_max_tokens is not None:
-        base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
+    base = _with_capture_limit(base, cudagraph_max_tokens)
     _echo_shape(base)
     echo_other_model([*fitted_files, *holdout], base.model.name)
     if chunk_tokens is not None and chunk_tokens < 1:
