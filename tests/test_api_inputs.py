@@ -170,3 +170,78 @@ def test_the_everyday_api_is_reachable_from_the_package():
     assert {"simulate", "load_trace", "load_scenario", "run_sweep"} <= set(dir(specsim)) & set(specsim.__all__)
     with pytest.raises(AttributeError, match="no attribute 'simulat'"):
         specsim.simulat  # noqa: B018
+
+
+# ---- the step model's Python API and a profile's metadata.step_model (profile-fixes2 item 14)
+
+def test_step_model_api_refuses_wrong_types_and_ranges_naming_the_argument():
+    from specsim.hardware.stepmodel import EngineTerms, step_model
+
+    with pytest.raises(SpecsimInputError) as err:
+        step_model("qwen3-8b", "h100", tp="2")
+    assert (err.value.field, err.value.got) == ("tp", "'2'")
+    with pytest.raises(SpecsimInputError) as err:
+        step_model("qwen3-8b", "h100", ep=0)
+    assert err.value.field == "ep" and "an int >= 1" in err.value.expected
+    with pytest.raises(SpecsimInputError) as err:
+        EngineTerms(kernel_s="1e-6")
+    assert (err.value.field, err.value.got) == ("terms.kernel_s", "'1e-6'")
+    sm = step_model("qwen3-8b", "h100")
+    for kw, field in (({"batch_tokens": [-1]}, "batch_tokens"), ({"batch_tokens": [float("nan")]}, "batch_tokens"),
+                      ({"batch_tokens": [4], "num_requests": [-2]}, "num_requests"),
+                      ({"batch_tokens": [4], "kv_tokens": -5.0}, "kv_tokens")):
+        with pytest.raises(SpecsimInputError) as err:
+            sm.breakdown(**kw)
+        assert err.value.field == field and ">= 0" in err.value.expected
+    assert sm.breakdown([0.0])["gemm"][0] == 0.0            # an empty step (a drafter's table row 0) stays allowed
+    for bad in (0, -5, 2.5):
+        with pytest.raises(SpecsimInputError) as err:
+            sm.profile(bad)
+        assert err.value.field == "max_batch_tokens" and err.value.got == repr(bad)
+    prof = sm.profile(64)
+    for args, field in (((-1, 3), "num_requests"), ((2, -1), "drafts")):
+        with pytest.raises(SpecsimInputError) as err:
+            prof.speculation_s(*args)
+        assert err.value.field == field
+    assert prof.speculation_s(0, 3) == 0.0 and prof.speculation_s(2, 0) == 0.0
+    assert prof.speculation_s(2, 3) == pytest.approx(7.75e-4 + 2 * 8.4e-5)
+    for b in (0, [0, 3], -4):
+        with pytest.raises(SpecsimInputError) as err:
+            prof.step_time(b)
+        assert err.value.field == "batch_tokens" and "a batch size >= 1" in err.value.expected
+        assert "max_num_seqs" not in str(err.value)
+
+
+@pytest.mark.parametrize("change,field,expected", [
+    (lambda sm: sm.pop("gpu"), "metadata.step_model.gpu", "a JSON object, the GPU's datasheet numbers"),
+    (lambda sm: sm.update(terms=5), "metadata.step_model.terms", "a JSON object of EngineTerms fields"),
+    (lambda sm: sm["terms"].update(cudagraph_max_tokens=-4), "metadata.step_model.terms.cudagraph_max_tokens",
+     "an int >= 0"),
+    (lambda sm: sm["terms"].update(kernel_s="x"), "metadata.step_model.terms.kernel_s", "a number"),
+    (lambda sm: sm["gpu"].update(nvlink=1), "metadata.step_model.gpu.nvlink", "one of the GpuSpec fields"),
+    (lambda sm: sm["model"].update(num_layers="x"), "metadata.step_model.model.num_layers", "an int"),
+    (lambda sm: sm.update(tp="two"), "metadata.step_model.tp", "an int >= 1"),
+])
+def test_a_bad_step_model_in_a_profile_names_the_file_and_field(tmp_path, change, field, expected):
+    import json
+
+    from specsim.hardware.profile import load_profile, save_profile
+    from specsim.hardware.stepmodel import step_model, step_model_of
+
+    path = tmp_path / "p.json"
+    save_profile(step_model("qwen3-8b", "h100").profile(64), path)
+    data = json.loads(path.read_text())
+    change(data["metadata"]["step_model"])
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecsimInputError) as err:
+        step_model_of(load_profile(path))
+    assert (err.value.file, err.value.field) == (str(path), field)
+    assert expected in err.value.expected and "Error" not in str(err.value)
+
+
+def test_a_step_model_that_is_not_an_object_names_the_file(tmp_path):
+    from specsim.hardware.stepmodel import step_model_from_spec
+
+    with pytest.raises(SpecsimInputError) as err:
+        step_model_from_spec([1], "prof.json")
+    assert (err.value.file, err.value.field, err.value.got) == ("prof.json", "metadata.step_model", "list")

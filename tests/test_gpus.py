@@ -149,3 +149,35 @@ def test_suffixes_of_the_listed_part_are_accepted_and_a_typo_gets_the_nearest_na
     assert gpu_spec("gb300-nvl72-288gb") is GPUS["gb300"] and gpu_spec("rtx-4090-24gb") is GPUS["rtx4090"]
     with pytest.raises(SpecsimInputError, match=r"did you mean h100 or h20\?"):
         gpu_spec("h10")
+
+
+def test_gpu_spec_file_gives_the_plausible_range_and_refuses_the_wrong_unit(tmp_path):
+    """HBM bandwidth written in TB/s (2.0) is refused with the range real parts give, naming file and key."""
+    path = tmp_path / "tb.json"
+    path.write_text(json.dumps({**GOOD, "hbm_bytes_per_s": 2.0}))
+    with pytest.raises(SpecsimInputError) as err:
+        load_gpu_spec(path)
+    msg = " ".join(str(err.value).split())
+    assert (err.value.file, err.value.field, err.value.got) == (str(path), "hbm_bytes_per_s", "2.0")
+    assert "bytes/s" in msg and "[1e+10, 1e+14]" in msg and "1e11 to 1e13" in msg and "TB/s" in msg
+    path.write_text(json.dumps({**GOOD, "hbm_bytes_per_s": 2e15}))        # 2 PB/s: far above any part
+    with pytest.raises(SpecsimInputError, match="hbm_bytes_per_s"):
+        load_gpu_spec(path)
+    path.write_text(json.dumps({**GOOD, "hbm_bytes_per_s": 1.2e11}))       # a small part's 120 GB/s passes
+    assert load_gpu_spec(path).hbm_bytes_per_s == 1.2e11
+
+
+@pytest.mark.parametrize("change,field,floor", [
+    ({"fp8_flops_per_s": 200e12}, "fp8_flops_per_s", "bf16_flops_per_s"),           # below BF16's 400e12
+    ({"fp8_flops_per_s": 800e12, "fp4_flops_per_s": 500e12}, "fp4_flops_per_s", "fp8_flops_per_s"),
+    ({"fp4_flops_per_s": 300e12}, "fp4_flops_per_s", "bf16_flops_per_s"),           # no FP8: against BF16
+])
+def test_gpu_spec_refuses_a_narrower_peak_below_a_wider_one(tmp_path, change, field, floor):
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps({**GOOD, **change}))
+    with pytest.raises(SpecsimInputError) as err:
+        load_gpu_spec(path)
+    assert (err.value.file, err.value.field) == (str(path), field)
+    assert f"a peak >= {floor}" in str(err.value)
+    ok = {**GOOD, "fp8_flops_per_s": 400e12, "fp4_flops_per_s": 1600e12}            # equal to BF16 is accepted
+    assert GpuSpec(**{**ok, "source": "t"}).flops_per_s("fp4") == 1600e12

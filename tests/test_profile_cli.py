@@ -609,3 +609,67 @@ def test_show_refuses_a_min_rel_outside_zero_to_one(value):
     from specsim.hardware.profile import resolve_profile, sps_rise_points
     with pytest.raises(SpecsimInputError, match="min_rel"):
         sps_rise_points(resolve_profile("h100-llama2-7b-tp1"), float(value))
+
+
+def test_weight_only_note_names_only_the_parts_the_model_has(tmp_path):
+    """A dense model's note names its MLP, not shared experts it lacks; a MoE model without dense layers or
+    shared experts (Qwen3-30B-A3B) names its routed experts and router only."""
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(QWEN), "--gpu", "a100", "--weight-dtype", "fp8",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "d.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "weight dtype of its attention (fp8) and MLP (fp8) GEMMs: they run weight-only" in text
+    assert "shared-expert" not in text
+    r = RUN.invoke(app, ["profile", "analytic", "--config", str(DATA / "hf_configs" / "qwen3-30b-a3b.json"),
+                         "--gpu", "h100", "--weight-dtype", "fp4", "--attention-dtype", "bf16",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "m.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "weight dtype of its routed-expert (fp4) and router (fp4) GEMMs: they run weight-only" in text
+    assert "shared-expert" not in text and "MLP" not in text
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "deepseek-v3", "--gpu", "a100", "--tp", "8",
+                         "--max-batch-tokens", "64", "--out", str(tmp_path / "v3.json")])
+    assert r.exit_code == 0, r.output
+    assert ("attention (fp8), routed-expert (fp8) and dense-MLP/shared-expert/router (fp8) GEMMs"
+            in " ".join(r.output.split()))
+
+
+def test_analytic_and_fit_refuse_an_empty_table_naming_the_option(tmp_path):
+    """--max-batch-tokens 0 is refused as the option, not as a batch size in [1, 1] with scheduler advice."""
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--max-batch-tokens", "0",
+                         "--out", str(tmp_path / "z.json")])
+    err = _input_error(r)
+    assert r.exception.field == "--max-batch-tokens" and r.exception.got == "0" and "an int >= 1" in err
+    assert "max_num_seqs" not in err and not (tmp_path / "z.json").exists()
+    r = RUN.invoke(app, ["profile", "fit", "--model", "llama2-7b", "--gpu", "h100", str(POINTS / "vllm_c16.json"),
+                         "--params", "per_request_step_s", "--max-batch-tokens", "-3", "--out", str(tmp_path / "f.json")])
+    assert _input_error(r) and r.exception.field == "--max-batch-tokens" and r.exception.got == "-3"
+    # one token is one request's plain decode step: accepted, with a note that the table stops there
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--max-batch-tokens", "1",
+                         "--out", str(tmp_path / "one.json")])
+    assert r.exit_code == 0, r.output
+    assert "the table stops at 1 token (--max-batch-tokens), below the 512-token CUDA-graph range" in " ".join(
+        r.output.split())
+    assert list(load_profile(tmp_path / "one.json").batch_tokens) == [1]
+
+
+def test_a_capture_limit_between_capture_sizes_is_kept_and_noted(tmp_path):
+    """--cudagraph-max-tokens 100 captures up to 96 (vLLM's sizes up to the limit): the output says so; a
+    capture size gives no note; a negative one is refused naming the option."""
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--cudagraph-max-tokens", "100",
+                         "--max-batch-tokens", "128", "--out", str(tmp_path / "c.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert ("--cudagraph-max-tokens 100 is not one of vLLM's capture sizes" in text
+            and "graphs are captured up to 96 tokens" in text and "a step of 97 or more runs eager" in text
+            and "(give 96 or 104 to say so)" in text)
+    sm = step_model_of(load_profile(tmp_path / "c.json"))
+    assert sm.terms.cudagraph_max_tokens == 100
+    eager = sm.breakdown([96.0, 97.0])["eager"]
+    assert eager[0] == 0.0 and eager[1] > 0.0
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--cudagraph-max-tokens", "96",
+                         "--max-batch-tokens", "128", "--out", str(tmp_path / "c96.json")])
+    assert r.exit_code == 0 and "capture sizes" not in r.output
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--cudagraph-max-tokens", "-1",
+                         "--out", str(tmp_path / "neg.json")])
+    assert "an int >= 0" in _input_error(r) and r.exception.field == "--cudagraph-max-tokens"

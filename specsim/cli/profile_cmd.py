@@ -13,6 +13,7 @@ import typer
 from specsim import fmt
 from specsim.cli import app, written_to
 from specsim.cli.profile_fit_report import say as _say
+from specsim.cli.profile_shape import check_table_size, echo_shape, with_capture_limit
 from specsim.errors import SpecsimInputError
 
 profile_app = typer.Typer(no_args_is_help=True, help="Step-time profiles: list, show, import (Vidur, splitwise-sim), analytic (from shapes and a datasheet), gpus, fit, measure.")
@@ -284,16 +285,23 @@ def analytic_cmd(
             typer.echo(f"  {name}: median error {100 * med:.1f}%, max {100 * mx:.1f}%")
         terms = EngineTerms(flops_eff=eff.flops_eff, bw_eff=eff.bw_eff, kernel_s=eff.kernel_s,
                             source=f"recalibrated: {eff.source}")
+    check_table_size(max_batch_tokens)
     if ep_link_gbs is not None and not (ep_link_gbs > 0 and ep > 1):
         raise SpecsimInputError(None, None, "--ep-link-gbs", "GB/s > 0, with --ep > 1 (the EP all-to-all's link)",
                                 f"{ep_link_gbs} (ep {ep})")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms,
                     ep_link_bytes_per_s=None if ep_link_gbs is None else ep_link_gbs * 1e9)
-    if cudagraph_max_tokens is not None:
-        sm = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
-    _echo_shape(sm)
+    sm = with_capture_limit(sm, cudagraph_max_tokens)
+    echo_shape(sm)
     prof = sm.profile(max_batch_tokens)
+    from specsim.hardware.analytic import graph_limit
+    limit = graph_limit(sm.terms.cudagraph_max_tokens)
+    if max_batch_tokens < limit:
+        _say(f"note: the table stops at {max_batch_tokens:,} token{'s' * (max_batch_tokens > 1)} "
+             f"(--max-batch-tokens), below the "
+             f"{limit:,}-token CUDA-graph range: a run on it is refused at its first larger step (R requests x "
+             "(1 + gamma) tokens, or a prefill chunk)")
     dest = out or Path(f"{prof.metadata['name']}-terms.json")
     save_profile(prof, dest)
     chunk = prof.step_time(max_batch_tokens) + prof.prefill_attention_s(max_batch_tokens, 0)
@@ -302,49 +310,6 @@ def analytic_cmd(
                f"chunk of {max_batch_tokens} tokens {chunk * 1e3:.1f} ms); "
                f"KV read {prof.kv_read_s_per_token * 1e9:.3f} ns/token; `specsim profile show {dest} --terms`; "
                f"run on it: `specsim run --set profile.name={dest} ...`")
-
-
-def _echo_shape(sm) -> None:
-    """One line naming the model, GPU and parallelism used; a warning when the weights do not fit the GPU."""
-    from dataclasses import replace
-
-    from specsim.hardware.kv_capacity import STEP_MODEL_UTILIZATION
-    from specsim.hardware.v4 import V4Config
-
-    m, g = sm.model, sm.gpu
-    weights = m.weight_bytes(sm.tp, sm.ep)
-    mixed = ", ".join(f"{p} {m.gemm_dtype(p)}" for p in ("experts", "attention") if m.gemm_dtype(p) != m.weight_dtype)
-    typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights"
-               + (f" ({mixed})" if mixed else "")
-               + (f", {m.activation_dtype} activations" if m.activation_dtype else "") + f", {m.kv_dtype} KV) "
-               f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
-    parts = {"attention": "attention", "experts": "routed-expert", "other": "MLP and shared-expert"}
-    only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
-    if only:
-        _say(f"note: the {g.name} has no tensor cores for the weight dtype of its {', '.join(only)} GEMMs: "
-             "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
-    mixed_in = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.mixed_input_parts()]
-    if mixed_in:
-        kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
-        _say(f"note: the {', '.join(mixed_in)} GEMMs run {kernels}: their stored bytes against "
-             f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
-             "(--activation-dtype; as DeepGEMM's fp8_fp4 GEMMs on NVIDIA GPUs; docs/profiles.md)")
-    plain = replace(sm, model=replace(m, activation_dtype=None))
-    if m.activation_dtype and all(sm.compute_dtype(p) == plain.compute_dtype(p) for p in parts
-                                  if p != "experts" or m.num_experts):
-        _say(f"note: --activation-dtype {m.activation_dtype} changes no GEMM here: a GEMM runs at the rate of "
-             f"its wider operand, and the weights are already {m.activation_dtype} or wider (BF16 weights "
-             "run BF16); it applies to FP8 or FP4 weights")
-    more = "--ep" if isinstance(m, V4Config) else "--tp/--ep"          # V4 runs data-parallel attention (TP 1)
-    if weights > g.memory_bytes:
-        _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
-             f"{g.memory_bytes / 1e9:.1f} GB: raise {more} or use a smaller weight dtype; the profile "
-             "describes a deployment that cannot run")
-    elif weights > STEP_MODEL_UTILIZATION * g.memory_bytes:
-        _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
-             f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
-             f"gpu_memory_utilization): a run on this profile fails; raise {more} or use a smaller weight "
-             "dtype")
 
 
 def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dtype: str | None,
@@ -486,6 +451,7 @@ def fit_cmd(
                                 "config.json", "neither")
     if context is not None and context < 0:
         raise SpecsimInputError(None, None, "--context", "an int >= 0 (cached tokens per request)", str(context))
+    check_table_size(max_batch_tokens)
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
     biggest = max(o.batch_tokens for o in [*obs, *held])
@@ -499,9 +465,8 @@ def fit_cmd(
         _say("note: some inputs give no context length; their steps read no KV (set --context TOKENS)")
     base = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
                                  activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep)
-    if cudagraph_max_tokens is not None:
-        base = base.with_terms(cudagraph_max_tokens=cudagraph_max_tokens)
-    _echo_shape(base)
+    base = with_capture_limit(base, cudagraph_max_tokens)
+    echo_shape(base)
     echo_other_model([*fitted_files, *holdout], base.model.name)
     if chunk_tokens is not None and chunk_tokens < 1:
         raise SpecsimInputError(None, None, "--chunk-tokens", "an int >= 1 (tokens)", str(chunk_tokens))

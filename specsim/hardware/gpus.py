@@ -89,11 +89,24 @@ _XGMI_LATENCY_S = 8e-6      # assumption (module docstring)
 _PCIE_LATENCY_S = 10e-6     # assumption (module docstring)
 
 
-#: Plausible range of each field in SI units, to catch a value written in TB/s, TFLOPS, GB or microseconds.
-_PLAUSIBLE = {"hbm_bytes_per_s": (1e10, 1e14, "bytes/s"), "bf16_flops_per_s": (1e12, 1e17, "FLOP/s"),
-              "fp8_flops_per_s": (1e12, 1e17, "FLOP/s"), "fp4_flops_per_s": (1e12, 1e17, "FLOP/s"),
-              "memory_bytes": (1e9, 1e13, "bytes"), "link_bytes_per_s": (1e9, 1e13, "bytes/s"),
-              "link_latency_s": (1e-8, 1e-2, "seconds")}
+#: Plausible range of each field in SI units, to catch a value written in TB/s, TFLOPS, GB or microseconds, and
+#: what real parts give (the refused range is wider, so an unusual part passes and a wrong unit does not).
+_PLAUSIBLE = {"hbm_bytes_per_s": (1e10, 1e14, "bytes/s", "real HBM/GDDR parts give 1e11 to 1e13; 2.0e12 is 2 TB/s"),
+              "bf16_flops_per_s": (1e12, 1e17, "FLOP/s", "real parts give 1e13 to 1e16; 989e12 is 989 TFLOPS"),
+              "fp8_flops_per_s": (1e12, 1e17, "FLOP/s", "real parts give 1e13 to 1e16; 1979e12 is 1,979 TFLOPS"),
+              "fp4_flops_per_s": (1e12, 1e17, "FLOP/s", "real parts give 1e14 to 2e16; 9e15 is 9 PFLOPS"),
+              "memory_bytes": (1e9, 1e13, "bytes", "real parts give 8e9 to 3e11; 80e9 is 80 GB"),
+              "link_bytes_per_s": (1e9, 1e13, "bytes/s", "real links give 3e10 (PCIe 4 x16) to 9e11 (NVLink 5)"),
+              "link_latency_s": (1e-8, 1e-2, "seconds", "about 5e-6 on NVLink, 1e-5 on PCIe")}
+
+
+def _in_range(key: str) -> str:
+    """The plausible range of ``key`` in words: a finite number > 0 between its bounds, what real parts give."""
+    lo, hi, unit, real = _PLAUSIBLE[key]
+    return (f"a finite number > 0 in [{lo:.0e}, {hi:.0e}] {unit} ({real}; a value far outside is probably in "
+            "another unit, TB/s, TFLOPS, GB or us)")
+
+
 #: Suffix parts (after the name, ``-``/``_``-separated) that denote the very part each entry of :data:`GPUS` lists:
 #: its form factor, memory size, board or edition. Any other suffix (``a100-40gb``, ``h100-pcie``, ``h100-94gb``,
 #: ``gb300-dgx-station``, ``rtx4090-d``, ``rtxpro6000-maxq``) names a part with other numbers and is refused.
@@ -134,7 +147,9 @@ class GpuSpec:
         fp4_flops_per_s: peak dense FP4 tensor FLOP/s, or None where the GPU has no FP4 tensor cores.
 
     Raises:
-        SpecsimInputError: a number is not finite and > 0 (num_sms: an int >= 1), naming the field.
+        SpecsimInputError: a number is not finite and > 0 or outside its plausible SI range (a bandwidth written
+            in TB/s); the FP8 peak below the BF16 one, or the FP4 peak below the FP8 (else BF16) one; num_sms not
+            an int >= 1; naming the field.
     """
 
     name: str
@@ -160,14 +175,25 @@ class GpuSpec:
             value = getattr(self, key)
             if value is None and key in ("fp8_flops_per_s", "fp4_flops_per_s"):
                 continue
+            lo, hi = _PLAUSIBLE[key][:2]
             if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value <= 0):
-                raise SpecsimInputError(None, None, key, "a finite number > 0"
-                                        + (" or null (unsupported)" if key.startswith("fp") else ""), repr(value))
-            lo, hi, unit = _PLAUSIBLE[key]
-            if not lo <= value <= hi:
-                raise SpecsimInputError(None, None, key, f"{unit} in [{lo:.0e}, {hi:.0e}] (SI units, not TB/s, "
-                                        "TFLOPS or GB)", repr(value))
+                    or not lo <= value <= hi):
+                raise SpecsimInputError(None, None, key, _expected(key), repr(value))
+        self._check_peak_order()
+
+    def _check_peak_order(self) -> None:
+        """A narrower dtype's peak is at least the wider one's: FP8 >= BF16, FP4 >= FP8 (or >= BF16 without FP8),
+        as on every part (a lower FP8 peak is a typo or a sparsity figure beside a dense one)."""
+        wider = ("bf16_flops_per_s", self.bf16_flops_per_s)
+        for key in ("fp8_flops_per_s", "fp4_flops_per_s"):
+            value = getattr(self, key)
+            if value is None:
+                continue
+            if value < wider[1]:
+                raise SpecsimInputError(None, None, key, f"a peak >= {wider[0]} ({wider[1]:.4g} FLOP/s): a "
+                                        "narrower dtype runs at least as fast on every GPU (dense figures for "
+                                        "both, or null where the GPU has no such tensor cores)", repr(value))
+            wider = (key, value)
 
     def supports(self, dtype: str) -> bool:
         """True when the GPU has tensor cores for ``dtype`` (BF16 and FP16 always; FP8 / FP4 where their peak is
@@ -302,7 +328,8 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
 
     Raises:
         SpecsimInputError: unreadable file or not JSON; not an object; a missing or unknown key; a value of the
-            wrong type or not > 0 (naming the file and the key).
+            wrong type, not > 0 or outside its plausible SI range (a bandwidth in TB/s); an FP8 peak below the
+            BF16 one or an FP4 peak below the FP8 one (naming the file and the key).
     """
     path = Path(path)
     try:
@@ -327,20 +354,22 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
     try:
         return GpuSpec(**values)
     except SpecsimInputError as e:
-        raise SpecsimInputError(str(path), None, e.field, _expected(e.field or ""), e.got) from None
+        expected = e.expected if e.field in _PLAUSIBLE else _expected(e.field or "")   # ranges, the peaks' order
+        raise SpecsimInputError(str(path), None, e.field, expected, e.got) from None
 
 
 def _expected(key: str) -> str:
     """What a GPU spec file must hold under ``key``, in words with units."""
     return {
         "name": "a non-empty string", "num_sms": "an int >= 1 (SMs, or CUs on AMD)",
-        "hbm_bytes_per_s": "memory bandwidth in bytes/s, a number > 0",
-        "bf16_flops_per_s": "dense BF16 tensor FLOP/s, a number > 0",
-        "memory_bytes": "device memory in bytes, a number > 0",
-        "link_bytes_per_s": "per-GPU unidirectional interconnect bandwidth in bytes/s, a number > 0",
-        "link_latency_s": "per-collective latency in seconds, a number > 0",
-        "fp8_flops_per_s": "dense FP8 tensor FLOP/s > 0, or null (unsupported)",
-        "fp4_flops_per_s": "dense FP4 tensor FLOP/s > 0, or null (unsupported)",
+        "hbm_bytes_per_s": "memory bandwidth in bytes/s, " + _in_range("hbm_bytes_per_s"),
+        "bf16_flops_per_s": "dense BF16 tensor FLOP/s, " + _in_range("bf16_flops_per_s"),
+        "memory_bytes": "device memory in bytes, " + _in_range("memory_bytes"),
+        "link_bytes_per_s": "per-GPU unidirectional interconnect bandwidth in bytes/s, "
+                            + _in_range("link_bytes_per_s"),
+        "link_latency_s": "per-collective latency in seconds, " + _in_range("link_latency_s"),
+        "fp8_flops_per_s": "dense FP8 tensor FLOP/s, " + _in_range("fp8_flops_per_s") + ", or null (unsupported)",
+        "fp4_flops_per_s": "dense FP4 tensor FLOP/s, " + _in_range("fp4_flops_per_s") + ", or null (unsupported)",
         "source": "a string naming where the numbers come from",
     }.get(key, "a GpuSpec field")
 

@@ -193,6 +193,9 @@ class StepTimeProfile:
         bmax = self.max_batch_tokens
         if b.size and (b.min() < 1 or (b.max() > bmax and self.extrapolate == "error")):
             worst = int(b.min()) if b.min() < 1 else int(b.max())
+            if worst < 1:
+                raise SpecsimInputError(self.source, None, "batch_tokens", "a batch size >= 1 (tokens in the "
+                                        "step)", str(worst))
             raise SpecsimInputError(self.source, None, "batch_tokens",
                                     f"a batch size in [1, {bmax}] (the profile's measured range; "
                                     "a bigger step needs fewer running requests (cluster.max_num_seqs) or drafts "
@@ -293,9 +296,17 @@ class StepTimeProfile:
             num_requests: the requests the step drafts for: its R decoding requests and, where the engine drafts
                 for them (``engine.first_drafts = prefill-step``), those it prefills (0: the step pays nothing).
             drafts: draft tokens proposed this step (all requests).
+
+        Raises:
+            SpecsimInputError: a negative ``num_requests`` or ``drafts``.
         """
-        if num_requests <= 0 or (drafts <= 0 and not self.spec_zero_draft_pays):
-            return 0.0
+        if num_requests <= 0 or drafts <= 0:
+            if num_requests < 0 or drafts < 0:        # off the common path: a step's counts are never negative
+                key, v = ("num_requests", num_requests) if num_requests < 0 else ("drafts", drafts)
+                raise SpecsimInputError(None, None, key, "an int >= 0 (requests drafted for, or draft tokens, "
+                                        "in one step)", repr(v))
+            if num_requests == 0 or not self.spec_zero_draft_pays:
+                return 0.0
         return self.spec_step_s + self.spec_request_s * num_requests
 
     @property

@@ -62,9 +62,11 @@ import numpy as np
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import (capture_text, default_capture_tokens, graph_grid, graph_limit,
                                        padded_tokens, tile_flops)
+from specsim.hardware.engine_terms import EngineTerms
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
-from specsim.hardware.profile import SOURCED_SPEC_REQUEST_S, SOURCED_SPEC_STEP_S, StepTimeProfile
+from specsim.hardware.profile import StepTimeProfile
+from specsim.hardware.spec_check import from_json
 from specsim.hardware.step_profile import prefill_state_moves
 from specsim.hardware.v4 import V4_MODELS, V4Config
 
@@ -81,96 +83,6 @@ SAMPLING_KERNELS = 6      # temperature, softmax, top-k/top-p, sample, rejection
 
 
 @dataclass(frozen=True)
-class EngineTerms:
-    """The engine's constants, each an efficiency in (0, 1] or a time in seconds >= 0.
-
-    Attributes:
-        flops_eff: achieved fraction of the GPU's dense tensor FLOP/s in GEMMs and prefill attention
-            (0.654: :func:`specsim.hardware.analytic.calibrate` on the H100 Vidur curves, docs/profiles.md).
-        bw_eff: achieved fraction of HBM bandwidth streaming weights and activations (0.923: same fit).
-        attn_bw_eff: achieved fraction of HBM bandwidth reading the KV cache in decode attention (0.803:
-            least-squares fit of Vidur's A100 FlashAttention decode profile, docs/profiles.md).
-        attn_request_s: decode-attention seconds per request per layer (2.92e-8: same fit).
-        kernel_s: GPU-side fixed cost per kernel, seconds (7.84e-6: the H100 Vidur calibration).
-        per_request_step_s: per running request per step, seconds (0 until fitted: ``specsim profile fit``).
-        fixed_step_s: per step, seconds (0 until fitted).
-        mixed_step_s: per step that carries a prefill chunk, seconds (0 until fitted): the engine's mixed-batch
-            path beyond the chunk's own tokens (vLLM runs a prefill-sharing batch in piecewise CUDA graphs with the
-            attention ops outside them, and a hybrid model's chunked linear-attention kernels as a chain of
-            small dependent launches; docs/profiles.md, "Mixed steps"). No public source gives its size for a
-            GPU and model, so it is fitted: points of different turnover (new requests per step) separate it from
-            ``per_request_step_s`` (docs/validation.md fits it on the two B200 series' fitted points).
-        link_eff: achieved fraction of the GPU's link bandwidth in collectives (0.8: our assumption, the
-            bus bandwidth nccl-tests reports on NVLink is 75-85% of the link's peak).
-        spec_step_s: speculation's own fixed cost per speculative step, seconds (rejection sampling launch, draft
-            metadata, the extra CPU-GPU synchronisation); spec_request_s: its cost per request in such a step.
-            Defaults 7.75e-4 s and 8.4e-5 s: the two-point line through vLLM issue 49548's measurement (comment
-            of 2026-08-24: vLLM 0.27.1, 1x H100 NVL, a 31B FP8 target with a drafter, dynamic speculation held at
-            K = 0; mean TPOT 14.374 -> 15.317 ms at 2 users and 77.164 -> 93.820 ms at 189 users over no
-            speculation), i.e. (0.943 - 2 x 0.0840) ms fixed and (16.656 - 0.943) / 187 ms per request. An upper
-            bound: at K = 0 vLLM still runs the drafter's forward to keep its KV in step, which specsim charges
-            as the drafter's own time on steps that draft (docs/profiles.md, "Speculation's own overhead").
-        spec_zero_draft_pays: whether a speculative step that proposes no drafts still pays the two terms:
-            True as vLLM's dynamic draft length at K = 0 does (issue 49548), False (default) as an engine that
-            switches speculation off for the step runs the plain path (vLLM PR 5000's disable-by-batch-size).
-        cudagraph_max_tokens: the largest captured CUDA-graph size in tokens; a step of more tokens runs eager
-            (0: no graphs, ``--enforce-eager``). Default None: vLLM's ``max_cudagraph_capture_size`` default for
-            the GPU (:func:`default_capture_tokens`: 1,024 on data-center Blackwell, 512 elsewhere), which
-            :class:`StepModel` fills in, so a built model's terms always hold a number. SGLang's ``--cuda-graph-max-bs``
-            counts requests: tokens = requests x (1 + draft tokens); its default is 256 at TP < 4 and 512 at
-            TP >= 4 on 80-90 GB GPUs (``server_args.py``; 160 in 0.4-era versions). docs/profiles.md.
-        eager_kernel_s: host launch time per kernel of an eager step, seconds (4.4e-6: ~8 ms per eager verify
-            forward of ~1,800 kernel launches, imp PR 856 on Qwen3-Coder-30B; xLLM PR 713's Qwen3-0.6B TPOT,
-            4.20 ms eager against 2.72 ms in graphs at concurrency 1, gives ~4.1 us over its ~360 kernels).
-            Charged in full, an upper bound where GPU kernels are long enough to hide their launches.
-        source: provenance of the values.
-
-    Raises:
-        SpecsimInputError: an efficiency outside (0, 1] or a negative time.
-    """
-
-    flops_eff: float = 0.6538
-    bw_eff: float = 0.9232
-    attn_bw_eff: float = 0.803
-    attn_request_s: float = 2.92e-8
-    kernel_s: float = 7.840e-6
-    per_request_step_s: float = 0.0
-    fixed_step_s: float = 0.0
-    link_eff: float = 0.8
-    spec_step_s: float = SOURCED_SPEC_STEP_S
-    spec_request_s: float = SOURCED_SPEC_REQUEST_S
-    spec_zero_draft_pays: bool = False
-    cudagraph_max_tokens: int | None = None
-    eager_kernel_s: float = 4.4e-6
-    mixed_step_s: float = 0.0
-    source: str = ("defaults: efficiencies and kernel_s calibrated on the H100 Vidur curves, attention on the "
-                   "A100 Vidur FlashAttention profile, per-request and fixed costs unfitted (0), speculation's "
-                   "overhead from vLLM issue 49548")
-
-    def __post_init__(self) -> None:
-        for f in ("flops_eff", "bw_eff", "attn_bw_eff", "link_eff"):
-            v = getattr(self, f)
-            if not (np.isfinite(v) and 0.0 < v <= 1.0):
-                raise SpecsimInputError(None, None, f"terms.{f}", "an efficiency in (0, 1]", repr(v))
-        if not isinstance(self.spec_zero_draft_pays, (bool, np.bool_)):
-            raise SpecsimInputError(None, None, "terms.spec_zero_draft_pays", "true or false",
-                                    repr(self.spec_zero_draft_pays))
-        cap = self.cudagraph_max_tokens
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 0):
-            raise SpecsimInputError(None, None, "terms.cudagraph_max_tokens", "an int >= 0 (tokens; 0 = no graphs)",
-                                    repr(cap))
-        for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s", "spec_step_s",
-                  "spec_request_s", "eager_kernel_s", "mixed_step_s"):
-            v = getattr(self, f)
-            if not (np.isfinite(v) and v >= 0.0):
-                raise SpecsimInputError(None, None, f"terms.{f}", "a time >= 0 s", repr(v))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class StepModel:
     """One model on one GPU type under TP/EP, with the engine's constants.
 
@@ -184,7 +96,7 @@ class StepModel:
         ep_link_bytes_per_s: bandwidth of the all-to-all link when EP spans nodes (None: the GPU's link).
 
     Raises:
-        SpecsimInputError: tp or ep < 1; ep > 1 on a dense model,
+        SpecsimInputError: tp or ep not an int >= 1; ep_link_bytes_per_s not > 0; ep > 1 on a dense model,
             not a multiple of tp or more than the experts; tp not dividing the attention heads or incompatible
             with the KV heads; an fp4 KV cache on a GPU without FP4 support.
     """
@@ -197,8 +109,15 @@ class StepModel:
     ep_link_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.tp < 1 or self.ep < 1:
-            raise SpecsimInputError(None, None, "tp/ep", "ints >= 1", f"tp={self.tp}, ep={self.ep}")
+        for key in ("tp", "ep"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise SpecsimInputError(None, None, key, "an int >= 1 (GPUs)", repr(v))
+        link = self.ep_link_bytes_per_s
+        if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float, np.number))
+                                 or not np.isfinite(link) or link <= 0):
+            raise SpecsimInputError(None, None, "ep_link_bytes_per_s", "a number > 0 (bytes/s), or None (the "
+                                    "GPU's link)", repr(link))
         m = self.model
         if self.ep > 1 and not m.num_experts:
             raise SpecsimInputError(None, None, "ep", "1: expert parallelism needs a MoE model", f"ep={self.ep}")
@@ -378,10 +297,18 @@ class StepModel:
 
         Returns:
             {term name: (n,) seconds} in the order of :data:`TERMS`.
+
+        Raises:
+            SpecsimInputError: a negative or non-finite B, R or K, naming it.
         """
         b = np.atleast_1d(np.asarray(batch_tokens, dtype=np.float64))
         r = b if num_requests is None else np.broadcast_to(np.asarray(num_requests, np.float64), b.shape)
         kv = np.broadcast_to(np.asarray(kv_tokens, np.float64), b.shape)
+        for key, v in (("batch_tokens", b), ("num_requests", r), ("kv_tokens", kv)):
+            if v.size and not (np.isfinite(v).all() and v.min() >= 0.0):     # vectorised: fits call it often
+                bad = v[~(np.isfinite(v) & (v >= 0.0))][0]
+                raise SpecsimInputError(None, None, key, "finite numbers >= 0 (tokens or requests per step; 0 "
+                                        "is an empty step)", repr(float(bad)))
         m, g, e = self.model, self.gpu, self.terms
         gemm, n_gemm = self._layers(b)
         elem = m.num_layers * ELEMENTWISE_PASSES * b * m.hidden * ACT_BYTES / (g.hbm_bytes_per_s * e.bw_eff)
@@ -482,7 +409,14 @@ class StepModel:
             name: the profile's label (default ``<gpu>-<model>-tp<tp>``).
             kind: ``analytic``, ``fitted`` or ``measured-fit``.
             provenance: extra metadata (e.g. the files a fit used).
+
+        Raises:
+            SpecsimInputError: ``max_batch_tokens`` not an int >= 1.
         """
+        if (isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, (int, np.integer))
+                or max_batch_tokens < 1):
+            raise SpecsimInputError(None, None, "max_batch_tokens", "an int >= 1: the table's largest step in "
+                                    "tokens (at least one request's decode step)", repr(max_batch_tokens))
         b, t = self.table_terms(max_batch_tokens)
         step = sum(t.values())
         unpadded = sum(self.table_terms(max_batch_tokens, padded=False)[1].values())
@@ -535,24 +469,35 @@ def step_model_from_spec(spec: dict[str, Any], source: str | None = None) -> Ste
     """Rebuild a :class:`StepModel` from :meth:`StepModel.spec` (a profile's ``metadata.step_model``; terms it
     does not name take :data:`PRE_ISSUE_20_TERMS`, then the :class:`EngineTerms` defaults).
 
+    Args:
+        spec: the JSON object. source: the profile file, named in errors.
+
     Raises:
-        SpecsimInputError: a missing or malformed part, naming it.
+        SpecsimInputError: not an object, a missing or malformed part, naming ``source`` and the field
+            (``metadata.step_model.gpu``, ``metadata.step_model.terms.cudagraph_max_tokens``).
     """
+    where = "metadata.step_model"
+    if not isinstance(spec, dict):
+        raise SpecsimInputError(source, None, where, "a JSON object with model, gpu and terms (and tp, ep)",
+                                type(spec).__name__)
+    parts = {"model": "the model's shape", "gpu": "the GPU's datasheet numbers", "terms": "the engine's terms"}
+    for key, what in parts.items():
+        if key not in spec:
+            raise SpecsimInputError(source, None, f"{where}.{key}", f"a JSON object, {what}", "nothing (missing)")
+    mdict = spec["model"]
+    cls_name = mdict.get("class", "ModelConfig") if isinstance(mdict, dict) else None
+    cls = _MODEL_CLASSES.get(cls_name) if isinstance(cls_name, str) else None
+    if isinstance(mdict, dict) and cls is None:
+        raise SpecsimInputError(source, None, f"{where}.model.class", f"one of {sorted(_MODEL_CLASSES)}",
+                                repr(cls_name))
+    model = from_json(cls or ModelConfig, {k: v for k, v in mdict.items() if k != "class"}
+                      if isinstance(mdict, dict) else mdict, source, f"{where}.model")
+    gpu = from_json(GpuSpec, spec["gpu"], source, f"{where}.gpu")
+    terms = from_json(EngineTerms, spec["terms"], source, f"{where}.terms", PRE_ISSUE_20_TERMS)
     try:
-        mdict = dict(spec["model"])
-        cls_name = mdict.pop("class", "ModelConfig")
-        cls = _MODEL_CLASSES.get(cls_name)
-        if cls is None:
-            raise SpecsimInputError(source, None, "step_model.model.class", f"one of {sorted(_MODEL_CLASSES)}",
-                                    repr(cls_name))
-        model = cls(**mdict)
-        gpu = GpuSpec(**spec["gpu"])
-        terms = EngineTerms(**{**PRE_ISSUE_20_TERMS, **spec["terms"]})
-        return StepModel(model, gpu, terms, int(spec.get("tp", 1)), int(spec.get("ep", 1)),
-                         spec.get("ep_link_bytes_per_s"))
-    except (KeyError, TypeError) as e:
-        raise SpecsimInputError(source, None, "metadata.step_model", "a step-model spec (model, gpu, terms, tp, ep)",
-                                f"{type(e).__name__}: {e}") from None
+        return StepModel(model, gpu, terms, spec.get("tp", 1), spec.get("ep", 1), spec.get("ep_link_bytes_per_s"))
+    except SpecsimInputError as e:
+        raise SpecsimInputError(source, None, f"{where}.{e.field}", e.expected, e.got) from None
 
 
 _MODEL_CLASSES: dict[str, type] = {"ModelConfig": ModelConfig, "V4Config": V4Config}   # a spec's model.class
