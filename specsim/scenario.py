@@ -250,10 +250,15 @@ class DrafterConfig(Section):
         self._check(self.cpu_threads is None or 1 <= self.cpu_threads <= 256, "cpu_threads",
                     "an int in [1, 256], the ngram drafter's scan threads (leave it out for vLLM's 1)")
         self._check(self.match_rate is None or 0 < self.match_rate <= 1, "match_rate", "a share in (0, 1], or unset")
+        cost = ("set cpu_threads, its scan threads" if self.name == "ngram" else
+                "one CPU lookup per drafting request, SUFFIX_REQUEST_S, with no setting")
         for key in ("base_fraction", "per_draft_fraction", "layers", "block", "kv_fraction"):
             self._check(self.name not in LOOKUP_DRAFTERS or getattr(self, key) is None, key,
                         f"no {key} with drafter {self.name} (it runs on the CPU, no GPU layers or KV: its cost "
-                        "is specsim.hardware.lookup_drafter's; set cpu_threads)")
+                        f"is specsim.hardware.lookup_drafter's; {cost})")
+        self._check(self.name != "suffix" or self.cpu_threads is None, "cpu_threads", "unset with drafter suffix "
+                    "(the ngram drafter's scan threads; suffix decoding costs one CPU lookup per drafting request, "
+                    "specsim.hardware.lookup_drafter.SUFFIX_REQUEST_S)")
         self._check(self.kv_fraction is None or self.kv_fraction >= 0, "kv_fraction",
                     "a float >= 0, drafter KV tokens per target KV token (leave it out for the family "
                     "default)")

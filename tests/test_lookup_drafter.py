@@ -253,3 +253,16 @@ def test_a_policys_own_drafter_on_the_scenarios_acceptance_is_noticed():
     # the policy's drafter named by the scenario: no notice
     own = load_scenario(overrides=['drafter.name="mtp"', "acceptance.length=1.5"])
     assert simulate(trace, "mtp1", own).summary["acceptance_notice"] is None
+
+
+def test_suffix_refuses_the_ngram_scan_threads_and_its_advice_names_its_own_cost():
+    # a fresh user's suffix run was told to "set cpu_threads" (the ngram drafter's), and cpu_threads = 64 passed
+    with pytest.raises(SpecsimInputError) as e:
+        load_scenario(overrides=['drafter.name="suffix"', "drafter.cpu_threads=64"])
+    assert e.value.field == "drafter.cpu_threads" and "suffix decoding costs one CPU lookup" in e.value.expected
+    with pytest.raises(SpecsimInputError) as e:
+        load_scenario(overrides=['drafter.name="suffix"', "drafter.layers=2"])
+    assert "cpu_threads" not in e.value.expected and "SUFFIX_REQUEST_S" in e.value.expected
+    with pytest.raises(SpecsimInputError, match="set cpu_threads"):
+        load_scenario(overrides=['drafter.name="ngram"', "drafter.layers=2"])
+    assert load_scenario(overrides=['drafter.name="ngram"', "drafter.cpu_threads=8"]).drafter.cpu_threads == 8
