@@ -378,3 +378,20 @@ def test_requests_per_user_beyond_the_trace_is_noted_before_the_sweep_runs(capsy
     note_requests_per_user(8, (16, 64), Path("he.jsonl"), 512)
     note_requests_per_user(None, (256,), Path("he.jsonl"), 512)
     assert capsys.readouterr().err == ""
+
+
+def test_a_point_that_ran_the_whole_trace_says_more_requests_per_user_cannot_help(tmp_path):
+    """A fresh user's 300-line trace with --requests-per-user 8: the point at 64 users ran all 300 requests and
+    failed advising more requests per user; compare then advised more --requests-per-user too."""
+    from specsim.analysis.frontier import compare
+    from specsim.workload import synth_trace
+
+    tr = synth_trace(40, 1.0, seed=3, prompt_len=100, output_len=20)
+    spec = SweepSpec(policies=("none",), concurrency=(2, 4, 32), requests_per_user=4)
+    res = run_sweep(spec, load_scenario(), tr, tmp_path / "s", executor="serial")
+    recs = {r["config"]["load"]["value"]: r for r in load_records(tmp_path / "s")}
+    assert recs[32.0]["status"] == "error" and recs[4.0]["status"] == "ok" and len(res.failed) == 1
+    assert recs[32.0]["error"].endswith("(this point ran the whole trace, 40 requests: more requests per user "
+                                        "cannot help; a longer trace or fewer users)")
+    advice = compare(list(recs.values()), [1.0]).iloc[0].advice
+    assert advice.startswith("heavier load 32 failed for want of requests: those points ran the whole trace")

@@ -213,26 +213,32 @@ def load_advice(points: pd.DataFrame, tier: float) -> str:
     return ""
 
 
-def _failed_heavier(df: pd.DataFrame, curve: str) -> tuple[list[str], bool]:
+def _failed_heavier(df: pd.DataFrame, curve: str) -> tuple[list[str], bool | str]:
     """The loads of ``curve`` heavier than its heaviest finished one at which every point failed, as text, and
     whether every one of them failed for want of requests (a closed loop too short for its window: a rerun fails
-    again); ([], False) when none."""
+    again; ``"whole"`` where each ran the whole trace); ([], False) when none."""
     c = df[df.curve == curve]
     ok = c[c.status == "ok"]
     if ok.empty:
         return [], False
     heavier = c[(c.load > ok.load.max()) & (c["mode"] == ok["mode"].iloc[-1])]
     failed = heavier[~heavier.load.isin(heavier[heavier.status == "ok"].load)]
-    short = bool(len(failed)) and failed.error.astype(str).str.contains("closed-loop window").all()
-    return [f"{v:g}" for v in sorted(set(failed.load))], short
+    errors = failed.error.astype(str)
+    short = bool(len(failed)) and errors.str.contains("closed-loop window").all()
+    whole = short and errors.str.contains("ran the whole trace").all()
+    return [f"{v:g}" for v in sorted(set(failed.load))], "whole" if whole else short
 
 
-def failed_heavier_advice(failed: list[str], short: bool) -> str:
+def failed_heavier_advice(failed: list[str], short: bool | str) -> str:
     """The advice of a covered tier whose curve failed at heavier loads (:func:`_failed_heavier`)."""
     loads = f"heavier load{'s' if len(failed) > 1 else ''} {', '.join(failed)}"
+    if short == "whole":
+        return (f"{loads} failed for want of requests: those points ran the whole trace, too short for a "
+                "closed-loop window there; the answer may lie there, and a longer trace would tell")
     if short:
         return (f"{loads} failed for want of requests (the trace is too short for a closed-loop window there): "
-                "the answer may lie there; a longer trace or more --requests-per-user would tell")
+                "the answer may lie there; more --requests-per-user would tell, or a longer trace where those "
+                "points ran all of it (compare lists the error)")
     return f"{loads} failed: the answer may lie there (rerun it; compare lists the error)"
 
 

@@ -247,8 +247,9 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     if few:
         out.append(("short-window", f"few requests measured at {_points(few)} ({', '.join(dict.fromkeys(few))}): "
                                     "the closed-loop window counted fewer completions than twice the users, so "
-                                    "those figures are noisy; more --requests-per-user (or --num-requests) "
-                                    "widens the window"))
+                                    "those figures are noisy; more requests per user widen the window "
+                                    "(--requests-per-user, --num-requests; a longer trace where a point ran "
+                                    "all of it)"))
     if wait:
         in_tpot = bool("admission_wait_in_tpot" in df and (df.admission_wait_in_tpot == 1).any())
         out.append(("queued", f"requests queue at {_points(wait)} ({', '.join(dict.fromkeys(wait))}): at least "

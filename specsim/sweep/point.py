@@ -33,6 +33,7 @@ class PointTask:
     point: SweepPoint
     scenario: Scenario
     trace: Any
+    whole_trace: bool = False      # the slice is the sweep's whole trace (no more requests per user to give)
 
 
 def _round6(x: np.ndarray) -> list[float]:
@@ -100,7 +101,9 @@ def run_point(task: PointTask) -> dict[str, Any]:
     try:
         res = _simulate(task)
     except SpecsimInputError as e:  # a point the configuration cannot run is recorded, the sweep goes on
-        rec.update(status="error", error=str(e), error_type=type(e).__name__)
+        whole = (f" (this point ran the whole trace, {len(task.trace):,} requests: more requests per user cannot "
+                 "help; a longer trace or fewer users)" if task.whole_trace and e.field == "concurrency" else "")
+        rec.update(status="error", error=str(e) + whole, error_type=type(e).__name__)
     else:
         rec.update(_ok_fields(res))
     rec["wall_time_s"] = time.perf_counter() - t0

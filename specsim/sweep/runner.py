@@ -70,7 +70,7 @@ def _tasks(points: list[SweepPoint], scenario: Scenario, trace) -> list[PointTas
         if n not in heads:
             heads[n] = trace.head(n) if n < len(trace) else trace
         return heads[n]
-    return [PointTask(p, scenario, head(p.num_requests)) for p in todo]
+    return [PointTask(p, scenario, head(p.num_requests), p.num_requests >= len(trace)) for p in todo]
 
 
 def _run_and_record(run: Executor, tasks: list[PointTask], jobs: int, address: str | None, out_dir: str | Path,

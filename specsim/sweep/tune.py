@@ -246,7 +246,8 @@ class _Evaluator:
                     self.reused += 1
                 else:
                     missing.append(p)
-        tasks = [PointTask(p, self.scenario, self._head(p.num_requests)) for p in missing]
+        tasks = [PointTask(p, self.scenario, self._head(p.num_requests), p.num_requests >= len(self.trace))
+                 for p in missing]
         for rec in self.run(tasks, self.jobs, self.address, lambda _running: None):
             if self.out_dir is not None:
                 write_record(self.out_dir, rec)
