@@ -85,3 +85,17 @@ def test_auto_concurrency_stops_where_the_trace_allows_no_closed_loop_window(tmp
     assert max(res.loads["none"]) == 16.0 and res.failed == []
     assert res.stopped["none"] == ["the trace's 40 requests (a closed-loop window needs more than twice the users: "
                                    "at most 19 users)"]
+
+
+def test_auto_concurrency_tries_a_load_between_its_last_success_and_a_window_failure(tmp_path):
+    """A fresh user's 300-request trace: mtp1 ran 32 users and found no closed-loop window at 64; the search
+    stopped on "a point failed" without trying between. It now tries their geometric midpoint (45) and says the
+    failure was the trace's window."""
+    from specsim.workload import load_trace
+
+    tr = load_trace(BUNDLED, max_requests=300)
+    res = auto_sweep(SweepSpec(policies=("mtp1",), concurrency=(1,), requests_per_user=8), "closed", [50.0, 100.0],
+                     load_scenario(), tr, tmp_path / "w", executor="serial")
+    loads = res.loads["mtp1"]
+    assert 45.0 in loads and max(loads) == 64.0 and len(res.failed) == 1
+    assert res.stopped["mtp1"] == ["a point failed at load 64 (the trace too short for its closed-loop window)"]

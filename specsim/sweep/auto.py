@@ -9,7 +9,8 @@ missing):
    a curve of the policy measured (seed means per load point), double the heaviest load; in open loop, while
    some tier lies above every TPS/user measured, halve the lightest rate scale. A direction stops at the load
    cap (in closed loop at most (N - 1) // 2 users for a trace of N requests, the most a closed-loop window
-   allows), at a point that fails (e.g. a closed-loop window too short), or once it stops paying:
+   allows), at a point that fails (a closed-loop window the trace is too short for first gets one try at the
+   geometric midpoint of the last load that ran and the one that failed), or once it stops paying:
    going up, two doublings in a row each adding less than :data:`SATURATION_GAIN` throughput (saturation: more
    load only queues); going down, two halvings each adding less than it to TPS/user (an idle cluster is no
    faster, so a tier above that is infeasible).
@@ -122,15 +123,25 @@ def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: s
     saturated = all(len(x) >= 3 and _gain(x) < SATURATION_GAIN and _gain(x[:-1]) < SATURATION_GAIN for x in thr)
     if up:
         why = None
+        ok = df[(df.policy == policy) & (df.status == "ok")].load if len(df) else []
         if failed and max(failed) >= hi:
-            why = f"a point failed at load {max(failed):g}"
+            top = max(ok) if len(ok) else None
+            lo_fail = min([f for f in failed if top is None or f > top] or [max(failed)])   # lightest above success
+            window = _window_failure(df, policy, lo_fail)
+            mid = float(round(math.sqrt(top * lo_fail))) if top and mode == "closed" and window and \
+                lo_fail / top > REFINE_RATIO else None
+            if mid is not None and mid not in loads:      # the trace's window: between the two a load may fit
+                out.append(mid)
+            else:
+                why = f"a point failed at load {lo_fail:g}" + (
+                    " (the trace too short for its closed-loop window)" if window else "")
         elif hi * 2 > cap:
             why = cap_why or f"load cap {cap:g}"
         elif saturated and thr:
             why = f"saturated at load {hi:g} (throughput +<{SATURATION_GAIN:.0%} over two doublings)"
-        if why is None:
+        else:
             out.append(hi * 2)
-        elif why not in stopped:
+        if why is not None and why not in stopped:
             stopped.append(why)
     if mode == "open" and any(s == "infeasible" for st in stat.values() for s in st.values()):
         lo = min(loads)
@@ -142,6 +153,12 @@ def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: s
                 else f"load floor {1.0 / cap:g}") not in stopped:
             stopped.append(why)
     return [x for x in out if x not in loads]
+
+
+def _window_failure(df, policy: str, load: float) -> bool:
+    """Whether ``policy``'s points at ``load`` failed for want of a closed-loop window (the trace too short)."""
+    bad = df[(df.policy == policy) & (df.load == load) & (df.status != "ok")]
+    return bool(len(bad)) and bad.error.astype(str).str.contains("closed-loop window").all()
 
 
 def _midpoints(df, policy: str, loads: list[float], tiers: list[float], mode: str) -> list[float]:
