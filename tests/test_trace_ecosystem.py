@@ -111,6 +111,14 @@ def test_table_unix_seconds_with_fractions_read_as_written(tmp_path):
     (tmp_path / "ms.csv").write_text("ts,in,out\n1700000000000,10,5\n1700000000442,10,5\n1700000003100,10,5\n")
     s, ms = convert_table(tmp_path / "s.csv", cmap), convert_table(tmp_path / "ms.csv", cmap, time_unit="ms")
     assert s.arrival_s.tolist() == ms.arrival_s.tolist() == [0.0, 0.442, 3.1]
+    # a numeric origin, fractional ms and us: the same arrivals as written (a fresh user's 0.09999990463 s)
+    assert convert_table(tmp_path / "s.csv", cmap, origin=1700000000).arrival_s.tolist() == [0.0, 0.442, 3.1]
+    assert convert_table(tmp_path / "ms.csv", cmap, time_unit="ms", origin=1700000000).arrival_s.tolist() == [
+        0.0, 0.442, 3.1]
+    (tmp_path / "frac.csv").write_text("ts,in,out\n1700000000000,10,5\n1700000003023.456,10,5\n")
+    assert convert_table(tmp_path / "frac.csv", cmap, time_unit="ms").arrival_s.tolist() == [0.0, 3.023456]
+    (tmp_path / "us.csv").write_text("ts,in,out\n1700000000000000,10,5\n1700000000200000,10,5\n")
+    assert convert_table(tmp_path / "us.csv", cmap, time_unit="us").arrival_s.tolist() == [0.0, 0.2]
     (tmp_path / "small.csv").write_text("ts,in,out\n0.000001,10,5\n0.0000025,10,5\n")
     assert convert_table(tmp_path / "small.csv", cmap).arrival_s.tolist() == [0.0, 1.5e-06]
 

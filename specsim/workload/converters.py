@@ -362,9 +362,13 @@ _ZONE_SUFFIX = r"\d:\d\d(?::\d\d(?:[.,]\d+)?)?\s*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)\
 
 
 def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.ndarray,
-                     relative: bool = False) -> np.ndarray:
+                     relative: bool = False, origin_s: float = 0.0) -> np.ndarray:
     """(N,) float64 seconds of an arrival column in ``unit`` (a TIME_UNITS key or ``datetime``); ``relative``:
-    from the first arrival, subtracted in the column's own unit before scaling (Unix times in ms lose no digit).
+    from the first arrival, subtracted in the column's own unit before scaling (Unix times in ms lose no digit);
+    ``origin_s``: seconds subtracted after (a numeric ``--origin``). A numeric column's seconds are rounded to the
+    decimal step float64 resolves at its magnitude (Unix seconds, 1.7e9, hold about 0.24 us: 1700000000.442 -
+    1700000000 reads 0.4419999, rounded to 1 us the 0.442 the file wrote), so one log in s, ms or us converts to
+    one trace.
 
     Raises:
         SpecsimInputError: a value that is not a time, or seconds beyond :data:`MAX_ARRIVAL_SECONDS` (naming
@@ -386,7 +390,7 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
             raise SpecsimInputError(src, int(lines[i]), name, "a date-time such as 2024-05-01 12:00:00.5",
                                     repr(col.iloc[i]))
         ns = t.dt.tz_localize(None).to_numpy().astype("datetime64[ns]").astype(np.int64)
-        return (ns - ns.min()) / 1e9 + 0.0  # relative; the origin rule then applies to these seconds
+        return (ns - ns.min()) / 1e9 - origin_s  # relative; a numeric origin counts from the earliest time
     if unit not in TIME_UNITS:
         raise SpecsimInputError(None, None, "time_unit", f"one of {[*TIME_UNITS, 'datetime']}", repr(unit))
     raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf, hint=" in --time-unit units (a date "
@@ -395,13 +399,9 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
         i = int(np.argmax(np.abs(raw)))
         raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
                                 "Unix times in milliseconds are about 1.7e12: pass --time-unit ms)", f"{raw[i]:g}")
-    if not (relative and raw.size):
-        return raw * TIME_UNITS[unit]
-    # the decimal step float64 still resolves at the column's magnitude: Unix seconds (1.7e9) hold about 0.24 us,
-    # so 1700000000.442 - 1700000000 reads 0.4419999; rounded to 1 us it is the 0.442 the file wrote
-    top = np.abs(raw).max()
-    rel = raw - raw.min()
-    return (np.round(rel, int(-np.ceil(np.log10(2 * np.spacing(top))))) if top > 0 else rel) * TIME_UNITS[unit]
+    sec = ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit] - origin_s
+    top = np.abs(raw).max() if raw.size else 0.0
+    return np.round(sec, int(-np.ceil(np.log10(2 * np.spacing(top) * TIME_UNITS[unit])))) if top > 0 else sec
 
 
 def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tuple[np.ndarray, dict[int, tuple]]:
@@ -470,14 +470,12 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
         if bad.all():
             raise SpecsimInputError(src, None, None, "at least one row that converts", f"{int(bad.sum())} bad rows")
         df, lines, rows = df[~bad].reset_index(drop=True), np.asarray(lines)[~bad], rows[~bad]
+    try:
+        origin_s = 0.0 if origin in ("first", "zero") else float(origin)
+    except (TypeError, ValueError):
+        raise SpecsimInputError(None, None, "origin", "first, zero or a number of seconds", repr(origin)) from None
     arrival = _arrival_seconds(df[cmap["arrival_s"]], time_unit, src, cmap["arrival_s"], lines,
-                               relative=origin == "first")
-    if origin not in ("first", "zero"):                   # "first": relative already (above)
-        try:
-            arrival = arrival - float(origin)
-        except (TypeError, ValueError):
-            raise SpecsimInputError(None, None, "origin", "first, zero or a number of seconds",
-                                    repr(origin)) from None
+                               relative=origin == "first", origin_s=origin_s)
     if (arrival < 0).any():
         i = int(np.argmax(arrival < 0))
         raise SpecsimInputError(src, int(lines[i]), cmap["arrival_s"], f"an arrival at or after the origin "
