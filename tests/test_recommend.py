@@ -597,3 +597,19 @@ def test_a_tie_with_a_runner_up_whose_users_queue_is_not_either_serves():
     assert "a tie as far as this sweep can tell: dspark-async delivers within 0.4% at this tier" in text
     assert ("but not for its users: dspark-async's point at load 128 has 51.6 of its users queued for admission "
             "(mean TTFT 7,100 ms), where this one's admits them at once") in text and "either serves" not in text
+
+
+def test_a_point_measured_over_few_requests_is_cautioned_in_recommend():
+    """sweep and compare flagged a point whose window counted fewer completions than twice its users; recommend,
+    naming that very point, said nothing."""
+    from specsim.sweep.recommend import recommendations_text
+
+    out = [rec("static", load, 0, x, 10 * load) for load, x in ((4, 200.0), (16, 120.0))]
+    for r, m in zip(out, (40, 13)):
+        r["summary"]["measured_requests"] = m
+    (r,) = recommend(out, [100.0])
+    assert (r.load, r.measured_requests) == (16.0, 13.0)
+    text = " ".join(recommendations_text([r], width=200).split())
+    assert "caution: few requests measured at this point (13 completions in its window for 16 users)" in text
+    (r4,) = recommend(out, [150.0])
+    assert r4.load == 4.0 and "few requests" not in " ".join(recommendations_text([r4], width=200).split())

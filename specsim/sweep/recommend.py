@@ -110,6 +110,8 @@ class Recommendation:
             :func:`specsim.analysis.frontier.sla_table`): the tier is met by the mean TPS/user, so a point can
             meet it while a third of its users run slower (a fresh user's report). None without per-request
             records.
+        measured_requests: the completions a closed-loop point's window measured (seed mean); below twice its
+            users the text cautions that its figures rest on few requests. None in open loop.
         runner_up_queue: where the runner-up's own point at the tier queues its users for admission
             (:func:`specsim.analysis.metrics.queued`), the phrase saying so ("point at load 128 has 51.6 of its
             users queued ..."), else "": a tie with it is no tie for the users who wait.
@@ -142,6 +144,7 @@ class Recommendation:
     wait_in_tpot: bool = False
     caution: str = ""
     runner_up_queue: str = ""
+    measured_requests: float | None = None
     attainment: float | None = None
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
@@ -218,6 +221,8 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
             rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
         rec.caution = str(w.get("caution", "") or "")
+        if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
+            rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
         _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
         out.append(rec)
@@ -490,6 +495,9 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
                  "preemptions): the KV cache, not the policy, limits it; more KV blocks "
                  "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
+        if r.measured_requests is not None and r.measured_requests < 2 * r.load:
+            para(f"caution: few requests measured at this point ({r.measured_requests:.0f} completions in its window "
+                 f"for {r.load:g} users): its figures are noisy; more requests per user widen the window", "  ")
         if r.users_in_system is not None and r.users_in_system < BUSY_SHARE * r.load:
             para(f"caution: this point is think-bound ({r.users_in_system:.1f} of its {r.load:g} users had a request "
                  "in the system on average; the rest were between turns): it measures the users' think time, not "
