@@ -98,7 +98,7 @@ def test_table_unix_milliseconds_keep_their_digits_and_are_not_seconds(tmp_path)
     p.write_text("ts,in,out\n1764547200803,506,129\n1764547201245,1492,140\n1764547218306,70,7\n")
     tr = convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=out", time_unit="ms")
     assert tr.arrival_s.tolist() == [0.0, 0.442, 17.503]
-    with pytest.raises(SpecsimInputError, match=r"line 4, field 'ts'.*--time-unit ms"):
+    with pytest.raises(SpecsimInputError, match=r"line 2, field 'ts'.*--time-unit ms"):    # the first such line
         convert_table(p, "arrival_s=ts,prompt_tokens=in,output_tokens=out")
 
 
@@ -125,6 +125,9 @@ def test_table_unix_seconds_with_fractions_read_as_written(tmp_path):
 
 def test_table_format_is_read_from_the_content_not_the_suffix(tmp_path):
     cmap = "arrival_s=t,prompt_tokens=p,output_tokens=o"
+    (tmp_path / "arr.json").write_text('[{"t": 1.0, "p": 10, "o": 5}]\n')     # read as a CSV of one header line
+    with pytest.raises(SpecsimInputError, match="expected CSV or JSON lines .one object per line., got a JSON array"):
+        convert_table(tmp_path / "arr.json", cmap)
     (tmp_path / "log.txt").write_text('\n{"t": 1.0, "p": 10, "o": 5}\n{"t": 2.5, "p": 12, "o": 6}\n')
     (tmp_path / "log.dat").write_text("t,p,o\n1.0,10,5\n2.5,12,6\n")
     for name in ("log.txt", "log.dat"):

@@ -328,6 +328,8 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
     where the file's first non-blank character opens an object, whatever its suffix (a log.txt of JSON lines was
     read as a one-column CSV), else CSV."""
     fmt = fmt or ("jsonl" if _opens_object(path) else "csv")
+    if fmt == "csv" and _opens_object(path, b"["):
+        raise SpecsimInputError(str(path), 1, None, "CSV or JSON lines (one object per line)", "a JSON array")
     if fmt == "csv":
         return _read_csv(path, "a CSV file")
     if fmt != "jsonl":
@@ -341,15 +343,15 @@ def _read_table(path: Path, fmt: str | None) -> pd.DataFrame:
     return df
 
 
-def _opens_object(path: Path) -> bool:
-    """Whether the file's first non-blank character is ``{`` (a JSON line); False where it cannot be read (the
-    CSV reader then names the file)."""
+def _opens_object(path: Path, char: bytes = b"{") -> bool:
+    """Whether the file's first non-blank character is ``char`` (``{``: a JSON line); False where it cannot be
+    read (the CSV reader then names the file)."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
     except OSError:
         return False
-    return head[:1] == b"{"
+    return head[:1] == char
 
 
 #: Arrival values in seconds beyond this (about the year 5100 as a Unix time) are another unit: Unix times in
@@ -396,7 +398,7 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
     raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf, hint=" in --time-unit units (a date "
                    "and time needs --time-unit datetime)")
     if unit == "s" and raw.size and np.abs(raw).max() > MAX_ARRIVAL_SECONDS:
-        i = int(np.argmax(np.abs(raw)))
+        i = int(np.argmax(np.abs(raw) > MAX_ARRIVAL_SECONDS))              # the first such line
         raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
                                 "Unix times in milliseconds are about 1.7e12: pass --time-unit ms)", f"{raw[i]:g}")
     sec = ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit] - origin_s
