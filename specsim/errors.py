@@ -93,11 +93,14 @@ def closest(word: str, choices) -> str | None:
     """The valid name nearest to the typo ``word`` among ``choices``, or None when none is close.
 
     Uses :func:`difflib.get_close_matches` (ratio cutoff 0.6, the standard library's default), so
-    ``threshhold`` gives ``threshold`` and ``domian`` gives ``domain``.
+    ``threshhold`` gives ``threshold`` and ``domian`` gives ``domain``; a name that differs only in case is its
+    own nearest (``MTP`` gives ``mtp``).
     """
     import difflib
 
-    match = difflib.get_close_matches(str(word), sorted(str(c) for c in choices), n=1)
+    names = sorted(str(c) for c in choices)
+    same = [c for c in names if c.lower() == str(word).lower()]
+    match = same or difflib.get_close_matches(str(word), names, n=1)
     return match[0] if match else None
 
 

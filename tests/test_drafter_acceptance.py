@@ -105,3 +105,11 @@ def test_an_unused_drafters_table_leaves_the_scenario_and_its_hash_as_before():
     own = load_scenario(overrides=["acceptance.drafters.mtp.length=1.8"])
     assert own.to_dict()["acceptance"]["drafters"] == {"mtp": {"length": 1.8}} and own.hash() != plain.hash()
     assert plain.with_updates({"acceptance": plain.to_dict()["acceptance"]}).hash() == plain.hash()
+
+
+def test_a_drafter_name_in_other_case_is_pointed_to_its_own():
+    from specsim.errors import closest
+
+    with pytest.raises(SpecsimInputError, match="closest valid: 'mtp'"):
+        load_scenario(overrides=["acceptance.drafters.MTP.length=1.8"])
+    assert closest("DSpark", ["dspark", "dflash"]) == "dspark" and closest("zzz", ["mtp"]) is None
