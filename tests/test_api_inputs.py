@@ -245,3 +245,20 @@ def test_a_step_model_that_is_not_an_object_names_the_file(tmp_path):
     with pytest.raises(SpecsimInputError) as err:
         step_model_from_spec([1], "prof.json")
     assert (err.value.file, err.value.field, err.value.got) == ("prof.json", "metadata.step_model", "list")
+
+
+def test_step_model_inputs_a_notebook_gets_wrong_are_named():
+    from specsim.hardware.profile_fit import snap_to_bounds
+    from specsim.hardware.stepmodel import step_model
+
+    with pytest.raises(SpecsimInputError) as e:
+        step_model(None, "h100")                         # an AttributeError from deep inside
+    assert e.value.field == "model"
+    sm = step_model("qwen3-8b", "h100")
+    with pytest.raises(SpecsimInputError, match="one per step of the 3 batch sizes"):
+        sm.breakdown([1, 2, 3], [1, 2])                  # numpy's broadcast error
+    assert sm.breakdown([1, 2, 3], [1, 1, 1])["gemm"].shape == (3,)
+    # a term the fit drove to its bound is saved as the bound, not 7e-24 s
+    lo, hi = np.array([0.0, 0.5]), np.array([1e-3, 1.0])
+    np.testing.assert_array_equal(snap_to_bounds(np.array([7e-24, 0.999999999]), lo, hi), [0.0, 1.0])
+    np.testing.assert_array_equal(snap_to_bounds(np.array([2e-4, 0.7]), lo, hi), [2e-4, 0.7])

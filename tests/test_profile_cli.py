@@ -673,3 +673,23 @@ def test_a_capture_limit_between_capture_sizes_is_kept_and_noted(tmp_path):
     r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--cudagraph-max-tokens", "-1",
                          "--out", str(tmp_path / "neg.json")])
     assert "an int >= 0" in _input_error(r) and r.exception.field == "--cudagraph-max-tokens"
+
+
+def test_one_gpu_per_command_and_an_image_suffix_for_png(tmp_path):
+    """A fresh user's fit ran on the spec file's GPU while --gpu named an H100, and `profile show --png x.txt`
+    raised matplotlib's ValueError."""
+    spec = Path(__file__).parent / "data" / "gpu_specs" / "my_gpu.json"
+    (tmp_path / "steps.csv").write_text("num_requests,step_time_s\n1,0.007\n32,0.009\n")
+    for cmd in (["profile", "analytic", "--model", "qwen3-8b", "--max-batch-tokens", "64"],
+                ["profile", "fit", str(tmp_path / "steps.csv"), "--model", "qwen3-8b"]):
+        r = RUN.invoke(app, [*cmd, "--gpu", "h100", "--gpu-spec", str(spec), "--out", str(tmp_path / "p.json")])
+        assert isinstance(r.exception, SpecsimInputError) and r.exception.field == "--gpu-spec"
+        assert "not both" in r.exception.expected
+    r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--max-batch-tokens", "64", "--gpu-spec",
+                         str(spec), "--out", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    assert load_profile(tmp_path / "p.json").metadata["gpu"] == load_gpu_spec(spec).name
+    r = RUN.invoke(app, ["profile", "show", "h100-qwen3-8b-tp1-terms", "--png", str(tmp_path / "x.txt")])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.file == "--png"
+    r = RUN.invoke(app, ["profile", "show", "h100-qwen3-8b-tp1-terms", "--png", str(tmp_path / "x.svg")])
+    assert r.exit_code == 0 and (tmp_path / "x.svg").stat().st_size > 1000

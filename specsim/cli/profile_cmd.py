@@ -57,6 +57,8 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     model's terms at each B instead (a table in ms). --png FILE also draws it; nothing is written without it."""
     from specsim.cli.outputs import check_output
     check_output(png, "--png")
+    if png is not None and Path(png).suffix.lower() not in IMAGE_SUFFIXES:   # matplotlib picks the format by it
+        raise SpecsimInputError("--png", None, None, f"an image file name ({', '.join(IMAGE_SUFFIXES)})", str(png))
     if not 0.0 <= min_rel < 1.0:                # -1 was accepted ("drop > -100%"): every point a rise
         raise SpecsimInputError(None, None, "--min-rel", "a fraction in [0, 1) (0.01: a drop of more than 1%)",
                                 f"{min_rel:g}")
@@ -238,8 +240,8 @@ def analytic_cmd(
                                          "v4-flash, v4-pro (DeepSeek-V4 ranks: TP 1, experts over --ep)"),
     config: Path = typer.Option(None, help="a Hugging Face config.json (dense, GQA, MoE, MLA, hybrid linear "
                                            "attention) instead of --model"),
-    gpu: str = typer.Option("h100", help="a GPU name (specsim profile gpus) or a GPU spec JSON file"),
-    gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (overrides --gpu)"),
+    gpu: str = typer.Option(None, help="a GPU name (specsim profile gpus) or a GPU spec JSON file [default: h100]"),
+    gpu_spec: Path = typer.Option(None, "--gpu-spec", help="a GPU spec JSON file (instead of --gpu)"),
     tp: int = typer.Option(1, help="tensor-parallel degree"), ep: int = typer.Option(1, help="expert-parallel degree"),
     ep_link_gbs: float = typer.Option(None, "--ep-link-gbs", help="GB/s per GPU of the EP all-to-all's link "
                                       "when EP spans nodes (50 for 400 Gb/s InfiniBand per GPU, as DeepSeek's "
@@ -290,7 +292,7 @@ def analytic_cmd(
         raise SpecsimInputError(None, None, "--ep-link-gbs", "GB/s > 0, with --ep > 1 (the EP all-to-all's link)",
                                 f"{ep_link_gbs} (ep {ep})")
     sm = step_model(_model_arg(model, config, weight_dtype, kv_dtype, expert_dtype, attention_dtype,
-                               activation_dtype), _gpu_arg(gpu, gpu_spec), tp, ep, terms,
+                               activation_dtype), _gpu_arg(gpu, gpu_spec, "h100"), tp, ep, terms,
                     ep_link_bytes_per_s=None if ep_link_gbs is None else ep_link_gbs * 1e9)
     sm = with_capture_limit(sm, cudagraph_max_tokens)
     echo_shape(sm)
@@ -349,12 +351,25 @@ def _model_arg(model: str, config: Path | None, weight_dtype: str | None, kv_dty
     return m
 
 
-def _gpu_arg(gpu: str | None, spec: Path | None = None):
-    """A GPU by name or a GPU spec JSON file (``--gpu-spec`` wins over ``--gpu``)."""
+#: File suffixes ``profile show --png`` writes (matplotlib's formats by suffix; ``.txt`` raised from inside it).
+IMAGE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp")
+
+
+def _gpu_arg(gpu: str | None, spec: Path | None = None, default: str | None = None):
+    """A GPU by name or a GPU spec JSON file, one of the two (``default`` where neither is given).
+
+    Raises:
+        SpecsimInputError: both given (a fit ran on the file's GPU while --gpu named another), or neither without
+            a default.
+    """
     from specsim.hardware.gpus import load_gpu_spec, resolve_gpu
 
+    if spec is not None and gpu is not None:
+        raise SpecsimInputError(None, None, "--gpu-spec", "one GPU: --gpu NAME or --gpu-spec FILE, not both",
+                                f"--gpu {gpu} and --gpu-spec {spec}")
     if spec is not None:
         return load_gpu_spec(spec)
+    gpu = gpu if gpu is not None else default
     if gpu is None:
         raise SpecsimInputError(None, None, "--gpu", "the GPU measured: a name (specsim profile gpus) or --gpu-spec "
                                 "FILE.json", "neither")

@@ -302,8 +302,13 @@ class StepModel:
             SpecsimInputError: a negative or non-finite B, R or K, naming it.
         """
         b = np.atleast_1d(np.asarray(batch_tokens, dtype=np.float64))
-        r = b if num_requests is None else np.broadcast_to(np.asarray(num_requests, np.float64), b.shape)
-        kv = np.broadcast_to(np.asarray(kv_tokens, np.float64), b.shape)
+        try:
+            r = b if num_requests is None else np.broadcast_to(np.asarray(num_requests, np.float64), b.shape)
+            kv = np.broadcast_to(np.asarray(kv_tokens, np.float64), b.shape)
+        except ValueError:           # shapes that do not broadcast to B's, or text
+            raise SpecsimInputError(None, None, "num_requests, kv_tokens", f"numbers, one per step of the {b.size} "
+                                    "batch sizes (or one for all)", f"shapes {np.shape(num_requests)} and "
+                                    f"{np.shape(kv_tokens)}") from None
         for key, v in (("batch_tokens", b), ("num_requests", r), ("kv_tokens", kv)):
             if v.size and not (np.isfinite(v).all() and v.min() >= 0.0):     # vectorised: fits call it often
                 bad = v[~(np.isfinite(v) & (v >= 0.0))][0]
@@ -525,6 +530,9 @@ def step_model(model: str | ModelConfig, gpu: str | GpuSpec, tp: int = 1, ep: in
         if model not in (presets := model_presets()):
             raise SpecsimInputError(None, None, "model", f"one of {sorted(presets)} or a config.json", repr(model))
         model = presets[model]
+    if not isinstance(model, ModelConfig):                  # None, a dict: an AttributeError from deep inside
+        raise SpecsimInputError(None, None, "model", "a preset name or a ModelConfig (specsim.hardware.model_config)",
+                                repr(model))
     spec = resolve_gpu(gpu)
     return StepModel(model, spec, terms or EngineTerms(), tp, ep, **kw)
 
