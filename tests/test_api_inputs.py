@@ -186,6 +186,11 @@ def test_step_model_api_refuses_wrong_types_and_ranges_naming_the_argument():
     with pytest.raises(SpecsimInputError) as err:
         EngineTerms(kernel_s="1e-6")
     assert (err.value.field, err.value.got) == ("terms.kernel_s", "'1e-6'")
+    with pytest.raises(SpecsimInputError, match=r"a time in \[0, 0.001\] s") as err:
+        EngineTerms(kernel_s=7.84)                         # 7.84 us written as seconds
+    assert err.value.field == "terms.kernel_s"
+    with pytest.raises(SpecsimInputError, match=r"a time in \[0, 1\] s"):
+        EngineTerms(fixed_step_s=12.0)                     # 12 ms written as seconds... as 12 s
     sm = step_model("qwen3-8b", "h100")
     for kw, field in (({"batch_tokens": [-1]}, "batch_tokens"), ({"batch_tokens": [float("nan")]}, "batch_tokens"),
                       ({"batch_tokens": [4], "num_requests": [-2]}, "num_requests"),

@@ -101,14 +101,19 @@ class EngineTerms:
                                     repr(cap))
         for f in ("attn_request_s", "kernel_s", "per_request_step_s", "fixed_step_s", "spec_step_s",
                   "spec_request_s", "eager_kernel_s", "mixed_step_s"):
-            v = getattr(self, f)
-            if not (np.isfinite(v) and v >= 0.0):
-                raise SpecsimInputError(None, None, f"terms.{f}", "a time >= 0 s", repr(v))
+            v, top = getattr(self, f), _MAX_TIME_S.get(f, 1.0)
+            if not (np.isfinite(v) and 0.0 <= v <= top):
+                raise SpecsimInputError(None, None, f"terms.{f}", f"a time in [0, {top:g}] s (seconds: a value in "
+                                        "ms or us given as seconds reads far above it)", repr(v))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
         return asdict(self)
 
+
+#: Upper bounds of the per-kernel and per-layer times (seconds; ~100x the largest fitted values, so that a
+#: value in microseconds written as seconds, kernel_s = 7.84, is refused); every other time is at most 1 s per step.
+_MAX_TIME_S = {"kernel_s": 1e-3, "eager_kernel_s": 1e-3, "attn_request_s": 1e-3}
 
 #: The numeric fields of :class:`EngineTerms` (efficiencies and seconds).
 _NUMBERS = ("flops_eff", "bw_eff", "attn_bw_eff", "link_eff", "attn_request_s", "kernel_s", "per_request_step_s",
