@@ -204,7 +204,8 @@ def test_step_model_api_refuses_wrong_types_and_ranges_naming_the_argument():
             sm.profile(bad)
         assert err.value.field == "max_batch_tokens" and err.value.got == repr(bad)
     prof = sm.profile(64)
-    for args, field in (((-1, 3), "num_requests"), ((2, -1), "drafts")):
+    for args, field in (((-1, 3), "num_requests"), ((2, -1), "drafts"), ((float("nan"), 3), "num_requests"),
+                        ((2, float("nan")), "drafts")):
         with pytest.raises(SpecsimInputError) as err:
             prof.speculation_s(*args)
         assert err.value.field == field

@@ -298,11 +298,11 @@ class StepTimeProfile:
             drafts: draft tokens proposed this step (all requests).
 
         Raises:
-            SpecsimInputError: a negative ``num_requests`` or ``drafts``.
+            SpecsimInputError: a negative or NaN ``num_requests`` or ``drafts``.
         """
-        if num_requests <= 0 or drafts <= 0:
-            if num_requests < 0 or drafts < 0:        # off the common path: a step's counts are never negative
-                key, v = ("num_requests", num_requests) if num_requests < 0 else ("drafts", drafts)
+        if not (num_requests > 0 and drafts > 0):
+            if not (num_requests >= 0 and drafts >= 0):   # off the common path: never negative nor NaN in a run
+                key, v = ("num_requests", num_requests) if not num_requests >= 0 else ("drafts", drafts)
                 raise SpecsimInputError(None, None, key, "an int >= 0 (requests drafted for, or draft tokens, "
                                         "in one step)", repr(v))
             if num_requests == 0 or not self.spec_zero_draft_pays:
