@@ -693,3 +693,21 @@ def test_one_gpu_per_command_and_an_image_suffix_for_png(tmp_path):
     assert isinstance(r.exception, SpecsimInputError) and r.exception.file == "--png"
     r = RUN.invoke(app, ["profile", "show", "h100-qwen3-8b-tp1-terms", "--png", str(tmp_path / "x.svg")])
     assert r.exit_code == 0 and (tmp_path / "x.svg").stat().st_size > 1000
+
+
+def test_a_profile_key_that_is_not_one_is_refused_with_the_closest(tmp_path):
+    """A hand-edited profile's typo (step_times_s) was ignored without a word; every key the writers write loads."""
+    from specsim.hardware.profile import PROFILE_KEYS, save_profile
+    from specsim.hardware.stepmodel import step_model
+
+    src = Path(__file__).resolve().parents[1] / "specsim" / "data" / "profiles" / "h100-qwen3-8b-tp1-terms.json"
+    doc = json.loads(src.read_text())
+    doc["step_times_s"] = doc["step_time_s"]
+    (tmp_path / "typo.json").write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        load_profile(tmp_path / "typo.json")
+    assert e.value.field == "step_times_s" and "closest valid: 'step_time_s'" in e.value.expected
+    prof = step_model("qwen3-8b", "h100").profile(64)
+    save_profile(prof, tmp_path / "p.json")
+    assert set(json.loads((tmp_path / "p.json").read_text())) <= PROFILE_KEYS
+    assert load_profile(tmp_path / "p.json").step_time_s.tolist() == prof.step_time_s.tolist()

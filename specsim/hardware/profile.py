@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.jsonfiles import jsonable
 # The profile classes live in specsim.hardware.step_profile; their names stay importable from here.
 from specsim.hardware.step_profile import (EXTRAPOLATIONS, LOOKUPS, PrefillAttentionProfile,  # noqa: F401
@@ -39,6 +39,13 @@ from specsim.hardware.step_profile import (EXTRAPOLATIONS, LOOKUPS, PrefillAtten
 #: Largest batch size a profile file may list, in tokens per step (the lookup keeps a dense table up to
 #: it; real profiles stop at tens of thousands).
 MAX_PROFILE_TOKENS = 2**20
+
+
+#: The top-level keys of a profile file (:meth:`StepTimeProfile.to_dict`, ``prefill_attention`` of a
+#: :class:`PrefillAttentionProfile`); free-form notes go in ``metadata``.
+PROFILE_KEYS = frozenset({"metadata", "lookup", "extrapolate", "kv_read_s_per_token", "batch_tokens", "step_time_s",
+                          "per_request_s", "prefill_attn_s_per_pair", "linear_state_s", "mixed_step_time_s",
+                          "spec_step_s", "spec_request_s", "spec_zero_draft_pays", "prefill_attention"})
 
 
 def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile:
@@ -57,6 +64,10 @@ def load_profile(path: str | Path, lookup: str | None = None) -> StepTimeProfile
     p = Path(path)
     src = str(p)
     doc = _read_json(p)
+    unknown = sorted(set(doc) - PROFILE_KEYS)
+    if unknown:                      # a typo (step_times_s) was ignored without a word
+        raise SpecsimInputError(src, None, unknown[0], f"a profile key, one of {sorted(PROFILE_KEYS)}"
+                                f"{did_you_mean(unknown[0], PROFILE_KEYS)} (notes of your own go in metadata)")
     for key in ("batch_tokens", "step_time_s"):
         if not isinstance(doc.get(key), list):
             raise SpecsimInputError(src, None, key, "a list of numbers", _shown(doc.get(key)))
