@@ -83,12 +83,12 @@ def _num(v) -> float | None:
 def _json_objects(path: Path) -> list[dict]:
     """The JSON object of a file, or its objects one per line (vLLM's --append-result)."""
     src = str(path)
-    objs = [obj for _, obj in json_rows(read_text(path), src, "a JSON object (or one per line)")]
-    bad = next((o for o in objs if not isinstance(o, dict)), None)
-    if not objs or bad is not None:
-        raise SpecsimInputError(src, None, None, "a JSON object (or one per line)",
-                                "nothing" if not objs else type(bad).__name__)
-    return objs
+    rows = json_rows(read_text(path), src, "a JSON object (or one per line)")
+    bad = next(((line, o) for line, o in rows if not isinstance(o, dict)), None)   # a pair: a null is bad too
+    if not rows or bad is not None:
+        raise SpecsimInputError(src, None if bad is None else bad[0], None, "a JSON object (or one per line)",
+                                "nothing" if bad is None else "null" if bad[1] is None else type(bad[1]).__name__)
+    return [obj for _, obj in rows]
 
 
 def _check_signs(src: str, index: int, figures: dict) -> None:
