@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 from specsim.jsonfiles import json_rows, read_text
 
 
@@ -131,7 +131,16 @@ def _check_detailed(src: str, index: int, obj: dict) -> None:
             raise SpecsimInputError(src, index, key, want, f"{type(values).__name__} {values!r}")
         bad = next((i for i, v in enumerate(values) if not ok(v)), None)
         if bad is not None:
-            raise SpecsimInputError(src, index, key, want, f"{values[bad]!r} at entry {bad + 1}")
+            raise SpecsimInputError(src, index, key, want, _bad_entry(values[bad], bad, key == "itls"))
+
+
+def _bad_entry(value, i: int, nested: bool) -> str:
+    """The bad entry ``i`` (0-based) of a detailed list as an error shows it: for ``itls`` (a list per request) the
+    bad gap and its index only (the request's whole gap list was printed)."""
+    if nested and isinstance(value, list):
+        j, gap = next((j, g) for j, g in enumerate(value) if not (_num(g) is not None and g >= 0))
+        return f"{plain(gap)} at request {i + 1}, gap {j + 1}"
+    return f"{plain(value) if not isinstance(value, (list, dict)) else type(value).__name__} at entry {i + 1}"
 
 
 #: Summary figures of a result read as numbers: every ``*_ms`` key (TTFT, TPOT, ITL, E2EL statistics) and these.
