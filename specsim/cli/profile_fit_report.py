@@ -124,6 +124,11 @@ def check_spec_options(spec: list[Path], drafter: str | None, tau: float | None,
                                 f"({', '.join(names)}): its cost is charged beside the terms fitted", "none given")
     if drafter is not None and drafter not in names:
         raise SpecsimInputError(None, None, "--drafter", f"one of {', '.join(names)}", repr(drafter))
+    if k is not None and k < 1:     # -2 was refused later as "spec_decode_acceptance_length in (1, K + 1 = -1]"
+        raise SpecsimInputError(None, None, "--num-spec-tokens", "an int >= 1 (drafts per request per step)", str(k))
+    if tau is not None and not tau > 1:
+        raise SpecsimInputError(None, None, "--acceptance-length", "a number > 1 (tokens per request per step, the "
+                                "bonus token included)", f"{tau:g}")
     given = [o for o, v in (("--drafter", drafter), ("--acceptance-length", tau), ("--num-spec-tokens", k))
              if v is not None]
     if given and not spec:
