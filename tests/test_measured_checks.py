@@ -59,3 +59,74 @@ def test_num_spec_tokens_below_one_is_refused_up_front(tmp_path):
         assert isinstance(r.exception, SpecsimInputError), r.output
         assert (r.exception.field, r.exception.got) == (field, value)
         assert "fitted:" not in r.output and not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("edit, field, got", [
+    # seconds under _ms keys: 8.6 ms written 0.0086 gave R 0.0 and, in import-results, 114,942 TPS/user
+    ({"mean_itl_ms": 0.0086, "mean_tpot_ms": 0.0087}, "mean_itl_ms", "0.0086"),
+    # microseconds under _ms keys: R = 51,000 x 8.6 s / 28.0875 s = 15,616 running requests of 16 users
+    ({"mean_itl_ms": 8600.0, "mean_tpot_ms": 8700.0}, "mean_tpot_ms", "8700.0"),
+    # a duration in ms: 51,200 tokens / 28,087.5 = 1.823 tok/s beside output_throughput 1,823 tok/s
+    ({"duration": 28087.5}, "duration", "28087.5 (1.823 tok/s; milliseconds?)"),
+    # a TTFT in seconds (31.5 ms written 0.0315) and one of 12.5 hours
+    ({"mean_ttft_ms": 0.0315}, "mean_ttft_ms", "0.0315"),
+    ({"mean_ttft_ms": 4.5e7}, "mean_ttft_ms", "45000000.0"),
+    ({"median_ttft_ms": 0.03, "mean_ttft_ms": None}, "median_ttft_ms", "0.03"),
+])
+def test_units_are_checked_alike_by_profile_fit_and_import_results(tmp_path, edit, field, got):
+    f = _write(tmp_path, "r.json", {**PLAIN, **edit})
+    from specsim.hardware.step_points import observations_from_vllm_results
+
+    for read in (read_vllm_result, observations_from_vllm_results):
+        with pytest.raises(SpecsimInputError) as e:
+            read(f)
+        assert (e.value.file, e.value.line, e.value.field, e.value.got) == (f, 1, field, got)
+    r = runner.invoke(app, ["import-results", f, "--out", str(tmp_path / "m.json")])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == field
+    assert not (tmp_path / "m.json").exists()
+    r = runner.invoke(app, ["profile", "fit", f, "--model", "qwen3-8b", "--gpu", "h100", "--out", str(tmp_path / "o.json")])
+    assert isinstance(r.exception, SpecsimInputError) and r.exception.field == field
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_unit_errors_say_the_unit(tmp_path):
+    with pytest.raises(SpecsimInputError, match="seconds agreeing with output_throughput \\(1,823 tok/s: "
+                                                "total_output_tokens 51,200 in 28.09 s\\)"):
+        read_vllm_result(_write(tmp_path, "d.json", {**PLAIN, "duration": 28087.5}))
+    with pytest.raises(SpecsimInputError, match="Little's law gives R = 1.562e\\+04 requests decoding at once"):
+        read_vllm_result(_write(tmp_path, "u.json", {**PLAIN, "mean_itl_ms": 8600.0, "mean_tpot_ms": 8600.0}))
+    with pytest.raises(SpecsimInputError, match="a step takes >= 0.1 ms; this reads as seconds"):
+        read_vllm_result(_write(tmp_path, "s.json", {**PLAIN, "mean_itl_ms": 0.0086}))
+
+
+def test_a_closed_loop_far_below_its_users_is_refused_naming_the_duration(tmp_path):
+    # without output_throughput agreeing to catch it: duration and output_throughput both 1000x off, the E2EL says
+    # 200 requests x 2.247 s / 28,087.5 s = 0.016 requests in a loop of 16 users (< 0.05 x 16)
+    f = _write(tmp_path, "r.json", {**PLAIN, "duration": 28087.5, "output_throughput": 1.823})
+    with pytest.raises(SpecsimInputError) as e:
+        read_vllm_result(f)
+    assert (e.value.field, e.value.got) == ("duration", "28087.5")
+    assert "completed x mean_e2el_ms / duration = 0.016" in e.value.expected
+    # an open loop (a finite request rate) may hold few requests: read
+    (p,) = read_vllm_result(_write(tmp_path, "o.json", {**PLAIN, "duration": 28087.5, "output_throughput": 1.823,
+                                                          "request_rate": 0.007}))
+    assert p.output_throughput == pytest.approx(1.823)
+
+
+def test_itls_in_milliseconds_fall_back_to_the_summary_and_the_basis_says_so(tmp_path):
+    # import-results wrote 0.2 TPS/user beside 3,713 tok/s at 16 users: the per-request latencies were TTFT + the
+    # itls summed as seconds; now 1000 / mean TPOT = 1000 / 4.242 = 235.7, and the basis names the disagreement
+    f = _write(tmp_path, "r.json", {**SPEC, "ttfts": [0.032] * 2, "output_lens": [256] * 2, "itls": [[4.2] * 255] * 2})
+    (p,) = read_vllm_result(f)
+    assert p.tps_per_user == pytest.approx(1000 / 4.242, rel=1e-12)
+    assert p.tps_per_user_basis == "1000 / mean TPOT (itls 990x mean_tpot_ms: not seconds?)"
+    assert "token_weighted_tpot_ms" not in p.metrics
+    # without mean_tpot_ms the reference is mean_itl_ms / tau = 4.2 / 2.5 = 1.68 ms per token (the --spec fit took
+    # the ms lists as 10,500 ms steps)
+    from specsim.hardware.spec_fit import spec_observations_from_vllm_results
+
+    doc = {k: v for k, v in SPEC.items() if k != "mean_tpot_ms"}
+    (o,) = spec_observations_from_vllm_results(_write(tmp_path, "n.json", {**doc, "ttfts": [0.032] * 2,
+                                                                            "output_lens": [256] * 2,
+                                                                            "itls": [[4.2] * 255] * 2}))
+    assert o.step_time_s == pytest.approx(4.2e-3, rel=1e-12)                # 1.68 ms x tau 2.5: the ITL

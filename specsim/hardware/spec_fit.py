@@ -148,10 +148,9 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             v = m.get(name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
-        tpot = m.get("mean_tpot_ms")
-        weighted = m.get("token_weighted_tpot_ms")         # a --save-detailed result's (measured.read_vllm_result)
-        if weighted is not None and isinstance(tpot, (int, float)) and tpot > 0 and not 0.5 < weighted / tpot < 2:
-            weighted = None             # itls not in seconds (or another run's lists): the mean TPOT instead
+        # a --save-detailed result's, where its itls agree with the summary's TPOT within 2x (else dropped by
+        # measured.read_vllm_result: itls not in seconds, the summary instead)
+        weighted = m.get("token_weighted_tpot_ms")
         per_token = weighted / 1e3 if weighted is not None else _per_token_s(m, src, k, tau)
         step = per_token * tau
         r = (tout - completed) * per_token / duration
