@@ -72,6 +72,9 @@ def test_num_spec_tokens_below_one_is_refused_up_front(tmp_path):
     ({"mean_ttft_ms": 0.0315}, "mean_ttft_ms", "0.0315"),
     ({"mean_ttft_ms": 4.5e7}, "mean_ttft_ms", "45000000.0"),
     ({"median_ttft_ms": 0.03, "mean_ttft_ms": None}, "median_ttft_ms", "0.03"),
+    # NaN is refused as Infinity is (it fell back to the next figure in silence)
+    ({"mean_itl_ms": float("nan")}, "mean_itl_ms", "NaN"),
+    ({"mean_ttft_ms": float("nan")}, "mean_ttft_ms", "NaN"),
 ])
 def test_units_are_checked_alike_by_profile_fit_and_import_results(tmp_path, edit, field, got):
     f = _write(tmp_path, "r.json", {**PLAIN, **edit})
@@ -111,6 +114,16 @@ def test_a_closed_loop_far_below_its_users_is_refused_naming_the_duration(tmp_pa
     (p,) = read_vllm_result(_write(tmp_path, "o.json", {**PLAIN, "duration": 28087.5, "output_throughput": 1.823,
                                                           "request_rate": 0.007}))
     assert p.output_throughput == pytest.approx(1.823)
+
+
+def test_null_still_reads_as_not_measured(tmp_path):
+    # null (not measured) falls back to the next figure: mean ITL null -> mean TPOT 8.686 ms; TTFT -> the median
+    from specsim.hardware.step_points import observations_from_vllm_results
+
+    (o,) = observations_from_vllm_results(_write(tmp_path, "r.json", {**PLAIN, "mean_itl_ms": None,
+                                                                        "mean_ttft_ms": None}))
+    assert o.step_time_s == pytest.approx(8.686e-3, rel=1e-12)
+    assert o.ttft_s == pytest.approx(51.3e-3, rel=1e-12)
 
 
 def test_itls_in_milliseconds_fall_back_to_the_summary_and_the_basis_says_so(tmp_path):

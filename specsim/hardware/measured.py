@@ -149,8 +149,9 @@ NUMBER_KEYS = ("duration", "completed", "total_input_tokens", "total_output_toke
 
 
 def _check_numbers(src: str, index: int, obj: dict) -> None:
-    """A result's summary figures (:data:`NUMBER_KEYS` and ``*_ms``), where present, must be JSON numbers (null or
-    NaN: not measured); text (``"7.5"``), a boolean or an infinity was skipped in silence for the next figure.
+    """A result's summary figures (:data:`NUMBER_KEYS` and ``*_ms``), where present, must be finite JSON numbers
+    (null: not measured); text (``"7.5"``), a boolean, an infinity or a NaN was skipped in silence for the next
+    figure (a NaN ``mean_itl_ms`` read the mean TPOT, a NaN ``mean_ttft_ms`` the median: docs/profiles.md).
 
     Raises:
         SpecsimInputError: naming the file, the 1-based object index and the key.
@@ -158,7 +159,7 @@ def _check_numbers(src: str, index: int, obj: dict) -> None:
     for key, v in obj.items():
         if not (key in NUMBER_KEYS or key.endswith("_ms")) or v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise SpecsimInputError(src, index, key, "a finite JSON number (null where not measured)"
                                     + (", in milliseconds" if key.endswith("_ms") else ""), plain(v))
 
