@@ -143,3 +143,49 @@ def test_itls_in_milliseconds_fall_back_to_the_summary_and_the_basis_says_so(tmp
                                                                             "output_lens": [256] * 2,
                                                                             "itls": [[4.2] * 255] * 2}))
     assert o.step_time_s == pytest.approx(4.2e-3, rel=1e-12)                # 1.68 ms x tau 2.5: the ITL
+
+
+def _fit(tmp_path, *spec_args):
+    """profile fit of the plain 16-user point with the given --spec arguments (eagle3), into tmp_path/o.json."""
+    return runner.invoke(app, ["profile", "fit", _write(tmp_path, "v.json", PLAIN), "--model", "qwen3-8b", "--gpu",
+                               "h100", "--params", "kernel_s", "--drafter", "eagle3", *spec_args,
+                               "--out", str(tmp_path / "o.json")])
+
+
+def test_speculative_points_get_the_plain_points_checks(tmp_path):
+    # TPOT 34 ms where 4.242 was measured: R = 51,000 x 34 ms / 13.7875 s = 125.8 of 16 users (it was capped at 16)
+    r = _fit(tmp_path, "--spec", _write(tmp_path, "over.json", {**SPEC, "mean_tpot_ms": 34.0}))
+    assert isinstance(r.exception, SpecsimInputError), r.output
+    assert (r.exception.field, r.exception.got) == ("mean_tpot_ms", "34.0")
+    assert "R = 125.8 requests decoding at once" in r.exception.expected
+    assert not (tmp_path / "o.json").exists()
+    # the file says K = 60,000 / 20,000 = 3: --num-spec-tokens 100 replaced it without a word
+    r = _fit(tmp_path, "--spec", _write(tmp_path, "s.json", SPEC), "--num-spec-tokens", "100")
+    assert isinstance(r.exception, SpecsimInputError), r.output
+    assert (r.exception.field, r.exception.got) == ("--num-spec-tokens", "100")
+    assert "the file's K = 3" in r.exception.expected and not (tmp_path / "o.json").exists()
+    # an equal one, and --acceptance-length over the file's 2.5, are taken: the latter said
+    r = _fit(tmp_path, "--spec", _write(tmp_path, "s.json", SPEC), "--num-spec-tokens", "3", "--acceptance-length", "2.8")
+    assert r.exit_code == 0, r.output
+    assert "measured acceptance length 2.5; --acceptance-length 2.8 is used instead" in " ".join(r.output.split())
+
+
+def test_a_speculative_fit_that_misses_its_points_by_over_10x_writes_nothing_and_over_20_percent_warns(tmp_path):
+    # an open loop (no max_concurrency: no Little's-law bound) whose TPOT is f x the real 4.242 ms (duration and
+    # throughput scaled alike): spec_step_s, at most 0.05 s, cannot reach a step of f x 10.6 ms at R = 15.7
+    def slow(f: float) -> dict:
+        return {**SPEC, "max_concurrency": None, "request_rate": 16.0, "mean_tpot_ms": 4.242 * f,
+                "median_tpot_ms": 4.2 * f, "mean_itl_ms": 4.2 * f, "median_itl_ms": 4.116 * f,
+                "duration": 13.7875 * f, "output_throughput": 3713.509 / f, "request_throughput": 14.5059 / f,
+                "mean_e2el_ms": 1103.0 * f}
+
+    r = _fit(tmp_path, "--spec", _write(tmp_path, "slow100.json", slow(100)))       # a 1,060 ms step: 0.057x
+    assert isinstance(r.exception, SpecsimInputError), r.output
+    assert r.exception.field == "the speculative fit" and "no profile written" in r.exception.expected
+    assert "the model's step 0.05" in r.exception.got
+    assert not (tmp_path / "o.json").exists()
+    r = _fit(tmp_path, "--spec", _write(tmp_path, "slow10.json", slow(10)))         # 106 ms: the model -43%
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "warning: the speculative fit misses its own points by more than 20% (median 43%)" in text
+    assert (tmp_path / "o.json").exists()
