@@ -189,3 +189,18 @@ def test_a_speculative_fit_that_misses_its_points_by_over_10x_writes_nothing_and
     text = " ".join(r.output.split())
     assert "warning: the speculative fit misses its own points by more than 20% (median 43%)" in text
     assert (tmp_path / "o.json").exists()
+
+
+def test_a_ttft_below_the_model_is_not_blamed_on_a_queue(tmp_path):
+    # one user, 1000-token prompts: the model's prefill takes tens of ms, the file says 0.5 ms; a queue only raises
+    # a measured TTFT, so the warning (+94823% "assumes no queue" before) names the units and lengths instead
+    one = {**PLAIN, "max_concurrency": 1, "duration": 373.5, "output_throughput": 137.08, "request_throughput": 0.5355,
+           "mean_ttft_ms": 0.5, "median_ttft_ms": 0.5, "mean_tpot_ms": 7.272, "median_tpot_ms": 7.2,
+           "mean_itl_ms": 7.2, "median_itl_ms": 7.056, "mean_e2el_ms": 1867.5, "median_e2el_ms": 1867.5}
+    r = runner.invoke(app, ["profile", "fit", _write(tmp_path, "c1.json", one), "--model", "qwen3-8b", "--gpu",
+                            "h100", "--params", "kernel_s", "--out", str(tmp_path / "o.json")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "TTFT: fitted request_overhead_s = 0 s" in text
+    assert "(measured concurrency=1 0.5 ms, below the model's" in text
+    assert "check mean_ttft_ms is in milliseconds" in text and "assumes no queue" not in text

@@ -125,15 +125,21 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
         text = f"warning: the TTFT model misses {name(worst)} by {worst.rel_error:+.0%}"
         queued = min(trep.points, key=lambda p: p.rel_error)       # measured furthest above the model
         high = max(trep.points, key=lambda p: p.rel_error)
-        if queued.rel_error < 0 < high.rel_error and not queued.holdout:
+        pulled = queued.rel_error < 0 < high.rel_error and not queued.holdout
+        if pulled:
             # the queued point is the cause, the over-predicted one the consequence (a fresh user's warning blamed
             # the one point with no queue)
             text += (f"; {name(queued)} measured {1 / (1 + queued.rel_error) - 1:.0%} above the model (its requests "
                      "waited in the server's queue) pulls the one fitted request_overhead_s up, so "
                      f"{name(high)} comes out {high.rel_error:+.0%}")
-        say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
-            "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
-            "and read TTFT at load from a simulation")
+        if pulled or worst.rel_error < 0:       # a queue only raises the measured TTFT: the model under-predicts
+            say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
+                "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
+                "and read TTFT at load from a simulation")
+        else:                                   # measured below the model: no queue explains it
+            say(text + f" (measured {name(worst)} {worst.measured_s * 1e3:.4g} ms, below the model's "
+                f"{worst.predicted_s * 1e3:.4g} ms, which no server queue explains): check mean_ttft_ms is in "
+                "milliseconds and the prompt lengths (total_input_tokens), --chunk-tokens and the GPU")
     prov["fit"]["ttft"] = trep.provenance()
 
 
