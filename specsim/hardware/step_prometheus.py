@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from specsim.errors import SpecsimInputError, plain
+from specsim.hardware.step_observation import NO_SPEC, StepObservation
 
 ITL_METRICS = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 ITERATION = "vllm:iteration_tokens_total"
@@ -68,8 +69,6 @@ def _parse_prometheus(path) -> Samples:
 
 
 def _check_no_speculation(samples: Samples, src: str) -> None:
-    from specsim.hardware.step_points import NO_SPEC
-
     for (name, _), (value, line) in samples.items():
         if name.startswith("vllm:spec_decode") and value > 0:
             raise SpecsimInputError(src, line, name, NO_SPEC + ": no spec_decode samples above 0", f"{value:g}")
@@ -105,11 +104,9 @@ def _ratio(samples, base, num: str, den: str, key, src, base_src) -> float | Non
 
 
 def _prom_observation(samples: Samples, base: Samples | None, itl: str, key, src: str,
-                      base_src: str):
+                      base_src: str) -> StepObservation | None:
     """The :class:`~specsim.hardware.step_points.StepObservation` of one label set (None when no token gap was
     observed in the window)."""
-    from specsim.hardware.step_points import StepObservation
-
     label = " ".join(f"{k}={v}" for k, v in key) or "all"
     step_s = _ratio(samples, base, f"{itl}_sum", f"{itl}_count", key, src, base_src)
     if step_s is None:
@@ -130,7 +127,7 @@ def _prom_observation(samples: Samples, base: Samples | None, itl: str, key, src
     return StepObservation(r, b, ctx, step_s, src, samples[(f"{itl}_count", key)][1], "histogram", label)
 
 
-def observations_from_prometheus(path, *, baseline=None) -> list:
+def observations_from_prometheus(path, *, baseline=None) -> list[StepObservation]:
     """Step-time observations from a text dump of vLLM's ``/metrics``: one per label set (derivation above).
 
     Args:
