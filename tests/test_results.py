@@ -268,7 +268,7 @@ def test_a_negative_tpot_or_throughput_is_refused(tmp_path):
     assert read_vllm_result(f)[0].tps_per_user is None
 
 
-@pytest.mark.parametrize("key, value, shown", [("itls", [["x"]] * 2, "['x'] at entry 1"),
+@pytest.mark.parametrize("key, value, shown", [("itls", [["x"]] * 2, "'x' at request 1, gap 1"),
                                                ("ttfts", [0.1, "0.2"], "'0.2' at entry 2"),
                                                ("output_lens", ["11", 21], "'11' at entry 1"),
                                                ("latencies", "0.6", "str '0.6'")])

@@ -234,7 +234,7 @@ def test_a_speculation_term_at_its_zero_bound_gets_the_bound_note_not_a_ratio_wa
     assert "spec_step_s" not in e.value.expected.split(";")[0] and "given with --spec" in e.value.expected
 
 
-def test_vllm_speculative_result_read_by_hand():
+def test_vllm_speculative_result_read_by_hand(tmp_path):
     # tests/data/step_points/vllm_c16_spec.json: TPOT 12.9 ms, tau 2.836, 86610 draft tokens in 28870 drafts
     (o,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json")
     assert o.num_spec_tokens == 3 and o.acceptance_length == 2.836
@@ -244,11 +244,20 @@ def test_vllm_speculative_result_read_by_hand():
     assert o.batch_tokens == pytest.approx(r * 4 + 327680 * 12.9e-3 * 2.836 / 70.0)
     assert o.context_tokens == pytest.approx(1024 + 256 / 2)
     (given,) = spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=2.0,
-                                                   num_spec_tokens=1)
-    assert given.num_spec_tokens == 1 and given.step_time_s == pytest.approx(12.9e-3 * 2.0)
+                                                   num_spec_tokens=3)
+    assert given.num_spec_tokens == 3 and given.step_time_s == pytest.approx(12.9e-3 * 2.0)
+    assert given.file_acceptance_length == 2.836                  # replaced: profile fit says so
+    with pytest.raises(SpecsimInputError, match="field '--num-spec-tokens': expected the file's K = 3"):
+        spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", num_spec_tokens=1)   # was taken silently
+    import json
+
+    doc = {k: v for k, v in json.loads((POINTS / "vllm_c16_spec.json").read_text()).items()
+           if k not in ("spec_decode_num_drafts", "spec_decode_draft_tokens")}
+    (tmp_path / "nocounts.json").write_text(json.dumps(doc))
+    (given,) = spec_observations_from_vllm_results(tmp_path / "nocounts.json", num_spec_tokens=2)
+    assert given.num_spec_tokens == 2                              # no counts in the file: the option gives K
     with pytest.raises(SpecsimInputError, match="--acceptance-length"):
-        spec_observations_from_vllm_results(POINTS / "vllm_c16_spec.json", acceptance_length=3.5,
-                                            num_spec_tokens=2)
+        spec_observations_from_vllm_results(tmp_path / "nocounts.json", acceptance_length=3.5, num_spec_tokens=2)
     with pytest.raises(SpecsimInputError, match="spec_decode_acceptance_length"):
         spec_observations_from_vllm_results(POINTS / "vllm_c16.json")    # no speculation in it, none given
 

@@ -348,3 +348,32 @@ def test_a_csv_row_with_more_cells_than_the_header_is_refused(tmp_path):
     assert (e.value.line, e.value.expected, e.value.got) == (3, "at most 2 cells (the header's columns)", "3 cells")
     f.write_text("num_requests,step_time_s\n1,0.0076,,\n8,0.0079,\n")
     assert [o.step_time_s for o in observations_from_csv(f)] == [0.0076, 0.0079]
+
+
+@pytest.mark.parametrize("value, shown", [("NaN", "NaN"), ("-5", "-5.0"), ("+Inf", "inf")])
+def test_prometheus_nan_negative_or_infinite_counter_is_refused_naming_line_and_metric(tmp_path, value, shown):
+    # a NaN or negative sum reached the fit as a scipy traceback ("Residuals are not finite")
+    n = len((DATA / "vllm_metrics_phase1.prom").read_text().splitlines())
+    p = _edited(tmp_path, add=f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="acme/dense-32b"}} {value}\n')
+    with pytest.raises(SpecsimInputError) as e:
+        observations_from_prometheus(p)
+    assert (e.value.line, e.value.field, e.value.got) == (n + 1, "vllm:inter_token_latency_seconds_sum", shown)
+    assert "a finite number >= 0" in str(e.value)
+    p = _edited(tmp_path, add=f'vllm:generation_tokens_total{{engine="0",model_name="acme/dense-32b"}} {value}\n')
+    with pytest.raises(SpecsimInputError, match=f"line {n + 1}, field 'vllm:generation_tokens_total'"):
+        observations_from_prometheus(p)
+
+
+def test_a_null_json_document_or_line_is_refused_as_not_an_object(tmp_path):
+    # `null` gave an AttributeError in profile fit and a TypeError in import-results
+    from specsim.hardware.measured import read_results
+
+    p = tmp_path / "null.json"
+    p.write_text("null")
+    for read in (observations_from_vllm_results, lambda f: read_results([f])):
+        with pytest.raises(SpecsimInputError) as e:
+            read(p)
+        assert (e.value.line, e.value.expected, e.value.got) == (1, "a JSON object (or one per line)", "null")
+    p.write_text((DATA / "vllm_c16.json").read_text().replace("\n", " ") + "\nnull\n")
+    with pytest.raises(SpecsimInputError, match="line 2: expected a JSON object .*, got null"):
+        observations_from_vllm_results(p)

@@ -73,6 +73,31 @@ FIT_REFUSE_TOO_FAST = 0.1
 TTFT_WARN_ERROR = 0.2
 
 
+def check_fit_quality(rep, what: str = "") -> None:
+    """Refuse a fit that misses its own (``what``) points beyond :data:`FIT_REFUSE_ERROR` or
+    :data:`FIT_REFUSE_TOO_FAST`, nothing written; else warn where it misses them by more than 20% in the median or
+    at any one point. Speculative points got none of the plain fit's checks: a profile was written from steps of
+    10,500 ms."""
+    from specsim.hardware.residuals import median_ratio
+
+    miss, ratio = rep.median_abs_error(False) or 0.0, median_ratio(rep.points, False) or 1.0
+    if miss > FIT_REFUSE_ERROR or ratio < FIT_REFUSE_TOO_FAST:
+        raise SpecsimInputError(None, None, f"the {what}fit", f"a model that meets its own {what}points within "
+                                f"{FIT_REFUSE_ERROR:.0%} over and {1 / FIT_REFUSE_TOO_FAST:g}x under (check the units: "
+                                "ms in a vllm bench result, itls in seconds; the drafter, K and the acceptance length; "
+                                "the model and GPU); no profile written", f"a median |error| of {miss:.1%} on the "
+                                f"fitted points (the model's step {ratio:.3g}x the measured one)")
+    far = [p for p in rep.points if not p.holdout and abs(p.rel_error) > 0.2]
+    if miss > 0.2:
+        say(f"warning: the {what}fit misses its own points by more than 20% (median {miss:.0%}): check the units, "
+            "the drafter, K and the acceptance length before using the profile")
+    elif far:
+        worst = max(far, key=lambda p: abs(p.rel_error))
+        say(f"warning: the {what}fit misses {len(far)} of its own points by more than 20% (worst {worst.label}, "
+            f"{worst.rel_error:+.1%}): the model does not explain {'it' if len(far) == 1 else 'them'}; check before "
+            "using the profile")
+
+
 def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
     """Where the inputs give TTFT: fit the request overhead to it, print every point's TTFT residual (the TPOT
     residuals are printed above) and add them to ``prov`` under ``fit.ttft``; else say TTFT was not fitted."""
@@ -100,15 +125,21 @@ def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
         text = f"warning: the TTFT model misses {name(worst)} by {worst.rel_error:+.0%}"
         queued = min(trep.points, key=lambda p: p.rel_error)       # measured furthest above the model
         high = max(trep.points, key=lambda p: p.rel_error)
-        if queued.rel_error < 0 < high.rel_error and not queued.holdout:
+        pulled = queued.rel_error < 0 < high.rel_error and not queued.holdout
+        if pulled:
             # the queued point is the cause, the over-predicted one the consequence (a fresh user's warning blamed
             # the one point with no queue)
             text += (f"; {name(queued)} measured {1 / (1 + queued.rel_error) - 1:.0%} above the model (its requests "
                      "waited in the server's queue) pulls the one fitted request_overhead_s up, so "
                      f"{name(high)} comes out {high.rel_error:+.0%}")
-        say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
-            "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
-            "and read TTFT at load from a simulation")
+        if pulled or worst.rel_error < 0:       # a queue only raises the measured TTFT: the model under-predicts
+            say(text + ": the TTFT model assumes no queue in the server (a load below max_num_seqs and the KV "
+                "capacity, docs/profiles.md); fit TTFT on low-load points (give the loaded ones with --holdout) "
+                "and read TTFT at load from a simulation")
+        else:                                   # measured below the model: no queue explains it
+            say(text + f" (measured {name(worst)} {worst.measured_s * 1e3:.4g} ms, below the model's "
+                f"{worst.predicted_s * 1e3:.4g} ms, which no server queue explains): check mean_ttft_ms is in "
+                "milliseconds and the prompt lengths (total_input_tokens), --chunk-tokens and the GPU")
     prov["fit"]["ttft"] = trep.provenance()
 
 
@@ -124,6 +155,11 @@ def check_spec_options(spec: list[Path], drafter: str | None, tau: float | None,
                                 f"({', '.join(names)}): its cost is charged beside the terms fitted", "none given")
     if drafter is not None and drafter not in names:
         raise SpecsimInputError(None, None, "--drafter", f"one of {', '.join(names)}", repr(drafter))
+    if k is not None and k < 1:     # -2 was refused later as "spec_decode_acceptance_length in (1, K + 1 = -1]"
+        raise SpecsimInputError(None, None, "--num-spec-tokens", "an int >= 1 (drafts per request per step)", str(k))
+    if tau is not None and not tau > 1:
+        raise SpecsimInputError(None, None, "--acceptance-length", "a number > 1 (tokens per request per step, the "
+                                "bonus token included)", f"{tau:g}")
     given = [o for o, v in (("--drafter", drafter), ("--acceptance-length", tau), ("--num-spec-tokens", k))
              if v is not None]
     if given and not spec:
@@ -149,6 +185,10 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
         return sm, prov
     check_spec_options(spec, drafter, tau, k)
     obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
+    for o in obs:
+        if o.file_acceptance_length == o.file_acceptance_length and abs(o.file_acceptance_length - tau) > 1e-9:
+            say(f"note: {Path(o.source).name} ({o.label}) measured acceptance length {o.file_acceptance_length:g}; "
+                f"--acceptance-length {tau:g} is used instead")
     srep = fit_speculation(sm, obs, drafter, chunk_tokens=chunk_tokens)
     held = [f"{n} = {getattr(sm.terms, n):.4g} s (held)" for n in ("spec_step_s", "spec_request_s")
             if n not in srep.params]
@@ -157,5 +197,6 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
     for line in srep.warnings():
         say(f"warning: {line}")
     echo_residuals(srep, ("B", "batch_tokens"), ("measured_ms", "model_ms"), "speculative error")  # had no header
+    check_fit_quality(srep, "speculative ")
     prov["fit"]["speculation"] = dict(srep.provenance()["fit"], drafter=drafter)
     return srep.model, prov

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 from specsim.jsonfiles import json_rows, read_text
 
 
@@ -83,12 +83,12 @@ def _num(v) -> float | None:
 def _json_objects(path: Path) -> list[dict]:
     """The JSON object of a file, or its objects one per line (vLLM's --append-result)."""
     src = str(path)
-    objs = [obj for _, obj in json_rows(read_text(path), src, "a JSON object (or one per line)")]
-    bad = next((o for o in objs if not isinstance(o, dict)), None)
-    if not objs or bad is not None:
-        raise SpecsimInputError(src, None, None, "a JSON object (or one per line)",
-                                "nothing" if not objs else type(bad).__name__)
-    return objs
+    rows = json_rows(read_text(path), src, "a JSON object (or one per line)")
+    bad = next(((line, o) for line, o in rows if not isinstance(o, dict)), None)   # a pair: a null is bad too
+    if not rows or bad is not None:
+        raise SpecsimInputError(src, None if bad is None else bad[0], None, "a JSON object (or one per line)",
+                                "nothing" if bad is None else "null" if bad[1] is None else type(bad[1]).__name__)
+    return [obj for _, obj in rows]
 
 
 def _check_signs(src: str, index: int, figures: dict) -> None:
@@ -131,7 +131,16 @@ def _check_detailed(src: str, index: int, obj: dict) -> None:
             raise SpecsimInputError(src, index, key, want, f"{type(values).__name__} {values!r}")
         bad = next((i for i, v in enumerate(values) if not ok(v)), None)
         if bad is not None:
-            raise SpecsimInputError(src, index, key, want, f"{values[bad]!r} at entry {bad + 1}")
+            raise SpecsimInputError(src, index, key, want, _bad_entry(values[bad], bad, key == "itls"))
+
+
+def _bad_entry(value, i: int, nested: bool) -> str:
+    """The bad entry ``i`` (0-based) of a detailed list as an error shows it: for ``itls`` (a list per request) the
+    bad gap and its index only (the request's whole gap list was printed)."""
+    if nested and isinstance(value, list):
+        j, gap = next((j, g) for j, g in enumerate(value) if not (_num(g) is not None and g >= 0))
+        return f"{plain(gap)} at request {i + 1}, gap {j + 1}"
+    return f"{plain(value) if not isinstance(value, (list, dict)) else type(value).__name__} at entry {i + 1}"
 
 
 #: Summary figures of a result read as numbers: every ``*_ms`` key (TTFT, TPOT, ITL, E2EL statistics) and these.
@@ -140,8 +149,9 @@ NUMBER_KEYS = ("duration", "completed", "total_input_tokens", "total_output_toke
 
 
 def _check_numbers(src: str, index: int, obj: dict) -> None:
-    """A result's summary figures (:data:`NUMBER_KEYS` and ``*_ms``), where present, must be JSON numbers (null or
-    NaN: not measured); text (``"7.5"``), a boolean or an infinity was skipped in silence for the next figure.
+    """A result's summary figures (:data:`NUMBER_KEYS` and ``*_ms``), where present, must be finite JSON numbers
+    (null: not measured); text (``"7.5"``), a boolean, an infinity or a NaN was skipped in silence for the next
+    figure (a NaN ``mean_itl_ms`` read the mean TPOT, a NaN ``mean_ttft_ms`` the median: docs/profiles.md).
 
     Raises:
         SpecsimInputError: naming the file, the 1-based object index and the key.
@@ -149,9 +159,112 @@ def _check_numbers(src: str, index: int, obj: dict) -> None:
     for key, v in obj.items():
         if not (key in NUMBER_KEYS or key.endswith("_ms")) or v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isinf(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise SpecsimInputError(src, index, key, "a finite JSON number (null where not measured)"
-                                    + (", in milliseconds" if key.endswith("_ms") else ""), repr(v))
+                                    + (", in milliseconds" if key.endswith("_ms") else ""), plain(v))
+
+
+#: Milliseconds below which a result's ITL or step (TPOT x acceptance length) is no engine step (10,000 tokens/s for
+#: one user), and a TTFT no first token: seconds written where milliseconds belong.
+MIN_STEP_MS = 0.1
+#: Milliseconds above which a mean or median TTFT is no benchmark's (one hour): microseconds, or a broken file.
+MAX_TTFT_MS = 3.6e6
+#: Little's law R above the run's ``max_concurrency`` by more than this factor: times not in milliseconds (or, read
+#: per streamed chunk, a run that speculated).
+R_OVER_CONCURRENCY = 1.5
+#: A closed loop's requests in the system (completed x mean E2EL / duration) below this share of its users: a
+#: duration not in seconds, or times not in milliseconds.
+R_UNDER_CONCURRENCY = 0.05
+#: ``output_throughput`` and ``total_output_tokens / duration`` (vLLM writes the one from the other) further apart
+#: than this factor: a duration not in seconds.
+THROUGHPUT_AGREES = 2.0
+
+
+def acceptance_length(obj: dict) -> float | None:
+    """A speculative result's acceptance length (``spec_decode_acceptance_length``, else a key of :data:`SPEC_KEYS`),
+    None where it gives none above 1."""
+    return next((v for key in ("spec_decode_acceptance_length", *SPEC_KEYS)
+                 if (v := _num(obj.get(key))) is not None and v > 1), None)
+
+
+def summary_tpot(obj: dict) -> tuple[str, float] | None:
+    """(key, milliseconds of decode per output token) from a result's summary: ``mean_tpot_ms``, else
+    ``mean_itl_ms`` (/ the acceptance length of a speculative run), else the medians alike; None where none is
+    > 0, or only an ITL of a run that speculated at an unknown acceptance length."""
+    spec = any(k.startswith("spec_decode_") or k in SPEC_KEYS for k in obj)
+    tau = acceptance_length(obj)
+    names = ("mean_tpot_ms", "mean_itl_ms") if "mean_tpot_ms" in obj or "mean_itl_ms" in obj else (
+        "median_tpot_ms", "median_itl_ms")
+    for name in names:
+        v = _num(obj.get(name))
+        if v is not None and v > 0:
+            if name.endswith("_tpot_ms"):
+                return name, v
+            if not spec or tau is not None:
+                return name, v / (tau or 1.0)
+    return None
+
+
+def _check_units(src: str, k: int, obj: dict) -> None:
+    """The units of one result object, where its fields allow a check (shared by ``profile fit`` and
+    ``import-results``):
+
+    * an ITL, or a TPOT x the acceptance length (a step), of at least :data:`MIN_STEP_MS` ms, and a mean or median
+      TTFT in [:data:`MIN_STEP_MS`, :data:`MAX_TTFT_MS`] ms;
+    * ``output_throughput`` within :data:`THROUGHPUT_AGREES` x of ``total_output_tokens / duration``;
+    * Little's law against ``max_concurrency`` N: the requests decoding at once, (``total_output_tokens`` -
+      ``completed``) x TPOT / ``duration``, at most :data:`R_OVER_CONCURRENCY` x N; in a closed loop (no finite
+      ``request_rate``) the requests in the system, ``completed`` x ``mean_e2el_ms`` / ``duration``, at least
+      :data:`R_UNDER_CONCURRENCY` x N.
+
+    Raises:
+        SpecsimInputError: naming the file, the 1-based object index, the field and its unit.
+    """
+    tau = acceptance_length(obj)
+    spec = any(key.startswith("spec_decode_") or key in SPEC_KEYS for key in obj)
+    for name in ("mean_itl_ms", "median_itl_ms", "mean_tpot_ms", "median_tpot_ms"):
+        v = _num(obj.get(name))
+        per_step = None if v is None or (spec and tau is None and "tpot" in name) else (
+            v * (tau or 1.0) if "tpot" in name else v)
+        if per_step is not None and 0 < per_step < MIN_STEP_MS:
+            raise SpecsimInputError(src, k, name, f"a time in milliseconds (a step takes >= {MIN_STEP_MS:g} ms; "
+                                    "this reads as seconds)", plain(v))
+    for name in ("mean_ttft_ms", "median_ttft_ms"):
+        v = _num(obj.get(name))
+        if v is not None and 0 < v < MIN_STEP_MS:
+            raise SpecsimInputError(src, k, name, f"a time in milliseconds (a first token takes >= {MIN_STEP_MS:g} "
+                                    "ms; this reads as seconds)", plain(v))
+        if v is not None and v > MAX_TTFT_MS:
+            raise SpecsimInputError(src, k, name, f"a time in milliseconds, at most {MAX_TTFT_MS:,.0f} (one hour; "
+                                    "this reads as microseconds or a broken file)", plain(v))
+    dur, tout, done = (_num(obj.get(key)) for key in ("duration", "total_output_tokens", "completed"))
+    thr = _num(obj.get("output_throughput"))
+    if dur and tout and thr and done and dur > 0 and tout > done >= 1 and thr > 0 and not (
+            1 / THROUGHPUT_AGREES <= thr * dur / tout <= THROUGHPUT_AGREES):
+        raise SpecsimInputError(src, k, "duration", f"seconds agreeing with output_throughput ({thr:,.4g} tok/s: "
+                                f"total_output_tokens {tout:,.0f} in {tout / thr:,.4g} s)",
+                                f"{dur:g} ({tout / dur:,.4g} tok/s; milliseconds?)")
+    conc = _num(obj.get("max_concurrency"))
+    tpot = summary_tpot(obj)
+    if not (conc and conc >= 1 and dur and dur > 0 and done and done >= 1 and tout and tout > done):
+        return
+    if tpot is not None:
+        r = (tout - done) * tpot[1] / 1e3 / dur
+        if r > R_OVER_CONCURRENCY * conc:
+            raise SpecsimInputError(src, k, tpot[0], f"a time in milliseconds whose decode time fits the run's "
+                                    f"{conc:g} users (Little's law gives R = {r:,.4g} requests decoding at once, over "
+                                    f"{R_OVER_CONCURRENCY:g}x max_concurrency): times not in milliseconds",
+                                    plain(obj[tpot[0]]))
+    try:
+        closed = not math.isfinite(float(obj.get("request_rate", "inf")))
+    except (TypeError, ValueError):
+        closed = False
+    e2el = _num(obj.get("mean_e2el_ms"))
+    if closed and e2el and e2el > 0 and done * e2el / 1e3 / dur < R_UNDER_CONCURRENCY * conc:
+        raise SpecsimInputError(src, k, "duration", f"seconds in which a closed loop of {conc:g} users held about "
+                                f"{conc:g} requests (Little's law: completed x mean_e2el_ms / duration = "
+                                f"{done * e2el / 1e3 / dur:.3g}, under {R_UNDER_CONCURRENCY:g}x max_concurrency): a "
+                                "duration in milliseconds, or E2EL not in milliseconds", f"{dur:g}")
 
 
 def _check_gpus(gpus: int) -> int:
@@ -189,14 +302,18 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         _check_numbers(str(path), k, obj)
         _check_signs(str(path), k, obj)
         _check_detailed(str(path), k, obj)
+        _check_units(str(path), k, obj)
         conc = obj.get("max_concurrency")
         rate = obj.get("request_rate")
         load = (f"concurrency {conc}" if conc not in (None, "") else
                 f"rate {rate} req/s" if rate not in (None, "inf") else "request rate inf")
-        tps, basis = _vllm_tps_per_user(obj)
+        weighted, ref = _token_weighted_tpot_ms(obj), summary_tpot(obj)
+        off = weighted is not None and ref is not None and not 0.5 < weighted / ref[1] < 2
+        tps, basis = _vllm_tps_per_user(obj, use_itls=not off)
+        if off:         # itls in milliseconds (or another run's lists): the summary instead, said in the basis
+            basis += f" (itls {weighted / ref[1]:,.3g}x {ref[0]}: not seconds?)"
         metrics = {k2: v for k2, v in obj.items() if not isinstance(v, (list, dict))}
-        weighted = _token_weighted_tpot_ms(obj)
-        if weighted is not None:
+        if weighted is not None and not off:
             metrics["token_weighted_tpot_ms"] = weighted
         name = obj.get("label") or obj.get("model_id") or path.stem
         tool = "sglang" if str(obj.get("backend", "")).startswith("sglang") else "vllm"
@@ -211,9 +328,8 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
 def _token_weighted_tpot_ms(m: dict) -> float | None:
     """Milliseconds of decode per output token over every request of a ``--save-detailed`` result (its ``itls``: the
     gaps of each request's stream in seconds; ``output_lens``): sum of all gaps / sum of (output - 1); None where
-    the result lacks them, they disagree in length, or any is malformed (:func:`specsim.hardware.spec_fit.
-    spec_observations_from_vllm_results` drops it where it is not within a factor 2 of the mean TPOT: itls in
-    milliseconds)."""
+    the result lacks them, they disagree in length, or any is malformed (:func:`read_vllm_result` drops it where it
+    is not within a factor 2 of the summary's TPOT, :func:`summary_tpot`: itls in milliseconds)."""
     itls, lens = m.get("itls"), m.get("output_lens")
     if not (isinstance(itls, list) and isinstance(lens, list) and itls and len(itls) == len(lens)):
         return None
@@ -225,11 +341,12 @@ def _token_weighted_tpot_ms(m: dict) -> float | None:
     return 1e3 * gaps / tokens if tokens > 0 and math.isfinite(gaps) and gaps > 0 else None
 
 
-def _vllm_tps_per_user(obj: dict) -> tuple[float | None, str]:
-    """(TPS/user, basis) of one vLLM result object."""
+def _vllm_tps_per_user(obj: dict, use_itls: bool = True) -> tuple[float | None, str]:
+    """(TPS/user, basis) of one vLLM result object (``use_itls`` False: its ``itls`` are not summed for the
+    latencies, as they disagree with the summary's TPOT)."""
     ttfts, outs = obj.get("ttfts"), obj.get("output_lens")
     lats = obj.get("latencies")
-    if lats is None and isinstance(obj.get("itls"), list) and isinstance(ttfts, list):
+    if lats is None and use_itls and isinstance(obj.get("itls"), list) and isinstance(ttfts, list):
         lats = [t + sum(i) if isinstance(t, (int, float)) and isinstance(i, list) else None
                 for t, i in zip(ttfts, obj["itls"])]
     if isinstance(ttfts, list) and isinstance(outs, list) and isinstance(lats, list):

@@ -23,8 +23,9 @@ of :class:`~specsim.hardware.stepmodel.EngineTerms` only, every other constant h
     * **B** = R x (1 + K) (vLLM verifies every draft) + prompt tokens per step (chunked prefill);
     * **context** = prompt + output / 2 per request.
 
-    ``acceptance_length`` / ``num_spec_tokens`` given by the user replace the file's fields (required when the
-    file lacks them).
+    ``acceptance_length`` given by the user replaces the file's (``profile fit`` says so where they differ);
+    ``num_spec_tokens`` is for a file without draft counts, and refused where it disagrees with the file's K.
+    R above 1.5 x ``max_concurrency`` is refused (times not in milliseconds), as for no-speculation points.
 
 A speculative point's predicted step: the target's step at B (padded to the capture sizes) with R requests
 reading R x context KV tokens, plus the drafter's time from its shape (:func:`specsim.hardware.drafter.
@@ -43,6 +44,8 @@ import numpy as np
 
 from specsim.errors import SpecsimInputError, plain
 from specsim.hardware.profile_fit import FIT_BOUNDS, FitReport, PointResidual, _at_bound, _far_from_default
+from specsim.hardware.measured import R_OVER_CONCURRENCY
+from specsim.hardware.measured import acceptance_length as acceptance_length_of
 from specsim.hardware.step_points import MIN_STEP_MS, load_label
 
 #: The speculation terms ``profile fit`` frees on speculative points.
@@ -69,6 +72,8 @@ class SpecObservation:
     line: int | None
     label: str
     weight: float = 1.0
+    #: the file's own acceptance length where ``--acceptance-length`` replaced it (NaN: not replaced, or none given)
+    file_acceptance_length: float = math.nan
 
     @property
     def decode_tokens(self) -> float:
@@ -131,12 +136,16 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
         m = point.metrics
         tau_key, tau = (("--acceptance-length", acceptance_length) if acceptance_length is not None
                         else _acceptance_length(m, src, k))
-        if num_spec_tokens is not None:
-            kk = float(num_spec_tokens)
-        else:
+        own_tau = acceptance_length_of(m) if acceptance_length is not None else None
+        if "spec_decode_num_drafts" in m or "spec_decode_draft_tokens" in m or num_spec_tokens is None:
             drafts = _number(m, "spec_decode_num_drafts", src, k, "a count > 0 (or --num-spec-tokens)", lambda v: v > 0)
-            kk = _number(m, "spec_decode_draft_tokens", src, k, "a count > 0", lambda v: v > 0) / drafts
-        kk = int(round(kk))
+            kk = int(round(_number(m, "spec_decode_draft_tokens", src, k, "a count > 0", lambda v: v > 0) / drafts))
+            if num_spec_tokens is not None and num_spec_tokens != kk:   # the file's K was replaced without a word
+                raise SpecsimInputError(src, k, "--num-spec-tokens", f"the file's K = {kk} (spec_decode_draft_tokens / "
+                                        "spec_decode_num_drafts; give --num-spec-tokens only for a file without "
+                                        "them)", str(num_spec_tokens))
+        else:
+            kk = int(num_spec_tokens)
         if kk < 1 or not 1.0 < tau <= kk + 1:
             raise SpecsimInputError(src, k, tau_key, f"a value in (1, K + 1 = {kk + 1}]",
                                     f"{tau:g} with K = {kk}")
@@ -148,19 +157,26 @@ def spec_observations_from_vllm_results(path, acceptance_length: float | None = 
             v = m.get(name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise SpecsimInputError(src, k, name, "a time >= 0 ms", plain(v))
-        tpot = m.get("mean_tpot_ms")
-        weighted = m.get("token_weighted_tpot_ms")         # a --save-detailed result's (measured.read_vllm_result)
-        if weighted is not None and isinstance(tpot, (int, float)) and tpot > 0 and not 0.5 < weighted / tpot < 2:
-            weighted = None             # itls not in seconds (or another run's lists): the mean TPOT instead
+        # a --save-detailed result's, where its itls agree with the summary's TPOT within 2x (else dropped by
+        # measured.read_vllm_result: itls not in seconds, the summary instead)
+        weighted = m.get("token_weighted_tpot_ms")
         per_token = weighted / 1e3 if weighted is not None else _per_token_s(m, src, k, tau)
         step = per_token * tau
         r = (tout - completed) * per_token / duration
         conc = m.get("max_concurrency")
+        label = load_label(m) + " (speculative)"
         if isinstance(conc, (int, float)) and not isinstance(conc, bool) and conc >= 1 and r > conc:
+            if r > R_OVER_CONCURRENCY * conc:       # as the plain points (R was capped at 16 in silence)
+                name = "itls" if weighted is not None else "mean_tpot_ms"
+                raise SpecsimInputError(src, k, name, f"a decode time per token that fits the run's {conc:g} users "
+                                        f"(Little's law gives R = {r:,.4g} requests decoding at once, over "
+                                        f"{R_OVER_CONCURRENCY:g}x max_concurrency): times not in milliseconds "
+                                        "(itls: seconds)", f"{per_token * 1e3:.4g} ms per token")
+            label += f" (R {r:.4g} clipped to {conc:g})"
             r = float(conc)
         b = r * (1 + kk) + tin * step / duration
         out.append(SpecObservation(r, b, tin / completed + tout / completed / 2.0, step, kk, float(tau), src, k,
-                                   load_label(m) + " (speculative)"))
+                                   label, file_acceptance_length=math.nan if own_tau is None else own_tau))
     return out
 
 
