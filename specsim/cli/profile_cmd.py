@@ -446,12 +446,10 @@ def fit_cmd(
 
     import numpy as np
 
-    from specsim.cli.profile_fit_report import (FIT_REFUSE_ERROR, FIT_REFUSE_TOO_FAST, check_spec_options,
-                                                echo_other_model, echo_residuals, fit_speculation_terms,
-                                                fit_ttft_term)
+    from specsim.cli.profile_fit_report import (check_fit_quality, check_spec_options, echo_other_model,
+                                                echo_residuals, fit_speculation_terms, fit_ttft_term)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
-    from specsim.hardware.residuals import median_ratio
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
@@ -491,23 +489,9 @@ def fit_cmd(
     for line in rep.warnings():
         _say(f"warning: {line}")
     echo_residuals(rep, ("ctx", "context_tokens"), ("measured_ms", "model_ms"), "error")
-    miss = rep.median_abs_error(False) or 0.0
-    ratio = median_ratio(rep.points, False) or 1.0
-    if miss > FIT_REFUSE_ERROR or ratio < FIT_REFUSE_TOO_FAST:  # ITL in s fitted at +73,769%; ms as s at -99.6%
-        raise SpecsimInputError(None, None, "the fit", f"a model that meets its own points within "
-                                f"{FIT_REFUSE_ERROR:.0%} over and {1 / FIT_REFUSE_TOO_FAST:g}x under (check the "
-                                "units: ms in a vllm bench result, step_time_s vs step_time_ms in a CSV; the model, "
-                                "dtype, TP and GPU); no profile written", f"a median |error| of {miss:.1%} on the "
-                                f"fitted points (the model's step {ratio:.3g}x the measured one)")
-    far = [p for p in rep.points if not p.holdout and abs(p.rel_error) > 0.2]
-    if miss > 0.2:
-        _say("warning: the fit misses its own points by more than 20%: check the units (step_time_s vs "
-             "step_time_ms), the model and the GPU before using the profile")
-    elif far:                           # a median within 20% can hide one point the model cannot meet
-        worst = max(far, key=lambda p: abs(p.rel_error))
-        _say(f"warning: the fit misses {len(far)} of its own points by more than 20% (worst {worst.label}, "
-             f"{worst.rel_error:+.1%}): the model does not explain {'it' if len(far) == 1 else 'them'} (a mixed "
-             "prefill step, a batch past the CUDA-graph sizes, other units); check before using the profile")
+    check_fit_quality(rep, units="ms in a vllm bench result, step_time_s vs step_time_ms in a CSV",
+                      check="the model, dtype, TP and GPU",       # ITL in s fitted at +73,769%; ms as s at -99.6%
+                      causes=" (a mixed prefill step, a batch past the CUDA-graph sizes, other units)")
     fitted_model, prov = fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
     fit_ttft_term(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)

@@ -73,29 +73,30 @@ FIT_REFUSE_TOO_FAST = 0.1
 TTFT_WARN_ERROR = 0.2
 
 
-def check_fit_quality(rep, what: str = "") -> None:
+def check_fit_quality(rep, what: str = "", units: str = "ms in a vllm bench result, itls in seconds",
+                      check: str = "the drafter, K and the acceptance length", causes: str = "") -> None:
     """Refuse a fit that misses its own (``what``) points beyond :data:`FIT_REFUSE_ERROR` or
     :data:`FIT_REFUSE_TOO_FAST`, nothing written; else warn where it misses them by more than 20% in the median or
-    at any one point. Speculative points got none of the plain fit's checks: a profile was written from steps of
-    10,500 ms."""
+    at any one point (a median within 20% can hide one point the model cannot meet). ``units``, ``check`` and
+    ``causes`` word the advice for the input at hand (the plain and the speculative fit share the rule: speculative
+    points once got none of it, and a profile was written from steps of 10,500 ms)."""
     from specsim.hardware.residuals import median_ratio
 
     miss, ratio = rep.median_abs_error(False) or 0.0, median_ratio(rep.points, False) or 1.0
     if miss > FIT_REFUSE_ERROR or ratio < FIT_REFUSE_TOO_FAST:
         raise SpecsimInputError(None, None, f"the {what}fit", f"a model that meets its own {what}points within "
                                 f"{FIT_REFUSE_ERROR:.0%} over and {1 / FIT_REFUSE_TOO_FAST:g}x under (check the units: "
-                                "ms in a vllm bench result, itls in seconds; the drafter, K and the acceptance length; "
-                                "the model and GPU); no profile written", f"a median |error| of {miss:.1%} on the "
+                                f"{units}; {check}); no profile written", f"a median |error| of {miss:.1%} on the "
                                 f"fitted points (the model's step {ratio:.3g}x the measured one)")
     far = [p for p in rep.points if not p.holdout and abs(p.rel_error) > 0.2]
     if miss > 0.2:
         say(f"warning: the {what}fit misses its own points by more than 20% (median {miss:.0%}): check the units, "
-            "the drafter, K and the acceptance length before using the profile")
+            f"{check} before using the profile")
     elif far:
         worst = max(far, key=lambda p: abs(p.rel_error))
         say(f"warning: the {what}fit misses {len(far)} of its own points by more than 20% (worst {worst.label}, "
-            f"{worst.rel_error:+.1%}): the model does not explain {'it' if len(far) == 1 else 'them'}; check before "
-            "using the profile")
+            f"{worst.rel_error:+.1%}): the model does not explain {'it' if len(far) == 1 else 'them'}{causes}; check "
+            "before using the profile")
 
 
 def fit_ttft_term(sm, obs, held, chunk_tokens: int | None, prov: dict) -> None:
