@@ -302,7 +302,8 @@ def test_profile_fit_cli_fits_speculation_or_says_it_used_the_defaults(tmp_path)
         assert "fitted:" not in r.output and not (tmp_path / "d.json").exists()
     r = run.invoke(app, [*base, *spec, "--drafter", "medusa"])
     assert "ngram, suffix" in r.exception.expected                 # every drafter the fit takes, lookup ones too
-    r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")])
+    r = run.invoke(app, [*base, *spec, "--drafter", "eagle3", "--out", str(tmp_path / "b.json")],
+                   env={"COLUMNS": "200"})                       # the table read by rows: unwrapped at any terminal
     assert r.exit_code == 0, r.output
     # the speculative residual rows sit under a header of their own (they had none)
     rows = r.stdout.split("fitted speculation terms")[1].splitlines()
