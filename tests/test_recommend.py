@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specsim.sweep.recommend import (_bounds_from_ranges, _ranges_from_bounds, engine_configs, recommend,
-                                        recommendations_text)
+from specsim.sweep.engine_configs import _bounds_from_ranges, _ranges_from_bounds, engine_configs
+from specsim.sweep.recommend import recommend, recommendations_text
 from specsim.scenario import load_scenario
 
 SCEN = load_scenario().to_dict()
