@@ -153,7 +153,7 @@ def test_tiers_stored_with_the_sweep_are_reused(tmp_path):
 
 def test_compare_shows_a_fractional_rate_scale_as_given():
     """load* of an open-loop point at rate scale 0.5 reads 0.5, not 0 (a fresh user's report)."""
-    from specsim.cli.sweep_cmd import _compare_row
+    from specsim.cli.compare_table import _compare_row
 
     r = pd.Series({"tier": 100.0, "curve": "mtp1", "throughput_per_gpu": 1234.0, "status": "ok",
                    "gain_vs_baseline": float("nan"), "tps_gain_at_matched": float("nan"), "throughput_std": 0.0,
