@@ -21,8 +21,10 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
     row += [gain, _fmt(r.tps_at_matched_throughput), mg]
     if has_oracle:
         row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
-    win = ""
-    if not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
+    win, tied = "", r.get("tied_with")
+    if isinstance(tied, str) and tied:                 # an exact tie names the others, on every tied row
+        win = f"TIE with {tied} (equal throughput at the tier)"
+    elif not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
         win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
     load = r.best_goodput_load       # users, or a fractional rate scale (0.5): shown as given, never rounded
     if not r.best_goodput_per_gpu > 0:          # no request met the tier at any load: no load is the best one
@@ -70,7 +72,9 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
-             "or more, untested on two; seeds redraw acceptance on the same trace requests, not the traffic)." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
+             "or more, untested on two; seeds redraw acceptance on the same trace requests, not the traffic). TIE: "
+             "curves whose throughputs at the tier are equal (relative 1e-9; e.g. one policy under two names): none "
+             "wins." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
              "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]

@@ -20,7 +20,8 @@ import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, Y, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
-from specsim.analysis.sweep_tables import resident_column, results_frame, seed_spread
+from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
+                                           seed_spread)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.errors import SpecsimInputError
 from specsim.fmt import terminal_width
@@ -70,6 +71,9 @@ class Recommendation:
         attained_load, attained_throughput_per_gpu, attained_share: the curve's load with the most throughput
             among those where at least :data:`ATTAINMENT_GOAL` of the requests meet the tier (its tok/s/GPU and
             attainment, seed means); None where no load does or the point itself does.
+        tied_with: the curves whose throughput at the tier equals this one's (an exact tie,
+            :func:`specsim.analysis.tiers.mark_winners`: ``margin_verdict`` ``exact tie``, the runner-up one of
+            them); [] without a tie. ``curve`` is then the tied curve the most engines run (:func:`_tie_pick`).
     """
 
     tier: float
@@ -101,6 +105,7 @@ class Recommendation:
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
     attained_share: float | None = None
+    tied_with: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,22 +152,23 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
     sla["throughput_per_gpu"] = [thr.get((c, ld), np.nan) for c, ld in zip(sla.curve, sla.load)]
     out = []
     for _, w in winners(table).iterrows():
-        ids = df[(df.curve == w.curve) & (df.status == "ok")].id
+        curve, tied = _tie_pick(w, table, df, records)
+        ids = df[(df.curve == curve) & (df.status == "ok")].id
         kn = _knobs_of(records, ids)
         policy = kn.pop("policy")
-        p = _point(spread, w.curve, float(w.tier))
-        rec = Recommendation(float(w.tier), w.curve, policy, kn, p["mode"], p["load"], p["tps"], p["thr"],
-                             float(w.throughput_per_gpu), w.runner_up or None,
-                             float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict)
+        p = _point(spread, curve, float(w.tier))
+        rec = Recommendation(float(w.tier), curve, policy, kn, p["mode"], p["load"], p["tps"], p["thr"],
+                             float(w.throughput_per_gpu), (tied[0] if tied else w.runner_up) or None,
+                             float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict, tied_with=tied)
         rec.status, rec.advice = str(w.status), str(w.advice or "")
         rec.engines = engine_configs(policy, kn)
         for e in rec.engines:
             if e.config is None or not e.exact:
-                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, spread, records, w.curve)
+                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, spread, records, curve)
             if e.runs_as is not None:
                 e.simulated = _simulated_as(e, table[table.tier == w.tier], df, records)
-        rec.recomputed_share = _recomputed_share(df, w.curve, p["load"])
-        at = _at_point(df, w.curve, p["load"])
+        rec.recomputed_share = _recomputed_share(df, curve, p["load"])
+        at = _at_point(df, curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
         busy = [users_in_system(x, e, r)
@@ -172,13 +178,33 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
             rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
-        rec.caution = str(w.get("caution", "") or "")
+        rec.caution = (str(w.get("caution", "") or "") if curve == w.curve else       # the winner row's, or its own
+                       flagged_read_from(frontiers(spread[spread.curve == curve])[curve], rec.tier, flagged_points(df),
+                                         curve))
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
-        _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
+        _attainment(rec, sla[(sla.curve == curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
+
+
+def _tie_pick(w, table, df, records: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """(the curve a tier's answer gives, the curves tied with it exactly) for winner row ``w`` of the compare
+    ``table`` ((``w.curve``, []) without a tie, :func:`specsim.analysis.tiers.mark_winners`): of the tied curves,
+    the one the most engines run exactly, then the one the most engines express at all, then the first in the
+    table (name order); never a winner crowned by name order alone where an engine tells them apart."""
+    rows = table[(table.tier == w.tier) & table.tied_with.map(lambda x: isinstance(x, str) and bool(x))]
+    if w.curve not in set(rows.curve):
+        return w.curve, []
+
+    def runs(curve: str) -> tuple[int, int]:
+        kn = _knobs_of(records, df[(df.curve == curve) & (df.status == "ok")].id)
+        es = engine_configs(kn.pop("policy"), kn)
+        return sum(e.config is not None and e.exact for e in es), sum(e.config is not None for e in es)
+    curves = list(rows.curve)
+    best = max(curves, key=runs)                   # the first of the best, in table order
+    return best, [c for c in curves if c != best]
 
 
 #: The share of requests that must meet a tier for :class:`Recommendation` to name a load as serving it to
@@ -285,7 +311,16 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         knobs = ", ".join(_knob(k, v, width) for k, v in r.knobs.items() if v is not None)
         margin = (f"{r.margin:+.1%} over {r.runner_up} ({r.margin_verdict})" if r.margin is not None
                   else r.margin_verdict)
-        para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
+        if r.tied_with:                 # an exact tie: every tied curve named, none crowned (tiers.mark_winners)
+            others = ", ".join(r.tied_with[:-1]) + (" and " if len(r.tied_with) > 1 else "") + r.tied_with[-1]
+            margin = f"an exact tie with {others}"
+            para(f"tier {r.tier:g} tok/s/user: a tie: {r.curve} ({knobs}){',' if len(r.tied_with) > 1 else ' and'} "
+                 f"{others} deliver the same throughput at "
+                 f"the tier ({r.tier_throughput_per_gpu:,.0f} tok/s/GPU, equal within 1e-9), so none wins; the load "
+                 f"and configurations below are {r.curve}'s, of the tied curves the one the most engines run (then "
+                 "the first by name)", "")
+        else:
+            para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
         if r.attainment is not None and r.attainment < ATTAINMENT_GOAL:
@@ -313,7 +348,7 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  f"interpolated): sweep loads above {r.load:g} to find the point that runs it", "  ")
         elif r.advice:
             para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
-        if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN
+        if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN and not r.tied_with
                 and not r.margin_verdict.startswith("holds")):
             inexact = any(e.config is None or not e.exact for e in r.engines)     # an engine runs it otherwise
             why = " or ".join(([f"your engine cannot run {r.curve} exactly"] if inexact else [])
