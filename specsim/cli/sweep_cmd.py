@@ -18,8 +18,8 @@ import typer
 
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
-from specsim.cli.sweep_notes import (check_thresholds, folder_records, note_gammas, note_more_requests_than_trace,
-                                     note_requests_per_user, print_speculation_notes,
+from specsim.cli.sweep_notes import (check_thresholds, context_refused, folder_records, note_gammas,
+                                     note_more_requests_than_trace, note_requests_per_user, print_speculation_notes,
                                      warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
@@ -189,7 +189,8 @@ def sweep(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     note_more_requests_than_trace(num_requests, trace, len(tr))
-    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr))
+    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr),
+                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     from specsim.policies import policy_knobs
 
     takes_threshold = [name for name in spec.policies   # an unknown name or a broken plug-in fails before --out
