@@ -17,6 +17,8 @@ Each value is decided in one place:
   speculation;
 * KV capacity: :func:`specsim.hardware.kv_capacity.kv_capacity`, computed once per run;
 * the drafter's cost model: :func:`drafter_cost_of`.
+* the requests the context window refuses: :func:`refused_by_window` (the run applies it; a sweep's notes count
+  them up front through :func:`context_refusals`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from specsim.hardware.drafter import (DRAFTER_BLOCK, DRAFTER_FAMILY_OF, DRAFTER_
 from specsim.hardware.drafter import drafter_kv_fraction as shape_kv_fraction
 from specsim.hardware.drafter import drafter_layers, drafter_weight_bytes
 from specsim.hardware.drafter import drafter_cost as default_drafter_cost
+from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.hybrid_pages import OWN_SPEC_DRAFTERS
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
 from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profile_label, resolve_profile
@@ -563,3 +566,23 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
                       drafter_attention(sc, choice.drafter, choice.gamma))
     return ResolvedRun(config, choice, prof, cost, frac, kvc, gpus, notice,
                        prefill_gpus, prefill_notice)
+
+
+def refused_by_window(ctx: ContextWindow, prompt: np.ndarray, output: np.ndarray) -> np.ndarray:
+    """(N,) bool: the requests (prompt and output tokens) a run refuses as unservable for context window ``ctx``:
+    beyond it after the cut where ``engine.context_overflow`` truncates (a prompt that fills it alone stays)."""
+    return ctx.over(prompt, ctx.truncated_output(prompt, output))
+
+
+def context_refusals(trace, scenario: Scenario) -> tuple[np.ndarray, ContextWindow]:
+    """(N,) bool: the requests of ``trace`` a run of ``scenario`` refuses for the context window (its profile's,
+    or ``engine.max_model_len``: :func:`refused_by_window`, the run's own rule), and that window; for what a
+    sweep says before its points run (their requests per user).
+
+    Raises:
+        SpecsimInputError: the scenario's profile does not resolve (:func:`specsim.hardware.profile.resolve_profile`).
+    """
+    with in_scenario_file(scenario):
+        prof = resolve_profile(scenario.profile.name, scenario.profile.lookup)
+    ctx = context_window(prof, scenario.engine.max_model_len, scenario.engine.context_overflow)
+    return refused_by_window(ctx, np.asarray(trace.prompt_tokens), np.asarray(trace.output_tokens)), ctx

@@ -26,7 +26,7 @@ from specsim.hardware.profile import StepTimeProfile, range_report, speculation_
 from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, measured_mask,
                                      memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
-from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, resolve_run
+from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, refused_by_window, resolve_run
 from specsim.run_notices import acceptance_notices, fitted_overhead_notice
 from specsim.policies.cost_table import table_report
 from specsim.scenario import DRAFTER_ACCEPTANCE_KEYS, Scenario, load_scenario
@@ -320,7 +320,7 @@ def _fit_context(trace, ctx: ContextWindow) -> tuple[Any, dict[str, Any], dict[i
     cut = ctx.truncated_output(prompt, output)
     if (cut != output).any():
         trace = replace(trace, output_tokens=cut)
-    beyond = np.flatnonzero(ctx.over(prompt, cut))
+    beyond = np.flatnonzero(refused_by_window(ctx, prompt, output))
     reasons = {int(i): ctx.reason(int(prompt[i]), int(cut[i])) for i in beyond}
     block = {"max_model_len": ctx.max_model_len, "source": ctx.source, "overflow": ctx.overflow,
              "model_window": list(ctx.model_window) if ctx.model_window else None,

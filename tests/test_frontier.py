@@ -362,7 +362,7 @@ def test_request_goodput_table_hand_computed(tier_boundary_dir):
 
 @pytest.mark.parametrize("width", [40, 80, 200])
 def test_compare_table_shows_every_name_and_number_whole(regression_dir, width):
-    from specsim.cli.sweep_cmd import _compare_row, compare_text
+    from specsim.cli.compare_table import _compare_row, compare_text
 
     recs = load_records(regression_dir)
     tab = compare(recs, [100.0, 150.0, 200.0], baseline="mtp1")
@@ -414,7 +414,7 @@ def test_closed_loop_records_use_the_window_block():
 
 def test_a_tier_no_request_meets_shows_no_best_goodput_load(regression_dir):
     """compare --tiers 10000 showed "goodput* 0, load* 4": no load is the best where no request met the tier."""
-    from specsim.cli.sweep_cmd import _compare_row
+    from specsim.cli.compare_table import _compare_row
 
     tab = compare(load_records(regression_dir), [1e6], baseline="mtp1")
     cols = ["goodput*", "load*", "attain*", "winner", "advice"]

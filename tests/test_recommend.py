@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specsim.sweep.recommend import (_bounds_from_ranges, _ranges_from_bounds, engine_configs, recommend,
-                                        recommendations_text)
+from specsim.sweep.engine_configs import _bounds_from_ranges, _ranges_from_bounds, engine_configs
+from specsim.sweep.recommend import recommend, recommendations_text
 from specsim.scenario import load_scenario
 
 SCEN = load_scenario().to_dict()
@@ -613,3 +613,68 @@ def test_a_point_measured_over_few_requests_is_cautioned_in_recommend():
     assert "caution: few requests measured at this point (13 completions in its window for 16 users)" in text
     (r4,) = recommend(out, [150.0])
     assert r4.load == 4.0 and "few requests" not in " ".join(recommendations_text([r4], width=200).split())
+
+
+def _twins(*policies):
+    """Records of ``policies`` with the same figures at every point (one rule under several names), beside a
+    slower static."""
+    out = []
+    for seed, d in ((0, -5.0), (1, 0.0), (2, 5.0)):
+        for load, x in ((4, 200.0), (16, 120.0), (64, 60.0)):
+            out += [rec(p, load, seed, x + d, 12 * load * (1 + d / 100)) for p in policies]
+            out.append(rec("static", load, seed, x + d, 10 * load * (1 + d / 100)))
+    return out
+
+
+def test_an_exact_tie_is_said_naming_both_and_no_winner_is_crowned_by_name(tmp_path):
+    """A plug-in twin of dspark registered as aaa-twin tied it exactly and recommend printed aaa-twin as the
+    winner (+0.0%, name order) and that the runner-up "gives up nothing measurable". Now the tie is said, naming
+    both, as compare's TIE; the load and configurations are dspark's (vLLM expresses it, as its nearest setting;
+    the twin no engine knows); the text carries no winner's margin and no "a tie as far as this sweep can tell"."""
+    (r,) = recommend(_twins("aaa-twin", "dspark"), [100.0])
+    assert (r.curve, r.tied_with, r.runner_up, r.margin_verdict) == ("dspark", ["aaa-twin"], "aaa-twin", "exact tie")
+    assert r.load == 16.0 and r.tier_throughput_per_gpu == pytest.approx(384.0)
+    assert r.engines[0].config == {"method": "dspark", "num_speculative_tokens": 7, "enable_adaptive_verification": True}
+    assert r.to_dict()["tied_with"] == ["aaa-twin"]
+    text = " ".join(recommendations_text([r], width=200).split())
+    assert text.startswith("tier 100 tok/s/user: a tie: dspark (gamma=7, drafter=dspark) and aaa-twin deliver the "
+                           "same throughput at the tier (384 tok/s/GPU, equal within 1e-9), so none wins; the load "
+                           "and configurations below are dspark's")
+    assert "(frontier at the tier 384); an exact tie with aaa-twin" in text
+    assert "a tie as far as this sweep can tell" not in text and "+0.0%" not in text
+    # where no engine tells the tied curves apart, the first by name is shown, and both are still named
+    (r,) = recommend(_twins("zzz-twin", "aaa-twin"), [100.0])
+    assert (r.curve, r.tied_with) == ("aaa-twin", ["zzz-twin"])
+    assert "a tie: aaa-twin (gamma=7, drafter=dspark) and zzz-twin deliver" in " ".join(
+        recommendations_text([r], width=200).split())
+    # three tied curves: all named
+    (r,) = recommend(_twins("aaa-twin", "dspark", "bbb-twin"), [100.0])
+    assert (r.curve, r.tied_with) == ("dspark", ["aaa-twin", "bbb-twin"])
+    assert "dspark (gamma=7, drafter=dspark), aaa-twin and bbb-twin deliver" in " ".join(
+        recommendations_text([r], width=200).split())
+
+
+def test_compare_recommend_and_the_report_say_the_same_exact_tie(tmp_path):
+    """One tie rule (tiers.mark_winners) read by the three: compare's TIE cells name each other, recommend names
+    both, the report's answer line names both with their common throughput."""
+    from typer.testing import CliRunner
+
+    from specsim.analysis.frontier import compare
+    from specsim.analysis.report import _decision
+    from specsim.cli import _register, app
+    from specsim.sweep.store import write_record
+
+    recs = _twins("aaa-twin", "dspark")
+    (row,) = _decision(compare(recs, [100.0]))["rows"]
+    assert (row["curve"], row["line_end"]) == ("aaa-twin and dspark",
+                                               " tie at 384 tok/s/GPU each (equal throughput at the tier)")
+    for r in recs:
+        write_record(tmp_path, r)
+    _register()
+    out = CliRunner().invoke(app, ["compare", str(tmp_path), "--tiers", "100"], env={"COLUMNS": "250"})
+    text = " ".join(out.stdout.split())
+    assert out.exit_code == 0 and "TIE with dspark (equal throughput at the tier)" in text
+    assert "TIE with aaa-twin (equal throughput at the tier)" in text and "WINNER" not in text
+    out = CliRunner().invoke(app, ["recommend", str(tmp_path), "--tiers", "100"], env={"COLUMNS": "250"})
+    text = " ".join(out.stdout.split())
+    assert out.exit_code == 0 and "tier 100 tok/s/user: a tie: dspark (gamma=7, drafter=dspark) and aaa-twin" in text

@@ -395,3 +395,66 @@ def test_a_point_that_ran_the_whole_trace_says_more_requests_per_user_cannot_hel
                                         "cannot help; a longer trace or fewer users)")
     advice = compare(list(recs.values()), [1.0]).iloc[0].advice
     assert advice.startswith("heavier load 32 failed for want of requests: those points ran the whole trace")
+
+
+def _window_trace(n: int = 100) -> Trace:
+    """``n`` requests, 0.1 s apart: of every 5, the 1st has 4,000 prompt + 500 output tokens and the 2nd a
+    5,000-token prompt (both beyond the default profile's 4,096-token window: a run refuses them; a truncating one
+    cuts the 1st's output to 96 tokens), the others 200 + 50."""
+    k = np.arange(n) % 5
+    return Trace(np.array([str(i) for i in range(n)], dtype=object), np.arange(n) * 0.1,
+                 np.select([k == 0, k == 1], [4000, 5000], 200), np.where(k == 0, 500, 50),
+                 np.full(n, "chat", dtype=object))
+
+
+def test_the_requests_per_user_note_counts_only_the_requests_the_context_window_admits(tmp_path, capsys):
+    """A 100-request trace whose 40 requests exceed the 4,096-token window: the note said nothing at 8 users x 10
+    requests (80 <= 100) and 3.3 per user at 30 users, while the run refused the 40 at once and its users ran 60
+    (7.5 and 2.0 per user). The note now counts the requests the run admits, by the run's own rule, and names
+    the window's refusals; with truncation only a prompt that fills the window alone is refused."""
+    from specsim.cli.sweep_notes import context_refused, note_requests_per_user
+    from specsim.run_config import context_refusals
+
+    tr = _window_trace()
+    refused, window = context_refused(tr, load_scenario())
+    assert int(refused.sum()) == 40 and window.startswith("4,096 tokens, max_position_embeddings of")
+    note_requests_per_user(10, (4, 8, 30, 60), Path("ctx.jsonl"), 100, refused, window)
+    err = " ".join(capsys.readouterr().err.split())
+    assert err == (f"note: ctx.jsonl holds 100 requests, of which the context window ({window}) refuses 40 as "
+                   "unservable (prompt + output beyond it), so fewer than --requests-per-user 10 x the users can run "
+                   "at 3 loads; at 8, 30 users the points run those 60 (7.5, 2.0 per user); at 30 users that is no "
+                   "more than twice the users: the closed-loop window may not form (the point then fails; a longer "
+                   "trace, or fewer users); at 60 users that is no more than twice the users, too few for a "
+                   "closed-loop window: those points will fail (a longer trace, or fewer users)")
+    # with --num-requests 20 the points at 8 users run the first 20, 12 of which the window admits
+    note_requests_per_user(2, (4, 8), Path("ctx.jsonl"), 100, refused, window, num_requests=20)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "at 1 load; at 8 users the points run those 12 (1.5 per user)" in err
+    # the run's own rule: --set engine.max_model_len widens the window; truncation admits a request whose output
+    # can be cut to fit, not a prompt that fills the window alone (80 admitted: 8 users x 10 fit, no note)
+    assert int(context_refusals(tr, load_scenario(overrides=["engine.max_model_len=5050"]))[0].sum()) == 0
+    cut = load_scenario(overrides=["engine.context_overflow=truncate"])
+    assert np.flatnonzero(context_refusals(tr, cut)[0]).tolist() == list(range(1, 100, 5))   # the 5,000-token prompts
+    note_requests_per_user(10, (8,), Path("ctx.jsonl"), 100, *context_refused(tr, cut))
+    assert capsys.readouterr().err == ""
+
+
+def test_the_sweep_notes_what_its_points_then_refuse(tmp_path):
+    """End to end: sweep --requests-per-user names the 40 refusals up front, and the point's record counts the
+    same 40 unservable and 60 completed."""
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    trace_file = tmp_path / "ctx.jsonl"
+    save_trace(_window_trace(), trace_file)
+    out = tmp_path / "sw"
+    r = CliRunner().invoke(app, ["sweep", "--trace", str(trace_file), "--out", str(out), "--policies", "none",
+                                 "--concurrency", "8", "--requests-per-user", "10", "--executor", "serial",
+                                 "--quiet"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "refuses 40 as unservable (prompt + output beyond it)" in text
+    assert "at 8 users the points run those 60 (7.5 per user)" in text
+    (rec,) = load_records(out)
+    assert (rec["summary"]["unservable"], rec["summary"]["completed"]) == (40, 60)

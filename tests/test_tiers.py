@@ -153,7 +153,7 @@ def test_tiers_stored_with_the_sweep_are_reused(tmp_path):
 
 def test_compare_shows_a_fractional_rate_scale_as_given():
     """load* of an open-loop point at rate scale 0.5 reads 0.5, not 0 (a fresh user's report)."""
-    from specsim.cli.sweep_cmd import _compare_row
+    from specsim.cli.compare_table import _compare_row
 
     r = pd.Series({"tier": 100.0, "curve": "mtp1", "throughput_per_gpu": 1234.0, "status": "ok",
                    "gain_vs_baseline": float("nan"), "tps_gain_at_matched": float("nan"), "throughput_std": 0.0,
@@ -163,3 +163,32 @@ def test_compare_shows_a_fractional_rate_scale_as_given():
     row = _compare_row(r, has_oracle=False, multi_seed=False)
     assert row[-4] == "0.5" and row[-5] == "1,000"
     assert _compare_row(r.copy().replace({0.5: 16.0}), False, False)[-4] == "16"
+
+
+def test_an_exact_tie_names_every_tied_curve_and_crowns_none():
+    """A plug-in twin of dspark under another name was crowned WINNER +0.0% by name order. Throughputs at a tier
+    equal up to relative 1e-9 (the frontier's tolerance) are an exact tie: each tied row names the others, the
+    verdict says so (no paired test upholds a lead that is not there, even where the differences have no spread),
+    and compare's winner cell reads TIE on each; a lead of relative 1e-6 is still a lead."""
+    from specsim.cli.compare_table import _compare_row
+
+    rows = pd.DataFrame([(100.0, "aaa-twin", 384.0), (100.0, "dspark", 384.0 * (1 + 1e-12)),
+                         (100.0, "static", 320.0), (200.0, "mtp1", 300.0 * (1 + 1e-6)), (200.0, "static", 300.0)],
+                        columns=["tier", "curve", "throughput_per_gpu"])
+    per_seed = {(100.0, "aaa-twin"): {0: 380.0, 1: 384.0, 2: 388.0},
+                (100.0, "dspark"): {0: 380.0 + 1e-10, 1: 384.0 + 1e-10, 2: 388.0 + 1e-10},     # no spread
+                (200.0, "mtp1"): {0: 300.0003}, (200.0, "static"): {0: 300.0}}
+    tab = mark_winners(rows, per_seed)
+    assert tab.tied_with.tolist() == ["dspark", "aaa-twin", "", "", ""]
+    w = winners(tab)
+    assert (w.iloc[0].curve, w.iloc[0].runner_up, w.iloc[0].margin_verdict) == ("dspark", "aaa-twin", "exact tie")
+    assert not w.iloc[0].margin_holds and w.iloc[0].margin == pytest.approx(0.0, abs=1e-9)
+    assert (w.iloc[1].curve, w.iloc[1].margin_verdict) == ("mtp1", "one seed")
+    assert tiers_json(tab)[0]["tied_with"] == "aaa-twin" and tiers_json(tab)[1]["tied_with"] is None
+    base = {"status": "ok", "gain_vs_baseline": math.nan, "tps_gain_at_matched": math.nan, "throughput_std": 0.0,
+            "tps_at_matched_throughput": math.nan, "oracle_fraction": math.nan, "best_goodput_per_gpu": 300.0,
+            "best_goodput_load": 16.0, "attainment_at_best": 1.0, "advice": ""}
+    cells = [_compare_row(pd.Series({**base, **r}), False, False)[-2] for r in tab.to_dict(orient="records")]
+    assert cells[:3] == ["TIE with dspark (equal throughput at the tier)",
+                         "TIE with aaa-twin (equal throughput at the tier)", ""]
+    assert cells[3] == "WINNER +0.0% vs static, one seed"

@@ -207,7 +207,7 @@ def test_result_file_and_compare_rows(searched_then_grid, tmp_path):
     base = table[table.curve == "specdecpp"].throughput_per_gpu.iloc[0]
     assert np.isfinite(base) and row.gain_vs_baseline == pytest.approx(row.throughput_per_gpu / base - 1)
     # compare's notes say a tuned row is never named winner (a fresh user read one above the winner as a mistake)
-    from specsim.cli.sweep_cmd import compare_text
+    from specsim.cli.compare_table import compare_text
 
     assert table.attrs["tuned"] and "never named winner" in " ".join(compare_text(table, out, width=400).split())
     assert "never named winner" not in " ".join(compare_text(compare(recs, [TIERS[0]], "specdecpp"), out,

@@ -381,7 +381,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
         best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
         and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
-        margin_holds, margin_verdict, runner_up``) and ``caution`` (a winner read from a flagged point:
+        margin_holds, margin_verdict, runner_up, tied_with``) and ``caution`` (a winner read from a flagged point:
         :func:`specsim.analysis.sweep_tables.winner_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
         curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
         (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints under its table

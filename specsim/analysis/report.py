@@ -321,7 +321,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
     Returns:
         Dicts with ``tier``, ``curve`` (None when no curve reaches the tier), ``throughput_per_gpu``,
         ``runner_up``, ``margin``, ``verdict``, ``gain_vs_baseline``, ``status``, ``caution`` (the flagged
-        points the winner is read from, :func:`specsim.analysis.sweep_tables.winner_cautions`; ``""``: none).
+        points the winner is read from, :func:`specsim.analysis.sweep_tables.winner_cautions`; ``""``: none),
+        ``tied_with`` (the curves in an exact tie with it, ``mark_winners``' rule; ``""``: none).
     """
     out = []
     for tier, rows in tab.groupby("tier", sort=True):
@@ -343,7 +344,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
                     "runner_up": ru, "margin": float(margin), "verdict": verdict,
                     "gain_vs_baseline": math.nan if w is None else float(w.gain_vs_baseline),
                     "status": "ok" if w is not None else (statuses or "no point"),
-                    "caution": str(w.get("caution", "") or "") if w is not None else ""})
+                    "caution": str(w.get("caution", "") or "") if w is not None else "",
+                    "tied_with": w.get("tied_with") if w is not None and isinstance(w.get("tied_with"), str) else ""})
     return out
 
 
@@ -356,8 +358,11 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": "no winner",
                          "line_end": f" (every curve: {r['status']})"})
             continue
-        end = f", {fmt.number(r['throughput_per_gpu'], 0)} tok/s/GPU"
-        if r["runner_up"]:
+        end, curve = f", {fmt.number(r['throughput_per_gpu'], 0)} tok/s/GPU", r["curve"]
+        if r["tied_with"]:                      # an exact tie: every tied curve named, none crowned
+            curve = f"{r['curve']} and {r['tied_with']}"
+            end = f" tie at {fmt.number(r['throughput_per_gpu'], 0)} tok/s/GPU each (equal throughput at the tier)"
+        elif r["runner_up"]:
             end += f", {fmt.percent(r['margin'], signed=True)} over {r['runner_up']}"
             end += ", the baseline" if r["runner_up"] == base else ""
             end += f" ({r['verdict']})" if r["verdict"] else ""
@@ -367,7 +372,7 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             end += " (the baseline)"
         if r["caution"]:
             end += f"; read with care: it comes from its point at {r['caution']}, see the warnings below"
-        rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": r["curve"], "line_end": end})
+        rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": curve, "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
                     "Margin: the winner's lead over the runner-up; gain: over the baseline. infeasible: the "

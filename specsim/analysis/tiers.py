@@ -8,6 +8,12 @@
   throughput per GPU at the tier; its margin over the runner-up is ``y_winner / y_runner_up - 1`` on the
   table's (seed-mean frontier) values, and whether it holds is the paired rule of
   :func:`specsim.analysis.significance.paired_margin` on the per-seed throughputs at the tier.
+* Exact tie: deployable curves whose throughputs at the tier equal the best one's up to
+  :data:`specsim.analysis.metrics.REL_TOL` (relative 1e-9, the tolerance of every comparison against a tier)
+  tie: a plug-in twin of a policy under another name, or two knob values the policy treats alike. Each tied row
+  names the others (``tied_with``) and the verdict says ``exact tie``: ``compare``, ``report`` and ``recommend``
+  name them all instead of crowning the first by name order (the row marked ``winner`` is only where the tier's
+  answer is read; its margin over the other is 0).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specsim.analysis.metrics import REL_TOL
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import read_manifest
 from specsim.errors import SpecsimInputError
@@ -87,12 +94,13 @@ def mark_winners(table: pd.DataFrame, per_seed: dict[tuple[float, str], dict[int
         A copy with ``winner`` (bool), and on the winner's row ``runner_up`` (curve), ``margin`` (relative
         lead, NaN without a runner-up), ``margin_holds`` (bool) and ``margin_verdict`` (text:
         ``holds (p=.., n seeds)``, with ``; a lead under 2%`` below :data:`TIE_MARGIN`, ``within noise (..)``,
-        ``one seed``, ``no runner-up``); other rows
-        hold ``""``/NaN/False there.
+        ``one seed``, ``no runner-up``, ``exact tie``); other rows
+        hold ``""``/NaN/False there. ``tied_with``: on each row of an exact tie (module docstring), the other
+        tied curves (comma-separated), else ``""``.
     """
     out = table.copy()
     out["winner"], out["runner_up"], out["margin"] = False, "", float("nan")
-    out["margin_holds"], out["margin_verdict"] = False, ""
+    out["margin_holds"], out["margin_verdict"], out["tied_with"] = False, "", ""
     for tier, rows in out.groupby("tier", sort=False):
         ok = rows[rows.curve.map(deployable) & np.isfinite(rows.throughput_per_gpu.astype(float))]
         if ok.empty:
@@ -108,8 +116,13 @@ def mark_winners(table: pd.DataFrame, per_seed: dict[tuple[float, str], dict[int
         yw, yr = float(out.throughput_per_gpu[w]), float(out.throughput_per_gpu[ru])
         margin = yw / yr - 1 if yr > 0 else math.nan
         small = m.holds and margin < TIE_MARGIN              # consistent over the seeds, but too small to matter
-        out.loc[w, ["runner_up", "margin", "margin_holds", "margin_verdict"]] = [
-            out.curve[ru], margin, m.holds, m.verdict + (f"; a lead under {TIE_MARGIN:.0%}" if small else "")]
+        verdict, holds = m.verdict + (f"; a lead under {TIE_MARGIN:.0%}" if small else ""), m.holds
+        tied = [i for i in ranked.index if abs(float(out.throughput_per_gpu[i]) - yw) <= REL_TOL * abs(yw)]
+        if len(tied) > 1:                                    # an exact tie: no lead to test
+            verdict, holds = "exact tie", False
+            for i in tied:
+                out.loc[i, "tied_with"] = ", ".join(out.curve[j] for j in tied if j != i)
+        out.loc[w, ["runner_up", "margin", "margin_holds", "margin_verdict"]] = [out.curve[ru], margin, holds, verdict]
     return out
 
 
@@ -149,7 +162,7 @@ def tiers_json(table: pd.DataFrame) -> list[dict[str, Any]]:
     rows = []
     for _, r in winners(table).iterrows():
         rows.append({"tier": float(r.tier), "curve": r.curve, "throughput_per_gpu": float(r.throughput_per_gpu),
-                     "runner_up": r.runner_up or None,
+                     "runner_up": r.runner_up or None, "tied_with": str(r.get("tied_with", "") or "") or None,
                      "margin": float(r.margin) if np.isfinite(r.margin) else None,
                      "margin_holds": bool(r.margin_holds), "margin_verdict": r.margin_verdict})
     return rows

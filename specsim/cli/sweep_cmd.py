@@ -9,7 +9,6 @@ imported inside the commands, so ``specsim --help`` does not pay for them.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,12 +18,11 @@ import typer
 
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
-from specsim.cli.sweep_notes import (check_thresholds, folder_records, note_gammas, note_more_requests_than_trace,
-                                     note_requests_per_user, print_speculation_notes,
+from specsim.cli.sweep_notes import (check_thresholds, context_refused, folder_records, note_gammas,
+                                     note_more_requests_than_trace, note_requests_per_user, print_speculation_notes,
                                      warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
-_fmt = fmt.number
 
 _PCT_HELP = ("Latency percentiles, as vllm bench serve: '50,90,99' (TTFT, TPOT, E2EL per load point; in the "
              "tables and --csv, and compare's --json).")
@@ -191,7 +189,8 @@ def sweep(
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
     note_more_requests_than_trace(num_requests, trace, len(tr))
-    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr))
+    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr),
+                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     from specsim.policies import policy_knobs
 
     takes_threshold = [name for name in spec.policies   # an unknown name or a broken plug-in fails before --out
@@ -462,6 +461,8 @@ def compare(
             js["latency_percentiles"] = json.loads(load_percentiles(recs, df, pcts).to_json(orient="records"))
         print(json.dumps(dict(js, tuned=tuned) if tuned else js))
         return
+    from specsim.cli.compare_table import compare_text
+
     print(compare_text(tuned_rows(tab, tuned), sweep_dir, gpus=gpu_split(recs)))
     caution = fmt.table([], [], notes=tab.attrs["warnings"]) if tab.attrs["warnings"] else ""
     if caution:
@@ -485,75 +486,6 @@ def _write_compare_csv(tab, recs: list, path: Path, pcts) -> None:
                                  path.with_name(f"{path.stem}_percentiles.csv")))
     import sys
     print("wrote " + " and ".join(str(p) for p in written), file=sys.stderr)
-
-
-def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
-    """One row of the comparison table, formatted (``-`` where a value is not defined; the seed spread only
-    when ``multi_seed``)."""
-    thr = _fmt(r.throughput_per_gpu, 0) if math.isfinite(r.throughput_per_gpu) else r.status
-    thr += " (covered)" if r.status == "covered" else ""
-    gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
-    mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
-    row = [f"{r.tier:g}", r.curve, thr] + ([_fmt(r.throughput_std, 0)] if multi_seed else [])
-    row += [gain, _fmt(r.tps_at_matched_throughput), mg]
-    if has_oracle:
-        row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
-    win = ""
-    if not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
-        win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
-    load = r.best_goodput_load       # users, or a fractional rate scale (0.5): shown as given, never rounded
-    if not r.best_goodput_per_gpu > 0:          # no request met the tier at any load: no load is the best one
-        load = math.nan
-    return row + [_fmt(r.best_goodput_per_gpu, 0), f"{load:g}" if math.isfinite(load) else fmt.MISSING,
-                  f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-",
-                  win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
-
-
-#: compare's note where tuned rows are shown (a fresh user read a tuned row above the winner as a mistake).
-TUNED_NOTE = (" A tuned row (specsim tune) is not a curve but a pick per tier from the tune's own runs: never named "
-              "winner, even where its figure is higher (tune's warnings say when a pick is read from a thrashing or "
-              "prefill-bound point; docs/tuning.md).")
-
-
-def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int] | None = None) -> str:
-    """:func:`specsim.analysis.frontier.compare`'s table and the notes that explain its columns, as text.
-
-    Every curve name, tier and number is shown whole at any ``width`` (None: the terminal's): the table
-    is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`). ``gpus``: the
-    sweep's (decode, prefill) GPUs (:func:`gpu_split`), for the per-all-GPUs factor.
-    """
-    from specsim.analysis.sweep_tables import per_all_gpus_note
-
-    has_oracle = tab.oracle_fraction.notna().any()
-    multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
-    cols = ["tier", "curve", "tok/s/GPU"] + (["+-std"] if multi else []) + ["gain", "TPS@match", "gain@match"]
-    cols += ["of oracle"] if has_oracle else []
-    cols += ["goodput*", "load*", "attain*", "winner", "advice"]
-    rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
-    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). " + per_all_gpus_note(gpus)
-             + (" " if gpus and gpus[1] else "") + "TPS/user (the tier's "
-             "unit): the mean over measured requests of each one's tokens/s after its first token, higher than "
-             "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
-             "the baseline's throughput at the tier, gain@match over the baseline's own ('-' where that throughput "
-             "lies outside the curve's frontier, or for a tuned row); goodput*: the largest goodput "
-             "(tok/s/GPU from requests meeting the tier" + "".join(
-                 f" and {k.upper()} <= {v:g} ms" for k, v in (tab.attrs.get("slos_ms") or {}).items())
-             + ") over the load points, at load*, with SLA "
-             "attainment attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds."
-                                      if multi else ""),
-             "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
-             "frontier beats the tier; the best point meeting it, its heaviest frontier load, is shown (advice says "
-             "where a heavier load may still deliver more, or failed). "
-             "Interpolation: linear in TPS/user between frontier points.",
-             "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
-             "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
-             "or more, untested on two; seeds redraw acceptance on the same trace requests, not the traffic)." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
-             "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
-             "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
-             "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]
-    return fmt.table(cols, rows, keys=2, width=width, notes=notes,
-                     title=f"{sweep_dir}: throughput per GPU at SLA tiers "
-                     + (f"(baseline {tab.attrs['baseline']})" if tab.attrs.get("baseline") else "(no baseline)"))
 
 
 @app.command()

@@ -96,28 +96,69 @@ def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: i
               file=sys.stderr)
 
 
-def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, size: int) -> None:
-    """A note on stderr where ``--requests-per-user`` K asks more than the trace's ``size`` requests at some of
-    the closed ``loads`` (K x C > size): those points run the whole trace, fewer requests per user than asked, and
-    where it holds no more than twice the users they cannot form a closed-loop window and will fail (a fresh user's
-    512-line trace at 128 and 256 users: cut to 4 per user without a word, then failures advising more requests
-    per user)."""
+def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, size: int, refused=None,
+                           window: str = "", num_requests: int | None = None) -> None:
+    """A note on stderr where ``--requests-per-user`` K asks more requests than a closed load C's points can run
+    (K x C above the requests of the trace, or of its first ``--num-requests``, that the context window admits):
+    they run fewer requests per user than asked, and where the point's requests are no more than twice the users
+    they cannot form a closed-loop window and will fail (a fresh user's 512-line trace at 128 and 256 users: cut to
+    4 per user without a word, then failures advising more requests per user). The window's refusals
+    (:func:`context_refused`) are counted out and named: a run refuses them as unservable at once, so they are no
+    user's requests (a trace with 40 of 100 beyond the window was noted as 3.3 per user at 30 users; 2.0 ran).
+
+    Args:
+        requests_per_user, loads, num_requests: the sweep's (or tune's) ``--requests-per-user``, closed loads and
+            ``--num-requests``.
+        trace, size: the trace's path and its number of requests.
+        refused: (size,) bool, the requests the context window refuses (None: none); ``window``: that window in
+            words (``"4,096 tokens, max_position_embeddings of ..."``).
+    """
+    import numpy as np
+
     if not requests_per_user:
         return
-    cut = sorted(c for c in loads if requests_per_user * c > size)
+    bad = np.zeros(size, bool) if refused is None else np.asarray(refused, bool)
+    admitted = np.r_[0, np.cumsum(~bad)]                 # admitted[n]: of the first n requests, those that can run
+    n_of = {c: min(size, max(min(size, num_requests or size), requests_per_user * int(c))) for c in loads}
+    cut = sorted(c for c in loads if requests_per_user * c > admitted[n_of[c]])
     if not cut:
         return
-    fail = [c for c in cut if size <= 2 * c]
+    fail = [c for c in cut if n_of[c] <= 2 * c]          # the run's own check counts every request it is given
     runs = [c for c in cut if c not in fail]
-    text = (f"note: {trace} holds {size:,} requests, fewer than --requests-per-user {requests_per_user} x the users "
-            f"at {len(cut)} load{'s' * (len(cut) > 1)}")
+    loads_said = f"at {len(cut)} load{'s' * (len(cut) > 1)}"
+    text = f"note: {trace} holds {size:,} requests"
+    if bad.any():
+        text += (f", of which the context window ({window}) refuses {int(bad.sum()):,} as unservable (prompt + output "
+                 f"beyond it), so fewer than --requests-per-user {requests_per_user} x the users can run {loads_said}")
+    else:
+        text += f", fewer than --requests-per-user {requests_per_user} x the users {loads_said}"
     if runs:
-        text += (f"; at {', '.join(f'{c:g}' for c in runs)} users the points run all of them "
-                 f"({', '.join(f'{size / c:.1f}' for c in runs)} per user)")
+        counts = sorted({int(admitted[n_of[c]]) for c in runs})
+        what = ("all of them" if not bad.any() else f"those {counts[0]:,}" if len(counts) == 1
+                else ", ".join(f"{admitted[n_of[c]]:,}" for c in runs) + " of them")
+        text += (f"; at {', '.join(f'{c:g}' for c in runs)} users the points run {what} "
+                 f"({', '.join(f'{admitted[n_of[c]] / c:.1f}' for c in runs)} per user)")
+    weak = [c for c in runs if admitted[n_of[c]] <= 2 * c]        # refused requests leave users nothing to run
+    if weak and bad.any():
+        text += (f"; at {', '.join(f'{c:g}' for c in weak)} users that is no more than twice the users: the "
+                 "closed-loop window may not form (the point then fails; a longer trace, or fewer users)")
     if fail:
         text += (f"; at {', '.join(f'{c:g}' for c in fail)} users that is no more than twice the users, too few "
                  "for a closed-loop window: those points will fail (a longer trace, or fewer users)")
     print(fmt.wrapped(text), file=sys.stderr)
+
+
+def context_refused(tr, scenario) -> tuple:
+    """(the (N,) bool requests of trace ``tr`` a run of ``scenario`` refuses for the context window, that window in
+    words) for :func:`note_requests_per_user` (:func:`specsim.run_config.context_refusals`, the run's rule).
+
+    Raises:
+        SpecsimInputError: the scenario's profile does not resolve.
+    """
+    from specsim.run_config import context_refusals
+
+    refused, ctx = context_refusals(tr, scenario)
+    return refused, (f"{ctx.max_model_len:,} tokens, {ctx.source}" if ctx.max_model_len else ctx.source)
 
 
 def note_gammas(policies: tuple[str, ...], gammas: list[int]) -> None:

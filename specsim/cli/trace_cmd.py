@@ -183,7 +183,8 @@ def convert(
                                     "none (e.g. --map arrival_s=ts,prompt_tokens=in,output_tokens=out)")
         skipped: list[tuple] = []
         trace = convert_table(src, column_map, time_unit=time_unit, origin=origin, domain=domain or "chat",
-                              on_skip=(lambda *row: skipped.append(row)) if skip_bad else None)
+                              on_skip=(lambda *row: skipped.append(row)) if skip_bad else None,
+                              on_note=lambda text: typer.echo(fmt.wrapped(f"warning: {text}"), err=True))
         if skipped:
             line, col, value = skipped[0]
             typer.echo(f"note: {len(skipped)} bad rows left out (--skip-bad); the first: {src}, line {line}, "

@@ -44,7 +44,7 @@ def tune(
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
     from specsim.cli.outputs import check_output
     from specsim.cli.sweep_cmd import parse_list, resumable
-    from specsim.cli.sweep_notes import (note_more_requests_than_trace, note_requests_per_user,
+    from specsim.cli.sweep_notes import (context_refused, note_more_requests_than_trace, note_requests_per_user,
                                          print_speculation_notes)
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
@@ -62,7 +62,8 @@ def tune(
     check_output(out, "--out", folder=True)
     tr = load_trace(trace)
     note_more_requests_than_trace(num_requests, trace, len(tr))
-    note_requests_per_user(requests_per_user, spec.loads, trace, len(tr))
+    note_requests_per_user(requests_per_user, spec.loads, trace, len(tr),
+                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     from specsim.progress import ProgressBar
     # the search stops once each tier's pick is bracketed: the full grid is an upper bound (so is the ETA)
     with resumable(Path(out), "tune"), ProgressBar(

@@ -3,24 +3,10 @@
 Per tier the winner is :func:`specsim.analysis.tiers.mark_winners`'s (deployable curves only, its margin
 judged by the one paired rule). The load reported is the winner's frontier point that meets the tier
 with the most throughput (the smallest TPS/user >= the tier): a point that was simulated, not an
-interpolation. The configurations are written only with keys checked against the engines' sources:
-
-* vLLM ``--speculative-config`` JSON: ``method``, ``num_speculative_tokens`` (vllm/config/speculative.py),
-  ``enable_adaptive_verification`` (PR 47808, merged; vllm-project/vllm commit
-  057929c3632766486896597cf27e1425fd838e63, ``vllm/v1/worker/gpu/spec_decode/adaptive_verification.py``:
-  DSpark only), ``num_speculative_tokens_per_batch_size`` (commit 14b450ca590cbff96e7004bdb147a5d3acf5a4f6,
-  ``vllm/v1/spec_decode/dynamic/utils.py``); the profiling context is the environment variable
-  ``VLLM_ADAPTIVE_VERIFICATION_PROFILE_CONTEXT_LEN``.
-* TensorRT-LLM ``speculative_config`` (LLM API / ``extra_llm_api_options`` YAML): ``max_draft_len``,
-  ``draft_len_schedule`` (``DecodingBaseConfig``, tensorrt_llm/llmapi/llm_args.py, commit
-  0004396720054fd8e205cbf616f21f0b57c6b412: keys are upper bounds, 0 above the largest). The confidence
-  scheduler (PR 17056) is not merged: not expressible in a release.
-* SGLang ``launch_server`` flags: ``--speculative-algorithm``, ``--speculative-num-steps``,
-  ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens`` (python/sglang/srt/server_args.py);
-  ``DSPARK`` takes no step or draft-token flags (sglang PR 29538's docs). No SGLang flag for a
-  per-batch-size draft length or a confidence-driven verify budget was found: not expressible.
-
-A setting an engine cannot express is said so (``config`` None and a ``note``), never invented.
+interpolation. The configurations come from :mod:`specsim.sweep.engine_configs` (keys checked against the
+engines' sources). Where curves tie exactly at a tier (:func:`specsim.analysis.tiers.mark_winners`), the tie
+is said, naming them all, and the configurations are those of the tied curve the most engines run exactly
+(then the first by name), never a winner crowned by name order.
 """
 
 from __future__ import annotations
@@ -34,45 +20,12 @@ import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, Y, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
-from specsim.analysis.sweep_tables import resident_column, results_frame, seed_spread
+from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
+                                           seed_spread)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.errors import SpecsimInputError
 from specsim.fmt import terminal_width
-from specsim.hardware.drafter import DRAFTER_BLOCK
-
-#: Source of each engine's keys (module docstring), printed with every configuration.
-SOURCES = {
-    "vllm": "vLLM main: vllm/config/speculative.py; enable_adaptive_verification at commit 057929c3 (PR 47808); "
-            "num_speculative_tokens_per_batch_size at commit 14b450ca",
-    "trtllm": "TensorRT-LLM main at commit 00043967: llmapi/llm_args.py DecodingBaseConfig (max_draft_len, "
-              "draft_len_schedule)",
-    "sglang": "SGLang python/sglang/srt/server_args.py (speculative flags); DSPARK per sglang PR 29538",
-}
-#: specsim drafter -> vLLM ``method`` / SGLang ``--speculative-algorithm``.
-VLLM_METHOD = {"mtp": "mtp", "eagle3": "eagle3", "dflash": "dflash", "dspark": "dspark"}
-SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle3": "EAGLE3", "dflash": "DFLASH", "dspark": "DSPARK"}
-CONFIDENCE_POLICIES = ("dspark", "dspark-async", "vllm-adaptive", "trtllm-confidence")
-
-
-@dataclass
-class EngineConfig:
-    """One engine's configuration for a recommendation: ``config`` (JSON-ready; None when the engine cannot
-    express the policy), ``note`` (what it means or why not), ``source`` (where the keys were checked),
-    ``exact`` (False when ``config`` is only the engine's nearest setting, another scheduler) and, where the
-    winner is not exact on this engine, ``alternative``: the best curve of the sweep at the tier that the engine
-    does run exactly, ``{"curve", "throughput_per_gpu", "config", "note"}`` (None when the sweep has none).
-    ``runs_as``: where ``config`` is only the nearest setting, the specsim policy that simulates it
-    (``vllm-adaptive``), and ``simulated``: that curve of the sweep with this same configuration at the tier,
-    ``{"curve", "throughput_per_gpu"}`` (None when the sweep did not run it)."""
-
-    engine: str
-    config: Any
-    note: str
-    source: str
-    exact: bool = True
-    alternative: dict[str, Any] | None = None
-    runs_as: str | None = None
-    simulated: dict[str, Any] | None = None
+from specsim.sweep.engine_configs import EngineConfig, engine_configs
 
 
 @dataclass
@@ -118,6 +71,9 @@ class Recommendation:
         attained_load, attained_throughput_per_gpu, attained_share: the curve's load with the most throughput
             among those where at least :data:`ATTAINMENT_GOAL` of the requests meet the tier (its tok/s/GPU and
             attainment, seed means); None where no load does or the point itself does.
+        tied_with: the curves whose throughput at the tier equals this one's (an exact tie,
+            :func:`specsim.analysis.tiers.mark_winners`: ``margin_verdict`` ``exact tie``, the runner-up one of
+            them); [] without a tie. ``curve`` is then the tied curve the most engines run (:func:`_tie_pick`).
     """
 
     tier: float
@@ -149,6 +105,7 @@ class Recommendation:
     attained_load: float | None = None
     attained_throughput_per_gpu: float | None = None
     attained_share: float | None = None
+    tied_with: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,22 +152,23 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
     sla["throughput_per_gpu"] = [thr.get((c, ld), np.nan) for c, ld in zip(sla.curve, sla.load)]
     out = []
     for _, w in winners(table).iterrows():
-        ids = df[(df.curve == w.curve) & (df.status == "ok")].id
+        curve, tied = _tie_pick(w, table, df, records)
+        ids = df[(df.curve == curve) & (df.status == "ok")].id
         kn = _knobs_of(records, ids)
         policy = kn.pop("policy")
-        p = _point(spread, w.curve, float(w.tier))
-        rec = Recommendation(float(w.tier), w.curve, policy, kn, p["mode"], p["load"], p["tps"], p["thr"],
-                             float(w.throughput_per_gpu), w.runner_up or None,
-                             float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict)
+        p = _point(spread, curve, float(w.tier))
+        rec = Recommendation(float(w.tier), curve, policy, kn, p["mode"], p["load"], p["tps"], p["thr"],
+                             float(w.throughput_per_gpu), (tied[0] if tied else w.runner_up) or None,
+                             float(w.margin) if np.isfinite(w.margin) else None, w.margin_verdict, tied_with=tied)
         rec.status, rec.advice = str(w.status), str(w.advice or "")
         rec.engines = engine_configs(policy, kn)
         for e in rec.engines:
             if e.config is None or not e.exact:
-                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, spread, records, w.curve)
+                e.alternative = _best_exact(e.engine, table[table.tier == w.tier], df, spread, records, curve)
             if e.runs_as is not None:
                 e.simulated = _simulated_as(e, table[table.tier == w.tier], df, records)
-        rec.recomputed_share = _recomputed_share(df, w.curve, p["load"])
-        at = _at_point(df, w.curve, p["load"])
+        rec.recomputed_share = _recomputed_share(df, curve, p["load"])
+        at = _at_point(df, curve, p["load"])
         if "mean_prefill_wait_ms" in at and at.mean_prefill_wait_ms.notna().any():
             rec.prefill_wait_ms, rec.ttft_ms = float(at.mean_prefill_wait_ms.mean()), float(at.mean_ttft_ms.mean())
         busy = [users_in_system(x, e, r)
@@ -220,13 +178,33 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
             rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
-        rec.caution = str(w.get("caution", "") or "")
+        rec.caution = (str(w.get("caution", "") or "") if curve == w.curve else       # the winner row's, or its own
+                       flagged_read_from(frontiers(spread[spread.curve == curve])[curve], rec.tier, flagged_points(df),
+                                         curve))
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
-        _attainment(rec, sla[(sla.curve == w.curve) & (sla.tier == float(w.tier))])
+        _attainment(rec, sla[(sla.curve == curve) & (sla.tier == float(w.tier))])
         out.append(rec)
     return out
+
+
+def _tie_pick(w, table, df, records: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """(the curve a tier's answer gives, the curves tied with it exactly) for winner row ``w`` of the compare
+    ``table`` ((``w.curve``, []) without a tie, :func:`specsim.analysis.tiers.mark_winners`): of the tied curves,
+    the one the most engines run exactly, then the one the most engines express at all, then the first in the
+    table (name order); never a winner crowned by name order alone where an engine tells them apart."""
+    rows = table[(table.tier == w.tier) & table.tied_with.map(lambda x: isinstance(x, str) and bool(x))]
+    if w.curve not in set(rows.curve):
+        return w.curve, []
+
+    def runs(curve: str) -> tuple[int, int]:
+        kn = _knobs_of(records, df[(df.curve == curve) & (df.status == "ok")].id)
+        es = engine_configs(kn.pop("policy"), kn)
+        return sum(e.config is not None and e.exact for e in es), sum(e.config is not None for e in es)
+    curves = list(rows.curve)
+    best = max(curves, key=runs)                   # the first of the best, in table order
+    return best, [c for c in curves if c != best]
 
 
 #: The share of requests that must meet a tier for :class:`Recommendation` to name a load as serving it to
@@ -276,38 +254,6 @@ def _recomputed_share(df, curve: str, load: float) -> float:
 
 
 # --------------------------------------------------------------------------------------------- per engine
-def _ranges_from_bounds(schedule: dict[int, int]) -> list[list[int]]:
-    """TensorRT-LLM upper bounds -> vLLM [bs_lo, bs_hi, K] ranges (0 past the largest bound, as TRT-LLM)."""
-    rows, lo = [], 1
-    for bound, k in sorted(schedule.items()):
-        rows.append([lo, int(bound), int(k)])
-        lo = int(bound) + 1
-    rows.append([lo, 1 << 20, 0])
-    return rows
-
-
-def _bounds_from_ranges(rows: list[list[int]]) -> dict[int, int]:
-    """vLLM ranges -> TensorRT-LLM upper bounds; a gap takes the previous K and the last K runs on (vLLM's
-    rule), so the last range's bound is extended to 2**20 running requests."""
-    out = {}
-    for (lo, hi, k), nxt in zip(rows, list(rows[1:]) + [None]):
-        out[int(nxt[0]) - 1 if nxt else 1 << 20] = int(k)
-    return out
-
-
-def _schedule(policy: str, knobs: dict[str, Any], gamma: int) -> tuple[list[list[int]], dict[int, int]] | None:
-    """(vLLM ranges, TRT-LLM bounds) of a draft-length-table policy, or None for other policies."""
-    if policy == "vllm-dsd":
-        from specsim.policies.schedules import DEFAULT_DSD, parse_dsd
-        rows = [list(r) for r in parse_dsd(knobs.get("num_speculative_tokens_per_batch_size") or DEFAULT_DSD)]
-        return rows, _bounds_from_ranges(rows)
-    if policy == "trtllm-draft-len-schedule":
-        from specsim.policies.schedules import TrtllmDraftLenSchedule
-        sched = TrtllmDraftLenSchedule(knobs.get("draft_len_schedule"), gamma).schedule
-        return _ranges_from_bounds(sched), sched
-    return None
-
-
 def _best_exact(engine: str, rows, df, spread, records: list[dict[str, Any]],
                 winner: str) -> dict[str, Any] | None:
     """The deployable curve with the most throughput at the tier (``rows``: the compare table at it) whose
@@ -339,85 +285,6 @@ def _simulated_as(e: EngineConfig, rows, df, records: list[dict[str, Any]]) -> d
     return None
 
 
-def engine_configs(policy: str, knobs: dict[str, Any]) -> list[EngineConfig]:
-    """The vLLM, TensorRT-LLM and SGLang configurations of ``policy`` with ``knobs`` (module docstring)."""
-    gamma, drafter = int(knobs.get("gamma") or 0), str(knobs.get("drafter") or "")
-    if policy == "mtp1":
-        gamma, drafter = 1, "mtp"
-    return [_vllm(policy, knobs, gamma, drafter), _trtllm(policy, knobs, gamma, drafter),
-            _sglang(policy, gamma, drafter)]
-
-
-def _cannot(engine: str, why: str) -> EngineConfig:
-    return EngineConfig(engine, None, f"cannot express: {why}", SOURCES[engine])
-
-
-def _vllm(policy: str, knobs: dict[str, Any], gamma: int, drafter: str) -> EngineConfig:
-    if policy == "none":
-        return EngineConfig("vllm", {}, "no --speculative-config (speculation off)", SOURCES["vllm"])
-    method = VLLM_METHOD.get(drafter)
-    if method is None:
-        return _cannot("vllm", f"no vLLM method for drafter {drafter!r}")
-    base = {"method": method, "num_speculative_tokens": gamma}
-    if policy in ("static", "mtp1"):
-        return EngineConfig("vllm", base, f"fixed k = {gamma}", SOURCES["vllm"])
-    sched = _schedule(policy, knobs, gamma)
-    if sched is not None:
-        return EngineConfig("vllm", {**base, "num_speculative_tokens_per_batch_size": sched[0]},
-                            "K per running-request range (dynamic speculative decoding)", SOURCES["vllm"])
-    if policy in CONFIDENCE_POLICIES:
-        if drafter != "dspark":
-            return _cannot("vllm", "adaptive verification needs DSpark's confidence head (method dspark)")
-        note = ("vLLM's adaptive verification: budget from the previous step's confidences on its own cost table "
-                f"(set VLLM_ADAPTIVE_VERIFICATION_PROFILE_CONTEXT_LEN={knobs.get('profile_context_len', 8192)})")
-        exact = policy == "vllm-adaptive"
-        if not exact:
-            note += f"; the nearest vLLM setting to {policy}, not the same scheduler"
-        return EngineConfig("vllm", {**base, "enable_adaptive_verification": True}, note, SOURCES["vllm"], exact,
-                            runs_as=None if exact else "vllm-adaptive")
-    return _cannot("vllm", f"no vLLM setting for {policy}'s rule")
-
-
-def _trtllm(policy: str, knobs: dict[str, Any], gamma: int, drafter: str) -> EngineConfig:
-    if policy == "none":
-        return EngineConfig("trtllm", {}, "no speculative_config (speculation off)", SOURCES["trtllm"])
-    if policy in ("static", "mtp1"):
-        return EngineConfig("trtllm", {"max_draft_len": gamma},
-                            "in your drafter's speculative_config (its decoding type and model)", SOURCES["trtllm"])
-    sched = _schedule(policy, knobs, gamma)
-    if sched is not None:
-        bounds = sched[1]
-        first = bounds[min(bounds)]
-        return EngineConfig("trtllm", {"max_draft_len": first, "draft_len_schedule": {str(k): v for k, v in bounds.items()}},
-                            "draft length per running-request bound; the smallest bound's length is max_draft_len",
-                            SOURCES["trtllm"])
-    if policy in CONFIDENCE_POLICIES:
-        return _cannot("trtllm", "the confidence scheduler (PR 17056) is not in a release")
-    return _cannot("trtllm", f"no TensorRT-LLM setting for {policy}'s rule")
-
-
-def _sglang(policy: str, gamma: int, drafter: str) -> EngineConfig:
-    if policy == "none":
-        return EngineConfig("sglang", [], "no --speculative-* flags (speculation off)", SOURCES["sglang"])
-    algo = SGLANG_ALGORITHM.get(drafter)
-    if algo is None:
-        return _cannot("sglang", f"no SGLang algorithm for drafter {drafter!r}")
-    if policy in ("static", "mtp1"):
-        if algo == "DSPARK":
-            if gamma == DRAFTER_BLOCK.get("dspark"):          # DSPARK verifies the checkpoint's whole block
-                return EngineConfig("sglang", ["--speculative-algorithm", algo],
-                                    f"fixed k = {gamma}: DSPARK verifies the checkpoint's whole block, {gamma} drafts "
-                                    "for the paper's checkpoint (a checkpoint with another block verifies that)",
-                                    SOURCES["sglang"])
-            return _cannot("sglang", f"DSPARK takes no draft-length flags; it verifies the checkpoint's whole block "
-                           f"({DRAFTER_BLOCK.get('dspark')} drafts for the paper's checkpoint), not {gamma}")
-        flags = ["--speculative-algorithm", algo, "--speculative-num-draft-tokens", str(gamma + 1)]
-        if algo != "DFLASH":
-            flags[2:2] = ["--speculative-num-steps", str(gamma), "--speculative-eagle-topk", "1"]
-        return EngineConfig("sglang", flags, f"fixed k = {gamma} (a chain: top-k 1)", SOURCES["sglang"])
-    return _cannot("sglang", f"no SGLang flag for {policy}'s per-step rule was found")
-
-
 def recommendations_text(recs: list[Recommendation], width: int | None = None) -> str:
     """The recommendations as plain text, one block per tier, every line at most ``width`` columns.
 
@@ -444,7 +311,16 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         knobs = ", ".join(_knob(k, v, width) for k, v in r.knobs.items() if v is not None)
         margin = (f"{r.margin:+.1%} over {r.runner_up} ({r.margin_verdict})" if r.margin is not None
                   else r.margin_verdict)
-        para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
+        if r.tied_with:                 # an exact tie: every tied curve named, none crowned (tiers.mark_winners)
+            others = ", ".join(r.tied_with[:-1]) + (" and " if len(r.tied_with) > 1 else "") + r.tied_with[-1]
+            margin = f"an exact tie with {others}"
+            para(f"tier {r.tier:g} tok/s/user: a tie: {r.curve} ({knobs}){',' if len(r.tied_with) > 1 else ' and'} "
+                 f"{others} deliver the same throughput at "
+                 f"the tier ({r.tier_throughput_per_gpu:,.0f} tok/s/GPU, equal within 1e-9), so none wins; the load "
+                 f"and configurations below are {r.curve}'s, of the tied curves the one the most engines run (then "
+                 "the first by name)", "")
+        else:
+            para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
         if r.attainment is not None and r.attainment < ATTAINMENT_GOAL:
@@ -472,7 +348,7 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  f"interpolated): sweep loads above {r.load:g} to find the point that runs it", "  ")
         elif r.advice:
             para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
-        if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN
+        if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN and not r.tied_with
                 and not r.margin_verdict.startswith("holds")):
             inexact = any(e.config is None or not e.exact for e in r.engines)     # an engine runs it otherwise
             why = " or ".join(([f"your engine cannot run {r.curve} exactly"] if inexact else [])

@@ -30,6 +30,7 @@ import pandas as pd
 
 from specsim.errors import MAX_SIM_TIME_S, SpecsimInputError, plain
 from specsim.workload.jsonl import MAX_COUNT, _describe, _get, _get_hash_ids, _iter_json_lines
+from specsim.workload.time_units import TIME_UNITS, check_time_unit
 from specsim.workload.trace import DEFAULT_DOMAIN, Trace
 from specsim.workload.wall_times import _first_bad, parse_wall_times
 
@@ -288,8 +289,6 @@ def convert_burstgpt(path, *, model: str | None = None, failed: str = "drop",
 CANONICAL_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens", "domain", "request_id",
                     "prefix_group", "prefix_tokens")
 REQUIRED_FIELDS = ("arrival_s", "prompt_tokens", "output_tokens")
-#: Seconds per unit of the arrival column (``datetime`` parses timestamps such as ISO 8601 instead).
-TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
 
 
 def parse_column_map(text: str) -> dict[str, str]:
@@ -354,17 +353,13 @@ def _opens_object(path: Path, char: bytes = b"{") -> bool:
     return head[:1] == char
 
 
-#: Arrival values in seconds beyond this (about the year 5100 as a Unix time) are another unit: Unix times in
-#: milliseconds are about 1.7e12.
-MAX_ARRIVAL_SECONDS = 1e11
-
-
 #: A time of day followed by a zone (Z or an offset): a zone-aware date-time.
 _ZONE_SUFFIX = r"\d:\d\d(?::\d\d(?:[.,]\d+)?)?\s*(?:[Zz]|[+-]\d{2}(?::?\d{2})?)\s*$"
 
 
 def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.ndarray,
-                     relative: bool = False, origin_s: float = 0.0) -> np.ndarray:
+                     relative: bool = False, origin_s: float = 0.0,
+                     on_note: Callable[[str], None] | None = None) -> np.ndarray:
     """(N,) float64 seconds of an arrival column in ``unit`` (a TIME_UNITS key or ``datetime``); ``relative``:
     from the first arrival, subtracted in the column's own unit before scaling (Unix times in ms lose no digit);
     ``origin_s``: seconds subtracted after (a numeric ``--origin``). A numeric column's seconds are rounded to the
@@ -372,9 +367,11 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
     1700000000 reads 0.4419999, rounded to 1 us the 0.442 the file wrote), so one log in s, ms or us converts to
     one trace.
 
+    The unit is checked by :func:`specsim.workload.time_units.check_time_unit` (its warnings go to ``on_note``).
+
     Raises:
-        SpecsimInputError: a value that is not a time, or seconds beyond :data:`MAX_ARRIVAL_SECONDS` (naming
-            --time-unit: Unix milliseconds read as seconds).
+        SpecsimInputError: a value that is not a time, or a unit :func:`check_time_unit` refuses (Unix
+            milliseconds read as seconds, arrivals denser than a server can accept).
     """
     if unit == "datetime":
         text = col.astype(str).str.strip()
@@ -397,10 +394,7 @@ def _arrival_seconds(col: pd.Series, unit: str, src: str, name: str, lines: np.n
         raise SpecsimInputError(None, None, "time_unit", f"one of {[*TIME_UNITS, 'datetime']}", repr(unit))
     raw = _numbers(col, src, name, lines, integer=False, minimum=-math.inf, hint=" in --time-unit units (a date "
                    "and time needs --time-unit datetime)")
-    if unit == "s" and raw.size and np.abs(raw).max() > MAX_ARRIVAL_SECONDS:
-        i = int(np.argmax(np.abs(raw) > MAX_ARRIVAL_SECONDS))              # the first such line
-        raise SpecsimInputError(src, int(lines[i]), name, f"arrival times in seconds (at most {MAX_ARRIVAL_SECONDS:g}; "
-                                "Unix times in milliseconds are about 1.7e12: pass --time-unit ms)", f"{raw[i]:g}")
+    check_time_unit(raw, unit, src, name, lines, on_note)
     sec = ((raw - raw.min()) if relative and raw.size else raw) * TIME_UNITS[unit] - origin_s
     top = np.abs(raw).max() if raw.size else 0.0
     return np.round(sec, int(-np.ceil(np.log10(2 * np.spacing(top) * TIME_UNITS[unit])))) if top > 0 else sec
@@ -430,7 +424,8 @@ def _bad_row_mask(df: pd.DataFrame, cmap: dict[str, str], time_unit: str) -> tup
 
 def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", origin: str | float = "first",
                   fmt: str | None = None, domain: str = DEFAULT_DOMAIN,
-                  on_skip: Callable[[int, str, Any], None] | None = None) -> Trace:
+                  on_skip: Callable[[int, str, Any], None] | None = None,
+                  on_note: Callable[[str], None] | None = None) -> Trace:
     """Convert a CSV or JSONL file in any layout to a :class:`Trace` through a column map.
 
     Args:
@@ -446,6 +441,8 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
         on_skip: None (the default): a bad row raises. A callable: rows whose arrival, prompt or output tokens
             break the rules are left out instead, each reported as ``on_skip(line, column, value)`` (1-based file
             line); the rest is converted and checked as usual.
+        on_note: called with the text of a warning that the arrivals look like a larger unit than ``time_unit``
+            (:mod:`specsim.workload.time_units`); None: :func:`warnings.warn`.
 
     Rows are put in arrival order by a stable sort (logs are often written in completion order).
     Request ids: the mapped column, else the 0-based data row index in the file.
@@ -453,7 +450,9 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
     Raises:
         SpecsimInputError: a mapped column missing from the file, a value of the wrong kind (naming
             the 1-based file line and the source column), an arrival before the origin, duplicate ids,
-            or prefix values that break the canonical rules.
+            prefix values that break the canonical rules, or arrival times implausible in ``time_unit``
+            (:func:`specsim.workload.time_units.check_time_unit`: Unix ms read as seconds, or more than a
+            million requests a second, naming the likely unit).
     """
     path = Path(path)
     src = str(path)
@@ -477,7 +476,7 @@ def convert_table(path, mapping: dict[str, str] | str, *, time_unit: str = "s", 
     except (TypeError, ValueError):
         raise SpecsimInputError(None, None, "origin", "first, zero or a number of seconds", repr(origin)) from None
     arrival = _arrival_seconds(df[cmap["arrival_s"]], time_unit, src, cmap["arrival_s"], lines,
-                               relative=origin == "first", origin_s=origin_s)
+                               relative=origin == "first", origin_s=origin_s, on_note=on_note)
     if (arrival < 0).any():
         i = int(np.argmax(arrival < 0))
         raise SpecsimInputError(src, int(lines[i]), cmap["arrival_s"], f"an arrival at or after the origin "

@@ -1,0 +1,83 @@
+"""``specsim compare``'s table as text: one row per (tier, curve), the winner cell, and the notes that explain the
+columns (:func:`compare_text`). Top-level imports stay light, as the CLI's."""
+
+from __future__ import annotations
+
+import math
+
+from specsim import fmt
+
+_fmt = fmt.number
+
+
+def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
+    """One row of the comparison table, formatted (``-`` where a value is not defined; the seed spread only
+    when ``multi_seed``)."""
+    thr = _fmt(r.throughput_per_gpu, 0) if math.isfinite(r.throughput_per_gpu) else r.status
+    thr += " (covered)" if r.status == "covered" else ""
+    gain = f"{r.gain_vs_baseline:+.1%}" if math.isfinite(r.gain_vs_baseline) else "-"
+    mg = f"{r.tps_gain_at_matched:+.1%}" if math.isfinite(r.tps_gain_at_matched) else "-"
+    row = [f"{r.tier:g}", r.curve, thr] + ([_fmt(r.throughput_std, 0)] if multi_seed else [])
+    row += [gain, _fmt(r.tps_at_matched_throughput), mg]
+    if has_oracle:
+        row.append(f"{r.oracle_fraction:.1%}" if math.isfinite(r.oracle_fraction) else "-")
+    win, tied = "", r.get("tied_with")
+    if isinstance(tied, str) and tied:                 # an exact tie names the others, on every tied row
+        win = f"TIE with {tied} (equal throughput at the tier)"
+    elif not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
+        win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
+    load = r.best_goodput_load       # users, or a fractional rate scale (0.5): shown as given, never rounded
+    if not r.best_goodput_per_gpu > 0:          # no request met the tier at any load: no load is the best one
+        load = math.nan
+    return row + [_fmt(r.best_goodput_per_gpu, 0), f"{load:g}" if math.isfinite(load) else fmt.MISSING,
+                  f"{r.attainment_at_best:.0%}" if math.isfinite(r.attainment_at_best) else "-",
+                  win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
+
+
+#: compare's note where tuned rows are shown (a fresh user read a tuned row above the winner as a mistake).
+TUNED_NOTE = (" A tuned row (specsim tune) is not a curve but a pick per tier from the tune's own runs: never named "
+              "winner, even where its figure is higher (tune's warnings say when a pick is read from a thrashing or "
+              "prefill-bound point; docs/tuning.md).")
+
+
+def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int] | None = None) -> str:
+    """:func:`specsim.analysis.frontier.compare`'s table and the notes that explain its columns, as text.
+
+    Every curve name, tier and number is shown whole at any ``width`` (None: the terminal's): the table
+    is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`). ``gpus``: the
+    sweep's (decode, prefill) GPUs (:func:`gpu_split`), for the per-all-GPUs factor.
+    """
+    from specsim.analysis.sweep_tables import per_all_gpus_note
+
+    has_oracle = tab.oracle_fraction.notna().any()
+    multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
+    cols = ["tier", "curve", "tok/s/GPU"] + (["+-std"] if multi else []) + ["gain", "TPS@match", "gain@match"]
+    cols += ["of oracle"] if has_oracle else []
+    cols += ["goodput*", "load*", "attain*", "winner", "advice"]
+    rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
+    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). " + per_all_gpus_note(gpus)
+             + (" " if gpus and gpus[1] else "") + "TPS/user (the tier's "
+             "unit): the mean over measured requests of each one's tokens/s after its first token, higher than "
+             "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
+             "the baseline's throughput at the tier, gain@match over the baseline's own ('-' where that throughput "
+             "lies outside the curve's frontier, or for a tuned row); goodput*: the largest goodput "
+             "(tok/s/GPU from requests meeting the tier" + "".join(
+                 f" and {k.upper()} <= {v:g} ms" for k, v in (tab.attrs.get("slos_ms") or {}).items())
+             + ") over the load points, at load*, with SLA "
+             "attainment attain*." + (" +-std: the standard deviation of the tier's throughput over the seeds."
+                                      if multi else ""),
+             "infeasible: the frontier never reaches the tier; (covered): every point of the curve's Pareto "
+             "frontier beats the tier; the best point meeting it, its heaviest frontier load, is shown (advice says "
+             "where a heavier load may still deliver more, or failed). "
+             "Interpolation: linear in TPS/user between frontier points.",
+             "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
+             "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
+             "or more, untested on two; seeds redraw acceptance on the same trace requests, not the traffic). TIE: "
+             "curves whose throughputs at the tier are equal (relative 1e-9; e.g. one policy under two names): none "
+             "wins." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
+             "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
+             "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
+             "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]
+    return fmt.table(cols, rows, keys=2, width=width, notes=notes,
+                     title=f"{sweep_dir}: throughput per GPU at SLA tiers "
+                     + (f"(baseline {tab.attrs['baseline']})" if tab.attrs.get("baseline") else "(no baseline)"))
