@@ -484,6 +484,7 @@ def fit_cmd(
     if chunk_tokens is not None and chunk_tokens < 1:
         raise SpecsimInputError(None, None, "--chunk-tokens", "an int >= 1 (tokens)", str(chunk_tokens))
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held, chunk_tokens)
+    _say(_points_read(rep, len(fitted_files), len(holdout)))
     typer.echo("fitted: " + ", ".join([f"{k} = {rep.shown(k)}" for k in rep.params] + [
         f"{k} = {getattr(rep.model.terms, k):.4g} (held: {why})" for k, why in rep.held.items()]))
     for line in rep.warnings():
@@ -501,6 +502,19 @@ def fit_cmd(
     _say(f"note: its tables reach {max_batch_tokens:,} tokens (--max-batch-tokens; a scenario that prefills in the "
          "replica needs its prefill chunk); run with it:")
     typer.echo(f"  specsim run ... --set profile.name={shlex.quote(str(dest))}")
+
+
+def _points_read(rep, files: int, holdout_files: int) -> str:
+    """``profile fit``'s line on its inputs: rows read, distinct step shapes fitted (and held out)."""
+    def part(holdout: bool, n_files: int) -> str:
+        rows, shapes = rep.rows_read(holdout), sum(p.holdout == holdout for p in rep.points)
+        return (f"{rows:,} row{'s' * (rows != 1)} read from {n_files} file{'s' * (n_files != 1)}, {shapes:,} "
+                f"distinct step shape{'s' * (shapes != 1)} " + ("held out" if holdout else "fitted"))
+    text = "points: " + part(False, files) + (f"; {part(True, holdout_files)}" if holdout_files else "")
+    if any(p.rows > 1 for p in rep.points):
+        text += (" (the rows of one shape are fitted as one point: their summed weight, and the geometric mean of "
+                 "their step times; the same least squares)")
+    return text
 
 
 @profile_app.command("measure")

@@ -47,13 +47,28 @@ def echo_other_model(paths: list[Path], model: str) -> None:
 def echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str,
                     other: str = "holdout") -> None:
     """Print a fit report's residual table (one row per point: R, ``tokens`` = (column, attribute), measured and
-    model milliseconds under ``columns``, relative error, fitted or ``other``: the holdout points, or for TTFT
-    every point it predicts) and its median |``what``| per set."""
-    typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", "set"],
+    model milliseconds under ``columns``, relative error, the input rows merged into it where any point has more
+    than one, fitted or ``other``: the holdout points, or for TTFT every point it predicts) and its median
+    |``what``| per set (over its points). Beyond :data:`~specsim.hardware.fit_points.MAX_PRINTED_POINTS` points
+    the table shows bins of them (:func:`~specsim.hardware.fit_points.summarise`), said above it."""
+    from specsim.hardware.fit_points import MAX_PRINTED_POINTS, summarise
+    from specsim.hardware.profile_fit import PointResidual
+
+    shown, how = (summarise(rep.points, MAX_PRINTED_POINTS) if all(isinstance(p, PointResidual) for p in rep.points)
+                  else (rep.points, None))
+    if how:
+        say(f"residuals of {how}, each bin's error that of its points' geometric mean (worst: its worst point's; "
+            "the written profile keeps finer bins, or every point)")
+    merged = any(getattr(p, "rows", 1) > 1 for p in shown)
+    typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", *(["worst"] if how else []),
+                          *(["rows"] if merged else []), "set"],
                          [[p.label, fmt.number(p.num_requests, 1), fmt.number(getattr(p, tokens[1]), 0),
                            fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
-                           fmt.percent(p.rel_error, signed=True), other if p.holdout else "fitted"]
-                          for p in rep.points]))
+                           fmt.percent(p.rel_error, signed=True),
+                           *([fmt.percent(p.worst_rel_error if p.points > 1 else p.rel_error, signed=True)]
+                             if how else []),
+                           *([fmt.value(getattr(p, "rows", 1))] if merged else []), other if p.holdout else "fitted"]
+                          for p in shown]))
     for which, flag in (("fitted", False), (other, True)):
         m = rep.median_abs_error(flag)
         if m is not None:
