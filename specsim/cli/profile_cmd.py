@@ -447,7 +447,8 @@ def fit_cmd(
     import numpy as np
 
     from specsim.cli.profile_fit_report import (check_fit_quality, check_spec_options, echo_other_model,
-                                                echo_residuals, fit_speculation_terms, fit_ttft_term)
+                                                echo_residuals, fit_speculation_terms, fit_ttft_term,
+                                                read_spec_points)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
     from specsim.hardware.step_points import read_step_observations
@@ -467,6 +468,7 @@ def fit_cmd(
     check_table_size(max_batch_tokens)
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
+    spec_obs = read_spec_points(spec, acceptance_length, num_spec_tokens)     # refused before any fit output
     biggest = max(o.batch_tokens for o in [*obs, *held])
     if biggest > max_batch_tokens:
         raise SpecsimInputError(None, None, "--max-batch-tokens", f"at least the largest measured step "
@@ -493,7 +495,7 @@ def fit_cmd(
     check_fit_quality(rep, units="ms in a vllm bench result, step_time_s vs step_time_ms in a CSV",
                       check="the model, dtype, TP and GPU",       # ITL in s fitted at +73,769%; ms as s at -99.6%
                       causes=" (a mixed prefill step, a batch past the CUDA-graph sizes, other units)")
-    fitted_model, prov = fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
+    fitted_model, prov = fit_speculation_terms(rep, spec_obs, drafter, acceptance_length, chunk_tokens)
     fit_ttft_term(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")

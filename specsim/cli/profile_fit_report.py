@@ -183,14 +183,28 @@ def check_spec_options(spec: list[Path], drafter: str | None, tau: float | None,
                                 "to those only", "no --spec")
 
 
-def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
-                           chunk_tokens: int | None = None):
-    """(model, provenance): ``rep``'s model with speculation's terms fitted to ``spec`` (or at their sourced
-    defaults, said so), printing the fit and the split of per-request and per-token cost."""
-    from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
+def read_spec_points(spec: list[Path], tau: float | None, k: int | None) -> list:
+    """The speculative observations of the ``--spec`` files (:func:`specsim.hardware.spec_fit.
+    spec_observations_from_vllm_results`, with ``--acceptance-length`` ``tau`` and ``--num-spec-tokens`` ``k``),
+    read before the plain fit prints anything, so a bad file is refused first (its error came after the plain
+    fit's whole table).
+
+    Raises:
+        SpecsimInputError: as the reader does, naming the file, the object and the field.
+    """
+    from specsim.hardware.spec_fit import spec_observations_from_vllm_results
+
+    return [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
+
+
+def fit_speculation_terms(rep, obs: list, drafter: str, tau: float | None, chunk_tokens: int | None = None):
+    """(model, provenance): ``rep``'s model with speculation's terms fitted to the speculative observations ``obs``
+    (:func:`read_spec_points`; none: at their sourced defaults, said so), printing the fit and the split of
+    per-request and per-token cost."""
+    from specsim.hardware.spec_fit import fit_speculation
 
     sm, prov = rep.model, rep.provenance()
-    if not spec:
+    if not obs:
         say("note: without speculation every request verifies one token per step, so per_request_step_s holds the "
             "per-request and the per-verified-token cost together, and a speculative step (1 + K tokens per "
             "request) is charged it once per request; spec_request_s takes up the rest, fitted on speculative "
@@ -199,8 +213,6 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
             f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
             "given (--spec FILE to fit them)")
         return sm, prov
-    check_spec_options(spec, drafter, tau, k)
-    obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
     for o in obs:
         if o.file_acceptance_length == o.file_acceptance_length and abs(o.file_acceptance_length - tau) > 1e-9:
             say(f"note: {Path(o.source).name} ({o.label}) measured acceptance length {o.file_acceptance_length:g}; "
