@@ -265,8 +265,9 @@ def analytic_cmd(
                                     "or ../shared beside the repository; not shipped in the package)"),
     cudagraph_max_tokens: Optional[int] = typer.Option(None, help="largest CUDA-graph size in tokens (vLLM's "
                                                        "max_cudagraph_capture_size; 0 = eager); eager beyond. "
-                                                       "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "
-                                                       "and gb300, else 512"),
+                                                       "Default: vLLM's for the GPU, 1024 on compute "
+                                                       "capability 10.x (b200, gb200, b300, gb300; a GPU spec "
+                                                       "file's compute_capability), else 512"),
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
@@ -379,7 +380,8 @@ def _gpu_arg(gpu: str | None, spec: Path | None = None, default: str | None = No
 @profile_app.command("gpus")
 def gpus_cmd() -> None:
     """The GPUs --gpu knows by name: datasheet bandwidth, dense tensor TFLOPS by dtype, SMs, memory, link
-    (unidirectional) and source (module specsim.hardware.gpus). Anything else: --gpu my_gpu.json."""
+    (unidirectional), CUDA compute capability and source (module specsim.hardware.gpus). Anything else: --gpu
+    my_gpu.json."""
     from specsim.hardware.gpus import GPUS
 
     def tf(v: float | None) -> str:
@@ -387,11 +389,12 @@ def gpus_cmd() -> None:
 
     rows = [[name, fmt.number(g.hbm_bytes_per_s / 1e12, 3), tf(g.bf16_flops_per_s), tf(g.fp8_flops_per_s),
              tf(g.fp4_flops_per_s), fmt.value(g.num_sms), fmt.number(g.memory_bytes / 2 ** 30, 1),
-             fmt.number(g.link_bytes_per_s / 1e9, 0), g.source] for name, g in GPUS.items()]
+             fmt.number(g.link_bytes_per_s / 1e9, 0), g.compute_capability or "-", g.source]
+            for name, g in GPUS.items()]
     typer.echo(fmt.table(["name", "HBM_TB/s", "BF16_TF", "FP8_TF", "FP4_TF", "SMs", "mem_GiB", "link_GB/s",
-                          "source"], rows))
-    typer.echo("TFLOPS dense (no sparsity); link per GPU, one direction; '-': no tensor cores for that dtype. "
-               "Another GPU: --gpu my_gpu.json (docs/profiles.md).")
+                          "CC", "source"], rows))
+    typer.echo("TFLOPS dense (no sparsity); link per GPU, one direction; '-': no tensor cores for that dtype; CC: "
+               "CUDA compute capability. Another GPU: --gpu my_gpu.json (docs/profiles.md).")
 
 
 @profile_app.command("fit")
@@ -426,8 +429,9 @@ def fit_cmd(
                                                 "prompt whole; the mean B where no prompt length is given)"),
     cudagraph_max_tokens: Optional[int] = typer.Option(None, help="the engine's largest CUDA-graph size in "
                                                        "tokens (vLLM's max_cudagraph_capture_size; 0 = eager). "
-                                                       "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "
-                                                       "and gb300, else 512"),
+                                                       "Default: vLLM's for the GPU, 1024 on compute "
+                                                       "capability 10.x (b200, gb200, b300, gb300; a GPU spec "
+                                                       "file's compute_capability), else 512"),
     spec: list[Path] = typer.Option([], help="speculative vllm bench serve results: fit speculation's own terms "
                                             "(spec_step_s from one point, + spec_request_s from two); repeat"),
     drafter: Optional[str] = typer.Option(None, help="the speculative runs' drafter (dspark, dflash, eagle3, mtp, "
