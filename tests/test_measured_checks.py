@@ -170,6 +170,19 @@ def test_speculative_points_get_the_plain_points_checks(tmp_path):
     assert "measured acceptance length 2.5; --acceptance-length 2.8 is used instead" in " ".join(r.output.split())
 
 
+@pytest.mark.parametrize("edit, field", [
+    ({"mean_tpot_ms": 34.0}, "mean_tpot_ms"),                        # R = 125.8 of 16 users (above)
+    ({"spec_decode_acceptance_length": None}, "spec_decode_acceptance_length"),      # no acceptance length
+    ({"duration": -1.0}, "duration"),
+])
+def test_a_bad_speculative_file_is_refused_before_the_plain_fit_prints_anything(tmp_path, edit, field):
+    # the error came after the plain fit had printed its shape, constants and residual table
+    r = _fit(tmp_path, "--spec", _write(tmp_path, "bad.json", {**SPEC, **edit}))
+    assert isinstance(r.exception, SpecsimInputError), r.output
+    assert (r.exception.file, r.exception.line, r.exception.field) == (str(tmp_path / "bad.json"), 1, field)
+    assert r.output == "" and not (tmp_path / "o.json").exists()
+
+
 def test_a_speculative_fit_that_misses_its_points_by_over_10x_writes_nothing_and_over_20_percent_warns(tmp_path):
     # an open loop (no max_concurrency: no Little's-law bound) whose TPOT is f x the real 4.242 ms (duration and
     # throughput scaled alike): spec_step_s, at most 0.05 s, cannot reach a step of f x 10.6 ms at R = 15.7

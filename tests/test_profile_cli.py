@@ -57,7 +57,7 @@ def test_analytic_gpu_spec_file(tmp_path):
     h100 = step_model_of(load_profile(_analytic(tmp_path, "h.json", "--gpu", "h100")))
     mine = step_model_of(load_profile(_analytic(tmp_path, "m.json", "--gpu", str(DATA / "gpu_specs/my_gpu.json"))))
     assert mine.gpu.name == "my-gpu" and mine.gpu.num_sms == 100 and mine.gpu.fp4_flops_per_s is None
-    assert load_profile(tmp_path / "m.json").metadata["gpu"] == "my-gpu"
+    assert load_profile(tmp_path / "m.json").metadata["gpu"] == "my-gpu (from my_gpu.json)"      # the user's file
     # the LM head at B = 1 streams its weights: time scales with 1 / HBM bandwidth (3.35 TB/s vs 2.0 TB/s)
     ratio = mine.breakdown(1)["lm_head"][0] / h100.breakdown(1)["lm_head"][0]
     assert ratio == pytest.approx(3.35 / 2.0, rel=1e-9)
@@ -688,7 +688,7 @@ def test_one_gpu_per_command_and_an_image_suffix_for_png(tmp_path):
     r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--max-batch-tokens", "64", "--gpu-spec",
                          str(spec), "--out", str(tmp_path / "p.json")])
     assert r.exit_code == 0, r.output
-    assert load_profile(tmp_path / "p.json").metadata["gpu"] == load_gpu_spec(spec).name
+    assert load_profile(tmp_path / "p.json").metadata["gpu"] == load_gpu_spec(spec).label
     r = RUN.invoke(app, ["profile", "show", "h100-qwen3-8b-tp1-terms", "--png", str(tmp_path / "x.txt")])
     assert isinstance(r.exception, SpecsimInputError) and r.exception.file == "--png"
     r = RUN.invoke(app, ["profile", "show", "h100-qwen3-8b-tp1-terms", "--png", str(tmp_path / "x.svg")])

@@ -265,8 +265,9 @@ def analytic_cmd(
                                     "or ../shared beside the repository; not shipped in the package)"),
     cudagraph_max_tokens: Optional[int] = typer.Option(None, help="largest CUDA-graph size in tokens (vLLM's "
                                                        "max_cudagraph_capture_size; 0 = eager); eager beyond. "
-                                                       "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "
-                                                       "and gb300, else 512"),
+                                                       "Default: vLLM's for the GPU, 1024 on compute "
+                                                       "capability 10.x (b200, gb200, b300, gb300; a GPU spec "
+                                                       "file's compute_capability), else 512"),
 ) -> None:
     """Step-model profile from a model's shapes and a GPU's datasheet (labelled kind: analytic).
 
@@ -379,7 +380,8 @@ def _gpu_arg(gpu: str | None, spec: Path | None = None, default: str | None = No
 @profile_app.command("gpus")
 def gpus_cmd() -> None:
     """The GPUs --gpu knows by name: datasheet bandwidth, dense tensor TFLOPS by dtype, SMs, memory, link
-    (unidirectional) and source (module specsim.hardware.gpus). Anything else: --gpu my_gpu.json."""
+    (unidirectional), CUDA compute capability and source (module specsim.hardware.gpus). Anything else: --gpu
+    my_gpu.json."""
     from specsim.hardware.gpus import GPUS
 
     def tf(v: float | None) -> str:
@@ -387,11 +389,12 @@ def gpus_cmd() -> None:
 
     rows = [[name, fmt.number(g.hbm_bytes_per_s / 1e12, 3), tf(g.bf16_flops_per_s), tf(g.fp8_flops_per_s),
              tf(g.fp4_flops_per_s), fmt.value(g.num_sms), fmt.number(g.memory_bytes / 2 ** 30, 1),
-             fmt.number(g.link_bytes_per_s / 1e9, 0), g.source] for name, g in GPUS.items()]
+             fmt.number(g.link_bytes_per_s / 1e9, 0), g.compute_capability or "-", g.source]
+            for name, g in GPUS.items()]
     typer.echo(fmt.table(["name", "HBM_TB/s", "BF16_TF", "FP8_TF", "FP4_TF", "SMs", "mem_GiB", "link_GB/s",
-                          "source"], rows))
-    typer.echo("TFLOPS dense (no sparsity); link per GPU, one direction; '-': no tensor cores for that dtype. "
-               "Another GPU: --gpu my_gpu.json (docs/profiles.md).")
+                          "CC", "source"], rows))
+    typer.echo("TFLOPS dense (no sparsity); link per GPU, one direction; '-': no tensor cores for that dtype; CC: "
+               "CUDA compute capability. Another GPU: --gpu my_gpu.json (docs/profiles.md).")
 
 
 @profile_app.command("fit")
@@ -426,8 +429,9 @@ def fit_cmd(
                                                 "prompt whole; the mean B where no prompt length is given)"),
     cudagraph_max_tokens: Optional[int] = typer.Option(None, help="the engine's largest CUDA-graph size in "
                                                        "tokens (vLLM's max_cudagraph_capture_size; 0 = eager). "
-                                                       "Default: vLLM's for the GPU, 1024 on b200, gb200, b300 "
-                                                       "and gb300, else 512"),
+                                                       "Default: vLLM's for the GPU, 1024 on compute "
+                                                       "capability 10.x (b200, gb200, b300, gb300; a GPU spec "
+                                                       "file's compute_capability), else 512"),
     spec: list[Path] = typer.Option([], help="speculative vllm bench serve results: fit speculation's own terms "
                                             "(spec_step_s from one point, + spec_request_s from two); repeat"),
     drafter: Optional[str] = typer.Option(None, help="the speculative runs' drafter (dspark, dflash, eagle3, mtp, "
@@ -447,7 +451,8 @@ def fit_cmd(
     import numpy as np
 
     from specsim.cli.profile_fit_report import (check_fit_quality, check_spec_options, echo_other_model,
-                                                echo_residuals, fit_speculation_terms, fit_ttft_term)
+                                                echo_residuals, fit_speculation_terms, fit_ttft_term,
+                                                read_spec_points)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
     from specsim.hardware.step_points import read_step_observations
@@ -467,6 +472,7 @@ def fit_cmd(
     check_table_size(max_batch_tokens)
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
+    spec_obs = read_spec_points(spec, acceptance_length, num_spec_tokens)     # refused before any fit output
     biggest = max(o.batch_tokens for o in [*obs, *held])
     if biggest > max_batch_tokens:
         raise SpecsimInputError(None, None, "--max-batch-tokens", f"at least the largest measured step "
@@ -484,6 +490,7 @@ def fit_cmd(
     if chunk_tokens is not None and chunk_tokens < 1:
         raise SpecsimInputError(None, None, "--chunk-tokens", "an int >= 1 (tokens)", str(chunk_tokens))
     rep = fit_step_model(base, obs, [p.strip() for p in params.split(",") if p.strip()], held, chunk_tokens)
+    _say(_points_read(rep, len(fitted_files), len(holdout)))
     typer.echo("fitted: " + ", ".join([f"{k} = {rep.shown(k)}" for k in rep.params] + [
         f"{k} = {getattr(rep.model.terms, k):.4g} (held: {why})" for k, why in rep.held.items()]))
     for line in rep.warnings():
@@ -492,7 +499,7 @@ def fit_cmd(
     check_fit_quality(rep, units="ms in a vllm bench result, step_time_s vs step_time_ms in a CSV",
                       check="the model, dtype, TP and GPU",       # ITL in s fitted at +73,769%; ms as s at -99.6%
                       causes=" (a mixed prefill step, a batch past the CUDA-graph sizes, other units)")
-    fitted_model, prov = fit_speculation_terms(rep, spec, drafter, acceptance_length, num_spec_tokens, chunk_tokens)
+    fitted_model, prov = fit_speculation_terms(rep, spec_obs, drafter, acceptance_length, chunk_tokens)
     fit_ttft_term(fitted_model, obs, held, chunk_tokens, prov)
     prof = fitted_model.profile(max_batch_tokens, kind="fitted", provenance=prov)
     dest = out or Path(f"{prof.metadata['name']}-fitted.json")
@@ -501,6 +508,19 @@ def fit_cmd(
     _say(f"note: its tables reach {max_batch_tokens:,} tokens (--max-batch-tokens; a scenario that prefills in the "
          "replica needs its prefill chunk); run with it:")
     typer.echo(f"  specsim run ... --set profile.name={shlex.quote(str(dest))}")
+
+
+def _points_read(rep, files: int, holdout_files: int) -> str:
+    """``profile fit``'s line on its inputs: rows read, distinct step shapes fitted (and held out)."""
+    def part(holdout: bool, n_files: int) -> str:
+        rows, shapes = rep.rows_read(holdout), sum(p.holdout == holdout for p in rep.points)
+        return (f"{rows:,} row{'s' * (rows != 1)} read from {n_files} file{'s' * (n_files != 1)}, {shapes:,} "
+                f"distinct step shape{'s' * (shapes != 1)} " + ("held out" if holdout else "fitted"))
+    text = "points: " + part(False, files) + (f"; {part(True, holdout_files)}" if holdout_files else "")
+    if any(p.rows > 1 for p in rep.points):
+        text += (" (the rows of one shape are fitted as one point: their summed weight, and the geometric mean of "
+                 "their step times; the same least squares)")
+    return text
 
 
 @profile_app.command("measure")

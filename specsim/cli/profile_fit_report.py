@@ -47,13 +47,28 @@ def echo_other_model(paths: list[Path], model: str) -> None:
 def echo_residuals(rep, tokens: tuple[str, str], columns: tuple[str, str], what: str,
                     other: str = "holdout") -> None:
     """Print a fit report's residual table (one row per point: R, ``tokens`` = (column, attribute), measured and
-    model milliseconds under ``columns``, relative error, fitted or ``other``: the holdout points, or for TTFT
-    every point it predicts) and its median |``what``| per set."""
-    typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", "set"],
+    model milliseconds under ``columns``, relative error, the input rows merged into it where any point has more
+    than one, fitted or ``other``: the holdout points, or for TTFT every point it predicts) and its median
+    |``what``| per set (over its points). Beyond :data:`~specsim.hardware.fit_points.MAX_PRINTED_POINTS` points
+    the table shows bins of them (:func:`~specsim.hardware.fit_points.summarise`), said above it."""
+    from specsim.hardware.fit_points import MAX_PRINTED_POINTS, summarise
+    from specsim.hardware.profile_fit import PointResidual
+
+    shown, how = (summarise(rep.points, MAX_PRINTED_POINTS) if all(isinstance(p, PointResidual) for p in rep.points)
+                  else (rep.points, None))
+    if how:
+        say(f"residuals of {how}, each bin's error that of its points' geometric mean (worst: its worst point's; "
+            "the written profile keeps finer bins, or every point)")
+    merged = any(getattr(p, "rows", 1) > 1 for p in shown)
+    typer.echo(fmt.table(["point", "R", tokens[0], *columns, "error", *(["worst"] if how else []),
+                          *(["rows"] if merged else []), "set"],
                          [[p.label, fmt.number(p.num_requests, 1), fmt.number(getattr(p, tokens[1]), 0),
                            fmt.number(p.measured_s * 1e3, 3), fmt.number(p.predicted_s * 1e3, 3),
-                           fmt.percent(p.rel_error, signed=True), other if p.holdout else "fitted"]
-                          for p in rep.points]))
+                           fmt.percent(p.rel_error, signed=True),
+                           *([fmt.percent(p.worst_rel_error if p.points > 1 else p.rel_error, signed=True)]
+                             if how else []),
+                           *([fmt.value(getattr(p, "rows", 1))] if merged else []), other if p.holdout else "fitted"]
+                          for p in shown]))
     for which, flag in (("fitted", False), (other, True)):
         m = rep.median_abs_error(flag)
         if m is not None:
@@ -168,14 +183,28 @@ def check_spec_options(spec: list[Path], drafter: str | None, tau: float | None,
                                 "to those only", "no --spec")
 
 
-def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None, k: int | None,
-                           chunk_tokens: int | None = None):
-    """(model, provenance): ``rep``'s model with speculation's terms fitted to ``spec`` (or at their sourced
-    defaults, said so), printing the fit and the split of per-request and per-token cost."""
-    from specsim.hardware.spec_fit import fit_speculation, spec_observations_from_vllm_results
+def read_spec_points(spec: list[Path], tau: float | None, k: int | None) -> list:
+    """The speculative observations of the ``--spec`` files (:func:`specsim.hardware.spec_fit.
+    spec_observations_from_vllm_results`, with ``--acceptance-length`` ``tau`` and ``--num-spec-tokens`` ``k``),
+    read before the plain fit prints anything, so a bad file is refused first (its error came after the plain
+    fit's whole table).
+
+    Raises:
+        SpecsimInputError: as the reader does, naming the file, the object and the field.
+    """
+    from specsim.hardware.spec_fit import spec_observations_from_vllm_results
+
+    return [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
+
+
+def fit_speculation_terms(rep, obs: list, drafter: str, tau: float | None, chunk_tokens: int | None = None):
+    """(model, provenance): ``rep``'s model with speculation's terms fitted to the speculative observations ``obs``
+    (:func:`read_spec_points`; none: at their sourced defaults, said so), printing the fit and the split of
+    per-request and per-token cost."""
+    from specsim.hardware.spec_fit import fit_speculation
 
     sm, prov = rep.model, rep.provenance()
-    if not spec:
+    if not obs:
         say("note: without speculation every request verifies one token per step, so per_request_step_s holds the "
             "per-request and the per-verified-token cost together, and a speculative step (1 + K tokens per "
             "request) is charged it once per request; spec_request_s takes up the rest, fitted on speculative "
@@ -184,8 +213,6 @@ def fit_speculation_terms(rep, spec: list[Path], drafter: str, tau: float | None
             f"{sm.terms.spec_request_s:.4g} s (vLLM issue 49548, docs/profiles.md): no speculative points "
             "given (--spec FILE to fit them)")
         return sm, prov
-    check_spec_options(spec, drafter, tau, k)
-    obs = [o for path in spec for o in spec_observations_from_vllm_results(path, tau, k)]
     for o in obs:
         if o.file_acceptance_length == o.file_acceptance_length and abs(o.file_acceptance_length - tau) > 1e-9:
             say(f"note: {Path(o.source).name} ({o.label}) measured acceptance length {o.file_acceptance_length:g}; "

@@ -18,12 +18,18 @@ def check_table_size(max_batch_tokens: int) -> None:
 
 
 def with_capture_limit(sm, cudagraph_max_tokens: int | None):
-    """``sm`` with ``--cudagraph-max-tokens`` set (None: vLLM's default for the GPU), refusing a negative one; a
+    """``sm`` with ``--cudagraph-max-tokens`` set (None: vLLM's default for the GPU, by its compute capability, and a
+    note where a GPU spec file gives none), refusing a negative one; a
     limit between two of vLLM's capture sizes is kept, and a note says which size is the last captured (vLLM
     captures its sizes up to the limit, so 100 captures up to 96 and a step of 97 tokens runs eager)."""
     from specsim.hardware.analytic import capture_list, graph_limit
 
     if cudagraph_max_tokens is None:
+        if sm.gpu.spec_file is not None and sm.gpu.compute_capability is None:
+            _say(f"note: {sm.gpu.spec_file} gives no compute_capability, so CUDA graphs are taken to capture up to "
+                 f"{sm.terms.cudagraph_max_tokens} tokens, vLLM's default off data-center Blackwell (compute "
+                 "capability 10.x captures 1,024): add \"compute_capability\" (nvidia-smi --query-gpu=compute_cap) "
+                 "to the file, or give --cudagraph-max-tokens")
         return sm
     if cudagraph_max_tokens < 0:
         raise SpecsimInputError(None, None, "--cudagraph-max-tokens", "an int >= 0: the largest CUDA-graph size "
@@ -67,17 +73,17 @@ def echo_shape(sm) -> None:
     typer.echo(f"shape: {m.name} ({m.total_params() / 1e9:.1f}B params, {m.weight_dtype} weights"
                + (f" ({mixed})" if mixed else "")
                + (f", {m.activation_dtype} activations" if m.activation_dtype else "") + f", {m.kv_dtype} KV) "
-               f"on {g.name}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
+               f"on {g.label}, TP {sm.tp}, EP {sm.ep}: {weights / 1e9:.1f} GB of weights per GPU")
     parts = {"attention": "attention", "experts": "routed-expert", "other": _other_gemms(m)}
     only = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.weight_only_parts()]
     if only:
-        _say(f"note: the {g.name} has no tensor cores for the weight dtype of its {_listed(only)} GEMMs: "
+        _say(f"note: the {g.label} has no tensor cores for the weight dtype of its {_listed(only)} GEMMs: "
              "they run weight-only, their stored bytes at the BF16 rate (vLLM's Marlin path; docs/profiles.md)")
     mixed_in = [f"{parts[p]} ({m.gemm_dtype(p)})" for p in sm.mixed_input_parts()]
     if mixed_in:
         kernels = "/".join(sorted({sm.gemm_kernel(p) for p in sm.mixed_input_parts()}))
         _say(f"note: the {_listed(mixed_in)} GEMMs run {kernels}: their stored bytes against "
-             f"{m.activation_dtype} activations at the {g.name}'s {m.activation_dtype.upper()} rate "
+             f"{m.activation_dtype} activations at the {g.label}'s {m.activation_dtype.upper()} rate "
              "(--activation-dtype; as DeepGEMM's fp8_fp4 GEMMs on NVIDIA GPUs; docs/profiles.md)")
     plain = replace(sm, model=replace(m, activation_dtype=None))
     if m.activation_dtype and all(sm.compute_dtype(p) == plain.compute_dtype(p) for p in parts
@@ -87,11 +93,11 @@ def echo_shape(sm) -> None:
              "run BF16); it applies to FP8 or FP4 weights")
     more = "--ep" if isinstance(m, V4Config) else "--tp/--ep"          # V4 runs data-parallel attention (TP 1)
     if weights > g.memory_bytes:
-        _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.name}'s "
+        _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU exceed the {g.label}'s "
              f"{g.memory_bytes / 1e9:.1f} GB: raise {more} or use a smaller weight dtype; the profile "
              "describes a deployment that cannot run")
     elif weights > STEP_MODEL_UTILIZATION * g.memory_bytes:
         _say(f"warning: {weights / 1e9:.1f} GB of weights per GPU leave no KV cache within "
-             f"{STEP_MODEL_UTILIZATION:.0%} of the {g.name}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
+             f"{STEP_MODEL_UTILIZATION:.0%} of the {g.label}'s {g.memory_bytes / 1e9:.1f} GB (vLLM's default "
              f"gpu_memory_utilization): a run on this profile fails; raise {more} or use a smaller weight "
              "dtype")

@@ -101,28 +101,26 @@ def capture_text(cudagraph_max_tokens: int) -> str:
     return text + (f", 256..{int(sizes[-1])} step 16" if sizes[-1] >= 256 else "")
 
 
-#: GPUs of compute capability 10.x (data-center Blackwell), where vLLM >= 0.28 captures CUDA graphs up to 1,024
-#: tokens by default: vLLM PR 49390 ("Raise Blackwell CUDA graph capture default to 1024", commit 021b7d98, first
-#: released in v0.28.0), ``VllmConfig._set_cudagraph_sizes``: ``default_max_graph_size = 1024 if
-#: current_platform.is_device_capability_family(100) else 512``. The RTX PRO 6000 (12.0) is not of the family.
-SM100_GPUS = frozenset({"b200", "gb200", "b300", "gb300"})
+#: The CUDA compute capability family (major version) where vLLM >= 0.28 captures CUDA graphs up to 1,024 tokens by
+#: default, data-center Blackwell (B200, GB200: 10.0; B300, GB300: 10.3): vLLM PR 49390 ("Raise Blackwell CUDA graph
+#: capture default to 1024", commit 021b7d98, first released in v0.28.0), ``VllmConfig._set_cudagraph_sizes``:
+#: ``default_max_graph_size = 1024 if current_platform.is_device_capability_family(100) else 512``. The RTX PRO
+#: 6000 (12.0) is not of the family.
+LARGE_CAPTURE_FAMILY = 10
 
 
 def default_capture_tokens(gpu: GpuSpec) -> int:
-    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 on :data:`SM100_GPUS` (the GPU's
-    name read as :func:`~specsim.hardware.gpus.gpu_spec` reads it: ``B200``, ``hgx-b200``, ``b200-sxm-180gb``),
-    else 512.
+    """vLLM's default largest CUDA-graph capture size on ``gpu``, tokens: 1,024 where its ``compute_capability`` is
+    of :data:`LARGE_CAPTURE_FAMILY` (10.x: data-center Blackwell), else 512; a GPU that gives no compute capability
+    (a GPU spec file without it, an AMD part) takes 512, whatever its name (a file naming its GPU ``b200`` took the
+    bundled B200's 1,024).
 
     vLLM's default is ``min(max_num_seqs x (1 + K) x 2, that ceiling)``: with vLLM's default ``max_num_seqs`` on
     GPUs of 70 GiB or more (1,024 since v0.28) the ceiling binds; a server run with ``max_num_seqs`` below
     ceiling / (2 (1 + K)) (256 without speculation on a B200) captures less: set ``cudagraph_max_tokens`` for it,
     as for an engine before v0.28, which capped at 512 on every GPU (docs/profiles.md, "The CUDA-graph capture
     limit")."""
-    try:
-        name = gpu_spec(gpu.name).name
-    except SpecsimInputError:
-        name = gpu.name
-    return 1024 if name in SM100_GPUS else 512
+    return 1024 if gpu.compute_family == LARGE_CAPTURE_FAMILY else 512
 
 
 def padded_tokens(b, cudagraph_max_tokens: int) -> np.ndarray:

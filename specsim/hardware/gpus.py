@@ -62,6 +62,13 @@ Per GPU (key; HBM/GDDR bandwidth; dense BF16 / FP8 / FP4 tensor FLOP/s; SMs; cap
   (in ``num_sms``); 192 GB; Infinity Fabric 7 links x 128 GB/s bidirectional -> 448 GB/s. (AMD Instinct
   MI300X accelerator datasheet, 2023.)
 
+``compute_capability`` is CUDA's (``nvidia-smi --query-gpu=compute_cap``; NVIDIA's CUDA GPUs page): 8.0 A100, 8.9
+L40S and RTX 4090, 9.0 H100, H200, H800 and H20, 10.0 B200 and GB200, 10.3 B300 and GB300 (Blackwell Ultra,
+``sm_103`` since CUDA 12.9), 12.0 RTX PRO 6000 Blackwell; none for the MI300X (AMD's gfx942 is no CUDA
+capability). vLLM picks defaults by its family (the CUDA-graph capture limit,
+:func:`specsim.hardware.analytic.default_capture_tokens`), so specsim reads it from this field, never from the
+name: a GPU spec file gives it or takes the generic default.
+
 ``link_latency_s`` is an assumption, not a datasheet number: the small-message all-reduce latency NCCL reaches
 inside one NVLink/NVSwitch domain is a few microseconds (nccl-tests all_reduce_perf on 8-GPU HGX nodes), so
 specsim takes 5 us for NVLink GPUs, 8 us for MI300X over Infinity Fabric (RCCL), and 10 us for PCIe cards
@@ -74,6 +81,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -145,11 +153,16 @@ class GpuSpec:
         link_latency_s: per-collective latency in seconds (an assumption; module docstring).
         fp8_flops_per_s: peak dense FP8 tensor FLOP/s, or None where the GPU has no FP8 tensor cores.
         fp4_flops_per_s: peak dense FP4 tensor FLOP/s, or None where the GPU has no FP4 tensor cores.
+        compute_capability: CUDA compute capability ``"major.minor"`` (``"9.0"``, ``"10.0"``), or None (not
+            given, or no CUDA part); the engine's defaults by GPU family read it (module docstring).
+        spec_file: the name of the GPU spec file the numbers were read from (:func:`load_gpu_spec` sets it; None
+            for the parts of :data:`GPUS`): :attr:`label` names it, so a file whose ``name`` is ``h100`` is never
+            taken for the bundled H100.
 
     Raises:
         SpecsimInputError: a number is not finite and > 0 or outside its plausible SI range (a bandwidth written
             in TB/s); the FP8 peak below the BF16 one, or the FP4 peak below the FP8 (else BF16) one; num_sms not
-            an int >= 1; naming the field.
+            an int >= 1; a compute capability that is not a ``"major.minor"`` string; naming the field.
     """
 
     name: str
@@ -162,12 +175,19 @@ class GpuSpec:
     link_latency_s: float
     fp8_flops_per_s: float | None = None
     fp4_flops_per_s: float | None = None
+    compute_capability: str | None = None
+    spec_file: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise SpecsimInputError(None, None, "name", "a non-empty string", repr(self.name))
         if not isinstance(self.source, str):
             raise SpecsimInputError(None, None, "source", "a string", repr(self.source))
+        cc = self.compute_capability
+        if cc is not None and not (isinstance(cc, str) and re.fullmatch(r"\d{1,2}\.\d{1,2}", cc)):
+            raise SpecsimInputError(None, None, "compute_capability", _expected("compute_capability"), repr(cc))
+        if self.spec_file is not None and not isinstance(self.spec_file, str):
+            raise SpecsimInputError(None, None, "spec_file", "a file name or null", repr(self.spec_file))
         if isinstance(self.num_sms, bool) or not isinstance(self.num_sms, int) or self.num_sms < 1:
             raise SpecsimInputError(None, None, "num_sms", "an int >= 1", repr(self.num_sms))
         for key in ("hbm_bytes_per_s", "bf16_flops_per_s", "memory_bytes", "link_bytes_per_s",
@@ -194,6 +214,17 @@ class GpuSpec:
                                         "narrower dtype runs at least as fast on every GPU (dense figures for "
                                         "both, or null where the GPU has no such tensor cores)", repr(value))
             wider = (key, value)
+
+    @property
+    def label(self) -> str:
+        """The GPU as messages and a profile's ``metadata.gpu`` name it: ``name``, and ``(from FILE)`` for a GPU
+        spec file's (``h100 (from my_h100.json)``)."""
+        return self.name if self.spec_file is None else f"{self.name} (from {self.spec_file})"
+
+    @property
+    def compute_family(self) -> int | None:
+        """The major CUDA compute capability (``10`` for ``"10.3"``), or None where not given."""
+        return None if self.compute_capability is None else int(self.compute_capability.split(".")[0])
 
     def supports(self, dtype: str) -> bool:
         """True when the GPU has tensor cores for ``dtype`` (BF16 and FP16 always; FP8 / FP4 where their peak is
@@ -225,42 +256,44 @@ class GpuSpec:
 
 
 def _spec(name: str, hbm: float, bf16: float, fp8: float | None, fp4: float | None, sms: int,
-          memory_bytes: float, link: float, latency_s: float, source: str) -> GpuSpec:
-    """A :class:`GpuSpec` from positional datasheet numbers (SI units: bytes/s, FLOP/s, bytes, s)."""
+          memory_bytes: float, link: float, latency_s: float, source: str, cc: str | None) -> GpuSpec:
+    """A :class:`GpuSpec` from positional datasheet numbers (SI units: bytes/s, FLOP/s, bytes, s) and its CUDA
+    compute capability."""
     return GpuSpec(name=name, hbm_bytes_per_s=hbm, bf16_flops_per_s=bf16, num_sms=sms, source=source,
                    memory_bytes=memory_bytes, link_bytes_per_s=link, link_latency_s=latency_s,
-                   fp8_flops_per_s=fp8, fp4_flops_per_s=fp4)
+                   fp8_flops_per_s=fp8, fp4_flops_per_s=fp4, compute_capability=cc)
 
 
 GPUS: dict[str, GpuSpec] = {
     "a100": _spec("a100", 2.039e12, 312e12, None, None, 108, 81920 * _MIB, 300e9, _NVLINK_LATENCY_S,
-                  "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB), 2021"),
+                  "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB), 2021", "8.0"),
     "h100": _spec("h100", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 450e9, _NVLINK_LATENCY_S,
-                  "NVIDIA H100 Tensor Core GPU datasheet (SXM5), 2023"),
+                  "NVIDIA H100 Tensor Core GPU datasheet (SXM5), 2023", "9.0"),
     "h200": _spec("h200", 4.8e12, 989.4e12, 1978.9e12, None, 132, 143771 * _MIB, 450e9, _NVLINK_LATENCY_S,
-                  "NVIDIA H200 Tensor Core GPU datasheet (SXM), 2024"),
+                  "NVIDIA H200 Tensor Core GPU datasheet (SXM), 2024", "9.0"),
     "h800": _spec("h800", 3.35e12, 989.4e12, 1978.9e12, None, 132, 81559 * _MIB, 200e9, _NVLINK_LATENCY_S,
-                  "NVIDIA H800 Tensor Core GPU product brief (SXM5), 2023"),
+                  "NVIDIA H800 Tensor Core GPU product brief (SXM5), 2023", "9.0"),
     "h20": _spec("h20", 4.0e12, 148e12, 296e12, None, 78, 96 * _GIB, 450e9, _NVLINK_LATENCY_S,
-                 "NVIDIA HGX H20 specification sheet (via partners), 2024"),
+                 "NVIDIA HGX H20 specification sheet (via partners), 2024", "9.0"),
     "b200": _spec("b200", 8.0e12, 2250e12, 4500e12, 9000e12, 148, 183359 * _MIB, 900e9, _NVLINK_LATENCY_S,
-                  "NVIDIA HGX B200 datasheet, 2024"),
+                  "NVIDIA HGX B200 datasheet, 2024", "10.0"),
     "gb200": _spec("gb200", 8.0e12, 2500e12, 5000e12, 10000e12, 148, 186 * _GIB, 900e9, _NVLINK_LATENCY_S,
-                   "NVIDIA GB200 NVL72 datasheet (per GPU), 2024"),
+                   "NVIDIA GB200 NVL72 datasheet (per GPU), 2024", "10.0"),
     "b300": _spec("b300", 8.0e12, 2250e12, 4500e12, 13500e12, 160, 275040 * _MIB, 900e9, _NVLINK_LATENCY_S,
                   "NVIDIA HGX platform page (HGX B300, per GPU) and NVIDIA Technical Blog 'Inside NVIDIA Blackwell "
-                  "Ultra', 2025"),
+                  "Ultra', 2025", "10.3"),
     "gb300": _spec("gb300", 8.0e12, 2500e12, 5000e12, 15000e12, 160, 284208 * _MIB, 900e9, _NVLINK_LATENCY_S,
-                   "NVIDIA Technical Blog 'Inside NVIDIA Blackwell Ultra' and GB300 NVL72 page (per GPU), 2025"),
+                   "NVIDIA Technical Blog 'Inside NVIDIA Blackwell Ultra' and GB300 NVL72 page (per GPU), 2025",
+                   "10.3"),
     "l40s": _spec("l40s", 0.864e12, 362.05e12, 733e12, None, 142, 48 * _GIB, 32e9, _PCIE_LATENCY_S,
-                  "NVIDIA L40S GPU datasheet, 2023"),
+                  "NVIDIA L40S GPU datasheet, 2023", "8.9"),
     "rtx4090": _spec("rtx4090", 1.008e12, 165.2e12, 330.3e12, None, 128, 24 * _GIB, 32e9, _PCIE_LATENCY_S,
-                     "NVIDIA Ada Lovelace GPU Architecture whitepaper (GeForce RTX 4090), 2022"),
+                     "NVIDIA Ada Lovelace GPU Architecture whitepaper (GeForce RTX 4090), 2022", "8.9"),
     "rtxpro6000": _spec("rtxpro6000", 1.792e12, 503.8e12, 1007.6e12, 2015.2e12, 188, 96 * _GIB, 64e9,
                         _PCIE_LATENCY_S, "NVIDIA RTX PRO 6000 Blackwell datasheet and RTX Blackwell GPU Architecture "
-                        "whitepaper, 2025"),
+                        "whitepaper, 2025", "12.0"),
     "mi300x": _spec("mi300x", 5.3e12, 1307.4e12, 2614.9e12, None, 304, 192 * _GIB, 448e9, _XGMI_LATENCY_S,
-                    "AMD Instinct MI300X accelerator datasheet, 2023"),
+                    "AMD Instinct MI300X accelerator datasheet, 2023", None),
 }
 
 #: Other spellings of the keys of :data:`GPUS` (after lower-casing; ``_`` and spaces read as ``-``).
@@ -319,12 +352,15 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
 
     Required keys: ``name``, ``hbm_bytes_per_s``, ``bf16_flops_per_s``, ``num_sms``, ``memory_bytes``,
     ``link_bytes_per_s``, ``link_latency_s`` (SI units: bytes, bytes/s, FLOP/s, s; dense, no sparsity).
-    Optional: ``fp8_flops_per_s``, ``fp4_flops_per_s`` (null or absent: unsupported) and ``source``
-    (default: the file's name). Example::
+    Optional: ``fp8_flops_per_s``, ``fp4_flops_per_s`` (null or absent: unsupported), ``compute_capability``
+    (``"major.minor"`` as ``nvidia-smi --query-gpu=compute_cap`` prints it; null or absent: not given, and the
+    engine's defaults by GPU family take their generic value) and ``source`` (default: the file's name). The spec
+    is the file's whatever its ``name``: a file naming its GPU ``h100`` or ``b200`` gets none of the bundled
+    part's numbers or defaults, and its :attr:`GpuSpec.label` names the file. Example::
 
         {"name": "my-gpu", "hbm_bytes_per_s": 3.35e12, "bf16_flops_per_s": 989.4e12, "num_sms": 132,
          "memory_bytes": 85520809984, "link_bytes_per_s": 450e9, "link_latency_s": 5e-6,
-         "fp8_flops_per_s": 1978.9e12, "source": "vendor datasheet, 2024"}
+         "fp8_flops_per_s": 1978.9e12, "compute_capability": "9.0", "source": "vendor datasheet, 2024"}
 
     Raises:
         SpecsimInputError: unreadable file or not JSON; not an object; a missing or unknown key; a value of the
@@ -344,13 +380,14 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
     for key in _REQUIRED:
         if key not in data:
             raise SpecsimInputError(str(path), None, key, _expected(key), "nothing (missing)")
-    known = {f.name for f in fields(GpuSpec)}
+    known = {f.name for f in fields(GpuSpec)} - {"spec_file"}          # set from the path, not the file
     for key in data:
         if key not in known:
             raise SpecsimInputError(str(path), None, str(key), f"one of the GpuSpec fields {sorted(known)}",
                                     "an unknown key")
     values = dict(data)
     values.setdefault("source", f"user GPU spec {path.name}")
+    values["spec_file"] = path.name
     try:
         return GpuSpec(**values)
     except SpecsimInputError as e:
@@ -371,6 +408,8 @@ def _expected(key: str) -> str:
         "fp8_flops_per_s": "dense FP8 tensor FLOP/s, " + _in_range("fp8_flops_per_s") + ", or null (unsupported)",
         "fp4_flops_per_s": "dense FP4 tensor FLOP/s, " + _in_range("fp4_flops_per_s") + ", or null (unsupported)",
         "source": "a string naming where the numbers come from",
+        "compute_capability": "the CUDA compute capability as a string \"major.minor\" (nvidia-smi --query-gpu="
+                              "compute_cap prints it: \"9.0\" for an H100, \"10.0\" for a B200), or null",
     }.get(key, "a GpuSpec field")
 
 

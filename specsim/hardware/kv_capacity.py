@@ -373,7 +373,7 @@ def _derivation(sc: Scenario, prof: StepTimeProfile, sm, gamma: int, utilization
     c = sc.cluster
     t = sc.prefill.chunk_tokens if sc.prefill.mode == "colocated" else c.max_num_seqs * (gamma + 1)
     if sm is not None:
-        model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.name, sm.gpu.memory_bytes
+        model, tp, gpu, mem = sm.model, sm.tp, sm.gpu.label, sm.gpu.memory_bytes
         weights = model.weight_bytes(sm.tp, sm.ep) + drafter_weights_bytes
         per_token = model.kv_bytes_per_token(sm.tp)
     else:

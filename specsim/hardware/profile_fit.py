@@ -9,7 +9,10 @@ padded to the CUDA-graph capture sizes (decode steps run in graphs).
 
 Rules (tested): more parameters than fitting points is refused; observations named as holdout are never fitted
 and their error is reported apart; the written profile's metadata names the fitted files, the parameters, their
-values and the residual of every point.
+values and the residual of every point (of every bin of points beyond :data:`~specsim.hardware.fit_points.
+MAX_STORED_POINTS`). Rows of one step shape are fitted as one point of their summed weight and geometric mean step,
+the same least squares (:func:`~specsim.hardware.fit_points.merge_shapes`), so a per-step CSV of 500,000 rows fits
+as its distinct shapes.
 
 Recommended protocol (docs/validation.md): fit on no-speculation runs (or MTP-1 where that is all there is, as
 the paper had), then predict the speculative policies with the fitted profile; never fit on what is predicted.
@@ -17,6 +20,7 @@ the paper had), then predict the speculative policies with the fitted profile; n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from specsim.errors import SpecsimInputError
+from specsim.hardware.fit_points import MAX_STORED_POINTS, merge_shapes, summarise
 from specsim.hardware.residuals import Residual, median_abs_error
 from specsim.hardware.step_profile import SPEC_REQUEST_S_MAX, SPEC_STEP_S_MAX
 from specsim.hardware.stepmodel import StepModel
@@ -49,7 +54,9 @@ NARROW_R = 8.0
 @dataclass(frozen=True)
 class PointResidual(Residual):
     """One observation against the fitted model: seconds measured and predicted, relative error
-    (:class:`~specsim.hardware.residuals.Residual`)."""
+    (:class:`~specsim.hardware.residuals.Residual`); ``rows``: the input rows it stands for (rows of one shape
+    merged), ``weight`` its weight in the fit; a bin of points (:func:`~specsim.hardware.fit_points.summarise`) has
+    ``points`` > 1 and its worst point's error in ``worst_rel_error``."""
 
     label: str
     source: str
@@ -60,6 +67,20 @@ class PointResidual(Residual):
     predicted_s: float
     holdout: bool
     prompt_tokens: float = float("nan")
+    rows: int = 1
+    weight: float = 1.0
+    points: int = 1
+    worst_rel_error: float = float("nan")
+
+    def stored(self) -> dict[str, Any]:
+        """The residual as a row of ``metadata.fit.points`` (:meth:`Residual.row`; ``rows``, ``points`` and
+        ``worst_rel_error`` where it stands for more than one row or point)."""
+        extra = {"prompt_tokens": round(self.prompt_tokens, 1)} if self.prompt_tokens > 0 else {}
+        extra.update({"rows": self.rows} if self.rows > 1 else {})
+        if self.points > 1:
+            extra.update(points=self.points, worst_rel_error=round(self.worst_rel_error, 4))
+        return self.row(num_requests=round(self.num_requests, 3), batch_tokens=round(self.batch_tokens, 3),
+                        context_tokens=round(self.context_tokens, 1), **extra)
 
 
 @dataclass
@@ -71,7 +92,8 @@ class FitReport:
         params: {name: fitted value} of the freed parameters.
         at_bounds: the freed parameters that ended on a bound (the data asks for more than the bound allows:
             wrong units, a wrong shape or GPU, or a term the model lacks).
-        points: every observation's :class:`PointResidual` (fitted and holdout).
+        points: the :class:`PointResidual` of every distinct step shape (fitted and holdout; rows of one shape
+            merged, :func:`~specsim.hardware.fit_points.merge_shapes`).
         fitted_sources: files the fit used; holdout_sources: files it only predicts.
         far_from_default: {name: fitted / default} of the freed parameters that landed an order of magnitude
             (x10 or /10) or more from their :class:`EngineTerms` default (issue 20: a ``kernel_s`` fitted 10x too
@@ -128,11 +150,18 @@ class FitReport:
         return f"{v:.4g}{unit}"
 
     def median_abs_error(self, holdout: bool) -> float | None:
-        """Median |relative error| of the fitted (False) or holdout (True) points; None if there are none."""
+        """Median |relative error| of the fitted (False) or holdout (True) points (one per distinct step shape);
+        None if there are none."""
         return median_abs_error(self.points, holdout)
 
+    def rows_read(self, holdout: bool = False) -> int:
+        """Input rows behind the fitted (False) or holdout (True) points."""
+        return sum(p.rows for p in self.points if p.holdout == holdout)
+
     def provenance(self) -> dict[str, Any]:
-        """Metadata for the written profile: files, parameters, residuals."""
+        """Metadata for the written profile: files, parameters, residuals (at most
+        :data:`~specsim.hardware.fit_points.MAX_STORED_POINTS` of them: bins beyond, said under ``points_binned``)."""
+        stored, how = summarise(self.points, MAX_STORED_POINTS)
         return {
             "fit": {
                 "fitted_on": self.fitted_sources, "holdout": self.holdout_sources, "params": self.params,
@@ -140,15 +169,47 @@ class FitReport:
                 "at_bounds": self.at_bounds, "far_from_default": self.far_from_default,
                 "median_abs_error_fitted": self.median_abs_error(False),
                 "median_abs_error_holdout": self.median_abs_error(True),
-                "points": [p.row(num_requests=round(p.num_requests, 3), batch_tokens=round(p.batch_tokens, 3),
-                                 context_tokens=round(p.context_tokens, 1),
-                                 **({"prompt_tokens": round(p.prompt_tokens, 1)} if p.prompt_tokens > 0 else {}))
-                           for p in self.points],
+                "rows_read": self.rows_read(False), "rows_read_holdout": self.rows_read(True),
+                "points_fitted": sum(not p.holdout for p in self.points),
+                **({"points_binned": how} if how else {}),
+                "points": [p.stored() for p in stored],
             },
         }
 
 
-def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: int | None = None) -> np.ndarray:
+@dataclass(frozen=True)
+class StepColumns:
+    """Observations' fields as (n,) float64 arrays, read once for the many predictions of a fit: R, B, context
+    (NaN: not known), D decode tokens per step (``decode_tokens`` where the observation has it, else R) and prompt
+    length L (``prompt_tokens``; 0 where not given); tokens throughout."""
+
+    num_requests: np.ndarray
+    batch_tokens: np.ndarray
+    context_tokens: np.ndarray
+    decode_tokens: np.ndarray
+    prompt_tokens: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.num_requests)
+
+
+def step_columns(observations: Sequence | StepColumns) -> StepColumns:
+    """The :class:`StepColumns` of observations (objects with ``num_requests``, ``batch_tokens``,
+    ``context_tokens``, optional ``decode_tokens`` and ``prompt_tokens``); columns are returned as given."""
+    if isinstance(observations, StepColumns):
+        return observations
+    n = len(observations)
+
+    def col(name: str, default: str | float) -> np.ndarray:
+        return np.fromiter((getattr(o, name, getattr(o, default) if isinstance(default, str) else default)
+                            for o in observations), np.float64, n)
+
+    return StepColumns(col("num_requests", math.nan), col("batch_tokens", math.nan), col("context_tokens", math.nan),
+                       col("decode_tokens", "num_requests"), np.nan_to_num(col("prompt_tokens", math.nan)))
+
+
+def predict_observations(sm: StepModel, observations: Sequence | StepColumns,
+                         chunk_tokens: int | None = None) -> np.ndarray:
     """(n,) predicted seconds of each observation's mean step, as the simulator runs it (K = R x context; an
     unknown context, NaN, reads no KV: give ``context_tokens`` where the input lacks it).
 
@@ -165,14 +226,14 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     misses the fit's own points (docs/validation.md, "The measurement window, as GuideLLM counts it"). Only where
     neither L nor ``chunk_tokens`` is known is the step the model's at the mean B. Hybrid models' prefill chunks
     move their linear-attention state as the chunked kernel does (:meth:`StepModel.prefill_state_s`, per prompt
-    or per chunk).
+    or per chunk). ``observations`` may be given as :func:`step_columns` (a fit reads them once).
     """
-    r = np.array([o.num_requests for o in observations], np.float64)
-    c = np.nan_to_num(np.array([o.context_tokens for o in observations], np.float64), nan=0.0)
-    d, p, prompt = _prompt_tokens(observations)
+    cols = step_columns(observations)
+    r, b = cols.num_requests, cols.batch_tokens
+    c = np.nan_to_num(cols.context_tokens, nan=0.0)
+    d, p, prompt = _prompt_tokens(cols)
     f, whole, chunked = _mixed(p, prompt, chunk_tokens)
     known = whole | chunked
-    b = np.array([o.batch_tokens for o in observations], np.float64)
     at_mean = (0.0 if known.all() else                                                  # neither L nor a chunk
                np.asarray(sm.step_time(sm.graph_tokens(b), r, r * c), np.float64))
     decode = np.asarray(sm.step_time(sm.graph_tokens(np.maximum(d, 1.0)), r, r * c), np.float64)
@@ -183,16 +244,14 @@ def predict_observations(sm: StepModel, observations: Sequence, chunk_tokens: in
     return np.where(f > 0, (1.0 - f) * decode + f * mixed, np.where(known, decode, at_mean))
 
 
-def _prompt_tokens(observations: Sequence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _prompt_tokens(observations: Sequence | StepColumns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(D, P, L), (n,) each: the decode tokens per step (``decode_tokens``, else R), the prompt tokens per step
     P = max(B - D, 0) and the prompt length L (``prompt_tokens``; 0 where not given)."""
-    d = np.array([getattr(o, "decode_tokens", o.num_requests) for o in observations], np.float64)
-    p = np.maximum(np.array([o.batch_tokens for o in observations], np.float64) - d, 0.0)
-    prompt = np.nan_to_num(np.array([getattr(o, "prompt_tokens", np.nan) for o in observations], np.float64))
-    return d, p, prompt
+    cols = step_columns(observations)
+    return cols.decode_tokens, np.maximum(cols.batch_tokens - cols.decode_tokens, 0.0), cols.prompt_tokens
 
 
-def mixed_share(observations: Sequence, chunk_tokens: int | None = None) -> np.ndarray:
+def mixed_share(observations: Sequence | StepColumns, chunk_tokens: int | None = None) -> np.ndarray:
     """(n,) share of each observation's steps that carry prompt tokens, as :func:`predict_observations` charges
     ``mixed_step_s`` on them: P = B - D prompt tokens per step; prompts of L tokens (``prompt_tokens``) that fit
     the chunk arrive whole and at random, P / L per step, so ``1 - exp(-P / L)`` of the steps carry at least one;
@@ -226,7 +285,7 @@ def _unseparated(observations: Sequence, params: Sequence[str], chunk_tokens: in
     lies within 0.02 of a straight line in R (least squares): then the two terms trade off freely."""
     if not {"mixed_step_s", "per_request_step_s"} <= set(params):
         return False
-    r = np.array([o.num_requests for o in observations], np.float64)
+    r = step_columns(observations).num_requests
     share = mixed_share(observations, chunk_tokens)
     a = np.column_stack([np.ones_like(r), r])
     resid = share - a @ np.linalg.lstsq(a, share, rcond=None)[0]
@@ -240,15 +299,18 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
     Args:
         base: the shapes and the starting constants.
         observations: fitted points (objects with ``num_requests``, ``batch_tokens``, ``context_tokens``,
-            ``step_time_s``, ``label``, ``source``; :class:`specsim.hardware.step_points.StepObservation`).
+            ``step_time_s`` in seconds, ``label``, ``source``; :class:`specsim.hardware.step_points.StepObservation`,
+            whose rows of one step shape are fitted as one point, :func:`~specsim.hardware.fit_points.merge_shapes`:
+            the same least squares on log step time).
         params: names in :data:`FIT_BOUNDS`.
-        holdout: points predicted only.
+        holdout: points predicted only (merged alike).
         chunk_tokens: the engine's prefill chunk (vLLM ``max_num_batched_tokens``): a longer prompt is predicted
             as chunks of it, a shorter one whole (:func:`predict_observations`); None: every prompt whole, and the
             step at the mean B where an observation gives no prompt length.
 
     Raises:
-        SpecsimInputError: an unknown parameter, no observations, or more parameters than fitting points.
+        SpecsimInputError: an unknown parameter, no observations, or more parameters than fitting points
+            (distinct step shapes).
     """
     from scipy.optimize import least_squares
 
@@ -259,14 +321,18 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
                "with --spec (and --drafter)" if any(p.startswith("spec_") for p in unknown) else "")
         raise SpecsimInputError(None, None, "--params", f"distinct names from {names}{why}",
                                 ",".join(params) or "nothing")
+    rows = len(observations)
+    observations, holdout = merge_shapes(observations), merge_shapes(holdout)
     if len(observations) < len(params):
+        shapes = f" distinct step shape(s) of {rows} row(s)" if rows > len(observations) else " point(s)"
         raise SpecsimInputError(None, None, "--params",
                                 f"at most {len(observations)} parameter(s): one per fitting point at most "
-                                f"({len(observations)} point(s) to fit)", f"{len(params)}: {','.join(params)}")
-    held = _unconstrained(base, observations, params, chunk_tokens)
+                                f"({len(observations)}{shapes} to fit)", f"{len(params)}: {','.join(params)}")
+    cols = step_columns(observations)
+    held = _unconstrained(base, cols, params, chunk_tokens)
     params = [p for p in params if p not in held]
-    measured = np.array([o.step_time_s for o in observations], np.float64)
-    weight = np.sqrt(np.array([getattr(o, "weight", 1.0) for o in observations], np.float64))
+    measured = np.fromiter((o.step_time_s for o in observations), np.float64, len(observations))
+    weight = np.sqrt(np.fromiter((getattr(o, "weight", 1.0) for o in observations), np.float64, len(observations)))
     lo = np.array([FIT_BOUNDS[p][0] for p in params])
     hi = np.array([FIT_BOUNDS[p][1] for p in params])
     scale = hi                                               # every parameter in units of its ceiling
@@ -276,20 +342,22 @@ def fit_step_model(base: StepModel, observations: Sequence, params: Sequence[str
         return base.with_terms(**{p: float(v) for p, v in zip(params, x * scale)})
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return weight * np.log(predict_observations(model_at(x), observations, chunk_tokens) / measured)
+        return weight * np.log(predict_observations(model_at(x), cols, chunk_tokens) / measured)
 
     fitted = model_at(snap_to_bounds(least_squares(residuals, x0=x0 / scale, bounds=(lo / scale, hi / scale),
                                                    x_scale="jac").x, lo / scale, hi / scale) if params else x0)
-    source_note = f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(
-        sorted({Path(o.source).name for o in observations}))
-    fitted = fitted.with_terms(source=source_note)
+    files = _file_names(observations)
+    fitted = fitted.with_terms(source=f"fitted by specsim profile fit ({', '.join(params)}) to " + ", ".join(files))
     points = _residuals(fitted, observations, False, chunk_tokens) + _residuals(fitted, holdout, True, chunk_tokens)
     return FitReport(fitted, {p: float(getattr(fitted.terms, p)) for p in params}, points,
                      [p for p in params if _at_bound(getattr(fitted.terms, p), FIT_BOUNDS[p])],
-                     sorted({Path(o.source).name for o in observations}),
-                     sorted({Path(o.source).name for o in holdout}), _far_from_default(fitted, params),
-                     _unseparated(observations, params, chunk_tokens),
-                     _no_turnover(observations, params, chunk_tokens), held)
+                     files, _file_names(holdout), _far_from_default(fitted, params),
+                     _unseparated(cols, params, chunk_tokens), _no_turnover(cols, params, chunk_tokens), held)
+
+
+def _file_names(observations: Sequence) -> list[str]:
+    """The sorted names (no folder) of the files the observations came from."""
+    return sorted({Path(s).name for s in {o.source for o in observations}})
 
 
 def _unconstrained(base: StepModel, observations: Sequence, params: Sequence[str],
@@ -359,5 +427,6 @@ def _residuals(sm: StepModel, observations: Sequence, holdout: bool,
         return []
     pred = predict_observations(sm, observations, chunk_tokens)
     return [PointResidual(o.label, o.source, float(o.num_requests), float(o.batch_tokens), float(o.context_tokens),
-                          float(o.step_time_s), float(p), holdout, float(getattr(o, "prompt_tokens", float("nan"))))
+                          float(o.step_time_s), float(p), holdout, float(getattr(o, "prompt_tokens", float("nan"))),
+                          int(getattr(o, "rows", 1)), float(getattr(o, "weight", 1.0)))
             for o, p in zip(observations, pred)]

@@ -29,6 +29,9 @@ class StepObservation:
             ``median_ttft_ms``); prompt_tokens: mean prompt tokens per request (NaN: not known); concurrency: the
             closed loop's N users (vLLM results: ``max_concurrency``; NaN: an open loop or not known). Used by the
             TTFT part of the fit (:mod:`specsim.hardware.ttft_fit`).
+        rows: the input rows this observation stands for: 1 for one row (or result, or dump); more for rows of one
+            step shape that ``profile fit`` merged (:func:`specsim.hardware.fit_points.merge_shapes`: its step
+            time their weighted geometric mean, its weight their weights' sum).
     """
 
     num_requests: float
@@ -43,3 +46,4 @@ class StepObservation:
     ttft_s: float = math.nan
     prompt_tokens: float = math.nan
     concurrency: float = math.nan
+    rows: int = 1

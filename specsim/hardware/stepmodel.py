@@ -427,7 +427,7 @@ class StepModel:
         unpadded = sum(self.table_terms(max_batch_tokens, padded=False)[1].values())
         name = name or f"{self.gpu.name}-{self.model.name}-tp{self.tp}" + (f"-ep{self.ep}" if self.ep > 1 else "")
         meta = {
-            "kind": kind, "name": name, "gpu": self.gpu.name, "model": self.model.name, "tp": self.tp,
+            "kind": kind, "name": name, "gpu": self.gpu.label, "model": self.model.name, "tp": self.tp,
             "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,
             **{k: v for k in OPTIONAL_DTYPES if (v := getattr(self.model, k))},
             "engine": (f"decode in CUDA graphs at capture sizes {capture_text(self.terms.cudagraph_max_tokens)} "

@@ -87,7 +87,7 @@ def _mixed_step_s(sm) -> float:
 def has_ttft(o) -> bool:
     """Whether observation ``o`` carries a mean TTFT and a mean prompt length."""
     t, p = getattr(o, "ttft_s", math.nan), getattr(o, "prompt_tokens", math.nan)
-    return bool(np.isfinite(t) and t > 0 and np.isfinite(p) and p >= 1)
+    return math.isfinite(t) and t > 0 and math.isfinite(p) and p >= 1
 
 
 def predict_ttft(sm, observations: Sequence, chunk_tokens: int | None = None,
