@@ -58,6 +58,7 @@ from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
+from specsim.analysis.tier_notes import baseline_edge, baseline_edge_notes
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -384,7 +385,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         margin_holds, margin_verdict, runner_up, tied_with``) and ``caution`` (a winner read from a flagged point:
         :func:`specsim.analysis.sweep_tables.winner_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
         curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
-        (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints under its table
+        (:func:`specsim.analysis.tier_notes.baseline_edge`) and ``warnings``: the lines ``specsim compare`` prints under its table
         (points that thrash, are prefill- or think-bound, winners read from them, tiers the baseline meets only at
         its lightest load, tiers where another curve delivers more goodput than the winner:
         :func:`specsim.analysis.tiers.goodput_notes`; a notebook user saw none of them).
@@ -429,37 +430,10 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["baseline"] = base
     out.attrs["slos_ms"] = dict(slos_ms or {})
     out.attrs["per_seed"] = seed_values
-    out.attrs["baseline_edge"] = _baseline_edge(fr[base], tiers) if base else {}
+    out.attrs["baseline_edge"] = baseline_edge(fr[base], tiers) if base else {}
     out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + winner_cautions(out, fr, df)
                              + baseline_edge_notes(out) + goodput_notes(out))
     return out
-
-
-def _baseline_edge(f: Frontier, tiers: Iterable[float]) -> dict[float, tuple[float, float, float]]:
-    """``{tier: (load, TPS/user, tok/s/GPU)}`` of the baseline's fastest frontier point, for the tiers it meets only
-    at that point (its lightest load; the throughput at the tier is then interpolated towards it)."""
-    x = f.tps_per_user
-    return {float(t): (float(f.loads[-1]), float(x[-1]), float(f.throughput_per_gpu[-1])) for t in tiers
-            if x.size and at_least(x[-1:], t)[0] and not (x.size > 1 and at_least(x[-2:-1], t)[0])}
-
-
-def baseline_edge_notes(table: pd.DataFrame) -> list[str]:
-    """Notes for the tiers of a :func:`compare` table that its baseline meets only at its lightest load: there
-    the baseline runs near its speed ceiling and serves little, so a gain over it (+3,666% in a fresh user's
-    sweep: ``none`` met 150 TPS/user only at one user) says how far beyond that ceiling the others run, not what
-    speculation adds at a load both serve. [] when there is none (or no baseline)."""
-    base, edge = table.attrs.get("baseline"), table.attrs.get("baseline_edge") or {}
-    notes = []
-    for t, (load, tps, thr) in edge.items():
-        y = table.loc[(table.tier == t) & (table.curve == base), "throughput_per_gpu"]
-        y = float(y.iloc[0]) if len(y) else float("nan")
-        used = (f"; the {y:,.0f} tok/s/GPU the gains divide by is interpolated from it towards its next load, which "
-                "misses the tier" if np.isfinite(y) and round(y) != round(thr) else "")
-        notes.append(f"note: at tier {t:g} the baseline {base} meets the tier only at its lightest load, {load:g} "
-                     f"({tps:.1f} TPS/user, {thr:,.0f} tok/s/GPU){used}: its throughput there is that of a server "
-                     "near its speed ceiling, so the gains at that tier are large by construction; read the "
-                     "throughputs themselves")
-    return notes
 
 
 def _tier_row(t: float, f: Frontier, base: tuple[float, float], yo: float, ys: np.ndarray,
