@@ -350,6 +350,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _decision(tab: pd.DataFrame) -> dict[str, Any]:
+    from specsim.analysis.significance import SEEDS_SCOPE, TRAFFIC_TEST, with_seeds_scope
+
     base = tab.attrs.get("baseline")
     rows = []
     for r in decision_rows(tab):
@@ -365,7 +367,7 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
         elif r["runner_up"]:
             end += f", {fmt.percent(r['margin'], signed=True)} over {r['runner_up']}"
             end += ", the baseline" if r["runner_up"] == base else ""
-            end += f" ({r['verdict']})" if r["verdict"] else ""
+            end += f" ({with_seeds_scope(r['verdict'], test=False)})" if r["verdict"] else ""
         if base and r["curve"] != base and r["runner_up"] != base and math.isfinite(r["gain_vs_baseline"]):
             end += f", {fmt.percent(r['gain_vs_baseline'], signed=True)} over the baseline {base}"
         elif base and r["curve"] == base:
@@ -375,7 +377,8 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": curve, "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
-                    "Margin: the winner's lead over the runner-up; gain: over the baseline. infeasible: the "
+                    "Margin: the winner's lead over the runner-up, tested by a paired t-test over seeds "
+                    f"({SEEDS_SCOPE}: {TRAFFIC_TEST}); gain: over the baseline. infeasible: the "
                     "frontier never reaches the tier; covered: every point of the curve's Pareto frontier beats "
                     "the tier, the best point meeting it is shown."}
 

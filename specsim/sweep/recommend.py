@@ -20,6 +20,7 @@ import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, Y, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
+from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
                                            seed_spread)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
@@ -309,8 +310,8 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                                    break_on_hyphens=False))
     for r in recs:
         knobs = ", ".join(_knob(k, v, width) for k, v in r.knobs.items() if v is not None)
-        margin = (f"{r.margin:+.1%} over {r.runner_up} ({r.margin_verdict})" if r.margin is not None
-                  else r.margin_verdict)
+        margin = (f"{r.margin:+.1%} over {r.runner_up} ({with_seeds_scope(r.margin_verdict)})"
+                  if r.margin is not None else r.margin_verdict)
         if r.tied_with:                 # an exact tie: every tied curve named, none crowned (tiers.mark_winners)
             others = ", ".join(r.tied_with[:-1]) + (" and " if len(r.tied_with) > 1 else "") + r.tied_with[-1]
             margin = f"an exact tie with {others}"
