@@ -58,7 +58,8 @@ from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
-from specsim.analysis.tier_notes import baseline_edge, baseline_edge_notes
+from specsim.analysis.tier_notes import (attainment_notes, baseline_edge, baseline_edge_notes, winner_attainment,
+                                        with_throughput)
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -385,10 +386,12 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         margin_holds, margin_verdict, runner_up, tied_with``) and ``caution`` (a winner read from a flagged point:
         :func:`specsim.analysis.sweep_tables.winner_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
         curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
-        (:func:`specsim.analysis.tier_notes.baseline_edge`) and ``warnings``: the lines ``specsim compare`` prints under its table
-        (points that thrash, are prefill- or think-bound, winners read from them, tiers the baseline meets only at
-        its lightest load, tiers where another curve delivers more goodput than the winner:
-        :func:`specsim.analysis.tiers.goodput_notes`; a notebook user saw none of them).
+        (:func:`specsim.analysis.tier_notes.baseline_edge`), ``attainment`` (``{tier: TierAttainment}`` of each
+        winner's point: :func:`specsim.analysis.tier_notes.winner_attainment`) and ``warnings``: the lines
+        ``specsim compare`` prints under its table (points that thrash, are prefill- or think-bound, winners read
+        from them, tiers the baseline meets only at its lightest load, tiers where another curve delivers more goodput
+        than the winner: :func:`specsim.analysis.tiers.goodput_notes`, winners that meet the tier by the mean alone:
+        :func:`specsim.analysis.tier_notes.attainment_notes`; a notebook user saw none of them).
 
     Raises:
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
@@ -431,8 +434,10 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["slos_ms"] = dict(slos_ms or {})
     out.attrs["per_seed"] = seed_values
     out.attrs["baseline_edge"] = baseline_edge(fr[base], tiers) if base else {}
+    plain = sla_table(records, tiers) if slos_ms else sla            # attainment of the tier alone, no latency limit
+    out.attrs["attainment"] = winner_attainment(out, fr, with_throughput(plain, spread))
     out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + winner_cautions(out, fr, df)
-                             + baseline_edge_notes(out) + goodput_notes(out))
+                             + baseline_edge_notes(out) + goodput_notes(out) + attainment_notes(out))
     return out
 
 

@@ -322,9 +322,13 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
         Dicts with ``tier``, ``curve`` (None when no curve reaches the tier), ``throughput_per_gpu``,
         ``runner_up``, ``margin``, ``verdict``, ``gain_vs_baseline``, ``status``, ``caution`` (the flagged
         points the winner is read from, :func:`specsim.analysis.sweep_tables.winner_cautions`; ``""``: none),
-        ``tied_with`` (the curves in an exact tie with it, ``mark_winners``' rule; ``""``: none).
+        ``tied_with`` (the curves in an exact tie with it, ``mark_winners``' rule; ``""``: none), ``attainment`` (the
+        caution where its point meets the tier by the mean alone:
+        :func:`specsim.analysis.tier_notes.attainment_caution`, the sentence ``recommend`` prints; ``""``: none).
     """
-    out = []
+    from specsim.analysis.tier_notes import attainment_caution
+
+    found, out = tab.attrs.get("attainment") or {}, []
     for tier, rows in tab.groupby("tier", sort=True):
         if "winner" in rows:
             won = rows[rows.winner.astype(bool)]
@@ -345,6 +349,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
                     "gain_vs_baseline": math.nan if w is None else float(w.gain_vs_baseline),
                     "status": "ok" if w is not None else (statuses or "no point"),
                     "caution": str(w.get("caution", "") or "") if w is not None else "",
+                    "attainment": attainment_caution(found.get(float(tier)), see="the goodput table below gives "
+                                                     "each curve's best goodput") if w is not None else "",
                     "tied_with": w.get("tied_with") if w is not None and isinstance(w.get("tied_with"), str) else ""})
     return out
 
@@ -374,6 +380,7 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             end += " (the baseline)"
         if r["caution"]:
             end += f"; read with care: it comes from its point at {r['caution']}, see the warnings below"
+        end += f"; caution: {r['attainment']}" if r["attainment"] else ""
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": curve, "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "

@@ -18,11 +18,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from specsim.analysis.frontier import BRACKET_GAP, Y, compare, frontiers, sla_table
+from specsim.analysis.frontier import BRACKET_GAP, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
 from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
                                            seed_spread)
+from specsim.analysis.tier_notes import (ATTAINMENT_GOAL, TierAttainment, attainment_caution, meeting_point,
+                                        tier_attainment, with_throughput)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.errors import SpecsimInputError
 from specsim.fmt import terminal_width
@@ -130,10 +132,10 @@ def _knobs_of(records: list[dict[str, Any]], ids: Iterable[str]) -> dict[str, An
 
 
 def _point(spread, curve: str, tier: float) -> dict[str, Any]:
-    """The curve's frontier point meeting ``tier`` with the most throughput (smallest TPS/user >= tier)."""
+    """The curve's frontier point meeting ``tier`` with the most throughput (smallest TPS/user >= tier:
+    :func:`specsim.analysis.tier_notes.meeting_point`, the point compare's and the report's cautions read)."""
     f = frontiers(spread[spread.curve == curve])[curve]
-    ok = np.flatnonzero(f.tps_per_user >= tier * (1 - 1e-9))
-    i = int(ok[0]) if ok.size else f.tps_per_user.size - 1
+    i = meeting_point(f, tier)
     load = float(f.loads[i])
     mode = str(spread[(spread.curve == curve) & (spread.load == load)]["mode"].iloc[0])
     return {"load": load, "mode": mode, "tps": float(f.tps_per_user[i]), "thr": float(f.throughput_per_gpu[i])}
@@ -148,9 +150,7 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
     table = compare(records, tiers)
     df = results_frame(records)
     spread = seed_spread(df)
-    sla = sla_table(records, sorted(set(table.tier)))
-    thr = spread.set_index(["curve", "load"])[f"{Y}_mean"]
-    sla["throughput_per_gpu"] = [thr.get((c, ld), np.nan) for c, ld in zip(sla.curve, sla.load)]
+    sla = with_throughput(sla_table(records, sorted(set(table.tier))), spread)
     out = []
     for _, w in winners(table).iterrows():
         curve, tied = _tie_pick(w, table, df, records)
@@ -185,7 +185,7 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
-        _attainment(rec, sla[(sla.curve == curve) & (sla.tier == float(w.tier))])
+        _attainment(rec, tier_attainment(sla, curve, rec.tier, rec.load))
         out.append(rec)
     return out
 
@@ -208,25 +208,18 @@ def _tie_pick(w, table, df, records: list[dict[str, Any]]) -> tuple[str, list[st
     return best, [c for c in curves if c != best]
 
 
-#: The share of requests that must meet a tier for :class:`Recommendation` to name a load as serving it to
-#: (nearly) every user: nine in ten, a p10 TPS/user at the tier.
-ATTAINMENT_GOAL = 0.9
+def _attainment(rec: Recommendation, a: TierAttainment | None) -> None:
+    """Fill ``rec``'s attainment fields from its point's :class:`specsim.analysis.tier_notes.TierAttainment`."""
+    if a is not None:
+        rec.attainment, rec.attained_load = a.share, a.attained_load
+        rec.attained_share, rec.attained_throughput_per_gpu = a.attained_share, a.attained_throughput_per_gpu
 
 
-def _attainment(rec: Recommendation, sla) -> None:
-    """Fill ``rec``'s attainment fields from the curve's rows of :func:`sla_table` at its tier (seed means)."""
-    here = sla[sla.load == rec.load].attainment
-    if here.empty or not np.isfinite(here.iloc[0]):
-        return
-    rec.attainment = float(here.iloc[0])
-    if rec.attainment >= ATTAINMENT_GOAL:
-        return
-    good = sla[(sla.attainment >= ATTAINMENT_GOAL) & sla.throughput_per_gpu.notna()]
-    if good.empty:
-        return
-    best = good.loc[good.throughput_per_gpu.idxmax()]
-    rec.attained_load, rec.attained_share = float(best.load), float(best.attainment)
-    rec.attained_throughput_per_gpu = float(best.throughput_per_gpu)
+def _attainment_of(r: Recommendation) -> TierAttainment | None:
+    """``r``'s attainment fields as the :class:`specsim.analysis.tier_notes.TierAttainment` they came from."""
+    return None if r.attainment is None else TierAttainment(r.curve, r.tier, r.mode, r.load, r.attainment,
+                                                            r.attained_load, r.attained_share,
+                                                            r.attained_throughput_per_gpu)
 
 
 def _queue_of(df, spread, curve: str, tier: float) -> str:
@@ -324,14 +317,8 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
-        if r.attainment is not None and r.attainment < ATTAINMENT_GOAL:
-            para(f"caution: the tier is met by the mean: {r.attainment:.0%} of this point's requests run at "
-                 f">= {r.tier:g} TPS/user; " + (
-                     f"for {ATTAINMENT_GOAL:.0%} of them, {r.curve} at {r.mode} load {r.attained_load:g} delivers "
-                     f"{r.attained_throughput_per_gpu:,.0f} tok/s/GPU ({r.attained_share:.0%} meet it; compare's "
-                     "goodput* column gives each curve's best goodput at the tier)" if r.attained_load is not None else
-                     f"no simulated load of this curve gets {ATTAINMENT_GOAL:.0%} of its requests there (lighter "
-                     "loads, or a lower tier, would)"), "  ")
+        if attainment_caution(_attainment_of(r)):
+            para(f"caution: {attainment_caution(_attainment_of(r), 'this point')}", "  ")
         thrashes = r.recomputed_share > THRASHING_SHARE
         if r.status == "covered":
             if "failed" in r.advice:                # compare named a heavier load that never finished
