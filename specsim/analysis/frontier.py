@@ -383,14 +383,17 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
         best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
         and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
-        margin_holds, margin_verdict, runner_up, tied_with``) and ``caution`` (a winner read from a flagged point:
-        :func:`specsim.analysis.sweep_tables.winner_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
+        margin_holds, margin_verdict, runner_up, tied_with``), ``caution`` (a winner read from a flagged point:
+        :func:`specsim.analysis.sweep_tables.winner_cautions`), ``runner_up_caution`` and ``baseline_caution`` (the
+        winner's margin or gain divides by a figure read from a flagged point:
+        :func:`specsim.analysis.sweep_tables.reference_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
         curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
         (:func:`specsim.analysis.tier_notes.baseline_edge`), ``attainment`` (``{tier: TierAttainment}`` of each
         winner's point: :func:`specsim.analysis.tier_notes.winner_attainment`) and ``warnings``: the lines
-        ``specsim compare`` prints under its table (points that thrash, are prefill- or think-bound, winners read
-        from them, tiers the baseline meets only at its lightest load, tiers where another curve delivers more goodput
-        than the winner: :func:`specsim.analysis.tiers.goodput_notes`, winners that meet the tier by the mean alone:
+        ``specsim compare`` prints under its table (points that thrash, are prefill- or think-bound or overloaded,
+        winners read from them, leads over a runner-up or baseline read from them, tiers the baseline meets only at
+        its lightest load, tiers where another curve delivers more goodput than the winner:
+        :func:`specsim.analysis.tiers.goodput_notes`, winners that meet the tier by the mean alone:
         :func:`specsim.analysis.tier_notes.attainment_notes`; a notebook user saw none of them).
 
     Raises:

@@ -324,7 +324,9 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
         points the winner is read from, :func:`specsim.analysis.sweep_tables.winner_cautions`; ``""``: none),
         ``tied_with`` (the curves in an exact tie with it, ``mark_winners``' rule; ``""``: none), ``attainment`` (the
         caution where its point meets the tier by the mean alone:
-        :func:`specsim.analysis.tier_notes.attainment_caution`, the sentence ``recommend`` prints; ``""``: none).
+        :func:`specsim.analysis.tier_notes.attainment_caution`, the sentence ``recommend`` prints; ``""``: none),
+        ``runner_up_caution`` and ``baseline_caution`` (the flagged points the runner-up's and the baseline's
+        figures are read from: :func:`specsim.analysis.sweep_tables.reference_cautions`; ``""``: none).
     """
     from specsim.analysis.tier_notes import attainment_caution
 
@@ -351,6 +353,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
                     "caution": str(w.get("caution", "") or "") if w is not None else "",
                     "attainment": attainment_caution(found.get(float(tier)), see="the goodput table below gives "
                                                      "each curve's best goodput") if w is not None else "",
+                    "runner_up_caution": str(w.get("runner_up_caution", "") or "") if w is not None else "",
+                    "baseline_caution": str(w.get("baseline_caution", "") or "") if w is not None else "",
                     "tied_with": w.get("tied_with") if w is not None and isinstance(w.get("tied_with"), str) else ""})
     return out
 
@@ -378,8 +382,8 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             end += f", {fmt.percent(r['gain_vs_baseline'], signed=True)} over the baseline {base}"
         elif base and r["curve"] == base:
             end += " (the baseline)"
-        if r["caution"]:
-            end += f"; read with care: it comes from its point at {r['caution']}, see the warnings below"
+        care = ([f"it comes from its point at {r['caution']}"] if r["caution"] else []) + _reference_care(r, base)
+        end += f"; read with care: {' and '.join(care)}, see the warnings below" if care else ""
         end += f"; caution: {r['attainment']}" if r["attainment"] else ""
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": curve, "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
@@ -388,6 +392,16 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
                     f"({SEEDS_SCOPE}: {TRAFFIC_TEST}); gain: over the baseline. infeasible: the "
                     "frontier never reaches the tier; covered: every point of the curve's Pareto frontier beats "
                     "the tier, the best point meeting it is shown."}
+
+
+def _reference_care(r: dict[str, Any], base: str | None) -> list[str]:
+    """The answer line's words where its margin over the runner-up or its gain over the baseline divides by a figure
+    read from a flagged point (:func:`decision_rows`' ``runner_up_caution``, ``baseline_caution``), [] where none."""
+    refs: dict[str, str] = {}
+    for key, ref in (("runner_up_caution", r["runner_up"]), ("baseline_caution", base)):
+        if r.get(key) and ref:
+            refs.setdefault(ref, r[key])
+    return [f"the lead over {ref} divides by {ref}'s point at {said}" for ref, said in refs.items()]
 
 
 def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from specsim.analysis.frontier import BRACKET_GAP, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
+from specsim.analysis.overload import OVERLOAD_MEANS, overloaded
 from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
                                            seed_spread)
@@ -77,6 +78,10 @@ class Recommendation:
         tied_with: the curves whose throughput at the tier equals this one's (an exact tie,
             :func:`specsim.analysis.tiers.mark_winners`: ``margin_verdict`` ``exact tie``, the runner-up one of
             them); [] without a tie. ``curve`` is then the tied curve the most engines run (:func:`_tie_pick`).
+        runner_up_caution: the flagged points the runner-up's figure at the tier, and so the margin, is read from
+            (compare's ``runner_up_caution``: :func:`specsim.analysis.sweep_tables.reference_cautions`), "" when none.
+        overload: (requests waiting, requests admitted) on average at an open-loop point that is overloaded
+            (:func:`specsim.analysis.overload.overloaded`: its queue ran away), seed means; None elsewhere.
     """
 
     tier: float
@@ -109,6 +114,8 @@ class Recommendation:
     attained_throughput_per_gpu: float | None = None
     attained_share: float | None = None
     tied_with: list[str] = field(default_factory=list)
+    runner_up_caution: str = ""
+    overload: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,6 +192,10 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
+        rec.runner_up_caution = str(w.get("runner_up_caution", "") or "") if curve == w.curve else ""
+        if p["mode"] == "open" and not at.empty and overloaded(at.mean_waiting_requests.mean(),
+                                                                at.mean_running_requests.mean()):
+            rec.overload = (float(at.mean_waiting_requests.mean()), float(at.mean_running_requests.mean()))
         _attainment(rec, tier_attainment(sla, curve, rec.tier, rec.load))
         out.append(rec)
     return out
@@ -325,9 +336,10 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                 why, advice = "but a heavier load failed", f"; advice: {r.advice}"
             else:
                 why, advice = "a heavier simulated load, if any, delivered less throughput", ""
-                if r.advice and not thrashes:
-                    advice = (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load may "
-                              "meet the tier with more)")
+                if r.advice and not thrashes:     # compare's "add heavier loads", or the limit its heaviest hit
+                    advice = f"; advice: {r.advice}" + (" (its throughput still rises with load, so a heavier load "
+                                                        "may meet the tier with more)"
+                                                        if r.advice == "add heavier loads" else "")
             para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load on "
                  f"the frontier is the answer ({why}){advice}", "  ")
         elif r.tier_throughput_per_gpu > (1 + BRACKET_GAP) * r.throughput_per_gpu:
@@ -378,6 +390,13 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: the tier's figure ({r.tier_throughput_per_gpu:,.0f} tok/s/GPU, and the margin) is read "
                  f"from the frontier point at {r.caution}: it measures that limit, not the policy, so the winner "
                  "may change once the limit is lifted (compare's warnings)", "  ")
+        if r.overload is not None:
+            para(f"caution: this point is overloaded ({r.overload[0]:.1f} requests waited to be admitted on average "
+                 f"against {r.overload[1]:.1f} admitted): {OVERLOAD_MEANS}", "  ")
+        if r.runner_up_caution:
+            para(f"caution: the margin divides by {r.runner_up}'s figure at the tier, which comes from its frontier "
+                 f"point at {r.runner_up_caution}: that point measures the limit, not {r.runner_up}'s policy, so the "
+                 "margin is no measure of what this policy adds (compare's warnings)", "  ")
         if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
             para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
                  f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
