@@ -434,17 +434,41 @@ def test_a_tier_the_baseline_meets_only_at_its_lightest_load_is_noted():
             fake_record("dspark", 16, 0, 200.0, 6000.0, [200.0], [10])]
     for r in recs[2:]:
         r["config"]["knobs"] = {"gamma": 7, "drafter": "dspark"}
-    tab = compare(recs, [100.0, 140.0, 152.1, 160.0], baseline="none")
-    assert sorted(tab.attrs["baseline_edge"]) == [140.0, 152.1]      # 100: met at load 4 too; 160: not at all
+    tab = compare(recs, [100.0, 140.0, 150.0, 152.1, 160.0], baseline="none")
+    # 100: met at load 4 too; 140: its 358 tok/s/GPU (149 + 12.1 / 21.2 x 366) is over half the 515 it serves at
+    # load 4, no edge; 160: not met at all
+    assert sorted(tab.attrs["baseline_edge"]) == [150.0, 152.1]
     (note, at_point) = baseline_edge_notes(tab)
-    # the gains at 140 divide by the baseline interpolated towards load 4 (149 + 12.1 / 21.2 x 366 = 358), and the
+    # the gains at 150 divide by the baseline interpolated towards load 4 (149 + 2.1 / 21.2 x 366 = 185), and the
     # note quotes that figure beside the point's own (a fresh user read 149 in the note and 187 in the table)
-    assert note.startswith("note: at tier 140 the baseline none meets the tier only at its lightest load, 1 "
-                           "(152.1 TPS/user, 149 tok/s/GPU); the 358 tok/s/GPU the gains divide by is interpolated "
-                           "from it towards its next load, which misses the tier: ")
-    assert "(152.1 TPS/user, 149 tok/s/GPU): its throughput" in at_point      # at the point itself: one figure
-    assert baseline_edge_notes(compare(recs, [140.0])) == []                   # no baseline, no note
+    assert note.startswith("note: at tier 150 the baseline none meets the tier only at its lightest load, 1 "
+                           "(152.1 TPS/user, 149 tok/s/GPU); the 185 tok/s/GPU the gains divide by is interpolated "
+                           "from it towards its next load, which misses the tier: under half the 515 tok/s/GPU it "
+                           "serves at load 4, ")
+    assert "(152.1 TPS/user, 149 tok/s/GPU): under half the 515" in at_point      # at the point itself: one figure
+    assert baseline_edge_notes(compare(recs, [150.0])) == []                   # no baseline, no note
     assert tab.attrs["warnings"] == baseline_edge_notes(tab)        # what compare prints, for the Python API too
+
+
+def test_a_baseline_read_near_its_heavy_load_is_no_edge_on_a_sparse_grid():
+    """A fresh user's sweep at 16, 64 and 256 users: none met tier 50 only at 16 users (102.8 TPS/user), but its
+    3,054 tok/s/GPU there is interpolated almost to its 64-user point (48.9 TPS/user, 3,084), 91% of the 3,348 it
+    serves at 256: the "near its speed ceiling, large by construction" note does not apply. At tier 101 it reads
+    1,652, under half of 3,348: the note stays."""
+    from specsim.analysis.tier_notes import EDGE_SHARE, baseline_edge_notes
+
+    recs = [fake_record("none", n, 0, x, y, [x], [10])
+            for n, x, y in ((16, 102.8, 1603.0), (64, 48.9, 3084.0), (256, 11.3, 3348.0))]
+    recs += [fake_record("static", n, 0, x, y, [x], [10]) for n, x, y in ((16, 285.7, 4003.0), (64, 115.7, 6446.0))]
+    tab = compare(recs, [50.0, 101.0], baseline="none")
+    base = tab[(tab.curve == "none")].set_index("tier").throughput_per_gpu
+    assert base[50.0] == pytest.approx(1603 + (102.8 - 50) / (102.8 - 48.9) * (3084 - 1603))     # 3,054
+    assert base[50.0] > EDGE_SHARE * 3348 > base[101.0]
+    assert list(tab.attrs["baseline_edge"]) == [101.0]
+    (note,) = baseline_edge_notes(tab)
+    assert note.startswith("note: at tier 101 the baseline none meets the tier only at its lightest load, 16 (102.8 "
+                           "TPS/user, 1,603 tok/s/GPU); the 1,652 tok/s/GPU the gains divide by is interpolated ")
+    assert "under half the 3,348 tok/s/GPU it serves at load 256" in note
 
 
 def test_a_figure_title_names_the_loads_that_finished():

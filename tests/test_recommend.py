@@ -398,7 +398,7 @@ def test_a_tier_met_by_the_mean_alone_says_what_share_of_requests_meets_it():
     assert (r.load, r.attainment) == (16.0, 0.5)                  # mean 100 TPS/user meets the tier; half its users
     assert (r.attained_load, r.attained_throughput_per_gpu, r.attained_share) == (4.0, 40.0, 1.0)
     text = " ".join(recommendations_text([r], width=100).split())
-    assert ("caution: the tier is met by the mean: 50% of this point's requests run at >= 100 TPS/user; for 90% of "
+    assert ("caution: the tier is met by the mean: 50% of the requests of this point run at >= 100 TPS/user; for 90% of "
             "them, static at closed load 4 delivers 40 tok/s/GPU (100% meet it") in text
     assert json.loads(json.dumps(r.to_dict()))["attainment"] == 0.5
     full = recommend(recs, [40.0])[0]                                        # every request meets 40

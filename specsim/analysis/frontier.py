@@ -58,6 +58,8 @@ from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
+from specsim.analysis.tier_notes import (attainment_notes, baseline_edge, baseline_edge_notes, winner_attainment,
+                                        with_throughput)
 
 X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
@@ -381,13 +383,18 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
         best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
         and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
-        margin_holds, margin_verdict, runner_up, tied_with``) and ``caution`` (a winner read from a flagged point:
-        :func:`specsim.analysis.sweep_tables.winner_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
+        margin_holds, margin_verdict, runner_up, tied_with``), ``caution`` (a winner read from a flagged point:
+        :func:`specsim.analysis.sweep_tables.winner_cautions`), ``runner_up_caution`` and ``baseline_caution`` (the
+        winner's margin or gain divides by a figure read from a flagged point:
+        :func:`specsim.analysis.sweep_tables.reference_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
         curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
-        (:func:`baseline_edge_notes`) and ``warnings``: the lines ``specsim compare`` prints under its table
-        (points that thrash, are prefill- or think-bound, winners read from them, tiers the baseline meets only at
+        (:func:`specsim.analysis.tier_notes.baseline_edge`), ``attainment`` (``{tier: TierAttainment}`` of each
+        winner's point: :func:`specsim.analysis.tier_notes.winner_attainment`) and ``warnings``: the lines
+        ``specsim compare`` prints under its table (points that thrash, are prefill- or think-bound or overloaded,
+        winners read from them, leads over a runner-up or baseline read from them, tiers the baseline meets only at
         its lightest load, tiers where another curve delivers more goodput than the winner:
-        :func:`specsim.analysis.tiers.goodput_notes`; a notebook user saw none of them).
+        :func:`specsim.analysis.tiers.goodput_notes`, winners that meet the tier by the mean alone:
+        :func:`specsim.analysis.tier_notes.attainment_notes`; a notebook user saw none of them).
 
     Raises:
         SpecsimInputError: no successful point, a baseline that is not a curve of the sweep, or records
@@ -429,37 +436,12 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["baseline"] = base
     out.attrs["slos_ms"] = dict(slos_ms or {})
     out.attrs["per_seed"] = seed_values
-    out.attrs["baseline_edge"] = _baseline_edge(fr[base], tiers) if base else {}
+    out.attrs["baseline_edge"] = baseline_edge(fr[base], tiers) if base else {}
+    plain = sla_table(records, tiers) if slos_ms else sla            # attainment of the tier alone, no latency limit
+    out.attrs["attainment"] = winner_attainment(out, fr, with_throughput(plain, spread))
     out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + winner_cautions(out, fr, df)
-                             + baseline_edge_notes(out) + goodput_notes(out))
+                             + baseline_edge_notes(out) + goodput_notes(out) + attainment_notes(out))
     return out
-
-
-def _baseline_edge(f: Frontier, tiers: Iterable[float]) -> dict[float, tuple[float, float, float]]:
-    """``{tier: (load, TPS/user, tok/s/GPU)}`` of the baseline's fastest frontier point, for the tiers it meets only
-    at that point (its lightest load; the throughput at the tier is then interpolated towards it)."""
-    x = f.tps_per_user
-    return {float(t): (float(f.loads[-1]), float(x[-1]), float(f.throughput_per_gpu[-1])) for t in tiers
-            if x.size and at_least(x[-1:], t)[0] and not (x.size > 1 and at_least(x[-2:-1], t)[0])}
-
-
-def baseline_edge_notes(table: pd.DataFrame) -> list[str]:
-    """Notes for the tiers of a :func:`compare` table that its baseline meets only at its lightest load: there
-    the baseline runs near its speed ceiling and serves little, so a gain over it (+3,666% in a fresh user's
-    sweep: ``none`` met 150 TPS/user only at one user) says how far beyond that ceiling the others run, not what
-    speculation adds at a load both serve. [] when there is none (or no baseline)."""
-    base, edge = table.attrs.get("baseline"), table.attrs.get("baseline_edge") or {}
-    notes = []
-    for t, (load, tps, thr) in edge.items():
-        y = table.loc[(table.tier == t) & (table.curve == base), "throughput_per_gpu"]
-        y = float(y.iloc[0]) if len(y) else float("nan")
-        used = (f"; the {y:,.0f} tok/s/GPU the gains divide by is interpolated from it towards its next load, which "
-                "misses the tier" if np.isfinite(y) and round(y) != round(thr) else "")
-        notes.append(f"note: at tier {t:g} the baseline {base} meets the tier only at its lightest load, {load:g} "
-                     f"({tps:.1f} TPS/user, {thr:,.0f} tok/s/GPU){used}: its throughput there is that of a server "
-                     "near its speed ceiling, so the gains at that tier are large by construction; read the "
-                     "throughputs themselves")
-    return notes
 
 
 def _tier_row(t: float, f: Frontier, base: tuple[float, float], yo: float, ys: np.ndarray,

@@ -322,9 +322,15 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
         Dicts with ``tier``, ``curve`` (None when no curve reaches the tier), ``throughput_per_gpu``,
         ``runner_up``, ``margin``, ``verdict``, ``gain_vs_baseline``, ``status``, ``caution`` (the flagged
         points the winner is read from, :func:`specsim.analysis.sweep_tables.winner_cautions`; ``""``: none),
-        ``tied_with`` (the curves in an exact tie with it, ``mark_winners``' rule; ``""``: none).
+        ``tied_with`` (the curves in an exact tie with it, ``mark_winners``' rule; ``""``: none), ``attainment`` (the
+        caution where its point meets the tier by the mean alone:
+        :func:`specsim.analysis.tier_notes.attainment_caution`, the sentence ``recommend`` prints; ``""``: none),
+        ``runner_up_caution`` and ``baseline_caution`` (the flagged points the runner-up's and the baseline's
+        figures are read from: :func:`specsim.analysis.sweep_tables.reference_cautions`; ``""``: none).
     """
-    out = []
+    from specsim.analysis.tier_notes import attainment_caution
+
+    found, out = tab.attrs.get("attainment") or {}, []
     for tier, rows in tab.groupby("tier", sort=True):
         if "winner" in rows:
             won = rows[rows.winner.astype(bool)]
@@ -345,11 +351,17 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
                     "gain_vs_baseline": math.nan if w is None else float(w.gain_vs_baseline),
                     "status": "ok" if w is not None else (statuses or "no point"),
                     "caution": str(w.get("caution", "") or "") if w is not None else "",
+                    "attainment": attainment_caution(found.get(float(tier)), see="the goodput table below gives "
+                                                     "each curve's best goodput") if w is not None else "",
+                    "runner_up_caution": str(w.get("runner_up_caution", "") or "") if w is not None else "",
+                    "baseline_caution": str(w.get("baseline_caution", "") or "") if w is not None else "",
                     "tied_with": w.get("tied_with") if w is not None and isinstance(w.get("tied_with"), str) else ""})
     return out
 
 
 def _decision(tab: pd.DataFrame) -> dict[str, Any]:
+    from specsim.analysis.significance import SEEDS_SCOPE, TRAFFIC_TEST, with_seeds_scope
+
     base = tab.attrs.get("baseline")
     rows = []
     for r in decision_rows(tab):
@@ -365,19 +377,31 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
         elif r["runner_up"]:
             end += f", {fmt.percent(r['margin'], signed=True)} over {r['runner_up']}"
             end += ", the baseline" if r["runner_up"] == base else ""
-            end += f" ({r['verdict']})" if r["verdict"] else ""
+            end += f" ({with_seeds_scope(r['verdict'], test=False)})" if r["verdict"] else ""
         if base and r["curve"] != base and r["runner_up"] != base and math.isfinite(r["gain_vs_baseline"]):
             end += f", {fmt.percent(r['gain_vs_baseline'], signed=True)} over the baseline {base}"
         elif base and r["curve"] == base:
             end += " (the baseline)"
-        if r["caution"]:
-            end += f"; read with care: it comes from its point at {r['caution']}, see the warnings below"
+        care = ([f"it comes from its point at {r['caution']}"] if r["caution"] else []) + _reference_care(r, base)
+        end += f"; read with care: {' and '.join(care)}, see the warnings below" if care else ""
+        end += f"; caution: {r['attainment']}" if r["attainment"] else ""
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": curve, "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
-                    "Margin: the winner's lead over the runner-up; gain: over the baseline. infeasible: the "
+                    "Margin: the winner's lead over the runner-up, tested by a paired t-test over seeds "
+                    f"({SEEDS_SCOPE}: {TRAFFIC_TEST}); gain: over the baseline. infeasible: the "
                     "frontier never reaches the tier; covered: every point of the curve's Pareto frontier beats "
                     "the tier, the best point meeting it is shown."}
+
+
+def _reference_care(r: dict[str, Any], base: str | None) -> list[str]:
+    """The answer line's words where its margin over the runner-up or its gain over the baseline divides by a figure
+    read from a flagged point (:func:`decision_rows`' ``runner_up_caution``, ``baseline_caution``), [] where none."""
+    refs: dict[str, str] = {}
+    for key, ref in (("runner_up_caution", r["runner_up"]), ("baseline_caution", base)):
+        if r.get(key) and ref:
+            refs.setdefault(ref, r[key])
+    return [f"the lead over {ref} divides by {ref}'s point at {said}" for ref, said in refs.items()]
 
 
 def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:

@@ -9,6 +9,8 @@ The rule, :func:`paired_margin`:
   (``scipy.stats.ttest_rel(a, b, alternative="greater")``; Student 1908, the paired form). With zero
   spread of the differences the test is undefined: the margin then holds when every difference is > 0;
 * with one common seed there is no test: the verdict says "one seed" and ``holds`` is False;
+* what the seeds vary is said wherever a verdict is quoted (:data:`SEEDS_SCOPE`, :func:`with_seeds_scope`): the
+  acceptance draws on the same trace requests, not the traffic;
 * with two seeds (fewer than :data:`MIN_SEEDS`) the test's p-value is shown but the margin is ``untested``, ``holds``
   False: a t-test on one degree of freedom rests on a spread estimated from two differences and on their
   normality, which two values cannot show (a fresh user read "holds (p=0.042, 2 seeds)" for a +1.2% lead
@@ -27,6 +29,23 @@ ALPHA = 0.05
 
 #: The fewest common seeds whose paired test can uphold a margin (module docstring).
 MIN_SEEDS = 3
+
+#: What a verdict's seeds vary, said wherever one is quoted (compare's footnote, recommend, the report's answer
+#: line): every random draw of the run on the same trace requests in the same order, so a lead that holds over
+#: seeds holds against the acceptance noise, not against another sample of the traffic (a fresh user measured a 9%
+#: spread over three windows of one trace where the seeds spread by 0.1%).
+SEEDS_SCOPE = "seeds redraw acceptance on the same trace requests, not the traffic"
+#: How to test the lead against the traffic, said beside :data:`SEEDS_SCOPE` where there is room.
+TRAFFIC_TEST = "other windows of the trace, or traces drawn with other seeds (specsim trace synth --seed), test that"
+
+
+def with_seeds_scope(verdict: str, test: bool = True) -> str:
+    """``verdict`` (:attr:`Margin.verdict`) followed by :data:`SEEDS_SCOPE` (and, with ``test``, :data:`TRAFFIC_TEST`)
+    where it is a test over seeds (``holds``, ``within noise``, ``untested``); as it is otherwise (``one seed``,
+    ``exact tie``, ``no runner-up``)."""
+    if not verdict.startswith(("holds", "within noise", "untested")):
+        return verdict
+    return f"{verdict}; {SEEDS_SCOPE}" + (f": {TRAFFIC_TEST}" if test else "")
 
 
 @dataclass(frozen=True)

@@ -174,9 +174,23 @@ def queued_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+def overloaded_points(df: pd.DataFrame) -> list[str]:
+    """``"curve at load"`` of each successful open-loop point of a :func:`results_frame` whose queue ran away
+    (:func:`specsim.analysis.overload.overloaded`: at least as many requests waited for admission as ran, on
+    average; records written before ``mean_waiting_requests`` was kept name none)."""
+    from specsim.analysis.overload import overloaded
+
+    if df.empty or "mean_waiting_requests" not in df or "mean_running_requests" not in df:
+        return []
+    bad = np.array([m == "open" and overloaded(w, n) for m, w, n in
+                    zip(df["mode"], df.mean_waiting_requests, df.mean_running_requests)], bool)
+    return [f"{r.curve} at {r.load:g}" for _, r in df[(df.status == "ok").to_numpy() & bad].iterrows()]
+
+
 #: What each kind of :func:`cautions` limits, for its title (the report's "Warning: ..." sections).
 CAUTION_TITLES = {"thrashing": "points that thrash", "prefill-bound": "prefill-bound points",
                   "think-bound": "think-bound points", "queued": "points where requests queue",
+                  "overloaded": "overloaded open-loop points",
                   "cut-off": "points a horizon cut off", "short-window": "points measured over few requests"}
 
 
@@ -214,11 +228,12 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     thrash (:func:`thrashing_points`: the KV cache limits them), those the prefill pool limits
     (:func:`prefill_bound_points`), those whose users mostly think between turns (:func:`think_bound_points`),
     those a horizon cut off (:func:`cut_off_points`), those measured over few requests
-    (:func:`short_window_points`) and those where requests queue for admission (:func:`queued_points`); [] when
-    none. One wording for ``sweep``, ``compare`` (``warning:`` lines) and the
-    report (its sections)."""
+    (:func:`short_window_points`), those where requests queue for admission (:func:`queued_points`) and the
+    open-loop points whose queue ran away (:func:`overloaded_points`); [] when none. One wording for ``sweep``,
+    ``compare`` (``warning:`` lines) and the report (its sections)."""
     from specsim.analysis.metrics import (BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUE_SHOWS, QUEUED_SHARE, THRASHING_SHARE,
                                           UNFINISHED_SHARE)
+    from specsim.analysis.overload import OVERLOAD_MEANS
 
     out = []
     bad, slow, idle, wait = thrashing_points(df), prefill_bound_points(df), think_bound_points(df), queued_points(df)
@@ -256,16 +271,23 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
                               f"{QUEUED_SHARE:.0%} of the users waited to be admitted (the KV pool or max_num_seqs "
                               f"full), so {QUEUE_SHOWS[in_tpot]}; more users there add waiting, not throughput "
                               "(mean_waiting_requests)"))
+    over = overloaded_points(df)
+    if over:
+        out.append(("overloaded", f"overloaded at {_points(over)} ({', '.join(dict.fromkeys(over))}): at least as "
+                                  "many requests waited to be admitted as were admitted, on average (by Little's "
+                                  "law, queueing was half or more of their time in the system): "
+                                  f"{OVERLOAD_MEANS} (mean_waiting_requests, mean_running_requests)"))
     return out
 
 
 def flagged_points(df: pd.DataFrame) -> dict[tuple[str, str], list[str]]:
     """``{(curve, load formatted with :g): kinds}`` of the points whose figures measure something other than the
-    policy (thrashing, prefill-bound, think-bound, cut off by a horizon: :func:`cautions`), any seed of the point
-    flagged."""
+    policy (thrashing, prefill-bound, think-bound, cut off by a horizon, an overloaded open loop: :func:`cautions`),
+    any seed of the point flagged."""
     out: dict[tuple[str, str], list[str]] = {}
     for kind, names in (("thrashing", thrashing_points(df)), ("prefill-bound", prefill_bound_points(df)),
-                        ("think-bound", think_bound_points(df)), ("cut-off", cut_off_points(df))):
+                        ("think-bound", think_bound_points(df)), ("cut-off", cut_off_points(df)),
+                        ("overloaded", overloaded_points(df))):
         for name in names:
             curve, _, load = name.rpartition(" at ")
             kinds = out.setdefault((curve, load), [])
@@ -303,7 +325,8 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
     ``warning:`` line per such tier is returned (a fresh user's report headline named a winner read off a
     prefill-bound point that the same page said measures the prefill queue, not the policy). A row advised to
     "add heavier loads" whose heaviest frontier point is already thrashing or prefill-bound is advised to lift
-    that limit instead.
+    that limit instead (an overloaded one: to sweep rates below it). The lines of :func:`reference_cautions` (the
+    winner's lead divides by a flagged point) follow.
 
     Args:
         table: a :func:`specsim.analysis.frontier.compare` table with its winner columns.
@@ -315,7 +338,10 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
     for i, row in table[table.advice == "add heavier loads"].iterrows():
         load = df.loc[(df.curve == row.curve) & (df.status == "ok"), "load"].max()
         heaviest = flags.get((row.curve, f"{load:g}"), [])
-        if heaviest:                   # more load would only deepen the limit its heaviest point already hit
+        if heaviest == ["overloaded"]:   # a heavier rate only lengthens the queue that already runs away
+            table.loc[i, "advice"] = (f"its heaviest load {load:g} is already overloaded: a heavier rate only "
+                                      "lengthens its queue; sweep rates below it")
+        elif heaviest:                 # more load would only deepen the limit its heaviest point already hit
             table.loc[i, "advice"] = (f"its heaviest load {load:g} is already {' and '.join(heaviest)}: lift that "
                                       "limit (KV capacity, prefill.num_instances) before adding load")
     for i, row in table[table.winner.astype(bool)].iterrows():
@@ -324,13 +350,48 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
         if not said:
             continue
         table.loc[i, "caution"] = said
-        loads = frontier_loads_at(f, row.tier)
-        how = (f"interpolated between its frontier points at loads {loads[0]:g} and {loads[1]:g}, "
-               f"{'both' if '; ' in said else 'one'} flagged: {said}" if len(loads) == 2
-               else f"read from its frontier point at {said}")
-        lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is {how}: that figure measures the "
-                     "limit named above, not the policy, so the winner may change once it is lifted (sweep again "
-                     "without it, or compare the curves at lighter loads)")
+        lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is {_read_how(f, row.tier, said)}: that "
+                     "figure measures the limit named above, not the policy, so the winner may change once it is "
+                     "lifted (sweep again without it, or compare the curves at lighter loads)")
+    return lines + reference_cautions(table, fronts, flags)
+
+
+def _read_how(f, tier: float, said: str) -> str:
+    """How frontier ``f``'s figure at ``tier`` comes from the flagged points ``said`` (:func:`flagged_read_from`)."""
+    loads = frontier_loads_at(f, tier)
+    return (f"interpolated between its frontier points at loads {loads[0]:g} and {loads[1]:g}, "
+            f"{'both' if '; ' in said else 'one'} flagged: {said}" if len(loads) == 2
+            else f"read from its frontier point at {said}")
+
+
+def reference_cautions(table: pd.DataFrame, fronts: dict, flags: dict[tuple[str, str], list[str]]) -> list[str]:
+    """Flag each tier whose winner's lead is measured against a figure read from (or interpolated through) a
+    flagged point (:func:`flagged_points`' ``flags``): its margin over the runner-up, or its gain over the baseline
+    (``table.attrs["baseline"]``). The winner row's ``runner_up_caution`` and ``baseline_caution`` columns say which
+    points (:func:`flagged_read_from`; ``""`` elsewhere; ``table`` is changed in place), and one ``warning:`` line
+    per such tier is returned (a fresh user's compare crowned "WINNER +159.1% vs none" over ``none`` at an
+    overloaded rate, its queue running away, and said nothing)."""
+    base = table.attrs.get("baseline")
+    table["runner_up_caution"], table["baseline_caution"], lines = "", "", []
+    for i, row in table[table.winner.astype(bool)].iterrows():
+        said: dict[str, list[str]] = {}
+        for col, ref in (("runner_up_caution", row.runner_up), ("baseline_caution", base)):
+            f = fronts.get(ref) if isinstance(ref, str) and ref and ref != row.curve else None
+            text = flagged_read_from(f, row.tier, flags, ref) if f is not None else ""
+            table.loc[i, col] = text
+            if text:
+                said.setdefault(ref, []).append(col)
+        leads = [(f"{row.margin:+.1%} over the runner-up" if "runner_up_caution" in cols else
+                  f"{row.gain_vs_baseline:+.1%} over the baseline") + (" and baseline" if len(cols) == 2 else "")
+                 + f" {ref}" for ref, cols in said.items()]
+        hows = [f"{ref}'s is {_read_how(fronts[ref], row.tier, table.loc[i, cols[0]])}" for ref, cols in said.items()]
+        one = len(leads) == 1
+        if leads:
+            lines.append(f"warning: at tier {row.tier:g} the winner {row.curve}'s {' and '.join(leads)} "
+                         f"{'divides by a figure' if one else 'divide by figures'} read from flagged points ("
+                         f"{'; '.join(hows)}): {'that figure measures' if one else 'those figures measure'} the limit "
+                         f"named above, not a policy, so the {'lead is' if one else 'leads are'} no measure of what "
+                         "the winner adds; compare the curves where no point is flagged (lighter loads)")
     return lines
 
 

@@ -47,6 +47,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
     is stacked per (tier, curve) when its columns do not fit (:func:`specsim.fmt.table`). ``gpus``: the
     sweep's (decode, prefill) GPUs (:func:`gpu_split`), for the per-all-GPUs factor.
     """
+    from specsim.analysis.significance import SEEDS_SCOPE, TRAFFIC_TEST
     from specsim.analysis.sweep_tables import per_all_gpus_note
 
     has_oracle = tab.oracle_fraction.notna().any()
@@ -72,9 +73,9 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "Interpolation: linear in TPS/user between frontier points.",
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
-             "or more, untested on two; seeds redraw acceptance on the same trace requests, not the traffic). TIE: "
-             "curves whose throughputs at the tier are equal (relative 1e-9; e.g. one policy under two names): none "
-             "wins." + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
+             f"or more, untested on two; {SEEDS_SCOPE}: {TRAFFIC_TEST}). TIE: curves whose throughputs at the tier "
+             "are equal (relative 1e-9; e.g. one policy under two names): none wins."
+             + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
              "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]

@@ -114,10 +114,13 @@ def summary_text(s: dict, width: int | None = None, percentiles=()) -> str:
 
 def run_notes(s: dict) -> tuple[list[str], list[str], list[str]]:
     """The lines printed under a run's tables, in three groups: the unservable requests' warnings
-    (:func:`unservable_warnings`), the cautions (a horizon, thrashing, a think-bound or queued closed loop) and the
-    notices (:func:`run_notices`); ``specsim report`` shows them as the run page's notes."""
+    (:func:`unservable_warnings`), the cautions (a horizon, thrashing, a think-bound or queued closed loop, an
+    overloaded open loop) and the notices (:func:`run_notices`); ``specsim report`` shows them as the run page's
+    notes."""
     from specsim.analysis.metrics import horizon_warning, queued_warning, think_bound_warning, thrashing_warning
-    cautions = [w for w in (horizon_warning(s), thrashing_warning(s), think_bound_warning(s), queued_warning(s)) if w]
+    from specsim.analysis.overload import overload_warning
+    cautions = [w for w in (horizon_warning(s), thrashing_warning(s), think_bound_warning(s), queued_warning(s),
+                            overload_warning(s)) if w]
     return unservable_warnings(s), cautions, run_notices(s)
 
 

@@ -367,7 +367,8 @@ def spread_text(df, width: int | None = None) -> str:
 
 def caution_notes(df) -> list[str]:
     """Warnings naming the points whose figures measure something other than the policy
-    (:func:`specsim.analysis.sweep_tables.cautions`: thrashing, prefill-bound, think-bound); [] when none."""
+    (:func:`specsim.analysis.sweep_tables.cautions`: thrashing, prefill-, think-bound, cut off, few requests, queued,
+    overloaded); [] when none."""
     from specsim.analysis.sweep_tables import cautions
 
     return [f"warning: {sentence}" for _, sentence in cautions(df)]

@@ -18,10 +18,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from specsim.analysis.frontier import BRACKET_GAP, Y, compare, frontiers, sla_table
+from specsim.analysis.frontier import BRACKET_GAP, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
+from specsim.analysis.overload import OVERLOAD_MEANS, overloaded
+from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
                                            seed_spread)
+from specsim.analysis.tier_notes import (ATTAINMENT_GOAL, TierAttainment, attainment_caution, meeting_point,
+                                        tier_attainment, with_throughput)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.errors import SpecsimInputError
 from specsim.fmt import terminal_width
@@ -74,6 +78,10 @@ class Recommendation:
         tied_with: the curves whose throughput at the tier equals this one's (an exact tie,
             :func:`specsim.analysis.tiers.mark_winners`: ``margin_verdict`` ``exact tie``, the runner-up one of
             them); [] without a tie. ``curve`` is then the tied curve the most engines run (:func:`_tie_pick`).
+        runner_up_caution: the flagged points the runner-up's figure at the tier, and so the margin, is read from
+            (compare's ``runner_up_caution``: :func:`specsim.analysis.sweep_tables.reference_cautions`), "" when none.
+        overload: (requests waiting, requests admitted) on average at an open-loop point that is overloaded
+            (:func:`specsim.analysis.overload.overloaded`: its queue ran away), seed means; None elsewhere.
     """
 
     tier: float
@@ -106,6 +114,8 @@ class Recommendation:
     attained_throughput_per_gpu: float | None = None
     attained_share: float | None = None
     tied_with: list[str] = field(default_factory=list)
+    runner_up_caution: str = ""
+    overload: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,10 +139,10 @@ def _knobs_of(records: list[dict[str, Any]], ids: Iterable[str]) -> dict[str, An
 
 
 def _point(spread, curve: str, tier: float) -> dict[str, Any]:
-    """The curve's frontier point meeting ``tier`` with the most throughput (smallest TPS/user >= tier)."""
+    """The curve's frontier point meeting ``tier`` with the most throughput (smallest TPS/user >= tier:
+    :func:`specsim.analysis.tier_notes.meeting_point`, the point compare's and the report's cautions read)."""
     f = frontiers(spread[spread.curve == curve])[curve]
-    ok = np.flatnonzero(f.tps_per_user >= tier * (1 - 1e-9))
-    i = int(ok[0]) if ok.size else f.tps_per_user.size - 1
+    i = meeting_point(f, tier)
     load = float(f.loads[i])
     mode = str(spread[(spread.curve == curve) & (spread.load == load)]["mode"].iloc[0])
     return {"load": load, "mode": mode, "tps": float(f.tps_per_user[i]), "thr": float(f.throughput_per_gpu[i])}
@@ -147,9 +157,7 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
     table = compare(records, tiers)
     df = results_frame(records)
     spread = seed_spread(df)
-    sla = sla_table(records, sorted(set(table.tier)))
-    thr = spread.set_index(["curve", "load"])[f"{Y}_mean"]
-    sla["throughput_per_gpu"] = [thr.get((c, ld), np.nan) for c, ld in zip(sla.curve, sla.load)]
+    sla = with_throughput(sla_table(records, sorted(set(table.tier))), spread)
     out = []
     for _, w in winners(table).iterrows():
         curve, tied = _tie_pick(w, table, df, records)
@@ -184,7 +192,11 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
-        _attainment(rec, sla[(sla.curve == curve) & (sla.tier == float(w.tier))])
+        rec.runner_up_caution = str(w.get("runner_up_caution", "") or "") if curve == w.curve else ""
+        if p["mode"] == "open" and not at.empty and overloaded(at.mean_waiting_requests.mean(),
+                                                                at.mean_running_requests.mean()):
+            rec.overload = (float(at.mean_waiting_requests.mean()), float(at.mean_running_requests.mean()))
+        _attainment(rec, tier_attainment(sla, curve, rec.tier, rec.load))
         out.append(rec)
     return out
 
@@ -207,25 +219,18 @@ def _tie_pick(w, table, df, records: list[dict[str, Any]]) -> tuple[str, list[st
     return best, [c for c in curves if c != best]
 
 
-#: The share of requests that must meet a tier for :class:`Recommendation` to name a load as serving it to
-#: (nearly) every user: nine in ten, a p10 TPS/user at the tier.
-ATTAINMENT_GOAL = 0.9
+def _attainment(rec: Recommendation, a: TierAttainment | None) -> None:
+    """Fill ``rec``'s attainment fields from its point's :class:`specsim.analysis.tier_notes.TierAttainment`."""
+    if a is not None:
+        rec.attainment, rec.attained_load = a.share, a.attained_load
+        rec.attained_share, rec.attained_throughput_per_gpu = a.attained_share, a.attained_throughput_per_gpu
 
 
-def _attainment(rec: Recommendation, sla) -> None:
-    """Fill ``rec``'s attainment fields from the curve's rows of :func:`sla_table` at its tier (seed means)."""
-    here = sla[sla.load == rec.load].attainment
-    if here.empty or not np.isfinite(here.iloc[0]):
-        return
-    rec.attainment = float(here.iloc[0])
-    if rec.attainment >= ATTAINMENT_GOAL:
-        return
-    good = sla[(sla.attainment >= ATTAINMENT_GOAL) & sla.throughput_per_gpu.notna()]
-    if good.empty:
-        return
-    best = good.loc[good.throughput_per_gpu.idxmax()]
-    rec.attained_load, rec.attained_share = float(best.load), float(best.attainment)
-    rec.attained_throughput_per_gpu = float(best.throughput_per_gpu)
+def _attainment_of(r: Recommendation) -> TierAttainment | None:
+    """``r``'s attainment fields as the :class:`specsim.analysis.tier_notes.TierAttainment` they came from."""
+    return None if r.attainment is None else TierAttainment(r.curve, r.tier, r.mode, r.load, r.attainment,
+                                                            r.attained_load, r.attained_share,
+                                                            r.attained_throughput_per_gpu)
 
 
 def _queue_of(df, spread, curve: str, tier: float) -> str:
@@ -309,8 +314,8 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                                    break_on_hyphens=False))
     for r in recs:
         knobs = ", ".join(_knob(k, v, width) for k, v in r.knobs.items() if v is not None)
-        margin = (f"{r.margin:+.1%} over {r.runner_up} ({r.margin_verdict})" if r.margin is not None
-                  else r.margin_verdict)
+        margin = (f"{r.margin:+.1%} over {r.runner_up} ({with_seeds_scope(r.margin_verdict)})"
+                  if r.margin is not None else r.margin_verdict)
         if r.tied_with:                 # an exact tie: every tied curve named, none crowned (tiers.mark_winners)
             others = ", ".join(r.tied_with[:-1]) + (" and " if len(r.tied_with) > 1 else "") + r.tied_with[-1]
             margin = f"an exact tie with {others}"
@@ -323,23 +328,18 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"tier {r.tier:g} tok/s/user: {r.curve} ({knobs})", "")
         para(f"run at {r.mode} load {r.load:g}: {r.tps_per_user:.1f} TPS/user, {r.throughput_per_gpu:,.0f} "
              f"tok/s/GPU (frontier at the tier {r.tier_throughput_per_gpu:,.0f}); {margin}", "  ")
-        if r.attainment is not None and r.attainment < ATTAINMENT_GOAL:
-            para(f"caution: the tier is met by the mean: {r.attainment:.0%} of this point's requests run at "
-                 f">= {r.tier:g} TPS/user; " + (
-                     f"for {ATTAINMENT_GOAL:.0%} of them, {r.curve} at {r.mode} load {r.attained_load:g} delivers "
-                     f"{r.attained_throughput_per_gpu:,.0f} tok/s/GPU ({r.attained_share:.0%} meet it; compare's "
-                     "goodput* column gives each curve's best goodput at the tier)" if r.attained_load is not None else
-                     f"no simulated load of this curve gets {ATTAINMENT_GOAL:.0%} of its requests there (lighter "
-                     "loads, or a lower tier, would)"), "  ")
+        if attainment_caution(_attainment_of(r)):
+            para(f"caution: {attainment_caution(_attainment_of(r), 'this point')}", "  ")
         thrashes = r.recomputed_share > THRASHING_SHARE
         if r.status == "covered":
             if "failed" in r.advice:                # compare named a heavier load that never finished
                 why, advice = "but a heavier load failed", f"; advice: {r.advice}"
             else:
                 why, advice = "a heavier simulated load, if any, delivered less throughput", ""
-                if r.advice and not thrashes:
-                    advice = (f"; advice: {r.advice} (its throughput still rises with load, so a heavier load may "
-                              "meet the tier with more)")
+                if r.advice and not thrashes:     # compare's "add heavier loads", or the limit its heaviest hit
+                    advice = f"; advice: {r.advice}" + (" (its throughput still rises with load, so a heavier load "
+                                                        "may meet the tier with more)"
+                                                        if r.advice == "add heavier loads" else "")
             para("covered: every frontier point of this curve runs faster than the tier, so its heaviest load on "
                  f"the frontier is the answer ({why}){advice}", "  ")
         elif r.tier_throughput_per_gpu > (1 + BRACKET_GAP) * r.throughput_per_gpu:
@@ -390,6 +390,13 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: the tier's figure ({r.tier_throughput_per_gpu:,.0f} tok/s/GPU, and the margin) is read "
                  f"from the frontier point at {r.caution}: it measures that limit, not the policy, so the winner "
                  "may change once the limit is lifted (compare's warnings)", "  ")
+        if r.overload is not None:
+            para(f"caution: this point is overloaded ({r.overload[0]:.1f} requests waited to be admitted on average "
+                 f"against {r.overload[1]:.1f} admitted): {OVERLOAD_MEANS}", "  ")
+        if r.runner_up_caution:
+            para(f"caution: the margin divides by {r.runner_up}'s figure at the tier, which comes from its frontier "
+                 f"point at {r.runner_up_caution}: that point measures the limit, not {r.runner_up}'s policy, so the "
+                 "margin is no measure of what this policy adds (compare's warnings)", "  ")
         if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
             para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
                  f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
