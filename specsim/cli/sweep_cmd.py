@@ -19,8 +19,8 @@ import typer
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
 from specsim.cli.sweep_notes import (check_thresholds, context_refused, folder_records, note_gammas,
-                                     note_more_requests_than_trace, note_requests_per_user, print_speculation_notes,
-                                     warn_mixed_folder)
+                                     note_more_requests_than_trace, note_point_requests, note_requests_per_user,
+                                     note_whole_trace_folder, print_speculation_notes, warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
 
@@ -147,10 +147,12 @@ def sweep(
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     drafter: Optional[str] = typer.Option(None, "--drafter", help="Override the scenario's drafter."),
-    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
+    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Each point runs the trace's first N "
+                                               "requests (default: all; see --requests-per-user)."),
     requests_per_user: Optional[int] = typer.Option(
-        None, "--requests-per-user", help="Closed loop: at least K requests per user, so that a measuring window opens "
-        "(8 on traces/prod.jsonl; too few fail the point: docs/sweeps.md)."),
+        None, "--requests-per-user", help="Closed loop: a point at C users runs the trace's first K x C requests "
+        "(with --num-requests N: max(N, K x C); never more than the trace), so that a measuring window opens (8 on "
+        "traces/prod.jsonl; too few fail the point: docs/sweeps.md). Without it a point runs N, or the whole trace."),
     max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop each run at this simulated time."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: CPU count)."),
@@ -188,9 +190,6 @@ def sweep(
                  max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
-    note_more_requests_than_trace(num_requests, trace, len(tr))
-    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr),
-                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     from specsim.policies import policy_knobs
 
     takes_threshold = [name for name in spec.policies   # an unknown name or a broken plug-in fails before --out
@@ -200,6 +199,12 @@ def sweep(
     from specsim.sweep.executors import get_executor
 
     get_executor(executor)                               # a bad --executor fails before --out is created
+    _check_folder(out, spec, scen, tr, auto)             # a refusal stands alone, before the notes on the points
+    note_more_requests_than_trace(num_requests, trace, len(tr))
+    note_point_requests(num_requests, requests_per_user, spec.concurrency, spec.rate_scales, trace, len(tr), auto)
+    note_requests_per_user(requests_per_user, () if auto else spec.concurrency, trace, len(tr),
+                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
+    note_whole_trace_folder(out, requests_per_user, num_requests, tr)
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
@@ -237,6 +242,18 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _check_folder(out: Path, spec, scen, tr, auto: str | None) -> None:
+    """The refusals of :func:`specsim.sweep.run_sweep` for ``--out`` (another scenario; points of another trace
+    left beside this sweep's: :mod:`specsim.sweep.store`), made before the command's notes on its points, so that a
+    refusal is its one line (an auto search's points are not known yet: its rounds check the trace as they run)."""
+    from specsim.sweep.spec import expand_points
+    from specsim.sweep.store import check_same_scenario, check_same_trace
+
+    check_same_scenario(out, scen)
+    if not auto:
+        check_same_trace(out, expand_points(spec, scen, tr), tr)
 
 
 @contextmanager
