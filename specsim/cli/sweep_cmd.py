@@ -433,10 +433,14 @@ def parse_tiers(text: str) -> list[float]:
 
 
 def resolve_tiers(text: str | None, sweep_dir: Path) -> list[float]:
-    """``--tiers`` when given, else the tiers stored with the sweep (:func:`specsim.analysis.tiers.sweep_tiers`)."""
-    from specsim.analysis.tiers import sweep_tiers
+    """``--tiers`` when given, else the tiers stored with the sweep (:func:`specsim.analysis.tiers.sweep_tiers`),
+    under the same rule (a folder swept before tiers below 1 tok/s/user were refused may store ``0.05``)."""
+    from specsim.analysis.tiers import as_tiers, sweep_tiers
 
-    return parse_tiers(text) if text else list(sweep_tiers(sweep_dir))
+    if text:
+        return parse_tiers(text)
+    return list(as_tiers(sweep_tiers(sweep_dir), source=f"{Path(sweep_dir) / 'sweep.json'} (its stored tiers; "
+                         "--tiers replaces them)"))
 
 
 @app.command()
@@ -516,6 +520,7 @@ def plot(
 ) -> None:
     """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8), throughput.png per sweep directory, and
     tuned.png where a directory holds tuning results (specsim tune)."""
+    tier_list = resolve_tiers(tiers, sweep_dirs[0])      # a bad tier fails before --out is created
     from specsim.cli.outputs import check_output
     check_output(out, "--out", folder=True)
     from specsim.analysis.tuned import read_tuned
@@ -529,7 +534,6 @@ def plot(
                                 "a sweep with at least one finished point to draw (the warning above names the "
                                 "failed ones)", "no point finished")
     dest = out or sweep_dirs[0] / "plots"
-    tier_list = resolve_tiers(tiers, sweep_dirs[0])
     from specsim.analysis.plots import tps_estimator
     from specsim.analysis.results import measured_for_plot
     points = measured_for_plot(sweep_dirs, measured)

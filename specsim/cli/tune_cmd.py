@@ -45,7 +45,7 @@ def tune(
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
     from specsim.cli.outputs import check_output
-    from specsim.cli.sweep_cmd import parse_list, resumable
+    from specsim.cli.sweep_cmd import parse_list, parse_tiers, resumable
     from specsim.cli.sweep_notes import (context_refused, note_more_requests_than_trace, note_point_requests,
                                          note_requests_per_user, note_whole_trace_folder, print_speculation_notes)
     from specsim.scenario import load_scenario
@@ -55,7 +55,7 @@ def tune(
     from specsim.sweep.tune import TuneSpec, tune as run_tune, write_tuned
 
     spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),
-                    tiers=tuple(parse_list(tiers, float, "tiers")),
+                    tiers=tuple(parse_tiers(tiers)),
                     concurrency=tuple(parse_list(concurrency, int, "concurrency")),
                     seeds=tuple(range(base_seed, base_seed + max(seeds, 1))), num_requests=num_requests,
                     requests_per_user=requests_per_user, drafter=drafter)
