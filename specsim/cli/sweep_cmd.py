@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -311,17 +312,47 @@ def _run_auto(spec, mode: str, tier_list: tuple[float, ...], max_load: float | N
         stop = f" (stopped: {'; '.join(res.stopped[p])})" if res.stopped.get(p) else ""
         print(f"  {p}: loads {','.join(f'{x:g}' for x in loads)}{stop}")
     for curve, st in res.brackets.items():
-        fr = res.frontier.get(curve, {})
-        print(f"  {curve}: " + ", ".join(f"tier {t:g} {s}" + (" (saturated above it: compare reads its best point "
-                                                              "meeting the tier, covered)"
-                                                             if s == "bracketed" and fr.get(t) == "covered" else "")
-                                        for t, s in st.items()))
+        print(f"  {curve}: " + ", ".join(_bracket_said(res, curve, t, s) for t, s in st.items()))
+        for line in _bracket_warnings(res, curve):
+            print(textwrap.fill(line, fmt.terminal_width(), initial_indent="    ", subsequent_indent="      ",
+                                break_long_words=False, break_on_hyphens=False))
     (Path(out) / "auto.json").write_text(json.dumps({
         "mode": mode, "tiers": tier_list, "loads": res.loads, "runs": res.runs, "rounds": res.rounds,
         "brackets": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.brackets.items()},
         "frontier": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.frontier.items()},
-        "stopped": res.stopped, "failed": res.failed}, indent=1) + "\n")
+        "stopped": res.stopped, "failed": res.failed,
+        "flagged": {c: {f"{t:g}": {f"{x:g}": k for x, k in hits} for t, hits in v.items()} for c, v in res.flagged.items()
+                    if v}}, indent=1) + "\n")
     return res.ids
+
+
+def _bracket_said(res, curve: str, tier: float, status: str) -> str:
+    """One tier's bracket for the auto search's printout: its status and the loads that bracket it."""
+    text = f"tier {tier:g} {status}"
+    loads = res.bracket_loads.get(curve, {}).get(tier, ())
+    if status == "bracketed" and loads:
+        text += f" by load{'s' * (len(loads) > 1)} {' and '.join(f'{x:g}' for x in loads)}"
+    if status == "bracketed" and res.frontier.get(curve, {}).get(tier) == "covered":
+        text += " (saturated above it: compare reads its best point meeting the tier, covered)"
+    return text
+
+
+def _bracket_warnings(res, curve: str) -> list[str]:
+    """One ``warning:`` per tier of ``curve`` bracketed by a point that thrashes (or is prefill-bound, think-bound,
+    cut off: ``res.flagged``): the bracket, and the tier's answer, rest on figures that measure that limit, not the
+    policy (a fresh user's "tier 100 bracketed" rested on a thrashing point at 91 users, without a word)."""
+    limit = {"thrashing": "the KV cache", "prefill-bound": "the prefill pool", "think-bound": "the users' think time",
+             "cut-off": "the horizon (--max-sim-s)"}
+    out = []
+    for tier, hits in res.flagged.get(curve, {}).items():
+        said = " and ".join(f"load {x:g} ({' and '.join(kinds)})" for x, kinds in hits)
+        what = " and ".join(dict.fromkeys(limit.get(k, k) for _, kinds in hits for k in kinds))
+        one, single = len(hits) == 1, " and " not in what
+        out.append(f"warning: tier {tier:g} is bracketed by {said}: {what} limit{'s' * single} "
+                   f"{'it' if one else 'them'} there, so {'its' if one else 'their'} figures measure "
+                   f"{'that limit' if single else 'those limits'}, not the policy, and the tier's answer may change "
+                   f"once {'it is' if single else 'they are'} lifted")
+    return out
 
 
 def _write_sweep_csv(recs: list, df, out: Path, pcts) -> None:
