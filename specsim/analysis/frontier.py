@@ -1,6 +1,6 @@
 """Pareto frontiers of (TPS/user, throughput per GPU) and policy comparison at SLA tiers.
 
-Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way):
+Definitions (DESIGN.md vocabulary; the DSpark paper's §5 reports Fig. 7 this way):
 
 * Frontier of a curve (a policy with its knobs): over its load points (seed means of
   ``mean_tps_per_user`` x and ``output_throughput_per_gpu`` y), the non-dominated set: a point is
