@@ -72,8 +72,9 @@ def test_the_sweep_says_what_each_point_runs_before_it_starts(tmp_path, capsys):
     save_trace(_trace(), trace)
     assert _sweep(trace, tmp_path / "a", "--requests-per-user", "4") == 0
     err = " ".join(capsys.readouterr().err.split())
-    assert err.startswith(f"note: each closed-loop point runs the trace's first --requests-per-user 4 x its users "
-                          f"requests ({trace} holds 60): 8 at 2 users, 16 at 4 users")
+    assert err.startswith(f"note: created folder {tmp_path / 'a'} for --out note: each closed-loop point runs the "
+                          f"trace's first --requests-per-user 4 x its users requests ({trace} holds 60): 8 at 2 users, "
+                          "16 at 4 users")
     assert sorted(r["config"]["num_requests"] for r in load_records(tmp_path / "a")) == [8, 16]
     assert _sweep(trace, tmp_path / "b", "--requests-per-user", "4", "--num-requests", "12") == 0
     err = " ".join(capsys.readouterr().err.split())

@@ -200,17 +200,17 @@ def sweep(
     from specsim.sweep.executors import get_executor
 
     get_executor(executor)                               # a bad --executor fails before --out is created
+    run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
+    from specsim.cli.outputs import output_dir
+    note = output_dir(out, "--out")
     _check_folder(out, spec, scen, tr, auto)             # a refusal stands alone, before the notes on the points
+    if note:
+        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     note_more_requests_than_trace(num_requests, trace, len(tr))
     note_point_requests(num_requests, requests_per_user, spec.concurrency, spec.rate_scales, trace, len(tr), auto)
     note_requests_per_user(requests_per_user, () if auto else spec.concurrency, trace, len(tr),
                            *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     note_whole_trace_folder(out, requests_per_user, num_requests, tr)
-    run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
-    from specsim.cli.outputs import output_dir
-    note = output_dir(out, "--out")
-    if note:
-        print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     from specsim.progress import ProgressBar
     with resumable(Path(out), "sweep"), ProgressBar("sweep", "points", enabled=not quiet) as bar:
         if auto:
@@ -321,8 +321,8 @@ def _run_auto(spec, mode: str, tier_list: tuple[float, ...], max_load: float | N
         "brackets": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.brackets.items()},
         "frontier": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.frontier.items()},
         "stopped": res.stopped, "failed": res.failed,
-        "flagged": {c: {f"{t:g}": {f"{x:g}": k for x, k in hits} for t, hits in v.items()} for c, v in res.flagged.items()
-                    if v}}, indent=1) + "\n")
+        "flagged": {c: {f"{t:g}": {f"{x:g}": k for x, k in hits} for t, hits in v.items()}
+                    for c, v in res.flagged.items() if v}}, indent=1) + "\n")
     return res.ids
 
 
