@@ -185,7 +185,7 @@ CALIBRATION = [
     ("md", """# 03 Calibration: reliability before and after sequential temperature scaling
 
 DSpark's scheduler treats the survival a_k = c_1 ... c_k of a request's drafts as a probability, so
-confidences must be calibrated (PAPER.md section 4). We record a step log from a run that verifies every
+confidences must be calibrated (DSpark paper §3.2.1). We record a step log from a run that verifies every
 draft (`static`, so every position gets a label), fit sequential temperature scaling (STS) on half of the
 requests, and compare reliability diagrams and ECE per position on the other half: what
 `specsim calibrate LOG --out DIR` does from the shell (docs/calibration.md)."""),
@@ -231,7 +231,7 @@ ax.set(xlabel="draft position k", ylabel="ECE (%)", title="ECE of the survival p
 ax.legend()'''),
     ("md", """Checks: STS lowers the held-out ECE at every position, and on average by more than 30% on
 this small log (about 2,200 held-out rows per position; the paper reports 5.7% -> 2.0% at position 1 on
-Alpaca, PAPER.md section 4). A temperature is a monotone map, so position 1's ranking (AUROC) is
+Alpaca, DSpark paper §3.2.1). A temperature is a monotone map, so position 1's ranking (AUROC) is
 unchanged; later survivals multiply differently scaled terms, so their AUROC may move slightly."""),
     ("code", '''assert (m.ece_sts < m.ece_raw).all(), m[["position", "ece_raw", "ece_sts"]]
 assert m.ece_sts.mean() < 0.7 * m.ece_raw.mean()

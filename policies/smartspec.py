@@ -11,7 +11,7 @@ tokens per second, of every candidate k and taking the best. Two ingredients:
   E_r(k) = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha).
 
 Goodput(k) = sum_r E_r(k) / (step_time(R (1 + k)) + draft_time(k)), where the step time comes from the
-replica's step-time profile (``view.sps``, PAPER.md section 5.1) and the drafting time of a k-token
+replica's step-time profile (``view.sps``, DSpark paper §3.2.2) and the drafting time of a k-token
 proposal from the drafter's cost model (``view.draft_time_s``). k = 0 is always a candidate, with goodput
 R / step_time(R) and no drafting at all: SmartSpec never predicts itself below no speculation.
 

@@ -45,7 +45,7 @@ DEFAULT_KV_CAPACITY_TOKENS = 110000
 
 @dataclass(frozen=True, kw_only=True)
 class LatentParams:
-    """The latent acceptance model's nine parameters, with their tuned defaults (PAPER.md sections 4 and 8.4;
+    """The latent acceptance model's nine parameters, with their tuned defaults (DSpark paper §3.2.1 and Figs. 5-6;
     values and measurements in docs/acceptance.md). The one declaration of these names and numbers: the
     scenario's ``[acceptance]`` section (:class:`AcceptanceConfig`) and
     :class:`specsim.acceptance.model.AcceptanceModel` both inherit them, and ``specsim fit`` reads
@@ -218,7 +218,7 @@ class DrafterConfig(Section):
         block: the checkpoint's draft block, the largest gamma it drafts, int >= 1; None = the drafter's
             default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
             specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
-            Fig. 4's longer-block drafters (PAPER.md 8.3).
+            Fig. 4's longer-block drafters (DSpark paper §4.3.2).
         cpu_threads: threads of the ngram drafter's context scan, int in [1, 256]; None = 1, vLLM's as shipped
             (8 for an engine patched as vLLM PR 56732; no faster beyond 8; specsim.hardware.lookup_drafter).
             It applies to every ngram run, ``--drafter ngram`` included. ngram and suffix run on the host CPU: no
@@ -274,7 +274,7 @@ class AcceptanceConfig(Section, LatentParams):
     """Acceptance model: rate table, latent difficulty, confidence distortion, calibration
     (specsim.acceptance.model).
 
-    The latent and confidence parameters are tuned to PAPER.md sections 4 and 8.4 (values and measurements
+    The latent and confidence parameters are tuned to DSpark paper §3.2.1 and Figs. 5-6 (values and measurements
     in docs/acceptance.md).
 
     Attributes:

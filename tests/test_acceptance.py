@@ -1,4 +1,5 @@
-"""Acceptance models: rate tables by source, pooled rates over sampled steps, confidence signal (PAPER.md 4, 8)."""
+"""Acceptance models: rate tables by source, pooled rates over sampled steps, confidence signal (DSpark paper
+§3.2.1, §4.3)."""
 
 from __future__ import annotations
 
@@ -184,7 +185,7 @@ def test_runs_report_the_table_acceptance_length(drafter):
         assert got == pytest.approx(implied_tau(rows[domain][:gamma]), rel=0.02), (domain, got)
 
 
-# Fig. 5 endpoints (thresholds 0 and 0.9): token acceptance rate, PAPER.md 8.4.
+# Fig. 5 endpoints (thresholds 0 and 0.9): token acceptance rate, DSpark paper Fig. 5.
 FIG5 = {"gsm8k": (0.769, 0.925), "humaneval": (0.676, 0.920), "mt-bench": (0.457, 0.957)}
 
 
@@ -258,7 +259,7 @@ def test_sts_temperatures_fitted_at_build_time_calibrate_held_out_traffic():
 
 
 def test_sts_on_one_dataset_as_the_paper_did():
-    """PAPER.md 4's protocol: STS fitted on Alpaca rollouts, evaluated on held-out Alpaca.
+    """DSpark paper §3.2.1's protocol: STS fitted on Alpaca rollouts, evaluated on held-out Alpaca.
 
     Documented deviation (docs/acceptance.md): the paper reaches 2.0 / 1.7 / 0.8 / 0.4% at positions 1/3/5/7;
     our chat-like head keeps 2.4-3.6% at positions 1-4 because its shift and low-end compression are not

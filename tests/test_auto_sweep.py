@@ -99,3 +99,55 @@ def test_auto_concurrency_tries_a_load_between_its_last_success_and_a_window_fai
     loads = res.loads["mtp1"]
     assert 45.0 in loads and max(loads) == 64.0 and len(res.failed) == 1
     assert res.stopped["mtp1"] == ["a point failed at load 64 (the trace too short for its closed-loop window)"]
+
+
+def test_a_saturated_search_says_whether_throughput_fell_or_stayed_flat():
+    """A fresh user's search stopped with "saturated at load 512 (throughput +<2% over two doublings)" where
+    throughput fell from 3,291 to 2,952 tok/s/GPU: the reason now says what happened, with the figures."""
+    import pandas as pd
+
+    from specsim.sweep.auto import _saturation_text
+
+    fell = pd.DataFrame({"load": [64.0, 128.0, 256.0, 512.0],
+                         "output_throughput_per_gpu_mean": [3090.0, 3291.5, 3228.6, 2951.9]})
+    assert _saturation_text({"none": fell}, 512.0, "closed") == (
+        "saturated at load 512: throughput fell over the last two doublings, 3,292 -> 3,229 -> 2,952 tok/s/GPU at "
+        "128, 256, 512 users (more load only queues)")
+    flat = pd.DataFrame({"load": [2.0, 4.0, 8.0], "output_throughput_per_gpu_mean": [1000.0, 1010.0, 1015.0]})
+    down = pd.DataFrame({"load": [2.0, 4.0, 8.0], "output_throughput_per_gpu_mean": [1000.0, 1015.0, 990.0]})
+    assert _saturation_text({"static gamma=3": flat, "static gamma=5": down}, 8.0, "open") == (
+        "saturated at load 8: static gamma=3: throughput stayed flat (under +2% a doubling) over the last two "
+        "doublings, 1,000 -> 1,010 -> 1,015 tok/s/GPU at 2, 4, 8 x the trace's rate; static gamma=5: throughput "
+        "fell over the last two doublings, 1,000 -> 1,015 -> 990 tok/s/GPU at 2, 4, 8 x the trace's rate (more "
+        "load only queues)")
+
+
+def test_a_tier_bracketed_by_a_thrashing_point_says_so(tmp_path):
+    """A fresh user's search chose 91 users for dspark-async, a point that thrashed, and said only "tier 100
+    bracketed": the printout names the loads that bracket each tier and warns where one of them thrashes."""
+    from specsim.sweep.auto import bracket_loads
+    from specsim.workload import save_trace
+
+    assert bracket_loads(np.array([1.0, 2.0, 4.0]), np.array([300.0, 120.0, 40.0]), 80.0) == (2.0, 4.0)
+    assert bracket_loads(np.array([1.0, 2.0, 4.0]), np.array([300.0, 120.0, 40.0]), 120.0) == (2.0,)
+    assert bracket_loads(np.array([1.0, 2.0]), np.array([300.0, 120.0]), 80.0) == ()
+    trace = tmp_path / "t.jsonl"
+    save_trace(synth_trace(400, rate=1.0, seed=2, output_len=256, prompt_len=512), trace)
+    out = tmp_path / "kv"                                # a KV cache of 12,000 tokens: 23 users and more thrash
+    r = CliRunner().invoke(app, ["sweep", "--trace", str(trace), "--out", str(out), "--policies", "none",
+                                 "--concurrency", "auto", "--tiers", "40,100", "--requests-per-user", "6",
+                                 "--set", "cluster.kv_capacity_tokens=12000", "--executor", "serial", "--quiet"],
+                           env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "none: tier 40 bracketed by loads 45 and 64 (saturated above it" in text
+    assert "tier 100 bracketed by loads 16 and 23" in text
+    assert ("warning: tier 100 is bracketed by load 23 (thrashing and prefill-bound): the KV cache and the prefill "
+            "pool limit it there, so its figures measure those limits, not the policy, and the tier's answer may "
+            "change once they are lifted") in text
+    df = results_frame(load_records(out))
+    at = df.set_index("load")
+    assert at.loc[23.0, "recomputed_tokens"] > 0.25 * at.loc[23.0, "total_output_tokens"]      # it does thrash
+    assert at.loc[16.0, "recomputed_tokens"] < 0.25 * at.loc[16.0, "total_output_tokens"]
+    assert json.loads((out / "auto.json").read_text())["flagged"]["none"]["100"] == {
+        "23": ["thrashing", "prefill-bound"]}

@@ -1,4 +1,4 @@
-"""Calibration metrics (ECE, AUROC, reliability) and Sequential Temperature Scaling (PAPER.md section 4)."""
+"""Calibration metrics (ECE, AUROC, reliability) and Sequential Temperature Scaling (DSpark paper §3.2.1)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from scipy.special import expit, logit
 from specsim.acceptance import calibration as cal
 from specsim.acceptance.steplog import write_step_log
 
-# Raw-head distortion, logit(c) = S * logit(q) + B: position 1 fitted to PAPER.md section 4's reliability
+# Raw-head distortion, logit(c) = S * logit(q) + B: position 1 fitted to DSpark paper §3.2.1's reliability
 # points (0.53 -> 0.47, 0.73 -> 0.62, 0.93 -> 0.85), later conditionals milder so that the cumulative
 # survival bends like the paper's positions 3 and 7 (0.52 -> 0.40 / 0.38, 0.72 -> 0.59 / 0.54).
 S = np.array([1.33] + [1.15] * 6)

@@ -442,7 +442,7 @@ def test_a_set_that_agrees_with_its_flag_runs(monkeypatch, capsys):
 def test_sweep_concurrency_with_rate_scales_stays_allowed(monkeypatch, capsys, tmp_path):
     code, out, err = run_cli(monkeypatch, capsys, "sweep", "--trace", str(DATA / "closed_loop_rate_scale.jsonl"),
                              "--out", str(tmp_path / "s"), "--policies", "none", "--concurrency", "2",
-                             "--rate-scales", "1", "--requests-per-user", "2", "--executor", "serial", *FLAT20,
+                             "--rate-scales", "1", "--requests-per-user", "4", "--executor", "serial", *FLAT20,
                              "--goodput", "e2el:100000")
     assert code == 0, err
     assert "2 points: 2 computed" in " ".join(out.split())

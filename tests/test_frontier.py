@@ -142,8 +142,12 @@ def test_goodput_at_a_tier_also_honours_the_latency_limits_given():
 
 def test_compare_rejects_unknown_baseline_and_mixed_scenarios():
     recs = synthetic_records()
-    with pytest.raises(SpecsimInputError, match="baseline"):
+    with pytest.raises(SpecsimInputError, match="baseline") as e:
         compare(recs, [80], baseline="nope")
+    assert e.value.expected == "one of the sweep's curves ['A', 'B', 'oracle']" and e.value.got == "'nope'"
+    with pytest.raises(SpecsimInputError) as e:              # a typo gets the closest curve, as other errors do
+        compare(recs, [80], baseline="orcale")
+    assert e.value.expected == "one of the sweep's curves ['A', 'B', 'oracle'] (closest valid: 'oracle')"
     odd = fake_record("C", 1, 0, 10, 10, [10], [5])
     odd["config"]["scenario"] = dict(SCEN, engine={"gamma": 3, "host_overhead_s": 0.0})
     with pytest.raises(SpecsimInputError, match="scenario"):

@@ -15,7 +15,7 @@ TARGET = StepTimeProfile(np.array([1, 64, 1024]), np.array([0.010, 0.012, 0.030]
 def test_fraction_models():
     # dflash (parallel): 0.010 x (0.14 + 0.002 x 4) at R=1
     assert drafter_cost("dflash").draft_time_s(1, 4, TARGET) == pytest.approx(0.010 * 0.148)
-    # semi-AR over parallel at gamma 15 is +0.015 of a step (PAPER.md 8.3 order of magnitude)
+    # semi-AR over parallel at gamma 15 is +0.015 of a step (DSpark paper §4.3.2 order of magnitude)
     extra = drafter_cost("dspark").draft_time_s(64, 15, TARGET) - drafter_cost("dflash").draft_time_s(64, 15, TARGET)
     assert extra == pytest.approx(0.012 * 0.001 * 15)
     assert drafter_cost("eagle3").draft_time_s(64, 3, TARGET) == pytest.approx(0.012 * 0.028 * 3)

@@ -29,7 +29,7 @@ FLASH_TOML = REPO / "specsim" / "scenarios" / "v4-flash.toml"
 
 
 def test_training_mix_is_the_papers():
-    # PAPER.md 6: chat 17.6%, math 39.4%, code 38.9%, instruction-following 4.1% (counted as chat)
+    # DSpark paper §3.3: chat 17.6%, math 39.4%, code 38.9%, instruction-following 4.1% (counted as chat)
     assert TRAINING_MIX == pytest.approx({"math": 0.394, "code": 0.389, "chat": 0.217})
     assert sum(TRAINING_MIX.values()) == pytest.approx(1.0)
     tr = production_trace(1000)

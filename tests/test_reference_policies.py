@@ -14,7 +14,7 @@ from specsim.scenario import load_scenario
 from specsim.simulation import simulate
 from specsim.workload import synth_trace
 
-# PAPER.md 5.1, Appendix A: SPS(1, 2, 3) = (1.0, 0.5, 0.45) steps/s, i.e. step times 1, 2, 1/0.45 s.
+# DSpark paper §3.2.2, Appendix A: SPS(1, 2, 3) = (1.0, 0.5, 0.45) steps/s, i.e. step times 1, 2, 1/0.45 s.
 APPENDIX_A = StepTimeProfile(np.array([1, 2, 3]), np.array([1.0, 2.0, 1.0 / 0.45]), lookup="linear")
 
 

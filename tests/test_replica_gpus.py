@@ -113,7 +113,7 @@ def test_a_drafting_run_on_built_in_acceptance_rates_says_whose_they_are():
     notices = lambda s: " ".join(s["profile_range"].get("notices", []))          # noqa: E731
     qwen = "profile.name=b200-qwen3.8-27b-vllm-fitted"
     s = simulate(_trace(), "dspark", load_scenario(overrides=[qwen]), seed=0).summary
-    assert "acceptance: the built-in rates of PAPER.md 8.2 (Fig. 2)" in notices(s)
+    assert "acceptance: the built-in rates of DSpark paper Fig. 2" in notices(s)
     assert "not measured for qwen3.8-27b with your drafter" in notices(s)
     mtp = simulate(_trace(), "mtp1", load_scenario(overrides=[qwen]), seed=0).summary
     assert "acceptance: the built-in rates of DeepSeek-V3" in notices(mtp)

@@ -430,7 +430,7 @@ def test_step_models_and_profiles_carry_the_context_length():
 # ---------------------------------------------------------------- 17. Table 1 as the paper measures it
 def test_table1_chat_gap_is_the_spread_of_request_difficulty():
     """docs/acceptance.md: the 185 chat requests among prod.jsonl's first 800 (static gamma 7), pooled like
-    Table 1, average 3.51 over seeds 0-11 (Table 1's Qwen3-4B DSpark chat mean: 3.49, PAPER.md 8.1) with a
+    Table 1, average 3.51 over seeds 0-11 (Table 1's Qwen3-4B DSpark chat mean: 3.49, DSpark paper Table 1) with a
     run-to-run sd of ~0.14: the 10% gap of the 800-request run's seed 0 is a low draw of request difficulty,
     not a bias."""
     from specsim.workload.trace import Trace

@@ -411,7 +411,9 @@ def test_the_requests_per_user_note_counts_only_the_requests_the_context_window_
     """A 100-request trace whose 40 requests exceed the 4,096-token window: the note said nothing at 8 users x 10
     requests (80 <= 100) and 3.3 per user at 30 users, while the run refused the 40 at once and its users ran 60
     (7.5 and 2.0 per user). The note now counts the requests the run admits, by the run's own rule, and names
-    the window's refusals; with truncation only a prompt that fills the window alone is refused."""
+    the window's refusals; with truncation only a prompt that fills the window alone is refused. Since
+    2026-12-07 a point at C users runs the first 10 x C requests (not the whole trace), so the window's refusals
+    leave fewer per user at every load: 24 of the first 40 at 4 users, 48 of the first 80 at 8."""
     from specsim.cli.sweep_notes import context_refused, note_requests_per_user
     from specsim.run_config import context_refusals
 
@@ -422,7 +424,8 @@ def test_the_requests_per_user_note_counts_only_the_requests_the_context_window_
     err = " ".join(capsys.readouterr().err.split())
     assert err == (f"note: ctx.jsonl holds 100 requests, of which the context window ({window}) refuses 40 as "
                    "unservable (prompt + output beyond it), so fewer than --requests-per-user 10 x the users can run "
-                   "at 3 loads; at 8, 30 users the points run those 60 (7.5, 2.0 per user); at 30 users that is no "
+                   "at 4 loads; at 4, 8, 30 users the points run 24, 48, 60 of them (6.0, 6.0, 2.0 per user); at 30 "
+                   "users that is no "
                    "more than twice the users: the closed-loop window may not form (the point then fails; a longer "
                    "trace, or fewer users); at 60 users that is no more than twice the users, too few for a "
                    "closed-loop window: those points will fail (a longer trace, or fewer users)")
@@ -431,17 +434,19 @@ def test_the_requests_per_user_note_counts_only_the_requests_the_context_window_
     err = " ".join(capsys.readouterr().err.split())
     assert "at 1 load; at 8 users the points run those 12 (1.5 per user)" in err
     # the run's own rule: --set engine.max_model_len widens the window; truncation admits a request whose output
-    # can be cut to fit, not a prompt that fills the window alone (80 admitted: 8 users x 10 fit, no note)
+    # can be cut to fit, not a prompt that fills the window alone (64 of the first 80 admitted: 8.0 per user)
     assert int(context_refusals(tr, load_scenario(overrides=["engine.max_model_len=5050"]))[0].sum()) == 0
     cut = load_scenario(overrides=["engine.context_overflow=truncate"])
     assert np.flatnonzero(context_refusals(tr, cut)[0]).tolist() == list(range(1, 100, 5))   # the 5,000-token prompts
     note_requests_per_user(10, (8,), Path("ctx.jsonl"), 100, *context_refused(tr, cut))
-    assert capsys.readouterr().err == ""
+    assert "refuses 20 as unservable" in " ".join(capsys.readouterr().err.split())
+    note_requests_per_user(10, (8,), Path("ctx.jsonl"), 100, *context_refused(tr, cut), num_requests=100)
+    assert capsys.readouterr().err == ""          # the first 100: 80 admitted, 8 users x 10 fit
 
 
 def test_the_sweep_notes_what_its_points_then_refuse(tmp_path):
-    """End to end: sweep --requests-per-user names the 40 refusals up front, and the point's record counts the
-    same 40 unservable and 60 completed."""
+    """End to end: sweep --requests-per-user names the window's refusals up front, and the point's record counts
+    the same: at 8 users x 10 the point runs the first 80 requests, 32 unservable and 48 completed."""
     from typer.testing import CliRunner
 
     from specsim.cli import _register, app
@@ -455,6 +460,8 @@ def test_the_sweep_notes_what_its_points_then_refuse(tmp_path):
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert "refuses 40 as unservable (prompt + output beyond it)" in text
-    assert "at 8 users the points run those 60 (7.5 per user)" in text
+    assert ("each closed-loop point runs the trace's first --requests-per-user 10 x its users requests "
+            f"({trace_file} holds 100): 80 at 8 users") in text
+    assert "at 8 users the points run those 48 (6.0 per user)" in text
     (rec,) = load_records(out)
-    assert (rec["summary"]["unservable"], rec["summary"]["completed"]) == (40, 60)
+    assert (rec["config"]["num_requests"], rec["summary"]["unservable"], rec["summary"]["completed"]) == (80, 32, 48)

@@ -1,4 +1,4 @@
-"""The ``threshold`` policy (DeepSpec's per-position rule) and the paper's Fig. 5 sweep (PAPER.md 8.4)."""
+"""The ``threshold`` policy (DeepSpec's per-position rule) and the DSpark paper's Fig. 5 sweep (§4.3.3)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from specsim.simulation import simulate
 from specsim.workload import load_trace
 from tests.conftest import REPO
 
-# The paper's Fig. 5 sweep (PAPER.md 8.4) is measured in runs: tests/test_acceptance.py::test_fig5_endpoints_in_runs.
+# The DSpark paper's Fig. 5 sweep (§4.3.3) is measured in runs: tests/test_acceptance.py::test_fig5_endpoints_in_runs.
 
 
 def view_of(conf_raw: np.ndarray) -> SchedulingView:

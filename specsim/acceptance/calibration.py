@@ -1,17 +1,17 @@
 """Calibration of drafter confidences: ECE, AUROC, reliability, Sequential Temperature Scaling (STS).
 
 A drafter emits one raw confidence c_k per draft position, an estimate of the conditional acceptance
-alpha_k = P(draft k accepted | drafts 1..k-1 accepted) (PAPER.md section 3). The scheduler uses the
+alpha_k = P(draft k accepted | drafts 1..k-1 accepted) (DSpark paper §3.2.1). The scheduler uses the
 survival a_k = c_1 * ... * c_k as an absolute probability, so the confidences have to be calibrated,
 not just well ranked. Everything here is evaluated the way the paper and DeepSpec evaluate it
-(PAPER.md section 4): per position k, the *predicted cumulative survival* a_k against the binary
+(DSpark paper §3.2.1): per position k, the *predicted cumulative survival* a_k against the binary
 prefix label y_k = 1 iff drafts 1..k were all accepted.
 
 - ECE: 20 equal-width bins on [0, 1]; ECE = sum_b (n_b / N) * |mean a in b - mean y in b|.
 - AUROC: exact Mann-Whitney statistic with mid-ranks for ties (DeepSpec approximates it with 1000 bins).
 - STS: for k = 1..gamma, left to right, T_k minimises the ECE of
   prod_{i<k} sigmoid(logit(c_i) / T_i*) * sigmoid(logit(c_k) / T) against y_k, earlier T fixed.
-  The paper gives neither the search range nor the grid (PAPER.md section 10, item 3); we search T on a
+  The paper gives neither the search range nor the grid; we search T on a
   log-spaced grid over [0.1, 10] (161 points, ratio 1.029 between neighbours) and refine the best grid
   point with a bounded scalar search between its two neighbours.
 
@@ -33,8 +33,8 @@ from scipy.special import expit, logit
 from specsim.errors import SpecsimInputError
 from specsim.acceptance.steplog import prefix_labels
 
-N_BINS = 20                                   # DeepSpec's ECE bins (PAPER.md section 4)
-T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice, PAPER.md section 10.3)
+N_BINS = 20                                   # DeepSpec's ECE bins (DSpark paper §3.2.1)
+T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice: the paper gives none)
 _EPS = 1e-6                                   # confidences are clipped to [eps, 1 - eps] before logit
 _MAX_GRID_ELEMS = 4_000_000                   # memory cap for the vectorised grid evaluation
 ADAPTIVE_WARN_FRACTION = 0.01                 # share of censored rows above which calibrate warns
@@ -79,7 +79,7 @@ def reliability(pred: np.ndarray, label: np.ndarray, n_bins: int = N_BINS) -> Re
     Args:
         pred: (N,) predicted probabilities in [0, 1].
         label: (N,) binary outcomes (bool or 0/1).
-        n_bins: number of bins (20 as in DeepSpec's evaluation, PAPER.md section 4).
+        n_bins: number of bins (20 as in DeepSpec's evaluation, DSpark paper §3.2.1).
     """
     pred = np.asarray(pred, dtype=float).ravel()
     label = np.asarray(label, dtype=float).ravel()
@@ -95,7 +95,7 @@ def ece(pred: np.ndarray, label: np.ndarray, n_bins: int = N_BINS) -> float:
     """Expected calibration error, ECE = sum_b (n_b / N) |mean pred_b - mean label_b|.
 
     Equal-width bins on [0, 1], empty bins skipped; as DeepSpec evaluates the confidence head
-    (PAPER.md section 4). Per draft position, ``pred`` is the predicted cumulative survival a_k and
+    (DSpark paper §3.2.1). Per draft position, ``pred`` is the predicted cumulative survival a_k and
     ``label`` the prefix-accepted indicator.
 
     Args:
@@ -136,7 +136,7 @@ def auroc(pred: np.ndarray, label: np.ndarray) -> float:
 
 
 def brier(pred: np.ndarray, label: np.ndarray) -> float:
-    """Brier score, mean (pred - label)^2 (DeepSpec also reports it, PAPER.md section 4)."""
+    """Brier score, mean (pred - label)^2 (DeepSpec also reports it, DSpark paper §3.2.1)."""
     pred = np.asarray(pred, dtype=float).ravel()
     return float(np.mean((pred - np.asarray(label, dtype=float).ravel()) ** 2)) if pred.size else float("nan")
 
@@ -150,7 +150,7 @@ def _logits(conf: np.ndarray) -> np.ndarray:
 def apply_temperatures(conf_raw: np.ndarray, temperatures: np.ndarray) -> np.ndarray:
     """Calibrated conditional confidences: c'_k = sigmoid(logit(c_k) / T_k).
 
-    Monotone in c_k for every T_k > 0, so each position's ranking is kept (PAPER.md section 4).
+    Monotone in c_k for every T_k > 0, so each position's ranking is kept (DSpark paper §3.2.1).
 
     Args:
         conf_raw: (N, gamma) raw confidences in (0, 1) (NaN passes through).
@@ -171,7 +171,7 @@ def apply_temperatures(conf_raw: np.ndarray, temperatures: np.ndarray) -> np.nda
 
 
 def survival(conf: np.ndarray) -> np.ndarray:
-    """Cumulative survival a_k = c_1 * ... * c_k per row (PAPER.md section 3). (N, gamma) -> (N, gamma)."""
+    """Cumulative survival a_k = c_1 * ... * c_k per row (DSpark paper §3.2.1). (N, gamma) -> (N, gamma)."""
     return np.cumprod(np.asarray(conf, dtype=float), axis=1)
 
 
@@ -214,7 +214,7 @@ def _fit_one_temperature(prefix: np.ndarray, z: np.ndarray, label: np.ndarray, n
 
 def fit_sts(conf_raw: np.ndarray, labels: np.ndarray, known: np.ndarray | None = None,
             n_bins: int = N_BINS) -> np.ndarray:
-    """Sequential Temperature Scaling: per-position temperatures fitted left to right (PAPER.md section 4).
+    """Sequential Temperature Scaling: per-position temperatures fitted left to right (DSpark paper §3.2.1).
 
     For k = 1..gamma, with T_1..T_{k-1} already fixed,
     T_k = argmin_T ECE( prod_{i<k} sigmoid(logit(c_i)/T_i) * sigmoid(logit(c_k)/T), y_k ),
@@ -361,7 +361,7 @@ class CalibrationReport:
     def to_json(self) -> dict:
         """The temperatures.json payload (scenarios carry ``temperatures``)."""
         return {"temperatures": [round(float(t), 6) for t in self.temperatures],
-                "source": self.source, "method": "sequential temperature scaling (PAPER.md section 4)",
+                "source": self.source, "method": "sequential temperature scaling (DSpark paper §3.2.1)",
                 "objective": f"ECE of cumulative survival, {self.n_bins} equal-width bins",
                 "t_range": [T_MIN, T_MAX], "split": self.split, "num_rows": self.num_rows,
                 "censored_fraction": self.censored_fraction, "warnings": self.warnings,

@@ -8,7 +8,7 @@ position k is accepted iff drafts 1..k all are: the per-position counter divided
 **survival** s_k = P(accepted length >= k) (data/SOURCES.md section 3). From it:
 
 - conditional acceptance alpha_k = s_k / s_{k-1} (s_0 = 1), the DESIGN.md alpha_k, pooled over steps
-  as the paper's Fig. 2 measures it (PAPER.md section 8.2);
+  as the DSpark paper's Fig. 2 measures it (§4.3.1);
 - mean acceptance length (tokens emitted per request-step, bonus included) = 1 + sum_k s_k.
 
 That conversion holds only if every request-step drafted every position (fixed-length drafting). With

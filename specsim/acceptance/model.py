@@ -1,4 +1,4 @@
-"""Per-position acceptance models with confidence signals (DESIGN.md; PAPER.md sections 3, 4, 8).
+"""Per-position acceptance models with confidence signals (DESIGN.md; DSpark paper §3.2.1, §4.3 and §5).
 
 A model holds, per drafter and domain (or dataset), the pooled per-position conditional acceptance rates
 alpha_k = P(draft k accepted | drafts 1..k-1 accepted), k = 1..gamma_max, as the paper's Fig. 2 reports
@@ -16,7 +16,7 @@ of the run's gamma: a run's per-step acceptance length then equals the table's i
 iff u[p, k] < q[p, k].
 
 Each draft carries a raw confidence, informative but imperfect and overconfident like the paper's raw
-head (PAPER.md section 4), with a per-position affine distortion on the logit scale (not a pure
+head (DSpark paper §3.2.1), with a per-position affine distortion on the logit scale (not a pure
 temperature: the shift moves c = 0.5, as the paper's 0.53 -> 0.47 point requires):
 
     logit(c_raw[p, k]) = s_k * m(x[p, k] + n[p, k]) + h_k,   n ~ N(0, sigma_conf^2)
@@ -24,7 +24,7 @@ temperature: the shift moves c = 0.5, as the paper's 0.53 -> 0.47 point requires
     s_1 = conf_scale, h_1 = conf_shift;  s_k = conf_scale_later, h_k = conf_shift_later for k >= 2
 
 The calibrated confidence the policies see is Sequential Temperature Scaling of the raw one,
-c = sigmoid(logit(c_raw) / T_k) (PAPER.md section 4), with T fitted by :func:`specsim.acceptance.calibration.fit_sts`
+c = sigmoid(logit(c_raw) / T_k) (DSpark paper §3.2.1), with T fitted by :func:`specsim.acceptance.calibration.fit_sts`
 on a separate simulated sample when the model is built, or read from a ``temperatures.json``. Both
 confidences are cheap on (R, gamma) arrays: two ``expit`` of the same linear map.
 
@@ -115,7 +115,7 @@ class AcceptanceModel(LatentParams):
         alpha: domain -> (gamma_max,) pooled conditional acceptance rates.
         gamma: block length used by runs of this model (<= every domain's table length).
         sigma_request ... conf_low_ratio: the latent difficulty spreads and the confidence distortion, keyword
-            only (:class:`specsim.scenario.LatentParams`, defaults tuned to PAPER.md sections 4 and 8.4).
+            only (:class:`specsim.scenario.LatentParams`, defaults tuned to DSpark paper §3.2.1 and Figs. 5-6).
         temperatures: (gamma,) STS temperatures; None = fit them at build time on a simulated sample.
         calibration: "sts" (default) or "none" (policies see the raw confidences).
         domain_weights: domain -> weight of the build-time STS sample (default: the production mix over
@@ -133,7 +133,7 @@ class AcceptanceModel(LatentParams):
     temperatures: tuple[float, ...] | None = None
     calibration: str = "sts"
     domain_weights: dict[str, float] | None = None
-    source: str = "PAPER.md 8.2 (Fig. 2)"
+    source: str = "DSpark paper Fig. 2"
     _beta: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _tau_grid: dict[str, tuple] = field(default_factory=dict, repr=False)  # domain -> (z grid, tau(z))
     _lin: list = field(default_factory=list, repr=False)     # [(gamma,) scales s_k, (gamma,) shifts h_k]
@@ -194,7 +194,7 @@ class AcceptanceModel(LatentParams):
                                     repr(domain))
 
     def implied_tau(self, domain: str) -> float:
-        """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block of gamma (PAPER.md 8.2)."""
+        """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block of gamma (DSpark paper Fig. 2)."""
         return implied_tau(self.alpha[domain][: self.gamma])
 
     def beta(self, domain: str) -> np.ndarray:

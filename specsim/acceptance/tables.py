@@ -1,16 +1,17 @@
 """The acceptance model's rate tables: pooled per-position conditional acceptance rates alpha_k per drafter and
-domain (or dataset), as the paper reports them, and the JSON rate-table format (DESIGN.md; PAPER.md section 8).
+domain (or dataset), as the paper reports them, and the JSON rate-table format (DESIGN.md; DSpark paper §4.3:
+Table 1, Figs. 2-5).
 
 The rate tables, each named by its source (``[acceptance] table``; see docs/acceptance.md):
 
-* ``fig2`` (default): Fig. 2 rows (Qwen3-4B, gamma 7; PAPER.md 8.2) for math / code / chat; dspark and
+* ``fig2`` (default): Fig. 2 rows (Qwen3-4B, gamma 7; DSpark paper Fig. 2) for math / code / chat; dspark and
   dflash continue to gamma 15 from Fig. 4 (positions 8-11 at one constant rate so that tau(11) equals the
-  draft-length-12 value, 12-15 likewise for length 16); plus the nine Table 1 datasets (PAPER.md 8.1),
+  draft-length-12 value, 12-15 likewise for length 16); plus the nine Table 1 datasets (DSpark paper Table 1),
   each its domain's row scaled by one factor so that the implied tau at gamma 7 equals the Table 1 cell.
 * ``fig4``: as ``fig2``, but runs with gamma <= 3 use the length-4 drafter: Fig. 2 rows 1..3 scaled by
   one factor so that tau(3) equals Fig. 4's length-4 value (a separately trained shorter block).
 * ``dspark5``: the production-like DSpark-5 model: Fig. 2 DSpark rows 1..5, domains weighted by the paper's
-  training mix (math 39.4, code 38.9, chat 17.6 + instruction-following 4.1 as chat; PAPER.md 6).
+  training mix (math 39.4, code 38.9, chat 17.6 + instruction-following 4.1 as chat; DSpark paper §3.3).
 * ``mtp``: DeepSeek-V3 technical report, second-token acceptance 85-90% (midpoint 0.875), one position.
 * a JSON file ``{"alpha": {domain: [a_1, ...]}}`` (a ``specsim fit`` model.json or ``specsim counters``
   output qualifies), or inline ``rates = {domain = [...]}`` in the scenario; ``constant_alpha`` for closed
@@ -37,7 +38,7 @@ def brentq(*args, **kwargs) -> float:
 
     return solve(*args, **kwargs)
 
-# Fig. 2 of the paper (Qwen3-4B, gamma 7): pooled per-position conditional acceptance, PAPER.md 8.2.
+# Fig. 2 of the paper (Qwen3-4B, gamma 7): pooled per-position conditional acceptance, DSpark paper Fig. 2.
 FIG2_ALPHA: dict[str, dict[str, tuple[float, ...]]] = {
     "dspark": {
         "math": (.905, .890, .888, .885, .887, .891, .882),
@@ -56,7 +57,7 @@ FIG2_ALPHA: dict[str, dict[str, tuple[float, ...]]] = {
     },
 }
 
-# Fig. 4 (PAPER.md 8.3): domain-mean tau (own token included) at draft length gamma + 1 = 4, 8, 12, 16.
+# The DSpark paper's Fig. 4 (§4.3.2): domain-mean tau (own token included) at draft length gamma + 1 = 4, 8, 12, 16.
 FIG4_TAU: dict[str, dict[str, tuple[float, float, float, float]]] = {
     "dspark": {"math": (3.54, 5.57, 6.62, 7.19), "code": (3.41, 5.12, 5.89, 6.25),
                "chat": (2.80, 3.49, 3.66, 3.70)},
@@ -65,7 +66,7 @@ FIG4_TAU: dict[str, dict[str, tuple[float, float, float, float]]] = {
 }
 FIG4_GAMMAS = (3, 7, 11, 15)
 
-# Table 1 (PAPER.md 8.1), Qwen3-4B, gamma 7: tau per dataset, and the Fig. 2 domain of each dataset.
+# Table 1 of the DSpark paper, Qwen3-4B, gamma 7: tau per dataset, and the Fig. 2 domain of each dataset.
 TABLE1_DATASETS = ("gsm8k", "math500", "aime25", "mbpp", "humaneval", "livecodebench", "mt-bench", "alpaca",
                    "arena-hard")
 DATASET_DOMAIN = dict(zip(TABLE1_DATASETS, ("math",) * 3 + ("code",) * 3 + ("chat",) * 3))
@@ -77,7 +78,7 @@ TABLE1_TAU: dict[str, tuple[float, ...]] = {
 
 # DeepSeek-V3 technical report: acceptance of the MTP module's second token 85-90%; the midpoint.
 MTP_ALPHA = 0.875
-# The paper's drafter training mix (PAPER.md 6), instruction-following counted as chat.
+# The paper's drafter training mix (DSpark paper §3.3), instruction-following counted as chat.
 PRODUCTION_DOMAIN_MIX = {"math": 0.394, "code": 0.389, "chat": 0.176 + 0.041}
 DOMAIN_ALIASES = {"instruction-following": "chat"}
 BUILTIN_TABLES = ("fig2", "fig4", "dspark5", "mtp")
@@ -86,7 +87,7 @@ _MAX_RATE = 0.995                 # cap of a scaled rate (a scaled table must st
 
 
 def implied_tau(rates) -> float:
-    """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block (PAPER.md 8.2). (gamma,) -> float."""
+    """tau = 1 + sum_j prod_{i<=j} alpha_i for a full block (DSpark paper Fig. 2). (gamma,) -> float."""
     return float(1.0 + np.cumprod(np.asarray(rates, dtype=float)).sum())
 
 
@@ -167,23 +168,23 @@ def built_table(drafter: str, table: str = "fig2", gamma: int = 7) -> tuple[dict
                                     repr(drafter))
         rows = {d: r[:5] for d, r in FIG2_ALPHA["dspark"].items()}
         rows.update({a: rows[d] for a, d in DOMAIN_ALIASES.items()})
-        return rows, "DSpark-5: PAPER.md 8.2 (Fig. 2) DSpark rows 1-5, training-mix domains (PAPER.md 6)"
+        return rows, "DSpark-5: DSpark paper Fig. 2 DSpark rows 1-5, training-mix domains (DSpark paper §3.3)"
     rows = dict(FIG2_ALPHA[drafter])
-    source = "PAPER.md 8.2 (Fig. 2)"
+    source = "DSpark paper Fig. 2"
     if drafter in FIG4_TAU and gamma > 7:
         # beyond 15 the length-16 rows stay: the model then names the table and its length in the error
         rows = {d: _extend_fig4(r, FIG4_TAU[drafter][d], min(gamma, 15)) for d, r in rows.items()}
-        source += f" + 8.3 (Fig. 4) draft length {12 if gamma <= 11 else 16}"
+        source += f" + Fig. 4 draft length {12 if gamma <= 11 else 16}"
     for ds, tau in zip(TABLE1_DATASETS, TABLE1_TAU[drafter]):
         rows[ds] = scale_to_tau(rows[DATASET_DOMAIN[ds]], tau, gamma=7)
-    source += " + 8.1 (Table 1) datasets"
+    source += " + Table 1 datasets"
     if drafter in FIG4_TAU and table == "fig4" and gamma <= 3:
         # the length-4 drafter: each domain's rows 1-3 scaled to Fig. 4's tau; its datasets by the same factor
         for d in ("math", "code", "chat"):
             f = scale_to_tau(rows[d][:3], FIG4_TAU[drafter][d][0])[0] / rows[d][0]
             for ds in [d] + [x for x in TABLE1_DATASETS if DATASET_DOMAIN[x] == d]:
                 rows[ds] = tuple(min(f * a, _MAX_RATE) for a in rows[ds][:3])
-        source = "PAPER.md 8.3 (Fig. 4) draft length 4: Fig. 2 rows 1-3 scaled to its tau + 8.1 (Table 1) datasets"
+        source = "DSpark paper Fig. 4 draft length 4: Fig. 2 rows 1-3 scaled to its tau + Table 1 datasets"
     rows.update({a: rows[d] for a, d in DOMAIN_ALIASES.items()})
     return rows, source
 

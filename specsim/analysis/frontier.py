@@ -1,6 +1,6 @@
 """Pareto frontiers of (TPS/user, throughput per GPU) and policy comparison at SLA tiers.
 
-Definitions (DESIGN.md vocabulary; PAPER.md section 8.5 reports Fig. 7 this way):
+Definitions (DESIGN.md vocabulary; the DSpark paper's §5 reports Fig. 7 this way):
 
 * Frontier of a curve (a policy with its knobs): over its load points (seed means of
   ``mean_tps_per_user`` x and ``output_throughput_per_gpu`` y), the non-dominated set: a point is
@@ -53,7 +53,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.sweep_records import as_records
@@ -491,7 +491,9 @@ def _match_curve(name: str, fr: dict[str, Frontier]) -> str:
     hits = [c for c in fr if c.split(" ", 1)[0] == name]
     if len(hits) == 1:
         return hits[0]
-    raise SpecsimInputError("--baseline", None, "baseline", f"one of the sweep's curves {sorted(fr)}", repr(name))
+    names = set(fr) | {c.split(" ", 1)[0] for c in fr}          # a curve, or a policy with one curve
+    raise SpecsimInputError("--baseline", None, "baseline",
+                            f"one of the sweep's curves {sorted(fr)}{did_you_mean(name, names)}", repr(name))
 
 
 def budget_curve(records: list[dict[str, Any]]) -> pd.DataFrame:

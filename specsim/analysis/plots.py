@@ -3,7 +3,7 @@
 * :func:`plot_frontiers`: throughput per GPU vs mean TPS/user, every load point (seed mean with its
   seed min-max as error bars) and each curve's Pareto frontier joined by the interpolation rule of
   specsim.analysis.frontier; one panel per sweep directory, side by side, SLA tiers as dotted verticals (the
-  layout of the paper's Fig. 7: PAPER.md section 8.5). Measured points (real ``vllm bench serve`` or
+  layout of the DSpark paper's Fig. 7, §5). Measured points (real ``vllm bench serve`` or
   guidellm runs read by :mod:`specsim.analysis.results`) are drawn on every panel as black stars labelled
   ``measured: ...``, on the same axes.
 * :func:`plot_budget`: mean verify tokens per request vs concurrency (the paper's Fig. 8).

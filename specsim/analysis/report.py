@@ -520,7 +520,9 @@ def _sweep_sources(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     points = []
     for r in sorted(ok, key=lambda r: (df.curve[r["id"]], df.load[r["id"]], df.seed[r["id"]])):
         pv, cfg = r.get("provenance") or {}, r["config"]
-        by_curve.setdefault(df.curve[r["id"]], set()).add((str(pv.get("acceptance_source")),
+        acc = pv.get("acceptance_source")           # None: a curve that drafts nothing (none) read "none None"
+        by_curve.setdefault(df.curve[r["id"]], set()).add((str(acc) if acc is not None else
+                                                           "- (no speculation: nothing drafted to accept)",
                                                            str(pv.get("profile_source"))))
         points.append([_cell(r["id"]), _cell(df.curve[r["id"]]), _cell(f"{df.load[r['id']]:g}"),
                        _cell(int(cfg["seed"])), _cell(f"first {cfg['num_requests']} requests of "

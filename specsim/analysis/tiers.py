@@ -39,13 +39,18 @@ TIE_MARGIN = 0.02
 NOT_DEPLOYABLE = frozenset({"oracle", "dspark-global"})
 
 
+#: The slowest SLA tier :func:`as_tiers` takes, tok/s/user: below it a tier is almost surely seconds per token.
+MIN_TIER = 1.0
+
+
 def as_tiers(value: Any, field: str = "tiers", source: str | None = None) -> tuple[float, ...]:
     """SLA tiers as the Python API takes them: one number (``150``), a comma-separated string (``"100,150"``, as
     ``--tiers`` takes them) or an iterable of numbers; returns a tuple of floats, TPS/user in tok/s, each once.
 
     Raises:
-        SpecsimInputError: anything else, or a tier that is not a finite number > 0 (naming ``field``, and
-            ``source``, e.g. ``--tiers``, as the error's file).
+        SpecsimInputError: anything else, a tier that is not a finite number > 0, or one below :data:`MIN_TIER`
+            (``0.05``: seconds per token, the error suggests ``20 tok/s/user?``), naming ``field``, and ``source``,
+            e.g. ``--tiers``, as the error's file.
     """
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
         items: list[Any] = [value]
@@ -66,6 +71,11 @@ def as_tiers(value: Any, field: str = "tiers", source: str | None = None) -> tup
         raise SpecsimInputError(source, None, field, "SLA tiers (TPS/user, tok/s): numbers", repr(value)) from None
     if len(tiers) != len(items) or not all(math.isfinite(t) and t > 0 for t in tiers):
         raise SpecsimInputError(source, None, field, "SLA tiers (TPS/user, tok/s): finite numbers > 0", repr(value))
+    slow = [t for t in tiers if t < MIN_TIER]
+    if slow:        # --tiers 0.05 ran a 10-round auto search up to 512 users: seconds per token, or a typo
+        guess = "; ".join(f"{t:g}, which looks like seconds per token: {1 / t:.3g} tok/s/user?" for t in slow)
+        raise SpecsimInputError(source, None, field, f"SLA tiers in tokens per second per user, each >= {MIN_TIER:g} "
+                                "(a tier below 1 tok/s/user is almost surely seconds per token or a typo)", guess)
     return tuple(dict.fromkeys(tiers))          # a tier given twice counts once (as --tiers 100,100 does)
 
 

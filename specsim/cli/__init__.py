@@ -8,7 +8,8 @@ that needs them, so ``specsim --help`` and ``specsim CMD --help`` load none of t
 
 Exit status of :func:`main`: 0 on success; 2 for a usage error (unknown option, bad value, missing
 argument) or a :class:`~specsim.errors.SpecsimInputError`, each printed as one line on stderr; 130 when
-interrupted (Ctrl-C); 1 when aborted; a command's own ``typer.Exit(code)`` otherwise.
+interrupted (Ctrl-C); 1 when aborted; a command's own ``typer.Exit(code)`` otherwise. A command that does not
+succeed removes the output folders it created and left empty (:func:`specsim.cli.outputs.remove_created_if_empty`).
 
 Only typer's public API is used (``typer.Typer``, ``typer.core.TyperGroup``, ``typer.Exit``, ``typer.Abort``):
 click's usage errors are recognised by their documented interface (``format_message()``, ``exit_code``),
@@ -195,6 +196,8 @@ def main() -> None:
     # the OS as it does anyway, and Python never promised finalizers at exit. Every command has closed its
     # files by then.
     atexit.register(gc.freeze)
+    from specsim.cli.outputs import CREATED, remove_created_if_empty
+    CREATED.clear()                         # the folders this command creates for its outputs
     try:
         _register()
         rc = app(args=vllm_goodput_args(sys.argv[1:]), prog_name="specsim",
@@ -218,6 +221,8 @@ def main() -> None:
             rc = _usage_error(e)
     if rc == EXIT_INTERRUPTED:
         print("specsim: interrupted", file=sys.stderr)
+    if rc not in (0, None):                 # failed or interrupted: a folder it created and left empty goes
+        remove_created_if_empty()
     sys.exit(rc if isinstance(rc, int) else 0)
 
 

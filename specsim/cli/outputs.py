@@ -4,7 +4,8 @@ A command calls :func:`output_dir` / :func:`output_file` on every path the user 
 Each refuses, with one :class:`~specsim.errors.SpecsimInputError` line (exit 2), a path it could not write:
 an existing file where a folder is wanted (or the reverse), a path under a file, a place it may not write.
 A missing folder is created there and then, only for the path the user gave, and the returned note says so
-(the command prints it on stderr, so ``--json`` output stays one object). Writability is probed by creating
+(the command prints it on stderr, so ``--json`` output stays one object); when the command then fails or is
+interrupted before writing into it, :func:`remove_created_if_empty` removes it again. Writability is probed by creating
 and removing a file, which holds for root and for read-only mounts alike (``os.access`` does not).
 Standard library only: the CLI's start-up stays light (tests/test_cli_startup.py).
 """
@@ -35,12 +36,40 @@ def _make_folder(folder: Path, flag: str) -> str | None:
         if above.exists() and not above.is_dir():
             raise SpecsimInputError(flag, None, None, "a folder path (not under a file)",
                                     f"{folder} ({above} is a file)")
+    missing = [d for d in [folder, *folder.parents] if not d.exists()]        # deepest first
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SpecsimInputError(flag, None, None, "a folder that can be created",
                                 f"{folder} ({e.strerror or type(e).__name__})") from None
+    CREATED.extend((d, flag) for d in missing)
     return f"created folder {folder} for {flag}"
+
+
+#: The folders this command created for an output path, deepest first, with the flag (``specsim.cli.main`` empties
+#: the list when a command starts and calls :func:`remove_created_if_empty` when it fails or is interrupted).
+CREATED: list[tuple[Path, str]] = []
+
+
+def remove_created_if_empty() -> list[Path]:
+    """Remove the folders this command created (:data:`CREATED`) that are still empty, deepest first, and say so
+    on stderr; returns them. A fresh user's ``specsim run --out DIR`` stopped with Ctrl-C left an empty ``DIR``
+    behind; a folder that holds anything, or that existed before the command, is never touched."""
+    import sys
+
+    removed: dict[str, list[Path]] = {}
+    for d, flag in CREATED:
+        try:
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+                removed.setdefault(flag, []).append(d)
+        except OSError:
+            pass                                # a folder something else is writing into: left as it is
+    CREATED.clear()
+    for flag, dirs in removed.items():
+        print(f"note: removed {' and '.join(str(d) for d in dirs)}, created for {flag} by this command and left "
+              "empty", file=sys.stderr)
+    return [d for dirs in removed.values() for d in dirs]
 
 
 def output_dir(path: Path | str, flag: str) -> str | None:

@@ -19,12 +19,12 @@ def report(
                                         "a sweep's stored tiers, else 50,100,150,200)."),
 ) -> None:
     """Write one HTML page (figures inline, opens offline) for a run or a sweep."""
+    from specsim.cli.sweep_cmd import resolve_tiers
+
+    tier_values = tuple(resolve_tiers(tiers, directory))        # a bad tier fails before --out is written
     from specsim.cli.outputs import check_output
     check_output(out, "--out")
     from specsim.analysis.report import write_report
-    from specsim.cli.sweep_cmd import resolve_tiers
-
-    tier_values = tuple(resolve_tiers(tiers, directory))
     notes: tuple[str, ...] = ()
     if (directory / "points").is_dir():                 # a sweep: what its speculating points were charged
         from specsim.analysis.sweep_records import load_records, speculation_notes

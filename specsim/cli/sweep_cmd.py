@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -19,8 +20,8 @@ import typer
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
 from specsim.cli.sweep_notes import (check_thresholds, context_refused, folder_records, note_gammas,
-                                     note_more_requests_than_trace, note_requests_per_user, print_speculation_notes,
-                                     warn_mixed_folder)
+                                     note_more_requests_than_trace, note_point_requests, note_requests_per_user,
+                                     note_whole_trace_folder, print_speculation_notes, warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
 
@@ -147,10 +148,12 @@ def sweep(
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     drafter: Optional[str] = typer.Option(None, "--drafter", help="Override the scenario's drafter."),
-    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
+    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Each point runs the trace's first N "
+                                               "requests (default: all; see --requests-per-user)."),
     requests_per_user: Optional[int] = typer.Option(
-        None, "--requests-per-user", help="Closed loop: at least K requests per user, so that a measuring window opens "
-        "(8 on traces/prod.jsonl; too few fail the point: docs/sweeps.md)."),
+        None, "--requests-per-user", help="Closed loop: a point at C users runs the trace's first K x C requests "
+        "(with --num-requests N: max(N, K x C); never more than the trace), so that a measuring window opens (8 on "
+        "traces/prod.jsonl; too few fail the point: docs/sweeps.md). Without it a point runs N, or the whole trace."),
     max_sim_s: Optional[float] = typer.Option(None, "--max-sim-s", help="Stop each run at this simulated time."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: CPU count)."),
@@ -188,9 +191,6 @@ def sweep(
                  max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
     tr = load_trace(trace)
-    note_more_requests_than_trace(num_requests, trace, len(tr))
-    note_requests_per_user(requests_per_user, spec.concurrency, trace, len(tr),
-                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     from specsim.policies import policy_knobs
 
     takes_threshold = [name for name in spec.policies   # an unknown name or a broken plug-in fails before --out
@@ -203,8 +203,14 @@ def sweep(
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
+    _check_folder(out, spec, scen, tr, auto)             # a refusal stands alone, before the notes on the points
     if note:
         print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
+    note_more_requests_than_trace(num_requests, trace, len(tr))
+    note_point_requests(num_requests, requests_per_user, spec.concurrency, spec.rate_scales, trace, len(tr), auto)
+    note_requests_per_user(requests_per_user, () if auto else spec.concurrency, trace, len(tr),
+                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
+    note_whole_trace_folder(out, requests_per_user, num_requests, tr)
     from specsim.progress import ProgressBar
     with resumable(Path(out), "sweep"), ProgressBar("sweep", "points", enabled=not quiet) as bar:
         if auto:
@@ -237,6 +243,18 @@ def sweep(
         print(f"specsim: error: every one of the sweep's {len(recs)} points failed (their errors are {where}; "
               f"specsim compare {out} names them)", file=sys.stderr)
         raise typer.Exit(1)
+
+
+def _check_folder(out: Path, spec, scen, tr, auto: str | None) -> None:
+    """The refusals of :func:`specsim.sweep.run_sweep` for ``--out`` (another scenario; points of another trace
+    left beside this sweep's: :mod:`specsim.sweep.store`), made before the command's notes on its points, so that a
+    refusal is its one line (an auto search's points are not known yet: its rounds check the trace as they run)."""
+    from specsim.sweep.spec import expand_points
+    from specsim.sweep.store import check_same_scenario, check_same_trace
+
+    check_same_scenario(out, scen)
+    if not auto:
+        check_same_trace(out, expand_points(spec, scen, tr), tr)
 
 
 @contextmanager
@@ -294,17 +312,47 @@ def _run_auto(spec, mode: str, tier_list: tuple[float, ...], max_load: float | N
         stop = f" (stopped: {'; '.join(res.stopped[p])})" if res.stopped.get(p) else ""
         print(f"  {p}: loads {','.join(f'{x:g}' for x in loads)}{stop}")
     for curve, st in res.brackets.items():
-        fr = res.frontier.get(curve, {})
-        print(f"  {curve}: " + ", ".join(f"tier {t:g} {s}" + (" (saturated above it: compare reads its best point "
-                                                              "meeting the tier, covered)"
-                                                             if s == "bracketed" and fr.get(t) == "covered" else "")
-                                        for t, s in st.items()))
+        print(f"  {curve}: " + ", ".join(_bracket_said(res, curve, t, s) for t, s in st.items()))
+        for line in _bracket_warnings(res, curve):
+            print(textwrap.fill(line, fmt.terminal_width(), initial_indent="    ", subsequent_indent="      ",
+                                break_long_words=False, break_on_hyphens=False))
     (Path(out) / "auto.json").write_text(json.dumps({
         "mode": mode, "tiers": tier_list, "loads": res.loads, "runs": res.runs, "rounds": res.rounds,
         "brackets": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.brackets.items()},
         "frontier": {c: {f"{t:g}": s for t, s in st.items()} for c, st in res.frontier.items()},
-        "stopped": res.stopped, "failed": res.failed}, indent=1) + "\n")
+        "stopped": res.stopped, "failed": res.failed,
+        "flagged": {c: {f"{t:g}": {f"{x:g}": k for x, k in hits} for t, hits in v.items()}
+                    for c, v in res.flagged.items() if v}}, indent=1) + "\n")
     return res.ids
+
+
+def _bracket_said(res, curve: str, tier: float, status: str) -> str:
+    """One tier's bracket for the auto search's printout: its status and the loads that bracket it."""
+    text = f"tier {tier:g} {status}"
+    loads = res.bracket_loads.get(curve, {}).get(tier, ())
+    if status == "bracketed" and loads:
+        text += f" by load{'s' * (len(loads) > 1)} {' and '.join(f'{x:g}' for x in loads)}"
+    if status == "bracketed" and res.frontier.get(curve, {}).get(tier) == "covered":
+        text += " (saturated above it: compare reads its best point meeting the tier, covered)"
+    return text
+
+
+def _bracket_warnings(res, curve: str) -> list[str]:
+    """One ``warning:`` per tier of ``curve`` bracketed by a point that thrashes (or is prefill-bound, think-bound,
+    cut off: ``res.flagged``): the bracket, and the tier's answer, rest on figures that measure that limit, not the
+    policy (a fresh user's "tier 100 bracketed" rested on a thrashing point at 91 users, without a word)."""
+    limit = {"thrashing": "the KV cache", "prefill-bound": "the prefill pool", "think-bound": "the users' think time",
+             "cut-off": "the horizon (--max-sim-s)"}
+    out = []
+    for tier, hits in res.flagged.get(curve, {}).items():
+        said = " and ".join(f"load {x:g} ({' and '.join(kinds)})" for x, kinds in hits)
+        what = " and ".join(dict.fromkeys(limit.get(k, k) for _, kinds in hits for k in kinds))
+        one, single = len(hits) == 1, " and " not in what
+        out.append(f"warning: tier {tier:g} is bracketed by {said}: {what} limit{'s' * single} "
+                   f"{'it' if one else 'them'} there, so {'its' if one else 'their'} figures measure "
+                   f"{'that limit' if single else 'those limits'}, not the policy, and the tier's answer may change "
+                   f"once {'it is' if single else 'they are'} lifted")
+    return out
 
 
 def _write_sweep_csv(recs: list, df, out: Path, pcts) -> None:
@@ -417,10 +465,14 @@ def parse_tiers(text: str) -> list[float]:
 
 
 def resolve_tiers(text: str | None, sweep_dir: Path) -> list[float]:
-    """``--tiers`` when given, else the tiers stored with the sweep (:func:`specsim.analysis.tiers.sweep_tiers`)."""
-    from specsim.analysis.tiers import sweep_tiers
+    """``--tiers`` when given, else the tiers stored with the sweep (:func:`specsim.analysis.tiers.sweep_tiers`),
+    under the same rule (a folder swept before tiers below 1 tok/s/user were refused may store ``0.05``)."""
+    from specsim.analysis.tiers import as_tiers, sweep_tiers
 
-    return parse_tiers(text) if text else list(sweep_tiers(sweep_dir))
+    if text:
+        return parse_tiers(text)
+    return list(as_tiers(sweep_tiers(sweep_dir), source=f"{Path(sweep_dir) / 'sweep.json'} (its stored tiers; "
+                         "--tiers replaces them)"))
 
 
 @app.command()
@@ -500,6 +552,7 @@ def plot(
 ) -> None:
     """Write frontiers.png (Fig. 7 layout), budget.png (Fig. 8), throughput.png per sweep directory, and
     tuned.png where a directory holds tuning results (specsim tune)."""
+    tier_list = resolve_tiers(tiers, sweep_dirs[0])      # a bad tier fails before --out is created
     from specsim.cli.outputs import check_output
     check_output(out, "--out", folder=True)
     from specsim.analysis.tuned import read_tuned
@@ -513,7 +566,6 @@ def plot(
                                 "a sweep with at least one finished point to draw (the warning above names the "
                                 "failed ones)", "no point finished")
     dest = out or sweep_dirs[0] / "plots"
-    tier_list = resolve_tiers(tiers, sweep_dirs[0])
     from specsim.analysis.plots import tps_estimator
     from specsim.analysis.results import measured_for_plot
     points = measured_for_plot(sweep_dirs, measured)

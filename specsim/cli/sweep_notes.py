@@ -115,12 +115,20 @@ def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, si
     """
     import numpy as np
 
+    from specsim.sweep.spec import point_requests
+
     if not requests_per_user:
         return
     bad = np.zeros(size, bool) if refused is None else np.asarray(refused, bool)
     admitted = np.r_[0, np.cumsum(~bad)]                 # admitted[n]: of the first n requests, those that can run
-    n_of = {c: min(size, max(min(size, num_requests or size), requests_per_user * int(c))) for c in loads}
+    n_of = {c: point_requests(num_requests, requests_per_user, "closed", c, size) for c in loads}
     cut = sorted(c for c in loads if requests_per_user * c > admitted[n_of[c]])
+    short = sorted(c for c in loads if c not in cut and n_of[c] <= 2 * c)    # --num-requests N <= 2C with K <= 2
+    if short:
+        print(fmt.wrapped(f"note: at {', '.join(f'{c:g}' for c in short)} users the points run "
+                          f"{', '.join(f'{n_of[c]:,}' for c in short)} requests, no more than twice the users, too "
+                          "few for a closed-loop window: those points will fail (more --requests-per-user or "
+                          "--num-requests, or fewer users)"), file=sys.stderr)
     if not cut:
         return
     fail = [c for c in cut if n_of[c] <= 2 * c]          # the run's own check counts every request it is given
@@ -191,3 +199,71 @@ def check_thresholds(policies: tuple[str, ...], takes: list[str], thresholds: li
     if others:
         print(fmt.wrapped(f"note: --threshold applies to {', '.join(takes)} only, not to {', '.join(others)}"),
               file=sys.stderr)
+
+
+def point_requests_text(num_requests: int | None, requests_per_user: int | None, closed, open_loads, trace: Path,
+                        size: int, auto: str | None = None) -> str:
+    """What each point of a sweep (or tune) runs, said before it starts: the rule and, per load, the number of the
+    trace's first requests (:func:`specsim.sweep.spec.point_requests`, the rule that forms the points). A fresh
+    user's ``--requests-per-user 8`` without ``--num-requests`` ran the whole 19,366-request trace at every point
+    (15 minutes) with nothing said.
+
+    Args:
+        num_requests, requests_per_user: ``--num-requests`` and ``--requests-per-user`` (None when not given).
+        closed, open_loads: the closed-loop user counts and open-loop rate scales.
+        trace, size: the trace's path and its number of requests.
+        auto: ``closed`` / ``open`` when that load axis is ``auto`` (its loads are not known yet).
+    """
+    from specsim.sweep.spec import point_requests
+
+    k, n = requests_per_user, num_requests
+    held = f"{trace} holds {size:,}"
+    whole = point_requests(n, None, "open", 1.0, size)            # a point that K does not scale
+    if n is None and not k:
+        return (f"each point runs the whole trace, {size:,} requests ({trace}; --num-requests N or "
+                "--requests-per-user K run fewer)")
+    if (not k or auto == "open") and whole >= size:
+        return f"each point runs the whole trace, {size:,} requests ({trace}; --num-requests {n:,} is more)"
+    if not k or auto == "open":
+        return f"each point runs the trace's first {whole:,} requests (--num-requests {n:,}; {held})"
+    rule = f"max(--num-requests {n:,}, --requests-per-user {k} x its users)" if n is not None else \
+        f"--requests-per-user {k} x its users"
+    text = f"each closed-loop point runs the trace's first {rule} requests ({held})"
+    if auto == "closed":
+        return text + ", at each load the search picks"
+    counts = {c: point_requests(n, k, "closed", c, size) for c in closed}
+    text += ": " + (f"{counts[closed[0]]:,} at every load" if len(closed) > 1 and len(set(counts.values())) == 1
+                    else ", ".join(f"{m:,} at {c:g} user{'s' * (c != 1)}" for c, m in counts.items()))
+    if open_loads:
+        text += f"; each open-loop point (rate scale) runs {whole:,}, --requests-per-user applies to closed loops only"
+    return text
+
+
+def note_point_requests(*args, **kwargs) -> None:
+    """:func:`point_requests_text` on stderr as a ``note:``, wrapped to the terminal (the same arguments)."""
+    print(fmt.wrapped(f"note: {point_requests_text(*args, **kwargs)}"), file=sys.stderr)
+
+
+def note_whole_trace_folder(out: Path, requests_per_user: int | None, num_requests: int | None, tr) -> None:
+    """On stderr, before a sweep with ``--requests-per-user`` K and no ``--num-requests`` runs into ``out``: where
+    the folder's latest sweep had the same flags and its closed-loop points ran the whole trace at loads where K x
+    the users is less (the rule until 2026-12-07), this sweep measures them again on K x the users requests (the
+    old records stay, superseded), and ``--num-requests`` set to the trace's size resumes them instead (the same
+    point ids: an id hashes the count of requests a point runs, not the flags that set it)."""
+    from specsim.analysis.sweep_records import load_records, read_manifest
+
+    if not requests_per_user or num_requests is not None or not (Path(out) / "points").is_dir():
+        return
+    old = read_manifest(out).get("spec") or {}
+    if not old.get("requests_per_user") or old.get("num_requests") is not None:
+        return
+    size, sha, k_old = len(tr), tr.content_hash(), int(old["requests_per_user"])
+    whole = [r for r in load_records(out) if r["config"]["load"]["mode"] == "closed"
+             and r["config"].get("num_requests") == size and r["config"].get("trace_sha") == sha
+             and k_old * float(r["config"]["load"]["value"]) < size]
+    if whole:
+        print(fmt.wrapped(f"note: {len(whole)} closed-loop point{'s' * (len(whole) > 1)} in {out} ran the whole "
+                          f"trace ({size:,} requests): until 2026-12-07 --requests-per-user without --num-requests "
+                          f"ran it at every load. This sweep runs --requests-per-user {requests_per_user} x the users "
+                          f"and measures those points again (compare reads the new ones); --num-requests {size} "
+                          "resumes the old ones instead"), file=sys.stderr)

@@ -59,7 +59,7 @@ def train_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
               markov_rank: int = typer.Option(16, help="DSpark Markov rank r"),
               lr: float = typer.Option(2e-3, help="peak learning rate"),
               seed: int = typer.Option(0, help="seed")) -> None:
-    """Distil drafters from the target on real text (loss 0.1 CE + 0.9 TV + 1.0 conf, PAPER.md section 6)."""
+    """Distil drafters from the target on real text (loss 0.1 CE + 0.9 TV + 1.0 conf, DSpark paper §3.3)."""
     _need_torch("train")
     from specsim.backends.torch.workflow import load_target, train_drafters
     tgt = load_target(target)

@@ -34,18 +34,20 @@ def tune(
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML (default: bundled)."),
     set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
     drafter: Optional[str] = typer.Option(None, "--drafter", help="Override the scenario's drafter."),
-    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Use the first N trace requests."),
+    num_requests: Optional[int] = typer.Option(None, "--num-requests", help="Each point runs the trace's first N "
+                                               "requests (default: all; see --requests-per-user)."),
     requests_per_user: Optional[int] = typer.Option(
-        None, "--requests-per-user", help="At least K requests per user (so a closed-loop window exists)."),
+        None, "--requests-per-user", help="A point at C users runs the trace's first K x C requests (with "
+        "--num-requests N: max(N, K x C); never more than the trace), so that a closed-loop window opens."),
     executor: str = typer.Option("process", "--executor", help="serial, process, ray or dask."),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Parallel workers (default: CPU count)."),
     quiet: bool = typer.Option(False, "--quiet", help="Print only the result file's path."),
 ) -> None:
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
     from specsim.cli.outputs import check_output
-    from specsim.cli.sweep_cmd import parse_list, resumable
-    from specsim.cli.sweep_notes import (context_refused, note_more_requests_than_trace, note_requests_per_user,
-                                         print_speculation_notes)
+    from specsim.cli.sweep_cmd import parse_list, parse_tiers, resumable
+    from specsim.cli.sweep_notes import (context_refused, note_more_requests_than_trace, note_point_requests,
+                                         note_requests_per_user, note_whole_trace_folder, print_speculation_notes)
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace
@@ -53,7 +55,7 @@ def tune(
     from specsim.sweep.tune import TuneSpec, tune as run_tune, write_tuned
 
     spec = TuneSpec(policy=policy, knob=parse_knob(knob, policy, knob_points),
-                    tiers=tuple(parse_list(tiers, float, "tiers")),
+                    tiers=tuple(parse_tiers(tiers)),
                     concurrency=tuple(parse_list(concurrency, int, "concurrency")),
                     seeds=tuple(range(base_seed, base_seed + max(seeds, 1))), num_requests=num_requests,
                     requests_per_user=requests_per_user, drafter=drafter)
@@ -62,6 +64,8 @@ def tune(
     check_output(out, "--out", folder=True)
     tr = load_trace(trace)
     note_more_requests_than_trace(num_requests, trace, len(tr))
+    note_point_requests(num_requests, requests_per_user, spec.loads, (), trace, len(tr))
+    note_whole_trace_folder(out, requests_per_user, num_requests, tr)
     note_requests_per_user(requests_per_user, spec.loads, trace, len(tr),
                            *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
     from specsim.progress import ProgressBar

@@ -12,7 +12,7 @@ The model follows vLLM (V1) (the engine issue, docs/memory.md):
   kept for reuse after it leaves (vLLM would keep those blocks until evicted; a recompute after preemption is
   charged in full, as the engine issue asks).
 * The drafter's own KV cache, where its family has one, takes ``DRAFTER_KV_FRACTION`` target blocks' worth per
-  target token (the drafter's layers over the target's, from the shapes in PAPER.md section 4).
+  target token (the drafter's layers over the target's, from the shapes in DSpark paper §3.1).
 
 Keys are Python ``hash`` values of tuples of ints and strings, which are deterministic across runs for ints and,
 because Python randomises ``str`` hashes per process, made deterministic for group names by hashing their UTF-8
@@ -28,8 +28,8 @@ import numpy as np
 
 #: The drafter's KV per target KV token, by drafter family (fractions of the target's per-token KV).
 #: parallel / semi-autoregressive (DFlash, DSpark): 5 draft layers with the target's layer config, whose
-#: attention holds the injected context K/V, on a 36-layer target: 5/36 (PAPER.md section 4, offline config).
-#: autoregressive (EAGLE-3): one draft layer: 1/36 (PAPER.md section 4). mtp: one MTP module (one transformer
+#: attention holds the injected context K/V, on a 36-layer target: 5/36 (DSpark paper §3.1, offline config).
+#: autoregressive (EAGLE-3): one draft layer: 1/36 (DSpark paper §4.1). mtp: one MTP module (one transformer
 #: block) beside DeepSeek-V3's 61 layers: 1/61. none and lookup (the CPU drafters ngram and suffix): 0. Plain
 #: tables use these per-family constants (step-model profiles size the drafter from its shape);
 #: ``[drafter] kv_fraction`` overrides them.

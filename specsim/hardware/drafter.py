@@ -13,7 +13,7 @@ drafter itself, e.g. from ``specsim profile measure``) the time comes from it in
 * parallel: ``p.step_time(R * gamma)`` (one forward over R x gamma positions);
 * autoregressive, mtp: ``gamma * p.step_time(R)`` (gamma sequential forwards of R tokens);
 * semi-autoregressive: the parallel time plus ``gamma * per_draft_fraction_head * target_step(R)``
-  for the sequential head (PAPER.md 8.3: +0.2% of a round at draft length 4 to +1.3% at 16).
+  for the sequential head (DSpark paper §4.3.2: +0.2% of a round at draft length 4 to +1.3% at 16).
 """
 
 from __future__ import annotations
@@ -67,12 +67,12 @@ class DrafterCost:
 
 
 # Defaults (documented choices; derivations in docs/profiles.md "Drafter cost models"):
-# PAPER.md 8.3 per-draft numbers: DFlash round +2.6% from length 4 to 16 = 12 more drafts -> 0.0022 of a
+# DSpark paper §4.3.2 per-draft numbers: DFlash round +2.6% from length 4 to 16 = 12 more drafts -> 0.0022 of a
 # round (~0.002 of a target step) per draft; DSpark's Markov head adds (1.3% - 0.2%) / 12 ~ 0.001 per draft.
 # - parallel: a 5-layer drafter on a 36-layer target ~ 5/36 ~ 0.14 of a target step, nearly flat in gamma
-#   (PAPER.md 8.3: DFlash round time grows 2.6% from draft length 4 to 16 at batch 128).
+#   (DSpark paper §4.3.2: DFlash round time grows 2.6% from draft length 4 to 16 at batch 128).
 # - semi-autoregressive: parallel plus the Markov head's serial sampling loop, +0.2% (len 4) to +1.3%
-#   (len 16) of a whole round (PAPER.md 8.3) ~ 0.001 of a step per position on top of parallel.
+#   (len 16) of a whole round (DSpark paper §4.3.2) ~ 0.001 of a step per position on top of parallel.
 # - autoregressive: one 1-layer EAGLE head forward per draft ~ 1/36 of a target step each.
 # - mtp: one MTP module (one transformer block) per draft ~ 1/61 of a DeepSeek-V3 step each.
 DRAFTER_FAMILIES: dict[str, DrafterCost] = {
@@ -87,16 +87,16 @@ DRAFTER_FAMILY_OF = {"none": "none", "mtp": "mtp", "eagle3": "autoregressive",
                      "dflash": "parallel", "dspark": "semi-autoregressive", "ngram": "lookup", "suffix": "lookup"}
 
 
-#: Drafter shapes by name (PAPER.md 2.1-2.3): layers of the target's own layer config ("draft layers reuse
-#: the target layer config", PAPER.md 2.1) and the Markov head's rank (dspark, PAPER.md 2.1: markov_rank 256).
-#: dspark / dflash: 5 draft layers (PAPER.md 2.1, offline config of all four targets); eagle3: 1 layer
-#: (PAPER.md 2.3); mtp: one MTP module, one transformer block of the target (DeepSeek-V3 report).
+#: Drafter shapes by name (DSpark paper §3.1, §4.1): layers of the target's own layer config ("draft layers reuse
+#: the target layer config", DSpark paper §3.1) and the Markov head's rank (dspark, §3.1: markov_rank 256).
+#: dspark / dflash: 5 draft layers (DSpark paper §3.1, offline config of all four targets); eagle3: 1 layer
+#: (DSpark paper §4.1); mtp: one MTP module, one transformer block of the target (DeepSeek-V3 report).
 DRAFTER_LAYERS = {"dspark": 5, "dflash": 5, "eagle3": 1, "mtp": 1}
 MARKOV_RANK = 256
 
 #: The checkpoint's draft block (``drafter.block``): the most drafts one step may propose. The paper's DSpark
-#: and DFlash drafters are trained with block_size 7 for all four targets (PAPER.md 2.1: "block_size gamma =
-#: 7"); longer blocks are other checkpoints (Fig. 4's length-12 and length-16 drafters, PAPER.md 8.3), chosen
+#: and DFlash drafters are trained with block_size 7 for all four targets (DSpark paper §3.1: "block_size gamma =
+#: 7"); longer blocks are other checkpoints (Fig. 4's length-12 and length-16 drafters, DSpark paper §4.3.2), chosen
 #: by setting ``drafter.block``. EAGLE-3 and MTP draft autoregressively: no block (None).
 DRAFTER_BLOCK = {"dspark": 7, "dflash": 7}
 HEAD_KERNELS = 4          # per head position: embedding gather, rank-256 bias GEMM, add, sample
@@ -248,7 +248,7 @@ def drafter_shape(drafter: str, m, layers: int, draft_vocab: int = EAGLE3_DRAFT_
       target has no dense layer) and a head over ``draft_vocab`` tokens (:data:`EAGLE3_DRAFT_VOCAB`);
     * mtp: ``layers`` target-shaped layers (a MoE layer on a MoE target, as DeepSeek-V3's MTP module is) with
       the target's own head;
-    * dspark / dflash: ``layers`` layers of the target's layer config (PAPER.md 2.1), softmax attention.
+    * dspark / dflash: ``layers`` layers of the target's layer config (DSpark paper §3.1), softmax attention.
     """
     name = f"{drafter}-drafter-of-{m.name}"
     if drafter == "eagle3":

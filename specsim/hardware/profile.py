@@ -3,7 +3,7 @@
 A profile is a measured table of ``(batch_tokens, step_time_s)`` for one target model on one engine
 and GPU setup, plus an optional KV-read term (seconds per KV-cache token read in a step), plus metadata
 naming its source. ``SPS(B) = 1 / step_time_s(B)`` is the quantity the DSpark scheduler maximises
-against (PAPER.md section 5.1).
+against (DSpark paper §3.2.2).
 
 File format (JSON)::
 

@@ -3,7 +3,7 @@
 :class:`StepTimeProfile` holds a measured table of ``(batch_tokens, step_time_s)`` for one target model on one
 engine and GPU setup, plus an optional KV-read term (seconds per KV-cache token read in a step) and metadata
 naming its source; :class:`PrefillAttentionProfile` adds a measured prefill-attention grid. ``SPS(B) = 1 /
-step_time_s(B)`` is the quantity the DSpark scheduler maximises against (PAPER.md section 5.1). The file
+step_time_s(B)`` is the quantity the DSpark scheduler maximises against (DSpark paper §3.2.2). The file
 format, and reading and writing it, are in :mod:`specsim.hardware.profile`.
 
 Lookup rules (explicit, tested):

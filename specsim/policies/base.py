@@ -56,7 +56,7 @@ class SchedulingView:
             output left and counted in ``clipped_verify_lengths``, like any length past a request's output.
         request_ids: (R,) int64 trace indices of the running requests, in slot order.
         domains: (R,) object array of domain names.
-        conf_raw: (R, gamma) float64 raw drafter confidences c_k in (0, 1) (PAPER.md section 3).
+        conf_raw: (R, gamma) float64 raw drafter confidences c_k in (0, 1) (DSpark paper §3.2.1).
         conf: (R, gamma) float64 calibrated confidences (monotone per-position map of ``conf_raw``).
         num_generated: (R,) int64 output tokens emitted so far (the first comes from prefill).
         prompt_tokens: (R,) int64 prompt lengths.
@@ -160,7 +160,7 @@ class SchedulingView:
                       + self.speculation_s)
 
     def survival(self, calibrated: bool = True) -> np.ndarray:
-        """(R, gamma) survival a_{r,j} = prod_{i<=j} c_{r,i} (PAPER.md section 3)."""
+        """(R, gamma) survival a_{r,j} = prod_{i<=j} c_{r,i} (DSpark paper §3.2.1)."""
         return (self.conf if calibrated else self.conf_raw).cumprod(axis=1)
 
 
@@ -170,7 +170,7 @@ class ReferenceView(SchedulingView):
 
     Same content as :class:`SchedulingView`; its own type marks that the policy using it is a yardstick
     (e.g. ``dspark-global``: a synchronous global search without early stop, which is not lossless,
-    PAPER.md Appendix A), never a default.
+    DSpark paper Appendix A), never a default.
     """
 
 
@@ -227,9 +227,9 @@ class PolicyBase:
             ``capacity(old_view, running_ids, num_running) -> int``, the engine calls it before
             ``__call__`` with the view of ``capacity_view_age`` steps earlier (or None when none exists
             yet), the ids (R_t,) int64 and the count R_t of the requests running now; the int >= 0 it
-            returns reaches ``__call__`` as ``view.capacity`` (dspark-async, PAPER.md 5.2).
+            returns reaches ``__call__`` as ``view.capacity`` (dspark-async, DSpark paper §5.2).
         capacity_view_age: how many steps old the view handed to ``capacity`` is: 2 (default; DSpark's
-            asynchronous variant sizes from step t-2, PAPER.md 5.2) or 1 (vLLM's adaptive verification
+            asynchronous variant sizes from step t-2, DSpark paper §5.2) or 1 (vLLM's adaptive verification
             and TensorRT-LLM's confidence planner read the confidences of the previous step). ZOS needs
             at least 1: the batch size of step t is fixed before step t's confidences exist.
         proposal_length: optional hook, None (default) = not used (the drafter proposes gamma tokens).

@@ -1,4 +1,4 @@
-"""DSpark's hardware-aware prefix schedulers (PAPER.md sections 5.1 and 5.2; DESIGN.md formulas).
+"""DSpark's hardware-aware prefix schedulers (DSpark paper §3.2.2 and §5.2; DESIGN.md formulas).
 
 Every candidate (r, j) -- draft j of request r -- is scored by its survival a_{r,j} = prod_{i<=j} c_{r,i}
 (calibrated confidences). Admitting the top-n candidates gives B = R + n verified tokens and an expected
@@ -69,7 +69,7 @@ def lengths_from_top(n: int, r_sorted: np.ndarray, num_requests: int) -> np.ndar
 
 
 def _greedy_lengths_numpy(conf: np.ndarray, step_times: np.ndarray, num_requests: int) -> np.ndarray:
-    """Verify lengths (R,) int64 of the greedy scan with early stop (PAPER.md 5.1, Algorithm 1).
+    """Verify lengths (R,) int64 of the greedy scan with early stop (DSpark paper §3.2.2, Algorithm 1).
 
     Args:
         conf: (R, gamma) calibrated confidences.
@@ -438,17 +438,17 @@ class DSpark(PolicyBase):
     lower convex minorant of the step-time curve by default.
 
     Start from B = R and tau = R (each request's own token), admit candidates in survival order adding
-    a_{r,j} to tau, and stop at the first admission that does not raise Theta = tau / T(B) (PAPER.md 5.1).
+    a_{r,j} to tau, and stop at the first admission that does not raise Theta = tau / T(B) (DSpark paper §3.2.2).
     T(B) is the step time at B = R .. R + N including the step's constant terms (per-request and KV-read
     seconds, known before drafting, and speculation's own overhead, which the step pays whatever it verifies:
     :attr:`SchedulingView.speculation_s`). The early stop keeps the decision for a request's draft j independent
-    of its later drafts' confidences, which keeps speculative decoding lossless (PAPER.md Appendix A).
+    of its later drafts' confidences, which keeps speculative decoding lossless (DSpark paper Appendix A).
 
     Args:
         early_stop: ``"hull"`` (default): the scan's T is the lower convex minorant of the step-time curve
             over the batch sizes this step may reach, plus the step's constant terms (the minorant of the
             table is kept per (R, N); adding a constant keeps it the minorant of T), so a sawtooth rise of
-            the table (PAPER.md 5.2's "hardware cliffs") cannot stop it in a local optimum; the step is
+            the table (DSpark paper §5.2's "hardware cliffs") cannot stop it in a local optimum; the step is
             still charged the true T.
             ``"paper"``: Algorithm 1 as printed, on the raw curve. docs/policies.md ("dspark") says why both
             stay lossless.
@@ -543,7 +543,7 @@ class DSpark(PolicyBase):
 
 
 class DSparkAsync(PolicyBase):
-    """``dspark-async``: the zero-overhead-scheduling variant (PAPER.md section 5.2).
+    """``dspark-async``: the zero-overhead-scheduling variant (DSpark paper §5.2).
 
     Phase 1, ``capacity``: from the view of two steps earlier, pick K (drafts admitted beyond the R_t
     anchor slots) by a global search without early stop, maximising

@@ -5,9 +5,9 @@ Both declare a ``view_kind`` other than ``"causal"``, so the engine hands them t
 policy never receives either. They exist to measure what causal policies leave on the table:
 
 * ``dspark-global``: Algorithm 1's greedy ranking with a *global* search over every admission count n
-  instead of the early stop (PAPER.md 5.1). On a jagged SPS(B) it escapes the local optimum where early
+  instead of the early stop (DSpark paper §3.2.2). On a jagged SPS(B) it escapes the local optimum where early
   stop halts, but it reads draft j+1's confidence before deciding on draft j, which biases the output
-  distribution (PAPER.md Appendix A): a bound on what early stop costs, not a deployable policy.
+  distribution (DSpark paper Appendix A): a bound on what early stop costs, not a deployable policy.
 * ``oracle``: clairvoyant. Its view includes this step's hidden outcomes, so it knows each request's
   accepted prefix A_r. Rule: for every batch size B = R + n, n = 0..R*gamma, the most tokens a step can
   emit is R + min(n, sum_r A_r) (an accepted draft emits one token, a rejected one none); it picks the
@@ -33,7 +33,7 @@ class DSparkGlobal(PolicyBase):
 
     Candidates are ranked by calibrated survival a_{r,j} exactly as in ``dspark``; Theta_n =
     (R + sum of the n best survivals) * SPS(R + n) is evaluated for every n = 0..N and the first argmax
-    is taken (PAPER.md 5.1, "global search"). Needs this step's confidences, so ZOS cannot hide the
+    is taken (DSpark paper §3.2.2, "global search"). Needs this step's confidences, so ZOS cannot hide the
     host overhead (``fits_zos`` False), the same charge as ``dspark``.
     """
 

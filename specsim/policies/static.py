@@ -6,7 +6,7 @@ import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
 
-# h of specdecpp (and of the ``threshold`` policy). Source: PAPER.md 8.4 (the paper's Fig. 5 sweep of the
+# h of specdecpp (and of the ``threshold`` policy). Source: the DSpark paper's Fig. 5 sweep (§4.3.3, of the
 # per-position rule): at 0.3 the accepted tokens per step stay within 2% of threshold 0 in every domain
 # (math 6.12 vs 6.11, code 5.40 vs 5.38, chat 3.56 vs 3.64) while chat verifies one token fewer per step;
 # 0.5 already loses 10% of chat's. One h for both rules so they compare at one setting; not a value from
@@ -46,7 +46,7 @@ class StaticK(PolicyBase):
 
 
 class MTP1(StaticK):
-    """``mtp1``: static 1 with the MTP drafter, gamma forced to 1 (DeepSeek's production baseline, PAPER.md 8.5).
+    """``mtp1``: static 1 with the MTP drafter, gamma forced to 1 (DeepSeek's production baseline, DSpark paper §5).
 
     Args:
         gamma: ignored (the run's gamma; this policy forces 1).
@@ -65,7 +65,7 @@ class SpecDecPP(PolicyBase):
 
     Verifies positions j while the predicted probability of at least one rejection,
     1 - prod_{i<=j} c_i, stays <= ``threshold``; the first position past it is not verified
-    (PAPER.md section 7). Survival falls along the prefix, so this is a count per row.
+    (DeepSpec's ``draft_ops._confident_prefix_length``). Survival falls along the prefix, so this is a count per row.
 
     Args:
         threshold: h in [0, 1] (knob; default :data:`DEFAULT_THRESHOLD`).

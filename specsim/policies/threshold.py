@@ -1,9 +1,10 @@
-"""``threshold``: DeepSpec's static per-position confidence threshold (PAPER.md sections 7 and 8.4).
+"""``threshold``: DeepSpec's static per-position confidence threshold (the DSpark paper's Fig. 5 sweep, §4.3.3).
 
 Verify the drafts of a request up to, not including, the first position k whose *raw* confidence
 c_k < threshold: l_r = number of leading positions with c_{r,k} >= threshold. This is the rule of
-DeepSpec's ``_confident_prefix_length`` (PAPER.md 7), which the paper's Fig. 5 sweep most likely used
-(PAPER.md 10, item 5); SpecDec++'s cumulative rule on calibrated survival is ``specdecpp``. Load-unaware:
+DeepSpec's ``draft_ops._confident_prefix_length``, which the paper's Fig. 5 sweep most likely used (the paper
+says neither which rule nor whether raw or calibrated confidences); SpecDec++'s cumulative rule on calibrated
+survival is ``specdecpp``. Load-unaware:
 threshold 0 verifies every draft, like ``static``.
 """
 

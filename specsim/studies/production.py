@@ -3,7 +3,7 @@
 Procedure (issue 5, redone for issue 12's step-time model; docs/production.md gives every number's source
 and every choice):
 
-1. Workload: a synthetic trace whose domains follow DSpark's training mix (PAPER.md 6: math 39.4%,
+1. Workload: a synthetic trace whose domains follow DSpark's training mix (DSpark paper §3.3: math 39.4%,
    code 38.9%, chat 17.6% + instruction-following 4.1% counted as chat) with the fitted public length
    models of :func:`specsim.workload.synth.synth_trace`; closed-loop concurrency sweeps.
 2. Serving unit: one decode *rank* (gpus_per_replica = 1). Fig. 7 and Fig. 8 agree only if
@@ -57,7 +57,7 @@ from specsim.simulation import simulate
 from specsim.workload import Trace, synth_trace
 
 #: MTP-1's conditional acceptance (specsim.acceptance.tables: DeepSeek-V3 report, 85-90%) and DSpark's
-#: training-data mix (PAPER.md 6; instruction-following counted as chat), shared with the acceptance model.
+#: training-data mix (DSpark paper §3.3; instruction-following counted as chat), shared with the acceptance model.
 TRAINING_MIX = PRODUCTION_DOMAIN_MIX
 
 
@@ -98,7 +98,7 @@ class Deployment:
         sla: the headline tier (tok/s/user) and the published gain there.
         budget: {concurrency: mean verify tokens per request} of Fig. 8 (comparison only).
         fit_params: the :class:`EngineTerms` fields the MTP-1 points fit (at most one per point).
-        drafter_layers: DSpark's draft layers on V4 (PAPER.md 8.5: 3 MoE layers + the Markov head).
+        drafter_layers: DSpark's draft layers on V4 (DSpark paper §5: 3 MoE layers + the Markov head).
         gpu: the GPU's datasheet (:data:`H800`).
     """
 
@@ -502,7 +502,7 @@ def scenario_toml(dep: Deployment, fit: FitResult) -> str:
 # `specsim production fit --model {dep.name}` (specsim/studies/production.py; docs/production.md explains every value).
 # - Serving unit: one GPU = one data-parallel-attention rank of an EP{dep.ep} decode deployment
 #   (gpus_per_replica = 1); concurrency counts that GPU's requests (Fig. 7 and Fig. 8 of the DSpark paper
-#   agree only if throughput per GPU = concurrency x TPS/user, PAPER.md 8.5).
+#   agree only if throughput per GPU = concurrency x TPS/user, DSpark paper §5).
 # - Profile {profile_name(dep)}: the engine-level step model (specsim.hardware.stepmodel) of the whole
 #   model on one H800 (datasheet; GEMMs {kern("experts")} routed experts, {kern("other")} the rest), tp 1, ep {dep.ep}, V4's
 #   compressed KV bytes per context token, the EP all-to-all over 50 GB/s of InfiniBand per GPU (DeepSeek-V3
@@ -518,9 +518,9 @@ def scenario_toml(dep: Deployment, fit: FitResult) -> str:
 # - Prefill: disaggregated, sized never to queue; seconds per prompt token = 2 x active params FLOPs at 40%
 #   of an 8-GPU H800 instance (only TTFT sees it). host_overhead_s: our choice, 1 ms; ZOS hides it for
 #   mtp1 and dspark-async, so neither prediction depends on it.
-# - Drafter dspark, gamma 5 (DSpark-5, PAPER.md 8.5), its cost from its shape: {dep.drafter_layers} layers of the
-#   target's layer config + the Markov head (PAPER.md 8.5: 3 MoE layers); mtp1 forces the MTP drafter (1 layer,
-#   alpha 0.875) and gamma 1. Acceptance: Fig. 2 DSpark rows (PAPER.md 8.2) with the acceptance model's
+# - Drafter dspark, gamma 5 (DSpark-5, DSpark paper §5), its cost from its shape: {dep.drafter_layers} layers of the
+#   target's layer config + the Markov head (DSpark paper §5: 3 MoE layers); mtp1 forces the MTP drafter (1 layer,
+#   alpha 0.875) and gamma 1. Acceptance: the DSpark paper's Fig. 2 DSpark rows with the acceptance model's
 #   default latent spreads.
 
 [cluster]
@@ -570,6 +570,8 @@ def write_fit(dep: Deployment, fit: FitResult, repo_root: Path, dest: Path | Non
 def fitted_profile(dep: Deployment, fit: FitResult) -> StepTimeProfile:
     """The rank profile of a fit (:func:`rank_profile` at the fitted terms), its provenance naming the MTP-1
     points, the freed parameters and the residuals."""
+    # the words the bundled v4 profiles hold: a profile's content is part of every sweep point's id, so they stay
+    # ("PAPER.md 8.5", a reading note outside the repository, is the paper's §5)
     prov = {"fit": {"fitted_on": "MTP-1 frontier of the DSpark paper's Fig. 7 (PAPER.md 8.5): "
                     + ", ".join(f"{t:g} tok/s/user: {y:g} tok/s/GPU" for t, y in dep.mtp1_points),
                     "params": fit.params, "residual_log_throughput": fit.residuals,

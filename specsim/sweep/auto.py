@@ -65,6 +65,11 @@ class AutoOutcome:
             :meth:`specsim.analysis.frontier.Frontier.status_at`); ``covered`` at a bracketed tier means the
             curve saturated above it (its heavier points deliver no more throughput).
         stopped: policy -> why the upward (and, open loop, downward) search stopped.
+        bracket_loads: curve -> tier -> the loads that bracket it (:func:`bracket_loads`), for bracketed tiers.
+        flagged: curve -> tier -> ``(load, kinds)`` of those loads whose figures measure something other than the
+            policy (thrashing, prefill-bound, think-bound, cut off:
+            :func:`specsim.analysis.sweep_tables.flagged_points`): a bracket that rests on them may move once that
+            limit is lifted.
         rounds: rounds run (bracket and spread); wall_time_s: wall seconds of this call.
         ids: ids of every point of the search.
     """
@@ -76,6 +81,8 @@ class AutoOutcome:
     brackets: dict[str, dict[float, str]] = field(default_factory=dict)
     frontier: dict[str, dict[float, str]] = field(default_factory=dict)
     stopped: dict[str, list[str]] = field(default_factory=dict)
+    bracket_loads: dict[str, dict[float, tuple[float, ...]]] = field(default_factory=dict)
+    flagged: dict[str, dict[float, list[tuple[float, list[str]]]]] = field(default_factory=dict)
     rounds: int = 0
     wall_time_s: float = 0.0
     ids: list[str] = field(default_factory=list)
@@ -93,6 +100,18 @@ def bracket_status(tps_by_load: np.ndarray, tier: float) -> str:
     if t.size == 0 or not at_least(t.max(), tier):
         return "infeasible"
     return "bracketed" if at_most(t.min(), tier) else "unbracketed"
+
+
+def bracket_loads(loads: np.ndarray, tps_by_load: np.ndarray, tier: float) -> tuple[float, ...]:
+    """The loads of one curve that bracket ``tier``: the first adjacent pair (ascending load) whose seed-mean
+    TPS/user straddles it, or the one load that meets it exactly; () when none does."""
+    x, t = np.asarray(loads, float), np.asarray(tps_by_load, float)
+    for i in range(x.size):
+        if np.isclose(t[i], tier, rtol=1e-9, atol=0.0):
+            return (float(x[i]),)
+        if i and at_least(t[i - 1], tier) and at_most(t[i], tier):
+            return (float(x[i - 1]), float(x[i]))
+    return ()
 
 
 def _curves(df, policy: str) -> dict[str, Any]:
@@ -138,7 +157,7 @@ def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: s
         elif hi * 2 > cap:
             why = cap_why or f"load cap {cap:g}"
         elif saturated and thr:
-            why = f"saturated at load {hi:g} (throughput +<{SATURATION_GAIN:.0%} over two doublings)"
+            why = _saturation_text(curves, hi, mode)
         else:
             out.append(hi * 2)
         if why is not None and why not in stopped:
@@ -153,6 +172,24 @@ def _next_loads(df, policy: str, loads: list[float], tiers: list[float], mode: s
                 else f"load floor {1.0 / cap:g}") not in stopped:
             stopped.append(why)
     return [x for x in out if x not in loads]
+
+
+def _saturation_text(curves: dict[str, Any], hi: float, mode: str) -> str:
+    """Why the upward search stopped at load ``hi`` on saturation, as what happened to each curve's throughput over
+    its last three loads (``curves``: :func:`_curves`): it fell, or it stayed flat (each doubling under
+    :data:`SATURATION_GAIN`). A fresh user's search said "throughput +<2% over two doublings" where it fell from
+    3,291 to 2,952 tok/s/GPU."""
+    said = []
+    for name, g in curves.items():
+        g = g[g.load <= hi]
+        load, y = g.load.to_numpy()[-3:], g.output_throughput_per_gpu_mean.to_numpy()[-3:]
+        if y.size < 3:
+            continue
+        trend = "fell" if y[-1] < y[0] else f"stayed flat (under +{SATURATION_GAIN:.0%} a doubling)"
+        where = ", ".join(f"{x:g}" for x in load) + (" users" if mode == "closed" else " x the trace's rate")
+        said.append(("" if len(curves) == 1 else f"{name}: ") + f"throughput {trend} over the last two doublings, "
+                    + " -> ".join(f"{v:,.0f}" for v in y) + f" tok/s/GPU at {where}")
+    return f"saturated at load {hi:g}: " + "; ".join(said) + " (more load only queues)"
 
 
 def _window_failure(df, policy: str, load: float) -> bool:
@@ -232,6 +269,7 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
     res.failed = sorted(df[df.status != "ok"].id.tolist()) if len(df) else []
     res.brackets = {c: {t: bracket_status(g.mean_tps_per_user_mean.to_numpy(), t) for t in tiers}
                     for p in spec.policies for c, g in _curves(df, p).items()}
+    _note_bracket_loads(res, df, spec.policies, tiers)
     ok = df[df.status == "ok"] if len(df) else df
     res.frontier = ({c: {t: f.status_at(t) for t in tiers} for c, f in frontiers(seed_spread(ok)).items()}
                     if len(ok) else {})
@@ -240,6 +278,21 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
     write_manifest(out_dir, manifest, scenario, trace, list(points.values()), tiers)
     res.wall_time_s = time.perf_counter() - t0
     return res
+
+
+def _note_bracket_loads(res: AutoOutcome, df, policies, tiers: list[float]) -> None:
+    """Fill ``res.bracket_loads`` and ``res.flagged`` (:class:`AutoOutcome`) from the search's records ``df``. A
+    fresh user's search bracketed tier 100 with a thrashing point at 91 users and said only "bracketed"."""
+    from specsim.analysis.sweep_tables import flagged_points
+
+    flags = flagged_points(df) if len(df) else {}
+    for p in policies:
+        for c, g in _curves(df, p).items():
+            at = {t: bracket_loads(g.load.to_numpy(), g.mean_tps_per_user_mean.to_numpy(), t) for t in tiers
+                  if res.brackets.get(c, {}).get(t) == "bracketed"}
+            res.bracket_loads[c] = at
+            res.flagged[c] = {t: hits for t, loads in at.items()
+                              if (hits := [(x, flags[(c, f"{x:g}")]) for x in loads if (c, f"{x:g}") in flags])}
 
 
 def _counting_on(run: dict[str, Any], res: AutoOutcome) -> dict[str, Any]:

@@ -39,10 +39,11 @@ class SweepSpec:
         seeds: run seeds; each (policy, knobs, load) point runs once per seed.
         gammas: draft block lengths to sweep; None = the scenario's ``engine.gamma``.
         thresholds: thresholds to sweep (policies that use one); None = the scenario's default.
-        num_requests: the first N trace requests (None = all).
-        requests_per_user: closed loop only: a point at concurrency C uses
-            min(len(trace), max(num_requests, requests_per_user * C)) requests, so that a closed-loop window
-            can open (None: num_requests for every load). It guarantees none: the window opens once every user
+        num_requests: the first N trace requests (None: all, or K x users with ``requests_per_user`` K).
+        requests_per_user: closed loop only: a point at concurrency C uses the trace's first
+            requests_per_user * C requests, or max(num_requests, requests_per_user * C) with num_requests, capped at
+            len(trace) (:func:`point_requests`; None: num_requests for every load), so that a closed-loop window
+            can open. It guarantees none: the window opens once every user
             has finished a request and closes when the last is issued, so a few long first requests can outlast
             the rest and the point fails (recorded; docs/sweeps.md gives the counts that work on prod.jsonl).
         max_sim_s: explicit horizon in simulated seconds (None: run to completion).
@@ -97,6 +98,12 @@ class SweepSpec:
             ("num-requests", "an int >= 1", self.num_requests, self.num_requests is None or self.num_requests >= 1),
             ("requests-per-user", "an int >= 1", self.requests_per_user,
              self.requests_per_user is None or self.requests_per_user >= 1),
+            # without N a closed point runs K x C requests, and a window needs more than 2 x C: K <= 2 fails them all
+            ("requests-per-user", "an int >= 3 without --num-requests (a closed-loop point then runs K x its users "
+             "requests, and its measuring window needs more than twice the users), or a --num-requests above twice "
+             "the users", self.requests_per_user,
+             self.requests_per_user is None or self.num_requests is not None or not self.concurrency
+             or self.requests_per_user >= 3),
         ]
         for flag, expected, got, ok in checks:
             if not ok:
@@ -224,12 +231,29 @@ def _trace_hasher(trace) -> Callable[[int], str]:
     return trace_hash
 
 
-def _num_requests(spec: SweepSpec, mode: str, load: float, n_all: int) -> int:
-    """Trace requests a point simulates (SweepSpec's ``num_requests`` and ``requests_per_user``)."""
-    n = min(n_all, spec.num_requests or n_all)
-    if mode == "closed" and spec.requests_per_user:
-        n = min(n_all, max(n, spec.requests_per_user * int(load)))
+def point_requests(num_requests: int | None, requests_per_user: int | None, mode: str, load: float,
+                   n_all: int) -> int:
+    """The trace requests a point simulates, the first ones of a trace of ``n_all``: the one rule of
+    :class:`SweepSpec` (``sweep``, ``tune`` and their up-front notes).
+
+    * ``requests_per_user`` K at a closed load of C users: K x C; with ``num_requests`` N too, max(N, K x C).
+    * otherwise ``num_requests`` N, or the whole trace without it (open-loop points never scale with K).
+
+    Always capped at ``n_all``. Until 2026-12-07 K without N ran the whole trace at every closed load (K was only
+    a floor): a fresh user's 19,366-request trace ran whole at every point, 15 minutes for a 16-second grid. A
+    point's id hashes this count, so a folder swept then resumes with ``--num-requests`` set to the trace's size.
+    """
+    n = min(n_all, num_requests or n_all)
+    if mode == "closed" and requests_per_user:
+        per_user = requests_per_user * int(load)
+        n = min(n_all, per_user if num_requests is None else max(n, per_user))
     return n
+
+
+def _num_requests(spec: SweepSpec, mode: str, load: float, n_all: int) -> int:
+    """Trace requests a point simulates (:func:`point_requests` of SweepSpec's ``num_requests`` and
+    ``requests_per_user``)."""
+    return point_requests(spec.num_requests, spec.requests_per_user, mode, load, n_all)
 
 
 def _shared_knobs(policies: tuple[str, ...]) -> tuple[str, ...]:

@@ -54,6 +54,7 @@ import numpy as np
 
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.analysis.significance import paired_margin
+from specsim.analysis.tiers import as_tiers
 from specsim.analysis.sweep_records import canonical_sha, points_dir, read_record
 from specsim.analysis.sweep_tables import measured
 from specsim.errors import SpecsimInputError
@@ -100,8 +101,9 @@ class TuneSpec:
     gamma: int | None = None
 
     def __post_init__(self) -> None:
-        if not self.tiers or not all(math.isfinite(t) and t > 0 for t in self.tiers):
+        if not self.tiers:
             raise SpecsimInputError("--tiers", None, "tiers", "SLA tiers in tok/s/user, each > 0", repr(self.tiers))
+        as_tiers(self.tiers, source="--tiers")          # the one tier rule: finite, >= 1 tok/s/user
         if len(set(self.concurrency)) < 2:
             raise SpecsimInputError("--concurrency", None, "concurrency", "at least two load points",
                                     repr(self.concurrency))

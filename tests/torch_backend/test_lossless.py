@@ -4,7 +4,7 @@
   all-zero residual; greedy argmax matching).
 * Chi-square: sampled outputs under speculative decoding (static and dspark policies, a drafter with
   zeros where the target has mass) against the exact target distribution of a Markov table target.
-* PAPER.md Appendix A on real sampling: target (0.7, 0.3), draft (0.5, 0.5), SPS(1, 2, 3) =
+* DSpark paper Appendix A on real sampling: target (0.7, 0.3), draft (0.5, 0.5), SPS(1, 2, 3) =
   (1.0, 0.5, 0.45), c_1 = 0.8, c_2 = 0.9 after A and 0 after B. A synchronous global search (no early
   stop) moves P(A) of each step's first new token to 0.5 * 1 + 0.5 * 0.7 = 0.85; ``dspark`` (early stop)
   and ``dspark-async`` keep 0.7.
@@ -132,7 +132,7 @@ def test_sampled_outputs_match_target_distribution(policy):
 # ------------------------------------------------------------------------------ Appendix A
 
 def _global_search(view):
-    """A synchronous scheduler that searches globally without early stop (PAPER.md Appendix A)."""
+    """A synchronous scheduler that searches globally without early stop (DSpark paper Appendix A)."""
     R = view.num_requests
     a_sorted, r_sorted = ranked_candidates(view.survival())
     theta = theta_curve(R, a_sorted, view.sps, view.profile.max_batch_tokens)

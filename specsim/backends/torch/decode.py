@@ -1,6 +1,6 @@
 """Lossless batched speculative decoding with real models under specsim's policy objects.
 
-One engine step for the running requests (PAPER.md section 1; DESIGN.md "a decode step"):
+One engine step for the running requests (DSpark paper §2.1; DESIGN.md "a decode step"):
 
 1. draft: the drafter proposes gamma tokens per request, with draft probabilities q and raw confidences;
 2. schedule: a :class:`~specsim.policies.base.SchedulingView` (raw and calibrated confidences, request

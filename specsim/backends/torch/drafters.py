@@ -1,6 +1,6 @@
 """Drafters: autoregressive (EAGLE-style), parallel (DFlash-style) and DSpark semi-autoregressive.
 
-All three read the target's context features (PAPER.md section 2.1): the outputs of a few target
+All three read the target's context features (DSpark paper §3.1): the outputs of a few target
 decoder layers at the positions before the anchor, concatenated, projected by W_c (no bias) and
 RMS-normalised, H_ctx = RMSNorm(W_c [H(l1); ...; H(lm)]). They share the target's frozen embedding and
 LM head (not stored in drafter checkpoints). The drafter width equals the target's hidden size d.
@@ -9,19 +9,19 @@ For cost, a drafter reads only the last ``window`` context positions.
 * :class:`ParallelDrafter` (``parallel``, DFlash-style): input slots [anchor, mask x (gamma-1)] plus a
   learned slot embedding (instead of RoPE offsets), layers whose keys/values are [H_ctx ; block],
   bidirectional inside the block; one pass gives h_1..h_gamma and base logits U_k = lm_head(h_k).
-  The anchor slot predicts the first draft (DSpark's layout, PAPER.md 2.1). Confidence: the drafter's
+  The anchor slot predicts the first draft (DSpark's layout, DSpark paper §3.1). Confidence: the drafter's
   own probability of its drafted token, q_k(x_k) (EAGLE-2's proxy; this drafter has no head).
 * :class:`AutoregressiveDrafter` (``autoregressive``, EAGLE-style): step k feeds
   fc([g_{k-1} ; embed(x_{k-1})]) through one layer attending to [H_ctx ; h_1..h_{k-1}], with
   g_0 = the projected feature of the last context position and x_0 = the anchor; g_k = h_k. Trained
   with training-time test (its own h unrolled, tokens teacher-forced). Confidence: q_k(x_k).
 * :class:`DSparkDrafter` (``semi-autoregressive``): the parallel backbone plus the Markov head,
-  p_k(v) = softmax_v(U_k(v) + (W1[x_{k-1}] W2)(v)) (PAPER.md 2.2, Eq. 4-6; x_0 = anchor; no bias terms,
+  p_k(v) = softmax_v(U_k(v) + (W1[x_{k-1}] W2)(v)) (DSpark paper §3.1, Eq. 4-6; x_0 = anchor; no bias terms,
   shared across positions), and the confidence head c_k = sigmoid(w . [h_k ; W1[x_{k-1}]] + b)
-  (PAPER.md section 3). The paper uses rank r = 256 on a 152k vocabulary; we default to r = 16 so the
+  (DSpark paper §3.2.1). The paper uses rank r = 256 on a 152k vocabulary; we default to r = 16 so the
   two V x r tables stay small for SmolLM2's 49,152-token vocabulary (1.6 M parameters at r = 16).
 * :class:`TableDrafter`: a fixed first-order table q(x_k | x_{k-1}) with a table of confidences
-  c_k = conf_table[k-1, x_{k-1}], for exact tests (PAPER.md Appendix A).
+  c_k = conf_table[k-1, x_{k-1}], for exact tests (DSpark paper Appendix A).
 
 ``propose`` returns drafted tokens (R, gamma), draft probabilities q (R, gamma, V) at the sampling
 temperature (exact softmaxes, as rejection sampling needs) and raw confidences (R, gamma).
@@ -258,7 +258,7 @@ class AutoregressiveDrafter(_Base):
 class TableDrafter(nn.Module):
     """A fixed first-order drafter for exact tests: q(x_k | x_{k-1}) = table[x_{k-1}], x_0 = anchor, and
     confidences c_k = conf_table[k-1, x_{k-1}] (a Markov confidence, as DSpark's head: c_{k+1} depends on
-    the drafted x_k, PAPER.md section 3 and Appendix A).
+    the drafted x_k, DSpark paper §3.2.1 and Appendix A).
 
     Args:
         table: (V, V) row-stochastic draft probabilities (zeros allowed: p_d = 0 where p_t > 0).

@@ -4,7 +4,7 @@
   :class:`~specsim.hardware.profile.StepTimeProfile` (median of repeated forwards of B tokens), plus a
   per-context-token term: this backend has no KV cache, so every step recomputes each request's prefix;
   ``kv_read_s_per_token`` is the measured slope of step time in context tokens.
-* :func:`acceptance_curves`: the small-scale version of PAPER.md Fig. 2 (section 8.2): run each drafter
+* :func:`acceptance_curves`: the small-scale version of the DSpark paper's Fig. 2 (§4.3.1): run each drafter
   on the same target and prompts with ``static`` full-gamma verification, and pool
   alpha_k = P(draft k accepted | drafts 1..k-1 accepted) = (#rows with accepted >= k) / (#rows with
   accepted >= k-1) over every step of every request.
@@ -122,7 +122,8 @@ def calibration_report(step_log: pd.DataFrame):
 
 
 def plot_acceptance_curves(curves: pd.DataFrame, path: str | Path, title: str = "") -> None:
-    """Conditional acceptance alpha_k against position k, one line per drafter (PNG; PAPER.md Fig. 2 layout)."""
+    """Conditional acceptance alpha_k against position k, one line per drafter (PNG; the DSpark paper's Fig. 2
+    layout)."""
     from specsim import figures
 
     fig, ax = figures.subplots(figsize=(5.2, 3.6))

@@ -6,12 +6,12 @@ Every target exposes
   the concatenated context features the drafters read), ``eos_id`` (or None);
 * ``forward(ids) -> (logits, feats)``: ``ids`` (R, L) int64, right-padded (causal attention makes the
   valid positions independent of the padding); ``logits`` (R, L, V) float; ``feats`` (R, L, Df), the
-  outputs of the decoder layers in ``feature_layers`` concatenated (PAPER.md section 2.1: HF
+  outputs of the decoder layers in ``feature_layers`` concatenated (DSpark paper §3.1: HF
   ``hidden_states[l + 1]``, never the last layer);
 * ``hidden(ids) -> (last_hidden, feats)`` with ``last_hidden`` (R, L, d) the LM head's input, so
   ``logits = lm_head(last_hidden)``; training caches ``last_hidden`` instead of V-wide logits
-  (PAPER.md section 6, production trick (a));
-* ``embed_tokens`` and ``lm_head``: frozen modules the drafters share (PAPER.md section 2.1);
+  (DSpark paper §3.3, production trick (a));
+* ``embed_tokens`` and ``lm_head``: frozen modules the drafters share (DSpark paper §3.1);
 * ``encode(text) -> list[int]``, ``decode(ids) -> str``.
 
 There is no KV cache: each verify step recomputes the whole prefix. The step cost therefore grows
@@ -96,7 +96,7 @@ class TinyCausalLM(nn.Module):
                  max_len: int = 512, feature_layers: tuple[int, ...] = (0, 1)) -> None:
         super().__init__()
         if max(feature_layers) >= n_layers - 1:
-            raise ValueError("feature_layers: the last layer is not allowed (PAPER.md section 2.1)")
+            raise ValueError("feature_layers: the last layer is not allowed (DSpark paper §3.1)")
         self.config = dict(vocab_size=vocab_size, d=d, n_layers=n_layers, n_heads=n_heads, max_len=max_len,
                            feature_layers=tuple(feature_layers))
         self.embed_tokens = nn.Embedding(vocab_size, d)
@@ -201,7 +201,7 @@ class HFTarget(nn.Module):
         model: a ``transformers`` causal LM with ``.model`` (decoder) and ``.lm_head``.
         tokenizer: its tokenizer.
         feature_layers: decoder layer indices whose outputs form the context features
-            (default: three evenly spaced, the last excluded, PAPER.md section 2.1).
+            (default: three evenly spaced, the last excluded, DSpark paper §3.1).
         name: shown in logs.
     """
 
@@ -214,7 +214,7 @@ class HFTarget(nn.Module):
         if feature_layers is None:
             feature_layers = (1, n_layers // 2, n_layers - 3)
         if max(feature_layers) >= n_layers - 1:
-            raise ValueError("feature_layers: the last layer is not allowed (PAPER.md section 2.1)")
+            raise ValueError("feature_layers: the last layer is not allowed (DSpark paper §3.1)")
         self.feature_layers = tuple(feature_layers)
         self.vocab_size = model.config.vocab_size
         self.hidden_size = model.config.hidden_size
@@ -275,7 +275,7 @@ def load_hf_target(path: str | None = None, gguf_file: str | None = None,
 class TableTarget(nn.Module):
     """A first-order Markov target given by a transition table: p_t(next | last token) = table[last].
 
-    Used for the exact statistical tests (chi-square, PAPER.md Appendix A): its distribution is known
+    Used for the exact statistical tests (chi-square, DSpark paper Appendix A): its distribution is known
     in closed form. Features are the one-hot of the current token (Df = V).
 
     Args:

@@ -1,6 +1,6 @@
 """Training: the from-scratch target, the target-feature cache, and drafter distillation.
 
-Drafter loss (PAPER.md section 6; DeepSpec's loss): per anchor, for draft positions k = 1..gamma with
+Drafter loss (DSpark paper §3.3; DeepSpec's loss): per anchor, for draft positions k = 1..gamma with
 weights w_k = exp(-(k-1)/gamma_w), gamma_w = 4.0 (DeepSpec's ``loss_decay_gamma``; the paper's text
 writes gamma),
 
@@ -11,11 +11,11 @@ writes gamma),
 * L = 0.1 L_ce + 0.9 L_tv + 1.0 L_conf.
 
 The same loss trains all three drafters, so the comparison isolates the architecture (the paper's
-DFlash baseline used CE only and EAGLE-3 its own 0.8^k weights; PAPER.md 2.3). Deviation from the paper:
+DFlash baseline used CE only and EAGLE-3 its own 0.8^k weights; DSpark paper §4.1). Deviation from the paper:
 x* are the real-text tokens (teacher forcing) rather than target-regenerated responses; p_t is the
 target's distribution at the same real-text prefix. Anchors are drawn uniformly over valid positions.
 The target is frozen; its per-position last hidden state and context features are computed once and
-cached (PAPER.md section 6, production trick (a): the LM head is re-applied at the sampled positions).
+cached (DSpark paper §3.3, production trick (a): the LM head is re-applied at the sampled positions).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from specsim.backends.torch.corpus import load_documents, sample_chunks
 from specsim.backends.torch.models import TinyCausalLM, TinyTarget
 
-GAMMA_W = 4.0                       # DeepSpec loss_decay_gamma (PAPER.md section 6)
-LOSS_WEIGHTS = (0.1, 0.9, 1.0)      # CE, TV, confidence (PAPER.md section 6)
+GAMMA_W = 4.0                       # DeepSpec loss_decay_gamma (DSpark paper §3.3)
+LOSS_WEIGHTS = (0.1, 0.9, 1.0)      # CE, TV, confidence (DSpark paper §3.3)
 
 
 def _progress(total: int, desc: str, enabled: bool):
@@ -58,7 +58,7 @@ def _progress(total: int, desc: str, enabled: bool):
 
 
 def _cosine_lr(step: int, total: int, lr: float, warmup_frac: float = 0.04) -> float:
-    """Warmup then cosine decay (DeepSpec: 4% warmup then cosine, PAPER.md section 6)."""
+    """Warmup then cosine decay (DeepSpec: 4% warmup then cosine, DSpark paper §3.3)."""
     warm = max(1, int(total * warmup_frac))
     if step < warm:
         return lr * (step + 1) / warm
