@@ -93,6 +93,9 @@ class ClusterRuntime:
     decode_first_token: bool = False
 
 
+#: Most (prompt tokens, cached tokens) pairs whose prefill seconds a cluster keeps (cleared when full).
+PREFILL_MEMO_MAX = 1 << 16
+
 #: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
 #: back to load balancing when workers are imbalanced): only instances whose outstanding requests are at most
 #: max(least + BALANCE_ABS, BALANCE_REL x least) compete on their cached prefix. Without it a trace whose requests
@@ -155,7 +158,7 @@ class Cluster:
         self._prefill_free: list[deque[PrefillInstance]] = (
             [deque([inst]) for inst in self.prefill_instances] if self._per_instance
             else [deque(self.prefill_instances)])
-        self._rr = 0
+        self._rr, self._prefill_s = 0, {}         # the round-robin turn; prefill_time_s by (tokens, cached tokens)
         self.in_system, self._area, self._last_t = 0, 0.0, 0.0      # Little's-law integral
         self._done_events: dict[int, simpy.Event] = {}
         self.sessions = Sessions.from_trace(trace, self.workload)
@@ -245,7 +248,13 @@ class Cluster:
         prompt, bs = int(self.workload.prompt[idx]), self.workload.block_size
         hit = min(inst.pool.match(self.workload.prefix_keys(idx)), (prompt - 1) // bs) * bs
         self.records.prefix_lookup(inst.name, idx, hit, prompt)
-        return self.prefill_time_s(prompt - hit, hit)
+        key = (prompt - hit, hit)                   # a pure function of the two: kept, as prompt lengths repeat
+        dt = self._prefill_s.get(key)
+        if dt is None:
+            if len(self._prefill_s) >= PREFILL_MEMO_MAX:
+                self._prefill_s.clear()
+            dt = self._prefill_s[key] = self.prefill_time_s(prompt - hit, hit)
+        return dt
 
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds to prefill ``prompt_tokens`` tokens after ``cached_tokens`` cached ones (module docstring rule)."""
