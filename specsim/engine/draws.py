@@ -255,7 +255,7 @@ class LatentRows:
         """(key, base) of request ``idx``: its stream key and (gamma,) beta(domain) + z_r."""
         return self._keys[idx], self.model.beta(domain) + self._z[idx]
 
-    def forget(self, key) -> None:
+    def forget(self, keys: np.ndarray) -> None:
         """Nothing is stored per request."""
 
     def rows(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -298,9 +298,10 @@ class StoredRows:
         self._store[int(idx)] = np.stack([d.logit_q, d.noise, d.u], axis=1)      # (P, 3, gamma)
         return int(idx), np.zeros(self.gamma)
 
-    def forget(self, key) -> None:
-        """Drop a finished request's rows."""
-        self._store.pop(int(key), None)
+    def forget(self, keys: np.ndarray) -> None:
+        """Drop finished requests' rows (``keys``: their keys, (n,))."""
+        for key in keys.tolist():
+            self._store.pop(int(key), None)
 
     def rows(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray) -> np.ndarray:
         """(R, 3, gamma) rows of requests ``keys`` at ``anchors``."""

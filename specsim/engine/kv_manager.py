@@ -237,11 +237,13 @@ class KVManager:
             return True
         return False
 
-    def free(self, s: Slots, slot: int) -> None:
-        """Return every block of ``slot`` (its cached prefix blocks stay cached, evictable once unused)."""
-        self.pool.drop_cached(self._cached_keys.pop(int(s.request[slot]), ()))
-        self.pool.release(int(s.kv_blocks[slot] - s.kv_cached[slot] + s.draft_kv_blocks[slot])
-                          + self.config.state_blocks)
+    def free(self, s: Slots, slots: int | np.ndarray) -> None:
+        """Return every block of ``slots`` (one slot index or an array of them; their cached prefix blocks stay
+        cached, evictable once unused, most recent last in slot order)."""
+        for idx in np.atleast_1d(s.request[slots]).tolist():
+            self.pool.drop_cached(self._cached_keys.pop(idx, ()))
+        held = s.kv_blocks[slots] - s.kv_cached[slots] + s.draft_kv_blocks[slots]
+        self.pool.release(int(np.sum(held)) + self.config.state_blocks * int(np.size(held)))
 
     # ----------------------------------------------------------------- admission and the prefix cache
     def admit(self, idx: int, keys: tuple, *, prompt_tokens: int, output_tokens: int, num_generated: int,

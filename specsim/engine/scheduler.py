@@ -138,9 +138,7 @@ class Scheduler:
         self.kv.free(s, slot)
         self._report_counters(np.array([slot]))
         self.parked[idx] = s.row(slot)
-        keep = np.ones(s.size, bool)
-        keep[slot] = False
-        s.keep(keep)
+        s.drop(np.array([slot]))
         self.queue.appendleft(idx)
         self.records.request_preempted(idx)
 
@@ -383,15 +381,11 @@ class Scheduler:
         """Finished requests leave: blocks freed, counters reported, draw state dropped, ``on_done`` told."""
         s = self.slots
         ids = s.request[slots]
-        for slot in slots.tolist():
-            self.kv.free(s, slot)
+        self.kv.free(s, slots)
         self._report_counters(slots)
         if self.config.gamma:
-            for key in s.draw_key[slots].tolist():
-                self.draws.forget(key)
-        keep = np.ones(s.size, bool)
-        keep[slots] = False
-        s.keep(keep)
+            self.draws.forget(s.draw_key[slots])
+        s.drop(slots)
         self.on_done(ids, now_s)
 
     def _report_counters(self, slots: np.ndarray) -> None:

@@ -112,20 +112,30 @@ class Slots:
         return self.request.size
 
     def append(self, rows: list[dict]) -> None:
-        """Append one slot per dict of field values (every field given), in order."""
-        d, n = self.__dict__, len(rows)
+        """Append one slot per dict of field values (every field given), in order (each array replaced)."""
+        d, n, k = self.__dict__, self.request.shape[0], len(rows)
+        row = rows[0]
         for name in _SLOT_FIELDS:
             old = d[name]
-            new = np.empty((old.shape[0] + n,) + old.shape[1:], old.dtype)
-            new[:old.shape[0]] = old
-            new[old.shape[0]:] = [r[name] for r in rows] if n > 1 else rows[0][name]
+            new = np.empty((n + k,) + old.shape[1:], old.dtype)
+            new[:n] = old
+            if k == 1:                                  # (one item set: the common admission of one request)
+                new[n] = row[name]
+            else:
+                new[n:] = [r[name] for r in rows]
             d[name] = new
 
     def keep(self, mask: np.ndarray) -> None:
-        """Keep the slots where ``mask`` (R,) is True, in order."""
+        """Keep the slots where ``mask`` (R,) is True, in order (each array replaced)."""
         d, kept = self.__dict__, np.flatnonzero(mask)
         for name in _SLOT_FIELDS:
-            d[name] = d[name][kept]
+            d[name] = d[name].take(kept, axis=0)
+
+    def drop(self, slots: np.ndarray) -> None:
+        """Remove ``slots`` (distinct slot indices), keeping the others in order."""
+        mask = np.ones(self.request.shape[0], bool)
+        mask[slots] = False
+        self.keep(mask)
 
     def row(self, slot: int) -> dict[str, object]:
         """One slot's values as a dict (for parking a preempted request)."""
