@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
+from specsim.policies.sorting import sort_values
 from specsim.twins import twin
 
 
@@ -377,9 +378,9 @@ def scan_lengths(conf: np.ndarray, base_times: np.ndarray, constant: float, num_
                  ratio: float = np.inf) -> np.ndarray:
     """:func:`greedy_lengths` on T = ``base_times + constant``, the same lengths bit for bit, fast at any length
     of scan (issue 25: R = 512, gamma = 16 within 100 us): :func:`head_scan` (the survivals, and the scan when it
-    ends within the best :data:`HEAD` candidates or provably admits them all), else numpy's ``np.sort`` of every
-    survival (vectorised: several times numba's own sort, which :func:`greedy_lengths`' compiled twin uses) and
-    :func:`sorted_scan`.
+    ends within the best :data:`HEAD` candidates or provably admits them all), else one sort of every survival
+    value (:func:`specsim.policies.sorting.sort_values`: a bucket sort, several times numba's own quicksort, which
+    :func:`greedy_lengths`' compiled twin uses) and :func:`sorted_scan`.
 
     Args:
         conf: (R, gamma) calibrated confidences. base_times: (N + 1,) seconds at B = R .. R + N.
@@ -389,7 +390,7 @@ def scan_lengths(conf: np.ndarray, base_times: np.ndarray, constant: float, num_
     lengths, survival = head_scan(conf, base_times, constant, num_requests, ratio)
     if survival.size == 0:
         return lengths
-    return sorted_scan(survival, np.sort(survival, axis=None), base_times, constant, num_requests)
+    return sorted_scan(survival, sort_values(survival), base_times, constant, num_requests)
 
 
 _LOADED: list = []        # set once the scan's compiled pieces are loaded in this process
@@ -410,7 +411,7 @@ def load_scan_kernels() -> None:
     table.setflags(write=False)                      # a profile's own table (the paper rule) is read-only
     for times in (base, table):
         head_scan(conf, times, 0.0, 2, np.inf)
-        sorted_scan(survival, np.sort(survival, axis=None), times, 0.0, 2)
+        sorted_scan(survival, sort_values(survival), times, 0.0, 2)
     threshold_lengths(survival, 1, 0.5)
     cumprod_rows(conf)
 
