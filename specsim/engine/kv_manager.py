@@ -255,7 +255,8 @@ class KVManager:
         hit = min(self.pool.match(keys), (prompt_tokens - 1) // bs)
         tokens = prompt_tokens + (num_generated + 1 if self.paged else output_tokens)
         blocks = int(blocks_for(tokens, bs))
-        if blocks - hit + state + self.pool.num_evictable_in(keys[:hit]) > self.pool.num_available - margin:
+        evictable = self.pool.num_evictable_in(keys[:hit]) if hit else 0
+        if blocks - hit + state + evictable > self.pool.num_available - margin:
             return None                                 # (reviving an evictable hit takes it off the free list)
         self.pool.acquire_cached(keys[:hit])
         self.pool.take(blocks - hit + state)

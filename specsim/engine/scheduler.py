@@ -31,7 +31,7 @@ from specsim.engine.draws import lookup_matches
 from specsim.engine.kv_manager import KVManager
 from specsim.engine.policy_calls import DecodeBatch, Drafts, PolicyCalls
 from specsim.engine.records import Records
-from specsim.engine.state import NO_SLOTS, ReplicaConfig, Slots, at_slots
+from specsim.engine.state import NO_SLOTS, ReplicaConfig, SlotRow, Slots, at_slots
 from specsim.engine.workload import Workload
 from specsim.errors import SpecsimInputError
 
@@ -99,7 +99,7 @@ class Scheduler:
         self.queue: deque[int] = deque()
         self.parked: dict[int, dict] = {}          # preempted requests' state, by trace index
         self._first_token_s: dict[int, float] = {}  # queued requests' first-token times (nan: emitted here)
-        self._pending: list[dict] = []             # admitted this step, not yet in the slots
+        self._pending: list[SlotRow] = []          # admitted this step, not yet in the slots
         self._stalled = 0
         self.step_index = 0
         # a speculating step drafts for the requests it prefills too (engine.first_drafts = "prefill-step")
@@ -197,7 +197,7 @@ class Scheduler:
         w = self.workload
         p = parked if parked is not None else {"last_emit_s": self._first_token_s.pop(idx)}
         key, base = self.draws.request_state(idx, w.domain[idx]) if self.config.gamma else (0, ())
-        self._pending.append(dict(
+        self._pending.append(SlotRow(
             request=idx, prompt_tokens=w.prompt[idx], output_tokens=w.output[idx], num_generated=generated,
             prefill_left=prefill_left, kv_blocks=blocks, kv_cached=self.kv.num_cached_held(idx),
             draft_kv_blocks=0, draw_key=key, draw_base=base, decode_steps=p.get("decode_steps", 0),
