@@ -169,9 +169,10 @@ class LatentTerms(NamedTuple):
 
 
 def _latent_outcomes_numpy(keys, anchors, base, terms: LatentTerms, gamma: int):
-    """(conf_raw, conf, accept), each (R, gamma), of requests ``keys`` (R,) uint64 at ``anchors`` (R,) int64
+    """(raw_logit, conf, accept), each (R, gamma), of requests ``keys`` (R,) uint64 at ``anchors`` (R,) int64
     with ``base`` (R, G) = beta_k(domain) + z_r: :meth:`LatentRows.rows` followed by the model's
-    ``confidences`` and ``accepted`` (:mod:`specsim.acceptance.model`), cut to the first ``gamma`` drafts."""
+    ``confidences`` and ``accepted`` (:mod:`specsim.acceptance.model`), cut to the first ``gamma`` drafts; the raw
+    confidence is ``expit(raw_logit)``, left to whoever reads it (:class:`Drafts`)."""
     G = base.shape[1]
     u = uniforms(keys, anchors, 3 * G + 1)                        # columns e, eps x G, noise x G, u x G
     z = std_normal(u[:, : 2 * G + 1])
@@ -180,7 +181,7 @@ def _latent_outcomes_numpy(keys, anchors, base, terms: LatentTerms, gamma: int):
     logit_q += z[:, :1]
     lin = confidence_logit(logit_q, z[:, G + 1:], terms.low_ratio, terms.lin_scale, terms.lin_shift)
     accept = u[:, 2 * G + 1:] < expit(logit_q)                    # expit: logistic per element (module doc)
-    return expit(lin)[:, :gamma], expit(lin * terms.inv_t)[:, :gamma], accept[:, :gamma]
+    return lin[:, :gamma], expit(lin * terms.inv_t)[:, :gamma], accept[:, :gamma]
 
 
 def _row_uniforms(key, anchor, u):
@@ -204,7 +205,7 @@ def _normal(u, quantiles):
 
 def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
     R, G = base.shape
-    conf_raw, conf = np.empty((R, gamma)), np.empty((R, gamma))
+    raw_logit, conf = np.empty((R, gamma)), np.empty((R, gamma))
     accept = np.empty((R, gamma), np.bool_)
     u = np.empty(2 * ((3 * G + 2) // 2))                    # columns e, eps x G, noise x G, u x G (+ 1 spare)
     for r in range(R):
@@ -214,15 +215,45 @@ def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
             logit_q = (base[r, k] + _normal(u[1 + k], terms.quantiles) * terms.scale[1 + k]) + e
             noise = _normal(u[1 + G + k], terms.quantiles) * terms.scale[1 + G + k]
             lin = confidence_logit(logit_q, noise, terms.low_ratio, terms.lin_scale[k], terms.lin_shift[k])
-            conf_raw[r, k] = logistic(lin)
+            raw_logit[r, k] = lin
             conf[r, k] = logistic(lin * terms.inv_t[k])
             accept[r, k] = u[1 + 2 * G + k] < logistic(logit_q)
-    return conf_raw, conf, accept
+    return raw_logit, conf, accept
 
 
 latent_outcomes = twin(_latent_outcomes_numpy, _latent_outcomes_loop,
                        helpers=(mix, _horner, normal_quantile, _table_quantile, _row_uniforms, _normal,
                                 confidence_logit, logistic))
+
+
+class Drafts:
+    """A step's drafts, each (R, gamma): the hidden outcomes ``accept`` (revealed only when the step ends) and the
+    raw and calibrated confidences ``conf_raw`` and ``conf`` the policy sees. The latent model gives the raw
+    confidences as their logits, ``conf_raw = expit(raw_logit)`` computed on first read (most policies read only
+    ``conf``: one ``exp`` per draft saved); :meth:`silence` zeroes the drafts of requests that could not draft."""
+
+    __slots__ = ("accept", "conf", "_conf_raw", "_raw_logit", "_silent")
+
+    def __init__(self, accept: np.ndarray | None, conf_raw: np.ndarray | None, conf: np.ndarray,
+                 raw_logit: np.ndarray | None = None) -> None:
+        self.accept, self.conf, self._conf_raw, self._raw_logit, self._silent = accept, conf, conf_raw, raw_logit, None
+
+    @property
+    def conf_raw(self) -> np.ndarray:
+        """(R, gamma) raw confidences (0 for a silenced request)."""
+        if self._conf_raw is None:
+            self._conf_raw = expit(self._raw_logit)
+            if self._silent is not None:
+                self._conf_raw[self._silent] = 0.0
+        return self._conf_raw
+
+    def silence(self, rows: np.ndarray) -> None:
+        """The requests of ``rows`` ((R,) bool) drafted nothing: confidence 0 for each of their drafts."""
+        self.conf[rows] = 0.0
+        if self._conf_raw is not None:
+            self._conf_raw[rows] = 0.0
+        else:
+            self._silent = rows
 
 
 class LatentRows:
@@ -275,7 +306,13 @@ class LatentRows:
                  gamma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts at ``anchors``: the same
         numbers as ``model.confidences`` and ``model.accepted`` of :meth:`rows` (:func:`latent_outcomes`)."""
-        return latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._terms, gamma)
+        d = self.drafts(keys, anchors, base, gamma)
+        return d.conf_raw, d.conf, d.accept
+
+    def drafts(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray, gamma: int) -> "Drafts":
+        """:meth:`outcomes` as a step's :class:`Drafts`, whose raw confidences are computed when first read."""
+        raw_logit, conf, accept = latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._terms, gamma)
+        return Drafts(accept, None, conf, raw_logit)
 
 
 class StoredRows:
@@ -317,6 +354,11 @@ class StoredRows:
         conf_raw, conf = self.model.confidences(rows[:, 0], rows[:, 1])
         accept = self.model.accepted(rows[:, 0], rows[:, 2])
         return conf_raw[:, :gamma], conf[:, :gamma], accept[:, :gamma]
+
+    def drafts(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray, gamma: int) -> "Drafts":
+        """:meth:`outcomes` as a step's :class:`Drafts`."""
+        conf_raw, conf, accept = self.outcomes(keys, anchors, base, gamma)
+        return Drafts(accept, conf_raw, conf)
 
 
 #: Salt of the lookup-match streams (:func:`lookup_matches`): they are keyed apart from the acceptance draws.

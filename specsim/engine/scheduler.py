@@ -27,9 +27,9 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from specsim.engine import kernels
-from specsim.engine.draws import lookup_matches
+from specsim.engine.draws import Drafts, lookup_matches
 from specsim.engine.kv_manager import KVManager
-from specsim.engine.policy_calls import DecodeBatch, Drafts, PolicyCalls
+from specsim.engine.policy_calls import DecodeBatch, PolicyCalls
 from specsim.engine.records import Records
 from specsim.engine.state import NO_SLOTS, ReplicaConfig, SlotRow, Slots, at_slots
 from specsim.engine.workload import Workload
@@ -271,12 +271,11 @@ class Scheduler:
         if not (R and gamma):
             z = np.zeros((R, gamma))
             return Drafts(np.zeros((R, gamma), bool), z, z)
-        conf_raw, conf, accept = self.draws.outcomes(at_slots(s.draw_key, decode), at_slots(s.num_generated, decode),
-                                                     at_slots(s.draw_base, decode), gamma)
+        drafts = self.draws.drafts(at_slots(s.draw_key, decode), at_slots(s.num_generated, decode),
+                                   at_slots(s.draw_base, decode), gamma)
         if can_draft is not None:
-            conf_raw[~can_draft] = 0.0
-            conf[~can_draft] = 0.0
-        return Drafts(accept, conf_raw, conf)
+            drafts.silence(~can_draft)
+        return drafts
 
     def _limit_verify_lengths(self, batch: DecodeBatch, verify_len: np.ndarray, can_draft: np.ndarray | None,
                               gamma: int) -> tuple[np.ndarray, int]:
