@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
-from specsim.policies.sorting import sort_values
+from specsim.policies.sorting import _insertion_sort, _sort_values_loop
 from specsim.twins import twin
 
 
@@ -327,13 +327,28 @@ def _sorted_scan_loop(survival, a_asc, base_times, constant, num_requests):
     return _threshold_lengths_loop(survival, n, a_sorted[n - 1] if n else np.inf)
 
 
-def _greedy_lengths_loop(conf, step_times, num_requests):
-    """The scan in two passes: the survivals with the best :data:`HEAD` kept in order, then (a longer scan)
-    one sort of every survival and the scan over it in value order; ties resolved by :func:`threshold_lengths`."""
-    lengths, survival = _head_scan_loop(conf, step_times, 0.0, num_requests, np.inf)
+def _scan_lengths_numpy(conf, base_times, constant, num_requests, ratio):
+    """:func:`scan_lengths`' passes: :func:`head_scan`, and for a longer scan one sort of the survival values and
+    :func:`sorted_scan` (in numpy: ``np.sort``; the twin: :func:`specsim.policies.sorting.sort_values`' bucket sort,
+    the three in one compiled call)."""
+    lengths, survival = _head_scan_numpy(conf, base_times, constant, num_requests, ratio)
     if survival.size == 0:
         return lengths
-    return _sorted_scan_loop(survival, np.sort(survival.ravel()), step_times, 0.0, num_requests)
+    return _sorted_scan_numpy(survival, np.sort(survival, axis=None), base_times, constant, num_requests)
+
+
+def _scan_lengths_loop(conf, base_times, constant, num_requests, ratio):
+    lengths, survival = _head_scan_loop(conf, base_times, constant, num_requests, ratio)
+    if survival.size == 0:
+        return lengths
+    return _sorted_scan_loop(survival, _sort_values_loop(survival), base_times, constant, num_requests)
+
+
+def _greedy_lengths_loop(conf, step_times, num_requests):
+    """The scan in two passes (:func:`scan_lengths` on T = ``step_times``): the survivals with the best :data:`HEAD`
+    kept in order, then (a longer scan) one sort of every survival and the scan over it in value order; ties
+    resolved by :func:`threshold_lengths`."""
+    return _scan_lengths_loop(conf, step_times, 0.0, num_requests, np.inf)
 
 
 def _cumprod_rows_numpy(conf):
@@ -353,8 +368,9 @@ def _cumprod_rows_loop(conf):
 
 
 _SCAN = (_admitted_loop, _threshold_lengths_loop, _first_pays_not)
-greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop,
-                              helpers=_SCAN + (_head_scan_loop, _sorted_scan_loop))
+_PASSES = _SCAN + (_head_scan_loop, _sorted_scan_loop, _sort_values_loop, _insertion_sort, _scan_lengths_loop)
+greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop, helpers=_PASSES)
+scan_passes = twin(_scan_lengths_numpy, _scan_lengths_loop, helpers=_PASSES)
 head_scan = twin(_head_scan_numpy, _head_scan_loop, helpers=_SCAN)
 sorted_scan = twin(_sorted_scan_numpy, _sorted_scan_loop, helpers=_SCAN)
 threshold_lengths = twin(_threshold_lengths_numpy, _threshold_lengths_loop)
@@ -379,18 +395,15 @@ def scan_lengths(conf: np.ndarray, base_times: np.ndarray, constant: float, num_
     """:func:`greedy_lengths` on T = ``base_times + constant``, the same lengths bit for bit, fast at any length
     of scan (issue 25: R = 512, gamma = 16 within 100 us): :func:`head_scan` (the survivals, and the scan when it
     ends within the best :data:`HEAD` candidates or provably admits them all), else one sort of every survival
-    value (:func:`specsim.policies.sorting.sort_values`: a bucket sort, several times numba's own quicksort, which
-    :func:`greedy_lengths`' compiled twin uses) and :func:`sorted_scan`.
+    value (:func:`specsim.policies.sorting.sort_values`: a bucket sort, several times numba's own quicksort) and
+    :func:`sorted_scan`; compiled, the three run in one call (:data:`scan_passes`).
 
     Args:
         conf: (R, gamma) calibrated confidences. base_times: (N + 1,) seconds at B = R .. R + N.
         constant: seconds added to each of them. num_requests: R.
         ratio: an upper bound on (T[n+1] - T[n]) / T[n] over B = R .. R + N (:func:`rise_bound`), or inf.
     """
-    lengths, survival = head_scan(conf, base_times, constant, num_requests, ratio)
-    if survival.size == 0:
-        return lengths
-    return sorted_scan(survival, sort_values(survival), base_times, constant, num_requests)
+    return scan_passes(conf, base_times, constant, num_requests, float(ratio))
 
 
 _LOADED: list = []        # set once the scan's compiled pieces are loaded in this process
@@ -410,8 +423,7 @@ def load_scan_kernels() -> None:
     table = base.copy()
     table.setflags(write=False)                      # a profile's own table (the paper rule) is read-only
     for times in (base, table):
-        head_scan(conf, times, 0.0, 2, np.inf)
-        sorted_scan(survival, sort_values(survival), times, 0.0, 2)
+        scan_passes(conf, times, 0.0, 2, np.inf)
     threshold_lengths(survival, 1, 0.5)
     cumprod_rows(conf)
 
