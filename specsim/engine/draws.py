@@ -203,27 +203,40 @@ def _normal(u, quantiles):
     return _table_quantile(quantiles, t, i)
 
 
+def _scaled_normals(u, quantiles, scale, gamma, z):
+    """Fill ``z`` (R, 2G + 1) with :func:`std_normal` of ``u``'s columns e, eps and noise (the first ``gamma`` of
+    each) times ``scale`` (the loop twin's pass over the quantile table: independent lookups, which the processor
+    overlaps, where a row at a time waited on each miss of the 128 KiB table)."""
+    G = (z.shape[1] - 1) // 2
+    for r in range(z.shape[0]):
+        z[r, 0] = _normal(u[r, 0], quantiles) * scale[0]
+        for k in range(gamma):
+            z[r, 1 + k] = _normal(u[r, 1 + k], quantiles) * scale[1 + k]
+            z[r, 1 + G + k] = _normal(u[r, 1 + G + k], quantiles) * scale[1 + G + k]
+
+
 def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
     R, G = base.shape
+    u = np.empty((R, 2 * ((3 * G + 2) // 2)))              # columns e, eps x G, noise x G, u x G (+ 1 spare)
+    for r in range(R):
+        _row_uniforms(keys[r], anchors[r], u[r])
+    z = np.empty((R, 2 * G + 1))
+    _scaled_normals(u, terms.quantiles, terms.scale, gamma, z)
     raw_logit, conf = np.empty((R, gamma)), np.empty((R, gamma))
     accept = np.empty((R, gamma), np.bool_)
-    u = np.empty(2 * ((3 * G + 2) // 2))                    # columns e, eps x G, noise x G, u x G (+ 1 spare)
     for r in range(R):
-        _row_uniforms(keys[r], anchors[r], u)
-        e = _normal(u[0], terms.quantiles) * terms.scale[0]
         for k in range(gamma):
-            logit_q = (base[r, k] + _normal(u[1 + k], terms.quantiles) * terms.scale[1 + k]) + e
-            noise = _normal(u[1 + G + k], terms.quantiles) * terms.scale[1 + G + k]
-            lin = confidence_logit(logit_q, noise, terms.low_ratio, terms.lin_scale[k], terms.lin_shift[k])
+            logit_q = (base[r, k] + z[r, 1 + k]) + z[r, 0]
+            lin = confidence_logit(logit_q, z[r, 1 + G + k], terms.low_ratio, terms.lin_scale[k], terms.lin_shift[k])
             raw_logit[r, k] = lin
             conf[r, k] = logistic(lin * terms.inv_t[k])
-            accept[r, k] = u[1 + 2 * G + k] < logistic(logit_q)
+            accept[r, k] = u[r, 1 + 2 * G + k] < logistic(logit_q)
     return raw_logit, conf, accept
 
 
 latent_outcomes = twin(_latent_outcomes_numpy, _latent_outcomes_loop,
                        helpers=(mix, _horner, normal_quantile, _table_quantile, _row_uniforms, _normal,
-                                confidence_logit, logistic))
+                                _scaled_normals, confidence_logit, logistic))
 
 
 class Drafts:
