@@ -36,6 +36,7 @@ inputs and a completion callback.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -95,6 +96,24 @@ class ClusterRuntime:
 
 #: Most (prompt tokens, cached tokens) pairs whose prefill seconds a cluster keeps (cleared when full).
 PREFILL_MEMO_MAX = 1 << 16
+_EAGER_S: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # profile -> {chunk sizes: seconds}
+
+
+def eager_step_s(profile, chunks: int | tuple[int, int]):
+    """``profile.mixed_step_time(chunks, 0.0, 1)``: one request's prefill step of ``chunks`` tokens (an int) or of
+    each of two chunk sizes (a pair, priced in one array lookup: an (2,) array, read-only). A profile is immutable,
+    so the values are kept per profile while it lives: a run prices the same few chunk sizes again and again."""
+    try:
+        memo = _EAGER_S.setdefault(profile, {})
+    except TypeError:                                   # (a profile object without weak references: not kept)
+        memo = {}
+    got = memo.get(chunks)
+    if got is None:
+        got = profile.mixed_step_time(np.array(chunks) if isinstance(chunks, tuple) else chunks, 0.0, 1)
+        if isinstance(got, np.ndarray):
+            got.setflags(write=False)
+        memo[chunks] = got
+    return got
 
 #: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
 #: back to load balancing when workers are imbalanced): only instances whose outstanding requests are at most
@@ -264,10 +283,9 @@ class Cluster:
         chunk = min(c.prefill_chunk_tokens, self.profile.batch_limit or c.prefill_chunk_tokens)  # beyond if extrapolating
         prof = self.profile
         if prompt_tokens <= chunk:                          # one chunk: the same sums, on scalars
-            return float(prof.mixed_step_time(prompt_tokens, 0.0, 1)
-                         + prof.prefill_attention_s(prompt_tokens, cached_tokens))
+            return float(eager_step_s(prof, prompt_tokens) + prof.prefill_attention_s(prompt_tokens, cached_tokens))
         full, rest = divmod(prompt_tokens, chunk)
-        each = prof.mixed_step_time(np.array([chunk, rest or chunk]), 0.0, 1)   # one request per step, eager;
+        each = eager_step_s(prof, (chunk, rest or chunk))  # one request per step, eager;
         times = np.full(full + (rest > 0), each[0])        # the table is chosen by the largest chunk, as for all
         if rest:
             times[-1] = each[1]

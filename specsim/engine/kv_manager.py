@@ -240,10 +240,11 @@ class KVManager:
     def free(self, s: Slots, slots: int | np.ndarray) -> None:
         """Return every block of ``slots`` (one slot index or an array of them; their cached prefix blocks stay
         cached, evictable once unused, most recent last in slot order)."""
-        for idx in np.atleast_1d(s.request[slots]).tolist():
+        slots = slots if isinstance(slots, np.ndarray) else np.array([slots])
+        for idx in s.request[slots].tolist():
             self.pool.drop_cached(self._cached_keys.pop(idx, ()))
         held = s.kv_blocks[slots] - s.kv_cached[slots] + s.draft_kv_blocks[slots]
-        self.pool.release(int(np.sum(held)) + self.config.state_blocks * int(np.size(held)))
+        self.pool.release(int(held.sum()) + self.config.state_blocks * held.size)
 
     # ----------------------------------------------------------------- admission and the prefix cache
     def admit(self, idx: int, keys: tuple, *, prompt_tokens: int, output_tokens: int, num_generated: int,
