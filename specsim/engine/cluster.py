@@ -47,7 +47,7 @@ import simpy
 from specsim.acceptance.model import AcceptanceModel
 from specsim.engine.draws import row_draws
 from specsim.engine.replica import Replica, ReplicaConfig
-from specsim.engine.kv import BlockPool, blocks_for
+from specsim.engine.kv import BlockPool
 from specsim.engine.kv_manager import cache_context, cache_prefilled_prompt
 from specsim.engine.records import Records
 from specsim.engine.sessions import Sessions
@@ -212,9 +212,9 @@ class Cluster:
         if idx in self.config.context_reasons:
             return self.config.context_reasons[idx]
         w = self.workload
-        tokens = int(w.prompt[idx] + w.output[idx])
-        need = int(blocks_for(tokens, w.block_size)) + self.state_blocks
+        need = int(w.blocks_needed[idx]) + self.state_blocks
         if need > self.num_blocks:
+            tokens = int(w.prompt[idx] + w.output[idx])
             held = f" + {self.state_blocks} blocks of linear-attention state" if self.state_blocks else ""
             return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}{held}) "
                     f"> the {self.num_blocks} blocks of the replica's KV capacity ({self.kv_capacity_tokens:,} tokens)")
