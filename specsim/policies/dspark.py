@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
-from specsim.policies.sorting import _insertion_sort, _sort_values_loop
+from specsim.policies.sorting import _sort_bucket, _sort_values_loop
 from specsim.twins import twin
 
 
@@ -368,7 +368,7 @@ def _cumprod_rows_loop(conf):
 
 
 _SCAN = (_admitted_loop, _threshold_lengths_loop, _first_pays_not)
-_PASSES = _SCAN + (_head_scan_loop, _sorted_scan_loop, _sort_values_loop, _insertion_sort, _scan_lengths_loop)
+_PASSES = _SCAN + (_head_scan_loop, _sorted_scan_loop, _sort_values_loop, _sort_bucket, _scan_lengths_loop)
 greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop, helpers=_PASSES)
 scan_passes = twin(_scan_lengths_numpy, _scan_lengths_loop, helpers=_PASSES)
 head_scan = twin(_head_scan_numpy, _head_scan_loop, helpers=_SCAN)

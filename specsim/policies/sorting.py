@@ -3,12 +3,13 @@ chooses; the two are equal bit for bit, tests/test_kernels.py).
 
 The long scans of the schedulers (DSpark's :func:`specsim.policies.dspark.scan_lengths`) read every survival in value
 order, and only the values matter (equal survivals add the same to tau whichever candidate they belong to). The
-definition is ``np.sort``; the twin is a bucket sort: the values map to about n / 2 buckets by a monotone linear map
-of their range, are counted and placed bucket by bucket, and each bucket is sorted by insertion (numba's quicksort
-for one of more than :data:`BUCKET_SORTED` values, so no input is quadratic). Its cost is a few passes over the values
-whatever the machine's vector units: numpy's vectorised quicksort was 3-5 ns per value on the AVX-512 machines of
-issue 25 but 16-26 ns per value at 1,000-8,000 values on the project's AMD EPYC VM, where the bucket sort takes about
-5 ns (benchmarks/README.md, 2026-12-07).
+definition is ``np.sort``; the twin is a bucket sort: the n values map to 2n buckets by a monotone linear map of their
+range, are counted and placed bucket by bucket, and each bucket is sorted where it holds more than one value (two to
+four by a branch-free network of min / max exchanges, a few more by insertion, numba's quicksort beyond
+:data:`BUCKET_SORTED`, so no input is quadratic). Its cost is a few passes over the values whatever the machine's
+vector units: numpy's vectorised quicksort was 3-5 ns per value on the AVX-512 machines of issue 25 but 16-26 ns per
+value at 1,000-8,000 values on the project's AMD EPYC VM, where the bucket sort takes 5-7 ns (benchmarks/README.md,
+2026-12-07).
 """
 
 from __future__ import annotations
@@ -26,15 +27,36 @@ def _sort_values_numpy(values: np.ndarray) -> np.ndarray:
     return np.sort(values, axis=None)
 
 
-def _insertion_sort(out, start, end):
-    """Sort ``out[start:end]`` in place by insertion (a bucket of a few values)."""
-    for i in range(start + 1, end):
-        v = out[i]
-        j = i - 1
-        while j >= start and out[j] > v:
-            out[j + 1] = out[j]
-            j -= 1
-        out[j + 1] = v
+def _sort_bucket(out, start, end):
+    """Sort ``out[start:end]`` in place: one bucket's values (few: most buckets hold 0 to 4)."""
+    m = end - start
+    if m == 2:
+        a, b = out[start], out[start + 1]
+        out[start], out[start + 1] = min(a, b), max(a, b)
+    elif m == 3:
+        a, b, c = out[start], out[start + 1], out[start + 2]
+        a, b = min(a, b), max(a, b)
+        b, c = min(b, c), max(b, c)
+        a, b = min(a, b), max(a, b)
+        out[start], out[start + 1], out[start + 2] = a, b, c
+    elif m == 4:
+        a, b, c, d = out[start], out[start + 1], out[start + 2], out[start + 3]
+        a, b = min(a, b), max(a, b)
+        c, d = min(c, d), max(c, d)
+        a, c = min(a, c), max(a, c)
+        b, d = min(b, d), max(b, d)
+        b, c = min(b, c), max(b, c)
+        out[start], out[start + 1], out[start + 2], out[start + 3] = a, b, c, d
+    elif m > BUCKET_SORTED:
+        out[start:end] = np.sort(out[start:end])
+    elif m > 4:
+        for i in range(start + 1, end):                   # insertion
+            v = out[i]
+            j = i - 1
+            while j >= start and out[j] > v:
+                out[j + 1] = out[j]
+                j -= 1
+            out[j + 1] = v
 
 
 def _sort_values_loop(values):
@@ -48,7 +70,7 @@ def _sort_values_loop(values):
         finite &= v - v == 0.0                       # False for an infinity or a NaN
     if not finite or not hi > lo:                    # (all equal, or none: sorted as they are)
         return np.sort(a) if not finite else a.copy()
-    nb = n // 2 + 1
+    nb = 2 * n
     scale = (nb - 1) / (hi - lo)                     # (v - lo) * scale: monotone in v, in [0, nb - 1]
     start = np.zeros(nb + 1, np.int64)
     for i in range(n):
@@ -61,11 +83,9 @@ def _sort_values_loop(values):
         out[fill[b]] = a[i]
         fill[b] += 1
     for b in range(nb):
-        if start[b + 1] - start[b] > BUCKET_SORTED:
-            out[start[b]:start[b + 1]] = np.sort(out[start[b]:start[b + 1]])
-        else:
-            _insertion_sort(out, start[b], start[b + 1])
+        if start[b + 1] - start[b] > 1:
+            _sort_bucket(out, start[b], start[b + 1])
     return out
 
 
-sort_values = twin(_sort_values_numpy, _sort_values_loop, helpers=(_insertion_sort,))
+sort_values = twin(_sort_values_numpy, _sort_values_loop, helpers=(_sort_bucket,))
