@@ -96,24 +96,46 @@ class ClusterRuntime:
 
 #: Most (prompt tokens, cached tokens) pairs whose prefill seconds a cluster keeps (cleared when full).
 PREFILL_MEMO_MAX = 1 << 16
-_EAGER_S: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()     # profile -> {chunk sizes: seconds}
+_EAGER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()      # profile -> its eager step seconds kept
+_EAGER_LAST: list = [lambda: None, None]                               # (weak reference to the last profile, ditto)
 
 
-def eager_step_s(profile, chunks: int | tuple[int, int]):
-    """``profile.mixed_step_time(chunks, 0.0, 1)``: one request's prefill step of ``chunks`` tokens (an int) or of
-    each of two chunk sizes (a pair, priced in one array lookup: an (2,) array, read-only). A profile is immutable,
-    so the values are kept per profile while it lives: a run prices the same few chunk sizes again and again."""
+def _eager_memo(profile) -> dict:
+    """The eager step seconds kept for ``profile``: a profile is immutable, so its prices are kept while it lives (a
+    run prices the same few prefill chunks again and again)."""
+    if _EAGER_LAST[0]() is profile:
+        return _EAGER_LAST[1]
     try:
-        memo = _EAGER_S.setdefault(profile, {})
-    except TypeError:                                   # (a profile object without weak references: not kept)
-        memo = {}
-    got = memo.get(chunks)
+        memo = _EAGER.setdefault(profile, {})
+    except TypeError:                                   # (a profile object without weak references: nothing kept)
+        return {}
+    _EAGER_LAST[:] = [weakref.ref(profile), memo]
+    return memo
+
+
+def eager_step_s(profile, tokens: int) -> float:
+    """``profile.mixed_step_time(tokens, 0.0, 1)``: one request's prefill step of ``tokens`` tokens (kept)."""
+    memo = _eager_memo(profile)
+    got = memo.get(tokens)
     if got is None:
-        got = profile.mixed_step_time(np.array(chunks) if isinstance(chunks, tuple) else chunks, 0.0, 1)
-        if isinstance(got, np.ndarray):
-            got.setflags(write=False)
-        memo[chunks] = got
+        got = memo[tokens] = profile.mixed_step_time(tokens, 0.0, 1)
     return got
+
+
+def eager_chunks_s(profile, chunk: int) -> np.ndarray:
+    """(chunk + 1,) seconds of one request's prefill step of ``chunk`` tokens ([0]) and of 1 .. chunk tokens ([1:]),
+    priced in one array whose largest size is ``chunk``, as a prompt of several chunks prices its full chunks and its
+    last one together (``profile.mixed_step_time`` prices each size of an array alone, on the table its largest size
+    selects: the same seconds as the pair [chunk, last]); kept, read-only."""
+    memo = _eager_memo(profile)
+    got = memo.get(("chunks", chunk))
+    if got is None:
+        sizes = np.arange(chunk + 1)
+        sizes[0] = chunk
+        got = memo["chunks", chunk] = profile.mixed_step_time(sizes, 0.0, 1)
+        got.setflags(write=False)
+    return got
+
 
 #: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
 #: back to load balancing when workers are imbalanced): only instances whose outstanding requests are at most
@@ -285,7 +307,8 @@ class Cluster:
         if prompt_tokens <= chunk:                          # one chunk: the same sums, on scalars
             return float(eager_step_s(prof, prompt_tokens) + prof.prefill_attention_s(prompt_tokens, cached_tokens))
         full, rest = divmod(prompt_tokens, chunk)
-        each = eager_step_s(prof, (chunk, rest or chunk))  # one request per step, eager;
+        table = eager_chunks_s(prof, chunk)
+        each = table[0], table[rest or chunk]               # one request per step, eager;
         times = np.full(full + (rest > 0), each[0])        # the table is chosen by the largest chunk, as for all
         if rest:
             times[-1] = each[1]
