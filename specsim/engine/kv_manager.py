@@ -244,7 +244,7 @@ class KVManager:
         for idx in s.request[slots].tolist():
             self.pool.drop_cached(self._cached_keys.pop(idx, ()))
         held = s.kv_blocks[slots] - s.kv_cached[slots] + s.draft_kv_blocks[slots]
-        self.pool.release(int(held.sum()) + self.config.state_blocks * held.size)
+        self.pool.release(int(np.add.reduce(held)) + self.config.state_blocks * held.size)
 
     # ----------------------------------------------------------------- admission and the prefix cache
     def admit(self, idx: int, keys: tuple, *, prompt_tokens: int, output_tokens: int, num_generated: int,

@@ -361,7 +361,7 @@ class Scheduler:
 
     def release_finished(self, now_s: float) -> None:
         """The requests that reached their output length leave at ``now_s`` (the end of their last step)."""
-        done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
+        done = (self.slots.num_generated >= self.slots.output_tokens).nonzero()[0]
         if done.size:
             self._release(done, now_s)
 

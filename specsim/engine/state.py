@@ -130,13 +130,14 @@ class Slots:
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` (R,) is True, in order (each array replaced)."""
-        d, kept = self.__dict__, np.flatnonzero(mask)
+        d, kept = self.__dict__, mask.nonzero()[0]
         for name in _SLOT_FIELDS:
             d[name] = d[name].take(kept, axis=0)
 
     def drop(self, slots: np.ndarray) -> None:
         """Remove ``slots`` (distinct slot indices), keeping the others in order."""
-        mask = np.ones(self.request.shape[0], bool)
+        mask = np.empty(self.request.shape[0], bool)
+        mask.fill(True)
         mask[slots] = False
         self.keep(mask)
 
