@@ -482,7 +482,7 @@ class DSpark(PolicyBase):
         self.early_stop, self.diagnose = early_stop, bool(diagnose)
         self._steps = self._below = 0
         self._shortfall = 0.0
-        self._hull_profile, self._hulls = None, {}        # (R, N) -> the table's minorant at B = R .. R+N
+        self._hull_profile, self._hulls = None, {}        # terms of (R, gamma) or (R, N) kept per profile (_kept)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         R = view.num_requests
@@ -490,13 +490,14 @@ class DSpark(PolicyBase):
             return np.zeros(R, dtype=np.int64)
         load_scan_kernels()
         profile = view.profile
-        n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
-        spec = view.speculation_s                       # speculation's own overhead: paid whatever is verified
         if self.early_stop == "hull":                   # the constant terms: per-request and KV-read seconds
-            constant = profile.step_time(R, view.kv_tokens, R) - profile.step_time(R) + spec
-            base, stats = self._table_hull(profile, R, n_max)                          # (N+1,) B = R .. R+N
+            n_max, spec, table_R, base, stats = self._kept(profile, ("hull", R, view.gamma),
+                                                           lambda: self._hull_terms(view, R))
+            constant = profile.step_time(R, view.kv_tokens, R) - table_R + spec
             ratio = rise_bound(stats, max(constant, 0.0))
         else:
+            n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
+            spec = view.speculation_s                   # speculation's own overhead: paid whatever is verified
             parts = getattr(profile, "step_time_parts", None)             # a scheduler table has none
             parts = None if parts is None else parts(R, n_max + 1, view.kv_tokens, R)
             if parts is None:
@@ -505,34 +506,32 @@ class DSpark(PolicyBase):
             else:                                                          # the table itself, no copy
                 base, constant = parts
                 constant += spec
-                ratio = rise_bound(self._table_stats(profile, R, n_max, base), max(constant, 0.0))
+                ratio = rise_bound(self._kept(profile, ("table", R, n_max), lambda: _stats(base)), max(constant, 0.0))
         lengths = scan_lengths(view.conf, base, constant, R, ratio)
         if self.diagnose:
             self._count(view.conf, profile.step_time_range(R, n_max + 1, view.kv_tokens, R) + spec,
                         int(lengths.sum()))
         return lengths
 
-    def _table_hull(self, profile, R: int, n_max: int) -> tuple[np.ndarray, tuple[float, float, float]]:
-        """(N+1,) the lower convex minorant of the profile's step times at B = R .. R+N without the constant
-        terms, and its (largest rise, smallest, largest entry) for :func:`rise_bound` (a function of R and N
-        only: computed once per pair and kept while the profile is the same)."""
+    def _kept(self, profile, key: tuple, make):
+        """``make()``, a function of the profile and ``key`` only: computed once per key and kept while the profile is
+        the same."""
         if profile is not self._hull_profile:
             self._hull_profile, self._hulls = profile, {}
-        got = self._hulls.get((R, n_max))
+        got = self._hulls.get(key)
         if got is None:
-            hull = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
-            got = self._hulls[R, n_max] = hull, _stats(hull)
+            got = self._hulls[key] = make()
         return got
 
-    def _table_stats(self, profile, R: int, n_max: int, table: np.ndarray) -> tuple[float, float, float]:
-        """:func:`rise_bound`'s stats of the profile's own table at B = R .. R+N (the paper rule's T less its
-        constant terms), kept per (R, N) as the hull is."""
-        if profile is not self._hull_profile:
-            self._hull_profile, self._hulls = profile, {}
-        got = self._hulls.get(("table", R, n_max))
-        if got is None:
-            got = self._hulls["table", R, n_max] = _stats(table)
-        return got
+    def _hull_terms(self, view: SchedulingView, R: int) -> tuple:
+        """The hull rule's terms of a view of R requests drafting gamma each, none of which depends on the step's
+        confidences or KV read: (N, :attr:`SchedulingView.speculation_s`, the table's seconds at B = R, the (N+1,)
+        lower convex minorant of the table at B = R .. R+N, its (largest rise, smallest, largest entry) for
+        :func:`rise_bound`)."""
+        profile = view.profile
+        n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
+        hull = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
+        return n_max, view.speculation_s, profile.step_time(R), hull, _stats(hull)
 
     def _count(self, conf: np.ndarray, step_times: np.ndarray, n: int) -> None:
         """Record whether admitting ``n`` candidates reached the global best of the true Theta."""
