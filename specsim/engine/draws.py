@@ -150,7 +150,9 @@ def std_normal(u: np.ndarray) -> np.ndarray:
 
 
 class LatentTerms(NamedTuple):
-    """The latent model's per-draft terms as :func:`latent_outcomes` takes them (G: the model's drafts).
+    """The latent model's per-draft terms as :func:`latent_outcomes` takes them (G: the model's drafts; both forms
+    unpack them by position, so a plain tuple of the same fields serves as well: the engine passes one, which numba
+    types in a third of the time).
 
     Attributes:
         scale: (2G + 1,) [sigma_step, sigma_token x G, sigma_conf x G] (logit scale).
@@ -173,15 +175,16 @@ def _latent_outcomes_numpy(keys, anchors, base, terms: LatentTerms, gamma: int):
     with ``base`` (R, G) = beta_k(domain) + z_r: :meth:`LatentRows.rows` followed by the model's
     ``confidences`` and ``accepted`` (:mod:`specsim.acceptance.model`), cut to the first ``gamma`` drafts; the raw
     confidence is ``expit(raw_logit)``, left to whoever reads it (:class:`Drafts`)."""
+    scale, lin_scale, lin_shift, low_ratio, inv_t, _ = terms
     G = base.shape[1]
     u = uniforms(keys, anchors, 3 * G + 1)                        # columns e, eps x G, noise x G, u x G
     z = std_normal(u[:, : 2 * G + 1])
-    z *= terms.scale
+    z *= scale
     logit_q = base + z[:, 1: G + 1]                               # (R, G) beta + z_r + eps, then + e
     logit_q += z[:, :1]
-    lin = confidence_logit(logit_q, z[:, G + 1:], terms.low_ratio, terms.lin_scale, terms.lin_shift)
+    lin = confidence_logit(logit_q, z[:, G + 1:], low_ratio, lin_scale, lin_shift)
     accept = u[:, 2 * G + 1:] < expit(logit_q)                    # expit: logistic per element (module doc)
-    return lin[:, :gamma], expit(lin * terms.inv_t)[:, :gamma], accept[:, :gamma]
+    return lin[:, :gamma], expit(lin * inv_t)[:, :gamma], accept[:, :gamma]
 
 
 def _row_uniforms(key, anchor, u):
@@ -216,20 +219,21 @@ def _scaled_normals(u, quantiles, scale, gamma, z):
 
 
 def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
+    scale, lin_scale, lin_shift, low_ratio, inv_t, quantiles = terms
     R, G = base.shape
     u = np.empty((R, 2 * ((3 * G + 2) // 2)))              # columns e, eps x G, noise x G, u x G (+ 1 spare)
     for r in range(R):
         _row_uniforms(keys[r], anchors[r], u[r])
     z = np.empty((R, 2 * G + 1))
-    _scaled_normals(u, terms.quantiles, terms.scale, gamma, z)
+    _scaled_normals(u, quantiles, scale, gamma, z)
     raw_logit, conf = np.empty((R, gamma)), np.empty((R, gamma))
     accept = np.empty((R, gamma), np.bool_)
     for r in range(R):
         for k in range(gamma):
             logit_q = (base[r, k] + z[r, 1 + k]) + z[r, 0]
-            lin = confidence_logit(logit_q, z[r, 1 + G + k], terms.low_ratio, terms.lin_scale[k], terms.lin_shift[k])
+            lin = confidence_logit(logit_q, z[r, 1 + G + k], low_ratio, lin_scale[k], lin_shift[k])
             raw_logit[r, k] = lin
-            conf[r, k] = logistic(lin * terms.inv_t[k])
+            conf[r, k] = logistic(lin * inv_t[k])
             accept[r, k] = u[r, 1 + 2 * G + k] < logistic(logit_q)
     return raw_logit, conf, accept
 
@@ -291,6 +295,7 @@ class LatentRows:
         scales, shifts = model._lin
         self._terms = LatentTerms(self._scale, scales, shifts, float(model.conf_low_ratio), model._inv_t[0],
                                   _QUANTILES)
+        self._flat_terms = tuple(self._terms)
         # every request's key and latent difficulty z_r (counter -1 of its stream), drawn at once
         self._keys = request_keys(self.seed, np.arange(num_requests))
         self._z = std_normal(uniforms(self._keys, np.full(num_requests, -1), 1))[:, 0] * model.sigma_request
@@ -324,7 +329,7 @@ class LatentRows:
 
     def drafts(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray, gamma: int) -> "Drafts":
         """:meth:`outcomes` as a step's :class:`Drafts`, whose raw confidences are computed when first read."""
-        raw_logit, conf, accept = latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._terms, gamma)
+        raw_logit, conf, accept = latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._flat_terms, gamma)
         return Drafts(accept, None, conf, raw_logit)
 
 
