@@ -3,15 +3,17 @@
 The definitions are numpy functions in the modules a reader looks in: the latent draws in
 :mod:`specsim.engine.draws` (SplitMix64 uniforms, the tabulated normal quantile, Wichura's AS241 in the
 tails), the confidence formula and the logistic in :mod:`specsim.acceptance.model`, DSpark's scan and the
-lower convex minorant in :mod:`specsim.policies.dspark`, and the step's emission, output clip and decoding
-slots in :mod:`specsim.engine.kernels`. Beside each sits its *loop twin*: the same arithmetic written as scalar
+lower convex minorant in :mod:`specsim.policies.dspark`, the sort of the survival values in
+:mod:`specsim.policies.sorting`, and the step's emission, output clip and decoding slots in
+:mod:`specsim.engine.kernels`. Beside each sits its *loop twin*: the same arithmetic written as scalar
 loops, which numba compiles. :func:`twin` is the one place that picks which one a call runs:
 
 * the compiled loop twin when numba imports and compiles it (about 2 s for all of them on first use, then
   cached beside the source files, ``cache=True``; numba falls back to its user cache directory where that is
   not writable). numba keys that cache by the twin's own source file only: after editing a helper that lives
-  in another module (``confidence_logit`` and ``logistic`` in acceptance/model.py, used by draws.py's twin),
-  touch the twin's file or delete its ``__pycache__/*.nbi``; the bit-equality tests catch a stale twin;
+  in another module (``confidence_logit`` and ``logistic`` in acceptance/model.py, used by draws.py's twin;
+  the bucket sort of policies/sorting.py, used by dspark.py's scan), touch the twin's file or delete its
+  ``__pycache__/*.nbi``; the bit-equality tests catch a stale twin;
 * the numpy definition when ``SPECSIM_NO_NUMBA=1`` is set, when numba is not installed, or when numba fails to
   compile the twin (a warning names it). The suite passes both ways.
 

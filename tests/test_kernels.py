@@ -20,6 +20,7 @@ from specsim import twins
 from specsim.engine import draws, kernels
 from specsim.engine.draws import LatentRows, normal_quantile
 from specsim.policies.dspark import greedy_lengths, lower_convex_minorant
+from specsim.policies.sorting import sort_values
 
 needs_numba = pytest.mark.skipif(not twins.compiled(), reason="numba unavailable or SPECSIM_NO_NUMBA=1")
 
@@ -219,6 +220,28 @@ def test_dspark_scan_and_hull_equal_their_twins(R, G, seed, power, ties, cap, hu
         assert (h <= step_times).all() and (np.diff(h, 2) >= -1e-15).all()
         step_times = h
     assert_same(*both(greedy_lengths, conf, step_times, R))
+
+
+@needs_numba
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 3000), seed=st.integers(0, 2**32 - 1),
+       kind=st.sampled_from(["survival", "ties", "cluster", "signed"]))
+def test_sort_values_equals_np_sort(n, seed, kind):
+    """The bucket sort of the scans' survival values is np.sort: on survivals, runs of ties, a tight cluster
+    beside an outlier (one bucket of most values: sorted by quicksort, not by insertion) and signed values."""
+    rng = np.random.default_rng(seed)
+    values = {"survival": lambda: np.cumprod(rng.uniform(0.5, 1.0, (max(n, 1), 7)), axis=1)[: n // 7 + 1],
+              "ties": lambda: rng.integers(0, 5, n) / 4.0,
+              "cluster": lambda: np.concatenate([1.0 + 1e-12 * rng.random(n), [1e6]]),
+              "signed": lambda: rng.normal(0.0, 1e3, n)}[kind]()
+    assert_same(*both(sort_values, values))
+
+
+@needs_numba
+def test_sort_values_edges():
+    for values in (np.zeros(0), np.full(9, 0.3), np.array([2.0, np.inf, -1.0, np.nan, 0.5]),
+                   np.array([[0.5, 0.25], [1.0, 0.0]])):
+        assert_same(*both(sort_values, values))
 
 
 @pytest.mark.parametrize("seed", range(6))

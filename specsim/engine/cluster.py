@@ -36,6 +36,7 @@ inputs and a completion callback.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -46,7 +47,7 @@ import simpy
 from specsim.acceptance.model import AcceptanceModel
 from specsim.engine.draws import row_draws
 from specsim.engine.replica import Replica, ReplicaConfig
-from specsim.engine.kv import BlockPool, blocks_for
+from specsim.engine.kv import BlockPool
 from specsim.engine.kv_manager import cache_context, cache_prefilled_prompt
 from specsim.engine.records import Records
 from specsim.engine.sessions import Sessions
@@ -91,6 +92,49 @@ class ClusterRuntime:
     seed: int
     context_reasons: Mapping[int, str] = field(default_factory=dict)
     decode_first_token: bool = False
+
+
+#: Most (prompt tokens, cached tokens) pairs whose prefill seconds a cluster keeps (cleared when full).
+PREFILL_MEMO_MAX = 1 << 16
+_EAGER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()      # profile -> its eager step seconds kept
+_EAGER_LAST: list = [lambda: None, None]                               # (weak reference to the last profile, ditto)
+
+
+def _eager_memo(profile) -> dict:
+    """The eager step seconds kept for ``profile``: a profile is immutable, so its prices are kept while it lives (a
+    run prices the same few prefill chunks again and again)."""
+    if _EAGER_LAST[0]() is profile:
+        return _EAGER_LAST[1]
+    try:
+        memo = _EAGER.setdefault(profile, {})
+    except TypeError:                                   # (a profile object without weak references: nothing kept)
+        return {}
+    _EAGER_LAST[:] = [weakref.ref(profile), memo]
+    return memo
+
+
+def eager_step_s(profile, tokens: int) -> float:
+    """``profile.mixed_step_time(tokens, 0.0, 1)``: one request's prefill step of ``tokens`` tokens (kept)."""
+    memo = _eager_memo(profile)
+    got = memo.get(tokens)
+    if got is None:
+        got = memo[tokens] = profile.mixed_step_time(tokens, 0.0, 1)
+    return got
+
+
+def eager_chunks_s(profile, chunk: int) -> np.ndarray:
+    """(chunk + 1,) seconds of one request's prefill step of ``chunk`` tokens ([0]) and of 1 .. chunk tokens ([1:]),
+    priced in one array whose largest size is ``chunk``, as a prompt of several chunks prices its full chunks and its
+    last one together (``profile.mixed_step_time`` prices each size of an array alone, on the table its largest size
+    selects: the same seconds as the pair [chunk, last]); kept, read-only."""
+    memo = _eager_memo(profile)
+    got = memo.get(("chunks", chunk))
+    if got is None:
+        sizes = np.arange(chunk + 1)
+        sizes[0] = chunk
+        got = memo["chunks", chunk] = profile.mixed_step_time(sizes, 0.0, 1)
+        got.setflags(write=False)
+    return got
 
 
 #: The prefix-aware router's load guard (our choice, in the spirit of SGLang's cache-aware router, which falls
@@ -155,7 +199,7 @@ class Cluster:
         self._prefill_free: list[deque[PrefillInstance]] = (
             [deque([inst]) for inst in self.prefill_instances] if self._per_instance
             else [deque(self.prefill_instances)])
-        self._rr = 0
+        self._rr, self._prefill_s = 0, {}         # the round-robin turn; prefill_time_s by (tokens, cached tokens)
         self.in_system, self._area, self._last_t = 0, 0.0, 0.0      # Little's-law integral
         self._done_events: dict[int, simpy.Event] = {}
         self.sessions = Sessions.from_trace(trace, self.workload)
@@ -190,9 +234,9 @@ class Cluster:
         if idx in self.config.context_reasons:
             return self.config.context_reasons[idx]
         w = self.workload
-        tokens = int(w.prompt[idx] + w.output[idx])
-        need = int(blocks_for(tokens, w.block_size)) + self.state_blocks
+        need = int(w.blocks_needed[idx]) + self.state_blocks
         if need > self.num_blocks:
+            tokens = int(w.prompt[idx] + w.output[idx])
             held = f" + {self.state_blocks} blocks of linear-attention state" if self.state_blocks else ""
             return (f"needs {need} KV blocks (prompt + output = {tokens} tokens in blocks of {w.block_size}{held}) "
                     f"> the {self.num_blocks} blocks of the replica's KV capacity ({self.kv_capacity_tokens:,} tokens)")
@@ -245,7 +289,13 @@ class Cluster:
         prompt, bs = int(self.workload.prompt[idx]), self.workload.block_size
         hit = min(inst.pool.match(self.workload.prefix_keys(idx)), (prompt - 1) // bs) * bs
         self.records.prefix_lookup(inst.name, idx, hit, prompt)
-        return self.prefill_time_s(prompt - hit, hit)
+        key = (prompt - hit, hit)                   # a pure function of the two: kept, as prompt lengths repeat
+        dt = self._prefill_s.get(key)
+        if dt is None:
+            if len(self._prefill_s) >= PREFILL_MEMO_MAX:
+                self._prefill_s.clear()
+            dt = self._prefill_s[key] = self.prefill_time_s(prompt - hit, hit)
+        return dt
 
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds to prefill ``prompt_tokens`` tokens after ``cached_tokens`` cached ones (module docstring rule)."""
@@ -255,10 +305,10 @@ class Cluster:
         chunk = min(c.prefill_chunk_tokens, self.profile.batch_limit or c.prefill_chunk_tokens)  # beyond if extrapolating
         prof = self.profile
         if prompt_tokens <= chunk:                          # one chunk: the same sums, on scalars
-            return float(prof.mixed_step_time(prompt_tokens, 0.0, 1)
-                         + prof.prefill_attention_s(prompt_tokens, cached_tokens))
+            return float(eager_step_s(prof, prompt_tokens) + prof.prefill_attention_s(prompt_tokens, cached_tokens))
         full, rest = divmod(prompt_tokens, chunk)
-        each = prof.mixed_step_time(np.array([chunk, rest or chunk]), 0.0, 1)   # one request per step, eager;
+        table = eager_chunks_s(prof, chunk)
+        each = table[0], table[rest or chunk]               # one request per step, eager;
         times = np.full(full + (rest > 0), each[0])        # the table is chosen by the largest chunk, as for all
         if rest:
             times[-1] = each[1]

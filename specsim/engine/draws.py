@@ -150,7 +150,9 @@ def std_normal(u: np.ndarray) -> np.ndarray:
 
 
 class LatentTerms(NamedTuple):
-    """The latent model's per-draft terms as :func:`latent_outcomes` takes them (G: the model's drafts).
+    """The latent model's per-draft terms as :func:`latent_outcomes` takes them (G: the model's drafts; both forms
+    unpack them by position, so a plain tuple of the same fields serves as well: the engine passes one, which numba
+    types in a third of the time).
 
     Attributes:
         scale: (2G + 1,) [sigma_step, sigma_token x G, sigma_conf x G] (logit scale).
@@ -169,18 +171,20 @@ class LatentTerms(NamedTuple):
 
 
 def _latent_outcomes_numpy(keys, anchors, base, terms: LatentTerms, gamma: int):
-    """(conf_raw, conf, accept), each (R, gamma), of requests ``keys`` (R,) uint64 at ``anchors`` (R,) int64
+    """(raw_logit, conf, accept), each (R, gamma), of requests ``keys`` (R,) uint64 at ``anchors`` (R,) int64
     with ``base`` (R, G) = beta_k(domain) + z_r: :meth:`LatentRows.rows` followed by the model's
-    ``confidences`` and ``accepted`` (:mod:`specsim.acceptance.model`), cut to the first ``gamma`` drafts."""
+    ``confidences`` and ``accepted`` (:mod:`specsim.acceptance.model`), cut to the first ``gamma`` drafts; the raw
+    confidence is ``expit(raw_logit)``, left to whoever reads it (:class:`Drafts`)."""
+    scale, lin_scale, lin_shift, low_ratio, inv_t, _ = terms
     G = base.shape[1]
     u = uniforms(keys, anchors, 3 * G + 1)                        # columns e, eps x G, noise x G, u x G
     z = std_normal(u[:, : 2 * G + 1])
-    z *= terms.scale
+    z *= scale
     logit_q = base + z[:, 1: G + 1]                               # (R, G) beta + z_r + eps, then + e
     logit_q += z[:, :1]
-    lin = confidence_logit(logit_q, z[:, G + 1:], terms.low_ratio, terms.lin_scale, terms.lin_shift)
+    lin = confidence_logit(logit_q, z[:, G + 1:], low_ratio, lin_scale, lin_shift)
     accept = u[:, 2 * G + 1:] < expit(logit_q)                    # expit: logistic per element (module doc)
-    return expit(lin)[:, :gamma], expit(lin * terms.inv_t)[:, :gamma], accept[:, :gamma]
+    return lin[:, :gamma], expit(lin * inv_t)[:, :gamma], accept[:, :gamma]
 
 
 def _row_uniforms(key, anchor, u):
@@ -202,27 +206,71 @@ def _normal(u, quantiles):
     return _table_quantile(quantiles, t, i)
 
 
-def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
-    R, G = base.shape
-    conf_raw, conf = np.empty((R, gamma)), np.empty((R, gamma))
-    accept = np.empty((R, gamma), np.bool_)
-    u = np.empty(2 * ((3 * G + 2) // 2))                    # columns e, eps x G, noise x G, u x G (+ 1 spare)
-    for r in range(R):
-        _row_uniforms(keys[r], anchors[r], u)
-        e = _normal(u[0], terms.quantiles) * terms.scale[0]
+def _scaled_normals(u, quantiles, scale, gamma, z):
+    """Fill ``z`` (R, 2G + 1) with :func:`std_normal` of ``u``'s columns e, eps and noise (the first ``gamma`` of
+    each) times ``scale`` (the loop twin's pass over the quantile table: independent lookups, which the processor
+    overlaps, where a row at a time waited on each miss of the 128 KiB table)."""
+    G = (z.shape[1] - 1) // 2
+    for r in range(z.shape[0]):
+        z[r, 0] = _normal(u[r, 0], quantiles) * scale[0]
         for k in range(gamma):
-            logit_q = (base[r, k] + _normal(u[1 + k], terms.quantiles) * terms.scale[1 + k]) + e
-            noise = _normal(u[1 + G + k], terms.quantiles) * terms.scale[1 + G + k]
-            lin = confidence_logit(logit_q, noise, terms.low_ratio, terms.lin_scale[k], terms.lin_shift[k])
-            conf_raw[r, k] = logistic(lin)
-            conf[r, k] = logistic(lin * terms.inv_t[k])
-            accept[r, k] = u[1 + 2 * G + k] < logistic(logit_q)
-    return conf_raw, conf, accept
+            z[r, 1 + k] = _normal(u[r, 1 + k], quantiles) * scale[1 + k]
+            z[r, 1 + G + k] = _normal(u[r, 1 + G + k], quantiles) * scale[1 + G + k]
+
+
+def _latent_outcomes_loop(keys, anchors, base, terms, gamma):
+    scale, lin_scale, lin_shift, low_ratio, inv_t, quantiles = terms
+    R, G = base.shape
+    u = np.empty((R, 2 * ((3 * G + 2) // 2)))              # columns e, eps x G, noise x G, u x G (+ 1 spare)
+    for r in range(R):
+        _row_uniforms(keys[r], anchors[r], u[r])
+    z = np.empty((R, 2 * G + 1))
+    _scaled_normals(u, quantiles, scale, gamma, z)
+    raw_logit, conf = np.empty((R, gamma)), np.empty((R, gamma))
+    accept = np.empty((R, gamma), np.bool_)
+    for r in range(R):
+        for k in range(gamma):
+            logit_q = (base[r, k] + z[r, 1 + k]) + z[r, 0]
+            lin = confidence_logit(logit_q, z[r, 1 + G + k], low_ratio, lin_scale[k], lin_shift[k])
+            raw_logit[r, k] = lin
+            conf[r, k] = logistic(lin * inv_t[k])
+            accept[r, k] = u[r, 1 + 2 * G + k] < logistic(logit_q)
+    return raw_logit, conf, accept
 
 
 latent_outcomes = twin(_latent_outcomes_numpy, _latent_outcomes_loop,
                        helpers=(mix, _horner, normal_quantile, _table_quantile, _row_uniforms, _normal,
-                                confidence_logit, logistic))
+                                _scaled_normals, confidence_logit, logistic))
+
+
+class Drafts:
+    """A step's drafts, each (R, gamma): the hidden outcomes ``accept`` (revealed only when the step ends) and the
+    raw and calibrated confidences ``conf_raw`` and ``conf`` the policy sees. The latent model gives the raw
+    confidences as their logits, ``conf_raw = expit(raw_logit)`` computed on first read (most policies read only
+    ``conf``: one ``exp`` per draft saved); :meth:`silence` zeroes the drafts of requests that could not draft."""
+
+    __slots__ = ("accept", "conf", "_conf_raw", "_raw_logit", "_silent")
+
+    def __init__(self, accept: np.ndarray | None, conf_raw: np.ndarray | None, conf: np.ndarray,
+                 raw_logit: np.ndarray | None = None) -> None:
+        self.accept, self.conf, self._conf_raw, self._raw_logit, self._silent = accept, conf, conf_raw, raw_logit, None
+
+    @property
+    def conf_raw(self) -> np.ndarray:
+        """(R, gamma) raw confidences (0 for a silenced request)."""
+        if self._conf_raw is None:
+            self._conf_raw = expit(self._raw_logit)
+            if self._silent is not None:
+                self._conf_raw[self._silent] = 0.0
+        return self._conf_raw
+
+    def silence(self, rows: np.ndarray) -> None:
+        """The requests of ``rows`` ((R,) bool) drafted nothing: confidence 0 for each of their drafts."""
+        self.conf[rows] = 0.0
+        if self._conf_raw is not None:
+            self._conf_raw[rows] = 0.0
+        else:
+            self._silent = rows
 
 
 class LatentRows:
@@ -247,6 +295,7 @@ class LatentRows:
         scales, shifts = model._lin
         self._terms = LatentTerms(self._scale, scales, shifts, float(model.conf_low_ratio), model._inv_t[0],
                                   _QUANTILES)
+        self._flat_terms = tuple(self._terms)
         # every request's key and latent difficulty z_r (counter -1 of its stream), drawn at once
         self._keys = request_keys(self.seed, np.arange(num_requests))
         self._z = std_normal(uniforms(self._keys, np.full(num_requests, -1), 1))[:, 0] * model.sigma_request
@@ -255,7 +304,7 @@ class LatentRows:
         """(key, base) of request ``idx``: its stream key and (gamma,) beta(domain) + z_r."""
         return self._keys[idx], self.model.beta(domain) + self._z[idx]
 
-    def forget(self, key) -> None:
+    def forget(self, keys: np.ndarray) -> None:
         """Nothing is stored per request."""
 
     def rows(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -275,7 +324,13 @@ class LatentRows:
                  gamma: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(conf_raw, conf, accept), each (R, gamma), of the first ``gamma`` drafts at ``anchors``: the same
         numbers as ``model.confidences`` and ``model.accepted`` of :meth:`rows` (:func:`latent_outcomes`)."""
-        return latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._terms, gamma)
+        d = self.drafts(keys, anchors, base, gamma)
+        return d.conf_raw, d.conf, d.accept
+
+    def drafts(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray, gamma: int) -> "Drafts":
+        """:meth:`outcomes` as a step's :class:`Drafts`, whose raw confidences are computed when first read."""
+        raw_logit, conf, accept = latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._flat_terms, gamma)
+        return Drafts(accept, None, conf, raw_logit)
 
 
 class StoredRows:
@@ -298,9 +353,10 @@ class StoredRows:
         self._store[int(idx)] = np.stack([d.logit_q, d.noise, d.u], axis=1)      # (P, 3, gamma)
         return int(idx), np.zeros(self.gamma)
 
-    def forget(self, key) -> None:
-        """Drop a finished request's rows."""
-        self._store.pop(int(key), None)
+    def forget(self, keys: np.ndarray) -> None:
+        """Drop finished requests' rows (``keys``: their keys, (n,))."""
+        for key in keys.tolist():
+            self._store.pop(int(key), None)
 
     def rows(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray) -> np.ndarray:
         """(R, 3, gamma) rows of requests ``keys`` at ``anchors``."""
@@ -316,6 +372,11 @@ class StoredRows:
         conf_raw, conf = self.model.confidences(rows[:, 0], rows[:, 1])
         accept = self.model.accepted(rows[:, 0], rows[:, 2])
         return conf_raw[:, :gamma], conf[:, :gamma], accept[:, :gamma]
+
+    def drafts(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray, gamma: int) -> "Drafts":
+        """:meth:`outcomes` as a step's :class:`Drafts`."""
+        conf_raw, conf, accept = self.outcomes(keys, anchors, base, gamma)
+        return Drafts(accept, conf_raw, conf)
 
 
 #: Salt of the lookup-match streams (:func:`lookup_matches`): they are keyed apart from the acceptance draws.

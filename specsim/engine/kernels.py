@@ -5,7 +5,8 @@ blocks a lazy step's slots would hold under exact accounting.
 :func:`specsim.twins.twin` chooses, on first call, the compiled twin (numba) or the numpy definition
 (``SPECSIM_NO_NUMBA=1``, numba missing or failing to compile); the two are equal bit for bit
 (``tests/test_kernels.py``). The other twins live with their definitions: the latent draws in
-:mod:`specsim.engine.draws`, DSpark's scan and the lower convex minorant in :mod:`specsim.policies.dspark`.
+:mod:`specsim.engine.draws`, DSpark's scan and the lower convex minorant in :mod:`specsim.policies.dspark`, the
+sort of the survival values in :mod:`specsim.policies.sorting`.
 """
 
 from __future__ import annotations

@@ -237,11 +237,14 @@ class KVManager:
             return True
         return False
 
-    def free(self, s: Slots, slot: int) -> None:
-        """Return every block of ``slot`` (its cached prefix blocks stay cached, evictable once unused)."""
-        self.pool.drop_cached(self._cached_keys.pop(int(s.request[slot]), ()))
-        self.pool.release(int(s.kv_blocks[slot] - s.kv_cached[slot] + s.draft_kv_blocks[slot])
-                          + self.config.state_blocks)
+    def free(self, s: Slots, slots: int | np.ndarray) -> None:
+        """Return every block of ``slots`` (one slot index or an array of them; their cached prefix blocks stay
+        cached, evictable once unused, most recent last in slot order)."""
+        slots = slots if isinstance(slots, np.ndarray) else np.array([slots])
+        for idx in s.request[slots].tolist():
+            self.pool.drop_cached(self._cached_keys.pop(idx, ()))
+        held = s.kv_blocks[slots] - s.kv_cached[slots] + s.draft_kv_blocks[slots]
+        self.pool.release(int(np.add.reduce(held)) + self.config.state_blocks * held.size)
 
     # ----------------------------------------------------------------- admission and the prefix cache
     def admit(self, idx: int, keys: tuple, *, prompt_tokens: int, output_tokens: int, num_generated: int,
@@ -253,7 +256,8 @@ class KVManager:
         hit = min(self.pool.match(keys), (prompt_tokens - 1) // bs)
         tokens = prompt_tokens + (num_generated + 1 if self.paged else output_tokens)
         blocks = int(blocks_for(tokens, bs))
-        if blocks - hit + state + self.pool.num_evictable_in(keys[:hit]) > self.pool.num_available - margin:
+        evictable = self.pool.num_evictable_in(keys[:hit]) if hit else 0
+        if blocks - hit + state + evictable > self.pool.num_available - margin:
             return None                                 # (reviving an evictable hit takes it off the free list)
         self.pool.acquire_cached(keys[:hit])
         self.pool.take(blocks - hit + state)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from specsim.engine.draws import Drafts
 from specsim.engine.state import Slots
 from specsim.engine.workload import Workload
 from specsim.errors import SpecsimInputError
@@ -27,15 +28,6 @@ class DecodeBatch(NamedTuple):
     decode: np.ndarray        # (R,) slot indices of the decoding requests, ascending
     kv_tokens: float          # KV tokens the decoding requests read
     gamma: int                # drafts proposed per request this step
-
-
-class Drafts(NamedTuple):
-    """A step's drafts, each (R, gamma): the hidden outcomes (revealed only when the step ends) and the raw and
-    calibrated confidences the policy sees."""
-
-    accept: np.ndarray
-    conf_raw: np.ndarray
-    conf: np.ndarray
 
 
 class Decision(NamedTuple):
@@ -108,12 +100,12 @@ class PolicyCalls:
     def _view(self, batch: DecodeBatch, drafts: Drafts, capacity: int | None) -> SchedulingView:
         """The policy's read-only view of this step: its per-request arrays are made when the policy first reads
         them (:meth:`SchedulingView.shown_lazily`; most policies read a few)."""
-        fields = {"step": batch.step, "now_s": batch.now_s, "gamma": batch.gamma, "conf_raw": drafts.conf_raw,
-                  "conf": drafts.conf, "kv_tokens": batch.kv_tokens, "profile": self.profile,
-                  "capacity": capacity, "drafter_cost": self.drafter_cost}
+        fields = {"step": batch.step, "now_s": batch.now_s, "gamma": batch.gamma, "conf": drafts.conf,
+                  "kv_tokens": batch.kv_tokens, "profile": self.profile, "capacity": capacity,
+                  "drafter_cost": self.drafter_cost}
         if self.hooks.view_cls is OracleView:
             fields["accept"] = drafts.accept
-        return self.hooks.view_cls.shown_lazily(fields, _Shown(self, batch.decode))
+        return self.hooks.view_cls.shown_lazily(fields, _Shown(self, batch.decode, drafts))
 
     def domains_of(self, ids: np.ndarray) -> np.ndarray:
         """(R,) the domains of the requests ``ids`` (kept while the same ids array is shown: no admission or
@@ -146,19 +138,22 @@ class PolicyCalls:
 
 class _Shown:
     """The per-request arrays of one step's view (:meth:`PolicyCalls._view`), made on first access from the slot
-    arrays as they were when the view was built (those arrays are replaced, never written in place)."""
+    arrays as they were when the view was built (those arrays are replaced, never written in place), and its raw
+    confidences from the step's drafts (:class:`~specsim.engine.draws.Drafts`, computed when first read)."""
 
-    __slots__ = ("calls", "decode", "arrays")
+    __slots__ = ("calls", "decode", "arrays", "drafts")
 
     NAMES = ("request_ids", "num_generated", "prompt_tokens", "hist_drafts_verified", "hist_drafts_accepted",
              "last_verify_len", "last_accepted")
     _SLOTS = attrgetter("request", "num_generated", "prompt_tokens", "drafts_verified", "drafts_accepted",
                         "last_verify_len", "last_accepted")          # the slot array of each of NAMES
 
-    def __init__(self, calls: PolicyCalls, decode: np.ndarray) -> None:
-        self.calls, self.decode, self.arrays = calls, decode, self._SLOTS(calls.slots)
+    def __init__(self, calls: PolicyCalls, decode: np.ndarray, drafts: Drafts) -> None:
+        self.calls, self.decode, self.arrays, self.drafts = calls, decode, self._SLOTS(calls.slots), drafts
 
     def __call__(self, name: str) -> np.ndarray:
+        if name == "conf_raw":
+            return self.drafts.conf_raw
         if name == "domains":
             return self.calls.domains_of(self._at("request_ids"))
         return self._at(name)

@@ -27,11 +27,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from specsim.engine import kernels
-from specsim.engine.draws import lookup_matches
+from specsim.engine.draws import Drafts, lookup_matches
 from specsim.engine.kv_manager import KVManager
-from specsim.engine.policy_calls import DecodeBatch, Drafts, PolicyCalls
+from specsim.engine.policy_calls import DecodeBatch, PolicyCalls
 from specsim.engine.records import Records
-from specsim.engine.state import NO_SLOTS, ReplicaConfig, Slots, at_slots
+from specsim.engine.state import NO_SLOTS, ReplicaConfig, SlotRow, Slots, at_slots
 from specsim.engine.workload import Workload
 from specsim.errors import SpecsimInputError
 
@@ -99,7 +99,7 @@ class Scheduler:
         self.queue: deque[int] = deque()
         self.parked: dict[int, dict] = {}          # preempted requests' state, by trace index
         self._first_token_s: dict[int, float] = {}  # queued requests' first-token times (nan: emitted here)
-        self._pending: list[dict] = []             # admitted this step, not yet in the slots
+        self._pending: list[SlotRow] = []          # admitted this step, not yet in the slots
         self._stalled = 0
         self.step_index = 0
         # a speculating step drafts for the requests it prefills too (engine.first_drafts = "prefill-step")
@@ -138,9 +138,7 @@ class Scheduler:
         self.kv.free(s, slot)
         self._report_counters(np.array([slot]))
         self.parked[idx] = s.row(slot)
-        keep = np.ones(s.size, bool)
-        keep[slot] = False
-        s.keep(keep)
+        s.drop(np.array([slot]))
         self.queue.appendleft(idx)
         self.records.request_preempted(idx)
 
@@ -199,7 +197,7 @@ class Scheduler:
         w = self.workload
         p = parked if parked is not None else {"last_emit_s": self._first_token_s.pop(idx)}
         key, base = self.draws.request_state(idx, w.domain[idx]) if self.config.gamma else (0, ())
-        self._pending.append(dict(
+        self._pending.append(SlotRow(
             request=idx, prompt_tokens=w.prompt[idx], output_tokens=w.output[idx], num_generated=generated,
             prefill_left=prefill_left, kv_blocks=blocks, kv_cached=self.kv.num_cached_held(idx),
             draft_kv_blocks=0, draw_key=key, draw_base=base, decode_steps=p.get("decode_steps", 0),
@@ -273,12 +271,11 @@ class Scheduler:
         if not (R and gamma):
             z = np.zeros((R, gamma))
             return Drafts(np.zeros((R, gamma), bool), z, z)
-        conf_raw, conf, accept = self.draws.outcomes(at_slots(s.draw_key, decode), at_slots(s.num_generated, decode),
-                                                     at_slots(s.draw_base, decode), gamma)
+        drafts = self.draws.drafts(at_slots(s.draw_key, decode), at_slots(s.num_generated, decode),
+                                   at_slots(s.draw_base, decode), gamma)
         if can_draft is not None:
-            conf_raw[~can_draft] = 0.0
-            conf[~can_draft] = 0.0
-        return Drafts(accept, conf_raw, conf)
+            drafts.silence(~can_draft)
+        return drafts
 
     def _limit_verify_lengths(self, batch: DecodeBatch, verify_len: np.ndarray, can_draft: np.ndarray | None,
                               gamma: int) -> tuple[np.ndarray, int]:
@@ -364,7 +361,7 @@ class Scheduler:
 
     def release_finished(self, now_s: float) -> None:
         """The requests that reached their output length leave at ``now_s`` (the end of their last step)."""
-        done = np.flatnonzero(self.slots.num_generated >= self.slots.output_tokens)
+        done = (self.slots.num_generated >= self.slots.output_tokens).nonzero()[0]
         if done.size:
             self._release(done, now_s)
 
@@ -383,15 +380,11 @@ class Scheduler:
         """Finished requests leave: blocks freed, counters reported, draw state dropped, ``on_done`` told."""
         s = self.slots
         ids = s.request[slots]
-        for slot in slots.tolist():
-            self.kv.free(s, slot)
+        self.kv.free(s, slots)
         self._report_counters(slots)
         if self.config.gamma:
-            for key in s.draw_key[slots].tolist():
-                self.draws.forget(key)
-        keep = np.ones(s.size, bool)
-        keep[slots] = False
-        s.keep(keep)
+            self.draws.forget(s.draw_key[slots])
+        s.drop(slots)
         self.on_done(ids, now_s)
 
     def _report_counters(self, slots: np.ndarray) -> None:

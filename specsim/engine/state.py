@@ -7,6 +7,7 @@ request in admission order. Nothing here allocates KV blocks or runs a step.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -111,21 +112,34 @@ class Slots:
         """Number of running requests."""
         return self.request.size
 
-    def append(self, rows: list[dict]) -> None:
-        """Append one slot per dict of field values (every field given), in order."""
-        d, n = self.__dict__, len(rows)
-        for name in _SLOT_FIELDS:
+    def append(self, rows: list) -> None:
+        """Append one slot per row, in order (each array replaced): a :data:`SlotRow` or a dict of every field's
+        value."""
+        d, n, k = self.__dict__, self.request.shape[0], len(rows)
+        if isinstance(rows[0], dict):
+            rows = [SlotRow(**r) for r in rows]
+        for name, values in zip(_SLOT_FIELDS, rows[0] if k == 1 else zip(*rows)):    # (field, its new values)
             old = d[name]
-            new = np.empty((old.shape[0] + n,) + old.shape[1:], old.dtype)
-            new[:old.shape[0]] = old
-            new[old.shape[0]:] = [r[name] for r in rows] if n > 1 else rows[0][name]
+            new = np.empty((n + k,) + old.shape[1:], old.dtype)
+            new[:n] = old
+            if k == 1:                                  # (one item set: the common admission of one request)
+                new[n] = values
+            else:
+                new[n:] = values
             d[name] = new
 
     def keep(self, mask: np.ndarray) -> None:
-        """Keep the slots where ``mask`` (R,) is True, in order."""
-        d, kept = self.__dict__, np.flatnonzero(mask)
+        """Keep the slots where ``mask`` (R,) is True, in order (each array replaced)."""
+        d, kept = self.__dict__, mask.nonzero()[0]
         for name in _SLOT_FIELDS:
-            d[name] = d[name][kept]
+            d[name] = d[name].take(kept, axis=0)
+
+    def drop(self, slots: np.ndarray) -> None:
+        """Remove ``slots`` (distinct slot indices), keeping the others in order."""
+        mask = np.empty(self.request.shape[0], bool)
+        mask.fill(True)
+        mask[slots] = False
+        self.keep(mask)
 
     def row(self, slot: int) -> dict[str, object]:
         """One slot's values as a dict (for parking a preempted request)."""
@@ -133,4 +147,6 @@ class Slots:
 
 
 _SLOT_FIELDS = tuple(f.name for f in fields(Slots))
+#: One slot's values of every :class:`Slots` field, in field order (an admission: :meth:`Slots.append`).
+SlotRow = namedtuple("SlotRow", _SLOT_FIELDS)
 _DTYPES = {"draw_key": np.uint64, "draw_base": np.float64, "last_emit_s": np.float64}   # else int64

@@ -4,10 +4,11 @@ prefix-cache keys), shared by the cluster and the replicas."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from specsim.engine.kv import prefix_block_keys
+from specsim.engine.kv import blocks_for, prefix_block_keys
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,9 +38,23 @@ class Workload:
             a.setflags(write=False)
         return cls(*arrays, block_size=block_size, trace=trace)
 
+    @cached_property
+    def blocks_needed(self) -> np.ndarray:
+        """(N,) KV blocks each request's prompt + output tokens fill (read-only)."""
+        need = blocks_for(self.prompt + self.output, self.block_size)
+        need.setflags(write=False)
+        return need
+
+    @cached_property
+    def _keyed(self) -> bool:
+        """Whether the trace says which prompt blocks are shared (``hash_ids`` or ``prefix_group``)."""
+        return any(getattr(self.trace, name, None) is not None for name in ("hash_ids", "prefix_group"))
+
     def prefix_keys(self, idx: int) -> tuple[int, ...]:
         """Cache keys of request ``idx``'s shareable full prompt blocks (empty when none; computed each call,
         so that long traces keep no per-block state)."""
+        if not self._keyed:
+            return ()
         t = self.trace
         hash_ids = getattr(t, "hash_ids", None)
         groups = getattr(t, "prefix_group", None)

@@ -28,9 +28,10 @@ from specsim.hardware.profile import StepTimeProfile
 _VIEW_ARRAYS = ("request_ids", "domains", "conf_raw", "conf", "num_generated", "prompt_tokens",
                 "hist_drafts_verified", "hist_drafts_accepted", "last_verify_len", "last_accepted")
 
-#: The per-request arrays an engine-built view makes on first access (:meth:`SchedulingView.shown_lazily`).
-LAZY_ARRAYS = frozenset(("request_ids", "domains", "num_generated", "prompt_tokens", "hist_drafts_verified",
-                         "hist_drafts_accepted", "last_verify_len", "last_accepted"))
+#: The per-request arrays an engine-built view makes on first access (:meth:`SchedulingView.shown_lazily`; the raw
+#: confidences too: most policies read only the calibrated ones).
+LAZY_ARRAYS = frozenset(("request_ids", "domains", "conf_raw", "num_generated", "prompt_tokens",
+                         "hist_drafts_verified", "hist_drafts_accepted", "last_verify_len", "last_accepted"))
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -97,7 +98,8 @@ class SchedulingView:
     def shown_lazily(cls, fields: dict, shown: Callable[[str], np.ndarray]) -> "SchedulingView":
         """The engine's constructor (issue 25: a step builds a view for every policy call, and most policies
         read a few of its arrays): a view with ``fields`` (every field but the per-request arrays of
-        :data:`LAZY_ARRAYS`, which ``shown(name)`` gives on first access and the view then keeps, read-only).
+        :data:`LAZY_ARRAYS`, which ``shown(name)`` gives on first access and the view then keeps, read-only; the
+        raw confidences among them, which the engine computes only when read, may be in ``fields`` instead).
 
         ``shown`` must return the same values whenever it is called (the engine's slot arrays are replaced,
         never written in place, so it can keep references to them). Apart from when the arrays are made, the
@@ -106,7 +108,9 @@ class SchedulingView:
         d = view.__dict__
         d.update(fields)
         d["_shown"] = shown
-        d["conf_raw"], d["conf"] = _frozen(d["conf_raw"]), _frozen(d["conf"])
+        d["conf"] = _frozen(d["conf"])
+        if "conf_raw" in d:
+            d["conf_raw"] = _frozen(d["conf_raw"])
         if d.get("accept") is not None:                 # an oracle's outcomes: its own read-only view of them
             d["accept"] = d["accept"].view()
             d["accept"].setflags(write=False)

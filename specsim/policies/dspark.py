@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.base import PolicyBase, SchedulingView
+from specsim.policies.sorting import _sort_bucket, _sort_values_loop
 from specsim.twins import twin
 
 
@@ -326,13 +327,28 @@ def _sorted_scan_loop(survival, a_asc, base_times, constant, num_requests):
     return _threshold_lengths_loop(survival, n, a_sorted[n - 1] if n else np.inf)
 
 
-def _greedy_lengths_loop(conf, step_times, num_requests):
-    """The scan in two passes: the survivals with the best :data:`HEAD` kept in order, then (a longer scan)
-    one sort of every survival and the scan over it in value order; ties resolved by :func:`threshold_lengths`."""
-    lengths, survival = _head_scan_loop(conf, step_times, 0.0, num_requests, np.inf)
+def _scan_lengths_numpy(conf, base_times, constant, num_requests, ratio):
+    """:func:`scan_lengths`' passes: :func:`head_scan`, and for a longer scan one sort of the survival values and
+    :func:`sorted_scan` (in numpy: ``np.sort``; the twin: :func:`specsim.policies.sorting.sort_values`' bucket sort,
+    the three in one compiled call)."""
+    lengths, survival = _head_scan_numpy(conf, base_times, constant, num_requests, ratio)
     if survival.size == 0:
         return lengths
-    return _sorted_scan_loop(survival, np.sort(survival.ravel()), step_times, 0.0, num_requests)
+    return _sorted_scan_numpy(survival, np.sort(survival, axis=None), base_times, constant, num_requests)
+
+
+def _scan_lengths_loop(conf, base_times, constant, num_requests, ratio):
+    lengths, survival = _head_scan_loop(conf, base_times, constant, num_requests, ratio)
+    if survival.size == 0:
+        return lengths
+    return _sorted_scan_loop(survival, _sort_values_loop(survival), base_times, constant, num_requests)
+
+
+def _greedy_lengths_loop(conf, step_times, num_requests):
+    """The scan in two passes (:func:`scan_lengths` on T = ``step_times``): the survivals with the best :data:`HEAD`
+    kept in order, then (a longer scan) one sort of every survival and the scan over it in value order; ties
+    resolved by :func:`threshold_lengths`."""
+    return _scan_lengths_loop(conf, step_times, 0.0, num_requests, np.inf)
 
 
 def _cumprod_rows_numpy(conf):
@@ -352,8 +368,9 @@ def _cumprod_rows_loop(conf):
 
 
 _SCAN = (_admitted_loop, _threshold_lengths_loop, _first_pays_not)
-greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop,
-                              helpers=_SCAN + (_head_scan_loop, _sorted_scan_loop))
+_PASSES = _SCAN + (_head_scan_loop, _sorted_scan_loop, _sort_values_loop, _sort_bucket, _scan_lengths_loop)
+greedy_lengths = twin(_greedy_lengths_numpy, _greedy_lengths_loop, helpers=_PASSES)
+scan_passes = twin(_scan_lengths_numpy, _scan_lengths_loop, helpers=_PASSES)
 head_scan = twin(_head_scan_numpy, _head_scan_loop, helpers=_SCAN)
 sorted_scan = twin(_sorted_scan_numpy, _sorted_scan_loop, helpers=_SCAN)
 threshold_lengths = twin(_threshold_lengths_numpy, _threshold_lengths_loop)
@@ -377,19 +394,16 @@ def scan_lengths(conf: np.ndarray, base_times: np.ndarray, constant: float, num_
                  ratio: float = np.inf) -> np.ndarray:
     """:func:`greedy_lengths` on T = ``base_times + constant``, the same lengths bit for bit, fast at any length
     of scan (issue 25: R = 512, gamma = 16 within 100 us): :func:`head_scan` (the survivals, and the scan when it
-    ends within the best :data:`HEAD` candidates or provably admits them all), else numpy's ``np.sort`` of every
-    survival (vectorised: several times numba's own sort, which :func:`greedy_lengths`' compiled twin uses) and
-    :func:`sorted_scan`.
+    ends within the best :data:`HEAD` candidates or provably admits them all), else one sort of every survival
+    value (:func:`specsim.policies.sorting.sort_values`: a bucket sort, several times numba's own quicksort) and
+    :func:`sorted_scan`; compiled, the three run in one call (:data:`scan_passes`).
 
     Args:
         conf: (R, gamma) calibrated confidences. base_times: (N + 1,) seconds at B = R .. R + N.
         constant: seconds added to each of them. num_requests: R.
         ratio: an upper bound on (T[n+1] - T[n]) / T[n] over B = R .. R + N (:func:`rise_bound`), or inf.
     """
-    lengths, survival = head_scan(conf, base_times, constant, num_requests, ratio)
-    if survival.size == 0:
-        return lengths
-    return sorted_scan(survival, np.sort(survival, axis=None), base_times, constant, num_requests)
+    return scan_passes(conf, base_times, constant, num_requests, float(ratio))
 
 
 _LOADED: list = []        # set once the scan's compiled pieces are loaded in this process
@@ -409,8 +423,7 @@ def load_scan_kernels() -> None:
     table = base.copy()
     table.setflags(write=False)                      # a profile's own table (the paper rule) is read-only
     for times in (base, table):
-        head_scan(conf, times, 0.0, 2, np.inf)
-        sorted_scan(survival, np.sort(survival, axis=None), times, 0.0, 2)
+        scan_passes(conf, times, 0.0, 2, np.inf)
     threshold_lengths(survival, 1, 0.5)
     cumprod_rows(conf)
 
@@ -469,7 +482,7 @@ class DSpark(PolicyBase):
         self.early_stop, self.diagnose = early_stop, bool(diagnose)
         self._steps = self._below = 0
         self._shortfall = 0.0
-        self._hull_profile, self._hulls = None, {}        # (R, N) -> the table's minorant at B = R .. R+N
+        self._hull_profile, self._hulls = None, {}        # terms of (R, gamma) or (R, N) kept per profile (_kept)
 
     def __call__(self, view: SchedulingView) -> np.ndarray:
         R = view.num_requests
@@ -477,13 +490,14 @@ class DSpark(PolicyBase):
             return np.zeros(R, dtype=np.int64)
         load_scan_kernels()
         profile = view.profile
-        n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
-        spec = view.speculation_s                       # speculation's own overhead: paid whatever is verified
         if self.early_stop == "hull":                   # the constant terms: per-request and KV-read seconds
-            constant = profile.step_time(R, view.kv_tokens, R) - profile.step_time(R) + spec
-            base, stats = self._table_hull(profile, R, n_max)                          # (N+1,) B = R .. R+N
+            n_max, spec, table_R, base, stats = self._kept(profile, ("hull", R, view.gamma),
+                                                           lambda: self._hull_terms(view, R))
+            constant = profile.step_time(R, view.kv_tokens, R) - table_R + spec
             ratio = rise_bound(stats, max(constant, 0.0))
         else:
+            n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
+            spec = view.speculation_s                   # speculation's own overhead: paid whatever is verified
             parts = getattr(profile, "step_time_parts", None)             # a scheduler table has none
             parts = None if parts is None else parts(R, n_max + 1, view.kv_tokens, R)
             if parts is None:
@@ -492,34 +506,32 @@ class DSpark(PolicyBase):
             else:                                                          # the table itself, no copy
                 base, constant = parts
                 constant += spec
-                ratio = rise_bound(self._table_stats(profile, R, n_max, base), max(constant, 0.0))
+                ratio = rise_bound(self._kept(profile, ("table", R, n_max), lambda: _stats(base)), max(constant, 0.0))
         lengths = scan_lengths(view.conf, base, constant, R, ratio)
         if self.diagnose:
             self._count(view.conf, profile.step_time_range(R, n_max + 1, view.kv_tokens, R) + spec,
                         int(lengths.sum()))
         return lengths
 
-    def _table_hull(self, profile, R: int, n_max: int) -> tuple[np.ndarray, tuple[float, float, float]]:
-        """(N+1,) the lower convex minorant of the profile's step times at B = R .. R+N without the constant
-        terms, and its (largest rise, smallest, largest entry) for :func:`rise_bound` (a function of R and N
-        only: computed once per pair and kept while the profile is the same)."""
+    def _kept(self, profile, key: tuple, make):
+        """``make()``, a function of the profile and ``key`` only: computed once per key and kept while the profile is
+        the same."""
         if profile is not self._hull_profile:
             self._hull_profile, self._hulls = profile, {}
-        got = self._hulls.get((R, n_max))
+        got = self._hulls.get(key)
         if got is None:
-            hull = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
-            got = self._hulls[R, n_max] = hull, _stats(hull)
+            got = self._hulls[key] = make()
         return got
 
-    def _table_stats(self, profile, R: int, n_max: int, table: np.ndarray) -> tuple[float, float, float]:
-        """:func:`rise_bound`'s stats of the profile's own table at B = R .. R+N (the paper rule's T less its
-        constant terms), kept per (R, N) as the hull is."""
-        if profile is not self._hull_profile:
-            self._hull_profile, self._hulls = profile, {}
-        got = self._hulls.get(("table", R, n_max))
-        if got is None:
-            got = self._hulls["table", R, n_max] = _stats(table)
-        return got
+    def _hull_terms(self, view: SchedulingView, R: int) -> tuple:
+        """The hull rule's terms of a view of R requests drafting gamma each, none of which depends on the step's
+        confidences or KV read: (N, :attr:`SchedulingView.speculation_s`, the table's seconds at B = R, the (N+1,)
+        lower convex minorant of the table at B = R .. R+N, its (largest rise, smallest, largest entry) for
+        :func:`rise_bound`)."""
+        profile = view.profile
+        n_max = scored_candidates(R, R * view.gamma, profile.batch_limit)
+        hull = lower_convex_minorant(profile.step_time_range(R, n_max + 1))
+        return n_max, view.speculation_s, profile.step_time(R), hull, _stats(hull)
 
     def _count(self, conf: np.ndarray, step_times: np.ndarray, n: int) -> None:
         """Record whether admitting ``n`` candidates reached the global best of the true Theta."""
