@@ -24,8 +24,8 @@ from specsim.analysis.overload import OVERLOAD_MEANS, overloaded
 from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
                                            seed_spread)
-from specsim.analysis.tier_notes import (ATTAINMENT_GOAL, TierAttainment, attainment_caution, meeting_point,
-                                        tier_attainment, with_throughput)
+from specsim.analysis.tier_notes import (TierAttainment, attainment_caution, meeting_point, tier_attainment,
+                                         with_throughput)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.errors import SpecsimInputError
 from specsim.fmt import terminal_width
@@ -73,8 +73,8 @@ class Recommendation:
             (:func:`specsim.analysis.metrics.queued`), the phrase saying so ("point at load 128 has 51.6 of its
             users queued ..."), else "": a tie with it is no tie for the users who wait.
         attained_load, attained_throughput_per_gpu, attained_share: the curve's load with the most throughput
-            among those where at least :data:`ATTAINMENT_GOAL` of the requests meet the tier (its tok/s/GPU and
-            attainment, seed means); None where no load does or the point itself does.
+            among those where at least :data:`specsim.analysis.tier_notes.ATTAINMENT_GOAL` of the requests meet
+            the tier (its tok/s/GPU and attainment, seed means); None where no load does or the point itself does.
         tied_with: the curves whose throughput at the tier equals this one's (an exact tie,
             :func:`specsim.analysis.tiers.mark_winners`: ``margin_verdict`` ``exact tie``, the runner-up one of
             them); [] without a tie. ``curve`` is then the tied curve the most engines run (:func:`_tie_pick`).
