@@ -191,7 +191,7 @@ def test_the_kv_manager_takes_and_returns_the_state_blocks():
     """Admission takes the KV blocks plus ``state_blocks``; a request that does not fit with its state waits;
     freeing it returns both (blocks conserved)."""
     from specsim.engine.kv_manager import KVManager
-    from specsim.engine.state import ReplicaConfig, Slots
+    from specsim.engine.state import ReplicaConfig, SlotRow, Slots
 
     cfg = ReplicaConfig(index=0, gamma=7, colocated=True, max_num_seqs=8, kv_allocation="paged", num_blocks=100,
                         block_size=16, prefix_caching=False, chunk_tokens=512, host_overhead_s=0.0, state_blocks=50)
@@ -200,9 +200,9 @@ def test_the_kv_manager_takes_and_returns_the_state_blocks():
     assert got.blocks == 7 and kv.pool.num_free == 100 - 7 - 50 == 43      # ceil(101 / 16) = 7 KV blocks
     assert kv.admit(1, (), prompt_tokens=100, output_tokens=10, num_generated=0, margin=0) is None   # 43 < 7 + 50
     s = Slots.empty(7)
-    s.append([dict(request=0, prompt_tokens=100, output_tokens=10, num_generated=0, prefill_left=100, kv_blocks=7,
-                   kv_cached=0, draft_kv_blocks=0, draw_key=0, draw_base=np.zeros(7), decode_steps=0,
-                   drafts_verified=0, drafts_accepted=0, last_verify_len=-1, last_accepted=-1, last_emit_s=0.0)])
+    s.append([SlotRow(request=0, prompt_tokens=100, output_tokens=10, num_generated=0, prefill_left=100, kv_blocks=7,
+                      kv_cached=0, draft_kv_blocks=0, draw_key=0, draw_base=np.zeros(7), decode_steps=0,
+                      drafts_verified=0, drafts_accepted=0, last_verify_len=-1, last_accepted=-1, last_emit_s=0.0)])
     kv.free(s, 0)
     assert kv.pool.num_free == 100
 

@@ -293,9 +293,8 @@ class LatentRows:
         self._scale = np.concatenate([[model.sigma_step], np.full(self.gamma, model.sigma_token),
                                       np.full(self.gamma, model.sigma_conf)])
         scales, shifts = model._lin
-        self._terms = LatentTerms(self._scale, scales, shifts, float(model.conf_low_ratio), model._inv_t[0],
-                                  _QUANTILES)
-        self._flat_terms = tuple(self._terms)
+        self._terms = tuple(LatentTerms(self._scale, scales, shifts, float(model.conf_low_ratio), model._inv_t[0],
+                                        _QUANTILES))                     # a plain tuple (LatentTerms' docstring)
         # every request's key and latent difficulty z_r (counter -1 of its stream), drawn at once
         self._keys = request_keys(self.seed, np.arange(num_requests))
         self._z = std_normal(uniforms(self._keys, np.full(num_requests, -1), 1))[:, 0] * model.sigma_request
@@ -329,7 +328,7 @@ class LatentRows:
 
     def drafts(self, keys: np.ndarray, anchors: np.ndarray, base: np.ndarray, gamma: int) -> "Drafts":
         """:meth:`outcomes` as a step's :class:`Drafts`, whose raw confidences are computed when first read."""
-        raw_logit, conf, accept = latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._flat_terms, gamma)
+        raw_logit, conf, accept = latent_outcomes(keys, np.asarray(anchors, np.int64), base, self._terms, gamma)
         return Drafts(accept, None, conf, raw_logit)
 
 

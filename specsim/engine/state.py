@@ -113,11 +113,8 @@ class Slots:
         return self.request.size
 
     def append(self, rows: list) -> None:
-        """Append one slot per row, in order (each array replaced): a :data:`SlotRow` or a dict of every field's
-        value."""
+        """Append one slot per :data:`SlotRow` of ``rows``, in order (each array replaced)."""
         d, n, k = self.__dict__, self.request.shape[0], len(rows)
-        if isinstance(rows[0], dict):
-            rows = [SlotRow(**r) for r in rows]
         for name, values in zip(_SLOT_FIELDS, rows[0] if k == 1 else zip(*rows)):    # (field, its new values)
             old = d[name]
             new = np.empty((n + k,) + old.shape[1:], old.dtype)
