@@ -242,3 +242,9 @@ def factor(x: float) -> str:
     """A multiplying factor in two decimals (``0.50``), or two significant digits below 0.01 (``0.00049``), never
     a bare ``0.00``."""
     return f"{x:.2f}" if abs(x) >= 0.01 or x == 0 else f"{x:.2g}"
+
+
+def and_list(items) -> str:
+    """Words joined as a sentence lists them: ``"a"``, ``"a and b"``, ``"a, b and c"`` (``""`` for none)."""
+    items = [str(i) for i in items]
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)

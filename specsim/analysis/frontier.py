@@ -56,6 +56,7 @@ import pandas as pd
 from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
+from specsim.analysis.answer_notes import flagged_answer_notes
 from specsim.analysis.sweep_records import as_records
 from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
 from specsim.analysis.tier_notes import (attainment_notes, baseline_edge, baseline_edge_notes, winner_attainment,
@@ -383,16 +384,17 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
         tps_at_matched_throughput, tps_gain_at_matched, oracle_fraction, best_goodput_per_gpu,
         best_goodput_load, attainment_at_best, advice`` (NaN where not defined; see the module docstring)
         and the winner columns of :func:`specsim.analysis.tiers.mark_winners` (``winner, margin,
-        margin_holds, margin_verdict, runner_up, tied_with``), ``caution`` (a winner read from a flagged point:
-        :func:`specsim.analysis.sweep_tables.winner_cautions`), ``runner_up_caution`` and ``baseline_caution`` (the
-        winner's margin or gain divides by a figure read from a flagged point:
+        margin_holds, margin_verdict, runner_up, tied_with``), ``caution`` (a winner, or a curve tied with it, read
+        from a flagged point: :func:`specsim.analysis.sweep_tables.winner_cautions`), ``runner_up_caution`` and
+        ``baseline_caution`` (the winner's margin or gain divides by a figure read from a flagged point:
         :func:`specsim.analysis.sweep_tables.reference_cautions`). ``attrs``: ``baseline``, ``per_seed`` (``{(tier,
         curve): {seed: throughput at the tier}}``, the values the paired rule reads), ``baseline_edge``
         (:func:`specsim.analysis.tier_notes.baseline_edge`), ``attainment`` (``{tier: TierAttainment}`` of each
         winner's point: :func:`specsim.analysis.tier_notes.winner_attainment`) and ``warnings``: the lines
-        ``specsim compare`` prints under its table (points that thrash, are prefill- or think-bound or overloaded,
-        winners read from them, leads over a runner-up or baseline read from them, tiers the baseline meets only at
-        its lightest load, tiers where another curve delivers more goodput than the winner:
+        ``specsim compare`` prints under its table (points that thrash, are prefill- or think-bound or overloaded;
+        one warning per tier whose winner, or lead over a runner-up or baseline, is read from them:
+        :func:`specsim.analysis.answer_notes.flagged_answer_notes`; tiers the baseline meets only at its lightest
+        load; tiers alike in either said once; tiers where another curve delivers more goodput than the winner:
         :func:`specsim.analysis.tiers.goodput_notes`, winners that meet the tier by the mean alone:
         :func:`specsim.analysis.tier_notes.attainment_notes`; a notebook user saw none of them).
 
@@ -439,7 +441,8 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     out.attrs["baseline_edge"] = baseline_edge(fr[base], tiers) if base else {}
     plain = sla_table(records, tiers) if slos_ms else sla            # attainment of the tier alone, no latency limit
     out.attrs["attainment"] = winner_attainment(out, fr, with_throughput(plain, spread))
-    out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + winner_cautions(out, fr, df)
+    winner_cautions(out, fr, df)
+    out.attrs["warnings"] = ([f"warning: {text}" for _, text in cautions(df)] + flagged_answer_notes(out, fr, df)
                              + baseline_edge_notes(out) + goodput_notes(out) + attainment_notes(out))
     return out
 

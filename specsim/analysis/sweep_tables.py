@@ -319,21 +319,22 @@ def flagged_read_from(f, tier: float, flags: dict[tuple[str, str], list[str]], c
     return "; ".join(f"load {load:g} ({' and '.join(kinds)})" for load, kinds in hits)
 
 
-def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list[str]:
-    """Flag each tier's winner whose throughput comes from (or is interpolated through) a point :func:`cautions`
-    names: its row's ``caution`` column says which (``""`` elsewhere; ``table`` is changed in place), and one
-    ``warning:`` line per such tier is returned (a fresh user's report headline named a winner read off a
-    prefill-bound point that the same page said measures the prefill queue, not the policy). A row advised to
-    "add heavier loads" whose heaviest frontier point is already thrashing or prefill-bound is advised to lift
-    that limit instead (an overloaded one: to sweep rates below it). The lines of :func:`reference_cautions` (the
-    winner's lead divides by a flagged point) follow.
+def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> None:
+    """Mark each tier's answer whose throughput comes from (or is interpolated through) a point :func:`cautions`
+    names: the ``caution`` column of its winner row, and of every row in an exact tie with it, says which
+    (:func:`flagged_read_from`; ``""`` elsewhere; ``table`` is changed in place; a fresh user's report headline named
+    a winner read off a prefill-bound point that the same page said measures the prefill queue, not the policy). A
+    row advised to "add heavier loads" whose heaviest frontier point is already thrashing or prefill-bound is advised
+    to lift that limit instead (an overloaded one: to sweep rates below it). The columns of
+    :func:`reference_cautions` (the winner's lead divides by a flagged point) follow; the warning compare prints is
+    :func:`specsim.analysis.answer_notes.flagged_answer_notes`, one per tier for all of them.
 
     Args:
         table: a :func:`specsim.analysis.frontier.compare` table with its winner columns.
         fronts: ``{curve: Frontier}`` of the same points.
         df: their :func:`results_frame`.
     """
-    flags, lines = flagged_points(df), []
+    flags = flagged_points(df)
     table["caution"] = ""
     for i, row in table[table.advice == "add heavier loads"].iterrows():
         load = df.loc[(df.curve == row.curve) & (df.status == "ok"), "load"].max()
@@ -344,55 +345,27 @@ def winner_cautions(table: pd.DataFrame, fronts: dict, df: pd.DataFrame) -> list
         elif heaviest:                 # more load would only deepen the limit its heaviest point already hit
             table.loc[i, "advice"] = (f"its heaviest load {load:g} is already {' and '.join(heaviest)}: lift that "
                                       "limit (KV capacity, prefill.num_instances) before adding load")
-    for i, row in table[table.winner.astype(bool)].iterrows():
+    answers = table.winner.astype(bool) | table.tied_with.map(lambda t: isinstance(t, str) and bool(t))
+    for i, row in table[answers].iterrows():
         f = fronts.get(row.curve)
-        said = flagged_read_from(f, row.tier, flags, row.curve) if f is not None else ""
-        if not said:
-            continue
-        table.loc[i, "caution"] = said
-        lines.append(f"warning: at tier {row.tier:g} the winner {row.curve} is {_read_how(f, row.tier, said)}: that "
-                     "figure measures the limit named above, not the policy, so the winner may change once it is "
-                     "lifted (sweep again without it, or compare the curves at lighter loads)")
-    return lines + reference_cautions(table, fronts, flags)
+        table.loc[i, "caution"] = flagged_read_from(f, row.tier, flags, row.curve) if f is not None else ""
+    reference_cautions(table, fronts, flags)
 
 
-def _read_how(f, tier: float, said: str) -> str:
-    """How frontier ``f``'s figure at ``tier`` comes from the flagged points ``said`` (:func:`flagged_read_from`)."""
-    loads = frontier_loads_at(f, tier)
-    return (f"interpolated between its frontier points at loads {loads[0]:g} and {loads[1]:g}, "
-            f"{'both' if '; ' in said else 'one'} flagged: {said}" if len(loads) == 2
-            else f"read from its frontier point at {said}")
-
-
-def reference_cautions(table: pd.DataFrame, fronts: dict, flags: dict[tuple[str, str], list[str]]) -> list[str]:
-    """Flag each tier whose winner's lead is measured against a figure read from (or interpolated through) a
+def reference_cautions(table: pd.DataFrame, fronts: dict, flags: dict[tuple[str, str], list[str]]) -> None:
+    """Mark each tier whose winner's lead is measured against a figure read from (or interpolated through) a
     flagged point (:func:`flagged_points`' ``flags``): its margin over the runner-up, or its gain over the baseline
     (``table.attrs["baseline"]``). The winner row's ``runner_up_caution`` and ``baseline_caution`` columns say which
-    points (:func:`flagged_read_from`; ``""`` elsewhere; ``table`` is changed in place), and one ``warning:`` line
-    per such tier is returned (a fresh user's compare crowned "WINNER +159.1% vs none" over ``none`` at an
-    overloaded rate, its queue running away, and said nothing)."""
+    points (:func:`flagged_read_from`; ``""`` elsewhere; ``table`` is changed in place; a fresh user's compare
+    crowned "WINNER +159.1% vs none" over ``none`` at an overloaded rate, its queue running away, and said nothing:
+    :func:`specsim.analysis.answer_notes.flagged_answer_notes` warns of them). In an exact tie the runner-up is a
+    tied curve: its column says where its equal figure is read from, and there is no lead over it."""
     base = table.attrs.get("baseline")
-    table["runner_up_caution"], table["baseline_caution"], lines = "", "", []
+    table["runner_up_caution"], table["baseline_caution"] = "", ""
     for i, row in table[table.winner.astype(bool)].iterrows():
-        said: dict[str, list[str]] = {}
         for col, ref in (("runner_up_caution", row.runner_up), ("baseline_caution", base)):
             f = fronts.get(ref) if isinstance(ref, str) and ref and ref != row.curve else None
-            text = flagged_read_from(f, row.tier, flags, ref) if f is not None else ""
-            table.loc[i, col] = text
-            if text:
-                said.setdefault(ref, []).append(col)
-        leads = [(f"{row.margin:+.1%} over the runner-up" if "runner_up_caution" in cols else
-                  f"{row.gain_vs_baseline:+.1%} over the baseline") + (" and baseline" if len(cols) == 2 else "")
-                 + f" {ref}" for ref, cols in said.items()]
-        hows = [f"{ref}'s is {_read_how(fronts[ref], row.tier, table.loc[i, cols[0]])}" for ref, cols in said.items()]
-        one = len(leads) == 1
-        if leads:
-            lines.append(f"warning: at tier {row.tier:g} the winner {row.curve}'s {' and '.join(leads)} "
-                         f"{'divides by a figure' if one else 'divide by figures'} read from flagged points ("
-                         f"{'; '.join(hows)}): {'that figure measures' if one else 'those figures measure'} the limit "
-                         f"named above, not a policy, so the {'lead is' if one else 'leads are'} no measure of what "
-                         "the winner adds; compare the curves where no point is flagged (lighter loads)")
-    return lines
+            table.loc[i, col] = flagged_read_from(f, row.tier, flags, ref) if f is not None else ""
 
 
 def gpu_split(recs: list[dict]) -> tuple[int, int] | None:

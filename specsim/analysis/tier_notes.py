@@ -25,6 +25,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from specsim import fmt
 from specsim.analysis.metrics import at_least
 
 #: The share of requests that must meet a tier for a load to serve it to (nearly) every user: nine in ten, a p10
@@ -157,16 +158,29 @@ def baseline_edge_notes(table: pd.DataFrame) -> list[str]:
     lightest load, serving there under half what it serves at its heaviest frontier load (:func:`baseline_edge`):
     it runs near its speed ceiling and serves little, so a gain over it (+3,666% in a fresh user's sweep: ``none``
     met 150 TPS/user only at one user) says how far beyond that ceiling the others run, not what speculation adds
-    at a load both serve. [] when there is none (or no baseline)."""
+    at a load both serve. Tiers met at the same edge point share one note, which gives each tier's figure the gains
+    divide by where it is interpolated (a fresh user's tour sweep printed the same note at tiers 150 and 200). []
+    when there is none (or no baseline)."""
+    from specsim.analysis.answer_notes import tiers_phrase
+
     base, edge = table.attrs.get("baseline"), table.attrs.get("baseline_edge") or {}
-    notes = []
-    for t, (load, tps, thr, heavy, peak) in edge.items():
+    same: dict[tuple[float, ...], list[tuple[float, float]]] = {}
+    for t, point in edge.items():
         y = table.loc[(table.tier == t) & (table.curve == base), "throughput_per_gpu"]
-        y = float(y.iloc[0]) if len(y) else float("nan")
-        used = (f"; the {y:,.0f} tok/s/GPU the gains divide by is interpolated from it towards its next load, which "
-                "misses the tier" if np.isfinite(y) and round(y) != round(thr) else "")
-        notes.append(f"note: at tier {t:g} the baseline {base} meets the tier only at its lightest load, {load:g} "
-                     f"({tps:.1f} TPS/user, {thr:,.0f} tok/s/GPU){used}: under half the {peak:,.0f} tok/s/GPU it "
-                     f"serves at load {heavy:g}, the throughput of a server near its speed ceiling, so the gains at "
-                     "that tier are large by construction; read the throughputs themselves")
+        same.setdefault(point, []).append((float(t), float(y.iloc[0]) if len(y) else float("nan")))
+    notes = []
+    for (load, tps, thr, heavy, peak), tiers in same.items():
+        used = [(t, y) for t, y in tiers if np.isfinite(y) and round(y) != round(thr)]
+        where = ("" if len(tiers) == 1 else ", respectively," if len(used) == len(tiers) else
+                 f" at {tiers_phrase(t for t, _ in used)}")
+        said = (f"; the {fmt.and_list(f'{y:,.0f}' for _, y in used)} tok/s/GPU the gains divide by{where} "
+                f"{'is' if len(used) == 1 else 'are'} interpolated from it towards its next load, which misses the "
+                "tier" if used else "")
+        one = len(tiers) == 1
+        notes.append(f"note: at {tiers_phrase(t for t, _ in tiers)} the baseline {base} meets "
+                     f"{'the tier' if one else 'each'} only at its lightest load, {load:g} ({tps:.1f} TPS/user, "
+                     f"{thr:,.0f} tok/s/GPU){said}: under half the {peak:,.0f} tok/s/GPU it serves at load {heavy:g}, "
+                     "the throughput of a server near its speed ceiling, so the gains at "
+                     f"{'that tier' if one else 'those tiers'} are large by construction; read the throughputs "
+                     "themselves")
     return notes

@@ -28,6 +28,7 @@ import pandas as pd
 from specsim.analysis.metrics import REL_TOL
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import read_manifest
+from specsim import fmt
 from specsim.errors import SpecsimInputError
 
 #: The default SLA tiers, TPS/user in tok/s (compare, report, plot, and what a sweep stores).
@@ -141,12 +142,26 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.winner.astype(bool)].sort_values("tier", kind="stable").reset_index(drop=True)
 
 
+def answer_curves(row) -> list[str]:
+    """The curves the answer of a tier names, from its winner row ``row`` of a :func:`mark_winners` table: the winner
+    alone, or in an exact tie every tied curve (the winner row's first, then its ``tied_with`` in order)."""
+    tied = row.get("tied_with")
+    return [row.curve, *(tied.split(", ") if isinstance(tied, str) and tied else [])]
+
+
+def answer_subject(curves: list[str]) -> str:
+    """How a note names the answer of a tier (:func:`answer_curves`): ``"the winner X"``, or in an exact tie
+    ``"the tied curves X and Y"`` (none wins, so none is called the winner)."""
+    return f"the winner {curves[0]}" if len(curves) == 1 else f"the tied curves {fmt.and_list(curves)}"
+
+
 def goodput_notes(table: pd.DataFrame) -> list[str]:
     """Notes for the tiers of a :func:`mark_winners` table (with ``best_goodput_per_gpu`` and
     ``attainment_at_best``) where another deployable curve delivers more goodput (tok/s/GPU from the requests that
     meet the tier themselves, ``compare``'s goodput*) than the winner, by more than :data:`TIE_MARGIN`: the winner
     meets the tier by its requests' mean TPS/user, which can leave a share of its users below it, and by that count
-    the other curve serves more users at the tier. [] when the two rankings agree."""
+    the other curve serves more users at the tier. In an exact tie the tied curves are named (none is the winner)
+    and the goodput is compared with the most any of them delivers. [] when the two rankings agree."""
     out = []
     for tier, rows in table.groupby("tier", sort=True):
         good = rows.best_goodput_per_gpu.astype(float)
@@ -154,16 +169,28 @@ def goodput_notes(table: pd.DataFrame) -> list[str]:
         win = rows[rows.winner.astype(bool)]
         if ok.empty or win.empty:
             continue
-        w, best = win.iloc[0], ok.loc[ok.best_goodput_per_gpu.astype(float).idxmax()]
+        names = answer_curves(win.iloc[0])
+        ours = rows[rows.curve.isin(names)]
+        w = ours.loc[ours.best_goodput_per_gpu.astype(float).fillna(0.0).idxmax()]    # the winner, or the best tied
+        best = ok.loc[ok.best_goodput_per_gpu.astype(float).idxmax()]
         wg = float(w.best_goodput_per_gpu) if np.isfinite(float(w.best_goodput_per_gpu)) else 0.0
-        if best.curve == w.curve or float(best.best_goodput_per_gpu) <= (1 + TIE_MARGIN) * wg:
+        if best.curve in names or float(best.best_goodput_per_gpu) <= (1 + TIE_MARGIN) * wg:
             continue
-        att = (f"{float(w.attainment_at_best):.0%} of its requests meet it at its best load"
-               if np.isfinite(float(w.attainment_at_best)) else "none of its requests meet it")
-        out.append(f"note: at tier {float(tier):g} the winner {w.curve} meets the tier by its requests' mean TPS/user "
-                   f"({att}); counting only the requests that meet it (goodput*), {best.curve} serves more: "
-                   f"{float(best.best_goodput_per_gpu):,.0f} against {wg:,.0f} tok/s/GPU "
-                   f"({float(best.attainment_at_best):.0%} of its requests meet it)")
+        if len(names) == 1:
+            att = (f"{float(w.attainment_at_best):.0%} of its requests meet it at its best load"
+                   if np.isfinite(float(w.attainment_at_best)) else "none of its requests meet it")
+            said = f"{answer_subject(names)} meets the tier by its requests' mean TPS/user ({att})"
+        else:
+            shares = [f"{float(a):.0%}" if np.isfinite(float(a)) else "none" for a in ours.attainment_at_best]
+            att = (f"{shares[0]} of their requests meet it at their best loads" if len(set(shares)) == 1 else
+                   "at their best loads " + fmt.and_list(f"{s} of {c}'s" for s, c in zip(shares, ours.curve))
+                   + " requests meet it")
+            said = f"{answer_subject(names)} meet the tier by their requests' mean TPS/user ({att})"
+        bg, ba = f"{float(best.best_goodput_per_gpu):,.0f}", f"{float(best.attainment_at_best):.0%}"
+        more = (f"{bg} against {wg:,.0f} tok/s/GPU ({ba} of its requests meet it)" if len(names) == 1 else
+                f"{bg} tok/s/GPU ({ba} of its requests meet it) against at most {wg:,.0f} for the tied curves")
+        out.append(f"note: at tier {float(tier):g} {said}; counting only the requests that meet it (goodput*), "
+                   f"{best.curve} serves more: {more}")
     return out
 
 
