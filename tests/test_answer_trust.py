@@ -102,8 +102,8 @@ def test_the_report_and_recommend_say_the_lead_divides_by_an_overloaded_point():
     from specsim.sweep.recommend import recommend, recommendations_text
 
     rows = _decision(compare(open2_records(), [50.0], baseline="none"))["rows"]
-    assert ("; read with care: it comes from its point at load 4 (overloaded) and the lead over none divides by "
-            "none's point at load 4 (overloaded), see the warnings below") in rows[0]["line_end"]
+    assert ("; read with care: it and the lead over none rest on their points at load 4 (overloaded), see the "
+            "warnings below") in rows[0]["line_end"]
     (r,) = recommend(open2_records(), [50.0])
     assert r.overload == pytest.approx((33.87, 20.89)) and r.runner_up_caution == "load 4 (overloaded)"
     text = " ".join(recommendations_text([r], width=120).split())

@@ -326,7 +326,9 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
         caution where its point meets the tier by the mean alone:
         :func:`specsim.analysis.tier_notes.attainment_caution`, the sentence ``recommend`` prints; ``""``: none),
         ``runner_up_caution`` and ``baseline_caution`` (the flagged points the runner-up's and the baseline's
-        figures are read from: :func:`specsim.analysis.sweep_tables.reference_cautions`; ``""``: none).
+        figures are read from: :func:`specsim.analysis.sweep_tables.reference_cautions`; ``""``: none),
+        ``tied_cautions`` (in an exact tie, ``{curve: caution}`` of every tied curve, the winner row's included;
+        ``{}`` without a tie).
     """
     from specsim.analysis.tier_notes import attainment_caution
 
@@ -355,7 +357,8 @@ def decision_rows(tab: pd.DataFrame) -> list[dict[str, Any]]:
                                                      "each curve's best goodput") if w is not None else "",
                     "runner_up_caution": str(w.get("runner_up_caution", "") or "") if w is not None else "",
                     "baseline_caution": str(w.get("baseline_caution", "") or "") if w is not None else "",
-                    "tied_with": w.get("tied_with") if w is not None and isinstance(w.get("tied_with"), str) else ""})
+                    "tied_with": w.get("tied_with") if w is not None and isinstance(w.get("tied_with"), str) else "",
+                    "tied_cautions": _tied_cautions(rows, w)})
     return out
 
 
@@ -382,8 +385,8 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             end += f", {fmt.percent(r['gain_vs_baseline'], signed=True)} over the baseline {base}"
         elif base and r["curve"] == base:
             end += " (the baseline)"
-        care = ([f"it comes from its point at {r['caution']}"] if r["caution"] else []) + _reference_care(r, base)
-        end += f"; read with care: {' and '.join(care)}, see the warnings below" if care else ""
+        care = _care(r, base)
+        end += f"; read with care: {care}, see the warnings below" if care else ""
         end += f"; caution: {r['attainment']}" if r["attainment"] else ""
         rows.append({"tier": f"{r['tier']:g}", "line_start": start, "curve": curve, "line_end": end})
     return {"heading": "The answer per SLA tier", "rows": rows,
@@ -394,14 +397,48 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
                     "the tier, the best point meeting it is shown."}
 
 
-def _reference_care(r: dict[str, Any], base: str | None) -> list[str]:
-    """The answer line's words where its margin over the runner-up or its gain over the baseline divides by a figure
-    read from a flagged point (:func:`decision_rows`' ``runner_up_caution``, ``baseline_caution``), [] where none."""
-    refs: dict[str, str] = {}
-    for key, ref in (("runner_up_caution", r["runner_up"]), ("baseline_caution", base)):
-        if r.get(key) and ref:
-            refs.setdefault(ref, r[key])
-    return [f"the lead over {ref} divides by {ref}'s point at {said}" for ref, said in refs.items()]
+def _tied_cautions(rows: pd.DataFrame, w) -> dict[str, str]:
+    """``{curve: caution}`` of each curve of a tier's exact tie (the winner row ``w``'s and those of its
+    ``tied_with``, :func:`specsim.analysis.tiers.answer_curves`), ``{}`` without a tie or a ``caution`` column."""
+    from specsim.analysis.tiers import answer_curves
+
+    if w is None or "caution" not in rows or len(names := answer_curves(w)) < 2:
+        return {}
+    said = dict(zip(rows.curve, rows.caution))
+    return {c: str(said.get(c) or "") for c in names}
+
+
+def _care(r: dict[str, Any], base: str | None) -> str:
+    """The answer line's "read with care" words: the flagged points that its figure (in a tie, each tied curve's)
+    and the runner-up's or baseline's figure its lead divides by are read from (:func:`decision_rows`' ``caution``,
+    ``tied_cautions``, ``runner_up_caution``, ``baseline_caution``), each set of points said once; "" where none."""
+    tied = r.get("tied_cautions") or {}
+    said: dict[str, list[str]] = {}
+    for name, text in (tied.items() if tied else [("it", r["caution"])]):
+        if text:
+            said.setdefault(text, []).append(name if name == "it" else f"{name}'s")
+    for text, who in said.items():                    # "aaa-twin's and dspark's figures", one list item
+        if who[0] != "it":
+            said[text] = [f"{fmt.and_list(who)} figure{'s' if len(who) > 1 else ''}"]
+    refs: dict[str, list[str]] = {}
+    for key, ref in (("runner_up_caution", None if tied else r["runner_up"]), ("baseline_caution", base)):
+        if r.get(key) and ref and ref not in tied:
+            refs.setdefault(ref, []).append(key)
+    for ref, keys in refs.items():
+        lead = "the lead" if "runner_up_caution" in keys else "the gain"
+        said.setdefault(r[keys[0]], []).append(f"{lead} over {ref}")
+    parts = []
+    for points, who in said.items():
+        if len(who) > 1 or who[0].endswith("figures"):
+            parts.append(f"{fmt.and_list(who)} rest on their points at {points}")
+        elif who[0] == "it":
+            parts.append(f"it comes from its point at {points}")
+        elif who[0].endswith("'s figure"):
+            parts.append(f"{who[0]} comes from its point at {points}")
+        else:
+            ref = who[0].split(" over ", 1)[1]
+            parts.append(f"{who[0]} divides by {ref}'s point at {points}")
+    return ", and ".join(parts)
 
 
 def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
