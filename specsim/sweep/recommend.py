@@ -22,12 +22,12 @@ from specsim.analysis.frontier import BRACKET_GAP, compare, frontiers, sla_table
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued, users_in_system
 from specsim.analysis.overload import OVERLOAD_MEANS, overloaded
 from specsim.analysis.significance import with_seeds_scope
-from specsim.analysis.sweep_tables import (flagged_points, flagged_read_from, resident_column, results_frame,
-                                           seed_spread)
+from specsim.analysis.sweep_tables import flagged_points, resident_column, results_frame, seed_spread
 from specsim.analysis.tier_notes import (TierAttainment, attainment_caution, meeting_point, tier_attainment,
                                          with_throughput)
 from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
 from specsim.errors import SpecsimInputError
+from specsim import fmt
 from specsim.fmt import terminal_width
 from specsim.sweep.engine_configs import EngineConfig, engine_configs
 
@@ -79,9 +79,14 @@ class Recommendation:
             :func:`specsim.analysis.tiers.mark_winners`: ``margin_verdict`` ``exact tie``, the runner-up one of
             them); [] without a tie. ``curve`` is then the tied curve the most engines run (:func:`_tie_pick`).
         runner_up_caution: the flagged points the runner-up's figure at the tier, and so the margin, is read from
-            (compare's ``runner_up_caution``: :func:`specsim.analysis.sweep_tables.reference_cautions`), "" when none.
+            (compare's ``runner_up_caution``: :func:`specsim.analysis.sweep_tables.reference_cautions`; in an exact
+            tie the tied runner-up's own ``caution``, and there is no margin), "" when none.
         overload: (requests waiting, requests admitted) on average at an open-loop point that is overloaded
             (:func:`specsim.analysis.overload.overloaded`: its queue ran away), seed means; None elsewhere.
+        heavier: ``(load, tok/s/GPU, flags)`` of each load of this curve heavier than ``load`` that was simulated
+            (seed-mean throughput; flags: :func:`specsim.analysis.sweep_tables.flagged_points`' kinds, [] where
+            none), lightest first: a covered tier's text says what they delivered and, where one is flagged, that
+            its figure measures that limit, not the policy. [] where none was simulated.
     """
 
     tier: float
@@ -116,6 +121,7 @@ class Recommendation:
     tied_with: list[str] = field(default_factory=list)
     runner_up_caution: str = ""
     overload: tuple[float, float] | None = None
+    heavier: list[tuple[float, float, list[str]]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,7 +164,7 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
     df = results_frame(records)
     spread = seed_spread(df)
     sla = with_throughput(sla_table(records, sorted(set(table.tier))), spread)
-    out = []
+    flags, out = flagged_points(df), []
     for _, w in winners(table).iterrows():
         curve, tied = _tie_pick(w, table, df, records)
         ids = df[(df.curve == curve) & (df.status == "ok")].id
@@ -186,13 +192,13 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
             rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
-        rec.caution = (str(w.get("caution", "") or "") if curve == w.curve else       # the winner row's, or its own
-                       flagged_read_from(frontiers(spread[spread.curve == curve])[curve], rec.tier, flagged_points(df),
-                                         curve))
+        rec.caution = _row_caution(table, rec.tier, curve)        # the winner's row, or in a tie the tied curve's
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())
         rec.runner_up_queue = _queue_of(df, spread, rec.runner_up, rec.tier) if rec.runner_up else ""
-        rec.runner_up_caution = str(w.get("runner_up_caution", "") or "") if curve == w.curve else ""
+        rec.runner_up_caution = (_row_caution(table, rec.tier, rec.runner_up) if tied else     # a tied curve's
+                                 str(w.get("runner_up_caution", "") or ""))
+        rec.heavier = _heavier(spread, flags, curve, p["load"])
         if p["mode"] == "open" and not at.empty and overloaded(at.mean_waiting_requests.mean(),
                                                                 at.mean_running_requests.mean()):
             rec.overload = (float(at.mean_waiting_requests.mean()), float(at.mean_running_requests.mean()))
@@ -245,6 +251,21 @@ def _queue_of(df, spread, curve: str, tier: float) -> str:
     waiting = float(at.mean_waiting_requests.mean())
     return (f"point at load {p['load']:g} has {waiting:.1f} of its users queued for admission (mean TTFT "
             f"{at.mean_ttft_ms.mean():,.0f} ms)") if queued(waiting, p["load"]) else ""
+
+
+def _row_caution(table, tier: float, curve: str | None) -> str:
+    """The ``caution`` of ``curve``'s row at ``tier`` of the compare ``table`` (set on the winner's row and on the rows
+    tied with it: :func:`specsim.analysis.sweep_tables.winner_cautions`), "" elsewhere."""
+    said = table.loc[(table.tier == tier) & (table.curve == curve), "caution"]
+    return str(said.iloc[0] or "") if len(said) else ""
+
+
+def _heavier(spread, flags: dict, curve: str, load: float) -> list[tuple[float, float, list[str]]]:
+    """:class:`Recommendation`'s ``heavier``: the curve's simulated loads above ``load`` (seed means in ``spread``),
+    each with its throughput per GPU and its flags (``flags``: :func:`specsim.analysis.sweep_tables.flagged_points`)."""
+    rows = spread[(spread.curve == curve) & (spread.load > load)].sort_values("load")
+    return [(float(r.load), float(r.output_throughput_per_gpu_mean), list(flags.get((curve, f"{r.load:g}"), [])))
+            for _, r in rows.iterrows()]
 
 
 def _at_point(df, curve: str, load: float):
@@ -335,7 +356,7 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             if "failed" in r.advice:                # compare named a heavier load that never finished
                 why, advice = "but a heavier load failed", f"; advice: {r.advice}"
             else:
-                why, advice = "a heavier simulated load, if any, delivered less throughput", ""
+                why, advice = _heavier_said(r), ""
                 if r.advice and not thrashes:     # compare's "add heavier loads", or the limit its heaviest hit
                     advice = f"; advice: {r.advice}" + (" (its throughput still rises with load, so a heavier load "
                                                         "may meet the tier with more)"
@@ -386,17 +407,11 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
             para(f"caution: requests queue at this point ({r.waiting:.1f} of its {r.load:g} users waited on average "
                  f"to be admitted, the KV pool or max_num_seqs full): {shows}; more users than it runs add "
                  "waiting, not throughput", "  ")
-        if r.caution and not all(part.startswith(f"load {r.load:g} ") for part in r.caution.split("; ")):
-            para(f"caution: the tier's figure ({r.tier_throughput_per_gpu:,.0f} tok/s/GPU, and the margin) is read "
-                 f"from the frontier point at {r.caution}: it measures that limit, not the policy, so the winner "
-                 "may change once the limit is lifted (compare's warnings)", "  ")
+        for text in _flag_cautions(r):
+            para(f"caution: {text}", "  ")
         if r.overload is not None:
             para(f"caution: this point is overloaded ({r.overload[0]:.1f} requests waited to be admitted on average "
                  f"against {r.overload[1]:.1f} admitted): {OVERLOAD_MEANS}", "  ")
-        if r.runner_up_caution:
-            para(f"caution: the margin divides by {r.runner_up}'s figure at the tier, which comes from its frontier "
-                 f"point at {r.runner_up_caution}: that point measures the limit, not {r.runner_up}'s policy, so the "
-                 "margin is no measure of what this policy adds (compare's warnings)", "  ")
         if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
             para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
                  f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
@@ -425,6 +440,60 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
          "speculative_config of your extra_llm_api_options YAML; a closed load is the number of concurrent "
          "users (client requests in flight), not --max-num-seqs.", "")
     return "\n".join(lines)
+
+
+def _heavier_said(r: Recommendation) -> str:
+    """What a covered tier's heavier simulated loads delivered (``r.heavier``): less throughput than the answer's
+    point, and where a load is flagged, that the flag is why: its figure measures that limit, not the policy (a
+    heavier rate that is overloaded delivers less because its queue runs away, which says nothing of the policy)."""
+    if not r.heavier:
+        return "no heavier load was simulated"
+    less = "less" if all(y < r.throughput_per_gpu for _, y, _ in r.heavier) else "no more"
+    clean = [f"{load:g}" for load, _, kinds in r.heavier if not kinds]
+    flagged = [(f"{load:g}", " and ".join(kinds)) for load, _, kinds in r.heavier if kinds]
+    loads = "the heavier simulated load" + ("s" if len(clean or flagged) > 1 else "")
+    said = f"{loads} {fmt.and_list(clean)} delivered {less} throughput" if clean else ""
+    if flagged:
+        said += (f"; so did {fmt.and_list(x for x, _ in flagged)}" if clean else
+                 f"{loads} {fmt.and_list(x for x, _ in flagged)} delivered {less} throughput")
+        why = (f"{'it is' if len(flagged) == 1 else 'they are'} {flagged[0][1]}" if len({k for _, k in flagged}) == 1
+               else fmt.and_list(f"{x} is {k}" for x, k in flagged))
+        measure = "its figure measures" if len(flagged) == 1 else "their figures measure"
+        said += f" because {why}: a limit that {measure}, not the policy; see compare's warnings"
+    return said
+
+
+def _flag_cautions(r: Recommendation) -> list[str]:
+    """The cautions of a recommendation whose tier figure, or the runner-up's figure its margin divides by, is read
+    from flagged points (``r.caution``, ``r.runner_up_caution``), one sentence where both are (its own point's flags
+    are said by the cautions on this point, so its own caution is left out where only this point is flagged). In an
+    exact tie there is no margin: the runner-up is a tied curve, and the tie may not hold once the limit is lifted."""
+    own = r.caution if r.caution and not all(part.startswith(f"load {r.load:g} ")
+                                             for part in r.caution.split("; ")) else ""
+    ru, theirs, tie = r.runner_up, r.runner_up_caution, bool(r.tied_with)
+    fig = f"{r.tier_throughput_per_gpu:,.0f} tok/s/GPU" + ("" if tie else ", and the margin")
+    after = ("so the tie may not hold once the limit is lifted" if tie else
+             "so the winner may change once the limit is lifted")
+    if own and theirs:                     # one sentence for both (compare's one note per tier)
+        fig = f"{r.tier_throughput_per_gpu:,.0f} tok/s/GPU"
+        whose = f"the tied curve {ru}'s equal figure" if tie else f"{ru}'s, which the margin divides by,"
+        said = (f"the tier's figure ({fig}) and {whose} are read from their frontier points at {own}" if own == theirs
+                else f"the tier's figure ({fig}) is read from the frontier point at {own}, and {whose} from its "
+                f"frontier point at {theirs}")
+        return [f"{said}: they measure the limit, not the policies, {after}"
+                + ("" if tie else ", and the margin is no measure of what this policy adds") + " (compare's warnings)"]
+    out = []
+    if own:
+        out.append(f"the tier's figure ({fig}) is read from the frontier point at {own}: it measures that limit, not "
+                   f"the policy, {after} (compare's warnings)")
+    if theirs and tie:
+        out.append(f"the tied curve {ru}'s equal figure at the tier comes from its frontier point at {theirs}: that "
+                   f"point measures the limit, not {ru}'s policy, {after} (compare's warnings)")
+    elif theirs:
+        out.append(f"the margin divides by {ru}'s figure at the tier, which comes from its frontier point at "
+                   f"{theirs}: that point measures the limit, not {ru}'s policy, so the margin is no measure of what "
+                   "this policy adds (compare's warnings)")
+    return out
 
 
 def _config_lines(config: Any, width: int, lines: list[str]) -> None:
