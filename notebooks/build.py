@@ -27,6 +27,20 @@ import matplotlib.pyplot as plt
 ROOT = Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()   # the repository root
 pd.set_option("display.width", 160)'''
 
+#: A notebook's "same from the shell" cell runs its commands with this helper, so the claim is checked each run.
+SHELL = '''import json, shlex, subprocess, sys, tempfile
+
+def shell(line, cwd):
+    """Run one `specsim ...` command line in folder `cwd` as a shell would, with this kernel's Python
+    (`python -m specsim` is the `specsim` command); returns what it printed on stdout."""
+    print("$", line)
+    args = shlex.split(line)
+    assert args[0] == "specsim", line
+    done = subprocess.run([sys.executable, "-m", "specsim", *args[1:]], cwd=cwd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{line!r} failed:\\n{done.stderr}")
+    return done.stdout'''
+
 QUICKSTART = [
     ("md", """# 01 Quickstart: one simulation from Python
 
@@ -87,8 +101,20 @@ ax2.set(xlabel="simulated time (s)", ylabel="verify tokens per request (1 + l_r)
         title="dspark's per-step verify budget (orange: running requests)")
 ax2.legend(loc="lower left")
 plt.tight_layout()'''),
-    ("md", """The same run from the shell: `specsim run --policy dspark --trace traces/prod.jsonl
---concurrency 16 --json`. Next: `02_policy_frontiers.ipynb` compares policies over load levels."""),
+    ("md", """The same run from the shell: `specsim trace synth` draws the same trace (the same arguments and
+seed give the same requests, byte for byte) and `specsim run` simulates it with the same policy, scenario (the
+bundled default), users and seed. The cell below runs both commands and checks that the shell's summary is this
+notebook's, figure for figure. (`specsim run --trace traces/prod.jsonl` instead replays the bundled
+production-like trace, 3,000 requests of longer prompts and outputs: another workload, other numbers.)"""),
+    ("code", SHELL),
+    ("code", '''work = Path(tempfile.mkdtemp(prefix="specsim-shell-"))
+shell("specsim trace synth --num-requests 64 --rate 20 --mix chat=0.4,code=0.3,math=0.3 --seed 0 "
+      "--max-prompt 256 --max-output 192 --out nb01.jsonl", work)
+cli = json.loads(shell("specsim run --policy dspark --trace nb01.jsonl --concurrency 16 --seed 0 --json", work))
+assert all(cli[k] == s[k] for k in keys), {k: (cli[k], s[k]) for k in keys}
+print(f"the shell's run is this one: {cli['completed']} requests, {cli['output_throughput_per_gpu']:,.1f} "
+      f"tok/s/GPU, {cli['mean_tps_per_user']:.1f} tok/s/user")'''),
+    ("md", """Next: `02_policy_frontiers.ipynb` compares policies over load levels."""),
 ]
 
 FRONTIERS = [
