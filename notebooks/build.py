@@ -6,6 +6,10 @@ The notebooks are generated so they stay reproducible and reviewable as code; ed
 Jupyter, then rebuild. ``tests/test_notebooks.py`` executes every notebook headless and checks that the
 committed files equal what this script builds. Each notebook uses a small configuration (seconds to run)
 and asserts what it computes, so a broken notebook fails the tests.
+
+The committed notebooks carry no outputs, so a figure typed into a markdown cell goes stale unseen: prose
+states no number a cell computes; a cell prints it (and asserts what the prose claims of it). A "same from the
+shell" cell runs its commands (``shell`` below) and asserts the shell's result is the notebook's.
 """
 
 from __future__ import annotations
