@@ -109,3 +109,24 @@ def test_a_figure_path_without_a_suffix_is_returned_as_written(tmp_path):
     """``plot_frontiers(recs, "out/f6")`` returned ``out/f6`` while matplotlib wrote ``out/f6.png``."""
     got = plots.plot_frontiers([("sweep", _records())], tmp_path / "f6")
     assert got == tmp_path / "f6.png" and got.is_file()
+
+
+def test_frontier_figure_takes_a_list_of_sweep_folders_titled_by_their_names(tmp_path):
+    """A fresh user's frontier_figure(["runs/a", "runs/b"]) was refused: only (title, folder) pairs were taken.
+    Folders of one name are told apart by their parents; one folder given twice is numbered."""
+    from specsim.errors import SpecsimInputError
+    from specsim.sweep.store import write_record
+
+    for d in ("runs/a", "runs/b", "x/sweep", "y/sweep"):
+        for r in _records(seeds=(0,)):
+            write_record(tmp_path / d, r)
+    fig = plots.frontier_figure([tmp_path / "runs/a", str(tmp_path / "runs/b")], tiers=[100])
+    assert [ax.get_title().split(":")[0] for ax in fig.axes] == ["a", "b"]
+    fig = plots.frontier_figure([tmp_path / "x/sweep", ("mine", tmp_path / "runs/a"), tmp_path / "y/sweep"])
+    assert [ax.get_title().split(":")[0] for ax in fig.axes] == ["x/sweep", "mine", "y/sweep"]
+    assert plots.folder_titles(["runs/a", "runs/a", "b"]) == ["a", "a (2)", "b"]
+    assert plots.folder_titles(["p/q/sweep", "r/q/sweep"]) == ["p/q/sweep", "r/q/sweep"]
+    with pytest.raises(SpecsimInputError, match="a sweep's results folder"):
+        plots.frontier_figure([tmp_path / "runs/a", tmp_path / "missing"])
+    with pytest.raises(SpecsimInputError, match="sweep folders"):
+        plots.frontier_figure([3, 4])

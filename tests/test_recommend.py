@@ -558,7 +558,7 @@ def test_tune_warns_of_a_pick_read_from_a_flagged_point():
     """A fresh user's tune picked threshold 0.725 at a prefill-bound load without a word (recommend warned)."""
     from types import SimpleNamespace
 
-    from specsim.cli.tune_cmd import pick_cautions
+    from specsim.analysis.tuned import pick_cautions
 
     out = []
     for load, x, wait in ((4, 300.0, 1.0), (16, 200.0, 2.0), (64, 120.0, 2447.0)):

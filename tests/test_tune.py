@@ -286,6 +286,39 @@ def test_failed_points_are_counted_and_named_in_the_table():
     assert "with one seed no margin can be tested" in text                           # one seed here
 
 
+def test_tune_from_python_carries_the_cautions_and_notes_the_cli_prints(tmp_path):
+    """A fresh user's tune() from Python (docs/tuning.md) returned none of the lines specsim tune prints: the
+    failed points, a pick read from a prefill-bound point, a pick at the edge of the range. The library builds
+    them (TuneResult.cautions, .notes); the CLI prints those very lines, and the result file keeps them.
+    Slow prefill (2 ms a prompt token, one instance) makes 8 users prefill-bound; 64 requests open no closed-loop
+    window at 32 users; the grid 0.5, 0.8 puts the pick at an end."""
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+
+    _register()
+    trace = tmp_path / "t.jsonl"
+    save_trace(small_trace(64), trace)
+    sp = TuneSpec("specdecpp", parse_knob("threshold=0.5:0.8:0.3", "specdecpp"), (150.0,), (2, 8, 32), (0,))
+    res = tune(sp, load_scenario(None, ["prefill.time_per_token_s=2e-3"]), small_trace(64), None, method="grid")
+    assert res.failed == 2 and len(res.cautions) == 2 and len(res.notes) == 1
+    assert res.cautions[0].startswith("warning: 2 of the 6 points failed")
+    assert res.cautions[1].startswith(f"warning: at tier 150 the pick threshold={res.tiers[0].value:g} is read "
+                                      "from its point at load 8 (prefill-bound)")
+    assert res.notes[0].startswith(f"note: the pick sits at the edge of the range 0.5:0.8 at tier 150 "
+                                   f"({res.tiers[0].value:g})")
+    r = CliRunner().invoke(app, ["tune", "--policy", "specdecpp", "--knob", "threshold=0.5:0.8:0.3", "--tiers", "150",
+                                 "--trace", str(trace), "--out", str(tmp_path / "out"), "--concurrency", "2,8,32",
+                                 "--seeds", "1", "--method", "grid", "--executor", "serial", "--untuned", "",
+                                 "--set", "prefill.time_per_token_s=2e-3"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    printed = " ".join(r.output.split())
+    for line in res.cautions + res.notes:
+        assert " ".join(line.split()) in printed, line
+    saved = json.loads((tmp_path / "out" / "tuned" / "specdecpp-threshold.json").read_text())
+    assert saved["cautions"] == res.cautions and saved["notes"] == res.notes
+
+
 def test_a_pick_at_the_edge_of_the_range_says_so_and_many_seeds_drop_the_one_seed_legend():
     """A grid of one value per end (threshold 0.2 and 0.8): the pick is an edge by construction."""
     from specsim.cli.tune_cmd import result_text
@@ -301,10 +334,9 @@ def test_a_pick_at_the_edge_of_the_range_says_so_and_many_seeds_drop_the_one_see
 def test_a_gamma_range_beyond_the_drafters_block_is_refused_and_its_end_is_never_to_widen():
     """gamma=1:9 with the dspark drafter (block 7) fails before any point, naming --knob (a fresh user's report:
     '--gamma' after the first points); a pick at 7, the largest gamma it drafts, gets no advice to widen."""
-    from specsim.cli.tune_cmd import _fixed_ends
     from specsim.errors import SpecsimInputError
     from specsim.scenario import load_scenario
-    from specsim.sweep.knobs import check_gamma_range, parse_knob
+    from specsim.sweep.knobs import check_gamma_range, fixed_ends as _fixed_ends, parse_knob
 
     scen = load_scenario()
     with pytest.raises(SpecsimInputError) as e:

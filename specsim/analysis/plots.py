@@ -75,11 +75,12 @@ def _colors(curves: Sequence[str]) -> dict[str, Any]:
     return {c: cmap(i % 10) for i, c in enumerate(sorted(curves))}
 
 
-def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: str | Path,
+def plot_frontiers(panels: Sequence[Any] | str | Path, out_png: str | Path,
                    tiers: Sequence[float] = (), measured: Sequence[Any] = ()) -> Path:
-    """Throughput per GPU vs TPS/user, one panel per (title, records) pair (or one panel of a sweep folder or of a
-    list of records); returns the PNG path written (``.png`` added to a name without a suffix). ``tiers``: as
-    :func:`specsim.analysis.tiers.as_tiers` takes them.
+    """Throughput per GPU vs TPS/user, one panel per (title, records) pair or per sweep folder of a list (titled by
+    the folder's name: :func:`_panels`), or one panel of a sweep folder or of a list of records; returns the PNG
+    path written (``.png`` added to a name without a suffix). ``tiers``: as :func:`specsim.analysis.tiers.as_tiers`
+    takes them.
 
     ``measured``: :class:`specsim.analysis.results.MeasuredPoint` objects drawn on every panel (points without
     TPS/user or throughput are skipped). Simulated and measured points share one TPS/user estimator
@@ -89,24 +90,29 @@ def plot_frontiers(panels: Sequence[tuple[str, list[dict[str, Any]]]], out_png: 
 
 
 def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
-    """``(title, records)`` pairs from what a caller passes: pairs as they are, one sweep folder (titled by its
-    name) or one list of records (titled ``sweep``); each panel's records read by :func:`as_records`.
+    """``(title, records)`` pairs from what a caller passes: pairs as they are; one sweep folder, or a list of
+    sweep folders (``["runs/a", "runs/b"]``, str or Path; pairs may stand among them), each titled by its folder's
+    name (:func:`folder_titles`: folders of one name are told apart by their parents); or one list of records
+    (titled ``sweep``). Each panel's records are read by :func:`as_records`.
 
     Raises:
         SpecsimInputError: anything else, or a panel without a finished point.
     """
     if isinstance(panels, (str, Path)):
-        panels = [(Path(panels).name, panels)]
+        panels = [panels]
     elif isinstance(panels, list) and panels and all(isinstance(r, dict) for r in panels):
         panels = [("sweep", panels)]
     elif isinstance(panels, (list, tuple)) and not panels:
-        raise SpecsimInputError(None, None, "panels", "at least one (title, records) pair", "none")
+        raise SpecsimInputError(None, None, "panels", "at least one (title, records) pair or sweep folder", "none")
     try:
+        panels = list(panels)
+        titles = iter(folder_titles([p for p in panels if isinstance(p, (str, Path))]))
+        panels = [(next(titles), p) if isinstance(p, (str, Path)) else p for p in panels]
         pairs = [(str(t), as_records(r, f"panel {t!r}")) for t, r in panels]
     except SpecsimInputError:
         raise
-    except (TypeError, ValueError):                 # not an iterable of pairs
-        raise SpecsimInputError(None, None, "panels", "(title, records) pairs, a sweep folder or a list of records",
+    except (TypeError, ValueError):                 # not an iterable of pairs or folders
+        raise SpecsimInputError(None, None, "panels", "(title, records) pairs, sweep folders or a list of records",
                                 type(panels).__name__) from None
     for title, recs in pairs:
         if not any(r.get("status") == "ok" for r in recs):
@@ -114,13 +120,18 @@ def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
     return pairs
 
 
-def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: Sequence[float] = (),
+def frontier_figure(panels: Sequence[Any] | str | Path, tiers: Sequence[float] = (),
                     measured: Sequence[Any] = (), width_in: float = 7.4, height_in: float = 4.6,
                     hover: dict[str, list[str]] | None = None):
     """The matplotlib figure :func:`plot_frontiers` saves (``specsim report`` inlines it), made without pyplot
-    (:mod:`specsim.figures`: nothing to close). ``width_in``, ``height_in``: one panel's size in inches.
-    ``hover``, when given, is filled with each point series' artist id -> one label per drawn point (curve, load,
-    TPS/user, throughput), in drawing order, for :func:`svg_with_titles`."""
+    (:mod:`specsim.figures`: nothing to close). ``panels``: as :func:`plot_frontiers` takes them (``[("a",
+    "runs/a"), ...]`` pairs, ``["runs/a", "runs/b"]`` folders, one folder or one list of records); ``width_in``,
+    ``height_in``: one panel's size in inches. ``hover``, when given, is filled with each point series' artist id
+    -> one label per drawn point (curve, load, TPS/user, throughput), in drawing order, for :func:`svg_with_titles`.
+
+    Raises:
+        SpecsimInputError: ``panels`` of another shape, a folder without records, or a panel with no finished point.
+    """
     from specsim.analysis.sweep_tables import flagged_points, gpu_split
 
     panels, tiers = _panels(panels), () if tiers is None else as_tiers(tiers)
@@ -156,6 +167,24 @@ def frontier_figure(panels: Sequence[tuple[str, list[dict[str, Any]]]], tiers: S
                        ylabel=f"output throughput per decode GPU (tok/s; + {split[1]} prefill GPU"
                               f"{'s' if split[1] > 1 else ''})" if split and split[1] else YLABEL)
     return fig
+
+
+def folder_titles(folders: Sequence[str | Path]) -> list[str]:
+    """One panel title per sweep folder: its name (``runs/a`` -> ``a``), or where several folders share a name, as
+    many of its trailing path parts as tell it apart (``x/sweep``, ``y/sweep``); the same folder given twice is
+    numbered (``a``, ``a (2)``)."""
+    parts = [Path(f).parts or (str(f),) for f in folders]
+    titles = []
+    for p in parts:
+        k = 1
+        while k < len(p) and sum(q[-k:] == p[-k:] for q in set(parts)) > 1:     # one folder twice: one name
+            k += 1
+        titles.append("/".join(p[-k:]))
+    seen: dict[str, int] = {}
+    for i, t in enumerate(titles):
+        seen[t] = seen.get(t, 0) + 1
+        titles[i] = t if seen[t] == 1 else f"{t} ({seen[t]})"
+    return titles
 
 
 def _point_label(curve: str, row, x_col: str) -> str:

@@ -88,59 +88,16 @@ def tune(
     if quiet:
         print(path)
         return
-    _print_result(res, path, len(untuned_ids), _fixed_ends(spec.knob, policy, scen, drafter))
+    print(result_text(res, path, len(untuned_ids)))
     from specsim.analysis.sweep_records import load_records
-    recs = load_records(out)
-    for line in pick_cautions(res, [r for r in recs if r["id"] in set(res.probe_ids)]):
-        print(fmt.wrapped(line))
-    print_speculation_notes(recs)
+    print_speculation_notes(load_records(out))
 
 
-def pick_cautions(res, records: list[dict]) -> list[str]:
-    """One ``warning:`` line per tier whose pick is read from (or interpolated through) a thrashing, prefill- or
-    think-bound point of the pick's own runs (``records``: the tune's), as compare and recommend warn of a winner
-    (a fresh user's tune picked a value at a prefill-bound load without a word)."""
-    from specsim.analysis.frontier import Frontier
-    from specsim.analysis.sweep_tables import flagged_points, flagged_read_from, results_frame
-
-    k, out = res.spec.knob.name, []
-    for r in res.tiers:
-        if r.value is None or not r.frontier.get("loads"):
-            continue
-        mine = [x for x in records if x["config"]["policy"] == res.spec.policy
-                and float((x["config"].get("knobs") or {}).get(k, float("nan"))) == float(r.value)]
-        flags = flagged_points(results_frame(mine)) if mine else {}
-        f = Frontier.from_points(res.spec.policy, r.frontier["tps_per_user"], r.frontier["throughput_per_gpu"],
-                                 r.frontier["loads"])
-        said = flagged_read_from(f, r.tier, flags, res.spec.policy)
-        if said:
-            out.append(f"warning: at tier {r.tier:g} the pick {k}={r.value:g} is read from its point at {said}: "
-                       "that figure measures the limit, not the knob, so the pick may change once the limit is "
-                       "lifted (compare's and recommend's warnings say the same of a winner)")
-    return out
-
-
-def _fixed_ends(knob, policy: str, scen, drafter: str | None) -> tuple[float, ...]:
-    """The ends of ``knob``'s range that cannot be widened: the policy (or, for gamma, the drafter) rejects every
-    value beyond them (:func:`specsim.sweep.knobs.knob_rejection`): the next integer, or for a real knob a value
-    just beyond the end (threshold 0.95 of a [0, 1] knob can still be widened although 1.05 is refused)."""
-    from specsim.sweep.knobs import knob_rejection
-
-    if knob.hi <= knob.lo:
-        return ()
-    out = []
-    for end, sign in ((knob.lo, -1.0), (knob.hi, 1.0)):
-        step = 1.0 if knob.integer else 1e-6 * max(1.0, abs(end))
-        if knob_rejection(policy, knob, end + sign * step, scen, drafter) is not None:
-            out.append(end)
-    return tuple(out)
-
-
-def result_text(res, path: Path, num_untuned: int, width: int | None = None, fixed_ends: tuple = ()) -> str:
+def result_text(res, path: Path, num_untuned: int, width: int | None = None) -> str:
     """The per-tier picks, the runs used against the full grid, and where the result is, as text
-    (:func:`specsim.fmt.table`; ``width``: characters to fit, None: the terminal's). ``fixed_ends``: ends of
-    the knob's range the policy allows no value beyond (:func:`_fixed_ends`): a pick there gets no advice to
-    widen the range."""
+    (:func:`specsim.fmt.table`; ``width``: characters to fit, None: the terminal's), with the result's own
+    ``notes`` in the table's notes and its ``cautions`` under the table (:class:`specsim.sweep.tune.TuneResult`:
+    built by the library, so a Python caller reads the same lines)."""
     k = res.spec.knob.name
     multi = len(res.spec.seeds) > 1
     cols = ["tier", "status", k, "tok/s/GPU"] + (["+-std", "seeds"] if multi else []) + ["2nd", "2nd tok/s"]
@@ -157,24 +114,11 @@ def result_text(res, path: Path, num_untuned: int, width: int | None = None, fix
              + (f", plus {num_untuned} untuned points" if num_untuned else "") + f"; result written to {path}",
              "2nd: the runner-up value; covered: even the heaviest load beats the tier (its throughput is shown)"
              + ("." if multi else "; with one seed no margin can be tested.")]
-    kr = res.spec.knob
-    edge = [f"{r.tier:g} ({r.value:g})" for r in res.tiers
-            if r.value is not None and kr.lo != kr.hi and r.value in (kr.lo, kr.hi) and r.value not in fixed_ends]
-    if edge:
-        notes.append(f"note: the pick sits at the edge of the range {kr.lo:g}:{kr.hi:g} at tier "
-                     f"{', '.join(edge)}: the best {k} may lie beyond it; widen --knob to see")
-    if res.failed:
-        notes.insert(0, f"warning: {res.failed} of the {res.num_runs} points failed (e.g. no closed-loop window: "
-                        "more --requests-per-user helps); their loads are missing from the frontiers, so a "
-                        "'covered' or near-tier answer may hide a failed heavier load.")
+    notes += res.notes
     if multi:
         notes.append("+-std, seeds: standard deviation over the seeds whose own frontier reaches the tier; wins: "
                      "seeds where the pick beats the runner-up; signif.: the lead holds by a one-sided paired t-test "
                      "over seeds (p < 0.05 on 3 seeds or more; the rule compare uses).")
-    return fmt.table(cols, rows, keys=1, width=width, notes=notes,
+    text = fmt.table(cols, rows, keys=1, width=width, notes=notes,
                      title=f"{res.spec.policy}: best {k} per SLA tier ({res.method})")
-
-
-def _print_result(res, path: Path, num_untuned: int, fixed_ends: tuple = ()) -> None:
-    """Print :func:`result_text` at the terminal's width."""
-    print(result_text(res, path, num_untuned, fixed_ends=fixed_ends))
+    return "\n".join([text] + [fmt.wrapped(line, width) for line in res.cautions])

@@ -154,3 +154,18 @@ def check_gamma_range(policy: str, knob: KnobRange, scenario, drafter: str | Non
         if why is not None:
             raise SpecsimInputError("--knob", None, "gamma", f"a range policy {policy} accepts at both ends (at "
                                     f"{value:g}: {why})", f"gamma={knob.lo:g}:{knob.hi:g}")
+
+
+def fixed_ends(knob: KnobRange, policy: str, scenario, drafter: str | None = None) -> tuple[float, ...]:
+    """The ends of ``knob``'s range that cannot be widened: the policy (or, for gamma, the drafter) rejects every
+    value beyond them (:func:`knob_rejection`): the next integer, or for a real knob a value just beyond the end
+    (threshold 0.95 of a [0, 1] knob can still be widened although 1.05 is refused). A tune's pick at such an end
+    gets no advice to widen the range (:func:`specsim.analysis.tuned.edge_note`)."""
+    if knob.hi <= knob.lo:
+        return ()
+    out = []
+    for end, sign in ((knob.lo, -1.0), (knob.hi, 1.0)):
+        step = 1.0 if knob.integer else 1e-6 * max(1.0, abs(end))
+        if knob_rejection(policy, knob, end + sign * step, scenario, drafter) is not None:
+            out.append(end)
+    return tuple(out)

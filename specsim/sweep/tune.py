@@ -55,13 +55,15 @@ import numpy as np
 from specsim.analysis.frontier import X, Y, Frontier
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.tiers import as_tiers
+from specsim.analysis.tuned import edge_note, failed_caution, pick_cautions
 from specsim.analysis.sweep_records import canonical_sha, points_dir, read_record
 from specsim.analysis.sweep_tables import measured
 from specsim.errors import SpecsimInputError
 from specsim.jsonfiles import jsonable
 from specsim.scenario import Scenario
 from specsim.sweep.executors import get_executor
-from specsim.sweep.knobs import KNOB_DIGITS, KnobRange, check_gamma_range, knob_rejection, parse_knob  # noqa: F401
+from specsim.sweep.knobs import (KNOB_DIGITS, KnobRange, check_gamma_range, fixed_ends, knob_rejection,  # noqa: F401
+                                 parse_knob)
 from specsim.sweep.point import PointTask
 from specsim.sweep.spec import SweepPoint, SweepSpec, expand_points
 from specsim.sweep.store import write_record
@@ -179,6 +181,12 @@ class TuneResult:
         path: where the result was written (None when no ``out_dir``).
         failed: of those points, how many failed (no closed-loop window, ...): their loads are missing from the
             knob values' frontiers.
+        cautions: the ``warning:`` lines ``specsim tune`` prints under its table, each a whole sentence: points that
+            failed (:func:`specsim.analysis.tuned.failed_caution`), then one per tier whose pick is read from a
+            thrashing, prefill- or think-bound point of its own runs (:func:`specsim.analysis.tuned.pick_cautions`).
+            Read them before trusting a pick; [] when there is nothing to warn of.
+        notes: the ``note:`` lines it prints in its table's notes: a pick at an end of the knob's range that could
+            be widened (:func:`specsim.analysis.tuned.edge_note`); [] when none.
     """
 
     spec: TuneSpec
@@ -191,6 +199,8 @@ class TuneResult:
     probe_ids: list[str] = field(repr=False)
     path: Path | None = None
     failed: int = 0
+    cautions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (NaN as None; knob-value keys as strings)."""
@@ -468,7 +478,7 @@ def tune(spec: TuneSpec, scenario: Scenario, trace, out_dir: str | Path | None =
         progress: called with the number of points simulated so far after each one.
 
     Returns:
-        A :class:`TuneResult`.
+        A :class:`TuneResult`; its ``cautions`` and ``notes`` hold the lines ``specsim tune`` prints beside the picks.
 
     Raises:
         SpecsimInputError: unknown method, executor, policy, drafter or profile.
@@ -484,6 +494,8 @@ def tune(spec: TuneSpec, scenario: Scenario, trace, out_dir: str | Path | None =
     ids = sorted(r["id"] for recs in ev.cells.values() for r in recs)
     failed = sum(r["status"] != "ok" for recs in ev.cells.values() for r in recs)
     res = TuneResult(spec, method, tiers, len(ids), spec.grid_runs, ev.computed, ev.reused, ids, failed=failed)
+    res.cautions = failed_caution(failed, len(ids)) + pick_cautions(res, [r for recs in ev.cells.values() for r in recs])
+    res.notes = edge_note(res, fixed_ends(spec.knob, spec.policy, scenario, spec.drafter))
     if out_dir is not None:
         res.path = write_tuned(out_dir, res)
     return res
