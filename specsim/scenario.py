@@ -435,6 +435,15 @@ class PolicyConfig(Section):
     SECTION: ClassVar[str] = "policy"
     knobs: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def _unknown_key_hint(cls, key: str, value: Any) -> str:
+        if key in ("name", "policy", "policies"):          # the policy itself: a choice of the run, not a knob
+            name = value if isinstance(value, str) and value else "NAME"
+            return (f"; the policy is chosen per run, not in the scenario file: specsim run --policy {name}, "
+                    f"specsim sweep --policies {name},..., or simulate(trace, {name!r}, scenario) in Python; "
+                    "[policy] holds only the policy's knobs, as [policy.knobs]")
+        return f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
+
     def _validate(self) -> None:
         for name, value in self.knobs.items():
             if not (isinstance(name, str) and name.isidentifier()):

@@ -106,6 +106,12 @@ class Section:
     def _validate(self) -> None:
         """Raise :class:`SpecsimInputError` naming the first field outside its range."""
 
+    @classmethod
+    def _unknown_key_hint(cls, key: str, value: Any) -> str:
+        """Words added to the error of a key the section does not have, set to ``value`` (after the closest valid
+        key); none here."""
+        return ""
+
     def _check(self, cond: bool, key: str, expected: str) -> None:
         if not cond:
             raise SpecsimInputError(None, None, f"{self.SECTION}.{key}", expected, repr(getattr(self, key)))
@@ -136,8 +142,7 @@ def _input_error(cls: Any, err: ValidationError) -> SpecsimInputError:
     loc, known = first["loc"], [f.name for f in fields(cls)]
     key = known[loc[0]] if loc and isinstance(loc[0], int) and loc[0] < len(known) else str(loc[0] if loc else "")
     if first["type"] in ("unexpected_keyword_argument", "unexpected_positional_argument"):
-        hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
-                if cls.SECTION == "policy" else "")
+        hint = cls._unknown_key_hint(key, first["input"])
         return SpecsimInputError(None, None, f"{cls.SECTION}.{key}",
                                  f"a key of [{cls.SECTION}]{did_you_mean(key, known)}{hint}")
     if first["type"] == "literal_error":
