@@ -334,18 +334,22 @@ class AcceptanceConfig(Section, LatentParams):
         return args
 
     def _validate(self) -> None:
-        for name, own in self.drafters.items():
-            self._check(name in DRAFTERS and name != "none", "drafters",
-                        f"drafter names from {[d for d in DRAFTERS if d != 'none']}{did_you_mean(name, DRAFTERS)}")
+        for name, own in self.drafters.items():      # each error names the entry, so a file's names its line
+            if name not in DRAFTERS or name == "none":
+                names = [d for d in DRAFTERS if d != "none"]
+                why = " (none drafts nothing: no acceptance)" if name == "none" else did_you_mean(name, names)
+                raise SpecsimInputError(None, None, f"acceptance.drafters.{name}",
+                                        f"a drafter name, one of {names}{why}", repr(name))
             bad = next((k for k in own if k not in DRAFTER_ACCEPTANCE_KEYS), None)
             if bad is not None:
                 raise SpecsimInputError(None, None, f"acceptance.drafters.{name}.{bad}",
                                         f"one of {list(DRAFTER_ACCEPTANCE_KEYS)} (the latent and confidence "
                                         "parameters are the section's, for every drafter)")
-            self._check(name != "mtp" or own.get("table") not in ("fig2", "fig4", "dspark5"), "drafters",
-                        "for mtp a table with MTP rows: 'mtp' or a JSON table (fig2, fig4 and dspark5 hold the "
-                        "paper's drafters' rows; a run of mtp reads the mtp table from them), or mtp's measured "
-                        "length or rates")
+            if name == "mtp" and own.get("table") in ("fig2", "fig4", "dspark5"):
+                raise SpecsimInputError(None, None, "acceptance.drafters.mtp.table", "for mtp a table with MTP "
+                                        "rows: 'mtp' or a JSON table (fig2, fig4 and dspark5 hold the paper's "
+                                        "drafters' rows; a run of mtp reads the mtp table from them), or mtp's "
+                                        "measured length or rates", repr(own["table"]))
             self.for_drafter(name)
         self._check(self.length is None or self.constant_alpha is None, "length", "no acceptance.length beside "
                     "acceptance.constant_alpha (give one of the two)")

@@ -34,3 +34,16 @@ def test_a_knob_written_in_policy_is_still_sent_to_policy_knobs(tmp_path):
     e = _load_error(tmp_path, "[policy]\nthreshold = 0.5\n")
     assert (e.line, e.field) == (2, "policy.threshold")
     assert "policy knobs go in [policy.knobs]: --set policy.knobs.threshold=..." in str(e)
+
+
+# ---------------------------------------------------------------- a misspelt [acceptance.drafters.NAME]
+def test_a_misspelt_drafter_table_names_its_header_line_and_the_name_alone(tmp_path):
+    e = _load_error(tmp_path, "[engine]\ngamma = 5\n\n[acceptance.drafters.eagel3]\nlength = 2.5\n")
+    assert (e.line, e.field, e.got) == (4, "acceptance.drafters.eagel3", "'eagel3'")
+    assert "(closest valid: 'eagle3')" in str(e) and str(e).endswith("got 'eagel3'")
+    assert "length" not in e.got                                 # not the whole table
+    # the inline form names the line of its key; an mtp entry on a table without MTP rows names the entry's key
+    e = _load_error(tmp_path, "[acceptance]\ndrafters = {mtpp = {length = 1.8}}\n")
+    assert (e.line, e.field, e.got) == (2, "acceptance.drafters.mtpp", "'mtpp'") and "closest valid: 'mtp'" in str(e)
+    e = _load_error(tmp_path, '[acceptance.drafters.mtp]\nlength = 1.8\ntable = "fig2"\n')
+    assert (e.line, e.field, e.got) == (3, "acceptance.drafters.mtp.table", "'fig2'")
