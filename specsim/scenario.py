@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 
 from specsim.errors import SpecsimInputError, did_you_mean
 from specsim.sections import Bound, Section, typed_section
-from specsim.tomlfile import parse_override, read_toml
+from specsim.tomlfile import json_beside, parse_override, read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
@@ -572,25 +572,27 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | str | N
         doc, lines = read_toml(Path(path))
         scen = _apply(scen, doc, str(path), lines)
         scen = replace(scen, source=str(path))
-        scen = _profile_beside(scen, doc, Path(path))
+        scen = _profile_of_file(scen, doc, Path(path), lines)
     for item in [overrides] if isinstance(overrides, str) else overrides or []:
         scen = _apply(scen, parse_override(item), f"--set {item}")
     return scen
 
 
-def _profile_beside(scen: Scenario, doc: dict[str, Any], path: Path) -> Scenario:
-    """A relative profile path the scenario file names resolves against the file's folder (issue 20), so a
-    scenario and its profile travel together (:func:`profile_beside`)."""
-    name = doc.get("profile", {}).get("name") if isinstance(doc.get("profile"), dict) else None
-    return replace(scen, profile=replace(scen.profile, name=profile_beside(name, path))) if isinstance(name, str) \
-        else scen
+def _profile_of_file(scen: Scenario, doc: dict[str, Any], path: Path, lines: dict[str, int]) -> Scenario:
+    """The scenario file's ``[profile]``: it names its profile (without ``name`` the run would take the default
+    profile, another model and GPU, without a word), and a relative profile path it names resolves against the
+    file's folder (issue 20), so a scenario and its profile travel together (:func:`specsim.tomlfile.json_beside`).
 
-
-def profile_beside(name: Any, path: Path) -> Any:
-    """The profile name a scenario file at ``path`` writes, as loading it resolves it: a relative ``.json`` path
-    that is a file beside the scenario, as that file's path; anything else (a bundled name, a path relative to the
-    working folder, an absolute path) as written."""
-    if not isinstance(name, str) or Path(name).is_absolute():
-        return name
-    beside = path.parent / name
-    return str(beside) if beside.suffix == ".json" and beside.is_file() else name
+    Raises:
+        SpecsimInputError: a ``[profile]`` table (or ``profile.KEY`` line) without ``name``, at its line.
+    """
+    table = doc.get("profile")
+    if not isinstance(table, dict):
+        return scen
+    if "name" not in table:
+        line = lines.get("profile", min((n for k, n in lines.items() if k.startswith("profile.")), default=None))
+        raise SpecsimInputError(str(path), line, "profile.name", "a [profile] table that names its profile: name = a "
+                                "bundled profile (specsim profile list) or a profile JSON path (name = "
+                                f"{ProfileConfig.name!r} keeps the default, Llama-2-7B on one H100; a scenario without "
+                                "[profile] runs it too)", "a [profile] table without name")
+    return replace(scen, profile=replace(scen.profile, name=json_beside(table["name"], path)))
