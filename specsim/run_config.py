@@ -44,14 +44,15 @@ from specsim.hardware.drafter import drafter_cost as default_drafter_cost
 from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.hybrid_pages import OWN_SPEC_DRAFTERS
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
-from specsim.hardware.profile import SOURCED_SPECULATION, StepTimeProfile, profile_label, resolve_profile
+from specsim.hardware.profile import (SOURCED_SPECULATION, StepTimeProfile, bundled_profiles_dir, profile_label,
+                                     resolve_profile)
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
 from specsim.policies.cost_table import COST_AWARE
 from specsim.policies.plugins import instantiate
 from specsim.policies.registry import run_knobs
-from specsim.scenario import Scenario, load_scenario, profile_beside
+from specsim.scenario import ProfileConfig, Scenario, load_scenario
 
 
 @dataclass(frozen=True)
@@ -171,12 +172,12 @@ def _key_line(scenario: Scenario, field: str) -> tuple[str, int] | None:
     """(file, line) of a dotted key in the scenario's own file, None when the file does not set it or the
     scenario holds another value there (a ``--set`` replaced it; a profile name the file's folder resolved is
     compared as loading resolved it)."""
-    from specsim.tomlfile import key_line
+    from specsim.tomlfile import json_beside, key_line
 
     held: Any = scenario.to_dict()
     for part in field.split("."):
         held = held.get(part) if isinstance(held, dict) else None
-    beside = (lambda name: profile_beside(name, Path(scenario.source))) if field == "profile.name" else (lambda v: v)
+    beside = (lambda name: json_beside(name, Path(scenario.source))) if field == "profile.name" else (lambda v: v)
     return key_line(scenario.source, field, held, beside)
 
 
@@ -406,19 +407,27 @@ def drafter_weights(sc: Scenario, drafter: str, gamma: int, profile: StepTimePro
     return drafter_weight_bytes(drafter, target, _layers_set(sc, drafter))
 
 
-def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile) -> None:
+def check_prefill_chunk(sc: Scenario, prof: StepTimeProfile, given: bool = False) -> None:
     """Colocated prefill shares the decode steps, so mixed steps reach the scenario's prefill chunk: a profile
-    that stops short of it fails here, when the run is resolved, not mid-run (issue 20).
+    that stops short of it fails here, when the run is resolved, not mid-run (issue 20). ``given``: the run was
+    handed ``prof`` in place of the scenario's.
 
     Raises:
-        SpecsimInputError: the profile's last batch size is below ``prefill.chunk_tokens``.
+        SpecsimInputError: the profile's last batch size is below ``prefill.chunk_tokens``, naming the scenario
+            file (the key's line where it sets it) and the profile, and where that profile came from.
     """
-    chunk = sc.prefill.chunk_tokens
-    if sc.prefill.mode == "colocated" and prof.batch_limit is not None and prof.max_batch_tokens < chunk:
-        how = "profile fit" if (prof.metadata or {}).get("kind") == "fitted" else "profile analytic"
-        raise SpecsimInputError(prof.source, None, "batch_tokens", f"a profile reaching the scenario's prefill "
-                                f"chunk of {chunk} tokens (prefill.chunk_tokens; build it with {how} "
-                                f"--max-batch-tokens {chunk} or more)", f"last size {prof.max_batch_tokens}")
+    chunk, last = sc.prefill.chunk_tokens, prof.max_batch_tokens
+    if sc.prefill.mode != "colocated" or prof.batch_limit is None or last >= chunk:
+        return
+    named = given or sc.profile.name != ProfileConfig.name or _key_line(sc, "profile.name")
+    tool = "profile fit" if (prof.metadata or {}).get("kind") == "fitted" else "profile analytic"
+    how = (f"build it with {tool} --max-batch-tokens {chunk} or more" if Path(prof.source).parent !=
+           bundled_profiles_dir() else "name a profile measured that far (specsim profile list)")
+    where = _key_line(sc, "prefill.chunk_tokens") or (sc.source if Path(sc.source).is_file() else None, None)
+    raise SpecsimInputError(*where, "prefill.chunk_tokens", f"a profile reaching the scenario's prefill chunk of "
+                            f"{chunk} tokens (colocated prefill runs it inside a decode step): a chunk of {last} "
+                            f"tokens or less, or {how}", f"profile {profile_label(prof)} ({prof.source}"
+                            f"{'' if named else ', the default: the scenario names none'}), ending at {last} tokens")
 
 
 def speculation_terms(scenario: Scenario, profile: StepTimeProfile) -> StepTimeProfile:
@@ -557,7 +566,7 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
     with in_scenario_file(sc, config.gamma is not None):
         choice = resolve_policy(config.policy, sc, config.gamma, config.drafter, config.knobs)
         prof = speculation_terms(sc, profile or resolve_profile(sc.profile.name, sc.profile.lookup))
-        check_prefill_chunk(sc, prof)
+        check_prefill_chunk(sc, prof, profile is not None)
         cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
         frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)
         gpus, notice = replica_gpus(sc, prof)

@@ -1,9 +1,12 @@
 """The notices a run prints about its inputs (one line each, in the summary's notices; sweeps repeat the acceptance
 ones through ``summary["acceptance_notice"]``): acceptance from built-in rates, a policy's own drafter running on
 the scenario's acceptance setting, a confidence-reading policy on a drafter without a confidence head, a fitted
-TTFT term the run does not charge."""
+TTFT term the run does not charge; and the scenario's seconds keys whose value no engine has, a unit slip
+(:func:`unit_warnings`, printed once by ``specsim run``, ``sweep``, ``tune`` and ``scenario check``)."""
 
 from __future__ import annotations
+
+import math
 
 from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF
@@ -92,3 +95,60 @@ def fitted_overhead_notice(sc: Scenario, profile: StepTimeProfile) -> str | None
     return (f"the profile's fit gives a request overhead of {fitted * 1e3:.1f} ms (its TTFT at the lowest load); this "
             f"run charges {used * 1e3:g} ms (engine.request_overhead_s): set --set engine.request_overhead_s="
             f"{fitted:.4g} for TTFT as that engine measured it")
+
+
+#: The scenario's seconds keys charged per step (or per request per step, or per prompt token), each with what it
+#: charges and what engines measure. A value above the profile's whole step at one request (its smallest step, 3.7
+#: to 91 ms over the bundled profiles) is a unit slip, milliseconds written as seconds, not an engine: the CPU
+#: prepares a step in less time than the GPU runs it, output processing and speculation's bookkeeping are small
+#: parts of a step, and a prompt token's prefill reads the weights a decode step reads once for a whole chunk
+#: (docs/memory.md, "Request overheads").
+PER_STEP_KEYS = {
+    "engine.host_overhead_s": ("CPU scheduling per step", "vLLM-class engines measure 0.3-3 ms per step"),
+    "engine.emission_overhead_s": ("output processing per emitting request per step",
+                                   "detokenising a token takes microseconds, and vLLM V1 overlaps it: 0"),
+    "engine.spec_step_s": ("speculation's own overhead per speculative step", "vLLM issue 49548 measured 0.775 ms"),
+    "engine.spec_request_s": ("speculation's overhead per running request per step",
+                              "vLLM issue 49548 measured 0.084 ms"),
+    "prefill.time_per_token_s": ("prefill per prompt token", "a prompt token costs a small fraction of a decode "
+                                 "step, microseconds on a GPU"),
+}
+
+
+def unit_warnings(sc: Scenario, profile: StepTimeProfile | None = None) -> list[str]:
+    """The scenario's seconds values no engine has, one line each naming the file, line and key and asking "did you
+    mean ms?": a :data:`PER_STEP_KEYS` value above ``profile``'s step at one request (B = 1, R = 1, no context;
+    skipped without a profile), and an ``engine.request_overhead_s`` above
+    :data:`~specsim.hardware.ttft_fit.MAX_REQUEST_OVERHEAD_S` (1 s; the API server and tokeniser take milliseconds).
+    Warnings, not errors: the run goes on with the value as given.
+
+    Args:
+        sc: the scenario (its ``source`` file gives each key's line, where the file set the value in use).
+        profile: the run's step-time profile, or None.
+    """
+    from specsim.hardware.profile import profile_label
+    from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S
+
+    step_s = float(profile.step_time(1, num_requests=1)) if profile is not None else math.inf
+    out = []
+    for key, (what, typical) in PER_STEP_KEYS.items():
+        v = getattr(getattr(sc, key.split(".")[0]), key.split(".")[1])
+        if v is not None and v > step_s:
+            out.append(_unit_slip(sc, key, v, f"{v:g} s of {what} is more than the whole GPU step at one request "
+                                  f"on profile {profile_label(profile)} ({step_s * 1e3:.3g} ms); {typical}"))
+    v = sc.engine.request_overhead_s
+    if v > MAX_REQUEST_OVERHEAD_S:
+        out.append(_unit_slip(sc, "engine.request_overhead_s", v, f"{v:g} s before each request reaches the scheduler "
+                              f"is above {MAX_REQUEST_OVERHEAD_S:g} s, no engine's own overhead (API server and "
+                              "tokeniser take milliseconds: vLLM's TTFT floor is 16-19 ms on a 7B model)"))
+    return out
+
+
+def _unit_slip(sc: Scenario, key: str, value: float, why: str) -> str:
+    """One :func:`unit_warnings` line: where (the scenario file and line that set ``key``, else the key alone),
+    why, and the value read as milliseconds."""
+    from specsim.tomlfile import key_line
+
+    where = key_line(sc.source, key, value)
+    head = f"{where[0]}, line {where[1]}, field '{key}'" if where else f"field '{key}'"
+    return f"{head}: {why}: did you mean ms? ({value:g} ms is {key.split('.')[1]} = {value * 1e-3:g})"

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from specsim.errors import SpecsimInputError, did_you_mean
-from specsim.sections import Section, typed_section
-from specsim.tomlfile import parse_override, read_toml
+from specsim.sections import Bound, Section, typed_section
+from specsim.tomlfile import json_beside, parse_override, read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
 
@@ -120,6 +120,12 @@ class ClusterConfig(Section):
     """
 
     SECTION: ClassVar[str] = "cluster"
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_replicas": Bound(1, noun="an int"), "max_num_seqs": Bound(1, noun="an int"),
+        "gpus_per_replica": Bound(1, noun="an int", note=" (leave it out to take the profile's TP x PP)"),
+        "block_size": Bound(1, noun="an int", note=" (tokens per KV block)"),
+        "gpu_memory_utilization": Bound(0, 1, lo_open=True, noun="a fraction",
+                                        note=" (leave it out to set kv_capacity_tokens)")}
     num_replicas: int = 1
     gpus_per_replica: int | None = None
     router: Literal[ROUTERS] = "round-robin"
@@ -131,15 +137,8 @@ class ClusterConfig(Section):
     prefix_caching: bool = True
 
     def _validate(self) -> None:
-        self._check(self.num_replicas >= 1, "num_replicas", "an int >= 1")
-        self._check(self.gpus_per_replica is None or self.gpus_per_replica >= 1, "gpus_per_replica",
-                    "an int >= 1 (leave it out to take the profile's TP x PP)")
-        self._check(self.max_num_seqs >= 1, "max_num_seqs", "an int >= 1")
-        self._check(self.block_size >= 1, "block_size", "an int >= 1 (tokens per KV block)")
         self._check(self.kv_capacity_tokens is None or self.kv_capacity_tokens >= self.block_size,
                     "kv_capacity_tokens", f"an int >= cluster.block_size ({self.block_size})")
-        self._check(self.gpu_memory_utilization is None or 0 < self.gpu_memory_utilization <= 1,
-                    "gpu_memory_utilization", "a fraction in (0, 1] (leave it out to set kv_capacity_tokens)")
         self._check(self.gpu_memory_utilization is None or self.kv_capacity_tokens is None,
                     "gpu_memory_utilization", "no value while cluster.kv_capacity_tokens is set (set one of the two: "
                     "the capacity is derived from the GPU memory share)")
@@ -164,6 +163,11 @@ class PrefillConfig(Section):
     """
 
     SECTION: ClassVar[str] = "prefill"
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "num_instances": Bound(1, noun="an int"), "chunk_tokens": Bound(1, noun="an int"),
+        "gpus_per_instance": Bound(1, noun="an int", note=" (leave it out to take the profile's TP x PP)"),
+        "time_per_token_s": Bound(0, lo_open=True, note=" s per prompt token (leave it out to take prefill time from "
+                                  "the profile)")}
     mode: Literal[PREFILL_MODES] = "disaggregated"
     num_instances: int = 1
     gpus_per_instance: int | None = None
@@ -171,13 +175,6 @@ class PrefillConfig(Section):
     chunk_tokens: int = 512
     first_token: Literal[FIRST_TOKEN_RULES] = "prefill"
 
-    def _validate(self) -> None:
-        self._check(self.num_instances >= 1, "num_instances", "an int >= 1")
-        self._check(self.gpus_per_instance is None or self.gpus_per_instance >= 1, "gpus_per_instance",
-                    "an int >= 1 (leave it out to take the profile's TP x PP)")
-        self._check(self.time_per_token_s is None or self.time_per_token_s > 0, "time_per_token_s",
-                    "a float > 0 s per prompt token (leave it out to take prefill time from the profile)")
-        self._check(self.chunk_tokens >= 1, "chunk_tokens", "an int >= 1")
 
 
 @typed_section
@@ -215,7 +212,7 @@ class DrafterConfig(Section):
             built by the step model), int >= 1; None = the drafter's default (dspark/dflash 5, eagle3 1,
             mtp 1; specsim.hardware.drafter.DRAFTER_LAYERS). Setting ``base_fraction`` or
             ``per_draft_fraction`` replaces the shape with the fraction model (0 allowed).
-        block: the checkpoint's draft block, the largest gamma it drafts, int >= 1; None = the drafter's
+        block: the checkpoint's draft block, the largest gamma it drafts, int in [1, 64]; None = the drafter's
             default (dspark and dflash 7, the paper's checkpoints; eagle3 and mtp no limit;
             specsim.hardware.drafter.DRAFTER_BLOCK). A run with gamma above it is refused; set 12 or 16 for
             Fig. 4's longer-block drafters (DSpark paper §4.3.2).
@@ -229,6 +226,17 @@ class DrafterConfig(Section):
     """
 
     SECTION: ClassVar[str] = "drafter"
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "block": Bound(1, 64, noun="an int", note=", the checkpoint's draft block (leave it out for the drafter's "
+                       "default)"),
+        "layers": Bound(1, noun="an int", note=", draft layers (leave it out for the drafter's default)"),
+        **dict.fromkeys(("base_fraction", "per_draft_fraction"), Bound(
+            0, 10, hi_open=True, noun="a fraction of the target step", note=" (leave it out for the family default)")),
+        "cpu_threads": Bound(1, 256, noun="an int", note=", the ngram drafter's scan threads (leave it out for "
+                             "vLLM's 1)"),
+        "match_rate": Bound(0, 1, lo_open=True, noun="a share", note=", or unset"),
+        "kv_fraction": Bound(0, note=", drafter KV tokens per target KV token (leave it out for the family "
+                             "default)")}
     name: Literal[DRAFTERS] = "dspark"
     base_fraction: float | None = None
     per_draft_fraction: float | None = None
@@ -239,17 +247,6 @@ class DrafterConfig(Section):
     match_rate: float | None = None
 
     def _validate(self) -> None:
-        self._check(self.block is None or 1 <= self.block <= 64, "block",
-                    "an int in [1, 64], the checkpoint's draft block (leave it out for the drafter's default)")
-        self._check(self.layers is None or self.layers >= 1, "layers",
-                    "an int >= 1, draft layers (leave it out for the drafter's default)")
-        for key in ("base_fraction", "per_draft_fraction"):
-            v = getattr(self, key)
-            self._check(v is None or 0 <= v < 10, key,
-                        "a fraction of the target step in [0, 10) (leave it out for the family default)")
-        self._check(self.cpu_threads is None or 1 <= self.cpu_threads <= 256, "cpu_threads",
-                    "an int in [1, 256], the ngram drafter's scan threads (leave it out for vLLM's 1)")
-        self._check(self.match_rate is None or 0 < self.match_rate <= 1, "match_rate", "a share in (0, 1], or unset")
         cost = ("set cpu_threads, its scan threads" if self.name == "ngram" else
                 "one CPU lookup per drafting request, SUFFIX_REQUEST_S, with no setting")
         for key in ("base_fraction", "per_draft_fraction", "layers", "block", "kv_fraction"):
@@ -259,9 +256,6 @@ class DrafterConfig(Section):
         self._check(self.name != "suffix" or self.cpu_threads is None, "cpu_threads", "unset with drafter suffix "
                     "(the ngram drafter's scan threads; suffix decoding costs one CPU lookup per drafting request, "
                     "specsim.hardware.lookup_drafter.SUFFIX_REQUEST_S)")
-        self._check(self.kv_fraction is None or self.kv_fraction >= 0, "kv_fraction",
-                    "a float >= 0, drafter KV tokens per target KV token (leave it out for the family "
-                    "default)")
 
 
 #: The ``[acceptance]`` keys that give one drafter's measured acceptance, which ``acceptance.drafters.NAME``
@@ -298,6 +292,13 @@ class AcceptanceConfig(Section, LatentParams):
     """
 
     SECTION: ClassVar[str] = "acceptance"
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        **dict.fromkeys(("sigma_request", "sigma_step", "sigma_token", "sigma_conf"), Bound(0)),
+        **dict.fromkeys(("conf_scale", "conf_scale_later", "conf_low_ratio"), Bound(0, lo_open=True)),
+        "constant_alpha": Bound(0, 1, lo_open=True, hi_open=True, note=" (leave it out for the rate table)"),
+        "length": Bound(1, lo_open=True, note=", tokens per verify step with the bonus token"),
+        "length_gamma": Bound(1, noun="an int", note=" (drafts per step)"),
+        "rates": Bound(0, 1, lo_open=True, hi_open=True, noun="a non-empty list of rates strictly")}
     constant_alpha: float | None = None
     length: float | None = None
     length_gamma: int | None = None
@@ -333,39 +334,34 @@ class AcceptanceConfig(Section, LatentParams):
         return args
 
     def _validate(self) -> None:
-        for name, own in self.drafters.items():
-            self._check(name in DRAFTERS and name != "none", "drafters",
-                        f"drafter names from {[d for d in DRAFTERS if d != 'none']}{did_you_mean(name, DRAFTERS)}")
+        for name, own in self.drafters.items():      # each error names the entry, so a file's names its line
+            if name not in DRAFTERS or name == "none":
+                names = [d for d in DRAFTERS if d != "none"]
+                why = " (none drafts nothing: no acceptance)" if name == "none" else did_you_mean(name, names)
+                raise SpecsimInputError(None, None, f"acceptance.drafters.{name}",
+                                        f"a drafter name, one of {names}{why}", repr(name))
             bad = next((k for k in own if k not in DRAFTER_ACCEPTANCE_KEYS), None)
             if bad is not None:
                 raise SpecsimInputError(None, None, f"acceptance.drafters.{name}.{bad}",
                                         f"one of {list(DRAFTER_ACCEPTANCE_KEYS)} (the latent and confidence "
                                         "parameters are the section's, for every drafter)")
-            self._check(name != "mtp" or own.get("table") not in ("fig2", "fig4", "dspark5"), "drafters",
-                        "for mtp a table with MTP rows: 'mtp' or a JSON table (fig2, fig4 and dspark5 hold the "
-                        "paper's drafters' rows; a run of mtp reads the mtp table from them), or mtp's measured "
-                        "length or rates")
+            if name == "mtp" and own.get("table") in ("fig2", "fig4", "dspark5"):
+                raise SpecsimInputError(None, None, "acceptance.drafters.mtp.table", "for mtp a table with MTP "
+                                        "rows: 'mtp' or a JSON table (fig2, fig4 and dspark5 hold the paper's "
+                                        "drafters' rows; a run of mtp reads the mtp table from them), or mtp's "
+                                        "measured length or rates", repr(own["table"]))
             self.for_drafter(name)
-        for key in ("sigma_request", "sigma_step", "sigma_token", "sigma_conf"):
-            self._check(getattr(self, key) >= 0, key, "a float >= 0")
-        for key in ("conf_scale", "conf_scale_later", "conf_low_ratio"):
-            self._check(getattr(self, key) > 0, key, "a float > 0")
-        self._check(self.constant_alpha is None or 0 < self.constant_alpha < 1, "constant_alpha",
-                    "a float in (0, 1) (leave it out for the rate table)")
-        self._check(self.length is None or self.length > 1, "length",
-                    "a float > 1, tokens per verify step with the bonus token")
         self._check(self.length is None or self.constant_alpha is None, "length", "no acceptance.length beside "
                     "acceptance.constant_alpha (give one of the two)")
         self._check(self.length_gamma is None or self.length is not None, "length_gamma", "acceptance.length set "
                     "too (the acceptance length measured at these drafts; alone this key means nothing)")
-        self._check(self.length_gamma is None or self.length_gamma >= 1, "length_gamma",
-                    "an int >= 1 (drafts per step)")
         self._check(self.table is None or self.table != "", "table",
                     "fig2, fig4, dspark5, mtp or a JSON rate-table path (leave it out for the default table)")
-        bad = next((d for d, r in self.rates.items() if not (r and all(0 < x < 1 for x in r))), None)
+        rate = self.BOUNDS["rates"]
+        bad = next((d for d, r in self.rates.items() if not (r and all(map(rate.holds, r)))), None)
         if bad is not None:                 # the row's own key, so a scenario file's error names its line
-            raise SpecsimInputError(None, None, f"{self.SECTION}.rates.{bad}",
-                                    "a non-empty list of rates strictly in (0, 1)", repr(self.rates[bad]))
+            raise SpecsimInputError(None, None, f"{self.SECTION}.rates.{bad}", rate.expected(),
+                                    repr(self.rates[bad]))
         self._check(self.model is None or (self.model.split(":", 1)[0] in ("fitted", "empirical")
                                            and self.model.split(":", 1)[-1] not in ("", self.model)), "model",
                     "'fitted:DIR' or 'empirical:DIR' (leave it out for the latent model)")
@@ -380,11 +376,11 @@ class EngineConfig(Section):
     Attributes:
         gamma: draft block length, int in [0, 64].
         host_overhead_s: CPU scheduling seconds per step, hidden by ZOS only for policies that fix their
-            batch early; float >= 0.
+            batch early; float in [0, 1] (seconds, not ms).
         request_overhead_s: fixed seconds per request before it reaches the scheduler (API server,
-            tokenisation); counted in TTFT; float >= 0.
+            tokenisation); counted in TTFT; float in [0, 60] (seconds, not ms).
         emission_overhead_s: seconds per emitting request per step on the step's critical path (output
-            processing, detokenisation); float >= 0.
+            processing, detokenisation); float in [0, 1] (seconds, not ms).
         max_model_len: the context window in tokens (prompt + output), int >= 1, as vLLM's ``--max-model-len``;
             None = the model's own (specsim.hardware.context: profile metadata, step model, config.json).
         context_overflow: a request beyond the window is ``unservable`` (with its reason, as vLLM refuses
@@ -407,6 +403,14 @@ class EngineConfig(Section):
     """
 
     SECTION: ClassVar[str] = "engine"
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "gamma": Bound(0, 64, noun="an int"),
+        **{key: Bound(0, most, note=" s (seconds, not ms), or left out (the profile's own term, or vLLM issue "
+                      "49548's default where the profile states none)")
+           for key, most in (("spec_step_s", 0.05), ("spec_request_s", 0.01))},
+        "max_model_len": Bound(1, noun="an int", note=", tokens of context (leave it out for the model's own)"),
+        **{key: Bound(0, most, note=" s (seconds, not ms: 0.0005 is 0.5 ms)")
+           for key, most in (("host_overhead_s", 1), ("request_overhead_s", 60), ("emission_overhead_s", 1))}}
     gamma: int = 7
     host_overhead_s: float = 0.0005
     request_overhead_s: float = 0.005
@@ -418,17 +422,6 @@ class EngineConfig(Section):
     spec_zero_draft_pays: bool | None = None
     first_drafts: Literal[FIRST_DRAFTS_RULES] = "prefill-step"
 
-    def _validate(self) -> None:
-        self._check(0 <= self.gamma <= 64, "gamma", "an int in [0, 64]")
-        for key, most in (("spec_step_s", 0.05), ("spec_request_s", 0.01)):
-            v = getattr(self, key)
-            self._check(v is None or 0 <= v <= most, key, f"a float in [0, {most:g}] s (seconds, not ms), or left "
-                        "out (the profile's own term, or vLLM issue 49548's default where the profile states none)")
-        self._check(self.max_model_len is None or self.max_model_len >= 1, "max_model_len",
-                    "an int >= 1, tokens of context (leave it out for the model's own)")
-        for key, most in (("host_overhead_s", 1.0), ("request_overhead_s", 60.0), ("emission_overhead_s", 1.0)):
-            self._check(0 <= getattr(self, key) <= most, key, f"a float in [0, {most:g}] s (seconds, not ms: "
-                        f"0.0005 is 0.5 ms)")
 
 
 @typed_section
@@ -445,6 +438,15 @@ class PolicyConfig(Section):
 
     SECTION: ClassVar[str] = "policy"
     knobs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def _unknown_key_hint(cls, key: str, value: Any) -> str:
+        if key in ("name", "policy", "policies"):          # the policy itself: a choice of the run, not a knob
+            name = value if isinstance(value, str) and value else "NAME"
+            return (f"; the policy is chosen per run, not in the scenario file: specsim run --policy {name}, "
+                    f"specsim sweep --policies {name},..., or simulate(trace, {name!r}, scenario) in Python; "
+                    "[policy] holds only the policy's knobs, as [policy.knobs]")
+        return f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
 
     def _validate(self) -> None:
         for name, value in self.knobs.items():
@@ -570,25 +572,27 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | str | N
         doc, lines = read_toml(Path(path))
         scen = _apply(scen, doc, str(path), lines)
         scen = replace(scen, source=str(path))
-        scen = _profile_beside(scen, doc, Path(path))
+        scen = _profile_of_file(scen, doc, Path(path), lines)
     for item in [overrides] if isinstance(overrides, str) else overrides or []:
         scen = _apply(scen, parse_override(item), f"--set {item}")
     return scen
 
 
-def _profile_beside(scen: Scenario, doc: dict[str, Any], path: Path) -> Scenario:
-    """A relative profile path the scenario file names resolves against the file's folder (issue 20), so a
-    scenario and its profile travel together (:func:`profile_beside`)."""
-    name = doc.get("profile", {}).get("name") if isinstance(doc.get("profile"), dict) else None
-    return replace(scen, profile=replace(scen.profile, name=profile_beside(name, path))) if isinstance(name, str) \
-        else scen
+def _profile_of_file(scen: Scenario, doc: dict[str, Any], path: Path, lines: dict[str, int]) -> Scenario:
+    """The scenario file's ``[profile]``: it names its profile (without ``name`` the run would take the default
+    profile, another model and GPU, without a word), and a relative profile path it names resolves against the
+    file's folder (issue 20), so a scenario and its profile travel together (:func:`specsim.tomlfile.json_beside`).
 
-
-def profile_beside(name: Any, path: Path) -> Any:
-    """The profile name a scenario file at ``path`` writes, as loading it resolves it: a relative ``.json`` path
-    that is a file beside the scenario, as that file's path; anything else (a bundled name, a path relative to the
-    working folder, an absolute path) as written."""
-    if not isinstance(name, str) or Path(name).is_absolute():
-        return name
-    beside = path.parent / name
-    return str(beside) if beside.suffix == ".json" and beside.is_file() else name
+    Raises:
+        SpecsimInputError: a ``[profile]`` table (or ``profile.KEY`` line) without ``name``, at its line.
+    """
+    table = doc.get("profile")
+    if not isinstance(table, dict):
+        return scen
+    if "name" not in table:
+        line = lines.get("profile", min((n for k, n in lines.items() if k.startswith("profile.")), default=None))
+        raise SpecsimInputError(str(path), line, "profile.name", "a [profile] table that names its profile: name = a "
+                                "bundled profile (specsim profile list) or a profile JSON path (name = "
+                                f"{ProfileConfig.name!r} keeps the default, Llama-2-7B on one H100; a scenario without "
+                                "[profile] runs it too)", "a [profile] table without name")
+    return replace(scen, profile=replace(scen.profile, name=json_beside(table["name"], path)))

@@ -6,7 +6,7 @@ ValidationError. The scenario's sections (:mod:`specsim.scenario`) are built wit
 from __future__ import annotations
 
 import typing
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator
@@ -22,10 +22,63 @@ _WORDS = {"bool_type": "true or false", "int_type": "an int", "float_type": "a f
           "list_type": "a list"}
 
 
+@dataclass(frozen=True)
+class Bound:
+    """A numeric key's range, stated once: the section checks it when built (:meth:`Section._check_bounds`) and the
+    JSON Schema of scenario files states it (:func:`specsim.scenario_schema.scenario_schema`).
+
+    Args:
+        lo, hi: the ends (None: unbounded on that side), in the key's own unit.
+        lo_open, hi_open: the end itself is excluded.
+        noun: what the key holds, as the error says it (``"an int"``, ``"a fraction"``).
+        note: the words after the range in the error (its unit, what leaving it out means).
+
+    For a key of lists (``acceptance.rates``) the bound is that of every number in them, the lists non-empty; the
+    section checks those itself.
+    """
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    noun: str = "a float"
+    note: str = ""
+
+    def holds(self, v: float) -> bool:
+        """Whether ``v`` lies in the range."""
+        above = self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)
+        return above and (self.hi is None or (v < self.hi if self.hi_open else v <= self.hi))
+
+    def range_words(self) -> str:
+        """The range as the docstrings write it: ``>= 1``, ``> 0``, ``in (0, 1]``, ``in [0, 10)``."""
+        if self.hi is None:
+            return f"{'>' if self.lo_open else '>='} {self.lo:g}"
+        if self.lo is None:
+            return f"{'<' if self.hi_open else '<='} {self.hi:g}"
+        left, right = "(" if self.lo_open else "[", ")" if self.hi_open else "]"
+        return f"in {left}{self.lo:g}, {self.hi:g}{right}"
+
+    def expected(self) -> str:
+        """What the error says the key expects: noun, range, note."""
+        return f"{self.noun} {self.range_words()}{self.note}"
+
+    def json_schema(self) -> dict[str, float]:
+        """The range as JSON Schema keywords (draft 6 on: numeric ``exclusiveMinimum`` / ``exclusiveMaximum``)."""
+        out = {}
+        if self.lo is not None:
+            out["exclusiveMinimum" if self.lo_open else "minimum"] = self.lo
+        if self.hi is not None:
+            out["exclusiveMaximum" if self.hi_open else "maximum"] = self.hi
+        return out
+
+
 class Section:
-    """Shared by the sections: plain values before pydantic's strict check, ranges after it."""
+    """Shared by the sections: plain values before pydantic's strict check, ranges after it (:attr:`BOUNDS`, then
+    the section's own ``_validate``)."""
 
     SECTION: ClassVar[str] = ""
+    #: Each numeric key's range (:class:`Bound`), checked before ``_validate``; an unset (None) key passes.
+    BOUNDS: ClassVar[dict[str, Bound]] = {}
 
     @field_validator("*", mode="before")
     @classmethod
@@ -39,10 +92,25 @@ class Section:
         return value
 
     def __post_init__(self) -> None:
+        self._check_bounds()
         self._validate()
+
+    def _check_bounds(self) -> None:
+        """Raise :class:`SpecsimInputError` naming the first key outside its :attr:`BOUNDS` entry (a key of lists is
+        the section's own to check)."""
+        for key, bound in self.BOUNDS.items():
+            v = getattr(self, key)
+            if isinstance(v, (int, float)):
+                self._check(bound.holds(v), key, bound.expected())
 
     def _validate(self) -> None:
         """Raise :class:`SpecsimInputError` naming the first field outside its range."""
+
+    @classmethod
+    def _unknown_key_hint(cls, key: str, value: Any) -> str:
+        """Words added to the error of a key the section does not have, set to ``value`` (after the closest valid
+        key); none here."""
+        return ""
 
     def _check(self, cond: bool, key: str, expected: str) -> None:
         if not cond:
@@ -74,8 +142,7 @@ def _input_error(cls: Any, err: ValidationError) -> SpecsimInputError:
     loc, known = first["loc"], [f.name for f in fields(cls)]
     key = known[loc[0]] if loc and isinstance(loc[0], int) and loc[0] < len(known) else str(loc[0] if loc else "")
     if first["type"] in ("unexpected_keyword_argument", "unexpected_positional_argument"):
-        hint = (f"; policy knobs go in [policy.knobs]: --set policy.knobs.{key}=..."
-                if cls.SECTION == "policy" else "")
+        hint = cls._unknown_key_hint(key, first["input"])
         return SpecsimInputError(None, None, f"{cls.SECTION}.{key}",
                                  f"a key of [{cls.SECTION}]{did_you_mean(key, known)}{hint}")
     if first["type"] == "literal_error":

@@ -1,7 +1,8 @@
 """TOML files read with the line of every key, so an error can point at its line (tomllib keeps no positions).
 
 Used by :func:`specsim.scenario.load_scenario`: a bad key or value in a scenario file names its line; and
-:func:`parse_override`, a ``--set section.key=value`` item in TOML syntax.
+:func:`parse_override`, a ``--set section.key=value`` item in TOML syntax; :func:`json_beside`, a JSON file the TOML
+file names, found beside it.
 """
 
 from __future__ import annotations
@@ -100,3 +101,13 @@ def parse_override(item: str) -> dict[str, dict[str, Any]]:
     for part in reversed(parts[1:]):
         value = {part: value}
     return {parts[0]: value}
+
+
+def json_beside(name: Any, path: Path) -> Any:
+    """A file name the TOML file at ``path`` writes (a scenario's profile), as loading it resolves it: a relative
+    ``.json`` path that is a file beside the TOML file, as that file's path; anything else (a bundled name, a path
+    relative to the working folder, an absolute path) as written."""
+    if not isinstance(name, str) or Path(name).is_absolute():
+        return name
+    beside = path.parent / name
+    return str(beside) if beside.suffix == ".json" and beside.is_file() else name

@@ -73,8 +73,9 @@ def test_a_length_no_mtp_run_can_reach_points_to_the_drafters_own_entry(tmp_path
 
 
 @pytest.mark.parametrize("item, field", [
-    ("acceptance.drafters.mtpp.length=1.8", "acceptance.drafters"),
-    ("acceptance.drafters.none.length=1.8", "acceptance.drafters"),
+    ("acceptance.drafters.mtpp.length=1.8", "acceptance.drafters.mtpp"),
+    ("acceptance.drafters.none.length=1.8", "acceptance.drafters.none"),
+    ("acceptance.drafters.mtp.table=fig2", "acceptance.drafters.mtp.table"),
     ("acceptance.drafters.mtp.sigma_step=0.1", "acceptance.drafters.mtp.sigma_step"),
     ("acceptance.drafters.mtp.length=0.5", "acceptance.drafters.mtp.length"),
     ('acceptance.drafters.mtp.length="1.8"', "acceptance.drafters.mtp.length"),

@@ -41,12 +41,13 @@ def test_schema_lists_every_key_with_its_default_and_choices():
         assert set(props[name]["properties"]) == {f.name for f in fields(cls)}, name
         assert props[name]["additionalProperties"] is False
     assert props["cluster"]["properties"]["block_size"] == {
-        "default": 16, "title": "Block Size", "type": "integer", "description": "tokens per KV block, int >= 1."}
+        "default": 16, "title": "Block Size", "type": "integer", "description": "tokens per KV block, int >= 1.",
+        "minimum": 1}
     assert props["cluster"]["properties"]["kv_allocation"]["enum"] == ["paged", "reserve"]
     kv = props["drafter"]["properties"]["kv_fraction"]          # None by default: no null in TOML, no default
     assert kv["type"] == "number" and "default" not in kv and "anyOf" not in kv
-    assert props["acceptance"]["properties"]["rates"]["additionalProperties"] == {"items": {"type": "number"},
-                                                                                  "type": "array"}
+    assert props["acceptance"]["properties"]["rates"]["additionalProperties"] == {
+        "items": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1}, "type": "array", "minItems": 1}
 
 
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
@@ -107,3 +108,48 @@ def test_the_schema_takes_a_drafters_own_acceptance():
     _validate(tomllib.loads("[acceptance]\nlength = 3.4\n\n[acceptance.drafters.mtp]\nlength = 1.8\n"
                             "length_gamma = 1\n\n[acceptance.drafters.eagle3]\nrates = {chat = [0.7, 0.6]}\n"),
               scenario_schema())
+
+
+def _outside(bound, is_int: bool) -> list:
+    """Values just outside each end of ``bound`` (an open end itself; a closed end one unit or 1% beyond)."""
+    step = 1 if is_int else 0.01
+    out = []
+    if bound.lo is not None:
+        out.append(bound.lo if bound.lo_open else bound.lo - step)
+    if bound.hi is not None:
+        out.append(bound.hi if bound.hi_open else bound.hi + (step if is_int else max(step, 0.01 * bound.hi)))
+    return out
+
+
+BOUNDED = [(name, key, bound) for name, cls in SECTIONS.items() for key, bound in cls.BOUNDS.items()]
+
+
+@pytest.mark.parametrize("section, key, bound", BOUNDED, ids=[f"{s}.{k}" for s, k, _ in BOUNDED])
+def test_every_range_the_loader_checks_is_in_the_schema_and_its_description(section, key, bound, tmp_path):
+    from specsim.errors import SpecsimInputError
+    from specsim.scenario import load_scenario
+
+    prop = scenario_schema()["properties"][section]["properties"][key]
+    # the numbers themselves, from the same Bound the loader checks (rates: on each number of its rows)
+    target = prop["additionalProperties"]["items"] if prop["type"] == "object" else prop
+    assert {k: target[k] for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in target} \
+        == bound.json_schema() and bound.json_schema()
+    assert bound.range_words() in prop["description"], f"{section}.{key}: its description says another range"
+    is_int = SECTIONS[section].__pydantic_fields__[key].annotation in (int, int | None)
+    for value in _outside(bound, is_int):
+        written = f"{{chat = [{value}]}}" if key == "rates" else str(value)
+        path = tmp_path / "bad.toml"
+        path.write_text(f"[{section}]\n{key} = {written}\n")
+        with pytest.raises(SpecsimInputError) as e:
+            load_scenario(path)
+        assert e.value.line == 2 and e.value.field.startswith(f"{section}.{key}")
+        assert bound.range_words() in str(e.value)
+        with pytest.raises(Exception, match="less than|greater than|minimum|maximum|expected"):
+            _validate(tomllib.loads(path.read_text()), scenario_schema())
+
+
+def test_an_empty_row_of_rates_is_refused_by_both():
+    with pytest.raises(Exception, match="non-empty"):
+        _validate({"acceptance": {"rates": {"chat": []}}}, scenario_schema())
+    with pytest.raises(Exception, match="non-empty list of rates"):
+        SECTIONS["acceptance"](rates={"chat": []})

@@ -294,6 +294,8 @@ def run(
         tr = tr.head(num_requests)
     knobs = {} if threshold is None else {"threshold": threshold}
     _note_unused_knobs(policy, scen.policy.knobs)
+    from specsim.cli.sweep_notes import note_unit_warnings
+    note_unit_warnings(scen)
     _check_outputs(out, trace_events)
     from specsim.progress import command_line, run_progress
     from specsim.simulation import NoWindowError

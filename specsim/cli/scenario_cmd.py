@@ -1,5 +1,6 @@
 """``specsim scenario``: what a scenario TOML file may hold: every key with its type and default (``keys``), and
-the JSON Schema of the file (``schema``) for editors and linters; both generated from :mod:`specsim.scenario`."""
+the JSON Schema of the file (``schema``) for editors and linters, both generated from :mod:`specsim.scenario`; and
+``check``, one file loaded as a run loads it: its errors, its warnings, the keys it changes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import typer
 from specsim import fmt
 from specsim.cli import app, written_to
 
-scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: every key with its default; the JSON Schema.")
+scenario_app = typer.Typer(no_args_is_help=True, help="Scenario files: every key with its default; the JSON Schema; "
+                           "check one file.")
 app.add_typer(scenario_app, name="scenario")
 
 
@@ -61,3 +63,28 @@ def schema(
         return
     out.write_text(text)
     written_to(out, "scenario schema")
+
+
+@scenario_app.command("check")
+def check(
+    scenario: Path = typer.Argument(..., help="Scenario TOML file."),
+    set_: list[str] = typer.Option([], "--set", help="Override: section.key=value (repeatable)."),
+) -> None:
+    """Load a scenario file (and --set items) as specsim run does, with its profile: an error exits 2; otherwise the
+    keys whose values differ from the defaults, the profile, and the warnings a run would print."""
+    from specsim.cli.sweep_notes import note_unit_warnings
+    from specsim.hardware.profile import profile_label, resolve_profile
+    from specsim.run_config import check_prefill_chunk, in_scenario_file
+    from specsim.scenario import load_scenario
+
+    scen = load_scenario(scenario, set_)
+    with in_scenario_file(scen):
+        prof = resolve_profile(scen.profile.name, scen.profile.lookup)
+        check_prefill_chunk(scen, prof)
+    default = load_scenario().to_dict()
+    rows = [[f"{name}.{key}", repr(value)] for name, section in scen.to_dict().items()
+            for key, value in section.items() if default[name].get(key) != value]
+    step = f"its step at one request takes {float(prof.step_time(1, num_requests=1)) * 1e3:.3g} ms"
+    print(fmt.table(["key", "value"], rows, title=f"scenario {scenario}: {len(rows)} keys differ from the defaults",
+                    notes=[f"profile {profile_label(prof)} ({prof.source}): {step}"]))
+    note_unit_warnings(scen, prof)

@@ -21,7 +21,8 @@ from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
 from specsim.cli.sweep_notes import (check_thresholds, context_refused, folder_records, note_gammas,
                                      note_more_requests_than_trace, note_point_requests, note_requests_per_user,
-                                     note_whole_trace_folder, print_speculation_notes, warn_mixed_folder)
+                                     note_unit_warnings, note_whole_trace_folder, print_speculation_notes,
+                                     warn_mixed_folder)
 from specsim.errors import SpecsimInputError
 
 
@@ -190,6 +191,7 @@ def sweep(
                  base_seed, gamma, threshold, num_requests=num_requests, requests_per_user=requests_per_user,
                  max_sim_s=max_sim_s, drafter=drafter)
     scen = load_scenario(scenario, set_)
+    note_unit_warnings(scen)                             # once for the whole sweep, not per point
     tr = load_trace(trace)
     from specsim.policies import policy_knobs
 

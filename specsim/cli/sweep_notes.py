@@ -1,6 +1,7 @@
 """What the commands that read a sweep folder say about it on stderr, and the records they read: superseded
 points left out, curves measured on different requests, failed points, the speculation overhead the points were
-charged (issue 20), and a ``--num-requests`` above the trace's size. Imports stay light (typer is not needed)."""
+charged (issue 20), and a ``--num-requests`` above the trace's size; and, once per command, a scenario's seconds values
+that read as milliseconds. Imports stay light (typer is not needed)."""
 
 from __future__ import annotations
 
@@ -267,3 +268,18 @@ def note_whole_trace_folder(out: Path, requests_per_user: int | None, num_reques
                           f"ran it at every load. This sweep runs --requests-per-user {requests_per_user} x the users "
                           f"and measures those points again (compare reads the new ones); --num-requests {size} "
                           "resumes the old ones instead"), file=sys.stderr)
+
+
+def note_unit_warnings(scen, prof=None) -> None:
+    """On stderr, once per command: the scenario's seconds values no engine has, a unit slip (milliseconds written
+    as seconds: :func:`specsim.run_notices.unit_warnings`, against ``prof``, else the scenario's profile). A profile
+    that does not resolve gives no warning here; the run names its error."""
+    from specsim.hardware.profile import resolve_profile
+    from specsim.run_notices import unit_warnings
+
+    try:
+        prof = prof or resolve_profile(scen.profile.name, scen.profile.lookup)
+    except SpecsimInputError:
+        prof = None
+    for line in unit_warnings(scen, prof):
+        print(fmt.wrapped(f"warning: {line}"), file=sys.stderr)

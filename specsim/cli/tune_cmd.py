@@ -47,7 +47,8 @@ def tune(
     from specsim.cli.outputs import check_output
     from specsim.cli.sweep_cmd import parse_list, parse_tiers, resumable
     from specsim.cli.sweep_notes import (context_refused, note_more_requests_than_trace, note_point_requests,
-                                         note_requests_per_user, note_whole_trace_folder, print_speculation_notes)
+                                         note_requests_per_user, note_unit_warnings, note_whole_trace_folder,
+                                         print_speculation_notes)
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
     from specsim.workload import load_trace
@@ -60,6 +61,7 @@ def tune(
                     seeds=tuple(range(base_seed, base_seed + max(seeds, 1))), num_requests=num_requests,
                     requests_per_user=requests_per_user, drafter=drafter)
     scen = load_scenario(scenario, set_)
+    note_unit_warnings(scen)
     check_gamma_range(policy, spec.knob, scen, drafter)
     check_output(out, "--out", folder=True)
     tr = load_trace(trace)
