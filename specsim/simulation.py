@@ -216,9 +216,9 @@ def run(trace, config: RunConfig, profile: StepTimeProfile | None = None,
     if len(trace) == 0:
         raise SpecsimInputError(getattr(trace, "source", None), None, None, "a non-empty trace", "0 requests")
     _check_time_bound(trace, config)
+    _check_closed_loop(trace, config)
     _warm_kernels(trace, config, profile, drafter_cost)
     built = _build(trace, config, profile, drafter_cost)
-    _check_closed_loop(built, config)
     window = None if config.concurrency is None else ClosedLoopWindow(np.nan, np.nan)
     cluster = built.cluster
     driver = (cluster.open_loop(config.rate_scale) if window is None
@@ -500,7 +500,7 @@ class NoWindowError(SpecsimInputError):
     result: Any = None
 
 
-def _check_closed_loop(built: _Built, config: RunConfig) -> None:
+def _check_closed_loop(trace, config: RunConfig) -> None:
     """Refuse, before the run, a closed loop whose measurement window cannot open (nothing is computed yet).
 
     The window opens when every one of the N users has completed a request and closes when the last of the n
@@ -508,22 +508,28 @@ def _check_closed_loop(built: _Built, config: RunConfig) -> None:
     request, each of the other N - 1 has issued another, so 2N - 1 are out, and the last user then issues one
     more at that instant: with n <= 2N the window closes no later than it opens (:func:`_window` would refuse it
     after the whole run). A longer trace can still close early when some users are much faster than others;
-    :func:`_window` catches that after the run.
+    :func:`_window` catches that after the run. In a session trace a user's request is a whole conversation
+    (:func:`specsim.workload.extra.conversation_counts`, the cluster's rule), so n counts conversations.
 
     Raises:
         SpecsimInputError: ``n <= 2 x concurrency``.
     """
+    from specsim.workload.extra import conversation_counts
+
     users = config.concurrency
     if users is None:
         return
-    sessions = built.cluster.sessions
-    n = len(built.trace) if sessions is None else len(sessions.starts)
-    if n <= 2 * users:
-        what = "requests" if sessions is None else "conversations"
-        raise SpecsimInputError(getattr(built.trace, "source", None), None, "concurrency",
-                                f"more than {2 * users} {what} (twice the users) for a closed-loop window with "
-                                f"{users} users: use more requests (--num-requests; in a sweep --requests-per-user "
-                                "K) or fewer users", f"{n} {what}")
+    convs = conversation_counts(trace)
+    n = len(trace) if convs is None else int(convs[-1])
+    if n > 2 * users:
+        return
+    what, whole, more = (("requests", "", "") if convs is None else
+                         ("conversations", " (a user runs a whole conversation before taking the next)",
+                          ", a trace with more conversations,"))
+    raise SpecsimInputError(getattr(trace, "source", None), None, "concurrency",
+                            f"more than {2 * users} {what} (twice the users) for a closed-loop window with {users} "
+                            f"users{whole}: use more requests (--num-requests; in a sweep --requests-per-user K){more} "
+                            "or fewer users", f"{n} {what}" + ("" if convs is None else f" in {len(trace)} requests"))
 
 
 def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[float, float] | None:
@@ -538,12 +544,26 @@ def _window(trace, config: RunConfig, window: ClosedLoopWindow | None) -> tuple[
                                 "or use fewer requests (--num-requests; in a sweep --requests-per-user K)",
                                 f"{config.max_sim_s:g} s")
     if not (np.isfinite(window.start_s) and np.isfinite(window.end_s)) or window.end_s <= window.start_s:
+        units, first, why = _closed_loop_units(trace)
         raise SpecsimInputError(getattr(trace, "source", None), None, "concurrency",
                                 f"a trace long enough for a closed-loop window with {config.concurrency} users "
-                                f"(the window closes when the last of {len(trace)} requests is issued, "
-                                "before every user completed one request); use more requests (--num-requests; "
-                                "in a sweep --requests-per-user K) or fewer users")
+                                f"(the window closes when the last of {units} is issued, before every user "
+                                f"completed {first}{why}); use more requests (--num-requests; in a sweep "
+                                "--requests-per-user K) or fewer users")
     return (window.start_s, window.end_s)
+
+
+def _closed_loop_units(trace) -> tuple[str, str, str]:
+    """What a closed-loop user takes, in words: (``"160 requests"``, ``"one request"``, ""), or in a session trace
+    (``"40 conversations (160 requests)"``, ``"its first conversation"``, why the window needs more of them)."""
+    from specsim.workload.extra import conversation_counts
+
+    convs = conversation_counts(trace)
+    if convs is None:
+        return f"{len(trace)} requests", "one request", ""
+    why = ("; a user completes a whole conversation, think times included, before taking the next, so conversations "
+           "of unequal length need several times the users: docs/workloads.md")
+    return f"{int(convs[-1])} conversations ({len(trace)} requests)", "its first conversation", why
 
 
 def _mean_in_system(cluster: Cluster, rec, requests: pd.DataFrame) -> float | None:

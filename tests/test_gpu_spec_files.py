@@ -112,3 +112,26 @@ def test_profile_fit_on_a_spec_file_names_the_file(tmp_path):
                                                               "link_bytes_per_s": 450e9,
                                                               "source": "user GPU spec h100.json",
                                                               "spec_file": "h100.json"})
+
+
+def test_a_profiles_default_name_tells_a_spec_file_from_the_bundled_part(tmp_path, monkeypatch):
+    """``profile analytic --gpu b200.json`` (the file's GPU named b200) wrote b200-qwen3-8b-tp1-terms.json, the name
+    of a profile built on the bundled B200; the file's GPU is now NAME-from-STEM in the default name, as its label
+    says NAME (from FILE); the bundled part's names do not move."""
+    assert all(g.name_in_files == name for name, g in GPUS.items())
+    odd = load_gpu_spec(_file(tmp_path, "my b200 (v2).json", B200_FILE))
+    assert odd.name_in_files == "b200-from-my_b200__v2_" and odd.label == "b200 (from my b200 (v2).json)"
+    path = _file(tmp_path, "b200.json", {**B200_FILE, "compute_capability": "10.0"})
+    assert step_model("qwen3-8b", load_gpu_spec(path)).profile(64).metadata["name"] == "b200-from-b200-qwen3-8b-tp1"
+    monkeypatch.chdir(tmp_path)
+    for gpu, name in ((str(path), "b200-from-b200-qwen3-8b-tp1-terms.json"), ("b200", "b200-qwen3-8b-tp1-terms.json")):
+        r = RUN.invoke(app, ["profile", "analytic", "--model", "qwen3-8b", "--gpu", gpu, "--max-batch-tokens", "64"],
+                       env={"COLUMNS": "200"})
+        assert r.exit_code == 0, r.output
+        assert r.output.splitlines()[-1].startswith(f"{name}: step ")
+        assert load_profile(tmp_path / name).metadata["name"] == name.removesuffix(".json").removesuffix("-terms")
+    r = RUN.invoke(app, ["profile", "fit", str(POINTS / "vllm_c16.json"), "--model", "llama2-7b", "--gpu-spec",
+                         str(_file(tmp_path, "h100.json", {**B200_FILE, "name": "h100"})), "--params", "kernel_s"],
+                   env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "h100-from-h100-llama2-7b-tp1-fitted.json").is_file()

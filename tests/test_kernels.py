@@ -225,22 +225,25 @@ def test_dspark_scan_and_hull_equal_their_twins(R, G, seed, power, ties, cap, hu
 @needs_numba
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(0, 3000), seed=st.integers(0, 2**32 - 1),
-       kind=st.sampled_from(["survival", "ties", "cluster", "signed"]))
+       kind=st.sampled_from(["survival", "ties", "cluster", "signed", "piled"]))
 def test_sort_values_equals_np_sort(n, seed, kind):
     """The bucket sort of the scans' survival values is np.sort: on survivals, runs of ties, a tight cluster
-    beside an outlier (one bucket of most values: sorted by quicksort, not by insertion) and signed values."""
+    beside an outlier (one bucket of most values: sorted by quicksort, not by insertion), signed values, and
+    trtllm-confidence's candidates, -1.0 below its survival_eps (one bucket of one value repeated, left as it is)."""
     rng = np.random.default_rng(seed)
-    values = {"survival": lambda: np.cumprod(rng.uniform(0.5, 1.0, (max(n, 1), 7)), axis=1)[: n // 7 + 1],
+    survival = np.cumprod(rng.uniform(0.5, 1.0, (max(n, 1), 7)), axis=1)[: n // 7 + 1]
+    values = {"survival": lambda: survival,
               "ties": lambda: rng.integers(0, 5, n) / 4.0,
               "cluster": lambda: np.concatenate([1.0 + 1e-12 * rng.random(n), [1e6]]),
-              "signed": lambda: rng.normal(0.0, 1e3, n)}[kind]()
+              "signed": lambda: rng.normal(0.0, 1e3, n),
+              "piled": lambda: np.where(survival >= rng.uniform(0.0, 0.9), survival, -1.0)}[kind]()
     assert_same(*both(sort_values, values))
 
 
 @needs_numba
 def test_sort_values_edges():
     for values in (np.zeros(0), np.full(9, 0.3), np.array([2.0, np.inf, -1.0, np.nan, 0.5]),
-                   np.array([[0.5, 0.25], [1.0, 0.0]])):
+                   np.array([[0.5, 0.25], [1.0, 0.0]]), np.r_[np.full(100, -1.0), 0.5, 1.0]):
         assert_same(*both(sort_values, values))
 
 

@@ -258,8 +258,9 @@ def analytic_cmd(
                                                     "GPU has FP8; default: each GEMM in its weights' dtype where the "
                                                     "GPU has it, else weight-only at BF16"),
     max_batch_tokens: int = typer.Option(4096),
-    out: Path = typer.Option(None, help="output JSON (default: GPU-MODEL-tpN-terms.json in the working folder; a "
-                             "scenario reaches it by that .json path, while the bare name is the bundled profile's)"),
+    out: Path = typer.Option(None, help="output JSON (default: GPU-MODEL-tpN-terms.json in the working folder, a "
+                             "GPU spec file's GPU as NAME-from-STEM; a scenario reaches it by that .json path, while "
+                             "the bare name is the bundled profile's)"),
     calibrate_: bool = typer.Option(False, "--calibrate", help="refit the GEMM constants on H100 Vidur curves "
                                     "(needs Vidur's profiling CSVs from the project's shared data, $SPECSIM_SHARED "
                                     "or ../shared beside the repository; not shipped in the package)"),
@@ -422,7 +423,9 @@ def fit_cmd(
     holdout: list[Path] = typer.Option([], help="files to predict only (never fitted); repeat the option"),
     context: int = typer.Option(None, help="cached tokens per request for inputs that do not give it (CSV "
                                            "without context_tokens, dumps without length histograms)"),
-    max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output profile JSON"),
+    max_batch_tokens: int = typer.Option(4096), out: Path = typer.Option(None, help="output profile JSON "
+                                                                          "(default: GPU-MODEL-tpN-fitted.json, a GPU "
+                                                                          "spec file's GPU as NAME-from-STEM)"),
     chunk_tokens: int = typer.Option(None, help="the engine's prefill chunk (max_num_batched_tokens): a prompt "
                                                 "longer than it is fitted as chunks of it, a shorter one whole, "
                                                 "beside the decode rows of the steps it shares (default: every "

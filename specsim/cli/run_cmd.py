@@ -292,6 +292,10 @@ def run(
         from specsim.cli.sweep_notes import note_more_requests_than_trace
         note_more_requests_than_trace(num_requests, trace, len(tr))
         tr = tr.head(num_requests)
+    from specsim.cli.sweep_notes import conversations_text
+    few = conversations_text(tr, trace, (concurrency,), run=True) if concurrency else None
+    if few:                                 # a window of too few conversations may not open (docs/workloads.md)
+        print(fmt.wrapped(f"warning: {few}"), file=sys.stderr)
     knobs = {} if threshold is None else {"threshold": threshold}
     _note_unused_knobs(policy, scen.policy.knobs)
     from specsim.cli.sweep_notes import note_unit_warnings

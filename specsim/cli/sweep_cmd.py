@@ -19,8 +19,8 @@ import typer
 
 from specsim import fmt
 from specsim.cli import EXIT_INTERRUPTED, app, interrupted
-from specsim.cli.sweep_notes import (check_thresholds, context_refused, folder_records, note_gammas,
-                                     note_more_requests_than_trace, note_point_requests, note_requests_per_user,
+from specsim.cli.sweep_notes import (check_closed_points, check_thresholds, folder_records, note_closed_loads,
+                                     note_gammas, note_more_requests_than_trace, note_point_requests,
                                      note_unit_warnings, note_whole_trace_folder, print_speculation_notes,
                                      warn_mixed_folder)
 from specsim.errors import SpecsimInputError
@@ -202,6 +202,7 @@ def sweep(
     from specsim.sweep.executors import get_executor
 
     get_executor(executor)                               # a bad --executor fails before --out is created
+    check_closed_points(num_requests, requests_per_user, () if auto else spec.concurrency, spec.rate_scales, trace, tr)
     run_kw = dict(executor=executor, jobs=jobs, address=address, retry_failed=retry_failed, force=force)
     from specsim.cli.outputs import output_dir
     note = output_dir(out, "--out")
@@ -210,8 +211,7 @@ def sweep(
         print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
     note_more_requests_than_trace(num_requests, trace, len(tr))
     note_point_requests(num_requests, requests_per_user, spec.concurrency, spec.rate_scales, trace, len(tr), auto)
-    note_requests_per_user(requests_per_user, () if auto else spec.concurrency, trace, len(tr),
-                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
+    note_closed_loads(tr, trace, () if auto else spec.concurrency, scen, num_requests, requests_per_user)
     note_whole_trace_folder(out, requests_per_user, num_requests, tr)
     from specsim.progress import ProgressBar
     with resumable(Path(out), "sweep"), ProgressBar("sweep", "points", enabled=not quiet) as bar:

@@ -98,7 +98,7 @@ def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: i
 
 
 def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, size: int, refused=None,
-                           window: str = "", num_requests: int | None = None) -> None:
+                           window: str = "", num_requests: int | None = None, sessions: bool = False) -> None:
     """A note on stderr where ``--requests-per-user`` K asks more requests than a closed load C's points can run
     (K x C above the requests of the trace, or of its first ``--num-requests``, that the context window admits):
     they run fewer requests per user than asked, and where the point's requests are no more than twice the users
@@ -113,6 +113,8 @@ def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, si
         trace, size: the trace's path and its number of requests.
         refused: (size,) bool, the requests the context window refuses (None: none); ``window``: that window in
             words (``"4,096 tokens, max_position_embeddings of ..."``).
+        sessions: the trace holds conversations, a closed-loop user's unit of work: whether a window forms is
+            :func:`conversations_text`'s to say, so the judgements by requests are left out.
     """
     import numpy as np
 
@@ -124,7 +126,7 @@ def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, si
     admitted = np.r_[0, np.cumsum(~bad)]                 # admitted[n]: of the first n requests, those that can run
     n_of = {c: point_requests(num_requests, requests_per_user, "closed", c, size) for c in loads}
     cut = sorted(c for c in loads if requests_per_user * c > admitted[n_of[c]])
-    short = sorted(c for c in loads if c not in cut and n_of[c] <= 2 * c)    # --num-requests N <= 2C with K <= 2
+    short = sorted(c for c in loads if c not in cut and n_of[c] <= 2 * c and not sessions)   # N <= 2C with K <= 2
     if short:
         print(fmt.wrapped(f"note: at {', '.join(f'{c:g}' for c in short)} users the points run "
                           f"{', '.join(f'{n_of[c]:,}' for c in short)} requests, no more than twice the users, too "
@@ -132,7 +134,7 @@ def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, si
                           "--num-requests, or fewer users)"), file=sys.stderr)
     if not cut:
         return
-    fail = [c for c in cut if n_of[c] <= 2 * c]          # the run's own check counts every request it is given
+    fail = [c for c in cut if n_of[c] <= 2 * c and not sessions]      # the run's check counts every request
     runs = [c for c in cut if c not in fail]
     loads_said = f"at {len(cut)} load{'s' * (len(cut) > 1)}"
     text = f"note: {trace} holds {size:,} requests"
@@ -147,7 +149,7 @@ def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, si
                 else ", ".join(f"{admitted[n_of[c]]:,}" for c in runs) + " of them")
         text += (f"; at {', '.join(f'{c:g}' for c in runs)} users the points run {what} "
                  f"({', '.join(f'{admitted[n_of[c]] / c:.1f}' for c in runs)} per user)")
-    weak = [c for c in runs if admitted[n_of[c]] <= 2 * c]        # refused requests leave users nothing to run
+    weak = [c for c in runs if admitted[n_of[c]] <= 2 * c and not sessions]   # refused: no user's requests
     if weak and bad.any():
         text += (f"; at {', '.join(f'{c:g}' for c in weak)} users that is no more than twice the users: the "
                  "closed-loop window may not form (the point then fails; a longer trace, or fewer users)")
@@ -155,6 +157,132 @@ def note_requests_per_user(requests_per_user: int | None, loads, trace: Path, si
         text += (f"; at {', '.join(f'{c:g}' for c in fail)} users that is no more than twice the users, too few "
                  "for a closed-loop window: those points will fail (a longer trace, or fewer users)")
     print(fmt.wrapped(text), file=sys.stderr)
+
+
+#: Conversations per user below which a session trace's closed-loop window may not open: the window opens once
+#: every user has completed its whole first conversation and closes when the last one starts, so conversations of
+#: unequal length need more than the 2 x C that equal requests need. Measured 2026-12-07 (session_trace of
+#: synthetic conversations, mtp1, default scenario; 1 to 8 turns, exp:2 think): at 16 users 2.5 and 3 x the users
+#: failed after the whole run at both seeds, 3.5 x at one; at 32 users 4 x at one seed of two; 5 x never failed.
+#: Conversations of 4 turns each formed a window from 2.5 x (40 requests measured of 164).
+SESSION_WINDOW_USERS = 4
+
+
+def closed_units(tr) -> tuple:
+    """(the (N + 1,) units of work a closed-loop user takes among the first n requests of ``tr``, for every n,
+    their name): conversations in a session trace (:func:`specsim.workload.extra.conversation_counts`, the run's
+    rule), else requests (n itself)."""
+    import numpy as np
+
+    from specsim.workload.extra import conversation_counts
+
+    convs = conversation_counts(tr)
+    return (np.arange(len(tr) + 1), "requests") if convs is None else (convs, "conversations")
+
+
+def check_closed_points(num_requests: int | None, requests_per_user: int | None, loads, open_loads, trace: Path,
+                        tr) -> None:
+    """Refuse, before anything is created or run, a sweep (or tune) whose every point is closed-loop and would fail:
+    each point's requests (:func:`specsim.sweep.spec.point_requests`) hold no more than twice its users in
+    requests, or in conversations for a session trace, which the run refuses (a fresh user's 40-conversation trace
+    at 2 to 32 users with --requests-per-user 8 failed every point, said only afterwards).
+
+    Raises:
+        SpecsimInputError: naming ``--concurrency``, the units each load's points would hold, and what to change.
+    """
+    from specsim.sweep.spec import point_requests
+
+    if open_loads or not loads:
+        return
+    units, what = closed_units(tr)
+    held = {c: int(units[point_requests(num_requests, requests_per_user, "closed", c, len(tr))]) for c in loads}
+    if any(m > 2 * c for c, m in held.items()):
+        return
+    whole = "" if what == "requests" else "; a closed-loop user runs a whole conversation before taking the next"
+    raise SpecsimInputError("--concurrency", None, None, f"loads whose points hold more than twice their users in "
+                            f"{what}, as a closed-loop window needs (the run refuses every point here{whole}; "
+                            f"{trace} holds {int(units[-1]):,} {what}): more --requests-per-user or --num-requests, a "
+                            "longer trace, or fewer users", f"{', '.join(f'{m:,}' for m in held.values())} {what} at "
+                            f"{', '.join(f'{c:g}' for c in held)} users")
+
+
+def conversations_text(tr, trace: Path, loads, num_requests: int | None = None, requests_per_user: int | None = None,
+                       run: bool = False) -> str | None:
+    """What a session trace's conversations mean for closed loads ``loads`` (None: not a session trace, or
+    nothing to say). A closed-loop user runs a whole conversation before taking the next, so a point needs its
+    requests to hold more than twice its users in conversations, not requests: where they do not, the point will
+    fail (the run refuses it at once; left out with ``run``, for ``specsim run`` of ``tr``, which refuses it itself);
+    below :data:`SESSION_WINDOW_USERS` x the users the window may not open (the point fails after its whole run)
+    or measures few requests. Each load's conversations come from its points' first requests
+    (:func:`specsim.sweep.spec.point_requests`); :func:`_conversation_advice` says what to change.
+    A sweep of a 40-conversation, 160-request trace at 2 to 32 users, --requests-per-user 8: nothing was said,
+    every point failed (32 requests at 4 users hold 8 conversations)."""
+    from specsim.sweep.spec import point_requests
+    from specsim.workload.extra import conversation_counts
+
+    convs = conversation_counts(tr)
+    if convs is None or not loads:
+        return None
+    n_of = {c: point_requests(num_requests, requests_per_user, "closed", c, len(tr)) for c in loads}
+    s_of = {c: int(convs[n]) for c, n in n_of.items()}
+    fail = [c for c in loads if s_of[c] <= 2 * c and not run]
+    few = [c for c in loads if 2 * c < s_of[c] < SESSION_WINDOW_USERS * c]
+    if not fail and not few:
+        return None
+    whose, what = ("run's", "run") if run else ("points'", "point")
+
+    def held(cs) -> str:
+        return (f"at {', '.join(f'{c:g}' for c in cs)} users the {whose} first {', '.join(f'{n_of[c]:,}' for c in cs)}"
+                f" requests hold {', '.join(f'{s_of[c]:,}' for c in cs)} conversations")
+    counts = "" if run else f" ({int(convs[-1]):,} conversations in {len(tr):,} requests)"
+    text = (f"{trace} is a session trace{counts}, and a closed-loop user runs a whole conversation, think times "
+            "included, before taking the next")
+    if fail:
+        text += f"; {held(fail)}, no more than twice the users: those points will fail (the run refuses them)"
+    if few:
+        text += (f"; {held(few)}, fewer than {SESSION_WINDOW_USERS} x the users: the window, open once every user "
+                 "has completed its first conversation and closed when the last one starts, may not open (the "
+                 f"{what} then fails after its whole run) or measure few requests")
+    if run:                                   # tr is the run's first requests: the file may hold more
+        return f"{text}: more --num-requests, a longer trace (more conversations), or fewer users"
+    return f"{text}: {_conversation_advice(convs, fail + few, requests_per_user)}"
+
+
+def _conversation_advice(convs, loads, requests_per_user: int | None) -> str:
+    """What to change so that every closed load of ``loads`` runs more than :data:`SESSION_WINDOW_USERS` x its users
+    in conversations (``convs``: :func:`specsim.workload.extra.conversation_counts` of the whole trace): the
+    ``--requests-per-user`` (with it) or ``--num-requests`` that reaches them where the trace holds enough, else a
+    longer trace; or fewer users."""
+    import numpy as np
+
+    margin, size = SESSION_WINDOW_USERS, convs.size - 1
+    need = {c: int(np.searchsorted(convs, margin * c, side="right")) for c in loads}  # first n above margin x C
+    reach = [c for c in loads if need[c] <= size]
+    short = [c for c in loads if need[c] > size]
+    fix = []
+    if reach:
+        flag = (f"--requests-per-user {max(-(-need[c] // c) for c in reach)}" if requests_per_user
+                else f"--num-requests {max(need[c] for c in reach):,}")
+        fix.append(f"{flag} (more than {margin} x the users in conversations at "
+                   f"{', '.join(f'{c:g}' for c in reach)} users)")
+    fix.append("a longer trace, of more conversations" + (f" (this one holds too few for {margin} x "
+               f"{', '.join(f'{c:g}' for c in short)} users)" if short else ""))
+    return f"{', '.join(fix)}, or fewer users"
+
+
+def note_closed_loads(tr, trace: Path, loads, scenario, num_requests: int | None,
+                      requests_per_user: int | None) -> None:
+    """On stderr, before a sweep (or tune) at closed loads ``loads`` runs: :func:`note_requests_per_user` (its
+    judgements of the closed-loop window left to the next for a session trace) and :func:`conversations_text`
+    as a ``warning:``."""
+    from specsim.workload.extra import conversation_counts
+
+    note_requests_per_user(requests_per_user, loads, trace, len(tr),
+                           *(context_refused(tr, scenario) if requests_per_user else ()), num_requests=num_requests,
+                           sessions=conversation_counts(tr) is not None)
+    text = conversations_text(tr, trace, loads, num_requests, requests_per_user)
+    if text:
+        print(fmt.wrapped(f"warning: {text}"), file=sys.stderr)
 
 
 def context_refused(tr, scenario) -> tuple:

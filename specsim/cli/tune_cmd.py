@@ -46,8 +46,8 @@ def tune(
     """For each SLA tier, the knob value with the most throughput per GPU, from as few simulated points as it can."""
     from specsim.cli.outputs import check_output
     from specsim.cli.sweep_cmd import parse_list, parse_tiers, resumable
-    from specsim.cli.sweep_notes import (context_refused, note_more_requests_than_trace, note_point_requests,
-                                         note_requests_per_user, note_unit_warnings, note_whole_trace_folder,
+    from specsim.cli.sweep_notes import (check_closed_points, note_closed_loads, note_more_requests_than_trace,
+                                         note_point_requests, note_unit_warnings, note_whole_trace_folder,
                                          print_speculation_notes)
     from specsim.scenario import load_scenario
     from specsim.sweep import SweepSpec, run_sweep
@@ -65,11 +65,11 @@ def tune(
     check_gamma_range(policy, spec.knob, scen, drafter)
     check_output(out, "--out", folder=True)
     tr = load_trace(trace)
+    check_closed_points(num_requests, requests_per_user, spec.loads, (), trace, tr)
     note_more_requests_than_trace(num_requests, trace, len(tr))
     note_point_requests(num_requests, requests_per_user, spec.loads, (), trace, len(tr))
     note_whole_trace_folder(out, requests_per_user, num_requests, tr)
-    note_requests_per_user(requests_per_user, spec.loads, trace, len(tr),
-                           *(context_refused(tr, scen) if requests_per_user else ()), num_requests=num_requests)
+    note_closed_loads(tr, trace, spec.loads, scen, num_requests, requests_per_user)
     from specsim.progress import ProgressBar
     # the search stops once each tier's pick is bracketed: the full grid is an upper bound (so is the ETA)
     with resumable(Path(out), "tune"), ProgressBar(

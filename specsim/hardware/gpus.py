@@ -222,6 +222,17 @@ class GpuSpec:
         return self.name if self.spec_file is None else f"{self.name} (from {self.spec_file})"
 
     @property
+    def name_in_files(self) -> str:
+        """The GPU in a default profile name and file name: ``name`` for a bundled part, ``NAME-from-STEM`` for a
+        GPU spec file's (``b200-from-my_b200`` for ``my_b200.json``), as :attr:`label` says ``NAME (from FILE)``: a
+        profile built on a file whose ``name`` is ``b200`` is never named as one built on the bundled B200 (until
+        2026-12-07 both wrote ``b200-...-terms.json``). Characters of the stem other than letters, digits, ``.``,
+        ``_`` and ``-`` become ``_``."""
+        if self.spec_file is None:
+            return self.name
+        return f"{self.name}-from-{re.sub(r'[^A-Za-z0-9._-]', '_', Path(self.spec_file).stem)}"
+
+    @property
     def compute_family(self) -> int | None:
         """The major CUDA compute capability (``10`` for ``"10.3"``), or None where not given."""
         return None if self.compute_capability is None else int(self.compute_capability.split(".")[0])

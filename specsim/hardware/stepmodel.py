@@ -125,7 +125,7 @@ class StepModel:
             raise SpecsimInputError(None, None, "ep", "a multiple of tp that divides the model's experts",
                                     f"ep={self.ep} (tp={self.tp}, experts={m.num_experts})")
         if m.kv_dtype == "fp4" and self.gpu.fp4_flops_per_s is None:
-            raise SpecsimInputError(None, None, "kv_dtype", f"fp8 or bf16 on {self.gpu.name}: an FP4 KV cache "
+            raise SpecsimInputError(None, None, "kv_dtype", f"fp8 or bf16 on {self.gpu.label}: an FP4 KV cache "
                                     "(NVFP4, as TensorRT-LLM stores it) needs a GPU with FP4 support (Blackwell)",
                                     "fp4")
         m.attention_gemms(self.tp)          # a shape may refuse the TP (DeepSeek-V4: data-parallel attention only)
@@ -411,7 +411,8 @@ class StepModel:
 
         Args:
             max_batch_tokens: the table's last B (tokens).
-            name: the profile's label (default ``<gpu>-<model>-tp<tp>``).
+            name: the profile's label (default ``<gpu>-<model>-tp<tp>``, ``-ep<ep>`` beyond EP 1; a GPU spec file's
+                GPU as ``<name>-from-<file stem>``: :attr:`specsim.hardware.gpus.GpuSpec.name_in_files`).
             kind: ``analytic``, ``fitted`` or ``measured-fit``.
             provenance: extra metadata (e.g. the files a fit used).
 
@@ -425,7 +426,8 @@ class StepModel:
         b, t = self.table_terms(max_batch_tokens)
         step = sum(t.values())
         unpadded = sum(self.table_terms(max_batch_tokens, padded=False)[1].values())
-        name = name or f"{self.gpu.name}-{self.model.name}-tp{self.tp}" + (f"-ep{self.ep}" if self.ep > 1 else "")
+        ep = f"-ep{self.ep}" if self.ep > 1 else ""
+        name = name or f"{self.gpu.name_in_files}-{self.model.name}-tp{self.tp}{ep}"
         meta = {
             "kind": kind, "name": name, "gpu": self.gpu.label, "model": self.model.name, "tp": self.tp,
             "ep": self.ep, "dtype": self.model.weight_dtype, "kv_dtype": self.model.kv_dtype,

@@ -3,13 +3,13 @@
 ``vllm-adaptive`` and ``trtllm-confidence`` size this step's budget in ``capacity`` from the view one step old
 (``capacity_view_age = 1``), which is the very view their ``__call__`` allocated from one step earlier. So the
 stale survivals ``capacity`` needs are the survivals ``__call__`` already formed, less the rows of the requests
-that finished, plus a row of ones for each request that joined (vLLM resets a joining request's stale row to
-1.0, :func:`specsim.policies.engines.stale_survival`). ``__call__`` keeps its survivals and their candidates
-sorted (one ``np.sort``, which also gives its own allocation's threshold); ``capacity`` then drops the finished
-requests' values from that sorted array and adds the joining requests' ones in one merge pass
-(:func:`specsim.policies.engine_kernels.drop_and_join`) instead of matching every row, forming the survivals
-and sorting them again. The result is the same array of values, so the budget is the same bit for bit
-(tests/test_engine_carry.py checks it against the from-scratch path over random runs with joins and finishes).
+that finished, plus a row of ones for each request that joined (vLLM resets a joining request's stale row to 1.0,
+:func:`specsim.policies.engines.stale_survival`). ``__call__`` keeps its survivals and their candidates sorted
+(one sort, :func:`specsim.policies.sorting.sort_values`, which also gives its own allocation's threshold);
+``capacity`` then drops the finished requests' values from that sorted array and adds the joining requests' ones
+in one merge pass (:func:`specsim.policies.engine_kernels.drop_and_join`) instead of matching every row, forming
+the survivals and sorting them again. The result is the same array of values, so the budget is the same bit for
+bit (tests/test_engine_carry.py checks it against the from-scratch path over random runs with joins and finishes).
 
 Causality: the carry is built only from a view the policy was handed (its confidences and request ids, which
 views never write in place: :class:`specsim.policies.base.SchedulingView`) and is used only when ``capacity``

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from specsim.policies.dspark import column_total, load_scan_kernels, threshold_lengths
+from specsim.policies.sorting import sort_values
 from specsim.twins import twin
 
 
@@ -373,7 +374,8 @@ def load_engine_kernels() -> None:
     survival_live(conf, 1, 0.0)
     every_gain(live, 2.0, 0.0)
     candidate_stats(live)
-    a_asc = np.sort(survival, axis=None)
+    a_asc = sort_values(survival)
+    sort_values(live)
     best_prefix(a_asc, 2, 2.0, np.ones(5), 2, 0.0)
     drop_and_join(a_asc, survival[0], 2)
     gather_rows(survival, ids)

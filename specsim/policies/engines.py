@@ -31,6 +31,7 @@ from specsim.policies.dspark import cumprod_rows, rise_bound, scored_candidates
 from specsim.policies.engine_kernels import (best_prefix, candidate_stats, every_gain_by_range, first_candidate,
                                              lengths_at_sorted, live_beyond_floor, load_engine_kernels, match_rows,
                                              piece_factors, proof_factor, range_stats, stale_rows, survival_live)
+from specsim.policies.sorting import sort_values
 
 #: ``capacity`` before any old view exists: size the budget in ``__call__`` from confidences of 1.0.
 NO_OLD_VIEW = 2**31 - 1
@@ -80,7 +81,8 @@ class _Tabled(PolicyBase):
         + n), candidates the entries >= 0 of ``values``. Without a sort when :func:`every_gain`'s proof (from
         :func:`candidate_stats`, the same arithmetic), or the same proof piece by piece
         (:func:`every_gain_by_range`), shows Theta rises at every n on the table (the rise bounds kept per
-        (first, count)); else one ``np.sort`` and :func:`best_prefix`. ``a_asc``: the entries of ``values``
+        (first, count)); else one sort (:func:`specsim.policies.sorting.sort_values`, ``np.sort`` bit for bit) and
+        :func:`best_prefix`. ``a_asc``: the entries of ``values``
         already sorted ascending (the carry, :mod:`specsim.policies.carry`; ``values`` is then not read, and the
         sum is taken as :func:`every_gain_sorted` takes it)."""
         table = self._table(view)
@@ -88,7 +90,7 @@ class _Tabled(PolicyBase):
         if table is not None and self._proven(values, a_asc, offset, base, first, count, add):
             return count
         if a_asc is None:
-            a_asc = np.sort(values, axis=None)
+            a_asc = sort_values(values)                                       # np.sort(values, axis=None)
         return best_prefix(a_asc, count, offset, base, at, add)
 
     def _proven(self, values: np.ndarray | None, a_asc: np.ndarray | None, offset: float, base: np.ndarray,
@@ -220,7 +222,7 @@ class VllmAdaptive(_Tabled):
             if k == NO_OLD_VIEW:                         # first step: vLLM's stale rows start at 1.0
                 k = self._budget(np.ones((R, g)), view)
             survival, n = cumprod_rows(view.conf), min(int(k), R * g)                # (R, g)
-            a_asc = np.sort(survival, axis=None) if 0 < n < R * g else None      # also the next budget's
+            a_asc = sort_values(survival) if 0 < n < R * g else None             # also the next budget's
             out = lengths_at_sorted(survival, a_asc, n)                           # the k best live survivals
             self._carry.keep(view, survival, a_asc)
         self._record(view, out)
@@ -298,7 +300,7 @@ class TrtllmConfidence(_Tabled):
             k = self._budget(np.ones((R, g)), view)
         survival, live, count = survival_live(view.conf, floor, self.eps)       # (R, g); below eps: never admitted
         n = min(int(k), count)
-        a_asc = np.sort(live, axis=None) if 0 < n < live.size else None         # also the next budget's
+        a_asc = sort_values(live) if 0 < n < live.size else None                # also the next budget's
         out = floor + lengths_at_sorted(live, a_asc, n)
         self._carry.keep(view, survival, a_asc)
         self._record(view, out)

@@ -2,17 +2,21 @@
 chooses; the two are equal bit for bit, tests/test_kernels.py).
 
 The long scans of the schedulers (DSpark's :func:`specsim.policies.dspark.scan_lengths`) read every survival in value
-order, and only the values matter (equal survivals add the same to tau whichever candidate they belong to). The
-definition is ``np.sort``; the twin is a bucket sort: the n values map to 2n buckets by a monotone linear map of their
-range, are counted and placed bucket by bucket, and each bucket is sorted where it holds more than one value (two to
-four by a branch-free network of min / max exchanges, a few more by insertion, numba's quicksort beyond
-:data:`BUCKET_SORTED`, so no input is quadratic). Its cost is a few passes over the values whatever the machine's
+order, and only the values matter (equal survivals add the same to tau whichever candidate they belong to); so do the
+budgets and allocations of ``vllm-adaptive`` and ``trtllm-confidence`` (:mod:`specsim.policies.engines`, whose sorted
+candidates are also carried to the next step's budget, :mod:`specsim.policies.carry`). The definition is ``np.sort``;
+the twin is a bucket sort: the n values map to 2n buckets by a monotone linear map of their range, are counted and
+placed bucket by bucket, and each bucket is sorted where it holds more than one value (two to four by a branch-free
+network of min / max exchanges, a few more by insertion, numba's quicksort beyond :data:`BUCKET_SORTED` unless they
+are one value repeated, so no input is quadratic). Its cost is a few passes over the values whatever the machine's
 vector units: numpy's vectorised quicksort was 3-5 ns per value on the AVX-512 machines of issue 25 but 16-26 ns per
 value at 1,000-8,000 values on the project's AMD EPYC VM, where the bucket sort takes 5-7 ns (benchmarks/README.md,
 2026-12-07).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -48,7 +52,14 @@ def _sort_bucket(out, start, end):
         b, c = min(b, c), max(b, c)
         out[start], out[start + 1], out[start + 2], out[start + 3] = a, b, c, d
     elif m > BUCKET_SORTED:
-        out[start:end] = np.sort(out[start:end])
+        first, same = out[start], True
+        for i in range(start + 1, end):                   # one value repeated (trtllm-confidence's -1.0 below
+            v = out[i]                                    # eps): numba's quicksort would take n log n on it
+            if v != first or math.copysign(1.0, v) != math.copysign(1.0, first):    # the same bits (0.0, -0.0)
+                same = False
+                break
+        if not same:
+            out[start:end] = np.sort(out[start:end])
     elif m > 4:
         for i in range(start + 1, end):                   # insertion
             v = out[i]

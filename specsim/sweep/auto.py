@@ -42,6 +42,7 @@ from specsim.analysis.sweep_tables import results_frame, seed_spread
 from specsim.sweep.runner import run_sweep
 from specsim.sweep.spec import SweepSpec
 from specsim.sweep.store import write_manifest
+from specsim.workload.extra import conversation_counts
 
 #: Throughput (going up) or TPS/user (going down) gain under which one more doubling / halving "does not pay".
 SATURATION_GAIN = 0.02
@@ -238,10 +239,13 @@ def auto_sweep(spec: SweepSpec, mode: str, tiers, scenario, trace, out_dir: str 
     """
     t0 = time.perf_counter()
     cap = float(max_load or (MAX_CONCURRENCY if mode == "closed" else MAX_RATE_SCALE))
-    cap_why, size = "", len(trace) if hasattr(trace, "__len__") else None
+    cap_why, size, what = "", len(trace) if hasattr(trace, "__len__") else None, "requests"
+    convs = conversation_counts(trace)
+    if convs is not None:                                   # a closed-loop user runs a whole conversation
+        size, what = int(convs[-1]), "conversations"
     if mode == "closed" and size is not None and (size - 1) // 2 < cap:     # a window needs n > 2 x the users
         cap = float(max((size - 1) // 2, 1))
-        cap_why = (f"the trace's {size:,} requests (a closed-loop window needs more than twice the users: at most "
+        cap_why = (f"the trace's {size:,} {what} (a closed-loop window needs more than twice the users: at most "
                    f"{cap:g} users)")
     tiers = sorted(float(t) for t in tiers)
     res = AutoOutcome({p: [1.0] for p in spec.policies}, stopped={p: [] for p in spec.policies})

@@ -158,3 +158,26 @@ def json_fields(extra: Mapping[str, np.ndarray], i: int) -> str:
         v = v.item() if hasattr(v, "item") else v
         parts.append(f',"{k}":{json.dumps(v)}')
     return "".join(parts)
+
+
+def conversation_counts(trace) -> np.ndarray | None:
+    """How many conversations the first n requests of ``trace`` hold, for every n: the closed loop's units of work
+    (a user runs a whole conversation before taking the next, :mod:`specsim.engine.sessions`).
+
+    A conversation starts at a session's first line (turn 0) and at every request without a ``session_id``: the
+    rule of ``Sessions.starts``, whose length the run checks against twice the users. A count only grows with n,
+    since the first n requests of a session trace keep each conversation's first turns.
+
+    Returns:
+        (N + 1,) int64, element n the conversations among the first n requests (element 0 is 0); None when the
+        trace has no session fields.
+    """
+    extra = getattr(trace, "extra", None) or {}
+    if "session_id" not in extra:
+        return None
+    seen: set[str] = set()
+    first = np.zeros(len(extra["session_id"]), np.int64)
+    for i, sid in enumerate(extra["session_id"].tolist()):
+        first[i] = sid is None or sid not in seen
+        seen.add(sid)
+    return np.r_[np.int64(0), np.cumsum(first)]
