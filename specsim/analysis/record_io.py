@@ -114,7 +114,7 @@ def _value(text: str, pos: int, out: list[Piece]) -> tuple[Any, int]:
 def _sha256(pieces: list[Piece], text: str, data: bytes) -> str:
     """SHA-256 hex digest of the UTF-8 text ``pieces`` spell, spans read from ``text`` (``data``: its bytes, whose
     offsets are the text's where it is ASCII, as the writer's JSON is)."""
-    h, ascii_text, view = hashlib.sha256(), len(data) == len(text), memoryview(data)
+    h, ascii_text, view = hashlib.sha256(), text.isascii() and len(data) == len(text), memoryview(data)
     for p in pieces:
         if isinstance(p, str):
             h.update(p.encode("utf-8", "surrogatepass"))
