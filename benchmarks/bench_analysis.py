@@ -6,12 +6,13 @@ Usage::
                                         [--check-outputs D]
 
 Each command runs in a fresh process (``python -m specsim ...`` with ``PYTHONPATH`` set to this tree), as a user
-runs it, ``--repeat`` times; the table gives the fastest and the median wall time, and ``specsim --help`` beside
-them (the CLI's own start-up, which no analysis can go below). ``--base OLD_TREE`` times another source tree too
-(e.g. a ``git worktree`` of the commit before a change), the two trees' runs alternating (A B A B) so that the
-machine's load weighs on both alike. The folder is only read: the report is written to a temporary file. Without
-SWEEP_DIR, a small sweep (mtp1, static, dspark at 4 and 16 users, 3 seeds, on the bundled trace) is made under a
-temporary folder first, so the script runs on a fresh clone.
+runs it, ``--repeat`` times; the table gives the fastest and the median wall time and CPU time (user + system of
+the process: the figure to trust on a busy machine), and ``specsim --help`` beside them (the CLI's own start-up,
+which no analysis can go below). ``--base OLD_TREE`` times another source tree too (e.g. a ``git worktree`` of the
+commit before a change), the two trees' runs alternating (A B A B) so that the machine's load weighs on both alike.
+The folder is only read: the report is written to a temporary file. Without SWEEP_DIR, a small sweep (mtp1, static,
+dspark at 4 and 16 users, 3 seeds, on the bundled trace) is made under a temporary folder first, so the script runs
+on a fresh clone.
 
 ``--save-outputs D`` writes what each command printed (at ``COLUMNS=200``, stdout and stderr apart; ``compare --json``
 and ``compare --goodput`` too, which read the per-request latencies) and the report's HTML, less the date matplotlib
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,19 +47,22 @@ CHECKED = {"compare-json": ["compare", "{dir}", "--json", "--goodput", "ttft:200
 SVG_DATE = re.compile(r"<dc:date>[^<]*</dc:date>")
 
 
-def _run(args: list[str], tree: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    """(wall seconds, the finished process) of ``python -m specsim ARGS`` at ``COLUMNS=200``; with ``tree``, the
-    specsim of that source tree (``PYTHONPATH``), else the one this interpreter imports."""
+def _run(args: list[str], tree: Path | None = None) -> tuple[float, subprocess.CompletedProcess, float]:
+    """(wall seconds, the finished process, its CPU seconds: user + system) of ``python -m specsim ARGS`` at
+    ``COLUMNS=200``; with ``tree``, the specsim of that source tree (``PYTHONPATH``), else the one this interpreter
+    imports."""
     env = {**os.environ, "COLUMNS": "200", **({"PYTHONPATH": str(tree)} if tree else {})}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "specsim", *args], check=False, capture_output=True, text=True,
                          env=env)
-    return time.perf_counter() - t0, out
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, out, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def make_sweep(out: Path) -> Path:
     """A small sweep into ``out``: 3 policies x 2 closed-loop loads x 3 seeds on the bundled trace (~30 s)."""
-    _, done = _run(["sweep", "--trace", str(REPO / "traces" / "prod.jsonl"), "--out", str(out), "--policies",
+    _, done, _ = _run(["sweep", "--trace", str(REPO / "traces" / "prod.jsonl"), "--out", str(out), "--policies",
                     "mtp1,static,dspark", "--concurrency", "4,16", "--seeds", "3", "--requests-per-user", "6"])
     if done.returncode != 0:
         sys.exit(f"the benchmark's sweep failed:\n{done.stdout}\n{done.stderr}")
@@ -70,7 +75,7 @@ def outputs(sweep: Path, tmp: Path, tree: Path = REPO) -> dict[str, str]:
     got = {}
     for name, args in {**COMMANDS, **CHECKED}.items():
         html = tmp / "report.html"
-        _, done = _run([a.format(dir=sweep, html=html) for a in args], tree)
+        _, done, _ = _run([a.format(dir=sweep, html=html) for a in args], tree)
         got[f"{name}.out"] = done.stdout.replace(str(html), "<report.html>")
         got[f"{name}.err"] = done.stderr
         got[f"{name}.rc"] = f"{done.returncode}\n"
@@ -120,18 +125,21 @@ def main() -> None:
         print(f"{sweep}: {len(list((sweep / 'points').glob('*.json')))} point records, {size:.1f} MB; load "
               f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         trees = {"this": REPO, **({"base": args.base.resolve()} if args.base else {})}       # A B A B
-        print(f"{'command':10s} {'tree':5s} {'best_s':>7s} {'median_s':>8s}  runs")
+        print(f"{'command':10s} {'tree':5s} {'best_s':>7s} {'median_s':>8s} {'cpu_best_s':>10s} {'cpu_median_s':>12s}"
+              "  wall of each run")
         for name, cmd in {"--help": ["--help"], **COMMANDS}.items():
             walls: dict[str, list[float]] = {t: [] for t in trees}
+            cpus: dict[str, list[float]] = {t: [] for t in trees}
             for _ in range(args.repeat):
                 for tree, path in trees.items():
-                    wall, done = _run([a.format(dir=sweep, html=tmp / "report.html") for a in cmd], path)
+                    wall, done, cpu = _run([a.format(dir=sweep, html=tmp / "report.html") for a in cmd], path)
                     if done.returncode != 0:
                         sys.exit(f"specsim {name} ({tree} tree) exited {done.returncode}:\n{done.stderr}")
                     walls[tree].append(wall)
+                    cpus[tree].append(cpu)
             for tree, w in walls.items():
-                print(f"{name:10s} {tree:5s} {min(w):7.2f} {statistics.median(w):8.2f}  "
-                      + " ".join(f"{x:.2f}" for x in w), flush=True)
+                print(f"{name:10s} {tree:5s} {min(w):7.2f} {statistics.median(w):8.2f} {min(cpus[tree]):10.2f} "
+                      f"{statistics.median(cpus[tree]):12.2f}  " + " ".join(f"{x:.2f}" for x in w), flush=True)
 
 if __name__ == "__main__":
     main()
