@@ -118,3 +118,14 @@ def test_the_memo_keeps_at_most_its_bytes(tmp_path, monkeypatch):
     assert all(read_record(p) is not None for p in paths)
     assert len(record_io._memo) == 1                                       # the latest only
     assert all(read_record(p)["id"] == p.stem for p in paths)
+
+
+def test_a_record_marshal_cannot_copy_is_read_and_not_remembered(tmp_path, monkeypatch):
+    """marshal refuses objects nested deeper than json.loads does under a raised recursion limit: such a record
+    reads as ever, and each read parses it."""
+    path = write_record(tmp_path, _record())
+
+    def refuse(obj):
+        raise ValueError("object too deeply nested to marshal")
+    monkeypatch.setattr(record_io.marshal, "dumps", refuse)
+    assert read_record(path)["id"] == "p1" and record_is_valid(path) and record_io._memo == {}

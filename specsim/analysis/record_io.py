@@ -38,7 +38,7 @@ UNCHECKED = ("checksum", "wall_time_s")
 MEMO_BYTES = 256 << 20
 
 _DECODER = json.JSONDecoder()
-_memo: dict[bytes, tuple[bytes | None, Any]] = {}     # SHA-256 of a file's text -> (marshal copy or None, its id)
+_memo: dict[bytes, tuple[bytes | None, Any]] = {}     # SHA-256 of a file's bytes -> (marshal copy or None, its id)
 _memo_bytes = 0
 _memo_lock = threading.Lock()
 
@@ -140,7 +140,8 @@ def _parse_checked(text: str, data: bytes) -> tuple[Any, bool]:
 
 
 def _remember(digest: bytes, entry: tuple[bytes | None, Any]) -> None:
-    """Keep ``entry`` for text ``digest``, dropping the least recently read copies beyond :data:`MEMO_BYTES`."""
+    """Keep ``entry`` for the file bytes of SHA-256 ``digest``, dropping the least recently read copies beyond
+    :data:`MEMO_BYTES`."""
     global _memo_bytes
     with _memo_lock:
         _memo[digest] = entry
@@ -148,6 +149,21 @@ def _remember(digest: bytes, entry: tuple[bytes | None, Any]) -> None:
         while _memo_bytes > MEMO_BYTES and len(_memo) > 1:
             old = _memo.pop(next(iter(_memo)))
             _memo_bytes -= len(old[0] or b"")
+
+
+def _checked(text: str, data: bytes) -> tuple[dict[str, Any] | None, tuple[bytes | None, Any] | None]:
+    """(the record where its checksum holds, else None; its memo entry: (marshal copy, id), (None, None) for a
+    file that is no record, None where a record nested too deep for marshal cannot be kept)."""
+    try:
+        rec, ok = _parse_checked(text, data)
+    except ValueError:
+        return None, (None, None)
+    if not ok:
+        return None, (None, None)
+    try:
+        return rec, (marshal.dumps(rec), rec.get("id"))
+    except ValueError:
+        return rec, None
 
 
 def _read(path: str | Path, copy: bool) -> dict[str, Any] | bool | None:
@@ -162,20 +178,17 @@ def _read(path: str | Path, copy: bool) -> dict[str, Any] | bool | None:
         entry = _memo.pop(digest, None)
         if entry is not None:
             _memo[digest] = entry                       # the most recently read now
-    rec = None
-    if entry is None:
-        try:
-            rec, ok = _parse_checked(text, data)
-        except ValueError:
-            rec, ok = None, False
-        entry = (marshal.dumps(rec), rec.get("id")) if ok else (None, None)
+    if entry is not None:
+        blob, rec_id = entry
+        if blob is None or rec_id != Path(path).stem:
+            return None
+        return marshal.loads(blob) if copy else True
+    rec, entry = _checked(text, data)
+    if entry is not None:
         _remember(digest, entry)
-    blob, rec_id = entry
-    if blob is None or rec_id != Path(path).stem:
+    if rec is None or rec.get("id") != Path(path).stem:
         return None
-    if not copy:
-        return True
-    return rec if rec is not None else marshal.loads(blob)     # a record just parsed is this caller's own
+    return rec if copy else True                        # a record just parsed is this caller's own
 
 
 def read_record(path: str | Path) -> dict[str, Any] | None:
