@@ -259,18 +259,25 @@ def _per_seed_frontiers(df: pd.DataFrame) -> dict[tuple[str, int], Frontier]:
             for (c, s), sub in ok.groupby(["curve", "seed"], sort=True)}
 
 
-def _goodput(rec: dict[str, Any], tier: float, slos_ms: dict[str, float] | None = None) -> tuple[float, float]:
-    """(attainment, goodput tok/s/GPU) of one record at ``tier`` (module docstring); with ``slos_ms`` a request
-    meets the tier only if it also meets those limits (``{"ttft"|"tpot"|"e2el": ms}``, vLLM's ``--goodput``)."""
+def _goodputs(rec: dict[str, Any], tiers: list[float],
+              slos_ms: dict[str, float] | None = None) -> list[tuple[float, float]]:
+    """(attainment, goodput tok/s/GPU) of one record at each of ``tiers`` (module docstring); with ``slos_ms`` a
+    request meets a tier only if it also meets those limits (``{"ttft"|"tpot"|"e2el": ms}``, vLLM's ``--goodput``).
+    The record's per-request lists are read once for all the tiers."""
     tps = np.asarray(rec["requests"]["tps_per_user"], float)
     out = np.asarray(rec["requests"]["output_tokens"], float)
     if tps.size == 0 or out.sum() == 0:
-        return float("nan"), float("nan")
-    meet = at_least(tps, tier)
-    if slos_ms:
-        meet &= _within_slos(rec, slos_ms, tps.size)
+        return [(float("nan"), float("nan"))] * len(tiers)
+    good = _within_slos(rec, slos_ms, tps.size) if slos_ms else None
     thr = measured(rec, "output_throughput_per_gpu")
-    return float(meet.mean()), float(thr * out[meet].sum() / out.sum()) if thr is not None else float("nan")
+    pairs = []
+    for tier in tiers:
+        meet = at_least(tps, tier)
+        if good is not None:
+            meet &= good
+        pairs.append((float(meet.mean()),
+                      float(thr * out[meet].sum() / out.sum()) if thr is not None else float("nan")))
+    return pairs
 
 
 def _within_slos(rec: dict[str, Any], slos_ms: dict[str, float], n: int) -> np.ndarray:
@@ -300,19 +307,18 @@ def _within_slos(rec: dict[str, Any], slos_ms: dict[str, float], n: int) -> np.n
 def sla_table(records: list[dict[str, Any]], tiers: Iterable[float],
               slos_ms: dict[str, float] | None = None) -> pd.DataFrame:
     """SLA attainment and goodput per (curve, mode, load, tier), seed means of the ``ok`` points (with
-    ``slos_ms``, checked by :func:`~specsim.analysis.metrics.check_slos`, a request must meet them too: _goodput).
+    ``slos_ms``, checked by :func:`~specsim.analysis.metrics.check_slos`, a request must meet them too: _goodputs).
 
     Returns:
         Columns ``curve, mode, load, tier, attainment, goodput_per_gpu`` (share in [0, 1]; tok/s/GPU).
     """
     df, slos_ms = results_frame(records), check_slos(slos_ms) or None
     by_id = {r["id"]: r for r in records}
-    rows = []
+    rows, tiers = [], [float(t) for t in tiers]
     for _, row in df[df.status == "ok"].iterrows():
-        for t in tiers:
-            att, gp = _goodput(by_id[row.id], float(t), slos_ms)
+        for t, (att, gp) in zip(tiers, _goodputs(by_id[row.id], tiers, slos_ms)):
             rows.append({"curve": row.curve, "mode": row["mode"], "load": row.load, "seed": row.seed,
-                         "tier": float(t), "attainment": att, "goodput_per_gpu": gp})
+                         "tier": t, "attainment": att, "goodput_per_gpu": gp})
     if not rows:
         return pd.DataFrame(columns=["curve", "mode", "load", "tier", "attainment", "goodput_per_gpu"])
     g = pd.DataFrame(rows).groupby(["curve", "mode", "load", "tier"], sort=True)

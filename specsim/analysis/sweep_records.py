@@ -10,16 +10,18 @@ here):
 * ``DIR/sweep.json``: the manifest of the latest sweep (spec, resolved scenario, trace hash, point ids).
 
 The analysis side (frontier, report, plots, :mod:`specsim.analysis.sweep_tables`) reads records here without
-importing the sweep runner or its executors.
+importing the sweep runner or its executors. A record file is read and checked by
+:mod:`specsim.analysis.record_io` (:func:`read_record`, :func:`body_checksum`), which parses each file once.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable
 
+# body_checksum, canonical_sha and read_record are this module's API (store, tune and sweep_tables import them here)
+from specsim.analysis.record_io import body_checksum, canonical_sha, read_record, record_is_valid  # noqa: F401
 from specsim.errors import SpecsimInputError
 
 #: Summary keys copied into a record (plus ``load`` and ``per_domain``).
@@ -35,33 +37,9 @@ SUMMARY_KEYS = (
 )
 
 
-def canonical_sha(obj: Any) -> str:
-    """SHA-256 hex digest (64 chars) of ``obj`` as canonical JSON (sorted keys, no spaces)."""
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def body_checksum(rec: dict[str, Any]) -> str:
-    """A record's checksum: :func:`canonical_sha` of every field but ``checksum`` and ``wall_time_s``."""
-    body = {k: v for k, v in rec.items() if k not in ("checksum", "wall_time_s")}
-    return canonical_sha(body)
-
-
 def points_dir(out_dir: str | Path) -> Path:
     """``DIR/points``: one JSON record per finished point."""
     return Path(out_dir) / "points"
-
-
-def read_record(path: str | Path) -> dict[str, Any] | None:
-    """A record, or None when the file is cut off, unparsable, fails its checksum or names another id."""
-    try:
-        rec = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(rec, dict) or rec.get("checksum") != body_checksum(rec):
-        return None
-    if rec.get("id") != Path(path).stem:
-        return None
-    return rec
 
 
 def unreadable_records(out_dir: str | Path) -> list[Path]:
@@ -69,7 +47,7 @@ def unreadable_records(out_dir: str | Path) -> list[Path]:
     another id's name), sorted: :func:`load_records` skips them, so a reader should say so (a sweep run into
     the folder recomputes those points)."""
     d = points_dir(out_dir)
-    return [p for p in sorted(d.glob("*.json")) if p.is_file() and read_record(p) is None] if d.is_dir() else []
+    return [p for p in sorted(d.glob("*.json")) if p.is_file() and not record_is_valid(p)] if d.is_dir() else []
 
 
 def as_records(records: Any, field: str = "records") -> list[dict[str, Any]]:
