@@ -191,7 +191,8 @@ def test_an_exact_tie_names_every_tied_curve_and_crowns_none():
     """A plug-in twin of dspark under another name was crowned WINNER +0.0% by name order. Throughputs at a tier
     equal up to relative 1e-9 (the frontier's tolerance) are an exact tie: each tied row names the others, the
     verdict says so (no paired test upholds a lead that is not there, even where the differences have no spread),
-    and compare's winner cell reads TIE on each; a lead of relative 1e-6 is still a lead."""
+    and compare's winner cell reads TIE on each; a lead of relative 1e-6 is no exact tie: on one seed it is too close
+    to call (tiers.too_close), not a WINNER."""
     from specsim.cli.compare_table import _compare_row
 
     rows = pd.DataFrame([(100.0, "aaa-twin", 384.0), (100.0, "dspark", 384.0 * (1 + 1e-12)),
@@ -213,4 +214,4 @@ def test_an_exact_tie_names_every_tied_curve_and_crowns_none():
     cells = [_compare_row(pd.Series({**base, **r}), False, False)[-2] for r in tab.to_dict(orient="records")]
     assert cells[:3] == ["TIE with dspark (equal throughput at the tier)",
                          "TIE with aaa-twin (equal throughput at the tier)", ""]
-    assert cells[3] == "WINNER +0.0% vs static, one seed"
+    assert cells[3] == "TOO CLOSE TO CALL: +0.0% vs static, one seed"

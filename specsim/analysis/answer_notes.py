@@ -5,7 +5,8 @@ runner-up's (the margin divides by it) and the baseline's (the gain divides by i
 or interpolated through, a flagged point (:func:`specsim.analysis.sweep_tables.flagged_points`: thrashing,
 prefill- or think-bound, cut off, overloaded), :func:`flagged_answer_notes` says so in ONE ``warning:`` per tier:
 which curve, which load and flag (an overloaded point with its requests waiting against those admitted), and what
-it means for the answer (the winner may change; the margin or gain is no measure of what it adds). compare printed
+it means for the answer (the winner may change; the margin or gain is no measure of what it adds; a lead too close
+to call, :func:`specsim.analysis.tiers.too_close`, names its curve the leader, not the winner). compare printed
 two warnings per tier about the same points before (a fresh user's tour sweep: six paragraphs for three tiers), so
 tiers whose note would read the same apart from the tier are named together in one (:func:`said_once`).
 """
@@ -19,7 +20,7 @@ import pandas as pd
 
 from specsim import fmt
 from specsim.analysis.sweep_tables import flagged_points, frontier_loads_at
-from specsim.analysis.tiers import answer_curves
+from specsim.analysis.tiers import answer_curves, answer_role
 
 
 def tiers_phrase(tiers: Iterable[float]) -> str:
@@ -73,10 +74,11 @@ def read_how(f, tier: float, flags: dict, curve: str, figures: dict, whose: str 
 
 def _entries(row, fronts: dict, flags: dict, figures: dict, base: str | None) -> list[tuple[str, str, str]]:
     """``(role, curve, how)`` of each figure that the answer of winner row ``row`` rests on and that is read through a
-    flagged point: role ``winner`` (in a tie ``tied``, one per tied curve), ``runner-up``, ``baseline`` or
+    flagged point: role ``winner`` (``leader`` where its lead is too close to call:
+    :func:`specsim.analysis.tiers.answer_role`; in a tie ``tied``, one per tied curve), ``runner-up``, ``baseline`` or
     ``runner-up and baseline``."""
     names = answer_curves(row)
-    roles = [("tied" if len(names) > 1 else "winner", c) for c in names]
+    roles = [("tied" if len(names) > 1 else answer_role(row), c) for c in names]
     ru = row.runner_up if isinstance(row.runner_up, str) and row.runner_up not in names else ""
     if ru:
         roles.append(("runner-up and baseline" if ru == base else "runner-up", ru))
@@ -92,8 +94,8 @@ def _entries(row, fronts: dict, flags: dict, figures: dict, base: str | None) ->
 
 
 def _subject(group: list[tuple[str, str]]) -> str:
-    """The figures of ``group`` (``(role, curve)`` sharing one reading) named: "the winner X", "the tied curves X
-    and Y", "the runner-up R", "the baseline B"."""
+    """The figures of ``group`` (``(role, curve)`` sharing one reading) named: "the winner X" (or "the leader X"),
+    "the tied curves X and Y", "the runner-up R", "the baseline B"."""
     tied = [c for role, c in group if role == "tied"]
     parts = ([f"the tied curve{'s' if len(tied) > 1 else ''} {fmt.and_list(tied)}"] if tied else [])
     parts += [f"the {role} {c}" for role, c in group if role != "tied"]
@@ -116,15 +118,15 @@ def _note_body(row, entries: list[tuple[str, str, str]], fronts: dict, flags: di
             said.append(f"the figures of {_subject(group)} are each {plural}")
     kinds = {k for _, curve, _ in entries for k in read_how(fronts[curve], row.tier, flags, curve, figures)[1]}
     roles = {role for role, _, _ in entries}
-    tie = len(answer_curves(row)) > 1
+    tie, role = len(answer_curves(row)) > 1, answer_role(row)
     means = []
-    if roles & {"winner", "tied"}:
-        means.append(f"{'the tie may not hold' if tie else 'the winner may change'} once "
+    if roles & {"winner", "leader", "tied"}:
+        means.append(f"{'the tie may not hold' if tie else f'the {role} may change'} once "
                      f"{'they are' if len(kinds) > 1 else 'it is'} lifted")
     ratios = (["its margin over the runner-up"] if roles & {"runner-up", "runner-up and baseline"} else []) + (
         ["its gain over the baseline"] if roles & {"baseline", "runner-up and baseline"} else [])
     if ratios:
-        who = "they add" if tie else "the winner adds"
+        who = "they add" if tie else f"the {role} adds"
         ratios = [r.replace("its ", "their ") for r in ratios] if tie else ratios
         means.append(f"{fmt.and_list(ratios)} {'is' if len(ratios) == 1 else 'are'} no measure of what {who}")
     one = len(entries) == 1

@@ -36,7 +36,7 @@ from specsim import fmt
 from specsim.analysis import report_figures as figs
 from specsim.analysis.metrics import measured_mask
 from specsim.errors import SpecsimInputError
-from specsim.analysis.tiers import DEFAULT_TIERS as _DEFAULT_TIERS, as_tiers
+from specsim.analysis.tiers import DEFAULT_TIERS as _DEFAULT_TIERS, TIE_MARGIN, as_tiers, too_close
 
 #: Figures of a run page: id -> caption.
 RUN_FIGURES = {
@@ -378,7 +378,12 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
             curve = f"{r['curve']} and {r['tied_with']}"
             end = f" tie at {fmt.number(r['throughput_per_gpu'], 0)} tok/s/GPU each (equal throughput at the tier)"
         elif r["runner_up"]:
-            end += f", {fmt.percent(r['margin'], signed=True)} over {r['runner_up']}"
+            if too_close(r["margin"], r["verdict"]):        # recommend's tie: neither is crowned (tiers.too_close)
+                curve = f"{r['curve']} or {r['runner_up']}"
+                end = (f", too close to call: {r['curve']}'s {fmt.number(r['throughput_per_gpu'], 0)} tok/s/GPU is "
+                       f"{fmt.percent(r['margin'], signed=True)} over {r['runner_up']}")
+            else:
+                end += f", {fmt.percent(r['margin'], signed=True)} over {r['runner_up']}"
             end += ", the baseline" if r["runner_up"] == base else ""
             end += f" ({with_seeds_scope(r['verdict'], test=False)})" if r["verdict"] else ""
         if base and r["curve"] != base and r["runner_up"] != base and math.isfinite(r["gain_vs_baseline"]):
@@ -392,7 +397,8 @@ def _decision(tab: pd.DataFrame) -> dict[str, Any]:
     return {"heading": "The answer per SLA tier", "rows": rows,
             "note": "Throughput per GPU on each curve's Pareto frontier at the tier (linear between load points). "
                     "Margin: the winner's lead over the runner-up, tested by a paired t-test over seeds "
-                    f"({SEEDS_SCOPE}: {TRAFFIC_TEST}); gain: over the baseline. infeasible: the "
+                    f"({SEEDS_SCOPE}: {TRAFFIC_TEST}); too close to call: a lead under {TIE_MARGIN:.0%} that no "
+                    "such test upholds, which recommend calls a tie; gain: over the baseline. infeasible: the "
                     "frontier never reaches the tier; covered: every point of the curve's Pareto frontier beats "
                     "the tier, the best point meeting it is shown."}
 
@@ -409,12 +415,14 @@ def _tied_cautions(rows: pd.DataFrame, w) -> dict[str, str]:
 
 
 def _care(r: dict[str, Any], base: str | None) -> str:
-    """The answer line's "read with care" words: the flagged points that its figure (in a tie, each tied curve's)
-    and the runner-up's or baseline's figure its lead divides by are read from (:func:`decision_rows`' ``caution``,
-    ``tied_cautions``, ``runner_up_caution``, ``baseline_caution``), each set of points said once; "" where none."""
+    """The answer line's "read with care" words: the flagged points that its figure (in a tie, each tied curve's;
+    where the lead is too close to call, the leader's, by name) and the runner-up's or baseline's figure its lead
+    divides by are read from (:func:`decision_rows`' ``caution``, ``tied_cautions``, ``runner_up_caution``,
+    ``baseline_caution``), each set of points said once; "" where none."""
     tied = r.get("tied_cautions") or {}
     said: dict[str, list[str]] = {}
-    for name, text in (tied.items() if tied else [("it", r["caution"])]):
+    it = r["curve"] if too_close(r["margin"], r["verdict"]) else "it"      # "dspark or static": "it" names neither
+    for name, text in (tied.items() if tied else [(it, r["caution"])]):
         if text:
             said.setdefault(text, []).append(name if name == "it" else f"{name}'s")
     for text, who in said.items():                    # "aaa-twin's and dspark's figures", one list item

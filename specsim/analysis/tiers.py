@@ -14,6 +14,9 @@
   names the others (``tied_with``) and the verdict says ``exact tie``: ``compare``, ``report`` and ``recommend``
   name them all instead of crowning the first by name order (the row marked ``winner`` is only where the tier's
   answer is read; its margin over the other is 0).
+* Too close to call (:func:`too_close`): a lead under :data:`TIE_MARGIN` that no paired test over seeds upholds.
+  ``compare``'s winner cell, the report's answer line and ``recommend`` all read it from this one rule, so none
+  crowns a curve that another calls a tie.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from specsim.errors import SpecsimInputError
 
 #: The default SLA tiers, TPS/user in tok/s (compare, report, plot, and what a sweep stores).
 DEFAULT_TIERS: tuple[float, ...] = (50.0, 100.0, 150.0, 200.0)
-#: A lead below this share is small whatever the seeds say: compare's verdict notes it, and ``specsim recommend``
-#: calls such a lead that no paired test upholds a tie.
+#: A lead below this share is small whatever the seeds say: compare's verdict notes it, and a lead below it that no
+#: paired test upholds is too close to call (:func:`too_close`).
 TIE_MARGIN = 0.02
 #: Policies that cannot be deployed: they read hidden outcomes or search exhaustively as a reference.
 NOT_DEPLOYABLE = frozenset({"oracle", "dspark-global"})
@@ -94,6 +97,28 @@ def sweep_tiers(sweep_dir: str | Path) -> tuple[float, ...]:
     return tuple(float(t) for t in tiers) if tiers else DEFAULT_TIERS
 
 
+def too_close(margin: float | None, verdict: str) -> bool:
+    """Whether a tier's lead is too close to call: the one rule of ``compare``'s winner cell, the report's answer line
+    and ``recommend`` (a fresh user's compare printed "WINNER +0.0% vs static, untested" where recommend, on the same
+    folder, called the same lead a tie).
+
+    The lead is too close to call where it is under :data:`TIE_MARGIN` (2%, relative) and no paired test over seeds
+    upholds it (:func:`specsim.analysis.significance.paired_margin`: one seed, two seeds ``untested``, or ``within
+    noise``). Why: such a lead is smaller than the seeds' own spread of a curve's throughput at a tier (a standard
+    deviation of 1-7%, median 3%, over two seeds on sweeps of the Azure conversation trace), and the seeds redraw acceptance only, not the traffic
+    (:data:`specsim.analysis.significance.SEEDS_SCOPE`), so nothing in the sweep tells the two curves apart. A lead
+    under 2% that three or more seeds uphold is not too close (its verdict says ``a lead under 2%``), nor is a larger
+    untested one (its verdict says ``untested`` or ``one seed``); an exact tie is a tie, not a near one.
+
+    Args:
+        margin: the winner's relative lead over the runner-up (``y_winner / y_runner_up - 1``; None or NaN: none).
+        verdict: its ``margin_verdict`` (:func:`mark_winners`).
+    """
+    if margin is None or not math.isfinite(margin) or verdict in ("exact tie", "no runner-up", ""):
+        return False
+    return abs(margin) < TIE_MARGIN and not verdict.startswith("holds")
+
+
 def mark_winners(table: pd.DataFrame, per_seed: dict[tuple[float, str], dict[int, float]]) -> pd.DataFrame:
     """Add the winner columns to a per-(tier, curve) table (module docstring rule).
 
@@ -149,10 +174,19 @@ def answer_curves(row) -> list[str]:
     return [row.curve, *(tied.split(", ") if isinstance(tied, str) and tied else [])]
 
 
-def answer_subject(curves: list[str]) -> str:
-    """How a note names the answer of a tier (:func:`answer_curves`): ``"the winner X"``, or in an exact tie
-    ``"the tied curves X and Y"`` (none wins, so none is called the winner)."""
-    return f"the winner {curves[0]}" if len(curves) == 1 else f"the tied curves {fmt.and_list(curves)}"
+def answer_role(row) -> str:
+    """What a note calls the curve of winner row ``row`` (of a :func:`mark_winners` table): ``"winner"``, or
+    ``"leader"`` where its lead is too close to call (:func:`too_close`: no note crowns it a winner then)."""
+    margin = row.get("margin")
+    close = too_close(float(margin) if margin is not None else None, str(row.get("margin_verdict") or ""))
+    return "leader" if close else "winner"
+
+
+def answer_subject(curves: list[str], role: str = "winner") -> str:
+    """How a note names the answer of a tier (:func:`answer_curves`): ``"the winner X"`` (``role``: ``"the leader
+    X"`` where its lead is too close to call, :func:`answer_role`), or in an exact tie ``"the tied curves X and Y"``
+    (none wins, so none is called the winner)."""
+    return f"the {role} {curves[0]}" if len(curves) == 1 else f"the tied curves {fmt.and_list(curves)}"
 
 
 def goodput_notes(table: pd.DataFrame) -> list[str]:
@@ -179,7 +213,8 @@ def goodput_notes(table: pd.DataFrame) -> list[str]:
         if len(names) == 1:
             att = (f"{float(w.attainment_at_best):.0%} of its requests meet it at its best load"
                    if np.isfinite(float(w.attainment_at_best)) else "none of its requests meet it")
-            said = f"{answer_subject(names)} meets the tier by its requests' mean TPS/user ({att})"
+            said = (f"{answer_subject(names, answer_role(win.iloc[0]))} meets the tier by its requests' mean TPS/user "
+                    f"({att})")
         else:
             shares = [f"{float(a):.0%}" if np.isfinite(float(a)) else "none" for a in ours.attainment_at_best]
             att = (f"{shares[0]} of their requests meet it at their best loads" if len(set(shares)) == 1 else

@@ -25,7 +25,10 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
     if isinstance(tied, str) and tied:                 # an exact tie names the others, on every tied row
         win = f"TIE with {tied} (equal throughput at the tier)"
     elif not isinstance(r.get("winner"), float) and bool(r.get("winner")):      # tuned rows hold NaN there
-        win = "WINNER" + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
+        from specsim.analysis.tiers import too_close
+
+        head = "TOO CLOSE TO CALL:" if too_close(r.margin, r.margin_verdict) else "WINNER"     # recommend's tie
+        win = head + (f" {r.margin:+.1%} vs {r.runner_up}, {r.margin_verdict}" if r.runner_up else "")
     load = r.best_goodput_load       # users, or a fractional rate scale (0.5): shown as given, never rounded
     if not r.best_goodput_per_gpu > 0:          # no request met the tier at any load: no load is the best one
         load = math.nan
@@ -49,6 +52,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
     """
     from specsim.analysis.significance import SEEDS_SCOPE, TRAFFIC_TEST
     from specsim.analysis.sweep_tables import per_all_gpus_note
+    from specsim.analysis.tiers import TIE_MARGIN
 
     has_oracle = tab.oracle_fraction.notna().any()
     multi = bool((tab.num_seeds > 1).any())            # a seed spread exists only with two or more seeds
@@ -74,7 +78,9 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
              f"or more, untested on two; {SEEDS_SCOPE}: {TRAFFIC_TEST}). TIE: curves whose throughputs at the tier "
-             "are equal (relative 1e-9; e.g. one policy under two names): none wins."
+             "are equal (relative 1e-9; e.g. one policy under two names): none wins. TOO CLOSE TO CALL: a lead under "
+             f"{TIE_MARGIN:.0%} that no paired test upholds (one seed, two, or within noise): the sweep cannot tell the "
+             "two curves apart (recommend calls it a tie; docs/sweeps.md)."
              + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "

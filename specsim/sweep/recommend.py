@@ -6,7 +6,9 @@ with the most throughput (the smallest TPS/user >= the tier): a point that was s
 interpolation. The configurations come from :mod:`specsim.sweep.engine_configs` (keys checked against the
 engines' sources). Where curves tie exactly at a tier (:func:`specsim.analysis.tiers.mark_winners`), the tie
 is said, naming them all, and the configurations are those of the tied curve the most engines run exactly
-(then the first by name), never a winner crowned by name order.
+(then the first by name), never a winner crowned by name order. A lead too close to call
+(:func:`specsim.analysis.tiers.too_close`, the rule compare's winner cell and the report's answer line read) is
+said to be one, a tie as far as the sweep can tell.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.sweep_tables import flagged_points, resident_column, results_frame, seed_spread
 from specsim.analysis.tier_notes import (TierAttainment, attainment_caution, meeting_point, tier_attainment,
                                          with_throughput)
-from specsim.analysis.tiers import TIE_MARGIN, deployable, winners
+from specsim.analysis.tiers import deployable, too_close, winners
 from specsim.errors import SpecsimInputError
 from specsim import fmt
 from specsim.fmt import terminal_width
@@ -369,12 +371,11 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                  f"interpolated): sweep loads above {r.load:g} to find the point that runs it", "  ")
         elif r.advice:
             para(f"advice: {r.advice} (compare's rule: the sweep's loads do not bracket the tier well)", "  ")
-        if (r.runner_up and r.margin is not None and abs(r.margin) < TIE_MARGIN and not r.tied_with
-                and not r.margin_verdict.startswith("holds")):
+        if r.runner_up and not r.tied_with and too_close(r.margin, r.margin_verdict):     # compare's and the report's
             inexact = any(e.config is None or not e.exact for e in r.engines)     # an engine runs it otherwise
             why = " or ".join(([f"your engine cannot run {r.curve} exactly"] if inexact else [])
                               + (["this point thrashes"] if thrashes else []))
-            para(f"a tie as far as this sweep can tell: {r.runner_up} delivers within {abs(r.margin):.1%} at this tier"
+            para(f"too close to call, a tie as far as this sweep can tell: {r.runner_up} delivers within {abs(r.margin):.1%} at this tier"
                  + (" (one seed: sweep --seeds 3 to judge it)" if r.margin_verdict == "one seed" else
                     " (two seeds: sweep --seeds 3 to judge it)" if r.margin_verdict.startswith("untested") else "")
                  + (f"; where {why}, the runner-up gives up nothing measurable" if why and not r.runner_up_queue
@@ -472,8 +473,9 @@ def _flag_cautions(r: Recommendation) -> list[str]:
                                              for part in r.caution.split("; ")) else ""
     ru, theirs, tie = r.runner_up, r.runner_up_caution, bool(r.tied_with)
     fig = f"{r.tier_throughput_per_gpu:,.0f} tok/s/GPU" + ("" if tie else ", and the margin")
+    role = "leader" if too_close(r.margin, r.margin_verdict) else "winner"      # no winner in a near tie
     after = ("so the tie may not hold once the limit is lifted" if tie else
-             "so the winner may change once the limit is lifted")
+             f"so the {role} may change once the limit is lifted")
     if own and theirs:                     # one sentence for both (compare's one note per tier)
         fig = f"{r.tier_throughput_per_gpu:,.0f} tok/s/GPU"
         whose = f"the tied curve {ru}'s equal figure" if tie else f"{ru}'s, which the margin divides by,"
