@@ -190,3 +190,44 @@ def test_a_covered_tier_says_what_its_heavier_loads_delivered(loads, said):
     (r,) = recommend([rec("static", n, 0, *pts[n]) for n in loads], [50.0])
     assert (r.status, r.load) == ("covered", 64.0)
     assert said in _flat(recommendations_text([r], width=200))
+
+
+# ------------------------------------------------------------------ 4. a long advice shared by rows, said once
+def _cli(tmp_path, command: str, recs: list[dict], *args: str) -> str:
+    """``specsim COMMAND`` on a sweep folder of ``recs`` at 200 columns: its stdout, whitespace flattened."""
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    from specsim.sweep.store import write_record
+
+    for r in recs:
+        write_record(tmp_path, r)
+    _register()
+    out = CliRunner().invoke(app, [command, str(tmp_path), *args], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    return _flat(out.stdout)
+
+
+def test_compare_says_a_long_advice_that_rows_share_once_under_its_table(tmp_path):
+    """The tour's shape: dspark and static are covered at tier 100 by their prefill-bound 64-user points, so both
+    rows were advised "its heaviest load 64 is already prefill-bound: lift that limit ..." in full; now their cells
+    point to one note naming both. A short advice stays in its cells."""
+    text = _cli(tmp_path, "compare", _tour_like(), "--tiers", "100,150", "--baseline", "mtp1")
+    assert text.count("see (a) below") == 2 and "(b)" not in text
+    assert ("(a) advice for dspark and static at tier 100, each: its heaviest load 64 is already prefill-bound: lift "
+            "that limit (KV capacity, prefill.num_instances) before adding load tok/s/GPU: per decode GPU") in text
+    assert text.count("lift that limit") == 1
+    assert "add loads between 16 and 64" in text
+
+
+def test_advice_said_once_names_each_tier_with_its_curves():
+    from specsim.cli.compare_table import _advice_once
+
+    long = "heavier load 128 failed: the answer may lie there (rerun it; compare lists the error)"
+    rows = [["50", "dspark", long], ["50", "static", long], ["100", "dspark", long], ["100", "static", long],
+            ["150", "dspark", long], ["150", "mtp1", "add loads between 4 and 16"],
+            ["150", "static", "add loads between 4 and 16"], ["200", "static", "another long advice said only once"]]
+    assert _advice_once(rows) == [f"(a) advice for dspark and static at tiers 50 and 100; dspark at tier 150, each: "
+                                  f"{long}"]
+    assert [r[-1] for r in rows] == ["see (a) below"] * 5 + ["add loads between 4 and 16"] * 2 + [
+        "another long advice said only once"]

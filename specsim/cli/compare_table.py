@@ -37,6 +37,37 @@ def _compare_row(r, has_oracle: bool, multi_seed: bool = True) -> list[str]:
                   win, r.get("advice") if isinstance(r.get("advice"), str) else ""]
 
 
+#: An advice cell at least this long that repeats on several rows is said once, in a note under the table
+#: (:func:`_advice_once`); a short one ("add loads between 16 and 64") stays in its cells.
+ONCE_CHARS = 40
+
+
+def _advice_once(rows: list[list[str]]) -> list[str]:
+    """Each long advice (:data:`ONCE_CHARS`) that repeats in ``rows`` (formatted, tier and curve first, advice last)
+    replaced in its cells by a mark ("see (a) below"), in place; returns the notes that say each once, naming its
+    curves and tiers (the README tour's sweep repeated "its heaviest load 64 is already thrashing and
+    prefill-bound: lift that limit ..." on three rows of one tier, six lines each at 80 columns)."""
+    where: dict[str, dict[str, list[str]]] = {}
+    for r in rows:
+        if len(r[-1]) >= ONCE_CHARS:
+            where.setdefault(r[-1], {}).setdefault(r[0], []).append(r[1])
+    notes = []
+    for text, tiers in where.items():
+        if sum(map(len, tiers.values())) < 2:
+            continue
+        mark = f"({'abcdefghijklmnopqrstuvwxyz'[len(notes)] if len(notes) < 26 else len(notes) + 1})"
+        for r in rows:
+            if r[-1] == text:
+                r[-1] = f"see {mark} below"
+        alike: dict[tuple[str, ...], list[str]] = {}            # tiers with the same curves named together
+        for tier, curves in tiers.items():
+            alike.setdefault(tuple(curves), []).append(tier)
+        who = "; ".join(f"{fmt.and_list(c)} at tier{'s' if len(t) > 1 else ''} {fmt.and_list(t)}"
+                        for c, t in alike.items())
+        notes.append(f"{mark} advice for {who}, each: {text}")
+    return notes
+
+
 #: compare's note where tuned rows are shown (a fresh user read a tuned row above the winner as a mistake).
 TUNED_NOTE = (" A tuned row (specsim tune) is not a curve but a pick per tier from the tune's own runs: never named "
               "winner, even where its figure is higher (tune's warnings say when a pick is read from a thrashing or "
@@ -60,7 +91,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*", "winner", "advice"]
     rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
-    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). " + per_all_gpus_note(gpus)
+    notes = _advice_once(rows) + ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). " + per_all_gpus_note(gpus)
              + (" " if gpus and gpus[1] else "") + "TPS/user (the tier's "
              "unit): the mean over measured requests of each one's tokens/s after its first token, higher than "
              "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
