@@ -7,7 +7,9 @@ TTFT term the run does not charge; and the scenario's seconds keys whose value n
 from __future__ import annotations
 
 import math
+import re
 
+from specsim import fmt
 from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.profile import StepTimeProfile
@@ -42,10 +44,39 @@ def default_acceptance_notice(sc: Scenario, pc, source: str | None, profile: Ste
     model = (profile.metadata or {}).get("model")
     served = f" for {model}" if model else ""
     return (f"acceptance: the built-in rates of {source or 'the default table'}, not measured{served} with your "
-            "drafter: the speed-up over no speculation follows them; give your own (acceptance.length, the "
-            "acceptance length your engine reports; acceptance.constant_alpha, acceptance.rates, or a table from "
-            f"specsim fit / specsim counters; for this drafter alone acceptance.drafters.{pc.drafter}: "
+            f"drafter: {_FOLLOWS}; {_GIVE}; for this drafter alone acceptance.drafters.{pc.drafter}: "
             "docs/acceptance.md)")
+
+
+_FOLLOWS = "the speed-up over no speculation follows them"
+_GIVE = ("give your own (acceptance.length, the acceptance length your engine reports; acceptance.constant_alpha, "
+         "acceptance.rates, or a table from specsim fit / specsim counters")
+#: One :func:`default_acceptance_notice`, its parts named (records keep the text only).
+_DEFAULT_NOTICE = re.compile(r"acceptance: the built-in rates of (?P<source>.+), not measured(?: for (?P<model>.+?))? "
+                             rf"with your drafter: {re.escape(_FOLLOWS)}; {re.escape(_GIVE)}; for this drafter alone "
+                             r"acceptance\.drafters\.(?P<drafter>\S+): docs/acceptance\.md\)")
+
+
+def merged_acceptance_notices(notes: list[str]) -> list[str]:
+    """``notes`` with the :func:`default_acceptance_notice` lines of several drafters on one model merged into one
+    naming each drafter with the source of its rates (a sweep of dspark beside mtp1 printed two near-identical
+    notes, one per drafter), where the first of them stood; every other note as it is, in order."""
+    found = [(i, m) for i, n in enumerate(notes) if (m := _DEFAULT_NOTICE.fullmatch(n))]
+    by_model: dict[str | None, list[tuple[int, re.Match]]] = {}
+    for i, m in found:
+        by_model.setdefault(m["model"], []).append((i, m))
+    out: dict[int, str] = dict(enumerate(notes))
+    for model, group in by_model.items():
+        if len(group) < 2:
+            continue
+        for i, _ in group[1:]:
+            del out[i]
+        rates = fmt.and_list(f"{m['drafter']} ({m['source']})" for _, m in group)
+        keys = " or ".join(f"acceptance.drafters.{d}" for d in dict.fromkeys(m["drafter"] for _, m in group))
+        served = f" for {model}" if model else ""
+        out[group[0][0]] = (f"acceptance: the built-in rates of drafters {rates}, not measured{served} with your "
+                            f"drafters: {_FOLLOWS}; {_GIVE}; for one drafter alone {keys}: docs/acceptance.md)")
+    return list(out.values())
 
 
 def forced_drafter_notice(sc: Scenario, pc) -> str | None:

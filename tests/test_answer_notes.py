@@ -231,3 +231,59 @@ def test_advice_said_once_names_each_tier_with_its_curves():
                                   f"{long}"]
     assert [r[-1] for r in rows] == ["see (a) below"] * 5 + ["add loads between 4 and 16"] * 2 + [
         "another long advice said only once"]
+
+
+# ---------------------------------------------------------- 5. one acceptance note naming the drafters, not one each
+def _builtin_notice(drafter: str, source: str) -> str:
+    """The notice a run of ``drafter`` on built-in rates from ``source`` records (run_notices)."""
+    from types import SimpleNamespace
+
+    from specsim.run_notices import default_acceptance_notice
+    from specsim.scenario import load_scenario
+
+    return default_acceptance_notice(load_scenario(), SimpleNamespace(gamma=7, drafter=drafter), source,
+                                     SimpleNamespace(metadata={"model": "Llama-2-7b-hf"}))
+
+
+MTP_SOURCE = "DeepSeek-V3 report: MTP second-token acceptance 85-90% (0.875)"
+DSPARK_SOURCE = "DSpark paper Fig. 2 + Table 1 datasets"
+MERGED = ("acceptance: the built-in rates of drafters dspark (DSpark paper Fig. 2 + Table 1 datasets) and mtp "
+          "(DeepSeek-V3 report: MTP second-token acceptance 85-90% (0.875)), not measured for Llama-2-7b-hf with your "
+          "drafters: the speed-up over no speculation follows them; give your own (acceptance.length, the acceptance "
+          "length your engine reports; acceptance.constant_alpha, acceptance.rates, or a table from specsim fit / "
+          "specsim counters; for one drafter alone acceptance.drafters.dspark or acceptance.drafters.mtp: "
+          "docs/acceptance.md)")
+
+
+def test_the_built_in_acceptance_notes_of_two_drafters_are_one_note_naming_both():
+    from specsim.run_notices import merged_acceptance_notices
+
+    dspark, mtp = _builtin_notice("dspark", DSPARK_SOURCE), _builtin_notice("mtp", MTP_SOURCE)
+    assert dspark.startswith("acceptance: the built-in rates of DSpark paper Fig. 2 + Table 1 datasets, not measured "
+                             "for Llama-2-7b-hf with your drafter: ")
+    assert merged_acceptance_notices(["a", dspark, "b", mtp]) == ["a", MERGED, "b"]
+    # one drafter, another model's notice, or a notice joined with another: as they are
+    other = dspark.replace("Llama-2-7b-hf", "qwen3.8-27b")
+    joined = f"{mtp}; acceptance: policy mtp1 runs its own drafter mtp"
+    assert merged_acceptance_notices([dspark, other, joined]) == [dspark, other, joined]
+
+
+def test_compare_and_the_report_print_one_acceptance_note_for_the_sweeps_drafters(tmp_path):
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    from specsim.cli.sweep_notes import sweep_notices
+    from specsim.sweep.store import write_record
+
+    recs = _tour_like()
+    for r in recs:
+        r["summary"]["acceptance_notice"] = _builtin_notice(r["config"]["knobs"]["drafter"],
+                                                            MTP_SOURCE if r["config"]["policy"] == "mtp1"
+                                                            else DSPARK_SOURCE)
+        write_record(tmp_path, r)
+    assert MERGED in sweep_notices(recs) and not any("for this drafter alone" in n for n in sweep_notices(recs))
+    _register()
+    out = CliRunner().invoke(app, ["compare", str(tmp_path), "--tiers", "100"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    said = _flat(out.stderr)
+    assert said.count("note: acceptance:") == 1 and f"note: {MERGED}" in said

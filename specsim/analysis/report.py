@@ -124,7 +124,7 @@ def write_report(src: str | Path, out: str | Path | None = None, tiers: tuple[fl
             ``"100,150"``: :func:`specsim.analysis.tiers.as_tiers`).
         notes: the page's notes (one string is one note), shown under "Notes" (``specsim report`` passes, for a
             sweep, what compare says of the speculation overhead and acceptance its points were charged:
-            :func:`specsim.analysis.sweep_records.speculation_notes`; for a run, the warnings and notices its text
+            :func:`specsim.cli.sweep_notes.sweep_notices`; for a run, the warnings and notices its text
             printed: :func:`specsim.cli.run_cmd.run_notes`).
 
     Returns:

@@ -27,10 +27,10 @@ def report(
     from specsim.analysis.report import write_report
     notes: tuple[str, ...] = ()
     if (directory / "points").is_dir():                 # a sweep: what its speculating points were charged
-        from specsim.analysis.sweep_records import load_records, speculation_notes
-        from specsim.cli.sweep_notes import warn_unreadable
+        from specsim.analysis.sweep_records import load_records
+        from specsim.cli.sweep_notes import sweep_notices, warn_unreadable
         warn_unreadable(directory)
-        notes = tuple(speculation_notes(load_records(directory)))
+        notes = tuple(sweep_notices(load_records(directory)))
     elif (directory / "summary.json").is_file():        # a run: the warnings and notices its text printed
         notes = _run_notes(directory / "summary.json")
     rep = write_report(directory, out, tier_values, notes)

@@ -81,12 +81,19 @@ def warn_mixed_folder(out: Path) -> None:
 
 
 def print_speculation_notes(recs: list[dict]) -> None:
-    """On stderr, what a sweep's speculating points were charged for speculation's own overhead
-    (:func:`specsim.analysis.sweep_records.speculation_notes`), wrapped to the terminal."""
-    from specsim.analysis.sweep_records import speculation_notes
-
-    for note in speculation_notes(recs):
+    """On stderr, what a sweep's speculating points were charged for speculation's own overhead and the built-in
+    acceptance rates they drafted on (:func:`sweep_notices`), wrapped to the terminal."""
+    for note in sweep_notices(recs):
         print(fmt.wrapped(f"note: {note}"), file=sys.stderr)
+
+
+def sweep_notices(recs: list[dict]) -> list[str]:
+    """:func:`specsim.analysis.sweep_records.speculation_notes` of sweep records ``recs``, the built-in acceptance
+    notices of several drafters merged into one (:func:`specsim.run_notices.merged_acceptance_notices`)."""
+    from specsim.analysis.sweep_records import speculation_notes
+    from specsim.run_notices import merged_acceptance_notices
+
+    return merged_acceptance_notices(speculation_notes(recs))
 
 
 def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: int) -> None:
