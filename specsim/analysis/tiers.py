@@ -105,8 +105,9 @@ def too_close(margin: float | None, verdict: str) -> bool:
     The lead is too close to call where it is under :data:`TIE_MARGIN` (2%, relative) and no paired test over seeds
     upholds it (:func:`specsim.analysis.significance.paired_margin`: one seed, two seeds ``untested``, or ``within
     noise``). Why: such a lead is smaller than the seeds' own spread of a curve's throughput at a tier (a standard
-    deviation of 1-7%, median 3%, over two seeds on sweeps of the Azure conversation trace), and the seeds redraw acceptance only, not the traffic
-    (:data:`specsim.analysis.significance.SEEDS_SCOPE`), so nothing in the sweep tells the two curves apart. A lead
+    deviation of 1-7%, median 3%, over two seeds on sweeps of the Azure conversation trace), and the seeds redraw
+    acceptance only, not the traffic (:data:`specsim.analysis.significance.SEEDS_SCOPE`), so nothing in the sweep
+    tells the two curves apart. A lead
     under 2% that three or more seeds uphold is not too close (its verdict says ``a lead under 2%``), nor is a larger
     untested one (its verdict says ``untested`` or ``one seed``); an exact tie is a tie, not a near one.
 

@@ -91,7 +91,7 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
     cols += ["of oracle"] if has_oracle else []
     cols += ["goodput*", "load*", "attain*", "winner", "advice"]
     rows = [_compare_row(r, has_oracle, multi) for _, r in tab.iterrows()]
-    notes = _advice_once(rows) + ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). " + per_all_gpus_note(gpus)
+    notes = ["tok/s/GPU: per decode GPU (disaggregated prefill GPUs are not counted). " + per_all_gpus_note(gpus)
              + (" " if gpus and gpus[1] else "") + "TPS/user (the tier's "
              "unit): the mean over measured requests of each one's tokens/s after its first token, higher than "
              "1000 / mean TPOT (a vllm bench summary's figure) where TPOTs spread. TPS@match: TPS/user at "
@@ -109,13 +109,14 @@ def compare_text(tab, sweep_dir, width: int | None = None, gpus: tuple[int, int]
              "winner: the deployable curve (not oracle, dspark-global) with the most throughput at the tier, its "
              "lead over the runner-up and whether it holds by a one-sided paired t-test over seeds (p < 0.05; 3 seeds "
              f"or more, untested on two; {SEEDS_SCOPE}: {TRAFFIC_TEST}). TIE: curves whose throughputs at the tier "
-             "are equal (relative 1e-9; e.g. one policy under two names): none wins. TOO CLOSE TO CALL: a lead under "
-             f"{TIE_MARGIN:.0%} that no paired test upholds (one seed, two, or within noise): the sweep cannot tell the "
-             "two curves apart (recommend calls it a tie; docs/sweeps.md)."
+             "are equal (relative 1e-9; e.g. one policy under two names): none wins. TOO CLOSE TO CALL: a lead "
+             f"under {TIE_MARGIN:.0%} that no paired test upholds (one seed, two, or within noise): the sweep cannot "
+             "tell the two curves apart (recommend calls it a tie; docs/sweeps.md)."
              + (TUNED_NOTE if tab.attrs.get("tuned") else ""),
              "advice: add heavier loads (tier covered and the heaviest load still raises throughput by > 2%, or "
              "the curve has one load), lighter loads (the lightest load is below the tier) or loads between two "
              "(the tier's throughput, interpolated between them, is > 5% above the lighter one's)."]
+    notes = _advice_once(rows) + notes                   # the long advice said once, right under the table
     return fmt.table(cols, rows, keys=2, width=width, notes=notes,
                      title=f"{sweep_dir}: throughput per GPU at SLA tiers "
                      + (f"(baseline {tab.attrs['baseline']})" if tab.attrs.get("baseline") else "(no baseline)"))
