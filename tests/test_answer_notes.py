@@ -5,6 +5,11 @@
   naming the tiers where the same points are concerned at several.
 * In an exact tie the notes called the curve the answer is read from "the winner": they name the tied curves.
 * recommend's covered text said a heavier load "delivered less", where that load was overloaded: it names the flag.
+* compare repeated "its heaviest load 64 is already thrashing and prefill-bound: lift that limit ..." on three rows of
+  one tier (six lines each at 80 columns): the cells point to one note under the table.
+* The built-in acceptance notes of dspark and mtp were two near-identical paragraphs: one names both drafters.
+* recommend repeated a point's cautions in full at each tier it answers, and an engine's thrashing alternative at
+  each engine: said in full once, then "as at tier 50 ... (see there)" / "(see vllm above)".
 """
 
 from __future__ import annotations
@@ -287,3 +292,34 @@ def test_compare_and_the_report_print_one_acceptance_note_for_the_sweeps_drafter
     assert out.exit_code == 0, out.output
     said = _flat(out.stderr)
     assert said.count("note: acceptance:") == 1 and f"note: {MERGED}" in said
+
+
+# -------------------------------------------------- 6. recommend: a point's cautions said once over the tiers it answers
+def _noisy_tail() -> list[dict]:
+    """dspark 10% above static at 4, 16 and 64 users (200, 150 and 90 TPS/user); every 64-user point prefill-bound
+    (620 of 649 ms TTFT) and measured on 38 completions (under twice its 64 users): tiers 50 and 80 are both answered
+    with dspark's 64-user point, and the margin at both divides by static's 64-user point."""
+    out = []
+    for load, x, y in ((4, 200.0, 40.0), (16, 150.0, 160.0), (64, 90.0, 640.0)):
+        for policy, scale in (("dspark", 1.1), ("static", 1.0)):
+            r = rec(policy, load, 0, x, y * scale)
+            r["summary"].update(mean_prefill_wait_ms=620.0 if load == 64 else 1.0,
+                                mean_ttft_ms=649.0 if load == 64 else 66.0, measured_requests=38 if load == 64 else 99)
+            out.append(r)
+    return out
+
+
+def test_recommend_says_a_points_cautions_in_full_at_the_first_tier_it_answers_only(tmp_path):
+    text = _cli(tmp_path, "recommend", _noisy_tail(), "--tiers", "50,80")
+    first, second = text.split("tier 80 tok/s/user:")
+    assert ("caution: few requests measured at this point (38 completions in its window for 64 users): its figures "
+            "are noisy; more requests per user widen the window") in first
+    assert ("caution: this point is prefill-bound (its requests waited 620 ms of their 649 ms TTFT for a prefill "
+            "instance)") in first
+    assert ("caution: the margin divides by static's figure at the tier, which comes from its frontier point at load "
+            "64 (prefill-bound): that point measures the limit") in first
+    assert second.startswith(" dspark (gamma=7, drafter=dspark) run at closed load 64: 90.0 TPS/user, 704 tok/s/GPU")
+    assert ("caution: as at tier 50, this point rests on few requests and is prefill-bound (see there) caution: as at "
+            "tier 50, the margin divides by static's figure at the tier, which comes from its frontier point at load 64 "
+            "(prefill-bound) (see there) vllm: ") in second
+    assert "few requests measured" not in second and "620 ms" not in second and "that point measures" not in second

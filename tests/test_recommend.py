@@ -107,7 +107,8 @@ def test_the_pasted_configuration_carries_the_scenarios_policy_knobs():
 
 def test_an_exact_alternative_names_its_load_and_says_when_that_point_thrashes():
     """As above, with static's load-16 points (its point meeting tier 100: TPS/user 120) recomputing 40% of
-    their output after preemptions: each engine's alternative names closed load 16 and carries the caution."""
+    their output after preemptions: each engine's alternative names closed load 16 and carries the caution, in full
+    once, then pointing to it."""
     out = []
     for seed, d in ((0, -1.0), (1, 0.0), (2, 1.0)):
         for load, x in ((4, 200.0), (16, 120.0), (64, 60.0)):
@@ -122,7 +123,8 @@ def test_an_exact_alternative_names_its_load_and_says_when_that_point_thrashes()
         assert e.alternative["recomputed_share"] == pytest.approx(0.4)
     text = " ".join(recommendations_text([r], width=200).split())
     assert text.count("at the tier, closed load 16 (") == 3
-    assert text.count("caution: that point thrashes (recomputes 40% of its output tokens") == 3
+    assert text.count("caution: that point thrashes (recomputes 40% of its output tokens") == 1
+    assert text.count("caution: that point thrashes (see vllm above)") == 2
     assert "caution: this point thrashes" not in text
 
 

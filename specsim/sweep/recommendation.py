@@ -1,6 +1,7 @@
 """``specsim recommend``'s answer per tier (:class:`Recommendation`, filled in by
-:func:`specsim.sweep.recommend.recommend`) and its text (:func:`recommendations_text`): one block per tier, every line within the terminal's width, each
-configuration on its own lines ready to paste."""
+:func:`specsim.sweep.recommend.recommend`) and its text (:func:`recommendations_text`): one block per tier, every
+line within the terminal's width, each configuration on its own lines ready to paste; the cautions of a point, or
+the same caution, said in full once where several tiers (or engines) meet it, then "as at tier 50 ... (see there)"."""
 
 from __future__ import annotations
 
@@ -129,16 +130,21 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
     Text wraps at spaces only (a number or a name is never cut; only a single word wider than ``width`` could
     overflow). Each configuration sits on its own lines, ready to paste: a JSON configuration wraps only at the
     spaces between its tokens, so the lines copied together are the same JSON; SGLang flags wrap between
-    flag-value pairs with a shell line continuation (`` \\``).
+    flag-value pairs with a shell line continuation (`` \\``). A caution is said in full once: a later tier answered
+    with the same point says its point cautions in one line ("caution: as at tier 50, this point rests on few
+    requests and is prefill-bound (see there)"), a caution whose words are the same gives its facts and "see there",
+    and an engine's best exact setting at a thrashing point already named says "that point thrashes (see vllm
+    above)".
 
     Args:
-        recs: from :func:`recommend`.
+        recs: from :func:`specsim.sweep.recommend.recommend`.
         width: columns to fit (None: :func:`specsim.fmt.terminal_width`, i.e. ``COLUMNS`` or the terminal's).
     """
     if not recs:
         return "no deployable policy meets any of the tiers"
     width = width or terminal_width()
     lines: list[str] = []
+    said: dict = {}        # a point's cautions, a caution's text and an engine's thrashing point: where said in full
 
     def para(text: str, indent: str) -> None:
         cap = max(0, width - max(map(len, text.split())))     # a narrow terminal loses indentation first
@@ -200,35 +206,25 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
         elif r.runner_up and r.margin is not None and r.margin_verdict.startswith("untested"):
             para(f"not settled: two seeds cannot test the {r.margin:+.1%} lead over {r.runner_up}; a third "
                  "(sweep --seeds 3) would", "  ")
-        if thrashes:
-            para(f"caution: this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens after "
-                 "preemptions): the KV cache, not the policy, limits it; more KV blocks "
-                 "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer", "  ")
-        if r.measured_requests is not None and r.measured_requests < 2 * r.load:
-            para(f"caution: few requests measured at this point ({r.measured_requests:.0f} completions in its window "
-                 f"for {r.load:g} users): its figures are noisy; more requests per user widen the window", "  ")
-        if r.users_in_system is not None and r.users_in_system < BUSY_SHARE * r.load:
-            para(f"caution: this point is think-bound ({r.users_in_system:.1f} of its {r.load:g} users had a request "
-                 "in the system on average; the rest were between turns): it measures the users' think time, not "
-                 "the server; a sweep with more users gives the server's answer", "  ")
-        if queued(r.waiting, r.load):
-            shows = ("its TPOT and TPS/user hold that wait (the first token is stamped at the end of the "
-                     "disaggregated prefill, before admission), its TTFT does not" if r.wait_in_tpot else
-                     f"its TTFT holds that wait (p99 {r.p99_ttft_ms:,.0f} ms) while its TPS/user counts decode "
-                     "speed only")
-            para(f"caution: requests queue at this point ({r.waiting:.1f} of its {r.load:g} users waited on average "
-                 f"to be admitted, the KV pool or max_num_seqs full): {shows}; more users than it runs add "
-                 "waiting, not throughput", "  ")
-        for text in _flag_cautions(r):
-            para(f"caution: {text}", "  ")
-        if r.overload is not None:
-            para(f"caution: this point is overloaded ({r.overload[0]:.1f} requests waited to be admitted on average "
-                 f"against {r.overload[1]:.1f} admitted): {OVERLOAD_MEANS}", "  ")
-        if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
-            para(f"caution: this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} ms of their "
-                 f"{r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput measure the prefill "
-                 "queue, not the policy; with more prefill instances (prefill.num_instances) the answer at this tier "
-                 "may change", "  ")
+        cautions = _point_cautions(r)
+        point = (r.curve, r.mode, r.load, tuple(full for _, full in cautions))
+        if cautions and point in said:            # the same point answered an earlier tier: its cautions said there
+            para(f"caution: as at tier {said[point]}, this point "
+                 f"{fmt.and_list(short for short, _ in cautions)} (see there)", "  ")
+            cautions = []
+        elif cautions:
+            said[point] = f"{r.tier:g}"
+        late = [c for c in cautions if c[0].startswith(("is overloaded", "is prefill-bound"))]
+        for _, full in [c for c in cautions if c not in late]:
+            para(f"caution: {full}", "  ")
+        for text in _flag_cautions(r):        # a tier's own figures, but said alike where they are the same points
+            if text in said:
+                para(f"caution: as at tier {said[text]}, {_head(text)} (see there)", "  ")
+            else:
+                said[text] = f"{r.tier:g}"
+                para(f"caution: {text}", "  ")
+        for _, full in late:
+            para(f"caution: {full}", "  ")
         for e in r.engines:
             para(f"{e.engine}: {e.note}", "  ")
             _config_lines(e.config, width, lines)
@@ -242,7 +238,13 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
                 para(f"the best this engine runs exactly, as simulated: {alt['curve']} at "
                      f"{alt['throughput_per_gpu']:,.0f} tok/s/GPU at the tier, {alt['mode']} load {alt['load']:g} "
                      f"({alt['note']})", "    ")
-                if alt["recomputed_share"] > THRASHING_SHARE:
+                other = ("that", alt["curve"], alt["mode"], alt["load"])
+                if alt["recomputed_share"] > THRASHING_SHARE and other in said:     # another engine's, or tier's
+                    tier, engine = said[other]
+                    where = f"{engine} above" if tier == r.tier else f"tier {tier:g}"
+                    para(f"caution: that point thrashes (see {where})", "      ")
+                elif alt["recomputed_share"] > THRASHING_SHARE:
+                    said[other] = (r.tier, e.engine)
                     para(f"caution: that point thrashes (recomputes {alt['recomputed_share']:.0%} of its output "
                          "tokens after preemptions): more KV blocks or fewer users per replica", "      ")
                 _config_lines(alt["config"], width, lines)
@@ -252,6 +254,53 @@ def recommendations_text(recs: list[Recommendation], width: int | None = None) -
          "speculative_config of your extra_llm_api_options YAML; a closed load is the number of concurrent "
          "users (client requests in flight), not --max-num-seqs.", "")
     return "\n".join(lines)
+
+
+def _point_cautions(r: Recommendation) -> list[tuple[str, str]]:
+    """``(short, full)`` of each caution on the point ``r`` recommends, in the order the text gives them: it thrashes,
+    rests on few requests, is think-bound, queues its users, is overloaded, is prefill-bound. Each depends on the
+    point alone, so a later tier answered with the same point says them in one line (``short``: "as at tier 50,
+    this point rests on few requests and is prefill-bound"; the fresh user's Azure sweep repeated both in full)."""
+    out = []
+    if r.recomputed_share > THRASHING_SHARE:
+        out.append(("thrashes", f"this point thrashes (recomputes {r.recomputed_share:.0%} of its output tokens "
+                    "after preemptions): the KV cache, not the policy, limits it; more KV blocks "
+                    "(cluster.kv_capacity_tokens) or fewer users per replica may change the answer"))
+    if r.measured_requests is not None and r.measured_requests < 2 * r.load:
+        out.append(("rests on few requests", f"few requests measured at this point ({r.measured_requests:.0f} "
+                    f"completions in its window for {r.load:g} users): its figures are noisy; more requests per user "
+                    "widen the window"))
+    if r.users_in_system is not None and r.users_in_system < BUSY_SHARE * r.load:
+        out.append(("is think-bound", f"this point is think-bound ({r.users_in_system:.1f} of its {r.load:g} users "
+                    "had a request in the system on average; the rest were between turns): it measures the users' "
+                    "think time, not the server; a sweep with more users gives the server's answer"))
+    if queued(r.waiting, r.load):
+        shows = ("its TPOT and TPS/user hold that wait (the first token is stamped at the end of the "
+                 "disaggregated prefill, before admission), its TTFT does not" if r.wait_in_tpot else
+                 f"its TTFT holds that wait (p99 {r.p99_ttft_ms:,.0f} ms) while its TPS/user counts decode "
+                 "speed only")
+        out.append(("queues its users for admission", f"requests queue at this point ({r.waiting:.1f} of its "
+                    f"{r.load:g} users waited on average to be admitted, the KV pool or max_num_seqs full): {shows}; "
+                    "more users than it runs add waiting, not throughput"))
+    if r.overload is not None:
+        out.append(("is overloaded", f"this point is overloaded ({r.overload[0]:.1f} requests waited to be admitted "
+                    f"on average against {r.overload[1]:.1f} admitted): {OVERLOAD_MEANS}"))
+    if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
+        out.append(("is prefill-bound", f"this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} "
+                    f"ms of their {r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput "
+                    "measure the prefill queue, not the policy; with more prefill instances (prefill.num_instances) "
+                    "the answer at this tier may change"))
+    return out
+
+
+def _head(text: str) -> str:
+    """``text`` up to its first ``": "`` outside parentheses: a caution's facts without the explanation after them."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and text.startswith(": ", i):
+            return text[:i]
+    return text
 
 
 def _heavier_said(r: Recommendation) -> str:
