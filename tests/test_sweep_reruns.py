@@ -192,7 +192,7 @@ def test_compare_says_what_speculation_overhead_the_points_were_charged(tmp_path
     assert _sweep(trace, tmp_path / "s") == 0
     err = " ".join(_compare(tmp_path / "s", capsys)[1].split())
     assert "note: speculation's own overhead: 0.775 ms per speculative step + 0.084 ms per running request" in err
-    assert "acceptance: the built-in rates of DSpark paper Fig. 2" in err          # whose rates the speed-ups use
+    assert "acceptance: the built-in rates of drafters dspark (DSpark paper Fig. 2" in err     # whose rates they use
     assert _cli(["report", str(tmp_path / "s"), "--out", str(tmp_path / "r.html")]) == 0     # and the report's page
     assert '<p id="notes">Speculation&#39;s own overhead: 0.775 ms' in (tmp_path / "r.html").read_text()
     zero = ["--set", "engine.spec_step_s=0", "--set", "engine.spec_request_s=0"]
