@@ -305,6 +305,25 @@ def test_cli_compare_and_plot(regression_dir, tmp_path):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+
+def test_cli_plot_two_folders_of_one_name_write_a_file_each(regression_dir, tmp_path):
+    """Two sweep folders named alike (x/sweep, y/sweep) get a budget and throughput figure each, named by the
+    parts that tell them apart, not one file written twice."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from specsim.cli import _register, app
+    _register()
+    for parent in ("x", "y"):
+        shutil.copytree(regression_dir, tmp_path / parent / "sweep")
+    r = CliRunner().invoke(app, ["plot", str(tmp_path / "x" / "sweep"), str(tmp_path / "y" / "sweep"),
+                                 "--out", str(tmp_path / "plots"), "--tiers", "100"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    names = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert names == ["budget-x-sweep.png", "budget-y-sweep.png", "frontiers.png",
+                     "throughput-x-sweep.png", "throughput-y-sweep.png"]
+
 # --------------------------------------------------------------------------------------------- tolerance, goodput
 DATA = Path(__file__).resolve().parent / "data"
 

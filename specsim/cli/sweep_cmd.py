@@ -9,6 +9,7 @@ imported inside the commands, so ``specsim --help`` does not pay for them.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from contextlib import contextmanager
@@ -560,7 +561,9 @@ def plot(
     from specsim.analysis.tuned import read_tuned
     from specsim.analysis.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 
-    split = [(d.name, *read_tuned(d, folder_records(d))) for d in sweep_dirs]      # (name, untuned records, tuned)
+    from specsim.analysis.plots import folder_titles
+    # (title, untuned records, tuned); folders of one name told apart by their parents, as the panels are
+    split = [(t, *read_tuned(d, folder_records(d))) for t, d in zip(folder_titles(sweep_dirs), sweep_dirs)]
     recs = [(name, r) for name, r, _ in split]
     if not any(x["status"] == "ok" for _, r, _ in split for x in r) and not any(t for _, _, t in split):
         # nothing to draw: refuse rather than write blank axes
@@ -578,7 +581,7 @@ def plot(
                           "over requests of each request's TPS/user, which is higher)"), file=sys.stderr)
     written = [plot_frontiers(recs, dest / "frontiers.png", tier_list, points)]
     for name, r in recs:
-        suffix = f"-{name}" if len(recs) > 1 else ""
+        suffix = "-" + re.sub(r"[^\w.-]+", "-", name).strip("-") if len(recs) > 1 else ""   # x/sweep -> -x-sweep
         written.append(plot_budget(r, dest / f"budget{suffix}.png", title=f"{name}: verification budget"))
         written.append(plot_throughput_vs_load(r, dest / f"throughput{suffix}.png", title=f"{name}: throughput"))
     if any(t for _, _, t in split):
