@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from specsim.cli import app
-from specsim.errors import torch_missing
+from specsim.errors import SpecsimInputError, torch_missing
 
 torch_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Real models: train drafters, run lossless speculative decoding, measure.")
@@ -37,7 +37,7 @@ def _load(command: str, target: str, drafter_ckpts: list[Path] | None = None):
 
 @torch_app.command("train-target")
 def train_target_cmd(out: Path = typer.Option(..., help="checkpoint file to write (.pt)"),
-                     steps: int = typer.Option(1500, help="optimiser steps"),
+                     steps: int = typer.Option(1500, min=1, help="optimiser steps"),
                      seed: int = typer.Option(0, help="seed")) -> None:
     """Train the small from-scratch character-level target on the real corpus."""
     _need_torch("train-target")
@@ -51,20 +51,28 @@ def train_target_cmd(out: Path = typer.Option(..., help="checkpoint file to writ
 def train_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
               drafter: str = typer.Option("dspark,parallel,autoregressive", help="comma-separated families"),
               out: Path = typer.Option(..., help="folder for the drafter checkpoints"),
-              steps: int = typer.Option(400, help="optimiser steps per drafter"),
-              batch: int = typer.Option(32, help="anchors per step"),
-              seqs: int = typer.Option(256, help="training sequences in the target cache"),
-              seq_len: int = typer.Option(96, help="tokens per training sequence"),
-              gamma: int = typer.Option(7, help="block length"),
-              markov_rank: int = typer.Option(16, help="DSpark Markov rank r"),
+              steps: int = typer.Option(400, min=1, help="optimiser steps per drafter"),
+              batch: int = typer.Option(32, min=1, help="anchors per step"),
+              seqs: int = typer.Option(256, min=1, help="training sequences in the target cache"),
+              seq_len: int = typer.Option(96, min=2, help="tokens per training sequence"),
+              gamma: int = typer.Option(7, min=1, help="block length"),
+              markov_rank: int = typer.Option(16, min=0, help="DSpark Markov rank r"),
               lr: float = typer.Option(2e-3, help="peak learning rate"),
               seed: int = typer.Option(0, help="seed")) -> None:
     """Distil drafters from the target on real text (loss 0.1 CE + 0.9 TV + 1.0 conf, DSpark paper §3.3)."""
     _need_torch("train")
-    from specsim.backends.torch.workflow import load_target, train_drafters
+    from specsim.backends.torch.drafters import ALIASES, DRAFTERS
+    from specsim.backends.torch.workflow import check_context, load_target, train_drafters
+    families = [d.strip() for d in drafter.split(",") if d.strip()]
+    known = sorted(DRAFTERS) + sorted(ALIASES)
+    bad = [f for f in families if f not in known]
+    if bad or not families:
+        raise SpecsimInputError("--drafter", None, None, f"comma-separated drafter families out of {known}",
+                                repr(bad[0] if bad else drafter))
     tgt = load_target(target)
+    check_context(tgt, seq_len, "--seq-len", "specsim torch train", total="tokens per sequence")
     out.mkdir(parents=True, exist_ok=True)
-    summary = train_drafters(tgt, [d.strip() for d in drafter.split(",") if d.strip()], out, steps=steps,
+    summary = train_drafters(tgt, families, out, steps=steps,
                              batch=batch, seqs=seqs, seq_len=seq_len, gamma=gamma, markov_rank=markov_rank,
                              lr=lr, seed=seed, target_spec=target)
     typer.echo(json.dumps(summary, indent=1))
@@ -74,9 +82,9 @@ def train_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
 def decode_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                drafter_ckpt: Path = typer.Option(None, help="drafter checkpoint (.pt); omit with --policy none"),
                policy: str = typer.Option("dspark", help="policy name or path/to/file.py:Name"),
-               gamma: int = typer.Option(7), threshold: float = typer.Option(0.3, help="specdecpp threshold"),
-               prompts: int = typer.Option(8, help="prompts drawn from held-out corpus text"),
-               prompt_tokens: int = typer.Option(48), max_new_tokens: int = typer.Option(64),
+               gamma: int = typer.Option(7, min=1), threshold: float = typer.Option(0.3, help="specdecpp threshold"),
+               prompts: int = typer.Option(8, min=1, help="prompts drawn from held-out corpus text"),
+               prompt_tokens: int = typer.Option(48, min=1), max_new_tokens: int = typer.Option(64, min=1),
                greedy: bool = typer.Option(False, help="greedy instead of sampling at --temperature"),
                temperature: float = typer.Option(1.0), seed: int = typer.Option(0),
                profile: str = typer.Option("measure", help="'measure' (on this machine) or a profile JSON"),
@@ -89,7 +97,7 @@ def decode_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
     summary, log, texts = decode_run(tgt, next(iter(drafters.values()), None), policy, gamma=gamma,
                                      threshold=threshold, num_prompts=prompts, prompt_tokens=prompt_tokens,
                                      max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
-                                     seed=seed, profile=profile, sts_path=sts)
+                                     seed=seed, profile=profile, sts_path=sts, drafter_path=drafter_ckpt)
     if out:
         from specsim.acceptance.steplog import write_step_log
         write_step_log(log, out)
@@ -101,13 +109,22 @@ def decode_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
 def measure_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                 ckpt_dir: Path = typer.Option(..., help="folder with <family>.pt drafter checkpoints"),
                 out: Path = typer.Option(..., help="folder for CSV/JSON/PNG results and step logs"),
-                prompts: int = typer.Option(24), prompt_tokens: int = typer.Option(48),
-                max_new_tokens: int = typer.Option(64), gamma: int = typer.Option(7),
+                prompts: int = typer.Option(24, min=1), prompt_tokens: int = typer.Option(48, min=1),
+                max_new_tokens: int = typer.Option(64, min=1), gamma: int = typer.Option(7, min=1),
                 seed: int = typer.Option(0)) -> None:
     """Acceptance curves of every drafter (static full-gamma, sampling T=1) and DSpark calibration (raw vs STS)."""
     _need_torch("measure")
-    from specsim.backends.torch.workflow import measure_all
-    tgt, drafters = _load("measure", target, sorted(ckpt_dir.glob("*.pt")))
+    from specsim.backends.torch.workflow import check_context, check_decoding, measure_all
+    from specsim.policies import make_policy
+    ckpts = sorted(ckpt_dir.glob("*.pt"))
+    if not ckpts:
+        raise SpecsimInputError(str(ckpt_dir), None, "--ckpt-dir", "a folder with <family>.pt drafter checkpoints "
+                                "(specsim torch train --out writes them)", "no .pt file")
+    tgt, drafters = _load("measure", target, ckpts)
+    for name, d in drafters.items():
+        check_decoding(d, f"'{name}' in {ckpt_dir}", make_policy("static", gamma=gamma), gamma, False, 1.0)
+    check_context(tgt, prompt_tokens + max_new_tokens + gamma + 1, "--prompt-tokens + --max-new-tokens",
+                  "specsim torch measure")
     out.mkdir(parents=True, exist_ok=True)
     summary = measure_all(tgt, drafters, out, num_prompts=prompts, prompt_tokens=prompt_tokens,
                           max_new_tokens=max_new_tokens, gamma=gamma, seed=seed)
@@ -117,7 +134,7 @@ def measure_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
 @torch_app.command("profile")
 def profile_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                 out: Path = typer.Option(..., help="profile JSON to write"),
-                max_batch_tokens: int = typer.Option(64), repeats: int = typer.Option(3)) -> None:
+                max_batch_tokens: int = typer.Option(64, min=1), repeats: int = typer.Option(3, min=1)) -> None:
     """Measure the target's verify-step time against batch tokens on this machine (a step-time profile)."""
     _need_torch("profile")
     from specsim.backends.torch.measure import measure_profile
