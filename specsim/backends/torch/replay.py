@@ -495,6 +495,8 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
         say("measuring the target's step-time profile")
         grid = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= max(8, max_batch * (gamma + 1))]
         profile = measure_profile(target, grid, repeats=5)
+        for w in profile.metadata["timing_warnings"]:
+            say(f"warning: {w}")
     save_profile(profile, out / "profile.json")
     sim_drafter = SIM_DRAFTER.get(drafter.family, "dspark")
 
