@@ -62,11 +62,14 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     if not 0.0 <= min_rel < 1.0:                # -1 was accepted ("drop > -100%"): every point a rise
         raise SpecsimInputError(None, None, "--min-rel", "a fraction in [0, 1) (0.01: a drop of more than 1%)",
                                 f"{min_rel:g}")
-    from specsim.hardware.profile import resolve_profile, speculation_overhead, speculation_text, sps_rise_points
+    from specsim.hardware.profile import (resolve_profile, speculation_overhead, speculation_text, sps_rise_points,
+                                          step_time_slips)
     from specsim.run_config import speculation_terms
     from specsim.scenario import load_scenario
 
     prof = resolve_profile(path)
+    for line in step_time_slips(prof):
+        _say(f"warning: {line}")
     if terms and "step_model" not in prof.metadata:
         raise SpecsimInputError(prof.source, None, "metadata.step_model",
                                 "a profile built from terms (specsim profile analytic / profile fit); this one "
