@@ -276,6 +276,62 @@ def test_several_files_give_observations_in_the_order_given():
     assert r.shape == (7,) and t[-1] == pytest.approx(0.022) and math.isnan(ctx[2])
 
 
+GUIDELLM = Path(__file__).parent / "data" / "guidellm_report_sample.json"
+
+
+def test_guidellm_report_littles_law_by_hand():
+    from specsim.hardware.step_points import observations_from_guidellm
+
+    one, two = observations_from_guidellm(GUIDELLM)
+    # concurrency 4: 146 requests, 37,376 prompt and 18,688 output tokens in 1060 - 1000 = 60 s, decode gaps
+    # (inter-token latency) of 12.5 ms: 18,542 gaps x 12.5 ms / 60 s = 3.863 requests decoding at once
+    assert one.step_time_s == pytest.approx(0.0125, rel=1e-12)
+    assert one.num_requests == pytest.approx(18542 * 0.0125 / 60, rel=1e-12)
+    assert one.batch_tokens == pytest.approx(18542 * 0.0125 / 60 + 37376 * 0.0125 / 60, rel=1e-12)
+    assert one.context_tokens == pytest.approx(256 + 128 / 2)
+    assert (one.label, one.concurrency, one.ttft_s, one.line, one.kind) == ("concurrency=4", 4.0, 0.06, 1, "tpot")
+    # constant rate 3 req/s: 180 requests, 22,860 gaps of 20 ms in 60 s = 7.62 decoding; an open loop
+    assert two.num_requests == pytest.approx(7.62, rel=1e-12)
+    assert two.batch_tokens == pytest.approx(7.62 + 46080 * 0.02 / 60, rel=1e-12)
+    assert two.label == "rate=3" and math.isnan(two.concurrency) and two.ttft_s == pytest.approx(0.09)
+    assert detect_format(GUIDELLM) == "guidellm" and read_step_observations(GUIDELLM) == [one, two]
+
+
+def test_guidellm_report_errors_name_the_benchmark_and_guidellm_field(tmp_path):
+    doc = json.loads(GUIDELLM.read_text())
+    del doc["benchmarks"][1]["metrics"]["inter_token_latency_ms"]
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_observations(path)
+    assert str(e.value).startswith(f"{path}, line 2, field 'metrics.inter_token_latency_ms.successful.mean': "
+                                   "expected mean or median ITL or TPOT > 0 (a streamed run)")
+    doc = json.loads(GUIDELLM.read_text())
+    doc["benchmarks"][0]["metrics"]["inter_token_latency_ms"]["successful"]["mean"] = 125.0   # 10x: R = 38.6 > 1.5 x 4
+    del doc["benchmarks"][0]["end_time"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_observations(path)
+    assert str(e.value).startswith(f"{path}, line 1, field 'end_time - start_time': expected a number > 0 (seconds)")
+    doc["benchmarks"][0]["end_time"] = 1060.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_observations(path)
+    assert str(e.value).startswith(f"{path}, line 1, field 'metrics.inter_token_latency_ms.successful.mean': "
+                                   "expected a run whose decode time fits its 4 users")
+
+
+def test_profile_fit_reads_a_guidellm_report(tmp_path, monkeypatch, capsys):
+    from helpers import run_cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "x.json"
+    code = run_cli(["profile", "fit", str(GUIDELLM), "--model", "llama2-7b", "--gpu", "h100", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert "concurrency=4" in cap.out and "rate=3" in cap.out and out.exists()
+
+
 def test_format_detection_by_content(tmp_path):
     for src, name, fmt in [("vllm_c16.json", "a.txt", "vllm"), ("steps.csv", "b.txt", "csv"),
                            ("vllm_metrics_phase1.prom", "c.txt", "prometheus")]:
@@ -290,7 +346,7 @@ def test_format_detection_by_content(tmp_path):
 
 
 def test_bad_format_and_no_paths():
-    with pytest.raises(SpecsimInputError, match="one of vllm, csv, prometheus, prometheus-delta"):
+    with pytest.raises(SpecsimInputError, match="one of vllm, guidellm, csv, prometheus, prometheus-delta"):
         read_step_observations([DATA / "steps.csv"], fmt="xlsx")
     with pytest.raises(SpecsimInputError, match="at least one measurement file"):
         read_step_observations([])
