@@ -433,3 +433,50 @@ def test_a_null_json_document_or_line_is_refused_as_not_an_object(tmp_path):
     p.write_text((DATA / "vllm_c16.json").read_text().replace("\n", " ") + "\nnull\n")
     with pytest.raises(SpecsimInputError, match="line 2: expected a JSON object .*, got null"):
         observations_from_vllm_results(p)
+
+
+def test_outlier_rows_are_refused_by_line_before_a_fit(tmp_path):
+    from specsim.hardware.step_observation import check_outliers
+
+    text = (DATA / "steps.csv").read_text()
+    check_outliers(observations_from_csv(DATA / "steps.csv"))          # 7.9 to 41.5 ms: no outlier
+    path = tmp_path / "out.csv"
+    path.write_text(text.replace("32,32,1150,13.60", "32,32,1150,9.10e9"))
+    with pytest.raises(SpecsimInputError) as e:
+        check_outliers(observations_from_csv(path))
+    assert str(e.value) == (
+        f"{path}, line 4, field 'step time': expected a step within 100x of the others' and under 10x the slowest a "
+        "served model takes: fix or drop this point (B=32) before fitting, got 9.1e+09 ms, 4.6e+08x the median of "
+        "the 5 other points (19.8 ms), 1.18e+07x the slowest step at 32 tokens (0.771 s)")
+    # a second outlier, far below the others: counted with its line
+    path.write_text(text.replace("32,32,1150,13.60", "32,32,1150,9.10e9").replace("64,64,1160,19.80",
+                                                                                   "64,64,1160,0.0198"))
+    with pytest.raises(SpecsimInputError) as e:
+        check_outliers(observations_from_csv(path))
+    assert str(e.value).endswith("(0.771 s); 1 more outlier (line 5)")
+    path.write_text(text.replace("32,32,1150,13.60", "32,32,1150,0.0198"))
+    with pytest.raises(SpecsimInputError, match=r"line 4, .* got 0.0198 ms, 1/1,000 of the median of the 5 other "
+                                                r"points \(19.8 ms\)$"):
+        check_outliers(observations_from_csv(path))
+    # two points: no median of others to compare with, only the slowest plausible step
+    path.write_text("batch_tokens,step_time_s\n1,0.0079\n8,7\n")
+    with pytest.raises(SpecsimInputError, match=r"line 3, .* got 7000 ms, 19.8x the slowest step at 8 tokens "
+                                                r"\(0.353 s\)$"):
+        check_outliers(observations_from_csv(path))
+    for steps in ("0.0079\n8,0.7", "7\n8,7.9"):     # plausible; or every point slow: other units, the fit says so
+        path.write_text(f"batch_tokens,step_time_s\n1,{steps}\n")
+        check_outliers(observations_from_csv(path))
+
+
+def test_profile_fit_names_the_outlier_row(tmp_path, monkeypatch, capsys):
+    from helpers import run_cli
+
+    path = tmp_path / "out.csv"
+    path.write_text((DATA / "steps.csv").read_text().replace("32,32,1150,13.60", "32,32,1150,9.10e9"))
+    monkeypatch.setenv("COLUMNS", "200")
+    code = run_cli(["profile", "fit", str(path), "--model", "llama2-7b", "--gpu", "h100", "--out",
+                    str(tmp_path / "y.json")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"specsim: error: {path}, line 4, field 'step time'" in err
+    assert "got 9.1e+09 ms, 4.6e+08x the median of the 5 other points (19.8 ms)" in err
+    assert not (tmp_path / "y.json").exists()

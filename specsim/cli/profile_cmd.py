@@ -461,6 +461,7 @@ def fit_cmd(
                                                 read_spec_points)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
+    from specsim.hardware.step_observation import check_outliers
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
@@ -478,6 +479,7 @@ def fit_cmd(
     check_table_size(max_batch_tokens)
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
+    check_outliers([*obs, *held])                  # a row 10^9x off was fitted, and the model blamed for it
     spec_obs = read_spec_points(spec, acceptance_length, num_spec_tokens)     # refused before any fit output
     biggest = max(o.batch_tokens for o in [*obs, *held])
     if biggest > max_batch_tokens:
