@@ -404,7 +404,8 @@ def gpus_cmd() -> None:
 @profile_app.command("fit")
 def fit_cmd(
     inputs: list[Path] = typer.Argument(..., help="no-speculation measurements: vllm bench serve result JSON, "
-                                                   "a guidellm JSON report, a CSV of (num_requests or batch_tokens, step time), or a "
+                                                   "a guidellm JSON report, a CSV of (num_requests or "
+                                                   "batch_tokens, step time), or a "
                                                    "Prometheus /metrics dump"),
     model: str = typer.Option(None, help="the served model: a preset (llama2-7b, llama2-70b, qwen3-8b, "
                                          "deepseek-v3, v4-flash, v4-pro) or --config"),

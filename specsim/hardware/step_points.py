@@ -515,8 +515,8 @@ def detect_format(path) -> str:
         return "prometheus"
     if "step_time_s" in first or "step_time_ms" in first:
         return "csv"
-    raise SpecsimInputError(str(p), 1, None, "a vllm bench serve result or guidellm report (.json), a step CSV (.csv, with "
-                            "step_time_s or step_time_ms) or a Prometheus dump (.prom)", repr(first[:60]))
+    raise SpecsimInputError(str(p), 1, None, "a vllm bench serve result or guidellm report (.json), a step CSV "
+                            "(.csv, with step_time_s or step_time_ms) or a Prometheus dump (.prom)", repr(first[:60]))
 
 
 def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObservation]:

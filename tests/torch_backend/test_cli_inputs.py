@@ -89,7 +89,8 @@ def test_a_checkpoint_of_the_wrong_kind_is_named(monkeypatch, capsys, tmp_path, 
     tensor = tmp_path / "tensor.pt"
     torch.save(torch.zeros(3), tensor)
     code, err = _cli(monkeypatch, capsys, *_decode(profile, "--drafter-ckpt", tensor))
-    assert code == 2 and f"{tensor}: expected a drafter checkpoint" in err and "got a torch file holding a Tensor" in err
+    assert code == 2 and f"{tensor}: expected a drafter checkpoint" in err
+    assert "got a torch file holding a Tensor" in err
     code, err = _cli(monkeypatch, capsys, *_decode(profile, "--drafter-ckpt", TINY / "tiny_target.pt"))
     assert code == 2 and "got no 'family' entry" in err
     code, err = _cli(monkeypatch, capsys, "torch", "profile", "--target", tensor, "--out", tmp_path / "p.json")
