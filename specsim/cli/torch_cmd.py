@@ -34,6 +34,14 @@ def _need_torch(command: str):
     return torch
 
 
+def _check_out(path, flag: str, folder: bool = False) -> None:
+    """The output file (or ``folder``) a command writes, checked before any work
+    (:func:`specsim.cli.outputs.check_output`: a folder that cannot be created or written is one error line, not a
+    traceback after the work)."""
+    from specsim.cli.outputs import check_output
+    check_output(path, flag, folder=folder)
+
+
 def _load(command: str, target: str, drafter_ckpts: list[Path] | None = None):
     _need_torch(command)
     from specsim.backends.torch.workflow import load_drafters, load_target
@@ -47,6 +55,7 @@ def train_target_cmd(out: Path = typer.Option(..., help="checkpoint file to writ
                      seed: int = typer.Option(0, help="seed")) -> None:
     """Train the small from-scratch character-level target on the real corpus."""
     _need_torch("train-target")
+    _check_out(out, "--out")
     from specsim.backends.torch.train import train_tiny_target
     tgt, losses = train_tiny_target(steps=steps, seed=seed)
     tgt.save(out)
@@ -77,7 +86,7 @@ def train_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                                 repr(bad[0] if bad else drafter))
     tgt = load_target(target)
     check_context(tgt, seq_len, "--seq-len", "specsim torch train", total="tokens per sequence")
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out, "--out", folder=True)
     summary = train_drafters(tgt, families, out, steps=steps,
                              batch=batch, seqs=seqs, seq_len=seq_len, gamma=gamma, markov_rank=markov_rank,
                              lr=lr, seed=seed, target_spec=target)
@@ -98,6 +107,7 @@ def decode_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                out: Path = typer.Option(None, help="step-log Parquet to write")) -> None:
     """Lossless speculative decoding of corpus prompts under a specsim policy; prints a summary."""
     _need_torch("decode")
+    _check_out(out, "--out")
     from specsim.backends.torch.workflow import decode_run
     tgt, drafters = _load("decode", target, [drafter_ckpt] if drafter_ckpt else None)
     summary, log, texts = decode_run(tgt, next(iter(drafters.values()), None), policy, gamma=gamma,
@@ -131,7 +141,7 @@ def measure_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
         check_decoding(d, f"'{name}' in {ckpt_dir}", make_policy("static", gamma=gamma), gamma, False, 1.0)
     check_context(tgt, prompt_tokens + max_new_tokens + gamma + 1, "--prompt-tokens + --max-new-tokens",
                   "specsim torch measure")
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out, "--out", folder=True)
     summary = measure_all(tgt, drafters, out, num_prompts=prompts, prompt_tokens=prompt_tokens,
                           max_new_tokens=max_new_tokens, gamma=gamma, seed=seed)
     typer.echo(json.dumps(summary, indent=1))
@@ -148,6 +158,7 @@ def profile_cmd(target: str = typer.Option("tiny", help=TARGET_HELP),
                                                            "shared machine; the profile records it)")) -> None:
     """Measure the target's verify-step time against batch tokens on this machine (a step-time profile)."""
     torch = _need_torch("profile")
+    _check_out(out, "--out")
     from specsim.backends.torch.measure import measure_profile
     from specsim.hardware.profile import save_profile
     torch.set_num_threads(threads)

@@ -126,3 +126,15 @@ def test_train_measure_and_profile_options(monkeypatch, capsys, tmp_path):
     for opt in ("--max-batch-tokens", "--repeats"):
         code, err = _cli(monkeypatch, capsys, "torch", "profile", "--out", tmp_path / "p.json", opt, "0")
         assert code == 2 and f"Invalid value for '{opt}'" in err
+
+
+def test_outputs_are_checked_before_any_work(monkeypatch, capsys, tmp_path, profile):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, err = _cli(monkeypatch, capsys, "torch", "profile", "--out", blocker / "P.json")
+    assert code == 2 and f"specsim: error: --out: expected a folder path (not under a file), got {blocker}" in err
+    code, err = _cli(monkeypatch, capsys, *_decode(profile, "--policy", "none", "--out", blocker / "o.parquet"))
+    assert code == 2 and "specsim: error: --out: expected a folder path (not under a file)" in err
+    code, err = _cli(monkeypatch, capsys, "torch", "measure", "--ckpt-dir", TINY / "tiny", "--out", blocker)
+    assert code == 2 and f"--out: expected a folder (it holds several files), not an existing file, got {blocker}" \
+        in err
