@@ -150,14 +150,15 @@ def unit_warnings(sc: Scenario, profile: StepTimeProfile | None = None) -> list[
     """The scenario's seconds values no engine has, one line each naming the file, line and key and asking "did you
     mean ms?": a :data:`PER_STEP_KEYS` value above ``profile``'s step at one request (B = 1, R = 1, no context;
     skipped without a profile), and an ``engine.request_overhead_s`` above
-    :data:`~specsim.hardware.ttft_fit.MAX_REQUEST_OVERHEAD_S` (1 s; the API server and tokeniser take milliseconds).
+    :data:`~specsim.hardware.ttft_fit.MAX_REQUEST_OVERHEAD_S` (1 s; the API server and tokeniser take milliseconds),
+    and a profile step time no served model takes (:func:`~specsim.hardware.profile.step_time_slips`).
     Warnings, not errors: the run goes on with the value as given.
 
     Args:
         sc: the scenario (its ``source`` file gives each key's line, where the file set the value in use).
         profile: the run's step-time profile, or None.
     """
-    from specsim.hardware.profile import profile_label
+    from specsim.hardware.profile import profile_label, step_time_slips
     from specsim.hardware.ttft_fit import MAX_REQUEST_OVERHEAD_S
 
     step_s = float(profile.step_time(1, num_requests=1)) if profile is not None else math.inf
@@ -167,6 +168,8 @@ def unit_warnings(sc: Scenario, profile: StepTimeProfile | None = None) -> list[
         if v is not None and v > step_s:
             out.append(_unit_slip(sc, key, v, f"{v:g} s of {what} is more than the whole GPU step at one request "
                                   f"on profile {profile_label(profile)} ({step_s * 1e3:.3g} ms); {typical}"))
+    if profile is not None:
+        out += step_time_slips(profile)
     v = sc.engine.request_overhead_s
     if v > MAX_REQUEST_OVERHEAD_S:
         out.append(_unit_slip(sc, "engine.request_overhead_s", v, f"{v:g} s before each request reaches the scheduler "

@@ -40,3 +40,21 @@ def test_measure_tiny_cpu():
 def test_bundled_cpu_profile():
     p = resolve_profile("cpu-specsim-tiny")
     assert p.metadata["model"] == "specsim-tiny" and p.batch_tokens.tolist()[:3] == [1, 2, 4]
+
+
+def test_timing_warnings_flag_spread_falling_and_flat_curves():
+    from specsim.hardware.measure import timing_warnings
+    ms = 1e-3
+    steady = [[0.45 * ms] * 3, [0.5 * ms] * 3, [0.55 * ms] * 3, [0.6 * ms] * 3, [0.8 * ms] * 3, [1.29 * ms] * 3]
+    assert timing_warnings([1, 4, 8, 16, 32, 64], steady) == []           # a plausible CPU curve
+    spread = timing_warnings([1, 2], [[1 * ms, 1 * ms, 5 * ms], [1.1 * ms] * 3])
+    assert spread == ["B=1: its 3 repeats range 1.00-5.00 ms (5.0x, more than 2x): the machine was busy while "
+                      "measuring"]
+    falling = timing_warnings([1, 2, 4], [[1 * ms] * 3, [1.1 * ms] * 3, [0.5 * ms] * 3])
+    assert falling == ["falling curve: B=4 measured 0.50 ms, 2.2x faster than B=2 (1.10 ms): a larger batch cannot "
+                       "be faster (non-physical: timing noise)"]
+    # the reviewer's curve: one slow run carried to every larger B by a monotone envelope
+    flat = timing_warnings([1, 2, 4, 8, 16, 32, 64], [[133.84 * ms] * 3] + [[293.41 * ms] * 3] * 6)
+    assert flat == ["flat curve: B=32 measured 293.41 ms, less than 2% above B=2's 293.41 ms with 16x the tokens "
+                    "(non-physical on a CPU: the smaller batches were slowed)"]
+    assert timing_warnings([1, 8], [[1 * ms] * 3, [1 * ms] * 3]) == []     # 8x apart: too close to call flat

@@ -217,3 +217,35 @@ def test_a_ttft_below_the_model_is_not_blamed_on_a_queue(tmp_path):
     assert "TTFT: fitted request_overhead_s = 0 s" in text
     assert "(measured concurrency=1 0.5 ms, below the model's" in text
     assert "check mean_ttft_ms is in milliseconds" in text and "assumes no queue" not in text
+
+
+@pytest.mark.parametrize("edit, field, expected, got", [
+    # vLLM writes the acceptance rate as a percentage: 161.2% of the drafts accepted is no run's
+    ({"spec_decode_acceptance_rate": 161.2}, "spec_decode_acceptance_rate",
+     "a percentage in [0, 100] (100 x accepted / draft tokens)", "161.2"),
+    ({"spec_decode_per_position_acceptance_rates": [1.5, 0.61, 0.445]}, "spec_decode_per_position_acceptance_rates[0]",
+     "a rate in [0, 1] (position k's accepted drafts / drafts)", "1.5"),
+    ({"spec_decode_per_position_acceptance_rates": [0.8, "x", 0.4]}, "spec_decode_per_position_acceptance_rates[1]",
+     "a rate in [0, 1] (position k's accepted drafts / drafts)", "'x'"),
+    ({"spec_decode_acceptance_length": 0.5}, "spec_decode_acceptance_length",
+     "an acceptance length >= 1 (1 + accepted tokens per draft)", "0.5"),
+    ({"spec_decode_accepted_tokens": 70000}, "spec_decode_accepted_tokens", "at most the draft tokens (60,000)",
+     "70,000"),
+    ({"spec_decode_num_drafts": -3}, "spec_decode_num_drafts", "a count >= 0", "-3"),
+])
+def test_speculative_figures_out_of_range_are_refused_by_fit_spec_and_import_results(tmp_path, edit, field,
+                                                                                      expected, got):
+    f = _write(tmp_path, "bad.json", {**SPEC, "spec_decode_acceptance_rate": 50.0,
+                                      "spec_decode_per_position_acceptance_rates": [0.8, 0.5, 0.2], **edit})
+    with pytest.raises(SpecsimInputError) as e:
+        read_vllm_result(f)
+    assert (e.value.file, e.value.line, e.value.field, e.value.expected, e.value.got) == (f, 1, field, expected, got)
+    r = _fit(tmp_path, "--spec", f)
+    assert isinstance(r.exception, SpecsimInputError), r.output
+    assert (r.exception.file, r.exception.field) == (f, field) and not (tmp_path / "o.json").exists()
+    r = runner.invoke(app, ["import-results", f, "--out", str(tmp_path / "m.json")])
+    assert isinstance(r.exception, SpecsimInputError) and (r.exception.file, r.exception.field) == (f, field)
+    assert not (tmp_path / "m.json").exists()
+    # the same file in range is read
+    assert read_vllm_result(_write(tmp_path, "ok.json", {**SPEC, "spec_decode_acceptance_rate": 50.0,
+                                                         "spec_decode_per_position_acceptance_rates": [0.8, 0.5, 0.2]}))

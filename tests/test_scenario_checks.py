@@ -3,6 +3,7 @@ names the file, the line and the key, and says what to write instead."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from specsim.errors import SpecsimInputError
@@ -173,6 +174,53 @@ def test_the_defaults_and_every_bundled_scenario_give_no_warning():
     for path in sorted(DEFAULT_SCENARIO.parent.glob("*.toml")):
         sc = load_scenario(path)
         assert unit_warnings(sc, resolve_profile(sc.profile.name, sc.profile.lookup)) == [], path.name
+
+
+def _swapped_profile(tmp_path):
+    """A hand-written profile whose times are milliseconds written as seconds (the reviewer's p4.json)."""
+    import json
+
+    path = tmp_path / "p4.json"
+    path.write_text(json.dumps({"batch_tokens": [1, 2, 4], "step_time_s": [7, 7.1, 7.2]}))
+    return path
+
+
+def test_a_profile_in_milliseconds_warns_naming_file_and_field(tmp_path):
+    from specsim.hardware.profile import load_profile, slowest_plausible_step_s, step_time_slips
+
+    np.testing.assert_allclose(slowest_plausible_step_s([1, 4096]), [0.1 + 0.65e-3, 0.75 + 0.65e-3 * 4096])
+    path = _swapped_profile(tmp_path)
+    [w] = step_time_slips(load_profile(path))
+    assert w == (f"{path}, field 'step_time_s[0]': 7 s for a step of 1 token (and 2 more points) is more than 10x "
+                 "the slowest step a served model takes there (0.101 s; the slowest bundled step at one token is 91 ms, "
+                 "Llama-2-70B on one A100): did you mean ms? (7 ms is step_time_s = 0.007; step times are seconds)")
+    path.write_text('{"batch_tokens": [1, 2, 4], "step_time_s": [0.007, 0.0071, 9]}')
+    [w] = step_time_slips(load_profile(path))
+    assert w.startswith(f"{path}, field 'step_time_s[2]': 9 s for a step of 4 tokens is more than 10x")
+    path.write_text('{"batch_tokens": [1, 2, 4], "step_time_s": [0.007, 0.0071, 0.0072]}')
+    assert step_time_slips(load_profile(path)) == []
+
+
+def test_every_bundled_profile_lies_under_the_slowest_plausible_step():
+    from specsim.hardware.profile import bundled_profiles_dir, load_profile, slowest_plausible_step_s
+
+    worst = 0.0
+    for path in sorted(bundled_profiles_dir().glob("*.json")):
+        prof = load_profile(path)
+        t = np.asarray(prof.step_time_s, dtype=float)
+        worst = max(worst, float(np.nanmax(t / slowest_plausible_step_s(prof.batch_tokens))))
+    assert 0.9 < worst <= 0.91                 # a100-llama2-70b-tp1 at B = 1: 91.1 ms of 100.65 ms
+
+
+def test_profile_show_and_scenario_check_print_the_profile_slip(tmp_path, monkeypatch, capsys):
+    path = _swapped_profile(tmp_path)
+    piece = f"warning: {path}, field 'step_time_s[0]': 7 s for a step of 1 token"
+    code, out, err = _cli(monkeypatch, capsys, "profile", "show", str(path))
+    assert code == 0 and out.count("did you mean ms?") == 1 and piece in " ".join(out.split())
+    toml = tmp_path / "s.toml"
+    toml.write_text("[engine]\ngamma = 3\n")
+    code, out, err = _cli(monkeypatch, capsys, "scenario", "check", str(toml), "--set", f"profile.name={path}")
+    assert code == 0 and err.count(piece) == 1 and "(7 ms is step_time_s = 0.007; step times are seconds)" in err
 
 
 def _cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:

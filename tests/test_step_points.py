@@ -276,6 +276,62 @@ def test_several_files_give_observations_in_the_order_given():
     assert r.shape == (7,) and t[-1] == pytest.approx(0.022) and math.isnan(ctx[2])
 
 
+GUIDELLM = Path(__file__).parent / "data" / "guidellm_report_sample.json"
+
+
+def test_guidellm_report_littles_law_by_hand():
+    from specsim.hardware.step_points import observations_from_guidellm
+
+    one, two = observations_from_guidellm(GUIDELLM)
+    # concurrency 4: 146 requests, 37,376 prompt and 18,688 output tokens in 1060 - 1000 = 60 s, decode gaps
+    # (inter-token latency) of 12.5 ms: 18,542 gaps x 12.5 ms / 60 s = 3.863 requests decoding at once
+    assert one.step_time_s == pytest.approx(0.0125, rel=1e-12)
+    assert one.num_requests == pytest.approx(18542 * 0.0125 / 60, rel=1e-12)
+    assert one.batch_tokens == pytest.approx(18542 * 0.0125 / 60 + 37376 * 0.0125 / 60, rel=1e-12)
+    assert one.context_tokens == pytest.approx(256 + 128 / 2)
+    assert (one.label, one.concurrency, one.ttft_s, one.line, one.kind) == ("concurrency=4", 4.0, 0.06, 1, "tpot")
+    # constant rate 3 req/s: 180 requests, 22,860 gaps of 20 ms in 60 s = 7.62 decoding; an open loop
+    assert two.num_requests == pytest.approx(7.62, rel=1e-12)
+    assert two.batch_tokens == pytest.approx(7.62 + 46080 * 0.02 / 60, rel=1e-12)
+    assert two.label == "rate=3" and math.isnan(two.concurrency) and two.ttft_s == pytest.approx(0.09)
+    assert detect_format(GUIDELLM) == "guidellm" and read_step_observations(GUIDELLM) == [one, two]
+
+
+def test_guidellm_report_errors_name_the_benchmark_and_guidellm_field(tmp_path):
+    doc = json.loads(GUIDELLM.read_text())
+    del doc["benchmarks"][1]["metrics"]["inter_token_latency_ms"]
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_observations(path)
+    assert str(e.value).startswith(f"{path}, line 2, field 'metrics.inter_token_latency_ms.successful.mean': "
+                                   "expected mean or median ITL or TPOT > 0 (a streamed run)")
+    doc = json.loads(GUIDELLM.read_text())
+    doc["benchmarks"][0]["metrics"]["inter_token_latency_ms"]["successful"]["mean"] = 125.0   # 10x: R = 38.6 > 1.5 x 4
+    del doc["benchmarks"][0]["end_time"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_observations(path)
+    assert str(e.value).startswith(f"{path}, line 1, field 'end_time - start_time': expected a number > 0 (seconds)")
+    doc["benchmarks"][0]["end_time"] = 1060.0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_observations(path)
+    assert str(e.value).startswith(f"{path}, line 1, field 'metrics.inter_token_latency_ms.successful.mean': "
+                                   "expected a run whose decode time fits its 4 users")
+
+
+def test_profile_fit_reads_a_guidellm_report(tmp_path, monkeypatch, capsys):
+    from helpers import run_cli
+
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "x.json"
+    code = run_cli(["profile", "fit", str(GUIDELLM), "--model", "llama2-7b", "--gpu", "h100", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    assert "concurrency=4" in cap.out and "rate=3" in cap.out and out.exists()
+
+
 def test_format_detection_by_content(tmp_path):
     for src, name, fmt in [("vllm_c16.json", "a.txt", "vllm"), ("steps.csv", "b.txt", "csv"),
                            ("vllm_metrics_phase1.prom", "c.txt", "prometheus")]:
@@ -290,7 +346,7 @@ def test_format_detection_by_content(tmp_path):
 
 
 def test_bad_format_and_no_paths():
-    with pytest.raises(SpecsimInputError, match="one of vllm, csv, prometheus, prometheus-delta"):
+    with pytest.raises(SpecsimInputError, match="one of vllm, guidellm, csv, prometheus, prometheus-delta"):
         read_step_observations([DATA / "steps.csv"], fmt="xlsx")
     with pytest.raises(SpecsimInputError, match="at least one measurement file"):
         read_step_observations([])
@@ -377,3 +433,50 @@ def test_a_null_json_document_or_line_is_refused_as_not_an_object(tmp_path):
     p.write_text((DATA / "vllm_c16.json").read_text().replace("\n", " ") + "\nnull\n")
     with pytest.raises(SpecsimInputError, match="line 2: expected a JSON object .*, got null"):
         observations_from_vllm_results(p)
+
+
+def test_outlier_rows_are_refused_by_line_before_a_fit(tmp_path):
+    from specsim.hardware.step_observation import check_outliers
+
+    text = (DATA / "steps.csv").read_text()
+    check_outliers(observations_from_csv(DATA / "steps.csv"))          # 7.9 to 41.5 ms: no outlier
+    path = tmp_path / "out.csv"
+    path.write_text(text.replace("32,32,1150,13.60", "32,32,1150,9.10e9"))
+    with pytest.raises(SpecsimInputError) as e:
+        check_outliers(observations_from_csv(path))
+    assert str(e.value) == (
+        f"{path}, line 4, field 'step time': expected a step within 100x of the others' and under 10x the slowest a "
+        "served model takes: fix or drop this point (B=32) before fitting, got 9.1e+09 ms, 4.6e+08x the median of "
+        "the 5 other points (19.8 ms), 1.18e+07x the slowest step at 32 tokens (0.771 s)")
+    # a second outlier, far below the others: counted with its line
+    path.write_text(text.replace("32,32,1150,13.60", "32,32,1150,9.10e9").replace("64,64,1160,19.80",
+                                                                                   "64,64,1160,0.0198"))
+    with pytest.raises(SpecsimInputError) as e:
+        check_outliers(observations_from_csv(path))
+    assert str(e.value).endswith("(0.771 s); 1 more outlier (line 5)")
+    path.write_text(text.replace("32,32,1150,13.60", "32,32,1150,0.0198"))
+    with pytest.raises(SpecsimInputError, match=r"line 4, .* got 0.0198 ms, 1/1,000 of the median of the 5 other "
+                                                r"points \(19.8 ms\)$"):
+        check_outliers(observations_from_csv(path))
+    # two points: no median of others to compare with, only the slowest plausible step
+    path.write_text("batch_tokens,step_time_s\n1,0.0079\n8,7\n")
+    with pytest.raises(SpecsimInputError, match=r"line 3, .* got 7000 ms, 19.8x the slowest step at 8 tokens "
+                                                r"\(0.353 s\)$"):
+        check_outliers(observations_from_csv(path))
+    for steps in ("0.0079\n8,0.7", "7\n8,7.9"):     # plausible; or every point slow: other units, the fit says so
+        path.write_text(f"batch_tokens,step_time_s\n1,{steps}\n")
+        check_outliers(observations_from_csv(path))
+
+
+def test_profile_fit_names_the_outlier_row(tmp_path, monkeypatch, capsys):
+    from helpers import run_cli
+
+    path = tmp_path / "out.csv"
+    path.write_text((DATA / "steps.csv").read_text().replace("32,32,1150,13.60", "32,32,1150,9.10e9"))
+    monkeypatch.setenv("COLUMNS", "200")
+    code = run_cli(["profile", "fit", str(path), "--model", "llama2-7b", "--gpu", "h100", "--out",
+                    str(tmp_path / "y.json")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"specsim: error: {path}, line 4, field 'step time'" in err
+    assert "got 9.1e+09 ms, 4.6e+08x the median of the 5 other points (19.8 ms)" in err
+    assert not (tmp_path / "y.json").exists()

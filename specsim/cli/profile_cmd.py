@@ -62,11 +62,14 @@ def show(path: str = typer.Argument(..., help="profile JSON file or bundled name
     if not 0.0 <= min_rel < 1.0:                # -1 was accepted ("drop > -100%"): every point a rise
         raise SpecsimInputError(None, None, "--min-rel", "a fraction in [0, 1) (0.01: a drop of more than 1%)",
                                 f"{min_rel:g}")
-    from specsim.hardware.profile import resolve_profile, speculation_overhead, speculation_text, sps_rise_points
+    from specsim.hardware.profile import (resolve_profile, speculation_overhead, speculation_text, sps_rise_points,
+                                          step_time_slips)
     from specsim.run_config import speculation_terms
     from specsim.scenario import load_scenario
 
     prof = resolve_profile(path)
+    for line in step_time_slips(prof):
+        _say(f"warning: {line}")
     if terms and "step_model" not in prof.metadata:
         raise SpecsimInputError(prof.source, None, "metadata.step_model",
                                 "a profile built from terms (specsim profile analytic / profile fit); this one "
@@ -401,7 +404,8 @@ def gpus_cmd() -> None:
 @profile_app.command("fit")
 def fit_cmd(
     inputs: list[Path] = typer.Argument(..., help="no-speculation measurements: vllm bench serve result JSON, "
-                                                   "a CSV of (num_requests or batch_tokens, step time), or a "
+                                                   "a guidellm JSON report, a CSV of (num_requests or "
+                                                   "batch_tokens, step time), or a "
                                                    "Prometheus /metrics dump"),
     model: str = typer.Option(None, help="the served model: a preset (llama2-7b, llama2-70b, qwen3-8b, "
                                          "deepseek-v3, v4-flash, v4-pro) or --config"),
@@ -458,6 +462,7 @@ def fit_cmd(
                                                 read_spec_points)
     from specsim.hardware.profile import save_profile
     from specsim.hardware.profile_fit import fit_step_model
+    from specsim.hardware.step_observation import check_outliers
     from specsim.hardware.step_points import read_step_observations
     from specsim.hardware.stepmodel import step_model
 
@@ -475,6 +480,7 @@ def fit_cmd(
     check_table_size(max_batch_tokens)
     obs = read_step_observations(fitted_files)
     held = read_step_observations(holdout) if holdout else []
+    check_outliers([*obs, *held])                  # a row 10^9x off was fitted, and the model blamed for it
     spec_obs = read_spec_points(spec, acceptance_length, num_spec_tokens)     # refused before any fit output
     biggest = max(o.batch_tokens for o in [*obs, *held])
     if biggest > max_batch_tokens:

@@ -34,13 +34,13 @@ def replay(
     fit_seed: Optional[int] = typer.Option(None, "--fit-seed", help="or: rerun the trace with this seed to fit"),
     fit_policy: str = typer.Option("static", "--fit-policy", help="policy of the --fit-seed run"),
     seed: int = typer.Option(0, "--seed", help="seed of the replayed run"),
-    gamma: int = typer.Option(7, "--gamma", help="draft block length"),
+    gamma: int = typer.Option(7, "--gamma", min=1, help="draft block length"),
     greedy: bool = typer.Option(False, "--greedy", help="greedy acceptance instead of sampling"),
     temperature: float = typer.Option(1.0, "--temperature", help="sampling temperature"),
-    max_batch: int = typer.Option(16, "--max-batch", help="most running requests"),
+    max_batch: int = typer.Option(16, "--max-batch", min=1, help="most running requests"),
     profile: Optional[Path] = typer.Option(None, "--profile", help="measured profile JSON (default: measure now)"),
     acceptance: str = typer.Option("empirical", "--acceptance", help="'empirical' or 'fitted' acceptance model"),
-    threads: int = typer.Option(1, "--threads", help="torch CPU threads"),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads"),
 ) -> None:
     """Replay a trace with real models and compare the simulator's prediction with it."""
     from specsim.cli.outputs import check_output

@@ -29,6 +29,57 @@ TINY = ModelConfig("specsim-tiny", num_layers=4, hidden=256, num_heads=8, num_kv
                    ffn=704, vocab=4096)
 
 
+#: Repeats of one batch size whose slowest run took more than this factor times the fastest are flagged: on an
+#: idle CPU with pinned threads a forward's repeats agree within tens of percent; a 2x gap means some runs shared
+#: the cores (the median kept is then only as good as the majority of runs).
+SPREAD_FACTOR = 2.0
+#: A larger batch measured faster than a smaller one by more than this factor is flagged: more tokens per forward
+#: never cost less, so a falling curve is timing noise (or a spike that slowed the smaller batch).
+FALL_FACTOR = 1.2
+#: Over at least ``FLAT_SPAN`` times more tokens, a step time that rises by less than ``FLAT_RISE`` is flagged: the
+#: CPU forwards this backend times grow with the tokens (the tiny target: about 3x from 1 to 64 tokens), so a flat
+#: curve means the small batches were slowed.
+FLAT_SPAN, FLAT_RISE = 16, 1.02
+
+
+def timing_warnings(batch_tokens, samples_s) -> list[str]:
+    """What is suspicious in a measured step-time curve: repeats that disagree, a falling or a flat curve.
+
+    Args:
+        batch_tokens: (n,) increasing batch sizes B, tokens.
+        samples_s: n sequences of timed repeats, seconds; the falling and flat checks read their medians.
+
+    Returns:
+        one sentence per finding (empty when the curve looks physical): each batch size whose repeats
+        spread more than :data:`SPREAD_FACTOR`, the first B measured more than :data:`FALL_FACTOR` faster than a
+        smaller B, or else the first pair of points :data:`FLAT_SPAN` x or more apart in B whose step times differ by
+        less than :data:`FLAT_RISE`.
+    """
+    b = [int(x) for x in batch_tokens]
+    med = np.array([float(np.median(s)) for s in samples_s])
+    out = []
+    for bi, s in zip(b, samples_s):
+        lo, hi = float(np.min(s)), float(np.max(s))
+        if hi > SPREAD_FACTOR * lo:
+            out.append(f"B={bi}: its {len(s)} repeats range {1e3 * lo:.2f}-{1e3 * hi:.2f} ms ({hi / lo:.1f}x, more "
+                       f"than {SPREAD_FACTOR:g}x): the machine was busy while measuring")
+    falls = [j for j in range(1, len(b)) if med[j] * FALL_FACTOR < med[:j].max()]
+    if falls:
+        j = falls[0]
+        k = int(np.argmax(med[:j]))
+        out.append(f"falling curve: B={b[j]} measured {1e3 * med[j]:.2f} ms, {med[k] / med[j]:.1f}x faster than "
+                   f"B={b[k]} ({1e3 * med[k]:.2f} ms): a larger batch cannot be faster (non-physical: timing noise)")
+    else:
+        flat = [(i, j) for j in range(len(b)) for i in range(j) if b[j] >= FLAT_SPAN * b[i]
+                and med[j] < FLAT_RISE * med[i]]
+        if flat:
+            i, j = flat[0]
+            out.append(f"flat curve: B={b[j]} measured {1e3 * med[j]:.2f} ms, less than {FLAT_RISE - 1:.0%} above "
+                       f"B={b[i]}'s {1e3 * med[i]:.2f} ms with {b[j] // b[i]}x the tokens (non-physical on a CPU: "
+                       "the smaller batches were slowed)")
+    return out
+
+
 def _import_torch():
     try:
         import torch

@@ -164,6 +164,47 @@ def _check_numbers(src: str, index: int, obj: dict) -> None:
                                     + (", in milliseconds" if key.endswith("_ms") else ""), plain(v))
 
 
+#: A speculative result's figures -> (what each must be, its check): vLLM's ``spec_decode_acceptance_rate`` is a
+#: percentage (100 x accepted / draft tokens), its per-position rates fractions of the drafts (position k accepted),
+#: its acceptance length 1 + accepted tokens per draft, its counts counts.
+SPEC_FIGURES = {
+    "spec_decode_acceptance_rate": ("a percentage in [0, 100] (100 x accepted / draft tokens)",
+                                    lambda v: 0 <= v <= 100),
+    "spec_decode_acceptance_length": ("an acceptance length >= 1 (1 + accepted tokens per draft)", lambda v: v >= 1),
+    "spec_decode_num_drafts": ("a count >= 0", lambda v: v >= 0),
+    "spec_decode_draft_tokens": ("a count >= 0", lambda v: v >= 0),
+    "spec_decode_accepted_tokens": ("a count >= 0", lambda v: v >= 0),
+}
+
+
+def _check_spec(src: str, index: int, obj: dict) -> None:
+    """A speculative result's figures (:data:`SPEC_FIGURES`), where present and not null, must be finite numbers
+    in range; ``spec_decode_per_position_acceptance_rates`` a list of rates in [0, 1]; accepted tokens at most the
+    draft tokens (``specsim counters`` refused a rate of 1.5 or 161.2% that ``profile fit --spec`` and
+    ``import-results`` read).
+
+    Raises:
+        SpecsimInputError: naming the file, the 1-based object index and the field.
+    """
+    for key, (want, ok) in SPEC_FIGURES.items():
+        v = obj.get(key)
+        if v is not None and (_num(v) is None or not ok(v)):
+            raise SpecsimInputError(src, index, key, want, plain(v))
+    rates = obj.get("spec_decode_per_position_acceptance_rates")
+    if rates is not None:
+        if not isinstance(rates, list):
+            raise SpecsimInputError(src, index, "spec_decode_per_position_acceptance_rates", "a list of rates in "
+                                    "[0, 1] (position k's accepted drafts / drafts)", type(rates).__name__)
+        bad = next((i for i, r in enumerate(rates) if _num(r) is None or not 0 <= r <= 1), None)
+        if bad is not None:
+            raise SpecsimInputError(src, index, f"spec_decode_per_position_acceptance_rates[{bad}]", "a rate in "
+                                    "[0, 1] (position k's accepted drafts / drafts)", plain(rates[bad]))
+    acc, drafted = _num(obj.get("spec_decode_accepted_tokens")), _num(obj.get("spec_decode_draft_tokens"))
+    if acc is not None and drafted is not None and acc > drafted:
+        raise SpecsimInputError(src, index, "spec_decode_accepted_tokens", f"at most the draft tokens "
+                                f"({drafted:,.0f})", f"{acc:,.0f}")
+
+
 #: Milliseconds below which a result's ITL or step (TPOT x acceptance length) is no engine step (10,000 tokens/s for
 #: one user), and a TTFT no first token: seconds written where milliseconds belong.
 MIN_STEP_MS = 0.1
@@ -290,8 +331,8 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         SpecsimInputError: an unreadable file, malformed JSON, an object without
             ``output_throughput``, a summary figure that is not a finite number (:data:`NUMBER_KEYS`, ``*_ms``), or
             a ``--save-detailed`` list with an entry that is not a number of seconds
-            (``ttfts``, ``latencies``, ``itls``) or of tokens (``output_lens``) (naming the 1-based object index as
-            the line).
+            (``ttfts``, ``latencies``, ``itls``) or of tokens (``output_lens``), or a speculative figure out of
+            range (:func:`_check_spec`) (naming the 1-based object index as the line).
     """
     path, gpus = Path(path), _check_gpus(gpus)
     points = []
@@ -302,6 +343,7 @@ def read_vllm_result(path, gpus: int = 1, label: str | None = None) -> list[Meas
         _check_numbers(str(path), k, obj)
         _check_signs(str(path), k, obj)
         _check_detailed(str(path), k, obj)
+        _check_spec(str(path), k, obj)
         _check_units(str(path), k, obj)
         conc = obj.get("max_concurrency")
         rate = obj.get("request_rate")

@@ -172,6 +172,47 @@ def _numbers(values: object, src: str, key: str, none_ok: bool = False, nested: 
     return a if nested else a[0]
 
 
+#: How many times the slowest plausible step (:func:`slowest_plausible_step_s`) a profile's step may take before
+#: :func:`step_time_slips` asks whether its times were written in milliseconds.
+STEP_SLIP_FACTOR = 10.0
+
+
+def slowest_plausible_step_s(batch_tokens) -> np.ndarray:
+    """The slowest verify step of B tokens that a served model takes, seconds, from the bundled profiles' physics.
+
+    A weight-read term, ``min(0.75 s, 0.1 s * B**0.6)`` (a step of a few tokens reads the weights once: 91 ms for
+    Llama-2-70B on one A100 at B = 1; an MoE reads more experts as B grows, 0.67 s for DeepSeek-V3 on one H100 at
+    B = 120), plus ``0.65 ms`` of compute per token (Llama-2-70B on one A100: 2.47 s at B = 4,096). Every step of
+    every bundled profile lies under it (at most 0.91 of it, a100-llama2-70b-tp1 at B = 1).
+
+    Args:
+        batch_tokens: (n,) batch sizes B, tokens >= 1.
+
+    Returns:
+        (n,) seconds.
+    """
+    b = np.asarray(batch_tokens, dtype=float)
+    return np.minimum(0.75, 0.1 * b ** 0.6) + 0.65e-3 * b
+
+
+def step_time_slips(profile: StepTimeProfile) -> list[str]:
+    """A line naming the profile's file and its first step time above :data:`STEP_SLIP_FACTOR` times
+    :func:`slowest_plausible_step_s` (milliseconds written as seconds: 7 for a 7 ms step), asking "did you mean
+    ms?"; empty when every step is plausible. A warning, not an error: a run goes on with the times as given.
+    """
+    b, t = profile.batch_tokens, np.asarray(profile.step_time_s, dtype=float)
+    bound = STEP_SLIP_FACTOR * slowest_plausible_step_s(b)
+    over = np.flatnonzero(t > bound)
+    if not over.size:
+        return []
+    i, bi = int(over[0]), int(b[int(over[0])])
+    more = f" (and {over.size - 1} more point{'s' * (over.size > 2)})" if over.size > 1 else ""
+    return [f"{profile.source}, field 'step_time_s[{i}]': {t[i]:g} s for a step of {bi:,} token"
+            f"{'s' * (bi > 1)}{more} is more than {STEP_SLIP_FACTOR:g}x the slowest step a served model takes "
+            f"there ({bound[i] / STEP_SLIP_FACTOR:.3g} s; the slowest bundled step at one token is 91 ms, Llama-2-70B "
+            f"on one A100): did you mean ms? ({t[i]:g} ms is step_time_s = {t[i] * 1e-3:g}; step times are seconds)"]
+
+
 def profile_label(profile: StepTimeProfile) -> str:
     """A profile's name for a message: its metadata's ``name``, else its file's stem."""
     return (getattr(profile, "metadata", None) or {}).get("name") or Path(str(profile.source)).stem

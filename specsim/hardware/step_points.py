@@ -40,6 +40,10 @@ runs, predict the speculative policies), so every reader refuses input that show
       decoding), and objects lacking ``duration`` > 0, ``completed`` >= 1, ``total_input_tokens`` >= 0,
       ``total_output_tokens`` > ``completed`` or both step-time fields.
 
+guidellm JSON report (:func:`observations_from_guidellm`, ``kind="tpot"``)
+    One observation per entry of ``benchmarks``, derived as above from the fields :data:`GUIDELLM_FIELDS` maps
+    to vLLM's names (guidellm's inter-token latency is vLLM's TPOT: decode gaps only).
+
 CSV of steps or buckets (:func:`observations_from_csv`, ``kind="step"``)
     A header row, then one row per engine step or per bucket of steps. Columns: exactly one of
     ``step_time_s`` / ``step_time_ms``; ``num_requests`` (running requests) and/or ``batch_tokens`` (tokens in
@@ -93,7 +97,7 @@ from specsim.hardware.step_observation import NO_SPEC, StepObservation
 from specsim.hardware.step_prometheus import _SAMPLE, observations_from_prometheus
 
 #: ``fmt`` values of :func:`read_step_observations`.
-FORMATS = ("vllm", "csv", "prometheus", "prometheus-delta")
+FORMATS = ("vllm", "guidellm", "csv", "prometheus", "prometheus-delta")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,28 +211,105 @@ def observations_from_vllm_results(path) -> list[StepObservation]:
                      and m[key] is not None), None)
         if spec is not None:
             raise SpecsimInputError(src, k, spec, NO_SPEC + (": give a speculative run to --spec (with "
-                                    "--num-spec-tokens: the file has no draft counts)" if spec in SPEC_KEYS else ""), plain(m[spec]))
-        conc = _concurrency(m, src, k)
-        duration = _field(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
-        completed = _field(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
-        tin = _field(m, "total_input_tokens", src, k, "a count >= 0", lambda v: v >= 0)
-        tout = _field(m, "total_output_tokens", src, k, f"a count > completed ({completed:g}: some decode)",
-                      lambda v: v > completed)
-        step_s = _step_time_s(m, src, k)
-        r = (tout - completed) * step_s / duration          # Little's law: decode time summed / duration
-        label = load_label(m)
-        if conc is not None and r > R_OVER_CONCURRENCY * conc:
-            raise SpecsimInputError(src, k, "mean_itl_ms", f"a run whose decode time fits its {conc:g} users "
-                                    f"(Little's law gives R = {r:.4g} running requests, over {R_OVER_CONCURRENCY:g}x "
-                                    "max_concurrency): a run that speculated (give it to --spec) or times not in "
-                                    "milliseconds", f"{step_s * 1e3:g} ms per step")
-        if conc is not None and r > conc:
-            label += f" (R {r:.4g} clipped to {conc:g})"
-            r = conc
-        b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
-        out.append(StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
-                                   label, ttft_s=_ttft_s(m, src, k), prompt_tokens=tin / completed,
-                                   concurrency=_closed_loop(m, conc)))
+                                    "--num-spec-tokens: the file has no draft counts)" if spec in SPEC_KEYS else ""),
+                                    plain(m[spec]))
+        out.append(_observation(m, src, k))
+    return out
+
+
+def _observation(m: dict, src: str, k: int) -> StepObservation:
+    """One no-speculation observation from a run's summary under ``vllm bench serve``'s names (module docstring).
+
+    Raises:
+        SpecsimInputError: a missing or bad field, naming object ``k`` and the field.
+    """
+    conc = _concurrency(m, src, k)
+    duration = _field(m, "duration", src, k, "a number > 0 (seconds)", lambda v: v > 0)
+    completed = _field(m, "completed", src, k, "a count >= 1", lambda v: v >= 1)
+    tin = _field(m, "total_input_tokens", src, k, "a count >= 0", lambda v: v >= 0)
+    tout = _field(m, "total_output_tokens", src, k, f"a count > completed ({completed:g}: some decode)",
+                  lambda v: v > completed)
+    step_s = _step_time_s(m, src, k)
+    r = (tout - completed) * step_s / duration          # Little's law: decode time summed / duration
+    label = load_label(m)
+    if conc is not None and r > R_OVER_CONCURRENCY * conc:
+        raise SpecsimInputError(src, k, "mean_itl_ms", f"a run whose decode time fits its {conc:g} users "
+                                f"(Little's law gives R = {r:.4g} running requests, over {R_OVER_CONCURRENCY:g}x "
+                                "max_concurrency): a run that speculated (give it to --spec) or times not in "
+                                "milliseconds", f"{step_s * 1e3:g} ms per step")
+    if conc is not None and r > conc:
+        label += f" (R {r:.4g} clipped to {conc:g})"
+        r = conc
+    b = r + tin * step_s / duration                     # + prefill tokens per step (chunked prefill)
+    return StepObservation(r, b, tin / completed + tout / completed / 2.0, step_s, src, k, "tpot",
+                           label, ttft_s=_ttft_s(m, src, k), prompt_tokens=tin / completed,
+                           concurrency=_closed_loop(m, conc))
+
+
+#: The guidellm report field each ``vllm bench serve`` name of :func:`_observation` is read from (per benchmark;
+#: distributions are their ``successful`` requests').
+GUIDELLM_FIELDS = {"duration": "end_time - start_time", "completed": "request_totals.successful",
+                   "total_input_tokens": "metrics.prompt_token_count.successful.total_sum",
+                   "total_output_tokens": "metrics.output_token_count.successful.total_sum",
+                   "mean_tpot_ms": "metrics.inter_token_latency_ms.successful.mean",
+                   "mean_itl_ms": "metrics.inter_token_latency_ms.successful.mean",
+                   "mean_ttft_ms": "metrics.time_to_first_token_ms.successful.mean",
+                   "max_concurrency": "args.strategy.streams"}
+
+
+def _guidellm_summary(bench: dict) -> dict:
+    """One guidellm benchmark's figures under the ``vllm bench serve`` names :func:`_observation` reads
+    (:data:`GUIDELLM_FIELDS`): guidellm's inter-token latency of a request, (latency - TTFT) / (output - 1), is
+    vLLM's TPOT; a ``concurrent`` strategy of N streams is ``max_concurrency`` N (a closed loop), ``synchronous``
+    one stream, a ``constant`` or ``poisson`` one its ``rate`` (open loop), ``throughput`` an unlimited rate."""
+    m = bench.get("metrics") if isinstance(bench.get("metrics"), dict) else {}
+
+    def stat(name: str, key: str):
+        dist = m.get(name)
+        dist = dist.get("successful") if isinstance(dist, dict) else None
+        return dist.get(key) if isinstance(dist, dict) else None
+    start, end = bench.get("start_time"), bench.get("end_time")
+    timed = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (start, end))
+    totals = bench.get("request_totals") if isinstance(bench.get("request_totals"), dict) else {}
+    args = bench.get("args") if isinstance(bench.get("args"), dict) else {}
+    strategy = args.get("strategy") if isinstance(args.get("strategy"), dict) else {}
+    kind = strategy.get("type_") or strategy.get("type")
+    streams = 1 if kind == "synchronous" else strategy.get("streams")
+    rate = strategy.get("rate") if kind in ("constant", "poisson") else float("inf")
+    return {"duration": end - start if timed else None, "completed": totals.get("successful"),
+            "total_input_tokens": stat("prompt_token_count", "total_sum"),
+            "total_output_tokens": stat("output_token_count", "total_sum"),
+            "mean_tpot_ms": stat("inter_token_latency_ms", "mean"),
+            "mean_ttft_ms": stat("time_to_first_token_ms", "mean"), "max_concurrency": streams, "request_rate": rate}
+
+
+def observations_from_guidellm(path) -> list[StepObservation]:
+    """Step-time observations from a guidellm JSON report: one per entry of ``benchmarks``, derived as for a
+    ``vllm bench serve`` result (module docstring) from the fields :data:`GUIDELLM_FIELDS` lists.
+
+    guidellm does not say whether the server speculated: give it runs without speculative decoding (a run that
+    did shows a Little's-law R above its streams, refused as for vLLM's results).
+
+    Raises:
+        SpecsimInputError: no ``benchmarks`` list, or a benchmark missing a field or holding a bad one (naming its
+            1-based index as the line and the guidellm field).
+    """
+    from dataclasses import replace as with_field
+    from specsim.hardware.measured import _json_objects
+
+    src = str(path)
+    benches = _json_objects(Path(path))[0].get("benchmarks")
+    if not isinstance(benches, list) or not benches:
+        raise SpecsimInputError(src, None, "benchmarks", "a non-empty list (a guidellm JSON report)",
+                                type(benches).__name__)
+    out = []
+    for k, bench in enumerate(benches, start=1):
+        if not isinstance(bench, dict):
+            raise SpecsimInputError(src, k, "benchmarks", "a benchmark object", type(bench).__name__)
+        try:
+            out.append(_observation(_guidellm_summary(bench), src, k))
+        except SpecsimInputError as e:
+            raise with_field(e, field=GUIDELLM_FIELDS.get(e.field, e.field)) from None
     return out
 
 
@@ -397,8 +478,19 @@ def observations_from_csv(path) -> list[StepObservation]:
 # Dispatch (the Prometheus reader: specsim.hardware.step_prometheus)
 
 
+def _is_guidellm(path: Path) -> bool:
+    """Whether a JSON file is a guidellm report (its object has ``benchmarks``; a file that does not read as JSON
+    is left to the vLLM reader, which names the problem)."""
+    from specsim.hardware.measured import _json_objects
+    try:
+        return "benchmarks" in _json_objects(path)[0]
+    except SpecsimInputError:
+        return False
+
+
 def detect_format(path) -> str:
-    """``"vllm"``, ``"csv"`` or ``"prometheus"`` for one file: by suffix, else by its first non-blank text.
+    """``"vllm"``, ``"guidellm"``, ``"csv"`` or ``"prometheus"`` for one file: by suffix (a JSON object with
+    ``benchmarks`` is a guidellm report), else by its first non-blank text.
 
     Raises:
         SpecsimInputError: an unreadable file, or one that is none of them.
@@ -406,7 +498,7 @@ def detect_format(path) -> str:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in (".json", ".jsonl"):
-        return "vllm"
+        return "guidellm" if _is_guidellm(p) else "vllm"
     if suffix == ".csv":
         return "csv"
     if suffix == ".prom":
@@ -417,14 +509,14 @@ def detect_format(path) -> str:
         raise SpecsimInputError(str(p), None, None, "a readable UTF-8 file", str(e)) from None
     first = head.splitlines()[0] if head else ""
     if head.startswith(("{", "[")):
-        return "vllm"
+        return "guidellm" if _is_guidellm(p) else "vllm"
     sample = _SAMPLE.match(first)
     if first.startswith("#") or sample and re.fullmatch(r"[+-]?(\d[\d.eE+-]*|\.\d+|Inf|NaN)", sample.group(3)):
         return "prometheus"
     if "step_time_s" in first or "step_time_ms" in first:
         return "csv"
-    raise SpecsimInputError(str(p), 1, None, "a vllm bench serve result (.json), a step CSV (.csv, with "
-                            "step_time_s or step_time_ms) or a Prometheus dump (.prom)", repr(first[:60]))
+    raise SpecsimInputError(str(p), 1, None, "a vllm bench serve result or guidellm report (.json), a step CSV "
+                            "(.csv, with step_time_s or step_time_ms) or a Prometheus dump (.prom)", repr(first[:60]))
 
 
 def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObservation]:
@@ -463,7 +555,8 @@ def read_step_observations(paths, *, fmt: str | None = None) -> list[StepObserva
     return [replace(o, label=f"{o.label} ({Path(o.source).name})") if len(files[o.label]) > 1 else o for o in out]
 
 
-_READERS = {"vllm": observations_from_vllm_results, "csv": observations_from_csv,
+_READERS = {"vllm": observations_from_vllm_results, "guidellm": observations_from_guidellm,
+            "csv": observations_from_csv,
             "prometheus": observations_from_prometheus}
 
 

@@ -126,5 +126,9 @@ def test_measured_profile_is_a_valid_profile(tiny):
     target = load_target("tiny")
     prof = measure_profile(target, (1, 8, 32), context_tokens=32, repeats=2)
     assert prof.metadata["kind"] == "measured"
-    assert np.all(np.diff(prof.step_time_s) >= 0) and prof.step_time(4) > 0
+    # points kept as measured (no monotone envelope: one slow run no longer lifts every larger B), so only their
+    # sign is asserted here; the warnings about a falling curve are tested on a fake clock (test_measure_profile.py)
+    assert np.all(np.isfinite(prof.step_time_s)) and np.all(prof.step_time_s > 0) and prof.step_time(4) > 0
+    assert prof.metadata["statistic"] == "median of 2 interleaved rounds after one warm-up"
+    assert isinstance(prof.metadata["timing_warnings"], list)
     assert prof.kv_read_s_per_token >= 0

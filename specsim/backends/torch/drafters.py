@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specsim.backends.torch.models import rms_norm
+from specsim.backends.torch.models import checkpoint_problem, read_checkpoint, rms_norm
 
 FAMILIES = ("autoregressive", "parallel", "semi-autoregressive")
 
@@ -317,12 +317,13 @@ def load_drafter(path, target, dtype: torch.dtype = torch.float32) -> _Base:
         specsim.errors.SpecsimInputError: missing or malformed file, or a target mismatch.
     """
     from specsim.errors import SpecsimInputError
+    what = "a drafter checkpoint for this target (written by specsim torch train)"
+    ck = read_checkpoint(path, what)
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
         d = make_drafter(ck["family"], target, **ck["config"])
         d.load_state_dict({k: v.to(dtype) if v.is_floating_point() else v for k, v in ck["state"].items()})
-    except (OSError, KeyError, RuntimeError, ValueError) as e:
-        raise SpecsimInputError(str(path), None, None, "a drafter checkpoint for this target", str(e)[:100]) from None
+    except (KeyError, TypeError, AttributeError, RuntimeError, ValueError) as e:
+        raise SpecsimInputError(str(path), None, None, what, checkpoint_problem(e)) from None
     d.meta = ck.get("meta", {})
     return d.to(dtype).eval().requires_grad_(False)
 

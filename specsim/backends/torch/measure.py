@@ -1,7 +1,8 @@
 """Measurements with real models: step-time profiles, per-position acceptance curves, calibration, plots.
 
 * :func:`measure_profile`: the target's verify-step time on this machine as a
-  :class:`~specsim.hardware.profile.StepTimeProfile` (median of repeated forwards of B tokens), plus a
+  :class:`~specsim.hardware.profile.StepTimeProfile` (median of repeated forwards of B tokens, taken in
+  interleaved rounds, kept as measured, with warnings where the repeats disagree or the curve falls), plus a
   per-context-token term: this backend has no KV cache, so every step recomputes each request's prefix;
   ``kv_read_s_per_token`` is the measured slope of step time in context tokens.
 * :func:`acceptance_curves`: the small-scale version of the DSpark paper's Fig. 2 (§4.3.1): run each drafter
@@ -26,42 +27,68 @@ from specsim.hardware.profile import StepTimeProfile
 from specsim.policies import make_policy
 
 
-def _time_forward(target, num_tokens: int, repeats: int, vocab: int) -> float:
-    ids = torch.randint(0, vocab, (1, num_tokens), generator=torch.Generator().manual_seed(num_tokens))
-    times = []
+def _time_rounds(target, sizes: list[int], repeats: int, vocab: int) -> list[list[float]]:
+    """Timed forwards of each size in ``sizes`` (tokens), seconds: one warm-up each, then ``repeats`` rounds that
+    each time every size once, so a burst of load on a shared machine costs one run of several sizes, never
+    every run of one size."""
+    ids = [torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(n)) for n in sizes]
+    samples: list[list[float]] = [[] for _ in sizes]
     with torch.no_grad():
-        target(ids)                                                    # warm-up
+        for x in ids:
+            target(x)                                                  # warm-up
         for _ in range(repeats):
-            t0 = time.perf_counter()
-            target(ids)
-            times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+            for x, times in zip(ids, samples):
+                t0 = time.perf_counter()
+                target(x)
+                times.append(time.perf_counter() - t0)
+    return samples
+
+
+#: The statistics a measured point may take over its repeats: ``median`` (a step's typical time) or ``min`` (the
+#: least disturbed run: on a busy machine most runs may be slowed, and no run is ever sped up).
+STATISTICS = {"median": np.median, "min": np.min}
 
 
 def measure_profile(target, batch_tokens=(1, 2, 4, 8, 16, 32, 64), context_tokens: int = 64,
-                    repeats: int = 3) -> StepTimeProfile:
+                    repeats: int = 5, statistic: str = "median") -> StepTimeProfile:
     """Measure the target's step time at each verification batch size B on this machine.
+
+    Each point is the ``statistic`` of ``repeats`` runs taken in interleaved rounds (:func:`_time_rounds`); points are
+    kept as measured (a monotone envelope would carry one slow run to every larger B). Pin torch's threads
+    first (``torch.set_num_threads(1)``, as ``specsim torch profile`` and ``specsim replay`` do) on a shared
+    machine.
 
     Args:
         target: a target model.
         batch_tokens: B grid (tokens per forward), increasing.
         context_tokens: extra prefix tokens used to fit the per-context-token slope.
-        repeats: timed repetitions per point (median kept).
+        repeats: timed repetitions per point, >= 1.
+        statistic: a name in :data:`STATISTICS`, what each point keeps of its repeats.
+
+    Raises:
+        SpecsimInputError: an unknown ``statistic``.
 
     Returns:
         a ``linear``-lookup profile with ``kv_read_s_per_token`` = slope of time in context tokens
-        (kind "measured", with the machine's torch thread count in the metadata).
+        (kind "measured"; the metadata holds the torch thread count, the statistic and ``timing_warnings``:
+        :func:`specsim.hardware.measure.timing_warnings` of the repeats, empty when the curve looks physical).
     """
+    from specsim.errors import SpecsimInputError
+    from specsim.hardware.measure import timing_warnings
+    if statistic not in STATISTICS:
+        raise SpecsimInputError(None, None, "statistic", f"one of {sorted(STATISTICS)}", repr(statistic))
     b = [int(x) for x in batch_tokens]
     vocab = int(target.vocab_size)
-    t = [_time_forward(target, x, repeats, vocab) for x in b]
-    t_ctx = _time_forward(target, b[-1] + context_tokens, repeats, vocab)
+    samples = _time_rounds(target, b + [b[-1] + context_tokens], repeats, vocab)
+    med = [float(STATISTICS[statistic](s)) for s in samples]
+    t, t_ctx = np.maximum(med[:-1], 1e-6), med[-1]
     slope = max(0.0, (t_ctx - t[-1]) / context_tokens)
-    t = np.maximum.accumulate(np.maximum(t, 1e-6))                      # timing noise: keep it monotone
     return StepTimeProfile(np.array(b), t, lookup="linear", kv_read_s_per_token=slope, extrapolate="linear",
                            metadata={"kind": "measured", "model": getattr(target, "name", "target"),
                                      "engine": "specsim torch backend (no KV cache; prefix recomputed)",
                                      "device": "cpu", "threads": torch.get_num_threads(),
+                                     "statistic": f"{statistic} of {repeats} interleaved rounds after one warm-up",
+                                     "timing_warnings": timing_warnings(b, samples[:-1]),
                                      "date": time.strftime("%Y-%m-%d"),
                                      "source": "specsim.backends.torch.measure.measure_profile"},
                            source="<measured>")

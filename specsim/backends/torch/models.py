@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import pickle
 from pathlib import Path
 
 import torch
@@ -163,12 +164,13 @@ class TinyTarget(nn.Module):
         Raises:
             SpecsimInputError: missing or malformed file.
         """
+        what = "a tiny-target checkpoint (written by specsim torch train-target)"
+        ck = read_checkpoint(path, what)
         try:
-            ck = torch.load(path, map_location="cpu", weights_only=True)
             model = TinyCausalLM(**ck["config"])
             model.load_state_dict(ck["state"])
-        except (OSError, KeyError, RuntimeError) as e:
-            raise SpecsimInputError(str(path), None, None, "a tiny-target checkpoint", str(e)[:80]) from None
+        except (KeyError, TypeError, RuntimeError, ValueError) as e:
+            raise SpecsimInputError(str(path), None, None, what, checkpoint_problem(e)) from None
         t = cls(model.to(dtype).eval())
         t.requires_grad_(False)
         return t
@@ -270,6 +272,41 @@ def load_hf_target(path: str | None = None, gguf_file: str | None = None,
     return HFTarget(model, tok, name=name if gguf_file is None or name != "hf" else gguf_file)
 
 
+def read_checkpoint(path, what: str) -> dict:
+    """The dict a specsim ``.pt`` checkpoint holds (``torch.load``, weights only, on the CPU).
+
+    Args:
+        path: the checkpoint file.
+        what: what the file should be, in words (the error's "expected").
+
+    Raises:
+        SpecsimInputError: naming ``path``: a missing or unreadable file, an empty or truncated one, one
+            ``torch.load`` cannot unpickle (not a torch checkpoint, or a corrupt one), or one that holds
+            something other than a dict.
+    """
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:
+        raise SpecsimInputError(str(path), None, None, what, checkpoint_problem(e)) from None
+    if not isinstance(ck, dict):
+        raise SpecsimInputError(str(path), None, None, what, f"a torch file holding a {type(ck).__name__}")
+    return ck
+
+
+def checkpoint_problem(e: BaseException) -> str:
+    """What went wrong reading a checkpoint, in a few words (the "got" of its :class:`SpecsimInputError`)."""
+    if isinstance(e, pickle.UnpicklingError):
+        return "a file torch.load cannot unpickle (not a torch checkpoint, or a corrupt one)"
+    if isinstance(e, EOFError):
+        return "an empty or truncated file"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    if isinstance(e, KeyError):
+        return f"no {e} entry"
+    first = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}"[:120]
+
+
 # ---------------------------------------------------------------------------------- table target
 
 class TableTarget(nn.Module):
@@ -315,5 +352,5 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-__all__ = ["CharTokenizer", "HFTarget", "TableTarget", "TinyCausalLM", "TinyTarget", "count_parameters",
-           "load_hf_target", "rms_norm", "smollm2_gguf_path"]
+__all__ = ["CharTokenizer", "HFTarget", "TableTarget", "TinyCausalLM", "TinyTarget", "checkpoint_problem",
+           "count_parameters", "load_hf_target", "read_checkpoint", "rms_norm", "smollm2_gguf_path"]

@@ -441,12 +441,14 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
     Raises:
         SpecsimInputError: neither or both of fit_logs / fit_seed, a fitting run identical to the replay
             (same seed and policy), fit_logs equal to the replay's own log, a prompt + output longer than
-            the target's context, bad names or files.
+            the target's context, ``gamma`` beyond the drafter's block length or a temperature not > 0
+            (:func:`specsim.backends.torch.workflow.check_decoding`), bad names or files.
     """
     import torch
 
     from specsim.backends.torch.measure import measure_profile
-    from specsim.backends.torch.workflow import BUNDLED, load_drafters, load_target
+    from specsim.backends.torch.workflow import BUNDLED, check_decoding, load_drafters, load_target, max_context
+    from specsim.policies import make_policy
     from specsim.acceptance.fitting import write_fit
     from specsim.hardware.profile import load_profile, save_profile
     from specsim.acceptance.steplog import read_step_log
@@ -471,7 +473,9 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
             raise SpecsimInputError("--drafter-ckpt", None, "drafter_ckpt", "a checkpoint for this target", "none")
         drafter_ckpt = BUNDLED / "tiny" / "dspark.pt"
     drafter = next(iter(load_drafters(target, [Path(drafter_ckpt)]).values()))
-    max_len = _max_context(target)
+    for name in [policy] + ([fit_policy] if fit_seed is not None else []):
+        check_decoding(drafter, drafter_ckpt, make_policy(name, gamma=gamma), gamma, greedy, temperature)
+    max_len = max_context(target)
     need = np.asarray(trace.prompt_tokens) + np.asarray(trace.output_tokens) + gamma + 1
     if max_len and need.max() > max_len:
         i = int(np.argmax(need > max_len))
@@ -491,6 +495,8 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
         say("measuring the target's step-time profile")
         grid = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= max(8, max_batch * (gamma + 1))]
         profile = measure_profile(target, grid, repeats=5)
+        for w in profile.metadata["timing_warnings"]:
+            say(f"warning: {w}")
     save_profile(profile, out / "profile.json")
     sim_drafter = SIM_DRAFTER.get(drafter.family, "dspark")
 
@@ -542,14 +548,6 @@ def run_replay(trace, policy: str, out: Path, target_spec: str = "tiny", drafter
               "comparison": table.to_dict(orient="records")}
     (out / "report.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
     return report
-
-
-def _max_context(target) -> int | None:
-    """The target's context length in tokens (tiny: its position table; HF: max_position_embeddings)."""
-    cfg = getattr(getattr(target, "model", None), "config", None)
-    if isinstance(cfg, dict):
-        return int(cfg.get("max_len") or 0) or None
-    return int(getattr(cfg, "max_position_embeddings", 0) or 0) or None
 
 
 def _save_run(run: ReplayRun, d: Path) -> None:

@@ -113,21 +113,98 @@ def resolve_run_profile(target, profile: str):
     return measure_profile(target) if profile == "measure" else resolve_profile(profile)
 
 
+def max_context(target) -> int | None:
+    """The target's context length in tokens (tiny: its position table; HF: max_position_embeddings), or None."""
+    cfg = getattr(getattr(target, "model", None), "config", None)
+    if isinstance(cfg, dict):
+        return int(cfg.get("max_len") or 0) or None
+    return int(getattr(cfg, "max_position_embeddings", 0) or 0) or None
+
+
+def check_decoding(drafter, drafter_path, pol, gamma: int, greedy: bool, temperature: float) -> None:
+    """Check the options of a real-model decode before any decoding (the CLI's checks of ``SpecDecoder``'s).
+
+    Args:
+        drafter: the loaded drafter, or None; drafter_path: its ``--drafter-ckpt`` file (for the message).
+        pol: the policy object; gamma: ``--gamma``; greedy, temperature: ``--greedy`` and ``--temperature``.
+
+    Raises:
+        SpecsimInputError: naming the option: a speculating policy without ``--drafter-ckpt``, ``--gamma``
+            outside 1..the drafter's block length, or ``--temperature`` not > 0 when sampling.
+    """
+    if getattr(pol, "drafter", None) != "none" and drafter is None:
+        raise SpecsimInputError("--drafter-ckpt", None, None, f"a drafter checkpoint (.pt, from specsim torch train) "
+                                f"for policy '{pol.name}' (only --policy none decodes without one)", "none")
+    top = drafter.gamma if drafter is not None else None
+    if gamma < 1 or (top is not None and gamma > top):
+        where = f" (the block length drafter {drafter_path} was trained with)" if top is not None else ""
+        raise SpecsimInputError("--gamma", None, None, f"1..{top}{where}" if top else "an integer >= 1", str(gamma))
+    if not greedy and not temperature > 0:
+        raise SpecsimInputError("--temperature", None, None, "a sampling temperature > 0 (or --greedy)",
+                                str(temperature))
+
+
+def check_context(target, need_tokens: int, fields: str, source: str,
+                  total: str = "prompt + output + gamma + 1") -> None:
+    """Refuse a forward longer than the target's context: ``need_tokens`` must fit ``max_context(target)``.
+
+    Args:
+        need_tokens: the longest forward's tokens; for decoding prompt + output + gamma + 1 (the last verify step).
+        fields, source: the options that add up to it and the command (for the message); total: the sum in words.
+
+    Raises:
+        SpecsimInputError: naming ``source`` and ``fields``.
+    """
+    top = max_context(target)
+    if top and need_tokens > top:
+        raise SpecsimInputError(source, None, fields, f"{total} <= {top} tokens (the target's context length)",
+                                str(need_tokens))
+
+
+def read_sts_temperatures(path, gamma: int) -> list[float]:
+    """The STS temperatures of ``temperatures.json`` (``specsim calibrate``'s output), one per draft position.
+
+    Args:
+        path: the file; gamma: the draft positions the run scores (at least that many temperatures needed).
+
+    Raises:
+        SpecsimInputError: naming the file: unreadable, not JSON, no ``temperatures`` list, fewer than
+            ``gamma`` values, or a value that is not a number > 0.
+    """
+    try:
+        temps = json.loads(Path(path).read_text())["temperatures"]
+    except (OSError, KeyError, TypeError, json.JSONDecodeError) as e:
+        raise SpecsimInputError(str(path), None, "temperatures", "a temperatures.json (specsim calibrate's output)",
+                                str(e)[:60]) from None
+    ok = isinstance(temps, list) and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0
+                                         for t in temps)
+    if not ok or len(temps) < gamma:
+        raise SpecsimInputError(str(path), None, "temperatures", f"{gamma} numbers > 0, one per draft position "
+                                f"of --gamma {gamma} (fit them with specsim calibrate at that gamma)",
+                                json.dumps(temps)[:80])
+    return [float(t) for t in temps]
+
+
 def decode_run(target, drafter, policy: str, gamma: int, threshold: float, num_prompts: int, prompt_tokens: int,
                max_new_tokens: int, greedy: bool, temperature: float, seed: int, profile: str = "measure",
-               sts_path: Path | None = None):
-    """Decode corpus prompts under a policy. Returns (summary dict, step log, generated texts)."""
+               sts_path: Path | None = None, drafter_path: Path | None = None):
+    """Decode corpus prompts under a policy. Returns (summary dict, step log, generated texts).
+
+    Raises:
+        SpecsimInputError: a bad option (:func:`check_decoding`, :func:`check_context`), policy, profile or
+            STS file (:func:`read_sts_temperatures`).
+    """
     from specsim.backends.torch.decode import SpecDecoder
     from specsim.policies import make_policy, policy_knobs
-    prof = resolve_run_profile(target, profile)
-    temps = None
-    if sts_path is not None:
-        try:
-            temps = json.loads(Path(sts_path).read_text())["temperatures"]
-        except (OSError, KeyError, json.JSONDecodeError) as e:
-            raise SpecsimInputError(str(sts_path), None, "temperatures", "a temperatures.json", str(e)[:60]) from None
     knobs = {"threshold": threshold} if "threshold" in policy_knobs(policy) else {}   # unknown knobs are errors
     pol = make_policy(policy, gamma=gamma, **knobs)
+    check_decoding(drafter, drafter_path, pol, gamma, greedy, temperature)
+    check_context(target, prompt_tokens + max_new_tokens + gamma + 1, "--prompt-tokens + --max-new-tokens",
+                  "specsim torch decode")
+    forced = getattr(pol, "gamma", None)                     # mtp1 scores one position whatever --gamma says
+    temps = None if sts_path is None else read_sts_temperatures(sts_path, gamma if forced is None
+                                                                else min(gamma, int(forced)))
+    prof = resolve_run_profile(target, profile)
     dec = SpecDecoder(target, drafter, pol, prof, gamma=gamma, greedy=greedy, temperature=temperature, seed=seed,
                       sts_temperatures=temps)
     prompts = corpus_prompts(target, num_prompts, prompt_tokens, seed)
