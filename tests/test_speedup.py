@@ -167,7 +167,28 @@ def test_queued_and_short_window_points_are_noted_not_flagged():
         if r["config"]["policy"] == "static" and r["config"]["load"]["value"] == 128:
             r["summary"]["mean_waiting_requests"] = 51.0          # 40% of 128 users waited for admission
     t = speedup_table(recs).set_index("load")
-    assert t.loc[128, "curve_notes"] == ["queued"] and t.loc[128, "curve_flags"] == [] and t.loc[64, "curve_notes"] == []
+    assert t.loc[128, "curve_notes"] == ["queued"] and t.loc[128, "curve_flags"] == []
+    assert t.loc[64, "curve_notes"] == []
     from specsim.cli.speedup_cmd import speedup_text
     text = speedup_text(speedup_table(recs), width=250)
     assert "0.90x " in text and "requests queue: static" in text
+
+
+def test_a_load_the_baseline_did_not_run_has_no_ratio_and_the_crossover_skips_it():
+    recs = [r for r in records() if not (r["config"]["policy"] == "none" and r["config"]["load"]["value"] == 64)]
+    t = speedup_table(recs).set_index("load")
+    assert math.isnan(t.loc[64, "throughput_speedup"]) and t.loc[64, "num_seeds"] == 0
+    assert t.loc[64, "throughput_verdict"] == "baseline not swept at this load"
+    c = t.attrs["crossovers"].iloc[0]          # between 16 (1.5) and 128 (0.9): 16 + 112 * 0.5 / 0.6
+    assert c["between"] == [16.0, 128.0] and c.crossover_load == pytest.approx(16 + 112 * 0.5 / 0.6)
+
+
+def test_cli_names_a_missing_baseline_and_exits_2(tmp_path, monkeypatch, capsys):
+    from helpers import run_cli
+    from specsim.sweep.store import write_record
+
+    for r in records():
+        write_record(tmp_path / "d", r)
+    code = run_cli(["speedup", str(tmp_path / "d"), "--baseline", "mtp1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "mtp1" in err and "static" in err

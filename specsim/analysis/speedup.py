@@ -47,7 +47,8 @@ X = "mean_tps_per_user"
 Y = "output_throughput_per_gpu"
 
 #: Crossover statuses (:func:`crossovers`).
-CROSSES, NEVER_BELOW, BELOW_AT_LIGHTEST = "crosses", "none within the swept loads", "below 1 already at the lightest load"
+CROSSES, NEVER_BELOW = "crosses", "none within the swept loads"
+BELOW_AT_LIGHTEST = "below 1 already at the lightest load"
 
 #: Columns of :func:`speedup_table`, in order.
 COLUMNS = ("folder", "curve", "label", "policy", "drafter", "gamma", "mode", "load", "num_seeds",
