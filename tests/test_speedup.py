@@ -87,9 +87,10 @@ def test_seed_means_spread_and_paired_verdict():
         assert tab.loc[load, "throughput_speedup"] == pytest.approx(a.mean() / b.mean())
         assert tab.loc[load, "throughput_speedup_std"] == pytest.approx(np.std(a / b, ddof=1))
         assert tab.loc[load, "num_seeds"] == 3
-    assert tab.loc[1, "throughput_verdict"].startswith("holds (") and "3 seeds" in tab.loc[1, "throughput_verdict"]
-    # a slow-down is tested on its side of 1: at 128, none leads in every seed
-    assert tab.loc[128, "throughput_verdict"].startswith(("holds", "within noise"))
+    verdict = tab.loc[1, "throughput_verdict"]
+    assert verdict.startswith("above 1: holds (") and "3 seeds" in verdict
+    # a slow-down is tested on its side of 1: at 128, none leads in every seed by 400 +- 20 tok/s/GPU
+    assert tab.loc[128, "throughput_verdict"].startswith("below 1: holds (")
 
 
 def test_labels_name_drafter_and_gamma_and_folders_sit_in_one_table():

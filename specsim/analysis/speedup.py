@@ -12,8 +12,8 @@ speculation gain, and where does it stop paying?". The rules:
   same mode and load; NaN where the baseline has no common seed there.
 * Spread over seeds (two or more common seeds): ``throughput_speedup_std``, the standard deviation (ddof 1) of the
   per-seed ratios, and ``throughput_verdict``, the paired rule of :mod:`specsim.analysis.significance` applied on the
-  side of 1 the ratio lies (a speed-up tested as curve > baseline, a slow-down as baseline > curve): ``holds
-  (p=..., 3 seeds)`` says that side of 1 holds over the seeds.
+  side of 1 the ratio lies (a speed-up tested as curve > baseline, a slow-down as baseline > curve): ``above 1:
+  holds (p=..., 3 seeds)`` says the speed-up holds over the seeds, ``below 1: ...`` the slow-down.
 * Flags: a point whose figures measure something other than the policy (thrashing, prefill-bound, think-bound, cut
   off, an overloaded open loop: :func:`specsim.analysis.sweep_tables.flagged_points`) is listed in ``curve_flags`` /
   ``baseline_flags``; ``both_flagged`` says the ratio divides one flagged point by another. ``curve_notes`` /
@@ -96,7 +96,8 @@ def _ratio_row(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, 
     ratio = float(ya.mean() / yb.mean())
     std = float(np.std(ya / yb, ddof=1)) if len(seeds) > 1 and (yb > 0).all() else math.nan
     m = paired_margin(ya, yb) if ratio >= 1 else paired_margin(yb, ya)
-    return ratio, std, m.verdict
+    side = "" if len(seeds) < 2 else "above 1: " if ratio >= 1 else "below 1: "
+    return ratio, std, side + m.verdict
 
 
 def _folder_rows(recs: list[dict[str, Any]], folder: str, baseline: str) -> list[dict[str, Any]]:
@@ -161,12 +162,14 @@ def speedup_table(folders: str | Path | list[dict[str, Any]] | Sequence[str | Pa
         lists of kinds. ``attrs["baseline"]``: ``baseline``; ``attrs["crossovers"]``: :func:`crossovers` of it.
 
     Raises:
-        SpecsimInputError: a folder without a successful point, with several scenarios, or without the
-            baseline curve (naming the folder); ``names`` of another length than ``folders``.
+        SpecsimInputError: no folder, a folder without a successful point, with several scenarios, or without
+            the baseline curve (naming the folder); ``names`` of another length than ``folders``.
     """
     many = not (isinstance(folders, (str, Path)) or (isinstance(folders, list) and folders
                                                      and isinstance(folders[0], dict)))
     sources = list(folders) if many else [folders]
+    if not sources:
+        raise SpecsimInputError(None, None, "folders", "at least one sweep folder or list of records", "none")
     if names is not None and len(names) != len(sources):
         raise SpecsimInputError(None, None, "names", f"one name per folder ({len(sources)})", str(len(names)))
     rows: list[dict[str, Any]] = []

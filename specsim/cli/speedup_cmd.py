@@ -83,7 +83,7 @@ def speedup_text(tab, width: int | None = None) -> str:
               f"TPS/user over {base}'s; both of seed means over the seeds both ran. Crossover: the load where the "
               "throughput speed-up falls below 1, linear in the load between the two swept loads that bracket it."
               + (" +-std: the standard deviation of the per-seed ratios; verdict: the paired t-test of compare on "
-                 "the side of 1 the ratio lies (holds: that side holds over the seeds; 3 seeds or more)."
+                 "the side of 1 the ratio lies (above 1: holds: the speed-up holds over the seeds; 3 seeds or more)."
                  if multi else ""),
               "* one of the two points is flagged, ** both are (a ratio of two flagged points): thrashing, "
               "prefill-bound, think-bound, cut off or overloaded points measure something other than the policy "
