@@ -9,7 +9,9 @@ imported here, so the CLI renders before one is loaded.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Integral, Real
+from pathlib import Path
 
 #: What a missing or non-finite value prints as.
 MISSING = "-"
@@ -248,3 +250,20 @@ def and_list(items) -> str:
     """Words joined as a sentence lists them: ``"a"``, ``"a and b"``, ``"a, b and c"`` (``""`` for none)."""
     items = [str(i) for i in items]
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+def folder_titles(folders: Sequence[str | Path]) -> list[str]:
+    """One panel title per sweep folder: its name (``runs/a`` -> ``a``), or where several folders share a name, as
+    many of its trailing path parts as tell it apart (``x/sweep``, ``y/sweep``); the same folder given twice is
+    numbered (``a``, ``a (2)``)."""
+    parts = [Path(f).parts or (str(f),) for f in folders]
+    titles = []
+    for p in parts:
+        k = 1
+        while k < len(p) and sum(q[-k:] == p[-k:] for q in set(parts)) > 1:     # one folder twice: one name
+            k += 1
+        titles.append("/".join(p[-k:]))
+    seen: dict[str, int] = {}
+    for i, t in enumerate(titles):
+        seen[t] = seen.get(t, 0) + 1
+        titles[i] = t if seen[t] == 1 else f"{t} ({seen[t]})"
+    return titles

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specsim import fmt
 from specsim.analysis import plots
 from specsim.analysis.results import MeasuredPoint
 from conftest import REPO
@@ -124,8 +125,8 @@ def test_frontier_figure_takes_a_list_of_sweep_folders_titled_by_their_names(tmp
     assert [ax.get_title().split(":")[0] for ax in fig.axes] == ["a", "b"]
     fig = plots.frontier_figure([tmp_path / "x/sweep", ("mine", tmp_path / "runs/a"), tmp_path / "y/sweep"])
     assert [ax.get_title().split(":")[0] for ax in fig.axes] == ["x/sweep", "mine", "y/sweep"]
-    assert plots.folder_titles(["runs/a", "runs/a", "b"]) == ["a", "a (2)", "b"]
-    assert plots.folder_titles(["p/q/sweep", "r/q/sweep"]) == ["p/q/sweep", "r/q/sweep"]
+    assert fmt.folder_titles(["runs/a", "runs/a", "b"]) == ["a", "a (2)", "b"]
+    assert fmt.folder_titles(["p/q/sweep", "r/q/sweep"]) == ["p/q/sweep", "r/q/sweep"]
     with pytest.raises(SpecsimInputError, match="a sweep's results folder"):
         plots.frontier_figure([tmp_path / "runs/a", tmp_path / "missing"])
     with pytest.raises(SpecsimInputError, match="sweep folders"):

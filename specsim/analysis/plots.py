@@ -92,7 +92,7 @@ def plot_frontiers(panels: Sequence[Any] | str | Path, out_png: str | Path,
 def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
     """``(title, records)`` pairs from what a caller passes: pairs as they are; one sweep folder, or a list of
     sweep folders (``["runs/a", "runs/b"]``, str or Path; pairs may stand among them), each titled by its folder's
-    name (:func:`folder_titles`: folders of one name are told apart by their parents); or one list of records
+    name (:func:`specsim.fmt.folder_titles`: folders of one name are told apart by their parents); or one list of records
     (titled ``sweep``). Each panel's records are read by :func:`as_records`.
 
     Raises:
@@ -106,7 +106,7 @@ def _panels(panels: Any) -> list[tuple[str, list[dict[str, Any]]]]:
         raise SpecsimInputError(None, None, "panels", "at least one (title, records) pair or sweep folder", "none")
     try:
         panels = list(panels)
-        titles = iter(folder_titles([p for p in panels if isinstance(p, (str, Path))]))
+        titles = iter(fmt.folder_titles([p for p in panels if isinstance(p, (str, Path))]))
         panels = [(next(titles), p) if isinstance(p, (str, Path)) else p for p in panels]
         pairs = [(str(t), as_records(r, f"panel {t!r}")) for t, r in panels]
     except SpecsimInputError:
@@ -169,22 +169,6 @@ def frontier_figure(panels: Sequence[Any] | str | Path, tiers: Sequence[float] =
     return fig
 
 
-def folder_titles(folders: Sequence[str | Path]) -> list[str]:
-    """One panel title per sweep folder: its name (``runs/a`` -> ``a``), or where several folders share a name, as
-    many of its trailing path parts as tell it apart (``x/sweep``, ``y/sweep``); the same folder given twice is
-    numbered (``a``, ``a (2)``)."""
-    parts = [Path(f).parts or (str(f),) for f in folders]
-    titles = []
-    for p in parts:
-        k = 1
-        while k < len(p) and sum(q[-k:] == p[-k:] for q in set(parts)) > 1:     # one folder twice: one name
-            k += 1
-        titles.append("/".join(p[-k:]))
-    seen: dict[str, int] = {}
-    for i, t in enumerate(titles):
-        seen[t] = seen.get(t, 0) + 1
-        titles[i] = t if seen[t] == 1 else f"{t} ({seen[t]})"
-    return titles
 
 
 def _point_label(curve: str, row, x_col: str) -> str:

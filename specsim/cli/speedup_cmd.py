@@ -104,9 +104,9 @@ def speedup(
 ) -> None:
     """Per load: each curve's throughput per GPU and TPS/user over its folder's baseline, and the load where the
     throughput speed-up falls below 1."""
-    from specsim.analysis.plots import folder_titles
     from specsim.analysis.speedup import speedup_json, speedup_table
     from specsim.cli.sweep_notes import folder_records
+    from specsim.fmt import folder_titles
 
     recs = [folder_records(d) for d in sweep_dirs]
     tab = speedup_table(recs, baseline, names=folder_titles(sweep_dirs))

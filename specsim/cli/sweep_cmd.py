@@ -561,7 +561,7 @@ def plot(
     from specsim.analysis.tuned import read_tuned
     from specsim.analysis.plots import plot_budget, plot_frontiers, plot_throughput_vs_load, plot_tuned_frontiers
 
-    from specsim.analysis.plots import folder_titles
+    from specsim.fmt import folder_titles
     # (title, untuned records, tuned); folders of one name told apart by their parents, as the panels are
     split = [(t, *read_tuned(d, folder_records(d))) for t, d in zip(folder_titles(sweep_dirs), sweep_dirs)]
     recs = [(name, r) for name, r, _ in split]
