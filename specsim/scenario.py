@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from specsim.errors import SpecsimInputError, did_you_mean
-from specsim.sections import Bound, Section, typed_section
+from specsim.sections import Bound, Section, later_override, typed_section
 from specsim.tomlfile import json_beside, parse_override, read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
@@ -110,7 +110,8 @@ class ClusterConfig(Section):
             its model and GPU, else 110,000 tokens (:data:`DEFAULT_KV_CAPACITY_TOKENS`) for a plain table.
         gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
             float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = vLLM's 0.9 for a step-model
-            profile, off for a plain table. Setting it together with ``kv_capacity_tokens`` is an error.
+            profile, off for a plain table. Setting both in one file is an error; a later ``--set`` of either clears
+            the other (with a note), and ``--set cluster.KEY=none`` clears a key (:func:`specsim.sections.later_override`).
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
             or ``reserve`` (the blocks of prompt + max output tokens reserved at admission, never preempts; a
             verify step never needs more: docs/memory.md).
@@ -561,7 +562,7 @@ def _merged(old: Any, value: Any, deep: bool = False) -> Any:
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | str | None = None) -> Scenario:
     """Load the bundled defaults, then ``path`` (if given), then ``--set section.key=value`` overrides (a list of
-    them, or one as a string).
+    them, or one as a string; each as :func:`specsim.sections.later_override` says: ``none`` clears a key).
 
     Raises:
         SpecsimInputError: unreadable or invalid TOML (with its line), unknown section or key, a value of the
@@ -574,7 +575,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | str | N
         scen = replace(scen, source=str(path))
         scen = _profile_of_file(scen, doc, Path(path), lines)
     for item in [overrides] if isinstance(overrides, str) else overrides or []:
-        scen = _apply(scen, parse_override(item), f"--set {item}")
+        scen = _apply(scen, later_override(scen, parse_override(item), f"--set {item}"), f"--set {item}")
     return scen
 
 
