@@ -79,15 +79,13 @@ class LatentParams:
 LATENT_DEFAULTS: dict[str, float] = {f.name: f.default for f in fields(LatentParams)}
 
 ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
-KV_ALLOCATIONS = ("paged", "reserve")
-PREFILL_MODES = ("disaggregated", "colocated")
+KV_ALLOCATIONS, PREFILL_MODES = ("paged", "reserve"), ("disaggregated", "colocated")
 #: Where a disaggregated request's first token is emitted (docs/memory.md, "TTFT under disaggregation").
 FIRST_TOKEN_RULES = ("prefill", "decode-step")
-PROFILE_LOOKUPS = ("linear", "padded")
 #: Drafters that run on the host CPU, with no GPU layers (specsim.hardware.lookup_drafter).
 LOOKUP_DRAFTERS = ("ngram", "suffix")
 DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", *LOOKUP_DRAFTERS, "none")
-CALIBRATIONS = ("sts", "none")
+PROFILE_LOOKUPS, CALIBRATIONS = ("linear", "padded"), ("sts", "none")
 #: What becomes of a request beyond the context window (docs/memory.md).
 CONTEXT_OVERFLOWS = ("unservable", "truncate")
 #: Where a request's first drafts are charged (docs/profiles.md, "When the drafter runs").
@@ -111,7 +109,7 @@ class ClusterConfig(Section):
         gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
             float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = vLLM's 0.9 for a step-model
             profile, off for a plain table. Setting both in one file is an error; a later ``--set`` of either clears
-            the other (with a note), and ``--set cluster.KEY=none`` clears a key (:func:`specsim.sections.later_override`).
+            the other (:func:`specsim.sections.later_override`; ``--set cluster.KEY=none`` clears a key).
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
             or ``reserve`` (the blocks of prompt + max output tokens reserved at admission, never preempts; a
             verify step never needs more: docs/memory.md).
@@ -175,7 +173,6 @@ class PrefillConfig(Section):
     time_per_token_s: float | None = None
     chunk_tokens: int = 512
     first_token: Literal[FIRST_TOKEN_RULES] = "prefill"
-
 
 
 @typed_section
@@ -401,6 +398,9 @@ class EngineConfig(Section):
             profile's own (``spec_zero_draft_pays`` in its file; false where it says nothing).
         first_drafts: ``prefill-step``: a step drafts for the requests it prefills too, as vLLM's proposer does;
             ``decode-step``: for its decoding requests only (docs/profiles.md, "When the drafter runs").
+        cudagraph_max_tokens: the engine's CUDA-graph capture limit, tokens (vLLM's ``max_cudagraph_capture_size``),
+            int >= 0 (0: all eager); unset = the profile's. Step-model profiles only (a table is an error:
+            :func:`specsim.hardware.stepmodel.recapture`); ``profile_range.eager_steps`` counts steps beyond it.
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -410,6 +410,7 @@ class EngineConfig(Section):
                       "49548's default where the profile states none)")
            for key, most in (("spec_step_s", 0.05), ("spec_request_s", 0.01))},
         "max_model_len": Bound(1, noun="an int", note=", tokens of context (leave it out for the model's own)"),
+        "cudagraph_max_tokens": Bound(0, noun="an int", note=" tokens (0: no graphs; leave it out for the profile's)"),
         **{key: Bound(0, most, note=" s (seconds, not ms: 0.0005 is 0.5 ms)")
            for key, most in (("host_overhead_s", 1), ("request_overhead_s", 60), ("emission_overhead_s", 1))}}
     gamma: int = 7
@@ -422,7 +423,7 @@ class EngineConfig(Section):
     spec_request_s: float | None = None
     spec_zero_draft_pays: bool | None = None
     first_drafts: Literal[FIRST_DRAFTS_RULES] = "prefill-step"
-
+    cudagraph_max_tokens: int | None = None
 
 
 @typed_section
