@@ -46,7 +46,8 @@ from specsim.hardware.hybrid_pages import OWN_SPEC_DRAFTERS
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
 from specsim.hardware.profile import (SOURCED_SPECULATION, StepTimeProfile, bundled_profiles_dir, profile_label,
                                      resolve_profile)
-from specsim.hardware.stepmodel import EngineTerms, recapture, step_model_of
+from specsim.hardware.capture import recapture
+from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
 from specsim.policies.cost_table import COST_AWARE

@@ -78,8 +78,8 @@ class LatentParams:
 #: :class:`LatentParams`' defaults by name, in declaration order.
 LATENT_DEFAULTS: dict[str, float] = {f.name: f.default for f in fields(LatentParams)}
 
-ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
-KV_ALLOCATIONS, PREFILL_MODES = ("paged", "reserve"), ("disaggregated", "colocated")
+ROUTERS, KV_ALLOCATIONS = ("round-robin", "least-outstanding", "prefix-aware"), ("paged", "reserve")
+PREFILL_MODES = ("disaggregated", "colocated")
 #: Where a disaggregated request's first token is emitted (docs/memory.md, "TTFT under disaggregation").
 FIRST_TOKEN_RULES = ("prefill", "decode-step")
 #: Drafters that run on the host CPU, with no GPU layers (specsim.hardware.lookup_drafter).
@@ -400,7 +400,7 @@ class EngineConfig(Section):
             ``decode-step``: for its decoding requests only (docs/profiles.md, "When the drafter runs").
         cudagraph_max_tokens: the engine's CUDA-graph capture limit, tokens (vLLM's ``max_cudagraph_capture_size``),
             int >= 0 (0: all eager); unset = the profile's. Step-model profiles only (a table is an error:
-            :func:`specsim.hardware.stepmodel.recapture`); ``profile_range.eager_steps`` counts steps beyond it.
+            :func:`specsim.hardware.capture.recapture`); ``profile_range.eager_steps`` counts steps beyond it.
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -501,12 +501,12 @@ class Scenario:
                 raise SpecsimInputError(None, None, name, f"a {cls.__name__}", got)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Plain nested dict of every section (the resolved scenario; ``None`` where a key is unset). An empty
-        ``acceptance.drafters`` is left out, so a scenario that does not use it keeps the hash (and the sweep
-        folders, records and cached points) it had before the key existed."""
+        """Plain nested dict of every section (``None`` where a key is unset; an empty ``acceptance.drafters`` and an
+        unset ``engine.cudagraph_max_tokens`` left out: a scenario without them keeps its hash and cached points)."""
         out = {name: asdict(getattr(self, name)) for name in SECTIONS}
-        if not out["acceptance"]["drafters"]:
-            del out["acceptance"]["drafters"]
+        for section, key in (("acceptance", "drafters"), ("engine", "cudagraph_max_tokens")):
+            if out[section][key] in ({}, None):
+                del out[section][key]
         return out
 
     def hash(self) -> str:

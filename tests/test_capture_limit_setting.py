@@ -7,8 +7,9 @@ import pytest
 
 from specsim.errors import SpecsimInputError
 from specsim.hardware.analytic import graph_limit
-from specsim.hardware.profile import eager_steps, resolve_profile
-from specsim.hardware.stepmodel import recapture, step_model_of
+from specsim.hardware.profile import resolve_profile
+from specsim.hardware.capture import eager_steps, recapture
+from specsim.hardware.stepmodel import step_model_of
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
 from specsim.workload import load_trace

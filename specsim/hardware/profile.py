@@ -188,8 +188,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
 
     Returns:
         ``{"measured_batch_tokens": [first, last], "extrapolate": rule, "steps_padded_to_first": n1,
-        "steps_capped_at_last": n2, "eager_steps": n3, "eager_share": n3 / steps, "notices": [str, ...]}``
-        (n3: steps beyond the CUDA-graph capture limit, :func:`eager_steps`; None each for a profile naming none): n1 counts steps with B below the first measured
+        "steps_capped_at_last": n2, "notices": [str, ...]}`` (a run adds ``eager_steps`` and ``eager_share``:
+        :func:`specsim.hardware.capture.eager_report`): n1 counts steps with B below the first measured
         size (costed at its time); n2 counts, under ``extrapolate="error"``, decode steps whose verification
         batch (requests + verified drafts) is exactly the last measured size while drafts were left
         unverified, i.e. a scheduler that scores B stopped at the table's edge. One notice line per non-zero
@@ -219,45 +219,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
     if md.get("superseded_by"):
         notices.append(f"the profile {name} is superseded by {md['superseded_by']} (kept to reproduce earlier "
                        "results; docs/profiles.md says why)")
-    eager = eager_steps(profile, b)
-    if eager:
-        notices.append(eager_notice(eager, b.size, profile))
     return {"measured_batch_tokens": [first, last], "extrapolate": profile.extrapolate,
-            "steps_padded_to_first": padded, "steps_capped_at_last": capped, "eager_steps": eager,
-            "eager_share": eager / b.size if eager is not None and b.size else None, "notices": notices}
-
-
-def _capture_limit(profile: StepTimeProfile) -> int | None:
-    """The profile's CUDA-graph capture limit in tokens (``metadata.cudagraph_max_tokens``, else its step model's
-    term), or None where it names none (a plain table that says nothing of its engine's graphs)."""
-    md = profile.metadata or {}
-    if md.get("cudagraph_max_tokens") is not None:
-        return int(md["cudagraph_max_tokens"])
-    if "step_model" not in md:
-        return None
-    from specsim.hardware.stepmodel import step_model_of
-    return int(step_model_of(profile).terms.cudagraph_max_tokens)
-
-
-def eager_steps(profile: StepTimeProfile, batch_tokens: np.ndarray) -> int | None:
-    """How many steps of ``batch_tokens`` tokens each ran eager: more tokens than the last captured CUDA-graph size
-    under the profile's capture limit (:func:`specsim.hardware.analytic.graph_limit`; every step with tokens when
-    the limit is 0). None where the profile names no limit."""
-    cap = _capture_limit(profile)
-    if cap is None:
-        return None
-    from specsim.hardware.analytic import graph_limit
-    return int(np.count_nonzero(np.asarray(batch_tokens) > graph_limit(cap)))
-
-
-def eager_notice(eager: int, steps: int, profile: StepTimeProfile) -> str:
-    """The run's notice that ``eager`` of its ``steps`` steps ran beyond the CUDA-graph capture limit."""
-    from specsim.hardware.analytic import graph_limit
-    cap = _capture_limit(profile)
-    limit = (f"the CUDA-graph capture limit (cudagraph_max_tokens {cap}, largest captured size {graph_limit(cap)} "
-             "tokens)" if cap else "no CUDA graphs (cudagraph_max_tokens 0)")
-    return (f"{eager:,} of {steps:,} steps ({eager / steps:.1%}) ran eager, their batch beyond {limit}: every kernel "
-            "launched from the host (engine.cudagraph_max_tokens sets a step-model profile's limit)")
+            "steps_padded_to_first": padded, "steps_capped_at_last": capped, "notices": notices}
 
 
 #: Where :func:`specsim.run_config.speculation_terms` says a term came from when the profile states none.

@@ -65,7 +65,7 @@ from specsim.hardware.analytic import (capture_text, default_capture_tokens, gra
 from specsim.hardware.engine_terms import EngineTerms
 from specsim.hardware.model_config import BYTES_PER_DTYPE, MODELS, OPTIONAL_DTYPES, ModelConfig
 from specsim.hardware.gpus import GpuSpec, resolve_gpu
-from specsim.hardware.profile import StepTimeProfile, profile_label
+from specsim.hardware.profile import StepTimeProfile
 from specsim.hardware.spec_check import from_json
 from specsim.hardware.step_profile import prefill_state_moves
 from specsim.hardware.v4 import V4_MODELS, V4Config
@@ -552,34 +552,3 @@ def terms_table(sm: StepModel, batch_tokens, num_requests=None, kv_tokens=0.0):
 
 __all__ = ["TERMS", "EngineTerms", "StepModel", "model_presets", "step_model", "step_model_from_spec", "step_model_of",
            "terms_table", "BYTES_PER_DTYPE"]
-
-
-def recapture(profile: StepTimeProfile, cudagraph_max_tokens: int | None,
-              field: str = "engine.cudagraph_max_tokens") -> StepTimeProfile:
-    """``profile`` with its engine's CUDA-graph capture limit set to ``cudagraph_max_tokens`` (tokens; 0: no graphs,
-    every step eager): its step model rebuilt with that term and its tables priced again (padded decode sizes, the
-    eager term beyond the limit), its name, source, lookup, extrapolation and other metadata kept. None, or the
-    limit it already has, returns ``profile`` itself (no number changes).
-
-    Raises:
-        SpecsimInputError: ``profile`` is a plain table (no ``metadata.step_model``: its step times were measured
-            or given with whatever limit its engine had, which it cannot re-price), naming ``field``.
-    """
-    if cudagraph_max_tokens is None:
-        return profile
-    sm = step_model_of(profile)
-    if sm is None:
-        raise SpecsimInputError(None, None, field, "unset for a plain table profile (its step times hold the "
-                                "capture limit its engine measured them with; only a step-model profile, which "
-                                "prices each step from its terms, can take another: specsim profile analytic "
-                                "--cudagraph-max-tokens builds one)", f"{cudagraph_max_tokens} on profile "
-                                f"{profile_label(profile)} (a table)")
-    if sm.terms.cudagraph_max_tokens == cudagraph_max_tokens:
-        return profile
-    md = profile.metadata
-    new = sm.with_terms(cudagraph_max_tokens=cudagraph_max_tokens).profile(
-        profile.max_batch_tokens, name=md.get("name"), kind=md.get("kind", "analytic"), date=md.get("date"))
-    keep = {k: v for k, v in md.items() if k not in ("engine", "cudagraph_max_tokens", "step_model")}
-    return replace(new, metadata={**new.metadata, **keep}, source=profile.source, lookup=profile.lookup,
-                   extrapolate=profile.extrapolate, spec_step_s=profile.spec_step_s,
-                   spec_request_s=profile.spec_request_s, spec_zero_draft_pays=profile.spec_zero_draft_pays)
