@@ -46,6 +46,7 @@ from specsim.hardware.hybrid_pages import OWN_SPEC_DRAFTERS
 from specsim.hardware.kv_capacity import KvCapacity, kv_capacity
 from specsim.hardware.profile import (SOURCED_SPECULATION, StepTimeProfile, bundled_profiles_dir, profile_label,
                                      resolve_profile)
+from specsim.hardware.capture import recapture
 from specsim.hardware.stepmodel import EngineTerms, step_model_of
 from specsim.policies import make_policy
 from specsim.policies.base import as_policy
@@ -565,7 +566,8 @@ def resolve_run(config: RunConfig, profile: StepTimeProfile | None = None,
     sc = config.scenario
     with in_scenario_file(sc, config.gamma is not None):
         choice = resolve_policy(config.policy, sc, config.gamma, config.drafter, config.knobs)
-        prof = speculation_terms(sc, profile or resolve_profile(sc.profile.name, sc.profile.lookup))
+        prof = speculation_terms(sc, recapture(profile or resolve_profile(sc.profile.name, sc.profile.lookup),
+                                               sc.engine.cudagraph_max_tokens))
         check_prefill_chunk(sc, prof, profile is not None)
         cost = drafter_cost_of(sc, choice.drafter, drafter_cost, prof)
         frac = drafter_kv_fraction(sc, choice.drafter, choice.gamma, prof)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from specsim.errors import SpecsimInputError, did_you_mean
-from specsim.sections import Bound, Section, typed_section
+from specsim.sections import Bound, Section, later_override, typed_section
 from specsim.tomlfile import json_beside, parse_override, read_toml
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent / "scenarios" / "default.toml"
@@ -78,16 +78,14 @@ class LatentParams:
 #: :class:`LatentParams`' defaults by name, in declaration order.
 LATENT_DEFAULTS: dict[str, float] = {f.name: f.default for f in fields(LatentParams)}
 
-ROUTERS = ("round-robin", "least-outstanding", "prefix-aware")
-KV_ALLOCATIONS = ("paged", "reserve")
+ROUTERS, KV_ALLOCATIONS = ("round-robin", "least-outstanding", "prefix-aware"), ("paged", "reserve")
 PREFILL_MODES = ("disaggregated", "colocated")
 #: Where a disaggregated request's first token is emitted (docs/memory.md, "TTFT under disaggregation").
 FIRST_TOKEN_RULES = ("prefill", "decode-step")
-PROFILE_LOOKUPS = ("linear", "padded")
 #: Drafters that run on the host CPU, with no GPU layers (specsim.hardware.lookup_drafter).
 LOOKUP_DRAFTERS = ("ngram", "suffix")
 DRAFTERS = ("dspark", "dflash", "eagle3", "mtp", *LOOKUP_DRAFTERS, "none")
-CALIBRATIONS = ("sts", "none")
+PROFILE_LOOKUPS, CALIBRATIONS = ("linear", "padded"), ("sts", "none")
 #: What becomes of a request beyond the context window (docs/memory.md).
 CONTEXT_OVERFLOWS = ("unservable", "truncate")
 #: Where a request's first drafts are charged (docs/profiles.md, "When the drafter runs").
@@ -110,7 +108,8 @@ class ClusterConfig(Section):
             its model and GPU, else 110,000 tokens (:data:`DEFAULT_KV_CAPACITY_TOKENS`) for a plain table.
         gpu_memory_utilization: derive the KV capacity as vLLM does from this fraction of each GPU's memory,
             float in (0, 1] (:func:`specsim.hardware.kv_capacity.kv_capacity`); None = vLLM's 0.9 for a step-model
-            profile, off for a plain table. Setting it together with ``kv_capacity_tokens`` is an error.
+            profile, off for a plain table. Setting both in one file is an error; a later ``--set`` of either clears
+            the other (:func:`specsim.sections.later_override`; ``--set cluster.KEY=none`` clears a key).
         kv_allocation: ``paged`` (blocks on demand, preemption by recompute when they run out, as vLLM V1)
             or ``reserve`` (the blocks of prompt + max output tokens reserved at admission, never preempts; a
             verify step never needs more: docs/memory.md).
@@ -174,7 +173,6 @@ class PrefillConfig(Section):
     time_per_token_s: float | None = None
     chunk_tokens: int = 512
     first_token: Literal[FIRST_TOKEN_RULES] = "prefill"
-
 
 
 @typed_section
@@ -400,6 +398,9 @@ class EngineConfig(Section):
             profile's own (``spec_zero_draft_pays`` in its file; false where it says nothing).
         first_drafts: ``prefill-step``: a step drafts for the requests it prefills too, as vLLM's proposer does;
             ``decode-step``: for its decoding requests only (docs/profiles.md, "When the drafter runs").
+        cudagraph_max_tokens: the engine's CUDA-graph capture limit, tokens (vLLM's ``max_cudagraph_capture_size``),
+            int >= 0 (0: all eager); unset = the profile's. Step-model profiles only (a table is an error:
+            :func:`specsim.hardware.capture.recapture`); ``profile_range.eager_steps`` counts steps beyond it.
     """
 
     SECTION: ClassVar[str] = "engine"
@@ -409,6 +410,7 @@ class EngineConfig(Section):
                       "49548's default where the profile states none)")
            for key, most in (("spec_step_s", 0.05), ("spec_request_s", 0.01))},
         "max_model_len": Bound(1, noun="an int", note=", tokens of context (leave it out for the model's own)"),
+        "cudagraph_max_tokens": Bound(0, noun="an int", note=" tokens (0: no graphs; leave it out for the profile's)"),
         **{key: Bound(0, most, note=" s (seconds, not ms: 0.0005 is 0.5 ms)")
            for key, most in (("host_overhead_s", 1), ("request_overhead_s", 60), ("emission_overhead_s", 1))}}
     gamma: int = 7
@@ -421,7 +423,7 @@ class EngineConfig(Section):
     spec_request_s: float | None = None
     spec_zero_draft_pays: bool | None = None
     first_drafts: Literal[FIRST_DRAFTS_RULES] = "prefill-step"
-
+    cudagraph_max_tokens: int | None = None
 
 
 @typed_section
@@ -499,12 +501,12 @@ class Scenario:
                 raise SpecsimInputError(None, None, name, f"a {cls.__name__}", got)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Plain nested dict of every section (the resolved scenario; ``None`` where a key is unset). An empty
-        ``acceptance.drafters`` is left out, so a scenario that does not use it keeps the hash (and the sweep
-        folders, records and cached points) it had before the key existed."""
+        """Plain nested dict of every section (``None`` where a key is unset; an empty ``acceptance.drafters`` and an
+        unset ``engine.cudagraph_max_tokens`` left out: a scenario without them keeps its hash and cached points)."""
         out = {name: asdict(getattr(self, name)) for name in SECTIONS}
-        if not out["acceptance"]["drafters"]:
-            del out["acceptance"]["drafters"]
+        for section, key in (("acceptance", "drafters"), ("engine", "cudagraph_max_tokens")):
+            if out[section][key] in ({}, None):
+                del out[section][key]
         return out
 
     def hash(self) -> str:
@@ -561,7 +563,7 @@ def _merged(old: Any, value: Any, deep: bool = False) -> Any:
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | str | None = None) -> Scenario:
     """Load the bundled defaults, then ``path`` (if given), then ``--set section.key=value`` overrides (a list of
-    them, or one as a string).
+    them, or one as a string; each as :func:`specsim.sections.later_override` says: ``none`` clears a key).
 
     Raises:
         SpecsimInputError: unreadable or invalid TOML (with its line), unknown section or key, a value of the
@@ -574,7 +576,7 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | str | N
         scen = replace(scen, source=str(path))
         scen = _profile_of_file(scen, doc, Path(path), lines)
     for item in [overrides] if isinstance(overrides, str) else overrides or []:
-        scen = _apply(scen, parse_override(item), f"--set {item}")
+        scen = _apply(scen, later_override(scen, parse_override(item), f"--set {item}"), f"--set {item}")
     return scen
 
 

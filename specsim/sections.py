@@ -5,6 +5,7 @@ ValidationError. The scenario's sections (:mod:`specsim.scenario`) are built wit
 
 from __future__ import annotations
 
+import sys
 import typing
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -154,3 +155,37 @@ def _input_error(cls: Any, err: ValidationError) -> SpecsimInputError:
     if key in cls.__dataclass_fields__ and cls.__dataclass_fields__[key].default is None:
         want += " (or leave the key out)"
     return SpecsimInputError(None, None, f"{cls.SECTION}.{key}", want, repr(first["input"]))
+
+
+#: Keys that size one thing two ways (setting both is an error): a later ``--set`` of one replaces the other.
+EXCLUSIVE_KEYS = {("cluster", "kv_capacity_tokens"): "gpu_memory_utilization",
+                  ("cluster", "gpu_memory_utilization"): "kv_capacity_tokens"}
+
+
+def later_override(current: Any, updates: dict[str, Any], src: str) -> dict[str, Any]:
+    """``updates`` (``{section: {key: value}}``, one ``--set``) as it applies over the scenario ``current``: the
+    bare word ``none`` for an optional key that is not a string clears it (unset, as if the files never set it), and
+    a value for one of a pair of :data:`EXCLUSIVE_KEYS` clears the other where an earlier file set it, with a note
+    on stderr naming ``src`` (``--set cluster.kv_capacity_tokens=N`` over a file's ``gpu_memory_utilization``)."""
+    out = {}
+    for section, values in updates.items():
+        cur = getattr(current, section, None)
+        if cur is None or not isinstance(values, dict):
+            out[section] = values
+            continue
+        values = {k: None if v == "none" and _clearable(type(cur), k) else v for k, v in values.items()}
+        for key, value in list(values.items()):
+            other = EXCLUSIVE_KEYS.get((section, key))
+            if value is not None and other and other not in values and getattr(cur, other, None) is not None:
+                values[other] = None
+                print(f"note: {src} replaces {section}.{other} = {getattr(cur, other)} set before it (the two size "
+                      f"the same thing; {section}.{other} is now unset)", file=sys.stderr)
+        out[section] = values
+    return out
+
+
+def _clearable(cls: Any, key: str) -> bool:
+    """Whether ``cls``'s field ``key`` may be None and is not a string (so the word ``none`` can only mean unset)."""
+    field = getattr(cls, "__pydantic_fields__", {}).get(key)
+    args = typing.get_args(field.annotation) if field is not None else ()
+    return type(None) in args and str not in args

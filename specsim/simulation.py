@@ -23,6 +23,7 @@ from specsim.acceptance.fitting import resolve_acceptance_model
 from specsim.hardware.drafter import DrafterCost
 from specsim.hardware.context import ContextWindow, context_window
 from specsim.hardware.profile import StepTimeProfile, range_report, speculation_overhead
+from specsim.hardware.capture import eager_report
 from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_breakdown, measured_mask,
                                      memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
@@ -418,7 +419,7 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     if win is not None:
         summary["window"]["per_domain"] = domain_breakdown(requests, measured_mask(requests, summary))
     rr, pc = built.resolved, built.resolved.policy
-    summary["profile_range"] = range_report(rr.profile, steps, pc.gamma)   # padded / capped steps
+    summary["profile_range"] = eager_report(range_report(rr.profile, steps, pc.gamma), rr.profile, steps)
     summary["speculation_overhead"] = speculation_overhead(rr.profile) if pc.gamma else None
     idle = (f"gamma 0: nothing is drafted, so policy {pc.name} verifies nothing and runs as no speculation (the "
             "same steps as --policy none)") if not pc.gamma and pc.name != "none" else None

@@ -205,3 +205,66 @@ def test_compares_footnote_words_the_seeds_scope_the_same(tmp_path):
 
     text = " ".join(compare_text(compare(_three_seeds(), [100.0]), tmp_path, width=200).split())
     assert f"{SEEDS_SCOPE}: {TRAFFIC_TEST}" in text
+
+
+# ------------------------------------------------- the second overload rule: the run did not keep up with arrivals
+def test_the_keep_up_rule_flags_a_run_that_outlasts_its_arrivals_with_a_queue():
+    from specsim.analysis.overload import KEEP_UP_FACTOR, overload_reason
+
+    # 124 waiting against 341 running: the first rule says no; 130 s of completions over 77 s of arrivals > 1.5x
+    assert not overloaded(124.0, 341.0) and overloaded(124.0, 341.0, 130.0, 77.0)
+    assert KEEP_UP_FACTOR == 1.5
+    assert overloaded(1.0, 341.0, 1.5 * 77.0 + 1e-9, 77.0) and not overloaded(1.0, 341.0, 1.5 * 77.0, 77.0)
+    assert not overloaded(0.99, 341.0, 1000.0, 77.0)      # no queue: the drain is the requests' own service
+    assert not overloaded(124.0, 341.0, 130.0, None)      # records without arrival_span_s: the first rule only
+    assert not overloaded(124.0, 341.0, 130.0, 0.0)       # one arrival spans nothing
+    assert overload_reason(124.0, 341.0, 130.0, 77.0) == (
+        "it did not keep up with its arrivals: the last request completed 130.0 s after the first arrival, 1.69x the "
+        "77.0 s the arrivals spanned (over 1.5x), while 124.0 requests waited to be admitted on average against "
+        "341.0 admitted")
+    s = {"load": {"mode": "open", "rate_scale": 4.0}, "mean_waiting_requests": 124.0, "mean_running_requests": 341.0,
+         "duration_s": 130.0, "arrival_span_s": 77.0}
+    assert overload_warning(s).startswith("warning: overloaded: it did not keep up with its arrivals: ")
+    assert overload_warning({k: v for k, v in s.items() if k != "arrival_span_s"}) is None
+
+
+def test_the_keep_up_rule_in_sweep_tables_and_recommend():
+    from specsim.sweep.recommend import recommend, recommendations_text
+
+    def with_drain(duration_s: float) -> list[dict]:
+        recs = open2_records()       # dspark-async at 4 (the tier-50 winner): 2 waiting against 20.9, a long drain
+        for r in recs:
+            r["summary"].update(arrival_span_s=100.0, duration_s=101.0)
+            if (r["config"]["policy"], r["config"]["load"]["value"]) == ("dspark-async", 4.0):
+                r["summary"].update(mean_waiting_requests=2.0, duration_s=duration_s)
+        return recs
+
+    assert flagged_points(results_frame(with_drain(160.0)))[("dspark-async", "4")] == ["overloaded"]   # 1.6x
+    assert ("dspark-async", "4") not in flagged_points(results_frame(with_drain(140.0)))               # 1.4x
+    (r,) = recommend(with_drain(160.0), [50.0])
+    assert r.overload == pytest.approx((2.0, 20.89)) and r.overload_spans == pytest.approx((160.0, 100.0))
+    text = " ".join(recommendations_text([r], width=120).split())
+    assert ("caution: this point is overloaded (it did not keep up with its arrivals: the last request completed "
+            "160.0 s after the first arrival, 1.60x the 100.0 s the arrivals spanned (over 1.5x)") in text
+    (r,) = recommend(with_drain(140.0), [50.0])
+    assert r.overload is None
+
+
+def test_a_real_short_run_flagged_by_the_keep_up_rule_only():
+    """200 requests of traces/prod.jsonl at x8 under ``none`` (default scenario): 21.0 waiting against 45.2 running,
+    so the first rule says no, but the last completion came 32.9 s after the first arrival of arrivals spanning
+    6.29 s (5.2x). 100 requests at x8 finish 22.7 s after 3.92 s of arrivals with 0.65 waiting: no queue, no flag."""
+    from specsim.simulation import simulate
+    from specsim.workload import load_trace
+
+    t = load_trace("traces/prod.jsonl")
+    s = simulate(t.head(200), "none", rate_scale=8.0).summary
+    assert s["mean_waiting_requests"] == pytest.approx(20.96, abs=0.01)
+    assert s["mean_running_requests"] == pytest.approx(45.22, abs=0.01)
+    assert (s["duration_s"], s["arrival_span_s"]) == pytest.approx((32.88, 6.287), abs=0.01)
+    assert not overloaded(s["mean_waiting_requests"], s["mean_running_requests"])
+    assert overload_warning(s).startswith("warning: overloaded: it did not keep up with its arrivals: the last "
+                                          "request completed 32.9 s after the first arrival, 5.23x the 6.3 s")
+    short = simulate(t.head(100), "none", rate_scale=8.0).summary
+    assert short["duration_s"] > 5 * short["arrival_span_s"] and short["mean_waiting_requests"] < 1
+    assert overload_warning(short) is None

@@ -80,9 +80,11 @@ def test_default_and_explicit_capacity():
 
 
 def test_setting_both_is_an_error_and_the_range_is_checked():
-    with pytest.raises(SpecsimInputError, match="gpu_memory_utilization") as e:
-        load_scenario(overrides=["cluster.kv_capacity_tokens=4096", "cluster.gpu_memory_utilization=0.9"])
+    with pytest.raises(SpecsimInputError, match="gpu_memory_utilization") as e:   # both in one update
+        load_scenario().with_updates({"cluster": {"kv_capacity_tokens": 4096, "gpu_memory_utilization": 0.9}})
     assert "--set" in str(e.value) and "kv_capacity_tokens" in str(e.value)
+    later = load_scenario(overrides=["cluster.kv_capacity_tokens=4096", "cluster.gpu_memory_utilization=0.9"])
+    assert (later.cluster.kv_capacity_tokens, later.cluster.gpu_memory_utilization) == (None, 0.9)  # the later wins
     with pytest.raises(SpecsimInputError, match="gpu_memory_utilization"):
         ClusterConfig(gpu_memory_utilization=1.5)
     with pytest.raises(SpecsimInputError, match="gpu_memory_utilization"):

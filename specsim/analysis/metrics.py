@@ -18,7 +18,8 @@ Definitions (the `specsim run` issue, DESIGN.md):
   (1 + l_r) over request-steps.
 * Scope. The top-level figures cover the whole run: the completed requests, from the first arrival to the
   last completion (``duration_s``); ``output_throughput`` = their output tokens / ``duration_s``, so
-  ``total_output_tokens / duration_s == output_throughput`` in both loop modes.
+  ``total_output_tokens / duration_s == output_throughput`` in both loop modes. ``arrival_span_s``: first to last
+  issued arrival (open loop's overload rule, :mod:`specsim.analysis.overload`, sets it against ``duration_s``).
 * Closed loop adds a ``window`` block: the measurement window starts once every user has completed one
   request and ends when the last trace request is issued (``start_s``, ``end_s``, ``duration_s``);
   ``output_tokens`` = tokens emitted inside it, ``output_throughput`` = those / its length;
@@ -297,6 +298,8 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_s: np.ndarray, *,
     out["decode_gpus"] = decode_gpus
     out["prefill_gpus"] = prefill_gpus
     out["steps"] = int(len(steps))
+    issued = requests.arrival_s[requests.status != "not_issued"]   # open loop: the overload rule's arrival span
+    out["arrival_span_s"] = float(issued.max() - issued.min()) if len(issued) else 0.0
     out["mean_requests_in_system"] = mean_in_system
     if window is not None:
         start, end = window

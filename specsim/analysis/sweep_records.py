@@ -34,6 +34,7 @@ SUMMARY_KEYS = (
     "mean_verify_tokens_per_request", "steps", "clipped_verify_lengths", "policy", "drafter", "gamma", "seed",
     "num_preemptions", "recomputed_tokens", "kv_clipped_verify_lengths", "prefix_cache_hit_rate",
     "mean_prefill_wait_ms", "mean_running_requests", "mean_waiting_requests", "admission_wait_in_tpot",
+    "arrival_span_s",
 )
 
 

@@ -177,13 +177,15 @@ def queued_points(df: pd.DataFrame) -> list[str]:
 def overloaded_points(df: pd.DataFrame) -> list[str]:
     """``"curve at load"`` of each successful open-loop point of a :func:`results_frame` whose queue ran away
     (:func:`specsim.analysis.overload.overloaded`: at least as many requests waited for admission as ran, on
-    average; records written before ``mean_waiting_requests`` was kept name none)."""
+    average, or with requests waiting the run outlasted its arrivals past the factor; records written before
+    ``mean_waiting_requests`` was kept name none, before ``arrival_span_s`` the first rule only)."""
     from specsim.analysis.overload import overloaded
 
     if df.empty or "mean_waiting_requests" not in df or "mean_running_requests" not in df:
         return []
-    bad = np.array([m == "open" and overloaded(w, n) for m, w, n in
-                    zip(df["mode"], df.mean_waiting_requests, df.mean_running_requests)], bool)
+    spans = [df[k] if k in df else [None] * len(df) for k in ("duration_s", "arrival_span_s")]
+    bad = np.array([m == "open" and overloaded(w, n, d, a) for m, w, n, d, a in
+                    zip(df["mode"], df.mean_waiting_requests, df.mean_running_requests, *spans)], bool)
     return [f"{r.curve} at {r.load:g}" for _, r in df[(df.status == "ok").to_numpy() & bad].iterrows()]
 
 
@@ -233,7 +235,7 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     ``compare`` (``warning:`` lines) and the report (its sections)."""
     from specsim.analysis.metrics import (BUSY_SHARE, PREFILL_WAIT_SHARE, QUEUE_SHOWS, QUEUED_SHARE, THRASHING_SHARE,
                                           UNFINISHED_SHARE)
-    from specsim.analysis.overload import OVERLOAD_MEANS
+    from specsim.analysis.overload import KEEP_UP_FACTOR, OVERLOAD_MEANS
 
     out = []
     bad, slow, idle, wait = thrashing_points(df), prefill_bound_points(df), think_bound_points(df), queued_points(df)
@@ -275,8 +277,11 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     if over:
         out.append(("overloaded", f"overloaded at {_points(over)} ({', '.join(dict.fromkeys(over))}): at least as "
                                   "many requests waited to be admitted as were admitted, on average (by Little's "
-                                  "law, queueing was half or more of their time in the system): "
-                                  f"{OVERLOAD_MEANS} (mean_waiting_requests, mean_running_requests)"))
+                                  "law, queueing was half or more of their time in the system), or, with requests "
+                                  "waiting, the last completion came over "
+                                  f"{KEEP_UP_FACTOR:g}x the arrival span after the first arrival (the server did not "
+                                  f"keep up with its arrivals): {OVERLOAD_MEANS} (mean_waiting_requests, "
+                                  "mean_running_requests, duration_s, arrival_span_s)"))
     return out
 
 

@@ -229,7 +229,8 @@ def range_report(profile: StepTimeProfile, steps, gamma: int) -> dict[str, Any]:
 
     Returns:
         ``{"measured_batch_tokens": [first, last], "extrapolate": rule, "steps_padded_to_first": n1,
-        "steps_capped_at_last": n2, "notices": [str, ...]}``: n1 counts steps with B below the first measured
+        "steps_capped_at_last": n2, "notices": [str, ...]}`` (a run adds ``eager_steps`` and ``eager_share``:
+        :func:`specsim.hardware.capture.eager_report`): n1 counts steps with B below the first measured
         size (costed at its time); n2 counts, under ``extrapolate="error"``, decode steps whose verification
         batch (requests + verified drafts) is exactly the last measured size while drafts were left
         unverified, i.e. a scheduler that scores B stopped at the table's edge. One notice line per non-zero

@@ -102,9 +102,11 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         rec.runner_up_caution = (_row_caution(table, rec.tier, rec.runner_up) if tied else     # a tied curve's
                                  str(w.get("runner_up_caution", "") or ""))
         rec.heavier = _heavier(spread, flags, curve, p["load"])
+        spans = [float(at[k].mean()) if k in at else None for k in ("duration_s", "arrival_span_s")]
         if p["mode"] == "open" and not at.empty and overloaded(at.mean_waiting_requests.mean(),
-                                                                at.mean_running_requests.mean()):
+                                                                at.mean_running_requests.mean(), *spans):
             rec.overload = (float(at.mean_waiting_requests.mean()), float(at.mean_running_requests.mean()))
+            rec.overload_spans = (spans[0], spans[1])
         _attainment(rec, tier_attainment(sla, curve, rec.tier, rec.load))
         out.append(rec)
     return out

@@ -13,7 +13,7 @@ from typing import Any
 from specsim import fmt
 from specsim.analysis.frontier import BRACKET_GAP
 from specsim.analysis.metrics import BUSY_SHARE, THRASHING_SHARE, prefill_bound, queued
-from specsim.analysis.overload import OVERLOAD_MEANS
+from specsim.analysis.overload import OVERLOAD_MEANS, overload_reason
 from specsim.analysis.significance import with_seeds_scope
 from specsim.analysis.tier_notes import TierAttainment, attainment_caution
 from specsim.analysis.tiers import too_close
@@ -72,6 +72,8 @@ class Recommendation:
             tie the tied runner-up's own ``caution``, and there is no margin), "" when none.
         overload: (requests waiting, requests admitted) on average at an open-loop point that is overloaded
             (:func:`specsim.analysis.overload.overloaded`: its queue ran away), seed means; None elsewhere.
+        overload_spans: (``duration_s``, ``arrival_span_s``) seed means there, for the overload's reason (None each
+            where the records lack it).
         heavier: ``(load, tok/s/GPU, flags)`` of each load of this curve heavier than ``load`` that was simulated
             (seed-mean throughput; flags: :func:`specsim.analysis.sweep_tables.flagged_points`' kinds, [] where
             none), lightest first: a covered tier's text says what they delivered and, where one is flagged, that
@@ -110,6 +112,7 @@ class Recommendation:
     tied_with: list[str] = field(default_factory=list)
     runner_up_caution: str = ""
     overload: tuple[float, float] | None = None
+    overload_spans: tuple[float | None, float | None] = (None, None)
     heavier: list[tuple[float, float, list[str]]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -283,8 +286,9 @@ def _point_cautions(r: Recommendation) -> list[tuple[str, str]]:
                     f"{r.load:g} users waited on average to be admitted, the KV pool or max_num_seqs full): {shows}; "
                     "more users than it runs add waiting, not throughput"))
     if r.overload is not None:
-        out.append(("is overloaded", f"this point is overloaded ({r.overload[0]:.1f} requests waited to be admitted "
-                    f"on average against {r.overload[1]:.1f} admitted): {OVERLOAD_MEANS}"))
+        why = (f"{r.overload[0]:.1f} requests waited to be admitted on average against {r.overload[1]:.1f} admitted"
+               if r.overload[0] >= r.overload[1] else overload_reason(*r.overload, *r.overload_spans))
+        out.append(("is overloaded", f"this point is overloaded ({why}): {OVERLOAD_MEANS}"))
     if prefill_bound(r.prefill_wait_ms, r.ttft_ms):
         out.append(("is prefill-bound", f"this point is prefill-bound (its requests waited {r.prefill_wait_ms:,.0f} "
                     f"ms of their {r.ttft_ms:,.0f} ms TTFT for a prefill instance): its TPS/user and throughput "
