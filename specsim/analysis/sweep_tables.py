@@ -34,6 +34,35 @@ def _curve_labels(df: pd.DataFrame) -> pd.Series:
     return labels
 
 
+#: Each policy's gamma and drafter under the bundled default scenario (engine.gamma 7, drafter dspark), as
+#: :func:`specsim.run_config.resolve_policy` resolves them (a test holds the two together); the policies that fix
+#: their own are listed, every other (plug-ins included) takes the default scenario's.
+DEFAULT_KNOBS, OWN_KNOBS = (7, "dspark"), {"mtp1": (1, "mtp"), "none": (0, "none")}
+
+
+def curve_title(curve: str, policy: str, gamma: Any, drafter: Any) -> str:
+    """A curve's label as tables, legends and the report show it: ``curve`` itself, or where its drafter or gamma is
+    not the policy's default (:data:`DEFAULT_KNOBS`) and the label does not already name them, ``static (gamma=2,
+    drafter=mtp)`` as ``specsim recommend`` writes a curve (two folders of static, MTP k = 2 and DSpark k = 7, were
+    both shown as ``static``)."""
+    try:
+        knobs = (int(gamma), str(drafter))
+    except (TypeError, ValueError):
+        return curve
+    if "=" in curve or knobs == OWN_KNOBS.get(policy, DEFAULT_KNOBS):
+        return curve
+    return f"{curve} (gamma={knobs[0]}, drafter={knobs[1]})"
+
+
+def curve_titles(df: pd.DataFrame) -> dict[str, str]:
+    """{curve: :func:`curve_title`} of a :func:`results_frame` (each curve's first row: its points share the knobs
+    the label does not name); {} when empty."""
+    if df.empty:
+        return {}
+    first = df.drop_duplicates("curve")
+    return {str(r.curve): curve_title(str(r.curve), str(r.policy), r.gamma, r.drafter) for r in first.itertuples()}
+
+
 def scoped(summary: dict[str, Any], closed: bool, key: str) -> Any:
     """A run summary's figure ``key`` in the scope of its measured requests: a closed-loop run's (``closed``) from
     its measurement window where the summary's ``window`` block has it (records written before the block existed

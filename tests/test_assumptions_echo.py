@@ -1,0 +1,74 @@
+"""What an operator reviewing the bundled B200 scenario (MTP k = 2 and DSpark k = 7 against no speculation) could not
+read in the output: the acceptance length given beside the one simulated, and which drafter and gamma a curve ran
+(both curves were labelled ``static``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from specsim.analysis.sweep_tables import DEFAULT_KNOBS, OWN_KNOBS, curve_title, results_frame
+from specsim.scenario import load_scenario
+from specsim.simulation import simulate
+from specsim.workload import save_trace, synth_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+B200 = ROOT / "specsim" / "scenarios" / "b200-qwen3.8-27b-vllm.toml"
+GIVEN = ["acceptance.length=3.43", "acceptance.length_gamma=7"]
+EXACT = ["acceptance.sigma_request=0", "acceptance.sigma_step=0", "acceptance.sigma_token=0"]
+
+
+def _cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    from specsim.cli import main
+    monkeypatch.setattr(sys, "argv", ["specsim", *args])
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as ei:
+        main()
+        sys.exit(0)
+    out = capsys.readouterr()
+    return ei.value.code, out.out, " ".join(out.err.split())
+
+
+def test_the_policy_defaults_the_labels_compare_against_are_the_resolvers():
+    from specsim.policies.registry import available_policies
+    from specsim.run_config import resolve_policy
+
+    sc = load_scenario()
+    for p in available_policies():
+        c = resolve_policy(p, sc, None, None, {}, ())
+        assert (c.gamma, c.drafter) == OWN_KNOBS.get(p, DEFAULT_KNOBS), p
+
+
+def test_a_curve_title_names_a_drafter_or_gamma_other_than_the_policys():
+    assert curve_title("static", "static", 2, "mtp") == "static (gamma=2, drafter=mtp)"
+    assert curve_title("static", "static", 7, "dspark") == "static"
+    assert curve_title("static", "static", 7, "eagle3") == "static (gamma=7, drafter=eagle3)"
+    assert curve_title("mtp1", "mtp1", 1, "mtp") == "mtp1" and curve_title("none", "none", 0, "none") == "none"
+    # a label that already names its knobs (a policy swept at several) is left as it is
+    assert curve_title("static drafter=mtp gamma=2", "static", 2, "mtp") == "static drafter=mtp gamma=2"
+
+
+def test_a_sweep_labels_a_curve_by_its_drafter_and_gamma_and_echoes_the_length(tmp_path, monkeypatch, capsys):
+    """Two folders of static, MTP k = 2 and DSpark k = 7: the sweep's table, its acceptance note, the plot's legend
+    and the report name MTP's curve ``static (gamma=2, drafter=mtp)``; DSpark k = 7 is static's default."""
+    from specsim.analysis.plots import frontier_figure
+    from specsim.analysis.report import write_report
+    from specsim.analysis.sweep_records import load_records
+
+    trace = tmp_path / "he.jsonl"
+    save_trace(synth_trace(32, 1.0, seed=0, prompt_len=191, output_len=300), trace)
+    common = ["sweep", "--scenario", str(B200), "--trace", str(trace), "--concurrency", "4,8"]
+    rc, out, err = _cli(monkeypatch, capsys, *common, "--policies", "static", "--drafter", "mtp", "--gamma", "2",
+                        "--out", str(tmp_path / "mtp"), "--set", "acceptance.length=2.27",
+                        "--set", "acceptance.length_gamma=2")
+    assert rc == 0, err
+    assert "static (gamma=2, drafter=mtp)  4" in out
+    rc, out, err = _cli(monkeypatch, capsys, *common, "--policies", "static", "--out", str(tmp_path / "ds"))
+    assert rc == 0 and "\nstatic  " in out and "(gamma=" not in out
+    fig = frontier_figure([str(tmp_path / "mtp"), str(tmp_path / "ds")])
+    assert [ax.get_legend_handles_labels()[1][0] for ax in fig.axes[:2]] == ["static (gamma=2, drafter=mtp)",
+                                                                            "static"]
+    html = write_report(tmp_path / "mtp", tmp_path / "r.html").path.read_text()
+    assert ">static (gamma=2, drafter=mtp)<" in html
