@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specsim.analysis.sweep_tables import DEFAULT_KNOBS, OWN_KNOBS, curve_title, results_frame
+from specsim.run_notices import LENGTH_TOLERANCE, acceptance_length_text
 from specsim.scenario import load_scenario
 from specsim.simulation import simulate
 from specsim.workload import save_trace, synth_trace
@@ -50,6 +51,40 @@ def test_a_curve_title_names_a_drafter_or_gamma_other_than_the_policys():
     assert curve_title("static drafter=mtp gamma=2", "static", 2, "mtp") == "static drafter=mtp gamma=2"
 
 
+def test_the_length_text_by_hand():
+    # alpha solved at gamma 7 from 3.43 carries to gamma 2 as 1 + a + a^2
+    from specsim.acceptance.model import alpha_for_acceptance_length
+
+    a = alpha_for_acceptance_length(3.43, 7)
+    text = acceptance_length_text(3.43, 7, 2, [1 + a + a * a], "static", (0.0, 0.0, 0.0))
+    assert text == (f"acceptance length: given 3.43 (acceptance.length at gamma 7: alpha {a:.3f} per position), "
+                    f"simulated {1 + a + a * a:.3f}; at this run's gamma 2 that alpha gives {1 + a + a * a:.3f} "
+                    f"(within {LENGTH_TOLERANCE:.0%})")
+    off = acceptance_length_text(3.43, 7, 7, [3.381, 3.36], "dspark", (1.03, 0.89, 1.16), " of dspark")
+    assert off.startswith("acceptance length of dspark: given 3.43 (acceptance.length at gamma 7: alpha 0.733 per "
+                          "position), simulated 3.360-3.381 over 2 points; -2.0%, beyond 1%: the acceptance model")
+    assert "(acceptance.sigma_request 1.03, sigma_step 0.89, sigma_token 1.16" in off and "averages below" in off
+    assert "policy dspark verifies fewer than gamma drafts at some steps" in off
+    assert "policy" not in acceptance_length_text(3.43, 7, 7, [3.2], "static", (1.0, 0.0, 0.0))
+
+
+def test_a_run_prints_the_length_given_beside_the_one_simulated():
+    tr = synth_trace(48, 1.0, seed=0, prompt_len=191, output_len=761)
+    sc = load_scenario(B200, GIVEN)
+    s = simulate(tr, "static", sc, seed=0, concurrency=8, gamma=7, drafter="dspark").summary
+    notes = " ".join(s["profile_range"]["notices"])
+    sim, win = s["mean_acceptance_length"], s["window"]["mean_acceptance_length"]
+    assert (f"acceptance length: given 3.43 (acceptance.length at gamma 7: alpha 0.733 per position), simulated "
+            f"{sim:.3f} over the whole run ({win:.3f} in the measurement window); ") in notes
+    assert sim < 3.43 * (1 - LENGTH_TOLERANCE) and "sigma_request 1.03" in notes       # the spread: named
+    exact = simulate(tr, "static", load_scenario(B200, GIVEN + EXACT), seed=0, concurrency=8, gamma=7,
+                     drafter="dspark").summary
+    notes = " ".join(exact["profile_range"]["notices"])
+    assert abs(exact["mean_acceptance_length"] / 3.43 - 1) < 0.03 and "sigma_request" not in notes
+    none = simulate(tr, "none", sc, seed=0, concurrency=8).summary
+    assert "acceptance length" not in " ".join(none["profile_range"].get("notices", []))
+
+
 def test_a_sweep_labels_a_curve_by_its_drafter_and_gamma_and_echoes_the_length(tmp_path, monkeypatch, capsys):
     """Two folders of static, MTP k = 2 and DSpark k = 7: the sweep's table, its acceptance note, the plot's legend
     and the report name MTP's curve ``static (gamma=2, drafter=mtp)``; DSpark k = 7 is static's default."""
@@ -65,8 +100,11 @@ def test_a_sweep_labels_a_curve_by_its_drafter_and_gamma_and_echoes_the_length(t
                         "--set", "acceptance.length_gamma=2")
     assert rc == 0, err
     assert "static (gamma=2, drafter=mtp)  4" in out
+    values = results_frame(load_records(tmp_path / "mtp")).mean_acceptance_length
+    assert (f"note: acceptance length of static (gamma=2, drafter=mtp): given 2.27 (acceptance.length at gamma 2: "
+            f"alpha 0.733 per position), simulated {values.min():.3f}-{values.max():.3f} over 2 points") in err
     rc, out, err = _cli(monkeypatch, capsys, *common, "--policies", "static", "--out", str(tmp_path / "ds"))
-    assert rc == 0 and "\nstatic  " in out and "(gamma=" not in out
+    assert rc == 0 and "\nstatic  " in out and "(gamma=" not in out and "note: acceptance length of" not in err
     fig = frontier_figure([str(tmp_path / "mtp"), str(tmp_path / "ds")])
     assert [ax.get_legend_handles_labels()[1][0] for ax in fig.axes[:2]] == ["static (gamma=2, drafter=mtp)",
                                                                             "static"]
