@@ -110,3 +110,42 @@ def test_a_sweep_labels_a_curve_by_its_drafter_and_gamma_and_echoes_the_length(t
                                                                             "static"]
     html = write_report(tmp_path / "mtp", tmp_path / "r.html").path.read_text()
     assert ">static (gamma=2, drafter=mtp)<" in html
+
+
+def test_the_admission_limit_names_which_limit_and_its_cap():
+    from specsim.analysis.sweep_tables import admission_limit
+
+    assert admission_limit(77, 6344, 1024, 77.0) == "the KV pool full: at most 77 requests at once"
+    assert admission_limit(568, 6344, 100, 100.0) == "max_num_seqs full: at most 100 requests at once"
+    # a pool of tokens alone: max_num_seqs where the running count reached it, else the pool's tokens
+    assert admission_limit(None, 50000, 256, 255.0) == "max_num_seqs full: at most 256 requests at once"
+    assert admission_limit(None, 50000, 256, 90.0) == "the KV pool full (50,000 tokens)"
+    assert admission_limit(None, None, None, 90.0) == "the KV pool or max_num_seqs full"      # older records
+
+
+def test_sweep_compare_and_recommend_name_each_policys_admission_limit(tmp_path, monkeypatch, capsys):
+    """On the B200 scenario the run header gave the per-policy cap (77 DSpark k = 7, 568 none) while sweep and
+    compare said "the KV pool or max_num_seqs full": with max_num_seqs 100, DSpark's pool binds and none's
+    max_num_seqs does, each named with its cap."""
+
+    trace = tmp_path / "t.jsonl"
+    save_trace(synth_trace(400, 1.0, seed=0, prompt_len=191, output_len=300), trace)
+    out = tmp_path / "q"
+    rc, text, _ = _cli(monkeypatch, capsys, "sweep", "--scenario", str(B200), "--trace", str(trace), "--policies",
+                      "static,none", "--concurrency", "128", "--out", str(out), "--set", "cluster.max_num_seqs=100")
+    caps = {}
+    for policy in ("static", "none"):
+        s = simulate(synth_trace(200, 1.0, seed=0, prompt_len=191, output_len=300), policy,
+                     load_scenario(B200, ["cluster.max_num_seqs=100"]), seed=0, concurrency=16).summary
+        caps[policy] = s["kv_capacity"]["max_requests"]
+        assert f"so at most {caps[policy]:,} requests of up to" in s["kv_capacity"]["describe"]
+    assert caps["static"] < 100 < caps["none"]
+    said = (f"(none: max_num_seqs full: at most 100 requests at once; static: the KV pool full: at most "
+            f"{caps['static']} requests at once)")
+    assert rc == 0 and said in " ".join(text.split())                  # the warnings: on stdout
+    rc, text, _ = _cli(monkeypatch, capsys, "compare", str(out))
+    assert rc == 0 and said in " ".join(text.split())
+    rc, text, _ = _cli(monkeypatch, capsys, "recommend", str(out), "--tiers", "20")
+    assert rc == 0 and "to be admitted, " in " ".join(text.split())
+    assert ("max_num_seqs full: at most 100 requests at once" in " ".join(text.split())
+            or f"the KV pool full: at most {caps['static']} requests at once" in " ".join(text.split()))
