@@ -57,7 +57,7 @@ def curve_title(curve: str, policy: str, gamma: Any, drafter: Any) -> str:
 def curve_titles(df: pd.DataFrame) -> dict[str, str]:
     """{curve: :func:`curve_title`} of a :func:`results_frame` (each curve's first row: its points share the knobs
     the label does not name); {} when empty."""
-    if df.empty:
+    if df.empty or not {"curve", "policy", "gamma", "drafter"} <= set(df.columns):
         return {}
     first = df.drop_duplicates("curve")
     return {str(r.curve): curve_title(str(r.curve), str(r.policy), r.gamma, r.drafter) for r in first.itertuples()}
