@@ -6,7 +6,7 @@ Not a benchmark: a reproducible recipe for the committed JSON. Two kinds:
   datasheet with the default :class:`~specsim.hardware.stepmodel.EngineTerms` (``kind: analytic``), the same as
   ``specsim profile analytic --model M --gpu G --tp T [--weight-dtype D]``;
 * ``*-vllm-fitted.json``: the engine-level terms fitted on a public vLLM no-speculation series of
-  ``tests/data/validation`` exactly as :func:`specsim.studies.validation.validate_series` fits them (at most a third of
+  ``specsim/studies/data/validation`` exactly as :func:`specsim.studies.validation.validate_series` fits them (at most a third of
   the points), with the source URL and date, the fitted points and the errors on the points it predicts.
 
 Usage: ``python benchmarks/make_step_profiles.py [--out specsim/data/profiles] [--only NAME ...]``.
@@ -105,12 +105,12 @@ def fitted_profile(name: str):
                         f"{first['dataset']}, closed loop N = {', '.join(str(int(n)) for n in df['load'])}, "
                         "no speculation",
             "source_url": str(first["source_url"]), "source_date": str(first["source_date"]),
-            "validation_data": f"tests/data/validation/{first['file']}", **prov}
+            "validation_data": f"specsim/studies/data/validation/{first['file']}", **prov}
     others = sorted({o.source for o in server_observations(rows, series)} - {first["file"]})
     if others:                          # fitted together with the other series measured on the same server
         meta["fitted_with"] = [{"series": str(rows.loc[rows["file"] == f, "series"].iloc[0]),
                                 "source_url": str(rows.loc[rows["file"] == f, "source_url"].iloc[0]),
-                                "validation_data": f"tests/data/validation/{f}"} for f in others]
+                                "validation_data": f"specsim/studies/data/validation/{f}"} for f in others]
     return res.model.profile(res.profile.max_batch_tokens, name=name, kind="fitted", provenance=meta)
 
 

@@ -112,6 +112,70 @@ def cpu_drafter_notice(pc) -> str | None:
             "not give; --policy static verifies what it proposes")
 
 
+#: Relative difference between the acceptance length given (``acceptance.length``, carried to the run's gamma) and
+#: the simulated mean beyond which the notice says why they differ.
+LENGTH_TOLERANCE = 0.01
+
+
+def given_length_notice(sc: Scenario, pc, summary: dict) -> str | None:
+    """:func:`acceptance_length_text` of a drafting run of ``pc`` (:class:`specsim.run_config.PolicyChoice`) whose
+    scenario gives ``acceptance.length`` (its own, or the drafter's ``acceptance.drafters`` entry), against the
+    run's ``summary["mean_acceptance_length"]``; None otherwise."""
+    a = sc.acceptance.for_drafter(pc.drafter) if pc.drafter else sc.acceptance
+    simulated = summary.get("mean_acceptance_length")
+    if not pc.gamma or a.length is None or simulated is None:
+        return None
+    text = acceptance_length_text(a.length, a.length_gamma or pc.gamma, pc.gamma, [simulated], pc.name,
+                                  (sc.acceptance.sigma_request, sc.acceptance.sigma_step, sc.acceptance.sigma_token))
+    window = (summary.get("window") or {}).get("mean_acceptance_length")
+    if window is None:
+        return text
+    return text.replace(f"simulated {simulated:.3f}", f"simulated {simulated:.3f} over the whole run ({window:.3f} in "
+                        "the measurement window)", 1)
+
+
+def acceptance_length_text(given: float, given_gamma: int, gamma: int, simulated: list[float], policy: str,
+                           sigmas: tuple[float, float, float], label: str = "") -> str:
+    """The acceptance length given beside the one simulated, and why they differ where they do by more than
+    :data:`LENGTH_TOLERANCE` (an operator gave 3.43 and read 3.381 with nothing printing both).
+
+    Args:
+        given, given_gamma: ``acceptance.length`` (tokens per verify step, bonus included) and the drafts per step
+            it was measured at.
+        gamma: the run's drafts per step (the given per-position rate carried to it when it differs).
+        simulated: the runs' mean acceptance lengths (one run, or a sweep curve's points).
+        policy: the policy's name (static and none verify every draft; the others choose).
+        sigmas: ``acceptance.sigma_request``, ``sigma_step``, ``sigma_token``.
+        label: what ran, e.g. `` of static (gamma=7, drafter=dspark)``.
+    """
+    from specsim.acceptance.model import alpha_for_acceptance_length
+
+    alpha = alpha_for_acceptance_length(float(given), int(given_gamma))
+    expected = sum(alpha ** i for i in range(gamma + 1))
+    lo, hi = min(simulated), max(simulated)
+    sim = f"{lo:.3f}" if len(simulated) == 1 or f"{lo:.3f}" == f"{hi:.3f}" else \
+        f"{lo:.3f}-{hi:.3f} over {len(simulated)} points"
+    text = (f"acceptance length{label}: given {given:g} (acceptance.length at gamma {given_gamma}: alpha "
+            f"{alpha:.3f} per position), simulated {sim}")
+    if gamma != given_gamma:
+        text += f"; at this run's gamma {gamma} that alpha gives {expected:.3f}"
+    worst = max(simulated, key=lambda v: abs(v / expected - 1))
+    if abs(worst / expected - 1) <= LENGTH_TOLERANCE:
+        return text + f" (within {LENGTH_TOLERANCE:.0%})"
+    why = []
+    if any(sigmas):
+        why.append("the acceptance model spreads the rate around alpha between requests, steps and positions "
+                   f"(acceptance.sigma_request {sigmas[0]:g}, sigma_step {sigmas[1]:g}, sigma_token {sigmas[2]:g}: "
+                   "the confidence model, docs/acceptance.md) and the length, not linear in the rate, averages "
+                   f"{'below' if worst < expected else 'above'} the length at alpha (--set "
+                   "acceptance.sigma_request=0 --set acceptance.sigma_step=0 --set acceptance.sigma_token=0 "
+                   "removes the spread)")
+    if policy not in ("static", "none"):
+        why.append(f"policy {policy} verifies fewer than gamma drafts at some steps")
+    why.append("a request's last step verifies only the tokens its output has left")
+    return text + f"; {100 * (worst / expected - 1):+.1f}%, beyond {LENGTH_TOLERANCE:.0%}: " + "; ".join(why)
+
+
 def fitted_overhead_notice(sc: Scenario, profile: StepTimeProfile) -> str | None:
     """One line when the profile carries a fitted TTFT term (``metadata.fit.ttft.request_overhead_s``, written by
     ``profile fit`` and the bundled ``*-vllm-fitted`` profiles) that the run does not charge: the scenario's

@@ -28,7 +28,7 @@ from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_b
                                      memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, refused_by_window, resolve_run
-from specsim.run_notices import acceptance_notices, fitted_overhead_notice
+from specsim.run_notices import acceptance_notices, fitted_overhead_notice, given_length_notice
 from specsim.policies.cost_table import table_report
 from specsim.scenario import DRAFTER_ACCEPTANCE_KEYS, Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
@@ -433,8 +433,8 @@ def _summary_over(trace, config: RunConfig, built: _Built, requests: pd.DataFram
     summary["acceptance_notice"] = "; ".join(rates) or None          # sweeps repeat it (speculation_notes)
     summary["admission_wait_in_tpot"] = not cluster.config.colocated and sc.prefill.first_token == "prefill"
     queue = decode_queue_notice(summary, None if cluster.config.colocated else sc.prefill.first_token)
-    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed,
-                   lockstep, *rates, fitted_overhead_notice(sc, rr.profile), queue):
+    for notice in (rr.gpus_notice, None if cluster.config.colocated else rr.prefill_gpus_notice, idle, fixed, lockstep,
+                   *rates, fitted_overhead_notice(sc, rr.profile), queue, given_length_notice(sc, pc, summary)):
         if notice:
             summary["profile_range"].setdefault("notices", []).append(notice)
     diagnostics = policy_diagnostics(built.policies)

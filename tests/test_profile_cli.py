@@ -711,3 +711,16 @@ def test_a_profile_key_that_is_not_one_is_refused_with_the_closest(tmp_path):
     save_profile(prof, tmp_path / "p.json")
     assert set(json.loads((tmp_path / "p.json").read_text())) <= PROFILE_KEYS
     assert load_profile(tmp_path / "p.json").step_time_s.tolist() == prof.step_time_s.tolist()
+
+
+@pytest.mark.parametrize("name", ["b200-qwen3.8-27b-vllm-fitted", "h100-qwen3-8b-vllm-fitted"])
+def test_show_points_to_validation_data_an_installed_package_holds(name):
+    # tests/data/ is not installed; the package's own copy is (specsim/studies/data/validation)
+    r = RUN.invoke(app, ["profile", "show", name], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    import re
+    paths = re.findall(r"validation_data'?:\s*'?([^\s',}]+)", r.output)
+    assert paths and "tests/data" not in r.output
+    root = Path(__file__).resolve().parents[1]
+    for rel in paths:
+        assert rel.startswith("specsim/studies/data/validation/") and (root / rel).is_file(), rel

@@ -870,3 +870,29 @@ def test_cli_synth_says_how_many_requests_the_default_window_refuses(tmp_path, m
                          "--mix", "chat=1", "--seed", "1", "--out", str(tmp_path / "short.jsonl"))
     fits = load_trace(tmp_path / "short.jsonl")
     assert rc == 0 and ("exceed" in err) == bool((fits.prompt_tokens + fits.output_tokens > 4096).any())
+
+
+def test_cli_stats_checks_the_context_window_of_the_named_scenario(tmp_path, monkeypatch, capsys):
+    """`trace stats` checked nothing (and synth's note named only the default scenario's Llama-2 4,096-token
+    window): --scenario / --set check the requests against the user's model and engine.max_model_len."""
+    root = Path(__file__).resolve().parents[1]
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"arrival_s": float(i), "prompt_tokens": 3000, "output_tokens": 2000}) + "\n"
+                         for i in range(3)))
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p))
+    err = " ".join(err.split())
+    assert rc == 0 and "3 of its 3 requests exceed 4,096 tokens (prompt + output), the default scenario's" in err
+    assert "`specsim trace stats FILE --scenario S.toml` checks against your scenario's model" in err
+    b200 = root / "specsim" / "scenarios" / "b200-qwen3.8-27b-vllm.toml"
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p), "--scenario", str(b200))
+    # its profile's model names no window (vLLM served it with --max-model-len 16384, not in the file)
+    assert rc == 0 and "the scenario's context window is unknown (no limit): a run refuses none of the 3" in \
+        " ".join(err.split())
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p), "--set", "engine.max_model_len=16384")
+    assert rc == 0 and "note: all 3 requests fit the scenario's context window of 16,384 tokens" in " ".join(err.split())
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", "--json", str(p), "--scenario", str(b200), "--set",
+                         "engine.max_model_len=4000")
+    err = " ".join(err.split())
+    assert rc == 0 and "3 of its 3 requests exceed 4,000 tokens" in err and "(engine.max_model_len)" in err
+    rc, _, err = run_cli(monkeypatch, capsys, "trace", "stats", str(p), "--set", "engine.foo=1")
+    assert rc == 2 and "engine.foo" in err

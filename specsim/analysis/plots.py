@@ -132,14 +132,14 @@ def frontier_figure(panels: Sequence[Any] | str | Path, tiers: Sequence[float] =
     Raises:
         SpecsimInputError: ``panels`` of another shape, a folder without records, or a panel with no finished point.
     """
-    from specsim.analysis.sweep_tables import flagged_points, gpu_split
+    from specsim.analysis.sweep_tables import curve_titles, flagged_points, gpu_split
 
     panels, tiers = _panels(panels), () if tiers is None else as_tiers(tiers)
     est = tps_estimator(measured)
     fig, axes = figures.subplots(1, len(panels), figsize=(width_in * len(panels), height_in), squeeze=False)
     for ax, (title, recs) in zip(axes[0], panels):
         df, sp, fr, x_col = _spread_and_frontiers(recs, est)
-        flags = flagged_points(df)
+        flags, titles = flagged_points(df), curve_titles(df)
         colors = _colors(sp.curve.unique())
         any_flagged = False
         for curve, f in fr.items():
@@ -158,7 +158,7 @@ def frontier_figure(panels: Sequence[Any] | str | Path, tiers: Sequence[float] =
                 pts = ax.plot(x, y, "o", ms=3.5, color=c, alpha=0.45)[0]
             if hover is not None:
                 _mark(pts, hover, [_point_label(curve, r, x_col) for _, r in sub.iterrows()], x, y)
-            ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=curve)
+            ax.plot(f.tps_per_user, f.throughput_per_gpu, "-", color=c, lw=1.8, label=titles.get(curve, curve))
         if any_flagged:
             ax.plot([], [], "x", ms=8, mew=1.6, color="0.25", label="flagged point (warnings)")
         _draw_measured(ax, measured, hover)
@@ -246,15 +246,18 @@ def _per_load(records: list[dict[str, Any]], metric: str, ax, ylabel: str) -> No
     records = as_records(records)
     if not any(r["status"] == "ok" for r in records):
         raise SpecsimInputError(None, None, "records", "sweep records with a finished point", "none")
-    sp = seed_spread(results_frame(records), [metric])
+    from specsim.analysis.sweep_tables import curve_titles
+
+    df = results_frame(records)
+    sp, titles = seed_spread(df, [metric]), curve_titles(df)
     colors = _colors(sp.curve.unique())
     for curve, sub in sp.groupby("curve", sort=True):
-        sub = sub.sort_values("load")
+        sub, label = sub.sort_values("load"), titles.get(curve, curve)
         if (sub.num_seeds > 1).any():       # error bars (and their legend glyph) only with a spread to show
             ax.errorbar(sub["load"], sub[f"{metric}_mean"], yerr=sub[f"{metric}_std"], marker="o", ms=3.5,
-                        color=colors[curve], lw=1.5, capsize=2, label=curve)
+                        color=colors[curve], lw=1.5, capsize=2, label=label)
         else:
-            ax.plot(sub["load"], sub[f"{metric}_mean"], marker="o", ms=3.5, color=colors[curve], lw=1.5, label=curve)
+            ax.plot(sub["load"], sub[f"{metric}_mean"], marker="o", ms=3.5, color=colors[curve], lw=1.5, label=label)
     modes = set(sp["mode"])
     ax.set_xscale("log", base=2)
     _plain_ticks(ax.xaxis, sorted(sp["load"].unique()))

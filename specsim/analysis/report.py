@@ -449,9 +449,9 @@ def _care(r: dict[str, Any], base: str | None) -> str:
     return ", and ".join(parts)
 
 
-def _compare_table(tab: pd.DataFrame) -> dict[str, Any]:
+def _compare_table(tab: pd.DataFrame, titles: dict[str, str]) -> dict[str, Any]:
     cols = ["tier", "curve", "status", "tok/s/GPU", "+-std", "seeds", "gain", "TPS@match"]
-    rows = [[_cell(f"{r.tier:g}"), _cell(r.curve), _cell(r.status), _cell(r.throughput_per_gpu, digits=0),
+    rows = [[_cell(f"{r.tier:g}"), _cell(titles.get(r.curve, r.curve)), _cell(r.status), _cell(r.throughput_per_gpu, digits=0),
              _cell(r.throughput_std if r.num_seeds > 1 else None, digits=0), _cell(int(r.num_seeds)),
              _cell(r.gain_vs_baseline, pct=True), _cell(r.tps_at_matched_throughput, digits=1)]
             for _, r in tab.iterrows()]
@@ -494,8 +494,8 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     from specsim.analysis.plots import frontier_figure, svg_with_titles, swept_title, tps_estimator
     from specsim.analysis.results import measured_for_plot, other_model_note
     from specsim.analysis.sweep_records import load_records, mixed_workloads
-    from specsim.analysis.sweep_tables import (CAUTION_TITLES, cautions, gpu_split, per_all_gpus_note, results_frame,
-                                               seed_spread)
+    from specsim.analysis.sweep_tables import (CAUTION_TITLES, cautions, curve_titles, gpu_split, per_all_gpus_note,
+                                               results_frame, seed_spread)
 
     man = _read_json(d / "sweep.json") if (d / "sweep.json").is_file() else {}
     recs, tuned = read_tuned(d, load_records(d))    # a tune's sparse probes are not curves, as compare reads them
@@ -503,15 +503,15 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     if not ok:
         raise SpecsimInputError(str(d), None, "points", "a sweep directory with finished points", "none ok")
     df = results_frame(ok)
-    sp = seed_spread(df)
+    sp, titles = seed_spread(df), curve_titles(df)
     base = "mtp1" if (df.policy == "mtp1").any() else None
     tab = compare(ok, tiers, base)
-    points = [[_cell(r.curve), _cell(r["mode"]), _cell(f"{r.load:g}"), _cell(int(r.num_seeds)),
+    points = [[_cell(titles.get(r.curve, r.curve)), _cell(r["mode"]), _cell(f"{r.load:g}"), _cell(int(r.num_seeds)),
                _cell(r[f"{X}_mean"], digits=1), _cell(r[f"{Y}_mean"], digits=1),
                _cell(r["mean_verify_tokens_per_request_mean"], digits=2), _cell(r["mean_ttft_ms_mean"], digits=1)]
               for _, r in sp.iterrows()]
     sla = sla_table(ok, tiers)
-    goodput = [[_cell(f"{r.tier:g}"), _cell(r.curve), _cell(f"{r.load:g}"), _cell(r.attainment, pct=True),
+    goodput = [[_cell(f"{r.tier:g}"), _cell(titles.get(r.curve, r.curve)), _cell(f"{r.load:g}"), _cell(r.attainment, pct=True),
                 _cell(r.goodput_per_gpu, digits=1)] for _, r in sla.iterrows()]
     mixed = mixed_workloads(ok)
     sections = [{"title": "Warning: curves measured on different requests", "tables": [], "text_id": "mixed",
@@ -533,7 +533,7 @@ def _sweep_page(d: Path, tiers: tuple[float, ...], notes: tuple[str, ...] = ()) 
     failed = _failed_text([r for r in recs if r["status"] != "ok"])
     sections += [{"title": "Warning: failed points", "tables": [], "text_id": "failed", "text": failed}] if failed \
         else []
-    sections += [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab)], "text": None,
+    sections += [{"title": "Throughput per GPU at each tier", "tables": [_compare_table(tab, titles)], "text": None,
                   "text_id": None},
                  {"title": "Load points (seed means)", "text": None, "text_id": None, "tables": [_table(
                      "points", ["curve", "mode", "load", "seeds", X, Y, "mean_verify_tokens_per_request",

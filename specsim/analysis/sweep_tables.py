@@ -34,6 +34,35 @@ def _curve_labels(df: pd.DataFrame) -> pd.Series:
     return labels
 
 
+#: Each policy's gamma and drafter under the bundled default scenario (engine.gamma 7, drafter dspark), as
+#: :func:`specsim.run_config.resolve_policy` resolves them (a test holds the two together); the policies that fix
+#: their own are listed, every other (plug-ins included) takes the default scenario's.
+DEFAULT_KNOBS, OWN_KNOBS = (7, "dspark"), {"mtp1": (1, "mtp"), "none": (0, "none")}
+
+
+def curve_title(curve: str, policy: str, gamma: Any, drafter: Any) -> str:
+    """A curve's label as tables, legends and the report show it: ``curve`` itself, or where its drafter or gamma is
+    not the policy's default (:data:`DEFAULT_KNOBS`) and the label does not already name them, ``static (gamma=2,
+    drafter=mtp)`` as ``specsim recommend`` writes a curve (two folders of static, MTP k = 2 and DSpark k = 7, were
+    both shown as ``static``)."""
+    try:
+        knobs = (int(gamma), str(drafter))
+    except (TypeError, ValueError):
+        return curve
+    if "=" in curve or knobs == OWN_KNOBS.get(policy, DEFAULT_KNOBS):
+        return curve
+    return f"{curve} (gamma={knobs[0]}, drafter={knobs[1]})"
+
+
+def curve_titles(df: pd.DataFrame) -> dict[str, str]:
+    """{curve: :func:`curve_title`} of a :func:`results_frame` (each curve's first row: its points share the knobs
+    the label does not name); {} when empty."""
+    if df.empty or not {"curve", "policy", "gamma", "drafter"} <= set(df.columns):
+        return {}
+    first = df.drop_duplicates("curve")
+    return {str(r.curve): curve_title(str(r.curve), str(r.policy), r.gamma, r.drafter) for r in first.itertuples()}
+
+
 def scoped(summary: dict[str, Any], closed: bool, key: str) -> Any:
     """A run summary's figure ``key`` in the scope of its measured requests: a closed-loop run's (``closed``) from
     its measurement window where the summary's ``window`` block has it (records written before the block existed
@@ -60,6 +89,8 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
     for k in SUMMARY_KEYS:
         if k not in row and k not in _IDENTITY:
             row[k] = measured(r, k)
+    limit = s.get("admission_limit") or {}              # records before it: unknown (None)
+    row.update({k: limit.get(k) for k in ("kv_max_requests", "kv_tokens", "max_num_seqs")})
     load = s.get("load") or {}
     row["window_start_s"] = load.get("window_start_s")
     row["window_end_s"] = load.get("window_end_s")
@@ -174,6 +205,43 @@ def queued_points(df: pd.DataFrame) -> list[str]:
     return [f"{r.curve} at {r.load:g}" for _, r in bad.iterrows()]
 
 
+def admission_limit(kv_max_requests: Any, kv_tokens: Any, max_num_seqs: Any, running: Any) -> str:
+    """Which limit kept a point's users waiting for admission, with its cap: the KV pool where it holds fewer
+    requests than ``max_num_seqs`` (``"the KV pool full: at most 208 requests at once"``), else max_num_seqs; for a
+    pool of tokens alone (``kv_max_requests`` None), max_num_seqs where the mean running count reached it, else the
+    pool (its tokens); "the KV pool or max_num_seqs full" where the record keeps neither (written before them)."""
+    def known(v: Any) -> bool:
+        return v is not None and not (isinstance(v, float) and np.isnan(v))
+
+    if not known(max_num_seqs):
+        return "the KV pool or max_num_seqs full"
+    seqs = f"max_num_seqs full: at most {int(max_num_seqs):,} requests at once"
+    if known(kv_max_requests):
+        return (f"the KV pool full: at most {int(kv_max_requests):,} requests at once"
+                if int(kv_max_requests) < int(max_num_seqs) else seqs)
+    if known(running) and float(running) >= 0.95 * float(max_num_seqs):
+        return seqs
+    return f"the KV pool full ({int(kv_tokens):,} tokens)" if known(kv_tokens) else "the KV pool full"
+
+
+def admission_limits(df: pd.DataFrame, names: list[str]) -> str:
+    """:func:`admission_limit` per curve of the ``"curve at load"`` points ``names`` (:func:`queued_points`), each
+    curve by its :func:`curve_title`: ``"static (gamma=2, drafter=mtp): the KV pool full: at most 208 requests at
+    once; none: ..."``, the curve left out where only one curve queued."""
+    titles, said = curve_titles(df), {}
+    for name in names:
+        curve, _, load = name.rpartition(" at ")
+        rows = df[(df.curve == curve) & (df.load.map(lambda v: f"{v:g}") == load) & (df.status == "ok")]
+        if rows.empty or curve in said:
+            continue
+        r = rows.iloc[0]
+        said[curve] = admission_limit(r.get("kv_max_requests"), r.get("kv_tokens"), r.get("max_num_seqs"),
+                                      rows.mean_running_requests.max() if "mean_running_requests" in rows else None)
+    if len(said) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"{titles.get(c, c)}: {text}" for c, text in said.items())
+
+
 def overloaded_points(df: pd.DataFrame) -> list[str]:
     """``"curve at load"`` of each successful open-loop point of a :func:`results_frame` whose queue ran away
     (:func:`specsim.analysis.overload.overloaded`: at least as many requests waited for admission as ran, on
@@ -270,8 +338,8 @@ def cautions(df: pd.DataFrame) -> list[tuple[str, str]]:
     if wait:
         in_tpot = bool("admission_wait_in_tpot" in df and (df.admission_wait_in_tpot == 1).any())
         out.append(("queued", f"requests queue at {_points(wait)} ({', '.join(dict.fromkeys(wait))}): at least "
-                              f"{QUEUED_SHARE:.0%} of the users waited to be admitted (the KV pool or max_num_seqs "
-                              f"full), so {QUEUE_SHOWS[in_tpot]}; more users there add waiting, not throughput "
+                              f"{QUEUED_SHARE:.0%} of the users waited to be admitted ({admission_limits(df, wait)}"
+                              f"), so {QUEUE_SHOWS[in_tpot]}; more users there add waiting, not throughput "
                               "(mean_waiting_requests)"))
     over = overloaded_points(df)
     if over:

@@ -392,16 +392,17 @@ def spread_text(df, width: int | None = None) -> str:
         df: :func:`specsim.sweep.results_frame` of the sweep.
         width: characters to fit (None: the terminal's); names and numbers are never cut.
     """
+    from specsim.analysis.sweep_tables import curve_titles
     from specsim.sweep import seed_spread
 
     if df.empty or not (df.status == "ok").any():
         return ""
-    sp = seed_spread(df)
+    sp, titles = seed_spread(df), curve_titles(df)
     multi = bool((sp.num_seeds > 1).any())          # a spread exists only with two or more seeds
     rows, modes = [], set(sp["mode"])
     for _, r in sp.iterrows():
         load = f"{r.load:g}" if len(modes) == 1 else f"{r.load:g} users" if r["mode"] == "closed" else f"x{r.load:g}"
-        row = [r.curve, load, str(r.num_seeds), fmt.number(r.mean_tps_per_user_mean)]
+        row = [titles.get(r.curve, r.curve), load, str(r.num_seeds), fmt.number(r.mean_tps_per_user_mean)]
         row += [fmt.number(r.mean_tps_per_user_std) if r.num_seeds > 1 else fmt.MISSING] if multi else []
         row += [fmt.number(r.output_throughput_per_gpu_mean, 0)]
         row += [fmt.number(r.output_throughput_per_gpu_std, 0) if r.num_seeds > 1 else fmt.MISSING] if multi else []

@@ -93,7 +93,35 @@ def sweep_notices(recs: list[dict]) -> list[str]:
     from specsim.analysis.sweep_records import speculation_notes
     from specsim.run_notices import merged_acceptance_notices
 
-    return merged_acceptance_notices(speculation_notes(recs))
+    return merged_acceptance_notices(speculation_notes(recs)) + length_notes(recs)
+
+
+def length_notes(recs: list[dict]) -> list[str]:
+    """Per curve whose scenario gives ``acceptance.length`` (its own or the drafter's ``acceptance.drafters``
+    entry), the length given beside the ones its points simulated (as the tables read them: a closed loop's
+    window) and why they differ (:func:`specsim.run_notices.acceptance_length_text`); failed and non-drafting
+    points are skipped."""
+    from specsim.analysis.sweep_tables import curve_title, measured
+    from specsim.run_notices import acceptance_length_text
+
+    curves: dict[tuple, list[float]] = {}
+    for r in recs:
+        cfg = r.get("config") or {}
+        kn = cfg.get("knobs") or {}
+        if r.get("status") != "ok" or not kn.get("gamma"):
+            continue
+        acc = (cfg.get("scenario") or {}).get("acceptance") or {}
+        own = (acc.get("drafters") or {}).get(kn.get("drafter")) or acc
+        value = measured(r, "mean_acceptance_length")
+        if own.get("length") is None or value is None:
+            continue
+        key = (cfg["policy"], int(kn["gamma"]), kn.get("drafter"), float(own["length"]),
+               int(own.get("length_gamma") or kn["gamma"]),
+               tuple(float(acc.get(k, 0.0)) for k in ("sigma_request", "sigma_step", "sigma_token")))
+        curves.setdefault(key, []).append(float(value))
+    return [acceptance_length_text(given, at, gamma, values, policy, sigmas,
+                                   f" of {curve_title(policy, policy, gamma, drafter)}")
+            for (policy, gamma, drafter, given, at, sigmas), values in curves.items()]
 
 
 def note_more_requests_than_trace(num_requests: int | None, trace: Path, size: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -56,23 +57,38 @@ def _write_synth(trace, out: Path, flag: str) -> None:
     _window_note(trace)
 
 
-def _window_note(trace) -> None:
-    """On stderr, how many of a written trace's requests exceed the default scenario's context window (prompt +
-    output): a run on it refuses them as unservable (a fresh user's session trace had 107 of 240 beyond the
-    default profile's 4,096 tokens, found only when the run refused them)."""
+def _window_note(trace, scenario: Path | None = None, overrides: list[str] | None = None) -> None:
+    """On stderr, how many of a trace's requests exceed a scenario's context window (prompt + output): a run on it
+    refuses them as unservable (a fresh user's session trace had 107 of 240 beyond the default profile's 4,096
+    tokens, found only when the run refused them). ``scenario`` / ``overrides`` (``--set``) name the scenario;
+    without them the default one, whose model may not be the user's (the note then says how to name yours).
+
+    Raises:
+        SpecsimInputError: an unreadable or invalid scenario file or ``--set`` override (from ``load_scenario``).
+    """
     from specsim.hardware.context import context_window
     from specsim.hardware.profile import resolve_profile
     from specsim.scenario import load_scenario
 
-    sc = load_scenario()
+    sc = load_scenario(scenario, overrides)
     cw = context_window(resolve_profile(sc.profile.name, sc.profile.lookup), sc.engine.max_model_len)
     over = int(cw.over(trace.prompt_tokens, trace.output_tokens).sum())
     if over:
         verb = "exceeds" if over == 1 else "exceed"
+        whose = (f"scenario {scenario}'s" if scenario is not None else
+                 "the default scenario's" + (" (with --set)" if overrides else ""))
+        hint = ("" if scenario is not None else
+                "; `specsim trace stats FILE --scenario S.toml` checks against your scenario's model")
         typer.echo(fmt.wrapped(f"note: {over} of its {len(trace)} requests {verb} {cw.max_model_len:,} tokens "
-                               f"(prompt + output), the default scenario's context window ({cw.source}): a run "
+                               f"(prompt + output), {whose} context window ({cw.source}): a run "
                                "on it refuses them as unservable (--max-model-len, or a profile of a longer-context "
-                               "model, admits them)"), err=True)
+                               f"model, admits them{hint})"), err=True)
+    elif (scenario is not None or overrides) and cw.max_model_len is None:
+        typer.echo(fmt.wrapped(f"note: the scenario's context window is {cw.source}: a run refuses none of the "
+                               f"{len(trace)} requests for its length (engine.max_model_len sets one)"), err=True)
+    elif scenario is not None or overrides:
+        typer.echo(f"note: all {len(trace)} requests fit the scenario's context window of {cw.max_model_len:,} tokens "
+                   f"(prompt + output; {cw.source})", err=True)
 
 
 def _summary_line(trace, out: Path) -> str:
@@ -330,14 +346,20 @@ def span_warning(trace, rate: float, span: float) -> str:
 def stats(
     file: Path = typer.Argument(..., help="A canonical JSONL trace."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario TOML whose context window (its "
+                                            "profile's model, engine.max_model_len) the requests are checked "
+                                            "against; default: the default scenario's."),
+    set_: list[str] = typer.Option([], "--set", help="Scenario override: section.key=value (repeatable)."),
 ) -> None:
-    """Count, span, rate, inter-arrival CV and per-domain prompt/output lengths of a trace."""
+    """Count, span, rate, inter-arrival CV and per-domain prompt/output lengths of a trace; on stderr, how many
+    requests exceed the scenario's context window (--scenario, --set; default: the default scenario)."""
     from specsim.workload import load_trace, trace_stats
 
     trace = load_trace(file)
     st = trace_stats(trace)
     if as_json:
         typer.echo(json.dumps({"file": str(file), "content_hash": trace.content_hash(), **st}))
+        _window_note(trace, scenario, set_)
         return
     sessions, unit = "", "req/s"
     if st.get("arrivals") == "session starts":      # later turns arrive when a run completes the previous one
@@ -352,3 +374,4 @@ def stats(
                           f"rate {fmt.number(st['rate_req_per_s'], 3)} {unit}, inter-arrival CV "
                           f"{fmt.number(st['interarrival_cv'], 3)}; lengths per domain (tokens; in = prompt, "
                           "out = output)"))
+    _window_note(trace, scenario, set_)

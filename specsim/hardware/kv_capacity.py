@@ -104,7 +104,16 @@ class KvCapacity:
         d["blocks"] = self.tokens // self.block_size
         d["target_tokens_with_drafter"] = int(self.tokens / (1 + self.drafter_kv_fraction))
         d["describe"] = self.describe()
+        d["max_requests"] = self.max_requests()
         return d
+
+    def max_requests(self) -> int | None:
+        """The most requests the pool holds at once where a hybrid model's page layout fixes each request's blocks
+        (its attention blocks up to the layout's block tokens, its state blocks and its drafter's), as the run
+        header says it; None for a pool of tokens alone (how many requests fit depends on their lengths)."""
+        if self.layout is None:
+            return None
+        return self.tokens // self.block_size // (self.state_blocks + 1 + math.ceil(self.drafter_kv_fraction))
 
     def describe(self) -> str:
         """One line for a run header: the capacity, and its parts when derived."""
@@ -122,7 +131,7 @@ class KvCapacity:
         if lay is not None:
             drafter = math.ceil(self.drafter_kv_fraction)             # a set drafter.kv_fraction: its own blocks
             one = self.state_blocks + 1 + drafter
-            share += (f", so at most {self.tokens // self.block_size // one:,} requests of up to {lay.block_tokens:,} "
+            share += (f", so at most {self.max_requests():,} requests of up to {lay.block_tokens:,} "
                       f"tokens run at once ({one} blocks each"
                       + (", the drafter's KV in its own group" if lay.drafter_groups and self.engine_groups > 1
                          and not drafter else "")

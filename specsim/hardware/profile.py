@@ -271,6 +271,21 @@ SOURCED_SPECULATION = "vLLM issue 49548's sourced defaults (the profile states n
 SOURCED_SPEC_STEP_S, SOURCED_SPEC_REQUEST_S = 7.75e-4, 8.4e-5
 
 
+#: What docs/validation.md measured of a bundled profile's speed-ups with speculation's terms at their sourced
+#: defaults, and the ``spec_step_s`` its second protocol fits on each speculative series' N = 1 point
+#: (``specsim.studies.validation``; a test reads both from docs/validation.md): said where a run on the profile
+#: charges those defaults.
+VALIDATED_SPECULATION = {
+    "b200-qwen3.8-27b-vllm-fitted": (
+        "validated against this profile's public B200 sweep (docs/validation.md, 'Misses and their causes'): MTP "
+        "k = 2's speed-up over no speculation comes out 3-11% low at every load (128 HumanEval users: 1.02 "
+        "predicted, 1.14 measured; the 0.084 ms per running request, measured on H100, is an upper bound for this "
+        "engine), DSpark k = 7's within -2% to +9%; spec_step_s fitted on the sweep's one-user point: MTP --set "
+        "engine.spec_step_s=3.921e-4 (HumanEval) or 3.054e-4 (MathReasoning), DSpark 9.972e-4 (HumanEval) or "
+        "5.646e-4 (MathReasoning), which leaves MTP up to 10% low at 128 users"),
+}
+
+
 def speculation_overhead(profile: StepTimeProfile) -> dict[str, Any]:
     """What a speculating run on ``profile`` (its terms as :func:`specsim.run_config.speculation_terms`
     resolved them) is charged per speculative step: ``{"spec_step_s", "spec_request_s"}`` in seconds and
@@ -282,6 +297,8 @@ def speculation_overhead(profile: StepTimeProfile) -> dict[str, Any]:
             SOURCED_SPEC_STEP_S, SOURCED_SPEC_REQUEST_S):      # a step model built with the defaults, not fitted
         source = ("the profile's step model at vLLM issue 49548's sourced defaults (measured on a 31B dense target, "
                   "1x H100 NVL; not fitted to this model)")
+        if md.get("name") in VALIDATED_SPECULATION:
+            source += "; " + VALIDATED_SPECULATION[md["name"]]
     return {"spec_step_s": float(profile.spec_step_s), "spec_request_s": float(profile.spec_request_s),
             "source": str(source), "zero_draft_pays": bool(profile.spec_zero_draft_pays)}
 

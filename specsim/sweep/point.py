@@ -77,6 +77,9 @@ def _ok_fields(res) -> dict[str, Any]:
     summary["window"] = s.get("window")
     summary["speculation_overhead"] = s.get("speculation_overhead")      # what compare says it was charged
     summary["acceptance_notice"] = s.get("acceptance_notice")            # built-in rates, not the user's drafter
+    kv = s.get("kv_capacity") or {}                                      # which limit admission hits (cautions)
+    summary["admission_limit"] = {"kv_max_requests": kv.get("max_requests"), "kv_tokens": kv.get("tokens"),
+                                  "max_num_seqs": s["provenance"]["scenario"]["cluster"].get("max_num_seqs")}
     pv, measured = s["provenance"], measured_mask(res.requests, s)
     return {"summary": jsonable(summary), "requests": _measured_requests(res.requests, measured),
             "latencies": _latencies(res.requests, measured),

@@ -20,7 +20,7 @@ import numpy as np
 from specsim.analysis.frontier import compare, frontiers, sla_table
 from specsim.analysis.metrics import queued, users_in_system
 from specsim.analysis.overload import overloaded
-from specsim.analysis.sweep_tables import flagged_points, resident_column, results_frame, seed_spread
+from specsim.analysis.sweep_tables import admission_limit, flagged_points, resident_column, results_frame, seed_spread
 from specsim.analysis.tier_notes import TierAttainment, meeting_point, tier_attainment, with_throughput
 from specsim.analysis.tiers import deployable, winners
 from specsim.errors import SpecsimInputError
@@ -95,6 +95,9 @@ def recommend(records: list[dict[str, Any]], tiers: Iterable[float]) -> list[Rec
         if p["mode"] == "closed" and "mean_waiting_requests" in at and at.mean_waiting_requests.notna().all():
             rec.waiting, rec.p99_ttft_ms = float(at.mean_waiting_requests.mean()), float(at.p99_ttft_ms.mean())
             rec.wait_in_tpot = bool("admission_wait_in_tpot" in at and (at.admission_wait_in_tpot == 1).any())
+            rec.limit = admission_limit(*(at[k].iloc[0] if k in at else None for k in
+                                          ("kv_max_requests", "kv_tokens", "max_num_seqs")),
+                                        at.mean_running_requests.max() if "mean_running_requests" in at else None)
         rec.caution = _row_caution(table, rec.tier, curve)        # the winner's row, or in a tie the tied curve's
         if p["mode"] == "closed" and "measured_requests" in at and at.measured_requests.notna().all():
             rec.measured_requests = float(at.measured_requests.mean())

@@ -50,6 +50,7 @@ class Recommendation:
             text warns that its users wait that long for their first token. None in open loop or older records.
         wait_in_tpot: that wait shows in TPOT and TPS/user, not TTFT (a disaggregated prefill stamping the first
             token, the summary's ``admission_wait_in_tpot``).
+        limit: which limit kept its users waiting, with its cap (:func:`specsim.analysis.sweep_tables.admission_limit`).
         caution: the flagged frontier points the tier's throughput is read from (compare's ``caution``:
             :func:`specsim.analysis.sweep_tables.winner_cautions`), "" when none.
         attainment: the share of that point's measured requests whose own TPS/user meets the tier (seed mean;
@@ -102,6 +103,7 @@ class Recommendation:
     waiting: float | None = None
     p99_ttft_ms: float | None = None
     wait_in_tpot: bool = False
+    limit: str = "the KV pool or max_num_seqs full"
     caution: str = ""
     runner_up_queue: str = ""
     measured_requests: float | None = None
@@ -283,7 +285,7 @@ def _point_cautions(r: Recommendation) -> list[tuple[str, str]]:
                  f"its TTFT holds that wait (p99 {r.p99_ttft_ms:,.0f} ms) while its TPS/user counts decode "
                  "speed only")
         out.append(("queues its users for admission", f"requests queue at this point ({r.waiting:.1f} of its "
-                    f"{r.load:g} users waited on average to be admitted, the KV pool or max_num_seqs full): {shows}; "
+                    f"{r.load:g} users waited on average to be admitted, {r.limit}): {shows}; "
                     "more users than it runs add waiting, not throughput"))
     if r.overload is not None:
         why = (f"{r.overload[0]:.1f} requests waited to be admitted on average against {r.overload[1]:.1f} admitted"
