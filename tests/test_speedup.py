@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specsim.analysis.speedup import (BELOW_AT_LIGHTEST, COLUMNS, CROSSES, NEVER_BELOW, crossovers, curve_label,
+from specsim.analysis.speedup import (BELOW_AT_LIGHTEST, COLUMNS, CROSSES, NEVER_BELOW, crossovers,
                                       speedup_json, speedup_table)
+from specsim.analysis.sweep_tables import curve_title
 from specsim.errors import SpecsimInputError
 from specsim.scenario import load_scenario
 
@@ -97,14 +98,16 @@ def test_labels_name_drafter_and_gamma_and_folders_sit_in_one_table():
     mtp = records(drafter="mtp", gamma=2, static={k: (v[0] * 0.9, NONE[k][1] * s) for (k, v), s in
                                                   zip(STATIC.items(), (1.4, 1.2, 1.0, 0.8))})
     tab = speedup_table([records(), mtp], "none", names=["dspark", "mtp"])
-    assert tab.label.tolist() == ["static (dspark, gamma 7)"] * 4 + ["static (mtp, gamma 2)"] * 4
+    assert tab.label.tolist() == ["static (gamma=7, drafter=dspark)"] * 4 + ["static (gamma=2, drafter=mtp)"] * 4
     assert tab.folder.tolist() == ["dspark"] * 4 + ["mtp"] * 4
     cross = tab.attrs["crossovers"].set_index("folder")
     assert cross.loc["dspark", "crossover_load"] == pytest.approx(96.0)
     # mtp: 1.0 at 64, 0.8 at 128: exactly 64
     assert cross.loc["mtp", "crossover_load"] == pytest.approx(64.0)
-    assert curve_label("static gamma=2", "mtp", 2) == "static gamma=2 (mtp)"
-    assert curve_label("static", "mtp", 2.0) == "static (mtp, gamma 2)"
+    assert curve_title("static gamma=2", "static", 2, "mtp", always=True) == "static gamma=2 (drafter=mtp)"
+    assert curve_title("static", "static", 2.0, "mtp", always=True) == "static (gamma=2, drafter=mtp)"
+    assert curve_title("static", "static", 7, "dspark", always=True) == "static (gamma=7, drafter=dspark)"
+    assert curve_title("static", "static", 7, "dspark") == "static"
 
 
 def test_flagged_points_are_marked_and_a_ratio_of_two_flagged_points_says_so():
@@ -137,7 +140,7 @@ def test_bad_baseline_and_json_schema():
     assert set(js) == {"baseline", "table", "crossovers"} and js["baseline"] == "none"
     assert set(js["table"][0]) == set(COLUMNS) and js["table"][0]["throughput_speedup_std"] is None
     assert js["table"][3]["both_flagged"] is True and js["table"][3]["curve_flags"] == ["thrashing"]
-    assert js["crossovers"] == [{"folder": "records 1", "curve": "static", "label": "static (dspark, gamma 7)",
+    assert js["crossovers"] == [{"folder": "records 1", "curve": "static", "label": "static (gamma=7, drafter=dspark)",
                                  "mode": "closed", "status": CROSSES, "crossover_load": pytest.approx(96.0),
                                  "between": [64.0, 128.0], "flagged": ["thrashing"], "edge_load": None,
                                  "edge_speedup": None}]
@@ -155,7 +158,7 @@ def test_cli_reads_two_folders_into_one_table(tmp_path):
         dirs.append(str(tmp_path / name))
     res = CliRunner().invoke(app, ["speedup", *dirs], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
-    assert "static (dspark, gamma 7)" in res.output and "static (mtp, gamma 2)" in res.output
+    assert "static (gamma=7, drafter=dspark)" in res.output and "static (gamma=2, drafter=mtp)" in res.output
     assert "falls below 1 at 96 users (interpolated between 64 and 128)" in res.output
     res = CliRunner().invoke(app, ["speedup", *dirs, "--json"], env={"COLUMNS": "250"})
     js = json.loads(res.stdout)

@@ -25,8 +25,9 @@ speculation gain, and where does it stop paying?". The rules:
   neighbouring loads L1 < L2 whose throughput speed-ups s1 >= 1 > s2 bracket 1, interpolated linearly in the load:
   ``L1 + (1 - s1) * (L2 - L1) / (s2 - s1)``. ``below 1 already at the lightest load`` when s < 1 there;
   ``none within the swept loads`` when every s >= 1.
-* Labels: ``static (dspark, gamma 7)``: the curve with the drafter and gamma its records ran (the config's knobs),
-  so curves of folders swept with other drafters sit in one table; ``folder`` names the folder.
+* Labels: ``static (gamma=7, drafter=dspark)``: the curve with the gamma and drafter its records ran (the
+  config's knobs; :func:`specsim.analysis.sweep_tables.curve_title`, as every table writes a curve), so curves of
+  folders swept with other drafters sit in one table; ``folder`` names the folder.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ import pandas as pd
 
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import as_records
-from specsim.analysis.sweep_tables import flagged_points, queued_points, results_frame, short_window_points
+from specsim.analysis.sweep_tables import (curve_title, flagged_points, queued_points, results_frame,
+                                          short_window_points)
 from specsim.errors import SpecsimInputError, did_you_mean
 
 X = "mean_tps_per_user"
@@ -71,15 +73,6 @@ def _baseline_curve(name: str, curves: list[str], folder: str) -> str:
     names = set(curves) | {c.split(" ", 1)[0] for c in curves}
     raise SpecsimInputError(folder, None, "--baseline", f"one of the folder's curves {sorted(curves)}"
                             f"{did_you_mean(name, names)}", repr(name))
-
-
-def curve_label(curve: str, drafter: Any, gamma: Any) -> str:
-    """``static (dspark, gamma 7)``: ``curve`` with the drafter and gamma its points ran, each left out where the
-    curve's name already gives it (a folder swept over several gammas names its curves ``static gamma=2``)."""
-    parts = [] if "drafter=" in curve else [str(drafter)]
-    if "gamma=" not in curve:
-        parts.append(f"gamma {gamma:g}" if isinstance(gamma, (int, float, np.number)) else f"gamma {gamma}")
-    return f"{curve} ({', '.join(parts)})" if parts else curve
 
 
 def _by_seed(sub: pd.DataFrame, col: str) -> dict[int, float]:
@@ -124,7 +117,8 @@ def _folder_rows(recs: list[dict[str, Any]], folder: str, baseline: str) -> list
         mine = flags.get((curve, f"{load:g}"), [])
         theirs = flags.get((base, f"{load:g}"), []) if seeds else []
         first = sub.iloc[0]
-        rows.append({"folder": folder, "curve": curve, "label": curve_label(curve, first.drafter, first.gamma),
+        label = curve_title(curve, first.policy, first.gamma, first.drafter, always=True)
+        rows.append({"folder": folder, "curve": curve, "label": label,
                      "policy": first.policy, "drafter": first.drafter, "gamma": first.gamma, "mode": mode,
                      "load": float(load), "num_seeds": len(seeds),
                      "throughput_per_gpu": _mean(sub, Y, seeds), "baseline_throughput_per_gpu": _mean(bsub, Y, seeds),

@@ -40,18 +40,20 @@ def _curve_labels(df: pd.DataFrame) -> pd.Series:
 DEFAULT_KNOBS, OWN_KNOBS = (7, "dspark"), {"mtp1": (1, "mtp"), "none": (0, "none")}
 
 
-def curve_title(curve: str, policy: str, gamma: Any, drafter: Any) -> str:
+def curve_title(curve: str, policy: str, gamma: Any, drafter: Any, always: bool = False) -> str:
     """A curve's label as tables, legends and the report show it: ``curve`` itself, or where its drafter or gamma is
     not the policy's default (:data:`DEFAULT_KNOBS`) and the label does not already name them, ``static (gamma=2,
     drafter=mtp)`` as ``specsim recommend`` writes a curve (two folders of static, MTP k = 2 and DSpark k = 7, were
-    both shown as ``static``)."""
+    both shown as ``static``). ``always``: name the gamma and drafter the label lacks even at their defaults
+    (``specsim speedup``, whose table sets curves of several folders side by side)."""
     try:
         knobs = (int(gamma), str(drafter))
     except (TypeError, ValueError):
         return curve
-    if "=" in curve or knobs == OWN_KNOBS.get(policy, DEFAULT_KNOBS):
+    if not always and ("=" in curve or knobs == OWN_KNOBS.get(policy, DEFAULT_KNOBS)):
         return curve
-    return f"{curve} (gamma={knobs[0]}, drafter={knobs[1]})"
+    parts = [f"{k}={v}" for k, v in (("gamma", knobs[0]), ("drafter", knobs[1])) if f"{k}=" not in curve]
+    return f"{curve} ({', '.join(parts)})" if parts else curve
 
 
 def curve_titles(df: pd.DataFrame) -> dict[str, str]:

@@ -43,7 +43,7 @@ def _load_text(load: float, mode: str, modes: set) -> str:
 
 
 def _crossover_line(c, modes: set) -> str:
-    """One crossover note: ``static (dspark, gamma 7) [runs/d]: throughput speed-up falls below 1 at 83.2 users
+    """One crossover note: ``static (gamma=7, drafter=dspark) [runs/d]: throughput speed-up falls below 1 at 83.2 users
     (between 64 and 128)``, or its status."""
     def at(load: float) -> str:
         return fmt.users(load) if c["mode"] == "closed" else f"x{load:g} the trace's rate"
