@@ -17,6 +17,12 @@ prefix label y_k = 1 iff drafts 1..k were all accepted.
 
 Arrays are ``(N, gamma)``: one row per (step, request), one column per draft position; ``known`` masks
 positions whose label is observed (see :func:`specsim.acceptance.steplog.prefix_labels`).
+
+Inputs are checked: predictions and confidences must be probabilities, finite numbers in [0, 1] (confidences in
+percent or as logits are refused, naming the argument, the row and the position), labels 0 or 1. Exactly 0 and
+1 are accepted (specsim logs 0 for a draft it did not propose; a half-precision softmax rounds to 1): STS clips
+them to [1e-6, 1 - 1e-6] before the logit (``_EPS``), so a logged 1.0 has logit 13.8 and is scaled like any
+other value.
 """
 
 from __future__ import annotations
@@ -30,14 +36,59 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, logit
 
-from specsim.errors import SpecsimInputError
-from specsim.acceptance.steplog import prefix_labels
+from specsim.errors import SpecsimInputError, plain
+from specsim.acceptance.steplog import PROBABILITIES, check_confidences, prefix_labels
 
 N_BINS = 20                                   # DeepSpec's ECE bins (DSpark paper §3.2.1)
 T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice: the paper gives none)
 _EPS = 1e-6                                   # confidences are clipped to [eps, 1 - eps] before logit
 _MAX_GRID_ELEMS = 4_000_000                   # memory cap for the vectorised grid evaluation
 ADAPTIVE_WARN_FRACTION = 0.01                 # share of censored rows above which calibrate warns
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+def check_probabilities(values: np.ndarray, name: str, where: np.ndarray | None = None) -> np.ndarray:
+    """``values`` as a float array, checked to be finite numbers in [0, 1] (where ``where`` is True, if given).
+
+    Args:
+        values: (N,) or (N, gamma) array-like.
+        name: the argument's name, for the error.
+        where: a bool mask of ``values``' shape: only these entries are checked (NaN may pad the others).
+
+    Raises:
+        SpecsimInputError: naming ``name``, the first bad value and its index (or row and position, 1-based).
+    """
+    v = np.asarray(values, dtype=float)
+    bad = ~((v >= 0.0) & (v <= 1.0))                               # NaN is bad too
+    if where is not None:
+        bad &= np.asarray(where, dtype=bool)
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(bad)), v.shape)
+        at = f"row {i[0] + 1}, position {i[1] + 1}" if v.ndim == 2 else f"index {i[0]}" if v.ndim else "0-d"
+        raise SpecsimInputError(None, None, name, PROBABILITIES, f"{plain(v[i])} at {at}")
+    return v
+
+
+def _read_positions(known: np.ndarray) -> np.ndarray:
+    """(N, gamma) bool: the positions a survival a_k with a known label reads, k itself and every earlier one."""
+    return np.flip(np.cumsum(np.flip(np.asarray(known, dtype=bool), axis=1), axis=1), axis=1) > 0
+
+
+def _check_labels(label: np.ndarray, size: int, name: str = "label") -> np.ndarray:
+    """(N,) labels as floats, each 0 or 1 (bools allowed), as many as the predictions.
+
+    Raises:
+        SpecsimInputError: a label that is not 0 or 1, or a length other than ``size``.
+    """
+    y = np.asarray(label, dtype=float).ravel()
+    if y.size != size:
+        raise SpecsimInputError(None, None, name, f"{size} labels, one per prediction", str(y.size))
+    bad = (y != 0) & (y != 1)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise SpecsimInputError(None, None, name, "labels 0 or 1 (bool)", f"{plain(y[i])} at index {i}")
+    return y
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -80,9 +131,13 @@ def reliability(pred: np.ndarray, label: np.ndarray, n_bins: int = N_BINS) -> Re
         pred: (N,) predicted probabilities in [0, 1].
         label: (N,) binary outcomes (bool or 0/1).
         n_bins: number of bins (20 as in DeepSpec's evaluation, DSpark paper §3.2.1).
+
+    Raises:
+        SpecsimInputError: a prediction outside [0, 1] or NaN (field ``pred``), a label other than 0 or 1 or
+            a label count other than the predictions' (field ``label``).
     """
-    pred = np.asarray(pred, dtype=float).ravel()
-    label = np.asarray(label, dtype=float).ravel()
+    pred = check_probabilities(np.ravel(pred), "pred")
+    label = _check_labels(label, pred.size)
     b = _bin_index(pred, n_bins)
     counts = np.bincount(b, minlength=n_bins)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -105,6 +160,9 @@ def ece(pred: np.ndarray, label: np.ndarray, n_bins: int = N_BINS) -> float:
 
     Returns:
         ECE as a fraction (0.057 = 5.7%); NaN when N = 0.
+
+    Raises:
+        SpecsimInputError: as :func:`reliability` (``pred`` outside [0, 1], e.g. in percent; bad ``label``).
     """
     return reliability(pred, label, n_bins).ece
 
@@ -121,9 +179,15 @@ def auroc(pred: np.ndarray, label: np.ndarray) -> float:
 
     Returns:
         AUROC in [0, 1]; NaN when one class is absent.
+
+    Raises:
+        SpecsimInputError: a score that is NaN or infinite (field ``pred``), a label other than 0 or 1.
     """
     pred = np.asarray(pred, dtype=float).ravel()
-    label = np.asarray(label, dtype=bool).ravel()
+    if not np.all(np.isfinite(pred)):
+        i = int(np.argmax(~np.isfinite(pred)))
+        raise SpecsimInputError(None, None, "pred", "finite scores", f"{plain(pred[i])} at index {i}")
+    label = _check_labels(label, pred.size).astype(bool)
     num_pos = int(label.sum())
     num_neg = label.size - num_pos
     if num_pos == 0 or num_neg == 0:
@@ -136,9 +200,14 @@ def auroc(pred: np.ndarray, label: np.ndarray) -> float:
 
 
 def brier(pred: np.ndarray, label: np.ndarray) -> float:
-    """Brier score, mean (pred - label)^2 (DeepSpec also reports it, DSpark paper §3.2.1)."""
-    pred = np.asarray(pred, dtype=float).ravel()
-    return float(np.mean((pred - np.asarray(label, dtype=float).ravel()) ** 2)) if pred.size else float("nan")
+    """Brier score, mean (pred - label)^2 (DeepSpec also reports it, DSpark paper §3.2.1); NaN when N = 0.
+
+    Raises:
+        SpecsimInputError: as :func:`reliability`.
+    """
+    pred = check_probabilities(np.ravel(pred), "pred")
+    label = _check_labels(label, pred.size)
+    return float(np.mean((pred - label) ** 2)) if pred.size else float("nan")
 
 
 # ------------------------------------------------------------------------------------------------- STS
@@ -153,7 +222,7 @@ def apply_temperatures(conf_raw: np.ndarray, temperatures: np.ndarray) -> np.nda
     Monotone in c_k for every T_k > 0, so each position's ranking is kept (DSpark paper §3.2.1).
 
     Args:
-        conf_raw: (N, gamma) raw confidences in (0, 1) (NaN passes through).
+        conf_raw: (N, gamma) raw confidences in [0, 1], clipped to [1e-6, 1 - 1e-6] (NaN passes through).
         temperatures: (gamma,) or (gamma',) with gamma' >= gamma; positive.
 
     Returns:
@@ -161,8 +230,11 @@ def apply_temperatures(conf_raw: np.ndarray, temperatures: np.ndarray) -> np.nda
 
     Raises:
         ValueError: a temperature is not positive or there are fewer temperatures than positions.
+        SpecsimInputError: a confidence outside [0, 1] (field ``conf_raw``; percent or logits, not
+            probabilities).
     """
     conf_raw = np.atleast_2d(np.asarray(conf_raw, dtype=float))
+    check_probabilities(conf_raw, "conf_raw", where=~np.isnan(conf_raw))
     temps = np.asarray(temperatures, dtype=float).ravel()
     gamma = conf_raw.shape[1]
     if temps.size < gamma or np.any(~(temps[:gamma] > 0)):
@@ -220,10 +292,11 @@ def fit_sts(conf_raw: np.ndarray, labels: np.ndarray, known: np.ndarray | None =
     T_k = argmin_T ECE( prod_{i<k} sigmoid(logit(c_i)/T_i) * sigmoid(logit(c_k)/T), y_k ),
     found on a log grid over [T_MIN, T_MAX] = [0.1, 10] refined by a bounded Brent search. Only rows
     whose label at position k is known enter the fit of T_k, so T_k never depends on data at later
-    positions. A position with no known rows keeps T = 1.
+    positions. A position with no known rows keeps T = 1. Confidences of exactly 0 or 1 are clipped to
+    [1e-6, 1 - 1e-6] before the logit.
 
     Args:
-        conf_raw: (N, gamma) raw conditional confidences c_k in (0, 1).
+        conf_raw: (N, gamma) raw conditional confidences c_k in [0, 1] (any value, NaN too, where not known).
         labels: (N, gamma) bool, prefix-accepted labels y_k.
         known: (N, gamma) bool, which labels are observed (all when None).
         n_bins: ECE bins (20, DeepSpec's evaluation).
@@ -233,6 +306,9 @@ def fit_sts(conf_raw: np.ndarray, labels: np.ndarray, known: np.ndarray | None =
 
     Raises:
         ValueError: shapes differ.
+        SpecsimInputError: a confidence a known label reads (its position or an earlier one) is NaN or
+            outside [0, 1] (field ``conf_raw``, with its row and position): confidences in percent or as
+            logits are refused, not fitted.
     """
     conf_raw = np.asarray(conf_raw, dtype=float)
     labels = np.asarray(labels, dtype=bool)
@@ -240,7 +316,7 @@ def fit_sts(conf_raw: np.ndarray, labels: np.ndarray, known: np.ndarray | None =
     if conf_raw.ndim != 2 or labels.shape != conf_raw.shape or known.shape != conf_raw.shape:
         raise ValueError(f"fit_sts: conf_raw, labels, known must share one (N, gamma) shape, got "
                          f"{conf_raw.shape}, {labels.shape}, {known.shape}")
-    known = known & np.isfinite(conf_raw)
+    check_probabilities(conf_raw, "conf_raw", where=_read_positions(known))
     z = _logits(conf_raw)                                          # (N, gamma)
     gamma = conf_raw.shape[1]
     temps = np.ones(gamma)
@@ -261,10 +337,15 @@ def position_metrics(conf: np.ndarray, labels: np.ndarray, known: np.ndarray,
         conf: (N, gamma) conditional confidences (raw or calibrated).
         labels, known: (N, gamma) bool prefix labels and their mask.
 
+    Raises:
+        SpecsimInputError: a confidence outside [0, 1] or NaN (field ``conf``) at a known position or before one.
+
     Returns:
         DataFrame with one row per position: position (1-based), n, accept_rate, mean_pred, ece, auroc,
         brier.
     """
+    conf = np.asarray(conf, dtype=float)
+    check_probabilities(conf, "conf", where=_read_positions(known))
     a = survival(np.nan_to_num(conf, nan=0.0))
     rows = []
     for k in range(conf.shape[1]):
@@ -303,7 +384,12 @@ def step_log_arrays(df: pd.DataFrame) -> dict:
         dict with conf_raw (N, G) float, labels (N, G) bool, known (N, G) bool, censored (N,) bool
         (verify_len < gamma without a rejection: the later positions are unlabelled), request_id (N,),
         step (N,), gamma_max G.
+
+    Raises:
+        SpecsimInputError: a conf_raw value that is not a number in [0, 1] (``df``, its 1-based row as
+            ``line``), no row with gamma >= 1.
     """
+    check_confidences(df["conf_raw"], "df")
     df = df[df["gamma"].to_numpy() > 0]
     gamma = df["gamma"].to_numpy(dtype=np.int64)
     if gamma.size == 0:
@@ -389,7 +475,7 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
         CalibrationReport.
 
     Raises:
-        SpecsimInputError: no row with gamma >= 1.
+        SpecsimInputError: no row with gamma >= 1; a conf_raw value that is not a number in [0, 1].
     """
     arr = step_log_arrays(df)
     conf, labels, known = arr["conf_raw"], arr["labels"], arr["known"]

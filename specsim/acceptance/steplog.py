@@ -20,6 +20,10 @@ conf_raw           list<float64>   raw drafter confidences c_1..c_gamma
 conf               list<float64>   calibrated confidences (may equal conf_raw)
 =================  ==============  ============================================================
 
+``conf_raw`` holds probabilities: finite numbers in [0, 1] (not percent, not logits); exactly 0 and 1 are
+accepted (calibration clips them to [1e-6, 1 - 1e-6] before the logit). :func:`read_step_log` refuses any
+other value, naming the file, the row (``line``, 1-based) and the position.
+
 Outcome labels: the prefix-accepted label of draft position k (1-based) is known when k <= verify_len
 (label = k <= num_accepted) or when a rejection happened before it (num_accepted < verify_len, then the
 label is 0 for every k > num_accepted); otherwise it is unknown. Runs that verify every drafted position
@@ -34,13 +38,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specsim.errors import SpecsimInputError
+from specsim.errors import SpecsimInputError, plain
 
 COLUMNS = {
     "step": "int64", "replica": "int64", "time_s": "float64", "step_time_s": "float64",
     "request_id": "string", "domain": "string", "gamma": "int64", "verify_len": "int64",
     "num_accepted": "int64", "conf_raw": "list", "conf": "list",
 }
+#: What a confidence must be (the words of the errors that refuse one).
+PROBABILITIES = "values in [0, 1] (probabilities, not percent or logits)"
 
 
 def write_step_log(df: pd.DataFrame, path: str | Path) -> None:
@@ -59,8 +65,9 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
     """Read and validate a step log.
 
     Raises:
-        SpecsimInputError: unreadable file, missing columns, verify_len outside [0, gamma] or
-            num_accepted outside [0, verify_len] (naming the first bad row).
+        SpecsimInputError: unreadable file, missing columns, verify_len outside [0, gamma],
+            num_accepted outside [0, verify_len], or a conf_raw value that is not a number in [0, 1] (naming
+            the first bad row as ``line``, 1-based).
     """
     if not Path(path).is_file():
         raise SpecsimInputError(str(path), None, None, "a Parquet step log",
@@ -79,7 +86,37 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
         raise SpecsimInputError(str(path), i + 1, "verify_len/num_accepted",
                                 "0 <= num_accepted <= verify_len <= gamma",
                                 f"{int(a[i])}, {int(v[i])}, {int(g[i])}")
+    check_confidences(df["conf_raw"], str(path))
     return df
+
+
+def _row_lengths(col: pd.Series) -> np.ndarray:
+    """(N,) number of values in each row of a list column (0 for a null row)."""
+    return np.fromiter((0 if v is None else len(v) for v in col.to_numpy()), np.int64, len(col))
+
+
+def check_confidences(col: pd.Series, source: str | None) -> None:
+    """Check a ``conf_raw`` column: every value a finite number in [0, 1].
+
+    Args:
+        col: the list column, one list per row.
+        source: the file (or argument) named in the error.
+
+    Raises:
+        SpecsimInputError: naming ``source``, the row (``line``, 1-based), the field and the position of the
+            first value that is NaN, infinite or outside [0, 1] (confidences in percent or as logits).
+    """
+    lengths = _row_lengths(col)
+    if lengths.sum() == 0:
+        return
+    flat = np.concatenate([np.asarray(v, dtype=float).ravel() for v in col.to_numpy() if v is not None])
+    bad = ~((flat >= 0.0) & (flat <= 1.0))                          # NaN is bad too
+    if bad.any():
+        j = int(np.argmax(bad))
+        ends = np.cumsum(lengths)
+        row = int(np.searchsorted(ends, j, side="right"))
+        raise SpecsimInputError(source, row + 1, "conf_raw", PROBABILITIES,
+                                f"{plain(flat[j])} at position {j - int(ends[row] - lengths[row]) + 1}")
 
 
 

@@ -1,0 +1,100 @@
+"""Bad inputs to calibration and fitting (specsim.acceptance.calibration, steplog, fitting; specsim calibrate, fit):
+each is refused with the file, the row, the field and what was expected, instead of a number made of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import run_cli
+from specsim.acceptance import calibration as cal
+from specsim.acceptance.steplog import read_step_log
+from specsim.errors import SpecsimInputError
+
+
+def hand_log(n_req: int = 40, steps: int = 5, gamma: int = 3, seed: int = 0) -> pd.DataFrame:
+    """A small static full-gamma step log: conditional rate 0.7, raw confidences 0.8 +- noise, all columns."""
+    rng = np.random.default_rng(seed)
+    n = n_req * steps
+    accepted = rng.random((n, gamma)) < 0.7
+    num_acc = np.cumprod(accepted, axis=1).sum(axis=1)
+    conf = np.clip(0.8 + 0.1 * rng.standard_normal((n, gamma)), 0.01, 0.99)
+    return pd.DataFrame({
+        "step": np.tile(np.arange(steps), n_req), "replica": 0, "time_s": 0.0, "step_time_s": 0.02,
+        "request_id": np.repeat([f"r{i}" for i in range(n_req)], steps), "domain": "chat", "gamma": gamma,
+        "verify_len": gamma, "num_accepted": num_acc, "conf_raw": list(conf), "conf": list(conf)})
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``specsim ARGS`` as the command line runs it: (exit status, stdout, stderr)."""
+    capsys.readouterr()
+    rc = run_cli(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ------------------------------------------------------------------------- 1. confidences in [0, 1]
+
+def test_library_metrics_refuse_predictions_outside_the_unit_interval():
+    with pytest.raises(SpecsimInputError) as e:
+        cal.ece([1.5, 2.0], [1, 0])
+    assert e.value.field == "pred" and "values in [0, 1]" in str(e.value) and "got 1.5 at index 0" in str(e.value)
+    with pytest.raises(SpecsimInputError, match="got NaN at index 1"):
+        cal.brier([0.5, np.nan], [1, 0])
+    with pytest.raises(SpecsimInputError, match="field 'label': expected labels 0 or 1"):
+        cal.reliability([0.5, 0.5], [1, 2])
+    with pytest.raises(SpecsimInputError, match="expected 2 labels, one per prediction, got 3"):
+        cal.ece([0.5, 0.5], [1, 0, 1])
+    with pytest.raises(SpecsimInputError, match="field 'pred': expected finite scores, got NaN"):
+        cal.auroc([np.nan, 0.2], [1, 0])
+    # exactly 0 and 1 are probabilities: accepted
+    assert cal.ece([0.0, 1.0], [0, 1]) == 0.0
+    assert cal.auroc([7.0, -3.0], [1, 0]) == 1.0                 # AUROC ranks scores of any scale
+
+
+def test_fit_sts_refuses_percent_and_nan_where_a_label_reads_them():
+    conf, labels = np.full((4, 3), 0.8), np.ones((4, 3), bool)
+    with pytest.raises(SpecsimInputError) as e:
+        cal.fit_sts(conf * 100, labels)
+    assert e.value.field == "conf_raw" and "values in [0, 1]" in str(e.value)
+    assert "got 80.0 at row 1, position 1" in str(e.value)
+    bad = conf.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(SpecsimInputError, match="got NaN at row 3, position 2"):
+        cal.fit_sts(bad, labels)
+    known = np.ones_like(labels)
+    known[2, 1:] = False                                         # row 3's positions 2-3 unlabelled: NaN unread
+    assert cal.fit_sts(bad, labels, known).shape == (3,)
+    with pytest.raises(SpecsimInputError, match="got 50.0 at row 1, position 2"):
+        cal.apply_temperatures([[0.5, 50.0]], [1.0, 1.0])
+    with pytest.raises(SpecsimInputError, match="field 'conf'"):
+        cal.position_metrics(conf * 100, labels, known)
+
+
+def test_zero_and_one_are_clipped_not_refused():
+    conf = np.array([[1.0, 0.0], [0.5, 1.0]])
+    out = cal.apply_temperatures(conf, [2.0, 2.0])
+    assert np.all((out > 0) & (out < 1)) and out[1, 0] == 0.5
+    assert out[0, 0] == pytest.approx(1 / (1 + np.exp(-np.log((1 - 1e-6) / 1e-6) / 2)))
+
+
+def test_step_logs_in_percent_or_with_nan_are_refused_naming_file_row_and_position(tmp_path, capsys):
+    log = hand_log()
+    pct = log.assign(conf_raw=[c * 100 for c in log.conf_raw])
+    pct.to_parquet(tmp_path / "pct.parquet")
+    rc, _, err = cli(capsys, "calibrate", str(tmp_path / "pct.parquet"), "--out", str(tmp_path / "o"), "--no-plots")
+    assert rc == 2
+    assert "pct.parquet, line 1, field 'conf_raw': expected values in [0, 1] (probabilities" in err
+    assert f"got {float(pct.conf_raw[0][0])!r} at position 1" in err
+    rc, _, err = cli(capsys, "fit", str(tmp_path / "pct.parquet"), "--out", str(tmp_path / "f"))
+    assert rc == 2 and "field 'conf_raw'" in err
+    assert not (tmp_path / "f" / "model.json").exists()
+    nan = log.copy()
+    nan.at[7, "conf_raw"] = np.array([0.5, np.nan, 0.5])
+    nan.to_parquet(tmp_path / "nan.parquet")
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_log(tmp_path / "nan.parquet")
+    assert (e.value.line, e.value.field, e.value.got) == (8, "conf_raw", "NaN at position 2")
+    with pytest.raises(SpecsimInputError, match="df, line 8, field 'conf_raw'"):
+        cal.calibrate_step_log(nan, warn_to_stderr=False)             # the library entry point, too
