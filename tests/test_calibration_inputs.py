@@ -98,3 +98,38 @@ def test_step_logs_in_percent_or_with_nan_are_refused_naming_file_row_and_positi
     assert (e.value.line, e.value.field, e.value.got) == (8, "conf_raw", "NaN at position 2")
     with pytest.raises(SpecsimInputError, match="df, line 8, field 'conf_raw'"):
         cal.calibrate_step_log(nan, warn_to_stderr=False)             # the library entry point, too
+
+
+# ------------------------------------------------------------------------- 2. conf_raw of gamma values
+
+def test_a_conf_raw_of_the_wrong_length_names_its_row_and_gamma(tmp_path):
+    log = hand_log(gamma=5)
+    short = log.copy()
+    short.at[5, "conf_raw"] = np.array([0.8, 0.7, 0.6])            # one row short: was NaN-padded silently
+    short.to_parquet(tmp_path / "oneshort.parquet")
+    with pytest.raises(SpecsimInputError) as e:
+        read_step_log(tmp_path / "oneshort.parquet")
+    assert "oneshort.parquet, line 6, field 'conf_raw': expected gamma (5) values, got 3" in str(e.value)
+    every = log.assign(conf_raw=[c[:3] for c in log.conf_raw])    # every row short: was "position 4: no rows"
+    with pytest.raises(SpecsimInputError, match="line 1, field 'conf_raw': expected gamma \\(5\\) values, got 3"):
+        cal.calibrate_step_log(every, warn_to_stderr=False)
+    longer = log.assign(conf_raw=[np.r_[c, 0.5] for c in log.conf_raw])
+    with pytest.raises(SpecsimInputError, match="expected gamma \\(5\\) values, got 6"):
+        cal.step_log_arrays(longer)
+    scalar = log.assign(conf_raw=[float(c[0]) for c in log.conf_raw])
+    with pytest.raises(SpecsimInputError, match=f"expected a list of gamma \\(5\\) values, got {float(scalar.conf_raw[0])!r}"):
+        cal.calibrate_step_log(scalar, warn_to_stderr=False)
+    words = log.copy()
+    words.at[2, "conf_raw"] = ["0.8", "high", "0.6", "0.5", "0.4"]
+    with pytest.raises(SpecsimInputError, match="line 3, field 'conf_raw': expected values in \\[0, 1\\].*got 'high' "
+                       "at position 2"):
+        cal.step_log_arrays(words)
+
+
+def test_a_row_that_drafts_nothing_may_hold_no_confidences():
+    log = hand_log(gamma=3)
+    log.loc[0, ["gamma", "verify_len", "num_accepted"]] = 0
+    log.at[0, "conf_raw"] = np.array([])
+    log.at[1, "gamma"], log.at[1, "verify_len"], log.at[1, "num_accepted"] = 0, 0, 0
+    log.at[1, "conf_raw"] = None
+    assert cal.step_log_arrays(log)["conf_raw"].shape == (len(log) - 2, 3)

@@ -386,10 +386,10 @@ def step_log_arrays(df: pd.DataFrame) -> dict:
         step (N,), gamma_max G.
 
     Raises:
-        SpecsimInputError: a conf_raw value that is not a number in [0, 1] (``df``, its 1-based row as
-            ``line``), no row with gamma >= 1.
+        SpecsimInputError: a conf_raw that is no list of gamma values or holds a value that is not a number in
+            [0, 1] (``df``, its 1-based row as ``line``), no row with gamma >= 1.
     """
-    check_confidences(df["conf_raw"], "df")
+    check_confidences(df["conf_raw"], df["gamma"].to_numpy(), "df")
     df = df[df["gamma"].to_numpy() > 0]
     gamma = df["gamma"].to_numpy(dtype=np.int64)
     if gamma.size == 0:

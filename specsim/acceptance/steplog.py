@@ -20,7 +20,7 @@ conf_raw           list<float64>   raw drafter confidences c_1..c_gamma
 conf               list<float64>   calibrated confidences (may equal conf_raw)
 =================  ==============  ============================================================
 
-``conf_raw`` holds probabilities: finite numbers in [0, 1] (not percent, not logits); exactly 0 and 1 are
+``conf_raw`` holds exactly ``gamma`` values (a row that drafts nothing, an empty list or null), probabilities: finite numbers in [0, 1] (not percent, not logits); exactly 0 and 1 are
 accepted (calibration clips them to [1e-6, 1 - 1e-6] before the logit). :func:`read_step_log` refuses any
 other value, naming the file, the row (``line``, 1-based) and the position.
 
@@ -66,8 +66,8 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
 
     Raises:
         SpecsimInputError: unreadable file, missing columns, verify_len outside [0, gamma],
-            num_accepted outside [0, verify_len], or a conf_raw value that is not a number in [0, 1] (naming
-            the first bad row as ``line``, 1-based).
+            num_accepted outside [0, verify_len], a conf_raw that is no list of gamma values, or a conf_raw
+            value that is not a number in [0, 1] (naming the first bad row as ``line``, 1-based).
     """
     if not Path(path).is_file():
         raise SpecsimInputError(str(path), None, None, "a Parquet step log",
@@ -86,38 +86,53 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
         raise SpecsimInputError(str(path), i + 1, "verify_len/num_accepted",
                                 "0 <= num_accepted <= verify_len <= gamma",
                                 f"{int(a[i])}, {int(v[i])}, {int(g[i])}")
-    check_confidences(df["conf_raw"], str(path))
+    check_confidences(df["conf_raw"], g, str(path))
     return df
 
 
 def _row_lengths(col: pd.Series) -> np.ndarray:
-    """(N,) number of values in each row of a list column (0 for a null row)."""
-    return np.fromiter((0 if v is None else len(v) for v in col.to_numpy()), np.int64, len(col))
+    """(N,) number of values in each row of a list column: 0 for a null row, -1 for a row that is no list."""
+    return np.fromiter((0 if v is None else len(v) if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) == 1
+                        else -1 for v in col.to_numpy()), np.int64, len(col))
 
 
-def check_confidences(col: pd.Series, source: str | None) -> None:
-    """Check a ``conf_raw`` column: every value a finite number in [0, 1].
+def check_confidences(col: pd.Series, gamma: np.ndarray, source: str | None) -> None:
+    """Check a ``conf_raw`` column: each row a list of exactly ``gamma`` values, each a finite number in [0, 1].
 
     Args:
         col: the list column, one list per row.
+        gamma: (N,) drafts proposed per row (the ``gamma`` column).
         source: the file (or argument) named in the error.
 
     Raises:
-        SpecsimInputError: naming ``source``, the row (``line``, 1-based), the field and the position of the
-            first value that is NaN, infinite or outside [0, 1] (confidences in percent or as logits).
+        SpecsimInputError: naming ``source``, the row (``line``, 1-based) and the field of the first row that is
+            no list or holds a number of values other than its gamma, else of the first value that is NaN,
+            infinite or outside [0, 1] (confidences in percent or as logits), with its position.
     """
     lengths = _row_lengths(col)
+    gamma = np.asarray(gamma)
+    wrong = np.flatnonzero(lengths != gamma)
+    if wrong.size:
+        i = int(wrong[0])
+        value = col.to_numpy()[i]
+        got = str(lengths[i]) if lengths[i] >= 0 else plain(value)
+        raise SpecsimInputError(source, i + 1, "conf_raw", f"{'' if lengths[i] >= 0 else 'a list of '}gamma "
+                                f"({int(gamma[i])}) values", got)
     if lengths.sum() == 0:
         return
-    flat = np.concatenate([np.asarray(v, dtype=float).ravel() for v in col.to_numpy() if v is not None])
+    try:
+        flat = np.concatenate([np.asarray(v, dtype=float) for v in col.to_numpy() if v is not None])
+    except (TypeError, ValueError):                                 # a value that is no number
+        flat = np.concatenate([pd.to_numeric(pd.Series(v, dtype=object), errors="coerce").to_numpy(float)
+                               for v in col.to_numpy() if v is not None])
     bad = ~((flat >= 0.0) & (flat <= 1.0))                          # NaN is bad too
     if bad.any():
         j = int(np.argmax(bad))
         ends = np.cumsum(lengths)
         row = int(np.searchsorted(ends, j, side="right"))
+        k = j - int(ends[row] - lengths[row])
         raise SpecsimInputError(source, row + 1, "conf_raw", PROBABILITIES,
-                                f"{plain(flat[j])} at position {j - int(ends[row] - lengths[row]) + 1}")
-
+                                f"{plain(col.to_numpy()[row][k])} at position {k + 1}")
 
 
 def read_step_logs(paths: Sequence[str | Path]) -> pd.DataFrame:
