@@ -133,3 +133,18 @@ def test_a_row_that_drafts_nothing_may_hold_no_confidences():
     log.at[1, "gamma"], log.at[1, "verify_len"], log.at[1, "num_accepted"] = 0, 0, 0
     log.at[1, "conf_raw"] = None
     assert cal.step_log_arrays(log)["conf_raw"].shape == (len(log) - 2, 3)
+
+
+# ------------------------------------------------------------------------- 4. the library checks columns
+
+def test_calibrate_step_log_names_every_missing_column():
+    log = hand_log().drop(columns=["gamma", "verify_len"])
+    with pytest.raises(SpecsimInputError) as e:                   # was a bare KeyError 'gamma'
+        cal.calibrate_step_log(log, warn_to_stderr=False)
+    assert e.value.field == "gamma, verify_len" and e.value.got == "no column gamma, verify_len"
+    assert "expected the step-log columns request_id" in str(e.value)
+    with pytest.raises(SpecsimInputError, match="df, line 4, field 'num_accepted': expected an integer, got NaN"):
+        cal.calibrate_step_log(hand_log().assign(num_accepted=lambda d: d.num_accepted.where(d.index != 3)),
+                               warn_to_stderr=False)
+    with pytest.raises(SpecsimInputError, match="line 2, field 'verify_len/num_accepted'"):
+        cal.step_log_arrays(hand_log().assign(verify_len=lambda d: np.where(d.index == 1, 9, d.verify_len)))

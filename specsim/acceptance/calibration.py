@@ -37,7 +37,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 from specsim.errors import SpecsimInputError, plain
-from specsim.acceptance.steplog import PROBABILITIES, check_confidences, prefix_labels
+from specsim.acceptance.steplog import CALIBRATION_COLUMNS, PROBABILITIES, check_step_log, prefix_labels
 
 N_BINS = 20                                   # DeepSpec's ECE bins (DSpark paper §3.2.1)
 T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice: the paper gives none)
@@ -386,10 +386,12 @@ def step_log_arrays(df: pd.DataFrame) -> dict:
         step (N,), gamma_max G.
 
     Raises:
-        SpecsimInputError: a conf_raw that is no list of gamma values or holds a value that is not a number in
-            [0, 1] (``df``, its 1-based row as ``line``), no row with gamma >= 1.
+        SpecsimInputError: a column calibration reads is missing (``CALIBRATION_COLUMNS`` of
+            :mod:`specsim.acceptance.steplog`, all missing ones named), a bad count, a conf_raw that is no list of
+            gamma values or holds a value that is not a number in [0, 1] (``df``, its 1-based row as ``line``;
+            :func:`specsim.acceptance.steplog.check_step_log`), no row with gamma >= 1.
     """
-    check_confidences(df["conf_raw"], df["gamma"].to_numpy(), "df")
+    check_step_log(df, "df", CALIBRATION_COLUMNS)
     df = df[df["gamma"].to_numpy() > 0]
     gamma = df["gamma"].to_numpy(dtype=np.int64)
     if gamma.size == 0:
@@ -475,7 +477,8 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
         CalibrationReport.
 
     Raises:
-        SpecsimInputError: no row with gamma >= 1; a conf_raw value that is not a number in [0, 1].
+        SpecsimInputError: a missing column (all named), a bad row or no row with gamma >= 1 (as
+            :func:`step_log_arrays`).
     """
     arr = step_log_arrays(df)
     conf, labels, known = arr["conf_raw"], arr["labels"], arr["known"]

@@ -20,9 +20,10 @@ conf_raw           list<float64>   raw drafter confidences c_1..c_gamma
 conf               list<float64>   calibrated confidences (may equal conf_raw)
 =================  ==============  ============================================================
 
-``conf_raw`` holds exactly ``gamma`` values (a row that drafts nothing, an empty list or null), probabilities: finite numbers in [0, 1] (not percent, not logits); exactly 0 and 1 are
-accepted (calibration clips them to [1e-6, 1 - 1e-6] before the logit). :func:`read_step_log` refuses any
-other value, naming the file, the row (``line``, 1-based) and the position.
+``conf_raw`` holds exactly ``gamma`` values (a row that drafts nothing, an empty list or null), each a
+probability: a finite number in [0, 1] (not percent, not logits); exactly 0 and 1 are accepted
+(calibration clips them to [1e-6, 1 - 1e-6] before the logit). :func:`read_step_log` refuses any other
+value, naming the file, the row (``line``, 1-based) and the position.
 
 Outcome labels: the prefix-accepted label of draft position k (1-based) is known when k <= verify_len
 (label = k <= num_accepted) or when a rejection happened before it (num_accepted < verify_len, then the
@@ -45,6 +46,8 @@ COLUMNS = {
     "request_id": "string", "domain": "string", "gamma": "int64", "verify_len": "int64",
     "num_accepted": "int64", "conf_raw": "list", "conf": "list",
 }
+#: The columns calibration reads (:func:`specsim.acceptance.calibration.calibrate_step_log`, ``specsim calibrate``).
+CALIBRATION_COLUMNS = ("request_id", "step", "gamma", "verify_len", "num_accepted", "conf_raw")
 #: What a confidence must be (the words of the errors that refuse one).
 PROBABILITIES = "values in [0, 1] (probabilities, not percent or logits)"
 
@@ -61,13 +64,53 @@ def write_step_log(df: pd.DataFrame, path: str | Path) -> None:
     df.to_parquet(path, index=False)
 
 
-def read_step_log(path: str | Path) -> pd.DataFrame:
-    """Read and validate a step log.
+def check_step_log(df: pd.DataFrame, source: str | None = "df", columns: Sequence[str] = tuple(COLUMNS)) -> None:
+    """Validate a step-log frame: ``columns`` present, counts integers with 0 <= num_accepted <= verify_len <=
+    gamma, and (where ``conf_raw`` is among ``columns``) :func:`check_confidences`.
+
+    Args:
+        df: the frame.
+        source: the file (or argument) named in the errors.
+        columns: the columns the caller reads (every column of the format by default).
 
     Raises:
-        SpecsimInputError: unreadable file, missing columns, verify_len outside [0, gamma],
-            num_accepted outside [0, verify_len], a conf_raw that is no list of gamma values, or a conf_raw
-            value that is not a number in [0, 1] (naming the first bad row as ``line``, 1-based).
+        SpecsimInputError: naming every missing column, else the first bad row (``line``, 1-based) and its field.
+    """
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise SpecsimInputError(source, None, ", ".join(missing), "the step-log columns " + ", ".join(columns)
+                                + " (format: specsim.acceptance.steplog)", "no column " + ", ".join(missing))
+    counts = [c for c in ("gamma", "verify_len", "num_accepted") if c in columns]
+    for c in counts:
+        x = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(x) | (x != np.round(x))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise SpecsimInputError(source, i + 1, c, "an integer", plain(df[c].to_numpy()[i]))
+    if len(counts) == 3:
+        v, a, g = (df[c].to_numpy() for c in ("verify_len", "num_accepted", "gamma"))
+        bad = np.flatnonzero((v < 0) | (v > g) | (a < 0) | (a > v))
+        if bad.size:
+            i = int(bad[0])
+            raise SpecsimInputError(source, i + 1, "verify_len/num_accepted",
+                                    "0 <= num_accepted <= verify_len <= gamma",
+                                    f"{int(a[i])}, {int(v[i])}, {int(g[i])}")
+    if "conf_raw" in columns:
+        check_confidences(df["conf_raw"], df["gamma"].to_numpy(), source)
+
+
+def read_step_log(path: str | Path, columns: Sequence[str] = tuple(COLUMNS)) -> pd.DataFrame:
+    """Read and validate a step log (:func:`check_step_log`).
+
+    Args:
+        path: the Parquet file.
+        columns: the columns the caller needs (every column of the format by default).
+
+    Raises:
+        SpecsimInputError: unreadable file, missing columns (all named), a count that is no integer,
+            verify_len outside [0, gamma], num_accepted outside [0, verify_len], a conf_raw that is no list of
+            gamma values, or a conf_raw value that is not a number in [0, 1] (naming the first bad row as
+            ``line``, 1-based).
     """
     if not Path(path).is_file():
         raise SpecsimInputError(str(path), None, None, "a Parquet step log",
@@ -76,17 +119,7 @@ def read_step_log(path: str | Path) -> pd.DataFrame:
         df = pd.read_parquet(path)
     except (OSError, ValueError) as e:
         raise SpecsimInputError(str(path), None, None, "a Parquet step log", str(e)[:80]) from None
-    for col in COLUMNS:
-        if col not in df.columns:
-            raise SpecsimInputError(str(path), None, col, "a step-log column (see specsim.acceptance.steplog)")
-    v, a, g = (df[c].to_numpy() for c in ("verify_len", "num_accepted", "gamma"))
-    bad = np.flatnonzero((v < 0) | (v > g) | (a < 0) | (a > v))
-    if bad.size:
-        i = int(bad[0])
-        raise SpecsimInputError(str(path), i + 1, "verify_len/num_accepted",
-                                "0 <= num_accepted <= verify_len <= gamma",
-                                f"{int(a[i])}, {int(v[i])}, {int(g[i])}")
-    check_confidences(df["conf_raw"], g, str(path))
+    check_step_log(df, str(path), columns)
     return df
 
 
