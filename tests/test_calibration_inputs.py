@@ -148,3 +148,27 @@ def test_calibrate_step_log_names_every_missing_column():
                                warn_to_stderr=False)
     with pytest.raises(SpecsimInputError, match="line 2, field 'verify_len/num_accepted'"):
         cal.step_log_arrays(hand_log().assign(verify_len=lambda d: np.where(d.index == 1, 9, d.verify_len)))
+
+
+# ------------------------------------------------------------------------- 5. only the columns read
+
+def test_calibrate_and_fit_need_only_the_columns_they_read(tmp_path, capsys):
+    full = hand_log(n_req=60, steps=6, gamma=3)
+    full.loc[full.step == 5, ["verify_len", "num_accepted"]] = 1          # last steps: censored, not counted
+    least = full[["request_id", "gamma", "verify_len", "num_accepted", "conf_raw"]]
+    a = cal.calibrate_step_log(full, warn_to_stderr=False)
+    b = cal.calibrate_step_log(least, warn_to_stderr=False)            # rows in the file's order stand for steps
+    assert np.array_equal(a.temperatures, b.temperatures) and a.censored_fraction == b.censored_fraction == 0.0
+    least.to_parquet(tmp_path / "least.parquet")
+    rc, out, err = cli(capsys, "calibrate", str(tmp_path / "least.parquet"), "--out", str(tmp_path / "c"),
+                       "--no-plots")
+    assert rc == 0 and "ECE raw %" in out
+    rc, _, err = cli(capsys, "fit", str(tmp_path / "least.parquet"), "--out", str(tmp_path / "f"))
+    assert rc == 2 and "field 'domain': expected the step-log columns request_id, gamma, verify_len, " \
+        "num_accepted, conf_raw, domain" in err and "got no column domain" in err
+    least.assign(domain="chat").to_parquet(tmp_path / "fit.parquet")
+    rc, _, err = cli(capsys, "fit", str(tmp_path / "fit.parquet"), "--out", str(tmp_path / "f"), "--max-evals", "10")
+    assert rc == 0 and (tmp_path / "f" / "model.json").is_file()
+    # a command that reads the rest still requires it
+    with pytest.raises(SpecsimInputError, match="got no column step, replica, time_s, step_time_s, domain, conf$"):
+        read_step_log(tmp_path / "least.parquet")

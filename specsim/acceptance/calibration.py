@@ -37,7 +37,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 from specsim.errors import SpecsimInputError, plain
-from specsim.acceptance.steplog import CALIBRATION_COLUMNS, PROBABILITIES, check_step_log, prefix_labels
+from specsim.acceptance.steplog import CALIBRATION_COLUMNS, PROBABILITIES, check_step_log, prefix_labels, row_order
 
 N_BINS = 20                                   # DeepSpec's ECE bins (DSpark paper §3.2.1)
 T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice: the paper gives none)
@@ -383,7 +383,7 @@ def step_log_arrays(df: pd.DataFrame) -> dict:
     Returns:
         dict with conf_raw (N, G) float, labels (N, G) bool, known (N, G) bool, censored (N,) bool
         (verify_len < gamma without a rejection: the later positions are unlabelled), request_id (N,),
-        step (N,), gamma_max G.
+        step (N,) (the row's position in ``df`` where there is no step column), gamma_max G.
 
     Raises:
         SpecsimInputError: a column calibration reads is missing (``CALIBRATION_COLUMNS`` of
@@ -392,7 +392,9 @@ def step_log_arrays(df: pd.DataFrame) -> dict:
             :func:`specsim.acceptance.steplog.check_step_log`), no row with gamma >= 1.
     """
     check_step_log(df, "df", CALIBRATION_COLUMNS)
-    df = df[df["gamma"].to_numpy() > 0]
+    drafted = df["gamma"].to_numpy() > 0
+    step = row_order(df)[drafted]
+    df = df[drafted]
     gamma = df["gamma"].to_numpy(dtype=np.int64)
     if gamma.size == 0:
         raise SpecsimInputError(None, None, "gamma", "at least one row with gamma >= 1", "none")
@@ -404,7 +406,7 @@ def step_log_arrays(df: pd.DataFrame) -> dict:
     conf_raw = _conf_matrix(df["conf_raw"], gamma_max)
     known &= np.isfinite(conf_raw)
     return {"conf_raw": conf_raw, "labels": labels, "known": known, "censored": (v < gamma) & (a == v),
-            "request_id": df["request_id"].astype(str).to_numpy(), "step": df["step"].to_numpy(),
+            "request_id": df["request_id"].astype(str).to_numpy(), "step": step,
             "gamma_max": gamma_max}
 
 
@@ -463,7 +465,8 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
     """Fit STS on half of a step log's requests and evaluate raw and calibrated confidences on the rest.
 
     Args:
-        df: a step log (columns in :mod:`specsim.acceptance.steplog`); may concatenate several runs.
+        df: a step log (format in :mod:`specsim.acceptance.steplog`; only ``CALIBRATION_COLUMNS`` are required:
+            request_id, gamma, verify_len, num_accepted, conf_raw); may concatenate several runs.
         source: names of the files the log came from (recorded in the report).
         n_bins: ECE bins.
         adaptive_warn_fraction: warn when more than this share of rows is censored (verify_len < gamma

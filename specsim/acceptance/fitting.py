@@ -35,6 +35,7 @@ from scipy.special import expit, logit
 
 from specsim.acceptance.model import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
 from specsim.acceptance.calibration import fit_sts, load_temperatures, step_log_arrays
+from specsim.acceptance.steplog import FIT_COLUMNS, check_columns, row_order
 from specsim.errors import SpecsimInputError
 from specsim.scenario import LATENT_DEFAULTS
 
@@ -88,11 +89,17 @@ class LoggedBlocks:
 def logged_blocks(df: pd.DataFrame) -> LoggedBlocks:
     """Extract fully labelled blocks from a step log (rows with gamma = G, label known at every position).
 
+    Only ``FIT_COLUMNS`` of :mod:`specsim.acceptance.steplog` are required; ``step`` and ``replica`` order a
+    request's rows where present (the frame's order otherwise).
+
     Raises:
-        SpecsimInputError: no row with gamma >= 1, or no fully labelled row.
+        SpecsimInputError: a missing column (all named) or a bad row (as
+            :func:`specsim.acceptance.calibration.step_log_arrays`), no row with gamma >= 1, or no fully labelled row.
     """
+    check_columns(df, "df", FIT_COLUMNS)
     arr = step_log_arrays(df)
-    sub = df[df["gamma"].to_numpy() > 0]
+    drafted = df["gamma"].to_numpy() > 0
+    sub = df[drafted]
     g = arr["gamma_max"]
     full = arr["known"].all(axis=1) & (sub["gamma"].to_numpy() == g)
     if not full.any():
@@ -102,7 +109,8 @@ def logged_blocks(df: pd.DataFrame) -> LoggedBlocks:
     prev = np.concatenate([np.ones((lab.shape[0], 1), bool), lab[:, :-1]], axis=1)
     accept = lab & prev                                            # (N, G) accepted given prefix
     sel = sub[full]
-    order = np.lexsort((sel["step"].to_numpy(), sel["replica"].to_numpy(), sel["request_id"].astype(str).to_numpy()))
+    replica = sel["replica"].to_numpy() if "replica" in sel.columns else np.zeros(len(sel), np.int64)
+    order = np.lexsort((row_order(df)[drafted][full], replica, sel["request_id"].astype(str).to_numpy()))
     return LoggedBlocks(g, sel["domain"].astype(str).to_numpy()[order],
                         sel["request_id"].astype(str).to_numpy()[order], accept[order],
                         arr["conf_raw"][full][order], int((~full).sum()))

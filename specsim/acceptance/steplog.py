@@ -25,6 +25,11 @@ probability: a finite number in [0, 1] (not percent, not logits); exactly 0 and 
 (calibration clips them to [1e-6, 1 - 1e-6] before the logit). :func:`read_step_log` refuses any other
 value, naming the file, the row (``line``, 1-based) and the position.
 
+Only what a command reads is required: ``specsim calibrate`` reads request_id, gamma, verify_len,
+num_accepted and conf_raw (:data:`CALIBRATION_COLUMNS`), ``specsim fit`` those and domain
+(:data:`FIT_COLUMNS`); step and replica order a request's rows where present (the file's order otherwise);
+time_s, step_time_s and conf are not read by either. Commands that read a run's timing check every column.
+
 Outcome labels: the prefix-accepted label of draft position k (1-based) is known when k <= verify_len
 (label = k <= num_accepted) or when a rejection happened before it (num_accepted < verify_len, then the
 label is 0 for every k > num_accepted); otherwise it is unknown. Runs that verify every drafted position
@@ -46,8 +51,12 @@ COLUMNS = {
     "request_id": "string", "domain": "string", "gamma": "int64", "verify_len": "int64",
     "num_accepted": "int64", "conf_raw": "list", "conf": "list",
 }
-#: The columns calibration reads (:func:`specsim.acceptance.calibration.calibrate_step_log`, ``specsim calibrate``).
-CALIBRATION_COLUMNS = ("request_id", "step", "gamma", "verify_len", "num_accepted", "conf_raw")
+#: The columns calibration reads (:func:`specsim.acceptance.calibration.calibrate_step_log`, ``specsim calibrate``):
+#: a hand-built log needs no others. ``step`` (and ``replica``) are read where present: without them a
+#: request's rows are taken in the order of the file.
+CALIBRATION_COLUMNS = ("request_id", "gamma", "verify_len", "num_accepted", "conf_raw")
+#: The columns ``specsim fit`` reads (:func:`specsim.acceptance.fitting.write_fit`): calibration's and the domain.
+FIT_COLUMNS = CALIBRATION_COLUMNS + ("domain",)
 #: What a confidence must be (the words of the errors that refuse one).
 PROBABILITIES = "values in [0, 1] (probabilities, not percent or logits)"
 
@@ -64,6 +73,14 @@ def write_step_log(df: pd.DataFrame, path: str | Path) -> None:
     df.to_parquet(path, index=False)
 
 
+def check_columns(df: pd.DataFrame, source: str | None, columns: Sequence[str]) -> None:
+    """Raise SpecsimInputError naming ``source`` and every one of ``columns`` that ``df`` lacks."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise SpecsimInputError(source, None, ", ".join(missing), "the step-log columns " + ", ".join(columns)
+                                + " (format: specsim.acceptance.steplog)", "no column " + ", ".join(missing))
+
+
 def check_step_log(df: pd.DataFrame, source: str | None = "df", columns: Sequence[str] = tuple(COLUMNS)) -> None:
     """Validate a step-log frame: ``columns`` present, counts integers with 0 <= num_accepted <= verify_len <=
     gamma, and (where ``conf_raw`` is among ``columns``) :func:`check_confidences`.
@@ -76,10 +93,7 @@ def check_step_log(df: pd.DataFrame, source: str | None = "df", columns: Sequenc
     Raises:
         SpecsimInputError: naming every missing column, else the first bad row (``line``, 1-based) and its field.
     """
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise SpecsimInputError(source, None, ", ".join(missing), "the step-log columns " + ", ".join(columns)
-                                + " (format: specsim.acceptance.steplog)", "no column " + ", ".join(missing))
+    check_columns(df, source, columns)
     counts = [c for c in ("gamma", "verify_len", "num_accepted") if c in columns]
     for c in counts:
         x = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
@@ -168,8 +182,8 @@ def check_confidences(col: pd.Series, gamma: np.ndarray, source: str | None) -> 
                                 f"{plain(col.to_numpy()[row][k])} at position {k + 1}")
 
 
-def read_step_logs(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Read several step logs (:func:`read_step_log` each) into one frame.
+def read_step_logs(paths: Sequence[str | Path], columns: Sequence[str] = tuple(COLUMNS)) -> pd.DataFrame:
+    """Read several step logs (:func:`read_step_log` each, requiring ``columns``) into one frame.
 
     ``request_id`` becomes ``"<file index>:<request_id>"`` (a string), so requests of different runs never
     collide when the logs are pooled (``specsim fit`` and ``specsim calibrate``).
@@ -180,8 +194,14 @@ def read_step_logs(paths: Sequence[str | Path]) -> pd.DataFrame:
     if not paths:
         raise SpecsimInputError(None, None, "logs", "at least one step-log file", "none")
     frames = [df.assign(request_id=f"{i}:" + df["request_id"].astype(str))
-              for i, df in enumerate(read_step_log(p) for p in paths)]
+              for i, df in enumerate(read_step_log(p, columns) for p in paths)]
     return pd.concat(frames, ignore_index=True)
+
+
+def row_order(df: pd.DataFrame) -> np.ndarray:
+    """(N,) int64 step of each row: the ``step`` column, or the row's position in the frame where there is none
+    (a hand-built log without steps: a request's rows in the file's order)."""
+    return df["step"].to_numpy(dtype=np.int64) if "step" in df.columns else np.arange(len(df), dtype=np.int64)
 
 def prefix_labels(verify_len: np.ndarray, num_accepted: np.ndarray, gamma: int) -> tuple[np.ndarray, np.ndarray]:
     """Prefix-accepted labels and their known-mask per draft position.

@@ -44,10 +44,10 @@ def calibrate(
 ) -> None:
     """Fit per-position STS temperatures on step logs; report ECE and AUROC before and after."""
     from specsim.acceptance import calibration as cal
-    from specsim.acceptance.steplog import read_step_logs
+    from specsim.acceptance.steplog import CALIBRATION_COLUMNS, read_step_logs
     from specsim.cli.outputs import check_output
 
-    df = read_step_logs(logs)
+    df = read_step_logs(logs, CALIBRATION_COLUMNS)
     check_output(out, "--out", folder=True)
     report = cal.calibrate_step_log(df, source=[p.name for p in logs], n_bins=n_bins, warn_to_stderr=False)
     out.mkdir(parents=True, exist_ok=True)

@@ -34,10 +34,10 @@ def fit(
 ) -> None:
     """Fit empirical and parametric acceptance models from step logs."""
     from specsim.acceptance.fitting import write_fit
-    from specsim.acceptance.steplog import read_step_logs
+    from specsim.acceptance.steplog import FIT_COLUMNS, read_step_logs
     from specsim.cli.outputs import check_output
 
-    df = read_step_logs(logs)
+    df = read_step_logs(logs, FIT_COLUMNS)
     check_output(out, "--out", folder=True)
     model = write_fit(df, out, [p.name for p in logs], max_evals=max_evals)
     rows = [[dom, fmt.number(model["implied_tau"][dom], 3), " ".join(fmt.number(r, 3) for r in rates)]
