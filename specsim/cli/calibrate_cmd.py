@@ -59,8 +59,10 @@ def calibrate(
         ev = ~cal.split_by_request(arr["request_id"])
         conf, labels, known = arr["conf_raw"][ev], arr["labels"][ev], arr["known"][ev]
         calibrated = cal.apply_temperatures(conf, report.temperatures)
-        cal.plot_reliability(conf, calibrated, labels, known, out / "reliability.png", n_bins)
-        cal.plot_survival_hist(conf, calibrated, known, out / "survival_hist.png", n_bins)
+        from specsim.acceptance.calibration_plots import plot_reliability, plot_survival_hist
+
+        plot_reliability(conf, calibrated, labels, known, out / "reliability.png", n_bins)
+        plot_survival_hist(conf, calibrated, known, out / "survival_hist.png", n_bins)
     print(_table(report))
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)

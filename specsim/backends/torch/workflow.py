@@ -230,7 +230,8 @@ def measure_all(target, drafters: dict, out: Path, num_prompts: int, prompt_toke
                 gamma: int, seed: int) -> dict:
     """Acceptance curves (CSV + PNG), step logs, and the DSpark head's calibration raw vs STS (JSON + PNG)."""
     from specsim.backends.torch.measure import acceptance_curves, calibration_report, plot_acceptance_curves
-    from specsim.acceptance.calibration import apply_temperatures, plot_reliability, step_log_arrays, split_by_request
+    from specsim.acceptance.calibration import apply_temperatures, step_log_arrays, split_by_request
+    from specsim.acceptance.calibration_plots import plot_reliability
     from specsim.acceptance.steplog import write_step_log
     prompts = corpus_prompts(target, num_prompts, prompt_tokens, seed)
     curves, logs = acceptance_curves(target, drafters, prompts, gamma, max_new_tokens, seed)
