@@ -172,3 +172,61 @@ def test_calibrate_and_fit_need_only_the_columns_they_read(tmp_path, capsys):
     # a command that reads the rest still requires it
     with pytest.raises(SpecsimInputError, match="got no column step, replica, time_s, step_time_s, domain, conf$"):
         read_step_log(tmp_path / "least.parquet")
+
+
+# ------------------------------------------------------------------------- 3. when STS clearly failed
+
+def _const_log(n_req: int, steps: int, conf: float, accept: float, seed: int = 1) -> pd.DataFrame:
+    """gamma 1: every confidence ``conf``, drafts accepted with probability ``accept``."""
+    log = hand_log(n_req, steps, gamma=1, seed=seed)
+    acc = np.random.default_rng(seed).random(len(log)) < accept
+    return log.assign(num_accepted=acc.astype(int), conf_raw=[np.array([conf])] * len(log))
+
+
+def test_calibrate_warns_per_position_when_t_ends_on_its_bound():
+    flat = cal.calibrate_step_log(_const_log(200, 12, conf=0.99, accept=0.3), warn_to_stderr=False)
+    assert flat.temperatures[0] == pytest.approx(cal.T_MAX)
+    assert any(w.startswith("position 1: T ended on its bound 10 (STS searches [0.1, 10]): the fit would push it "
+                            "further; STS flattens them toward 0.5") for w in flat.warnings)
+    sharp = cal.calibrate_step_log(_const_log(200, 12, conf=0.6, accept=0.995), warn_to_stderr=False)
+    assert sharp.temperatures[0] == pytest.approx(cal.T_MIN)
+    assert any(w.startswith("position 1: T ended on its bound 0.1") and "far underconfident" in w
+               for w in sharp.warnings)
+    assert not any("few" in w or "a bin" in w for w in flat.warnings + sharp.warnings)    # 2,400 rows: enough
+
+
+def test_calibrate_warns_when_held_out_ece_rises_under_sts():
+    rng = np.random.default_rng(5)
+    log = hand_log(600, 8, gamma=1, seed=5)
+    conf = rng.uniform(0.5, 0.95, len(log))
+    fit = cal.split_by_request(log.request_id.to_numpy())
+    p = np.where(fit, conf ** 4, conf)                 # the fit half overconfident, the held-out half calibrated
+    log = log.assign(conf_raw=list(conf[:, None]), num_accepted=(rng.random(len(log)) < p).astype(int))
+    report = cal.calibrate_step_log(log, warn_to_stderr=False)
+    m = report.metrics.iloc[0]
+    assert m.ece_sts > m.ece_raw + cal.ECE_RISE_WARN
+    assert (f"position 1: held-out ECE rose under STS, {100 * m.ece_raw:.2f}% -> {100 * m.ece_sts:.2f}%: the "
+            "temperature fitted on one half") in " | ".join(report.warnings)
+
+
+def test_calibrate_warns_on_too_few_rows_for_the_bins(tmp_path, capsys):
+    log = hand_log(60, 4, gamma=2)                     # 240 rows, about 120 a split over 20 bins
+    report = cal.calibrate_step_log(log, warn_to_stderr=False)
+    m = report.metrics
+    few = [w for w in report.warnings if "over 20 bins (under 50 a bin)" in w]
+    assert [w.split(":")[0] for w in few] == ["position 1", "position 2"]
+    assert few[0].startswith(f"position 1: {m.n_fit[0]} fit and {m.n_eval[0]} held-out rows over 20 bins")
+    assert "a calibrated head would show an ECE of about" in few[0]
+    # the command prints them, one per position
+    log.to_parquet(tmp_path / "few.parquet")
+    rc, _, err = cli(capsys, "calibrate", str(tmp_path / "few.parquet"), "--out", str(tmp_path / "o"), "--no-plots")
+    assert rc == 0 and "warning: position 2: " in err and "held-out rows over 20 bins" in err
+    # over 2 bins the same log holds enough rows a bin
+    assert not any("a bin" in w for w in cal.calibrate_step_log(log, n_bins=2, warn_to_stderr=False).warnings)
+
+
+def test_ece_floor_is_the_sampling_error_of_a_calibrated_head():
+    # one bin at 0.5: ECE = |0.5 - mean y|, whose mean is 0.5 sqrt(2 / (pi n)) for n labels of rate 0.5
+    n = 10_000
+    assert cal.ece_floor(np.full(n, 0.5)) == pytest.approx(0.5 * np.sqrt(2 / (np.pi * n)), rel=0.3)
+    assert cal.ece_floor(np.array([])) != cal.ece_floor(np.array([]))      # NaN

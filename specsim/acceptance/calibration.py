@@ -44,6 +44,8 @@ T_MIN, T_MAX, T_GRID_POINTS = 0.1, 10.0, 161  # STS search range (our choice: th
 _EPS = 1e-6                                   # confidences are clipped to [eps, 1 - eps] before logit
 _MAX_GRID_ELEMS = 4_000_000                   # memory cap for the vectorised grid evaluation
 ADAPTIVE_WARN_FRACTION = 0.01                 # share of censored rows above which calibrate warns
+MIN_ROWS_PER_BIN = 50       # fewer fit or held-out rows a bin: calibrate warns that ECE and T are mostly noise
+ECE_RISE_WARN = 0.005       # held-out ECE rising under STS by more than this (0.5 points): calibrate warns
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -358,6 +360,57 @@ def position_metrics(conf: np.ndarray, labels: np.ndarray, known: np.ndarray,
     return pd.DataFrame(rows)
 
 
+def ece_floor(pred: np.ndarray, n_bins: int = N_BINS, draws: int = 20, seed: int = 0) -> float:
+    """The ECE a perfectly calibrated head shows from sampling alone: the mean ECE of ``pred`` against labels drawn
+    as Bernoulli(pred), ``draws`` times (fixed seed). (N,) predictions -> fraction; NaN when N = 0."""
+    pred = check_probabilities(np.ravel(pred), "pred")
+    if pred.size == 0:
+        return float("nan")
+    rng = np.random.default_rng(seed)
+    return float(np.mean([ece(pred, rng.random(pred.size) < pred, n_bins) for _ in range(draws)]))
+
+
+def failure_warnings(metrics: pd.DataFrame, survival_sts: np.ndarray, labels: np.ndarray, known: np.ndarray,
+                     n_bins: int = N_BINS) -> list[str]:
+    """Per position, the signs that STS failed or cannot be judged (positions with no rows are skipped):
+
+    - T on a bound of the search range [T_MIN, T_MAX] (the fit would push it further);
+    - held-out ECE rising under STS by more than :data:`ECE_RISE_WARN`;
+    - fewer than :data:`MIN_ROWS_PER_BIN` fit or held-out rows a bin, with :func:`ece_floor` of the held-out
+      calibrated survival (what sampling alone gives).
+
+    Args:
+        metrics: :attr:`CalibrationReport.metrics`.
+        survival_sts: (N, gamma) calibrated survival of the held-out rows; labels, known: theirs.
+        n_bins: ECE bins.
+
+    Returns:
+        One line per finding, each naming its position.
+    """
+    out = []
+    for r in metrics[(metrics["n_fit"] > 0) & (metrics["n_eval"] > 0)].itertuples():
+        k = int(r.position)
+        for bound, why in ((T_MAX, f"STS flattens them toward 0.5: the raw confidences barely rank acceptance "
+                                   f"here (held-out AUROC {r.auroc_raw:.3f})"),
+                           (T_MIN, "STS sharpens them as far as it may: the raw confidences are far underconfident")):
+            if abs(np.log(r.temperature / bound)) < 1e-3:
+                out.append(f"position {k}: T ended on its bound {bound:g} (STS searches [{T_MIN:g}, {T_MAX:g}]): "
+                           f"the fit would push it further; {why}. Check that conf_raw holds this position's "
+                           "conditional acceptance probability c_k (not percent, logits or the survival c_1...c_k)")
+        if r.ece_sts > r.ece_raw + ECE_RISE_WARN:
+            out.append(f"position {k}: held-out ECE rose under STS, {100 * r.ece_raw:.2f}% -> {100 * r.ece_sts:.2f}%: "
+                       "the temperature fitted on one half of the requests does not carry to the other (too few "
+                       "rows, or halves that differ)")
+        if min(r.n_fit, r.n_eval) < MIN_ROWS_PER_BIN * n_bins:
+            m = known[:, k - 1]
+            floor = ece_floor(survival_sts[m, k - 1], n_bins)
+            out.append(f"position {k}: {r.n_fit} fit and {r.n_eval} held-out rows over {n_bins} bins (under "
+                       f"{MIN_ROWS_PER_BIN} a bin): a calibrated head would show an ECE of about {100 * floor:.1f}% "
+                       "from sampling alone, so this position's ECE and T are mostly noise; log more requests or "
+                       "pass fewer --bins")
+    return out
+
+
 # ------------------------------------------------------------------------------------------- step logs
 
 def _conf_matrix(col: pd.Series, gamma_max: int) -> np.ndarray:
@@ -434,7 +487,8 @@ class CalibrationReport:
         num_rows: step-log rows used (gamma >= 1).
         censored_fraction: share of rows with verify_len < gamma and no rejection (missing labels), a request's
             last step not counted (it verifies at most the output left, whatever the policy).
-        warnings: human-readable warnings (adaptive-run bias, empty positions).
+        warnings: human-readable warnings (adaptive-run bias, empty positions, and per position a T on its
+            bound, held-out ECE rising under STS, too few rows for the bins: :func:`failure_warnings`).
         split: how the rows were split.
         source: where the log came from (file names).
     """
@@ -508,6 +562,8 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
         metrics[f"{name}_sts"] = sts[name]
     for k in np.flatnonzero((metrics["n_fit"] == 0) | (metrics["n_eval"] == 0)):
         warnings.append(f"position {k + 1}: no labelled rows in the fit or evaluation split")
+    warnings += failure_warnings(metrics, survival(apply_temperatures(conf[ev], temps)), labels[ev], known[ev],
+                                 n_bins)
     if warn_to_stderr:
         for w in warnings:
             print(f"specsim calibrate: warning: {w}", file=sys.stderr)
