@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from specsim import fmt
 from specsim.acceptance.tables import BUILTIN_TABLES
 from specsim.hardware.drafter import DRAFTER_FAMILY_OF
 from specsim.hardware.profile import StepTimeProfile
-from specsim.scenario import Scenario
+from specsim.errors import SpecsimInputError
+from specsim.scenario import DRAFTER_ACCEPTANCE_KEYS, Scenario
 
 
 def acceptance_notices(sc: Scenario, pc, source: str | None, profile: StepTimeProfile) -> list[str]:
@@ -23,6 +25,28 @@ def acceptance_notices(sc: Scenario, pc, source: str | None, profile: StepTimePr
     notes = (default_acceptance_notice(sc, pc, source, profile), forced_drafter_notice(sc, pc),
              cpu_drafter_notice(pc))
     return [n for n in notes if n]
+
+
+def acceptance_error(e: SpecsimInputError, sc: Scenario, drafter: str) -> SpecsimInputError:
+    """The error to raise for ``e``, raised building ``drafter``'s acceptance model from ``sc``: a drafter-specific
+    key (:data:`specsim.scenario.DRAFTER_ACCEPTANCE_KEYS`) named as the drafter's own entry where it has one; where
+    the policy runs a drafter of its own (mtp1: mtp) on the section's key, a hint to give that drafter its own;
+    where the run's drafter is the scenario's, a length beyond the run's drafts points to ``length_gamma``.
+    ``e`` unchanged otherwise (a table file's own error keeps its file)."""
+    key = (e.field or "").removeprefix("acceptance.")
+    if key not in DRAFTER_ACCEPTANCE_KEYS:
+        return e
+    if drafter in sc.acceptance.drafters:
+        return replace(e, field=f"acceptance.drafters.{drafter}.{key}")
+    if e.file is not None or not getattr(sc.acceptance, key):
+        return e
+    if drafter != sc.drafter.name:                   # the policy's own drafter, run on the section's setting
+        return replace(e, expected=f"{e.expected}; the section's {key} is every drafter's, {drafter}'s too: give "
+                       f"{drafter} its own as acceptance.drafters.{drafter}.{key}")
+    if key == "length" and sc.acceptance.length_gamma is None and sc.acceptance.length > 1:
+        return replace(e, expected=f"{e.expected}; a length measured at more drafts than the run's: give their "
+                       "number as acceptance.length_gamma")
+    return e
 
 
 def acceptance_given(sc: Scenario, drafter: str | None = None) -> list[str]:

@@ -28,9 +28,9 @@ from specsim.analysis.metrics import (PERCENTILES, decode_queue_notice, domain_b
                                      memory_summary, request_frame, summarize)
 from specsim.policies.base import policy_hooks
 from specsim.run_config import ResolvedRun, RunConfig, in_scenario_file, refused_by_window, resolve_run
-from specsim.run_notices import acceptance_notices, fitted_overhead_notice, given_length_notice
+from specsim.run_notices import acceptance_error, acceptance_notices, fitted_overhead_notice, given_length_notice
 from specsim.policies.cost_table import table_report
-from specsim.scenario import DRAFTER_ACCEPTANCE_KEYS, Scenario, load_scenario
+from specsim.scenario import Scenario, load_scenario
 from specsim.analysis.stage_metrics import stage_breakdown
 from specsim.acceptance.steplog import write_step_log
 
@@ -364,15 +364,7 @@ def _acceptance(trace, sc: Scenario, dname: str, g: int):
         model = resolve_acceptance_model(dname, g, domains=tuple(np.unique(domains)),
                                          **sc.acceptance.model_args(dname))
     except SpecsimInputError as e:          # a drafter-specific key: name the drafter's own entry, or offer one
-        key = (e.field or "").removeprefix("acceptance.")
-        if key not in DRAFTER_ACCEPTANCE_KEYS:
-            raise
-        if dname in sc.acceptance.drafters:           # (a table file's own error keeps its file)
-            raise replace(e, field=f"acceptance.drafters.{dname}.{key}") from None
-        if e.file is not None or not getattr(sc.acceptance, key):
-            raise
-        raise replace(e, expected=f"{e.expected}; the section's {key} is every drafter's, {dname}'s too: give "
-                      f"{dname} its own as acceptance.drafters.{dname}.{key}") from None
+        raise acceptance_error(e, sc, dname) from None
     unknown = ~np.isin(domains, np.array(list(model.alpha), dtype=object))
     if unknown.any():                           # the first line with an unknown domain (not the first such domain)
         line = int(np.flatnonzero(unknown)[0])

@@ -230,3 +230,66 @@ def test_ece_floor_is_the_sampling_error_of_a_calibrated_head():
     n = 10_000
     assert cal.ece_floor(np.full(n, 0.5)) == pytest.approx(0.5 * np.sqrt(2 / (np.pi * n)), rel=0.3)
     assert cal.ece_floor(np.array([])) != cal.ece_floor(np.array([]))      # NaN
+
+
+# ------------------------------------------------------------------------- 6. acceptance inputs of a run
+
+def test_a_rate_table_without_alpha_names_the_missing_key(tmp_path):
+    from specsim.acceptance.tables import load_rate_table
+
+    f = tmp_path / "t.json"
+    f.write_text('{"legal": [0.8, 0.7]}')
+    with pytest.raises(SpecsimInputError) as e:
+        load_rate_table(f)
+    assert e.value.field == "alpha" and e.value.got == "no key 'alpha' (keys: 'legal')"
+    assert 'expected a JSON object {"alpha": {domain: [a_1, ..., a_G]}}' in str(e.value)
+    f.write_text('{"alpha": [0.8, 0.7]}')
+    with pytest.raises(SpecsimInputError, match="expected a mapping domain -> list of conditional rates, got a JSON "
+                       "array"):
+        load_rate_table(f)
+    f.write_text("[0.8]")
+    with pytest.raises(SpecsimInputError, match="got a JSON array$"):
+        load_rate_table(f)
+
+
+def _run(overrides: list[str], policy: str = "dspark"):
+    from helpers import make_trace
+    from specsim.scenario import load_scenario
+    from specsim.simulation import simulate
+
+    return simulate(make_trace([0.0], [100], [30]), policy, load_scenario(overrides=overrides))
+
+
+def test_a_table_with_no_row_the_run_can_use_names_its_rows(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text('{"alpha": {"legal": [0.8, 0.7, 0.6, 0.5]}}')          # the run's domain is chat, gamma 7
+    with pytest.raises(SpecsimInputError) as e:                         # was "acceptance.domain_weights ... None"
+        _run([f"acceptance.table={f}"])
+    assert (e.value.file, e.value.field) == (str(f), "alpha")
+    assert str(e.value).endswith("expected a row for a domain of the run (chat) or of at least gamma (7) rates, "
+                                 "got legal (4 rates)")
+
+
+def test_temperatures_too_few_for_the_run_name_their_file(tmp_path):
+    f = tmp_path / "temps.json"
+    f.write_text('{"temperatures": [1.2, 1.1, 1.0, 1.0, 1.0]}')
+    with pytest.raises(SpecsimInputError) as e:
+        _run([f"acceptance.temperatures={f}"])
+    assert (e.value.file, e.value.field) == (str(f), "temperatures")
+    assert "expected 7 positive temperatures, one per draft position of the run (gamma 7" in str(e.value)
+    assert e.value.got == "5: [1.2, 1.1, 1.0, 1.0, 1.0]"
+    assert len(cal.load_temperatures(f, 5)) == 5 and len(cal.load_temperatures(f)) == 5
+
+
+def test_an_impossible_length_hints_what_fits_the_run():
+    with pytest.raises(SpecsimInputError) as e:                          # dspark is the scenario's drafter
+        _run(["acceptance.length=9"])
+    assert "give dspark its own" not in str(e.value)
+    assert str(e.value) == ("field 'acceptance.length': expected a value in (1, 8) (tokens per step at 7 drafts, the "
+                            "bonus token included); a length measured at more drafts than the run's: give their "
+                            "number as acceptance.length_gamma, got 9.0")
+    with pytest.raises(SpecsimInputError) as e:                          # measured at 5 drafts: no other hint
+        _run(["acceptance.length=9", "acceptance.length_gamma=5"])
+    assert str(e.value).endswith("(tokens per step at 5 drafts, the bonus token included), got 9.0")
+    with pytest.raises(SpecsimInputError, match="give mtp its own as acceptance.drafters.mtp.length"):
+        _run(["acceptance.length=3.2"], policy="mtp1")                  # mtp1 runs its own drafter on it

@@ -18,11 +18,8 @@ prefix label y_k = 1 iff drafts 1..k were all accepted.
 Arrays are ``(N, gamma)``: one row per (step, request), one column per draft position; ``known`` masks
 positions whose label is observed (see :func:`specsim.acceptance.steplog.prefix_labels`).
 
-Inputs are checked: predictions and confidences must be probabilities, finite numbers in [0, 1] (confidences in
-percent or as logits are refused, naming the argument, the row and the position), labels 0 or 1. Exactly 0 and
-1 are accepted (specsim logs 0 for a draft it did not propose; a half-precision softmax rounds to 1): STS clips
-them to [1e-6, 1 - 1e-6] before the logit (``_EPS``), so a logged 1.0 has logit 13.8 and is scaled like any
-other value.
+Predictions and confidences must be finite numbers in [0, 1] (percent or logits are refused, naming the argument,
+row and position), labels 0 or 1; exactly 0 and 1 are clipped to [1e-6, 1 - 1e-6] before the logit (``_EPS``).
 """
 
 from __future__ import annotations
@@ -571,14 +568,20 @@ def calibrate_step_log(df: pd.DataFrame, source: list[str] | None = None, n_bins
                              source=list(source or []), n_bins=n_bins)
 
 
-def load_temperatures(path: str | Path) -> np.ndarray:
+def load_temperatures(path: str | Path, gamma: int | None = None) -> np.ndarray:
     """Read the ``temperatures`` list of a ``specsim calibrate`` temperatures.json (for scenarios).
 
+    Args:
+        path: the file.
+        gamma: the run's draft positions, when known: the file must hold at least as many temperatures (the
+            first ``gamma`` are used).
+
     Returns:
-        (gamma,) positive temperatures.
+        (n,) positive temperatures, all of the file's.
 
     Raises:
-        SpecsimInputError: unreadable JSON, missing key, or a value that is not a positive number.
+        SpecsimInputError: unreadable JSON, missing key, a value that is not a positive number, or fewer
+            temperatures than ``gamma`` (naming the file).
     """
     try:
         data = json.loads(Path(path).read_text())
@@ -589,4 +592,8 @@ def load_temperatures(path: str | Path) -> np.ndarray:
     if temps.size == 0 or not np.all(np.isfinite(temps) & (temps > 0)):
         raise SpecsimInputError(str(path), None, "temperatures", "a non-empty list of positive numbers",
                                 str(temps.tolist()))
+    if gamma is not None and temps.size < gamma:
+        raise SpecsimInputError(str(path), None, "temperatures", f"{gamma} positive temperatures, one per draft "
+                                f"position of the run (gamma {gamma}; calibrate a log of at least that gamma)",
+                                f"{temps.size}: {temps.tolist()}")
     return temps

@@ -414,5 +414,5 @@ def resolve_acceptance_model(drafter: str, gamma: int, model: str = "", temperat
     if not model:
         return build_acceptance_model(drafter, gamma, temperatures=temperatures, calibration=calibration,
                                       **acceptance)
-    temps = tuple(float(t) for t in load_temperatures(temperatures)) if temperatures else None
+    temps = tuple(float(t) for t in load_temperatures(temperatures, gamma)) if temperatures else None
     return load_fitted_model(model, drafter, gamma, temperatures=temps, calibration=calibration)

@@ -473,7 +473,7 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
     temps = None
     if temperatures:
         from specsim.acceptance.calibration import load_temperatures
-        temps = tuple(float(t) for t in load_temperatures(temperatures))
+        temps = tuple(float(t) for t in load_temperatures(temperatures, gamma))
     weights = None
     if length is not None:
         constant_alpha = alpha_for_acceptance_length(float(length), int(length_gamma or gamma))
@@ -503,6 +503,13 @@ def build_acceptance_model(drafter: str, gamma: int, constant_alpha: float | Non
             alpha = {**alpha, **check_rates(rates, "acceptance.rates")}
             source = f"{source} + inline rates" if source else "inline rates"
         if domains:  # only the run's domains need rows of length >= gamma; shorter others are left out
-            alpha = {d: r for d, r in alpha.items() if d in domains or len(r) >= gamma}
+            kept = {d: r for d, r in alpha.items() if d in domains or len(r) >= gamma}
+            if alpha and not kept:
+                given = (None if name in BUILTIN_TABLES or name is None else name, "acceptance.rates" if rates else None)
+                raise SpecsimInputError(" + ".join(g for g in given if g) or None, None, "alpha",
+                                        f"a row for a domain of the run ({', '.join(sorted(domains))}) or of at "
+                                        f"least gamma ({gamma}) rates", ", ".join(f"{d} ({len(r)} rate"
+                                        f"{'s' * (len(r) != 1)})" for d, r in sorted(alpha.items())))
+            alpha = kept
     return _cached_model(drafter, gamma, tuple(sorted(alpha.items())), tuple(sorted(params.items())), source,
                          temps, calibration, weights)

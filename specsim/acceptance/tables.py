@@ -193,19 +193,32 @@ def load_rate_table(path: str | Path) -> dict[str, tuple[float, ...]]:
     """Read ``{"alpha": {domain: [a_1, ..., a_G]}}`` from a JSON file (other keys are ignored).
 
     Raises:
-        SpecsimInputError: unreadable file, no ``alpha`` mapping, or a row that is not a non-empty list of
-            numbers strictly between 0 and 1.
+        SpecsimInputError: unreadable file, no ``alpha`` key (the file's keys named) or not a non-empty
+            mapping there, or a row that is not a non-empty list of numbers strictly between 0 and 1.
     """
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise SpecsimInputError(str(path), None, "acceptance.table", "a readable JSON rate table",
                                 f"{type(e).__name__}: {str(e)[:60]}") from None
-    alpha = data.get("alpha") if isinstance(data, dict) else None
+    form = 'a JSON object {"alpha": {domain: [a_1, ..., a_G]}} (conditional rates per domain)'
+    if not isinstance(data, dict):
+        raise SpecsimInputError(str(path), None, "alpha", form, f"a JSON {_json_type(data)}")
+    if "alpha" not in data:
+        keys = ", ".join(repr(k) for k in list(data)[:6]) + (", ..." if len(data) > 6 else "")
+        raise SpecsimInputError(str(path), None, "alpha", form, f"no key 'alpha' (keys: {keys or 'none'})")
+    alpha = data["alpha"]
     if not isinstance(alpha, dict) or not alpha:
         raise SpecsimInputError(str(path), None, "alpha", "a mapping domain -> list of conditional rates",
-                                repr(type(alpha).__name__))
+                                "an empty object" if isinstance(alpha, dict) else f"a JSON {_json_type(alpha)}")
     return check_rates(alpha, str(path))
+
+
+def _json_type(value) -> str:
+    """The JSON name of a decoded value's type (object, array, string, number, true/false, null)."""
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string", int: "number", float: "number"}.get(type(value), "null")
 
 
 def check_rates(alpha: dict, src: str) -> dict[str, tuple[float, ...]]:

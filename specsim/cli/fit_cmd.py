@@ -117,11 +117,9 @@ def export_acceptance_cmd(
         raise SpecsimInputError("export-acceptance", None, "--table/--run/--drafter", "exactly one source",
                                 f"{len(given)} given")
     if table is not None:
-        try:
-            alpha = json.loads(table.read_text())["alpha"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SpecsimInputError(str(table), None, "alpha", "a rate table {'alpha': {domain: [...]}}",
-                                    type(e).__name__) from None
+        from specsim.acceptance.tables import load_rate_table
+
+        alpha = {d: list(r) for d, r in load_rate_table(table).items()}
         found, source = model_counters(alpha, gamma, table.name), table.name
     elif run_dir is not None:
         import numpy as np
