@@ -27,9 +27,12 @@ def hand_log(n_req: int = 40, steps: int = 5, gamma: int = 3, seed: int = 0) -> 
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:
-    """``specsim ARGS`` as the command line runs it: (exit status, stdout, stderr)."""
+    """``specsim ARGS`` as the command line runs it, 200 columns wide: (exit status, stdout, stderr)."""
+    from unittest import mock
+
     capsys.readouterr()
-    rc = run_cli(list(args))
+    with mock.patch.dict("os.environ", {"COLUMNS": "200"}):
+        rc = run_cli(list(args))
     out = capsys.readouterr()
     return rc, out.out, out.err
 
@@ -293,3 +296,50 @@ def test_an_impossible_length_hints_what_fits_the_run():
     assert str(e.value).endswith("(tokens per step at 5 drafts, the bonus token included), got 9.0")
     with pytest.raises(SpecsimInputError, match="give mtp its own as acceptance.drafters.mtp.length"):
         _run(["acceptance.length=3.2"], policy="mtp1")                  # mtp1 runs its own drafter on it
+
+
+# ------------------------------------------------------------------------- 7. the fit's confidence side
+
+def _model_blocks(params: dict, n_req: int, steps: int, gamma: int = 4, seed: int = 0):
+    """Fully labelled blocks drawn from the latent model with ``params`` (one domain, chat's Fig. 2 rates)."""
+    from specsim.acceptance.fitting import LoggedBlocks, _simulate_like
+    from specsim.acceptance.model import FIG2_ALPHA
+
+    rates = {"chat": tuple(FIG2_ALPHA["dspark"]["chat"][:gamma])}
+    shape = LoggedBlocks(gamma, np.full(n_req * steps, "chat"), np.repeat([f"q{i}" for i in range(n_req)], steps),
+                         np.zeros((n_req * steps, gamma), bool), np.zeros((n_req * steps, gamma)))
+    acc, conf = _simulate_like(params, rates, shape, seed)
+    lab = np.cumprod(acc, axis=1).astype(bool)
+    accept = lab & np.concatenate([np.ones((len(lab), 1), bool), lab[:, :-1]], axis=1)
+    return LoggedBlocks(gamma, shape.domain, shape.request, accept, conf), rates
+
+
+def test_the_calibration_check_tells_a_model_from_another():
+    from specsim.acceptance.fitting import calibration_check
+    from specsim.scenario import LATENT_DEFAULTS
+
+    sharp = {**LATENT_DEFAULTS, "sigma_step": 0.0, "sigma_conf": 0.0, "conf_scale": 1.8, "conf_scale_later": 1.8,
+             "conf_shift": 0.3, "conf_shift_later": 0.3, "conf_low_ratio": 1.0}
+    blocks, rates = _model_blocks(sharp, 600, 10)
+    same = calibration_check(blocks, sharp, rates, seed=7)              # the model that drew the log
+    other = calibration_check(blocks, dict(LATENT_DEFAULTS), rates, seed=7)
+    assert set(same) == {"ece_raw_log", "ece_sts_log", "ece_raw_fit", "ece_sts_fit", "ece_floor", "differs"}
+    assert not any(same["differs"]) and same["ece_raw_log"] == other["ece_raw_log"]
+    assert all(0 < f < 0.03 for f in same["ece_floor"])
+    assert any(other["differs"])
+    gap = np.abs(np.subtract(other["ece_raw_fit"], other["ece_raw_log"]))
+    assert gap.max() > 0.02 > np.abs(np.subtract(same["ece_raw_fit"], same["ece_raw_log"])).max()
+
+
+def test_specsim_fit_prints_the_confidence_goodness_of_fit(tmp_path, capsys):
+    import json
+
+    log = hand_log(n_req=80, steps=5, gamma=3)
+    log.to_parquet(tmp_path / "log.parquet")
+    rc, out, _ = cli(capsys, "fit", str(tmp_path / "log.parquet"), "--out", str(tmp_path / "f"), "--max-evals", "10")
+    assert rc == 0 and "confidence goodness of fit (the log vs the fitted model)" in out
+    assert "ECE raw % log" in out and "floor %" in out
+    check = json.loads((tmp_path / "f" / "model.json").read_text())["calibration_check"]
+    assert [len(v) for v in check.values()] == [3] * 6
+    row = out.split("confidence goodness of fit")[1].splitlines()[3].split()
+    assert row[:2] == ["1", f"{100 * check['ece_raw_log'][0]:.2f}"]

@@ -34,7 +34,8 @@ import pandas as pd
 from scipy.special import expit, logit
 
 from specsim.acceptance.model import AcceptanceModel, RequestDraws, build_acceptance_model, implied_tau
-from specsim.acceptance.calibration import fit_sts, load_temperatures, step_log_arrays
+from specsim.acceptance.calibration import (apply_temperatures, ece_floor, fit_sts, load_temperatures, position_metrics,
+                                            split_by_request, step_log_arrays, survival)
 from specsim.acceptance.steplog import FIT_COLUMNS, check_columns, row_order
 from specsim.errors import SpecsimInputError
 from specsim.scenario import LATENT_DEFAULTS
@@ -322,10 +323,44 @@ def fit_parametric(blocks: LoggedBlocks, max_evals: int = 400, seed: int = 0, ma
             "moments_log": target.tolist(), "moments_fit": _moments(acc, conf, sim.request).tolist()}
 
 
+def calibration_check(blocks: LoggedBlocks, params: dict, rates: dict, seed: int = 1) -> dict:
+    """Goodness of fit on the confidence side: per position, the held-out ECE of the cumulative survival, raw and
+    after STS, of the log and of blocks simulated from the fitted model with the log's domains and requests (the
+    same size, so the same sampling noise), each split by request and calibrated on one half as
+    ``specsim calibrate`` does.
+
+    Args:
+        blocks: the logged blocks; params, rates: the fitted latent parameters and rates; seed: of the simulation.
+
+    Returns:
+        {"ece_raw_log", "ece_sts_log", "ece_raw_fit", "ece_sts_fit", "ece_floor", "differs"}: lists over positions,
+        ECE as fractions; ``ece_floor`` the ECE a calibrated head shows at the log's size from sampling alone
+        (:func:`specsim.acceptance.calibration.ece_floor` of the log's held-out calibrated survival); ``differs``
+        True where raw or STS ECE of log and fit part by more than 1 point and twice the floor.
+    """
+    fit = split_by_request(blocks.request)
+
+    def held_out(accept: np.ndarray, conf: np.ndarray):
+        lab = np.cumprod(accept, axis=1).astype(bool)
+        cal = apply_temperatures(conf[~fit], fit_sts(conf[fit], lab[fit]))
+        known = np.ones_like(lab[~fit])
+        return (position_metrics(conf[~fit], lab[~fit], known)["ece"].to_numpy(),
+                position_metrics(cal, lab[~fit], known)["ece"].to_numpy(), survival(cal))
+
+    raw_log, sts_log, surv = held_out(blocks.accept, blocks.conf_raw)
+    raw_fit, sts_fit, _ = held_out(*_simulate_like(params, rates, blocks, seed))
+    floor = np.array([ece_floor(surv[:, k]) for k in range(blocks.gamma)])
+    tol = np.maximum(0.01, 2 * floor)
+    differs = (np.abs(raw_fit - raw_log) > tol) | (np.abs(sts_fit - sts_log) > tol)
+    return {"ece_raw_log": raw_log.tolist(), "ece_sts_log": sts_log.tolist(), "ece_raw_fit": raw_fit.tolist(),
+            "ece_sts_fit": sts_fit.tolist(), "ece_floor": floor.tolist(), "differs": differs.tolist()}
+
+
 # ------------------------------------------------------------------------------------------ files
 
 def write_fit(df: pd.DataFrame, out: str | Path, source: list[str] | None = None, max_evals: int = 400) -> dict:
-    """``specsim fit``: write DIR/model.json (parametric), DIR/blocks.parquet (empirical), return model.json.
+    """``specsim fit``: write DIR/model.json (parametric, with its :func:`calibration_check`), DIR/blocks.parquet
+    (empirical), return model.json.
 
     Raises:
         SpecsimInputError: no usable rows.
@@ -338,6 +373,7 @@ def write_fit(df: pd.DataFrame, out: str | Path, source: list[str] | None = None
     pd.DataFrame({"request_id": blocks.request, "domain": blocks.domain,
                   "accept": list(blocks.accept.astype(bool)), "conf_raw": list(blocks.conf_raw)}).to_parquet(
         out / "blocks.parquet", index=False)
+    fit["calibration_check"] = calibration_check(blocks, fit["params"], blocks.rates())
     fit.update({"kind": "specsim fitted acceptance model", "gamma": g, "source": list(source or []),
                 "num_blocks": int(blocks.accept.shape[0]), "num_dropped_rows": blocks.num_dropped,
                 "num_requests": int(np.unique(blocks.request).size),
