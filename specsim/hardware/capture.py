@@ -76,7 +76,6 @@ def eager_notice(eager: int, steps: int, profile: StepTimeProfile) -> str:
             "launched from the host (engine.cudagraph_max_tokens sets a step-model profile's limit)")
 
 
-
 def eager_report(report: dict[str, Any], profile: StepTimeProfile, steps) -> dict[str, Any]:
     """A run's ``profile_range`` (:func:`specsim.hardware.profile.range_report`) with ``eager_steps`` (steps of its
     ``steps`` frame beyond the capture limit, :func:`eager_steps`; None for a profile naming no limit),
