@@ -58,7 +58,8 @@ from specsim.analysis.metrics import at_least, at_most, check_slos
 from specsim.analysis.tiers import as_tiers, goodput_notes, mark_winners, tiers_json
 from specsim.analysis.answer_notes import flagged_answer_notes
 from specsim.analysis.sweep_records import as_records
-from specsim.analysis.sweep_tables import cautions, measured, results_frame, seed_spread, winner_cautions
+from specsim.analysis.sweep_tables import (cautions, measured, one_scenario_frame, results_frame, seed_spread,
+                                          winner_cautions)
 from specsim.analysis.tier_notes import (attainment_notes, baseline_edge, baseline_edge_notes, winner_attainment,
                                         with_throughput)
 
@@ -412,12 +413,7 @@ def compare(records: list[dict[str, Any]] | str | Path, tiers: Iterable[float] |
     if not tiers:
         raise SpecsimInputError(None, None, "tiers", "at least one SLA tier (TPS/user, tok/s)", "none")
     records = as_records(records)
-    df = results_frame(records)
-    if df.empty or not (df.status == "ok").any():
-        raise SpecsimInputError(None, None, "points", "at least one successful sweep point", "none")
-    if df.scenario_sha.nunique() > 1:
-        raise SpecsimInputError(None, None, "points", "points of one scenario (use one --out per scenario)",
-                                f"{df.scenario_sha.nunique()} scenarios")
+    df = one_scenario_frame(records)
     spread = seed_spread(df)
     fr = frontiers(spread)
     base = _match_curve(baseline, fr) if baseline else None

@@ -41,7 +41,7 @@ import pandas as pd
 
 from specsim.analysis.significance import paired_margin
 from specsim.analysis.sweep_records import as_records
-from specsim.analysis.sweep_tables import (curve_title, flagged_points, queued_points, results_frame,
+from specsim.analysis.sweep_tables import (curve_title, flagged_points, one_scenario_frame, queued_points,
                                           short_window_points)
 from specsim.errors import SpecsimInputError, did_you_mean
 
@@ -95,12 +95,7 @@ def _ratio_row(a: dict[int, float], b: dict[int, float]) -> tuple[float, float, 
 
 def _folder_rows(recs: list[dict[str, Any]], folder: str, baseline: str) -> list[dict[str, Any]]:
     """:func:`speedup_table`'s rows of one folder's records."""
-    df = results_frame(recs)
-    if df.empty or not (df.status == "ok").any():
-        raise SpecsimInputError(folder, None, "points", "at least one successful sweep point", "none")
-    if df.scenario_sha.nunique() > 1:
-        raise SpecsimInputError(folder, None, "points", "points of one scenario (one --out per scenario)",
-                                f"{df.scenario_sha.nunique()} scenarios")
+    df = one_scenario_frame(recs, folder)
     ok = df[df.status == "ok"]
     base = _baseline_curve(baseline, sorted(ok.curve.unique()), folder)
     flags = flagged_points(df)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from specsim import fmt
 from specsim.analysis.sweep_records import SUMMARY_KEYS, canonical_sha, load_records
+from specsim.errors import SpecsimInputError
 
 #: Metrics summarised over seeds by :func:`seed_spread` (mean, std, min, max).
 SPREAD_METRICS = ("mean_tps_per_user", "output_throughput_per_gpu", "mean_verify_tokens_per_request",
@@ -122,6 +123,23 @@ def results_frame(records_or_dir: str | Path | list[dict[str, Any]]) -> pd.DataF
     df["rate_scale"] = np.where(df["mode"] == "open", df["load"], np.nan)
     df.insert(1, "curve", _curve_labels(df))
     return df.sort_values(["curve", "mode", "load", "seed"], kind="stable").reset_index(drop=True)
+
+
+def one_scenario_frame(records: Any, where: str | None = None) -> pd.DataFrame:
+    """:func:`results_frame` of sweep records that an answer can be read from: at least one successful point, all of
+    one scenario (what compare and speedup read).
+
+    Raises:
+        SpecsimInputError: no successful point, or points of several scenarios (``where``: the folder, for the
+            message).
+    """
+    df = results_frame(records)
+    if df.empty or not (df.status == "ok").any():
+        raise SpecsimInputError(where, None, "points", "at least one successful sweep point", "none")
+    if df.scenario_sha.nunique() > 1:
+        raise SpecsimInputError(where, None, "points", "points of one scenario (use one --out per scenario)",
+                                f"{df.scenario_sha.nunique()} scenarios")
+    return df
 
 
 def seed_spread(df: pd.DataFrame, metrics: Iterable[str] = SPREAD_METRICS) -> pd.DataFrame:
